@@ -1,0 +1,16 @@
+//! Writes the CustomResourceDefinitions generated from the Rust types.
+//! `cargo run -p api --bin crdgen -- deploy/crds` regenerates them; the
+//! `crd_drift` test fails when the checked-in files differ.
+
+use std::path::PathBuf;
+
+fn main() -> std::io::Result<()> {
+    let dir = std::env::args_os()
+        .nth(1)
+        .map_or_else(|| PathBuf::from("deploy/crds"), PathBuf::from);
+    std::fs::create_dir_all(&dir)?;
+    for (file, yaml) in api::crd_yaml() {
+        std::fs::write(dir.join(file), yaml)?;
+    }
+    Ok(())
+}

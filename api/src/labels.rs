@@ -1,0 +1,23 @@
+//! Label, annotation and finalizer names. Every name the operator writes on
+//! an object it does not own is defined here and nowhere else.
+
+/// API group of both custom resources.
+pub const GROUP: &str = "node.bootc.dev";
+/// Served version of both custom resources.
+pub const VERSION: &str = "v1alpha1";
+
+/// On a Node: the node belongs to a pool. The DaemonSet selects on it.
+pub const MANAGED_LABEL: &str = "bootc.dev/managed";
+/// On a BootcNode: the node holds a reboot slot (durable across restarts).
+pub const IN_REBOOT_SLOT_ANNOTATION: &str = "bootc.dev/in-reboot-slot";
+/// On a BootcNode: whether the Node was unschedulable before the operator
+/// cordoned it ("true" / "false"), so that leaving a slot restores it.
+pub const WAS_CORDONED_ANNOTATION: &str = "bootc.dev/was-cordoned";
+/// On a BootcNodePool: cleanup (uncordon, unlabel) runs before deletion.
+pub const POOL_FINALIZER: &str = "node.bootc.dev/pool-cleanup";
+/// Field manager used by the controller for server-side apply.
+pub const CONTROLLER_MANAGER: &str = "bootc-controller";
+/// Field manager used by the daemon for its status writes.
+pub const DAEMON_MANAGER: &str = "bootc-daemon";
+/// Namespace the operator runs in, and the only one pull secrets may live in.
+pub const OPERATOR_NAMESPACE: &str = "bootc-operator";

@@ -1,0 +1,33 @@
+//! The shared vocabulary of bootc-operator: the two custom resources, the
+//! label and annotation names, condition helpers, and image references.
+//!
+//! With the default `crd` feature off, only [`image_ref`] and [`labels`] are
+//! built; the privileged helper uses that subset and links no Kubernetes code.
+
+pub mod image_ref;
+pub mod labels;
+
+#[cfg(feature = "crd")]
+pub mod conditions;
+#[cfg(feature = "crd")]
+pub mod v1alpha1;
+
+#[cfg(feature = "crd")]
+pub use v1alpha1::*;
+
+/// The CRDs as `(file name, YAML)`, in the form checked in under `deploy/crds/`.
+#[cfg(feature = "crd")]
+pub fn crd_yaml() -> Vec<(&'static str, String)> {
+    use kube::CustomResourceExt;
+    let render = |crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| {
+        let body = serde_yaml::to_string(&crd).unwrap_or_default();
+        format!("# Generated from api/src/v1alpha1.rs by `cargo run -p api --bin crdgen`. Do not edit.\n{body}")
+    };
+    vec![
+        (
+            "node.bootc.dev_bootcnodepools.yaml",
+            render(BootcNodePool::crd()),
+        ),
+        ("node.bootc.dev_bootcnodes.yaml", render(BootcNode::crd())),
+    ]
+}

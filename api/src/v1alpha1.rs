@@ -1,0 +1,307 @@
+//! `node.bootc.dev/v1alpha1`: BootcNodePool (user-written) and BootcNode
+//! (one per member node: the controller writes spec, the daemon writes status).
+//!
+//! Validation that the API server can enforce lives in the schema (patterns,
+//! enums, minimums, lengths): the test server (1.20) ignores CEL rules, so
+//! nothing here relies on them. Checks a schema cannot express are done by the
+//! controller and reported in the pool's `Degraded/InvalidSpec` condition.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::image_ref::IMAGE_REF_PATTERN;
+
+/// Default for `spec.rollout.drainTimeoutSeconds`.
+pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: i64 = 600;
+
+/// A group of nodes that run one bootc image, and how to roll it out.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "node.bootc.dev",
+    version = "v1alpha1",
+    kind = "BootcNodePool",
+    plural = "bootcnodepools",
+    singular = "bootcnodepool",
+    shortname = "bnp",
+    category = "bootc",
+    status = "BootcNodePoolStatus",
+    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".status.targetDigest","description":"Digest being rolled out"}"#,
+    printcolumn = r#"{"name":"Nodes","type":"integer","jsonPath":".status.nodeCount"}"#,
+    printcolumn = r#"{"name":"Updated","type":"integer","jsonPath":".status.updatedCount"}"#,
+    printcolumn = r#"{"name":"Updating","type":"integer","jsonPath":".status.updatingCount"}"#,
+    printcolumn = r#"{"name":"Degraded","type":"integer","jsonPath":".status.degradedCount"}"#,
+    printcolumn = r#"{"name":"UpToDate","type":"string","jsonPath":".status.conditions[?(@.type==\"UpToDate\")].status"}"#,
+    printcolumn = r#"{"name":"Health","type":"string","jsonPath":".status.conditions[?(@.type==\"Degraded\")].reason"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BootcNodePoolSpec {
+    /// Nodes whose labels match are members of this pool. A node may belong
+    /// to one pool only; overlaps are reported as Degraded/NodeConflict.
+    pub node_selector: LabelSelector,
+    /// The image the members run.
+    pub image: ImageSpec,
+    /// How fast the rollout goes.
+    #[serde(default)]
+    pub rollout: RolloutSpec,
+    /// What kind of disruption is allowed.
+    #[serde(default)]
+    pub disruption: DisruptionSpec,
+    /// Credentials for the registry, a `kubernetes.io/dockerconfigjson` Secret
+    /// in the operator's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret_ref: Option<SecretReference>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageSpec {
+    /// A tag (`quay.io/acme/os:prod`), a digest (`quay.io/acme/os@sha256:...`)
+    /// or both. A tag is resolved and re-polled; a digest never is.
+    #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = 512), regex(pattern = IMAGE_REF_PATTERN))]
+    pub reference: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    /// How many nodes may be cordoned and rebooting at once: an integer >= 1,
+    /// or a percentage ("25%") of the pool's nodes, rounded down, at least 1.
+    #[serde(default = "default_max_unavailable")]
+    #[schemars(schema_with = "max_unavailable_schema")]
+    pub max_unavailable: IntOrString,
+    /// When true no node is given a new reboot slot. Staging and tag
+    /// resolution go on.
+    #[serde(default)]
+    pub paused: bool,
+    /// How long a drain may take before the node is reported as blocked.
+    #[serde(default = "default_drain_timeout")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub drain_timeout_seconds: i64,
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        RolloutSpec {
+            max_unavailable: default_max_unavailable(),
+            paused: false,
+            drain_timeout_seconds: DEFAULT_DRAIN_TIMEOUT_SECONDS,
+        }
+    }
+}
+
+fn default_max_unavailable() -> IntOrString {
+    IntOrString::Int(1)
+}
+
+fn default_drain_timeout() -> i64 {
+    DEFAULT_DRAIN_TIMEOUT_SECONDS
+}
+
+/// int-or-string as the 1.20 structural-schema rules accept it: no `anyOf`
+/// with types; `minimum` applies to the integer form and `pattern` to the
+/// string form.
+fn max_unavailable_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "minimum": 1,
+        "pattern": "^([1-9][0-9]?|100)%$",
+        "default": 1,
+        "description": "How many nodes may be cordoned and rebooting at once: an integer >= 1, or a percentage (\"25%\") of the pool's nodes, rounded down, at least 1."
+    })
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionSpec {
+    #[serde(default)]
+    pub reboot_policy: RebootPolicy,
+}
+
+/// May a node use a soft reboot (userspace restart) when bootc says the
+/// staged deployment allows it?
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RebootPolicy {
+    /// Always a full reboot.
+    #[default]
+    RebootOnly,
+    /// `--soft-reboot=auto`: soft when possible, full otherwise.
+    AllowSoftReboot,
+}
+
+/// A Secret by name and namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretReference {
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub name: String,
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub namespace: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootcNodePoolStatus {
+    /// The pool generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The digest being rolled out (from the ref, or resolved from its tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_digest: Option<String>,
+    /// `repository@targetDigest`: what the BootcNodes are told to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_image: Option<String>,
+    /// The last digest every member was running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed_digest: Option<String>,
+    /// targetDigest differs from deployedDigest.
+    #[serde(default)]
+    pub update_available: bool,
+    #[serde(default)]
+    pub node_count: i32,
+    #[serde(default)]
+    pub updated_count: i32,
+    #[serde(default)]
+    pub updating_count: i32,
+    #[serde(default)]
+    pub degraded_count: i32,
+    /// When the tag will next be resolved against the registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_tag_resolution_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// One managed node. Named after its Node; owned by its pool.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "node.bootc.dev",
+    version = "v1alpha1",
+    kind = "BootcNode",
+    plural = "bootcnodes",
+    singular = "bootcnode",
+    shortname = "bn",
+    category = "bootc",
+    status = "BootcNodeStatus",
+    printcolumn = r#"{"name":"Desired","type":"string","jsonPath":".spec.desiredImage"}"#,
+    printcolumn = r#"{"name":"Booted","type":"string","jsonPath":".status.booted.image"}"#,
+    printcolumn = r#"{"name":"Approved","type":"string","jsonPath":".spec.desiredImageState"}"#,
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.conditions[?(@.type==\"Idle\")].reason"}"#,
+    printcolumn = r#"{"name":"Degraded","type":"string","jsonPath":".status.conditions[?(@.type==\"Degraded\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BootcNodeSpec {
+    /// `repository@sha256:<digest>`: the image this node should run.
+    #[schemars(length(min = 1, max = 512), regex(pattern = IMAGE_REF_PATTERN))]
+    pub desired_image: String,
+    /// Staged: download and lock only. Booted: apply the staged image (reboot).
+    #[serde(default)]
+    pub desired_image_state: DesiredImageState,
+    /// Copied from the pool: may the daemon ask for a soft reboot?
+    #[serde(default)]
+    pub reboot_policy: RebootPolicy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret_ref: Option<SecretReference>,
+    /// Hash of the pull secret's content, so a rotation reaches the daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub pull_secret_hash: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DesiredImageState {
+    #[default]
+    Staged,
+    Booted,
+}
+
+/// Written by the daemon from `bootc status`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootcNodeStatus {
+    /// The BootcNode generation this status answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booted: Option<BootEntryStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<BootEntryStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<BootEntryStatus>,
+    /// The host's boot id: changes on every (soft) reboot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    /// False when this bootc cannot stage without applying (no
+    /// `--download-only`): staging then is not locked against a reboot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub download_only_supported: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// One bootc deployment (booted, staged or rollback).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootEntryStatus {
+    /// The image reference bootc was told to use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The manifest digest actually deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    #[serde(default)]
+    pub soft_reboot_capable: bool,
+    /// The deployment has local changes bootc cannot manage.
+    #[serde(default)]
+    pub incompatible: bool,
+    /// Staged but locked: an unexpected reboot will not apply it.
+    #[serde(default)]
+    pub download_only: bool,
+}
+
+/// Condition types and reasons, as in the architecture note.
+pub mod reasons {
+    pub const UP_TO_DATE: &str = "UpToDate";
+    pub const DEGRADED: &str = "Degraded";
+    pub const IDLE: &str = "Idle";
+
+    // Pool UpToDate reasons.
+    pub const ALL_UPDATED: &str = "AllUpdated";
+    pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
+    pub const PAUSED: &str = "Paused";
+
+    // Pool Degraded reasons.
+    pub const NODE_CONFLICT: &str = "NodeConflict";
+    pub const NODE_DEGRADED: &str = "NodeDegraded";
+    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    pub const HEALTHY: &str = "Healthy";
+
+    // BootcNode Idle reasons.
+    pub const REASON_IDLE: &str = "Idle";
+    pub const STAGING: &str = "Staging";
+    pub const STAGED: &str = "Staged";
+    pub const REBOOTING: &str = "Rebooting";
+
+    // BootcNode Degraded reasons.
+    pub const ERROR: &str = "Error";
+}

@@ -1,0 +1,444 @@
+//! A real Kubernetes control plane for tests: etcd and kube-apiserver on
+//! loopback, with generated certificates, RBAC, and static tokens for the
+//! operator's two service accounts. No scheduler and no kubelet: tests create
+//! Node objects and play kubelet themselves.
+//!
+//! Every instance has its own ports and directories and stops only what it
+//! started (children are killed on drop, and get SIGKILL through
+//! `setpriv --pdeathsig` if the test process dies first).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// The user the controller's token authenticates as (its ServiceAccount).
+pub const CONTROLLER_USER: &str = "system:serviceaccount:bootc-operator:bootc-controller";
+/// The user the daemon's token authenticates as (its ServiceAccount).
+pub const DAEMON_USER: &str = "system:serviceaccount:bootc-operator:bootc-daemon";
+
+/// Who a kubeconfig authenticates as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// `system:masters`: for tests setting up the world.
+    Admin,
+    /// The controller's ServiceAccount: only what deploy/ RBAC grants.
+    Controller,
+    /// The daemon's ServiceAccount: only what deploy/ RBAC grants.
+    Daemon,
+}
+
+impl Identity {
+    fn token(self) -> &'static str {
+        match self {
+            Identity::Admin => "admin-token",
+            Identity::Controller => "controller-token",
+            Identity::Daemon => "daemon-token",
+        }
+    }
+}
+
+/// Options for [`ControlPlane::start_with`].
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Write an audit log of every request (metadata level) to `audit.log`.
+    pub audit: bool,
+}
+
+/// A running etcd + kube-apiserver.
+pub struct ControlPlane {
+    dir: tempfile::TempDir,
+    etcd: Child,
+    apiserver: Option<Child>,
+    apiserver_args: Vec<String>,
+    apiserver_bin: PathBuf,
+    port: u16,
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane")
+            .field("dir", &self.dir.path())
+            .field("port", &self.port)
+            .finish()
+    }
+}
+
+/// Where the API server binary is: `$KUBE_APISERVER`, else the build cache
+/// written by `tests/scripts/build-kube-apiserver.sh`.
+pub fn kube_apiserver_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("KUBE_APISERVER") {
+        return PathBuf::from(p);
+    }
+    let cache = std::env::var_os("BOOTC_OPERATOR_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".cache/bootc-operator")
+        });
+    cache.join("kube-apiserver-1.20.2/kube-apiserver")
+}
+
+/// A free TCP port on loopback (bound then released: a later bind may race,
+/// which `start` handles by retrying).
+pub fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").context("binding an ephemeral port")?;
+    Ok(l.local_addr()?.port())
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Generates a CA, a serving certificate for 127.0.0.1, an admin client
+/// certificate and a service-account signing key with the openssl CLI.
+fn generate_pki(dir: &Path) -> Result<()> {
+    let p = |name: &str| dir.join(name);
+    let ec_key = |name: &str| -> Result<()> {
+        run(Command::new("openssl")
+            .args([
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-out",
+            ])
+            .arg(p(name)))
+    };
+    ec_key("ca.key")?;
+    run(Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-new",
+            "-nodes",
+            "-days",
+            "3650",
+            "-subj",
+            "/CN=bootc-operator-test-ca",
+            "-key",
+        ])
+        .arg(p("ca.key"))
+        .arg("-out")
+        .arg(p("ca.crt")))?;
+    let leaf = |name: &str, subj: &str, ext: &str| -> Result<()> {
+        ec_key(&format!("{name}.key"))?;
+        run(Command::new("openssl")
+            .args(["req", "-new", "-subj", subj, "-key"])
+            .arg(p(&format!("{name}.key")))
+            .arg("-out")
+            .arg(p(&format!("{name}.csr"))))?;
+        std::fs::write(p(&format!("{name}.ext")), ext)?;
+        run(Command::new("openssl")
+            .args(["x509", "-req", "-days", "3650", "-CAcreateserial", "-in"])
+            .arg(p(&format!("{name}.csr")))
+            .arg("-CA")
+            .arg(p("ca.crt"))
+            .arg("-CAkey")
+            .arg(p("ca.key"))
+            .arg("-extfile")
+            .arg(p(&format!("{name}.ext")))
+            .arg("-out")
+            .arg(p(&format!("{name}.crt"))))
+    };
+    leaf(
+        "serving",
+        "/CN=kube-apiserver",
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n",
+    )?;
+    leaf(
+        "admin",
+        "/O=system:masters/CN=admin",
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
+    )?;
+    ec_key("sa.key")?;
+    run(Command::new("openssl")
+        .args(["pkey", "-pubout", "-in"])
+        .arg(p("sa.key"))
+        .arg("-out")
+        .arg(p("sa.pub")))?;
+    Ok(())
+}
+
+fn write_tokens(dir: &Path) -> Result<()> {
+    let lines = [
+        format!(
+            "{},admin-user,admin-uid,\"system:masters\"",
+            Identity::Admin.token()
+        ),
+        format!(
+            "{},{CONTROLLER_USER},controller-uid,\"system:serviceaccounts,system:serviceaccounts:bootc-operator\"",
+            Identity::Controller.token()
+        ),
+        format!(
+            "{},{DAEMON_USER},daemon-uid,\"system:serviceaccounts,system:serviceaccounts:bootc-operator\"",
+            Identity::Daemon.token()
+        ),
+    ];
+    std::fs::write(dir.join("tokens.csv"), lines.join("\n") + "\n")?;
+    Ok(())
+}
+
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n";
+
+fn spawn_logged(bin: &Path, args: &[String], log: &Path) -> Result<Child> {
+    let log_file = std::fs::File::create(log)?;
+    let err_file = log_file.try_clone()?;
+    // setpriv makes the child die with the test process, even on SIGKILL.
+    Command::new("setpriv")
+        .args(["--pdeathsig", "KILL", "--"])
+        .arg(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log_file)
+        .stderr(err_file)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+impl ControlPlane {
+    /// Starts etcd and kube-apiserver and waits until the server is ready.
+    pub async fn start() -> Result<Self> {
+        Self::start_with(Options::default()).await
+    }
+
+    pub async fn start_with(options: Options) -> Result<Self> {
+        let mut last_err = None;
+        for _ in 0..3 {
+            match Self::try_start(&options).await {
+                Ok(cp) => return Ok(cp),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| anyhow::anyhow!("control plane did not start")))
+    }
+
+    async fn try_start(options: &Options) -> Result<Self> {
+        let apiserver_bin = kube_apiserver_path();
+        if !apiserver_bin.exists() {
+            bail!(
+                "kube-apiserver not found at {}: run tests/scripts/build-kube-apiserver.sh (the README's test command does)",
+                apiserver_bin.display()
+            );
+        }
+        // tmpfs makes etcd's fsyncs cheap.
+        let base = if Path::new("/dev/shm").is_dir() {
+            "/dev/shm"
+        } else {
+            "/tmp"
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("bootc-cp-")
+            .tempdir_in(base)?;
+        let d = dir.path();
+        generate_pki(d)?;
+        write_tokens(d)?;
+
+        let etcd_port = free_port()?;
+        let peer_port = free_port()?;
+        let etcd_args: Vec<String> = vec![
+            format!("--data-dir={}", d.join("etcd").display()),
+            format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"),
+            format!("--advertise-client-urls=http://127.0.0.1:{etcd_port}"),
+            format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
+            format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
+            format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"),
+            "--log-level=warn".into(),
+        ];
+        let etcd = spawn_logged(Path::new("etcd"), &etcd_args, &d.join("etcd.log"))?;
+
+        let port = free_port()?;
+        let mut args: Vec<String> = vec![
+            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={port}"),
+            format!("--cert-dir={}", d.join("certs").display()),
+            format!("--tls-cert-file={}", d.join("serving.crt").display()),
+            format!("--tls-private-key-file={}", d.join("serving.key").display()),
+            format!("--client-ca-file={}", d.join("ca.crt").display()),
+            format!("--token-auth-file={}", d.join("tokens.csv").display()),
+            format!("--service-account-key-file={}", d.join("sa.pub").display()),
+            format!(
+                "--service-account-signing-key-file={}",
+                d.join("sa.key").display()
+            ),
+            "--service-account-issuer=https://kubernetes.default.svc".into(),
+            "--authorization-mode=RBAC".into(),
+            "--disable-admission-plugins=ServiceAccount".into(),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--allow-privileged=true".into(),
+            "--enable-priority-and-fairness=false".into(),
+            "--profiling=false".into(),
+            "--v=0".into(),
+        ];
+        if options.audit {
+            std::fs::write(d.join("audit-policy.yaml"), AUDIT_POLICY)?;
+            args.push(format!(
+                "--audit-policy-file={}",
+                d.join("audit-policy.yaml").display()
+            ));
+            args.push(format!(
+                "--audit-log-path={}",
+                d.join("audit.log").display()
+            ));
+            args.push("--audit-log-mode=blocking".into());
+        }
+
+        let mut cp = ControlPlane {
+            dir,
+            etcd,
+            apiserver: None,
+            apiserver_args: args,
+            apiserver_bin,
+            port,
+        };
+        cp.write_kubeconfigs()?;
+        cp.start_apiserver().await?;
+        Ok(cp)
+    }
+
+    async fn start_apiserver(&mut self) -> Result<()> {
+        let child = spawn_logged(
+            &self.apiserver_bin,
+            &self.apiserver_args,
+            &self.dir.path().join("apiserver.log"),
+        )?;
+        self.apiserver = Some(child);
+        self.wait_ready(Duration::from_secs(90)).await
+    }
+
+    /// Stops the API server (etcd keeps the data) and starts it again on the
+    /// same port, for tests of what survives an API server restart.
+    pub async fn restart_apiserver(&mut self) -> Result<()> {
+        self.stop_apiserver();
+        self.start_apiserver().await
+    }
+
+    /// Stops only the API server.
+    pub fn stop_apiserver(&mut self) {
+        if let Some(mut child) = self.apiserver.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let client = self.client(Identity::Admin).await?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let req = http::Request::get("/readyz").body(Vec::new())?;
+            match client.request_text(req).await {
+                Ok(body) if body.trim() == "ok" => return Ok(()),
+                _ => {}
+            }
+            if let Some(child) = self.apiserver.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                bail!(
+                    "kube-apiserver exited with {status} during start-up:\n{}",
+                    tail(&self.dir.path().join("apiserver.log"))
+                );
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "kube-apiserver not ready after {timeout:?}:\n{}",
+                    tail(&self.dir.path().join("apiserver.log"))
+                );
+            }
+            // Readiness has no event to await: poll the endpoint.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn write_kubeconfigs(&self) -> Result<()> {
+        for identity in [Identity::Admin, Identity::Controller, Identity::Daemon] {
+            let user = match identity {
+                Identity::Admin => format!(
+                    "    client-certificate: {}\n    client-key: {}\n",
+                    self.dir.path().join("admin.crt").display(),
+                    self.dir.path().join("admin.key").display()
+                ),
+                other => format!("    token: {}\n", other.token()),
+            };
+            let text = format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\nusers:\n- name: test\n  user:\n{user}",
+                self.url(),
+                self.dir.path().join("ca.crt").display(),
+            );
+            std::fs::write(self.kubeconfig(identity), text)?;
+        }
+        Ok(())
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// A kubeconfig file for `identity` (for kubectl and the binaries).
+    pub fn kubeconfig(&self, identity: Identity) -> PathBuf {
+        let name = match identity {
+            Identity::Admin => "admin.kubeconfig",
+            Identity::Controller => "controller.kubeconfig",
+            Identity::Daemon => "daemon.kubeconfig",
+        };
+        self.dir.path().join(name)
+    }
+
+    /// A client authenticated as `identity`.
+    pub async fn client(&self, identity: Identity) -> Result<kube::Client> {
+        let kc = Kubeconfig::read_from(self.kubeconfig(identity))?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// The admin client.
+    pub async fn admin(&self) -> Result<kube::Client> {
+        self.client(Identity::Admin).await
+    }
+
+    /// The directory holding certificates, logs and kubeconfigs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The audit log (present when started with `Options { audit: true }`).
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.path().join("audit.log")
+    }
+
+    /// A `kubectl` command pointed at this server as admin.
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(self.kubeconfig(Identity::Admin));
+        cmd
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.stop_apiserver();
+        let _ = self.etcd.kill();
+        let _ = self.etcd.wait();
+    }
+}

@@ -1,0 +1,54 @@
+//! Small helpers for setting up the world in tests.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use futures::TryStreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+
+/// Creates the CRDs generated from the Rust types and waits until both are
+/// established.
+pub async fn install_crds(client: &kube::Client) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (_, yaml) in api::crd_yaml() {
+        let crd: CustomResourceDefinition = serde_yaml::from_str(&yaml)?;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.create(&PostParams::default(), &crd)
+            .await
+            .with_context(|| format!("creating CRD {name}"))?;
+        let established = await_condition(api.clone(), &name, conditions::is_crd_established());
+        tokio::time::timeout(Duration::from_secs(30), established)
+            .await
+            .with_context(|| format!("CRD {name} not established in 30s"))??;
+    }
+    Ok(())
+}
+
+/// Waits until `api`'s object `name` satisfies `cond`, up to `timeout`.
+/// Event-driven: a watch, not a poll.
+pub async fn wait_for<K>(
+    api: Api<K>,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    cond: impl Fn(Option<&K>) -> bool,
+) -> Result<Option<K>>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let fut = await_condition(api, name, move |obj: Option<&K>| cond(obj));
+    let obj = tokio::time::timeout(timeout, fut)
+        .await
+        .with_context(|| format!("timed out after {timeout:?} waiting for {what} on {name}"))??;
+    Ok(obj)
+}
+
+/// Collects every event of a watch stream until `stop` (used by recorders).
+pub async fn drain_stream<S, T>(stream: S) -> Result<Vec<T>>
+where
+    S: futures::Stream<Item = Result<T, kube::runtime::watcher::Error>>,
+{
+    Ok(stream.try_collect().await?)
+}

@@ -1,0 +1,17 @@
+//! Test support for bootc-operator: a real control plane, CRD installation,
+//! and (in later modules) the fake bootc host and the node simulator.
+
+pub mod control_plane;
+pub mod k8s;
+
+pub use control_plane::{ControlPlane, Identity};
+
+use std::path::PathBuf;
+
+/// The repository root (tests run with the crate directory as cwd).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}

@@ -1,0 +1,346 @@
+//! The CRDs against a real API server: schema validation of invalid pools,
+//! round trips, and the status subresource.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use api::{BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeStatus};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tests::{ControlPlane, k8s};
+
+fn pool(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+}
+
+fn valid_spec() -> Value {
+    json!({
+        "nodeSelector": {"matchLabels": {"pool": "workers"}},
+        "image": {"ref": "quay.io/acme/os:prod"},
+        "rollout": {"maxUnavailable": 1},
+    })
+}
+
+#[tokio::test]
+async fn invalid_pools_are_rejected_naming_the_field() {
+    let cp = ControlPlane::start().await.unwrap();
+    let client = cp.admin().await.unwrap();
+    k8s::install_crds(&client).await.unwrap();
+    let pools: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::erase::<BootcNodePool>(&()),
+    );
+
+    let with = |path: &[&str], value: Value| {
+        let mut spec = valid_spec();
+        let mut cursor = &mut spec;
+        for key in &path[..path.len() - 1] {
+            cursor = cursor.get_mut(*key).unwrap();
+        }
+        cursor[path[path.len() - 1]] = value;
+        spec
+    };
+    let without = |key: &str| {
+        let mut spec = valid_spec();
+        spec.as_object_mut().unwrap().remove(key);
+        spec
+    };
+
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "max-unavailable-zero",
+            with(&["rollout", "maxUnavailable"], json!(0)),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "max-unavailable-negative",
+            with(&["rollout", "maxUnavailable"], json!(-1)),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "max-unavailable-zero-percent",
+            with(&["rollout", "maxUnavailable"], json!("0%")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "max-unavailable-101-percent",
+            with(&["rollout", "maxUnavailable"], json!("101%")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "max-unavailable-word",
+            with(&["rollout", "maxUnavailable"], json!("abc")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "max-unavailable-bare-number-string",
+            with(&["rollout", "maxUnavailable"], json!("5")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "image-empty",
+            with(&["image", "ref"], json!("")),
+            "spec.image.ref",
+        ),
+        (
+            "image-uppercase-path",
+            with(&["image", "ref"], json!("quay.io/Acme/OS:1")),
+            "spec.image.ref",
+        ),
+        (
+            "image-spaces",
+            with(&["image", "ref"], json!("quay.io/acme/os :1")),
+            "spec.image.ref",
+        ),
+        (
+            "image-transport",
+            with(&["image", "ref"], json!("docker://quay.io/acme/os:1")),
+            "spec.image.ref",
+        ),
+        (
+            "image-short-digest",
+            with(&["image", "ref"], json!("quay.io/acme/os@sha256:abc")),
+            "spec.image.ref",
+        ),
+        (
+            "image-leading-dash",
+            with(&["image", "ref"], json!("--apply")),
+            "spec.image.ref",
+        ),
+        (
+            "reboot-policy-unknown",
+            with(&["disruption"], json!({"rebootPolicy": "Sometimes"})),
+            "spec.disruption.rebootPolicy",
+        ),
+        (
+            "no-node-selector",
+            without("nodeSelector"),
+            "spec.nodeSelector",
+        ),
+        ("no-image", without("image"), "spec.image"),
+        (
+            "pull-secret-empty-name",
+            with(
+                &["pullSecretRef"],
+                json!({"name": "", "namespace": "bootc-operator"}),
+            ),
+            "spec.pullSecretRef.name",
+        ),
+        (
+            "pull-secret-no-namespace",
+            with(&["pullSecretRef"], json!({"name": "x"})),
+            "spec.pullSecretRef.namespace",
+        ),
+        (
+            "drain-timeout-zero",
+            with(&["rollout", "drainTimeoutSeconds"], json!(0)),
+            "spec.rollout.drainTimeoutSeconds",
+        ),
+    ];
+
+    for (name, spec, field) in cases {
+        let obj: kube::api::DynamicObject =
+            serde_json::from_value(pool(name, spec.clone())).unwrap();
+        let err = pools
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect_err(&format!("{name}: {spec} was accepted"));
+        let text = err.to_string();
+        assert!(
+            text.contains(field),
+            "{name}: error does not name {field}: {text}"
+        );
+    }
+
+    // The valid one is accepted, so the rejections above are about the field.
+    let obj: kube::api::DynamicObject =
+        serde_json::from_value(pool("valid", valid_spec())).unwrap();
+    pools.create(&PostParams::default(), &obj).await.unwrap();
+    for ok in [json!(3), json!("25%"), json!("100%"), json!("1%")] {
+        let name = format!(
+            "valid-{}",
+            ok.to_string().replace(['"', '%'], "").to_lowercase()
+        );
+        let obj: kube::api::DynamicObject = serde_json::from_value(pool(
+            &name,
+            with(&["rollout", "maxUnavailable"], ok.clone()),
+        ))
+        .unwrap();
+        pools
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("{ok} rejected: {e}"));
+    }
+}
+
+#[tokio::test]
+async fn pool_round_trips_and_status_does_not_bump_generation() {
+    let cp = ControlPlane::start().await.unwrap();
+    let client = cp.admin().await.unwrap();
+    k8s::install_crds(&client).await.unwrap();
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let mut pool: BootcNodePool = serde_json::from_value(pool(
+        "workers",
+        json!({
+            "nodeSelector": {"matchLabels": {"pool": "workers"}},
+            "image": {"ref": format!("quay.io/acme/os@{digest}")},
+            "rollout": {"maxUnavailable": "25%", "paused": true, "drainTimeoutSeconds": 30},
+            "disruption": {"rebootPolicy": "AllowSoftReboot"},
+            "pullSecretRef": {"name": "pull", "namespace": "bootc-operator"},
+        }),
+    ))
+    .unwrap();
+    let created = pools.create(&PostParams::default(), &pool).await.unwrap();
+    pool.metadata = created.metadata.clone();
+    assert_eq!(created.spec, pool.spec, "spec changed in the round trip");
+    let generation = created.metadata.generation;
+
+    // Defaults are filled by the schema.
+    let minimal: BootcNodePool = serde_json::from_value(pool_json_minimal()).unwrap();
+    let created_min = pools
+        .create(&PostParams::default(), &minimal)
+        .await
+        .unwrap();
+    assert_eq!(
+        created_min.spec.rollout.max_unavailable,
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)
+    );
+    assert_eq!(created_min.spec.rollout.drain_timeout_seconds, 600);
+
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff_now());
+    let mut status = BootcNodePoolStatus {
+        observed_generation: generation,
+        target_digest: Some(digest.clone()),
+        target_image: Some(format!("quay.io/acme/os@{digest}")),
+        deployed_digest: None,
+        update_available: true,
+        node_count: 3,
+        updated_count: 1,
+        updating_count: 2,
+        degraded_count: 0,
+        next_tag_resolution_time: Some(now.clone()),
+        conditions: vec![],
+    };
+    api::conditions::apply(
+        &mut status.conditions,
+        &api::conditions::ConditionUpdate::new(
+            "UpToDate",
+            false,
+            "Paused",
+            "1/3 updated; 2 staged",
+        ),
+        generation,
+        &now,
+    );
+    let patched = pools
+        .patch_status(
+            "workers",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "node.bootc.dev/v1alpha1",
+                "kind": "BootcNodePool",
+                "status": status,
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        patched.metadata.generation, generation,
+        "status write bumped generation"
+    );
+    assert_eq!(
+        patched.status.as_ref(),
+        Some(&status),
+        "status did not round-trip"
+    );
+
+    // BootcNode status, every field set, is accepted by the schema as is.
+    let nodes: Api<BootcNode> = Api::all(client.clone());
+    let bn: BootcNode = serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
+        "metadata": {"name": "worker-1"},
+        "spec": {"desiredImage": format!("quay.io/acme/os@{digest}"), "desiredImageState": "Booted",
+                 "rebootPolicy": "AllowSoftReboot",
+                 "pullSecretRef": {"name": "pull", "namespace": "bootc-operator"},
+                 "pullSecretHash": "sha256:00"}
+    }))
+    .unwrap();
+    let created = nodes.create(&PostParams::default(), &bn).await.unwrap();
+    assert_eq!(created.spec, bn.spec);
+    let entry = api::BootEntryStatus {
+        image: Some(format!("quay.io/acme/os@{digest}")),
+        image_digest: Some(digest.clone()),
+        version: Some("9.4".into()),
+        timestamp: Some("2026-03-20T12:00:00Z".into()),
+        architecture: Some("amd64".into()),
+        soft_reboot_capable: true,
+        incompatible: false,
+        download_only: true,
+    };
+    let mut bn_status = BootcNodeStatus {
+        observed_generation: created.metadata.generation,
+        booted: Some(entry.clone()),
+        staged: Some(entry.clone()),
+        rollback: Some(entry),
+        boot_id: Some("0f0e".into()),
+        download_only_supported: Some(true),
+        conditions: vec![],
+    };
+    api::conditions::apply(
+        &mut bn_status.conditions,
+        &api::conditions::ConditionUpdate::new("Idle", false, "Staged", "Image staged"),
+        created.metadata.generation,
+        &now,
+    );
+    let patched = nodes
+        .patch_status(
+            "worker-1",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(json!({"apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode", "status": bn_status})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.status.as_ref(), Some(&bn_status));
+    assert_eq!(patched.metadata.generation, created.metadata.generation);
+
+    // kubectl shows the printer columns.
+    let out = cp.kubectl().args(["get", "bnp,bn"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for column in [
+        "TARGET", "NODES", "UPDATED", "UPDATING", "UPTODATE", "DESIRED", "BOOTED", "STATE",
+    ] {
+        assert!(
+            text.contains(column),
+            "kubectl get is missing column {column}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("Staged"),
+        "BootcNode state not shown:\n{text}"
+    );
+    let _ = Duration::from_secs(0);
+}
+
+fn pool_json_minimal() -> Value {
+    pool(
+        "minimal",
+        json!({"nodeSelector": {}, "image": {"ref": "registry.example/os:1"}}),
+    )
+}
+
+fn jiff_now() -> jiff::Timestamp {
+    // Whole seconds: the API server stores times at second precision.
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap()
+}
