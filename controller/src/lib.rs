@@ -1,1 +1,3 @@
-//! placeholder
+//! The pool controller (the planner and actuator land with the controller issue).
+
+pub mod registry;

@@ -3,6 +3,8 @@
 
 pub mod control_plane;
 pub mod k8s;
+pub mod pki;
+pub mod registry;
 
 pub use control_plane::{ControlPlane, Identity};
 
