@@ -1,1 +1,3 @@
-//! placeholder
+//! The node daemon.
+
+pub mod machine;

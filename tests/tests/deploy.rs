@@ -26,7 +26,11 @@ fn can_i(
     namespace: Option<&str>,
 ) -> bool {
     let mut cmd = cp.kubectl();
-    cmd.args(["auth", "can-i", verb, resource, "--as", user]);
+    cmd.args(["auth", "can-i", verb, "--as", user]);
+    match resource.split_once('/') {
+        Some((resource, sub)) => cmd.args([resource, "--subresource", sub]),
+        None => cmd.arg(resource),
+    };
     match namespace {
         Some(ns) => cmd.args(["-n", ns]),
         None => cmd.arg("--all-namespaces"),
