@@ -1,1 +1,117 @@
-//! placeholder
+//! bootc-helper: the privileged half of the node agent.
+//!
+//! It serves exactly four RPCs (see `proto/proto/helper.proto`) on a socket
+//! inherited from the daemon as fd 3, validates every input before running
+//! anything, and runs bootc with a fixed argv inside the host's mount
+//! namespace. SECURITY.md at the repository root audits it.
+
+pub mod auth;
+pub mod bootc;
+pub mod server;
+pub mod service;
+pub mod status;
+pub mod sys;
+pub mod validate;
+
+use std::time::Duration;
+
+/// The fd the daemon hands the helper its end of the socketpair on.
+pub const SOCKET_FD: i32 = 3;
+
+/// Command line of `bootc-helper`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Args {
+    /// The daemon's pid: the helper exits if its parent is not (or no longer) it.
+    pub parent_pid: i32,
+    /// Whose mount namespace and root are the host's (default 1).
+    pub host_pid: i32,
+    /// Apply's wait for an early bootc failure.
+    pub apply_window: Duration,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ArgsError {
+    #[error("unknown argument {0:?}")]
+    Unknown(String),
+    #[error("{flag} needs a value")]
+    Missing { flag: String },
+    #[error("{flag}: {value:?} is not a valid number")]
+    Number { flag: String, value: String },
+    #[error("--parent-pid is required")]
+    NoParent,
+}
+
+impl Args {
+    /// Parses `--parent-pid N [--host-pid N] [--apply-window-ms N]`.
+    pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, ArgsError> {
+        let mut parent_pid = None;
+        let mut host_pid = 1;
+        let mut apply_window = crate::service::Limits::default().apply_window;
+        let mut it = args.into_iter();
+        while let Some(flag) = it.next() {
+            let mut value = |flag: &str| -> Result<i64, ArgsError> {
+                let v = it.next().ok_or_else(|| ArgsError::Missing {
+                    flag: flag.to_owned(),
+                })?;
+                v.parse::<i64>()
+                    .ok()
+                    .filter(|n| *n > 0 && *n <= i64::from(i32::MAX))
+                    .ok_or(ArgsError::Number {
+                        flag: flag.to_owned(),
+                        value: v,
+                    })
+            };
+            match flag.as_str() {
+                "--parent-pid" => parent_pid = Some(value(&flag)? as i32),
+                "--host-pid" => host_pid = value(&flag)? as i32,
+                "--apply-window-ms" => apply_window = Duration::from_millis(value(&flag)? as u64),
+                _ => return Err(ArgsError::Unknown(flag)),
+            }
+        }
+        Ok(Args {
+            parent_pid: parent_pid.ok_or(ArgsError::NoParent)?,
+            host_pid,
+            apply_window,
+        })
+    }
+
+    /// The argv the daemon passes (inverse of [`Args::parse`]).
+    pub fn to_argv(&self) -> Vec<String> {
+        vec![
+            "--parent-pid".into(),
+            self.parent_pid.to_string(),
+            "--host-pid".into(),
+            self.host_pid.to_string(),
+            "--apply-window-ms".into(),
+            self.apply_window.as_millis().to_string(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn args_round_trip_and_reject() {
+        let a = Args {
+            parent_pid: 42,
+            host_pid: 7,
+            apply_window: Duration::from_millis(300),
+        };
+        assert_eq!(Args::parse(a.to_argv()).unwrap(), a);
+        let p = |v: &[&str]| Args::parse(v.iter().map(|s| s.to_string()));
+        assert_eq!(p(&[]), Err(ArgsError::NoParent));
+        assert!(matches!(p(&["--x"]), Err(ArgsError::Unknown(_))));
+        assert!(matches!(
+            p(&["--parent-pid"]),
+            Err(ArgsError::Missing { .. })
+        ));
+        assert!(matches!(
+            p(&["--parent-pid", "-1"]),
+            Err(ArgsError::Number { .. })
+        ));
+        assert_eq!(p(&["--parent-pid", "5"]).unwrap().host_pid, 1);
+    }
+}

@@ -1,0 +1,211 @@
+//! Writing the host's `/run/ostree/auth.json`: atomically (temporary file,
+//! fsync, rename, fsync of the directory), mode 0600, and refusing to
+//! follow any symlink below the host root.
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat, renameat};
+use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+/// Below the host root: the directories walked, then the file.
+pub const AUTH_DIRS: [&str; 2] = ["run", "ostree"];
+pub const AUTH_FILE: &str = "auth.json";
+const AUTH_TMP: &str = ".auth.json.bootc-helper.tmp";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthWriteError {
+    #[error("write-auth: refusing symlink at {0}")]
+    Symlink(PathBuf),
+    #[error("write-auth: {path} is not a {expected}")]
+    WrongType {
+        path: PathBuf,
+        expected: &'static str,
+    },
+    #[error("write-auth: {op} {path}: {errno}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        errno: Errno,
+    },
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> AuthWriteError + 'a {
+    move |errno| AuthWriteError::Io {
+        op,
+        path: path.to_owned(),
+        errno,
+    }
+}
+
+/// Opens `name` in `dir` as a directory without following a symlink,
+/// creating it (0755, as /run/ostree is on hosts) if it is missing.
+fn open_dir_nofollow(dir: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd, AuthWriteError> {
+    match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => {
+            let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+            if kind == SFlag::S_IFLNK {
+                return Err(AuthWriteError::Symlink(shown.to_owned()));
+            }
+            if kind != SFlag::S_IFDIR {
+                return Err(AuthWriteError::WrongType {
+                    path: shown.to_owned(),
+                    expected: "directory",
+                });
+            }
+        }
+        Err(Errno::ENOENT) => match mkdirat(dir, name, Mode::from_bits_truncate(0o755)) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(e) => return Err(io("mkdir", shown)(e)),
+        },
+        Err(e) => return Err(io("stat", shown)(e)),
+    }
+    // O_NOFOLLOW closes the race with a symlink swapped in after the stat.
+    openat(
+        dir,
+        name,
+        OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_RDONLY,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::ELOOP | Errno::ENOTDIR => AuthWriteError::Symlink(shown.to_owned()),
+        e => io("open", shown)(e),
+    })
+}
+
+/// Writes `content` to `<host_root>/run/ostree/auth.json`. `host_root` itself
+/// may be a symlink (it is `/proc/<pid>/root`); nothing below it may be.
+pub fn write(host_root: &Path, content: &[u8]) -> Result<PathBuf, AuthWriteError> {
+    let mut dir: OwnedFd = openat(
+        nix::fcntl::AT_FDCWD,
+        host_root,
+        OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_RDONLY,
+        Mode::empty(),
+    )
+    .map_err(io("open", host_root))?;
+    let mut shown = host_root.to_path_buf();
+    for name in AUTH_DIRS {
+        shown.push(name);
+        dir = open_dir_nofollow(&dir, name, &shown)?;
+    }
+    let target = shown.join(AUTH_FILE);
+    match fstatat(&dir, AUTH_FILE, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK => {
+            return Err(AuthWriteError::Symlink(target));
+        }
+        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG => {
+            return Err(AuthWriteError::WrongType {
+                path: target,
+                expected: "regular file",
+            });
+        }
+        Ok(_) | Err(Errno::ENOENT) => {}
+        Err(e) => return Err(io("stat", &target)(e)),
+    }
+
+    let tmp_shown = shown.join(AUTH_TMP);
+    // A leftover from a crash: unlink never follows a symlink.
+    match unlinkat(&dir, AUTH_TMP, UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(Errno::ENOENT) => {}
+        Err(e) => return Err(io("unlink", &tmp_shown)(e)),
+    }
+    let fd = openat(
+        &dir,
+        AUTH_TMP,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map_err(io("create", &tmp_shown))?;
+    let mut file = std::fs::File::from(fd);
+    // The umask cannot widen 0600, but fchmod makes the mode explicit.
+    nix::sys::stat::fchmod(&file, Mode::from_bits_truncate(0o600))
+        .map_err(io("chmod", &tmp_shown))?;
+    let written = file
+        .write_all(content)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| AuthWriteError::Io {
+            op: "write",
+            path: tmp_shown.clone(),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
+        });
+    if let Err(e) = written {
+        let _ = unlinkat(&dir, AUTH_TMP, UnlinkatFlags::NoRemoveDir);
+        return Err(e);
+    }
+    drop(file);
+    renameat(&dir, AUTH_TMP, &dir, AUTH_FILE).map_err(io("rename", &target))?;
+    std::fs::File::from(dir)
+        .sync_all()
+        .map_err(|e| AuthWriteError::Io {
+            op: "fsync",
+            path: shown.clone(),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
+        })?;
+    Ok(target)
+}
+
+fn libc_eio() -> i32 {
+    Errno::EIO as i32
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn writes_atomically_with_mode_0600() {
+        let root = tempfile::tempdir().unwrap();
+        let path = write(root.path(), b"{\"auths\":{}}").unwrap();
+        assert_eq!(path, root.path().join("run/ostree/auth.json"));
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"auths\":{}}");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // Replacing works and leaves no temporary file behind.
+        write(root.path(), b"{\"auths\":{\"a\":{}}}").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"auths\":{\"a\":{}}}");
+        let names: Vec<_> = std::fs::read_dir(root.path().join("run/ostree"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from("auth.json")]);
+    }
+
+    #[test]
+    fn refuses_symlinks_anywhere_below_the_root() {
+        for (setup, which) in [
+            ("run", "run"),
+            ("ostree", "run/ostree"),
+            ("file", "run/ostree/auth.json"),
+        ] {
+            let root = tempfile::tempdir().unwrap();
+            let elsewhere = tempfile::tempdir().unwrap();
+            match setup {
+                "run" => {
+                    std::os::unix::fs::symlink(elsewhere.path(), root.path().join("run")).unwrap()
+                }
+                "ostree" => {
+                    std::fs::create_dir(root.path().join("run")).unwrap();
+                    std::os::unix::fs::symlink(elsewhere.path(), root.path().join("run/ostree"))
+                        .unwrap();
+                }
+                _ => {
+                    std::fs::create_dir_all(root.path().join("run/ostree")).unwrap();
+                    std::os::unix::fs::symlink(
+                        elsewhere.path().join("x"),
+                        root.path().join("run/ostree/auth.json"),
+                    )
+                    .unwrap();
+                }
+            }
+            match write(root.path(), b"{}") {
+                Err(AuthWriteError::Symlink(p)) => assert_eq!(p, root.path().join(which)),
+                other => panic!("{setup}: expected a symlink refusal, got {other:?}"),
+            }
+            assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+        }
+    }
+}

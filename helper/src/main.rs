@@ -1,0 +1,52 @@
+//! `bootc-helper`: started by bootc-daemon with a socket as fd 3. See lib.rs.
+
+use helper::{Args, SOCKET_FD, bootc::Runner, service::Engine, service::Limits};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "bootc-helper exiting");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let args = Args::parse(std::env::args().skip(1))?;
+    // Die with the daemon. Set first, then check the parent: if the daemon
+    // died before the prctl, the parent is already someone else.
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+    let parent = nix::unistd::getppid().as_raw();
+    if parent != args.parent_pid {
+        return Err(format!(
+            "parent is pid {parent}, not the daemon ({}); exiting",
+            args.parent_pid
+        )
+        .into());
+    }
+    let socket = helper::sys::inherited_socket(SOCKET_FD)?;
+    let limits = Limits {
+        apply_window: args.apply_window,
+        ..Limits::default()
+    };
+    let engine = Arc::new(Engine::new(
+        Runner {
+            host_pid: args.host_pid,
+        },
+        limits,
+    ));
+    tracing::info!(host_pid = args.host_pid, "bootc-helper serving on fd 3");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(helper::server::serve(socket, engine))?;
+    tracing::info!("daemon closed the connection");
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! The four RPCs. Each validates its input before anything runs, holds the
+//! one operation lock for its whole duration, and is bounded by a timeout.
+
+use crate::bootc::{self, ApplyOutcome, RunError, Runner};
+use crate::validate::{self, ValidationError};
+use crate::{auth, status};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+use tonic::{Request, Response};
+
+/// Time limits of one call. The defaults suit a real host; tests shorten
+/// `apply_window`.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Pulling an OS image can take a while on a slow link.
+    pub stage: Duration,
+    pub status: Duration,
+    pub write_auth: Duration,
+    /// How long Apply waits for bootc to fail before answering that the
+    /// reboot is under way.
+    pub apply_window: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            stage: Duration::from_secs(30 * 60),
+            status: Duration::from_secs(60),
+            write_auth: Duration::from_secs(10),
+            apply_window: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HelperError {
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    #[error("apply: nothing was staged by this helper; call Stage first")]
+    NothingStaged,
+    #[error(
+        "apply: the host's staged image is {found:?}, not {expected:?} (staged last by this helper)"
+    )]
+    StagedMismatch {
+        expected: String,
+        found: Option<String>,
+    },
+    #[error(transparent)]
+    Bootc(#[from] RunError),
+    #[error(transparent)]
+    Status(#[from] status::ParseError),
+    #[error("cannot read the host boot id from {path}: {reason}")]
+    BootId { path: String, reason: String },
+    #[error(transparent)]
+    Auth(#[from] auth::AuthWriteError),
+    #[error("{rpc}: did not finish within {limit:?}")]
+    Timeout { rpc: &'static str, limit: Duration },
+}
+
+impl From<HelperError> for tonic::Status {
+    fn from(e: HelperError) -> Self {
+        use tonic::Code;
+        let code = match &e {
+            HelperError::Invalid(_) => Code::InvalidArgument,
+            HelperError::NothingStaged | HelperError::StagedMismatch { .. } => {
+                Code::FailedPrecondition
+            }
+            HelperError::Bootc(RunError::Failed { .. }) => Code::Aborted,
+            HelperError::Bootc(RunError::Timeout { .. }) | HelperError::Timeout { .. } => {
+                Code::DeadlineExceeded
+            }
+            HelperError::Auth(auth::AuthWriteError::Symlink(_))
+            | HelperError::Auth(auth::AuthWriteError::WrongType { .. }) => Code::PermissionDenied,
+            _ => Code::Internal,
+        };
+        tonic::Status::new(code, e.to_string())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Staged {
+    image: String,
+    locked: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    download_only: Option<bool>,
+    last_staged: Option<Staged>,
+}
+
+/// The helper's logic, independent of the transport.
+#[derive(Debug)]
+pub struct Engine {
+    runner: Runner,
+    limits: Limits,
+    state: Mutex<State>,
+}
+
+impl Engine {
+    pub fn new(runner: Runner, limits: Limits) -> Self {
+        Engine {
+            runner,
+            limits,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    async fn download_only(&self, state: &mut State) -> Result<bool, HelperError> {
+        if let Some(v) = state.download_only {
+            return Ok(v);
+        }
+        let out = self
+            .runner
+            .run(&bootc::help_argv(), self.limits.status)
+            .await?;
+        let v = bootc::help_supports_download_only(&String::from_utf8_lossy(&out.stdout));
+        if !v {
+            tracing::warn!("bootc has no switch --download-only: staging will be unlocked");
+        }
+        state.download_only = Some(v);
+        Ok(v)
+    }
+
+    async fn host_status(&self) -> Result<status::Host, HelperError> {
+        let out = self
+            .runner
+            .run(&bootc::status_argv(), self.limits.status)
+            .await?;
+        Ok(status::parse(&out.stdout)?)
+    }
+
+    fn boot_id(&self) -> Result<String, HelperError> {
+        let path = self
+            .runner
+            .host_root()
+            .join("proc/sys/kernel/random/boot_id");
+        let err = |reason: String| HelperError::BootId {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| err(e.to_string()))?;
+        let id = text.trim();
+        if id.len() != 36 || !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+            return Err(err(format!("{id:?} is not a UUID")));
+        }
+        Ok(id.to_owned())
+    }
+
+    pub async fn stage(&self, image: &str) -> Result<proto::StageResponse, HelperError> {
+        let image = validate::stage_image(image)?;
+        let mut state = self.state.lock().await;
+        let locked = self.download_only(&mut state).await?;
+        // Forget the previous image first: a failed stage may have replaced it.
+        state.last_staged = None;
+        self.runner
+            .run(&bootc::stage_argv(&image, locked), self.limits.stage)
+            .await?;
+        state.last_staged = Some(Staged { image, locked });
+        Ok(proto::StageResponse { locked })
+    }
+
+    pub async fn apply(&self, soft_reboot: bool) -> Result<proto::ApplyResponse, HelperError> {
+        let state = self.state.lock().await;
+        let staged = state
+            .last_staged
+            .clone()
+            .ok_or(HelperError::NothingStaged)?;
+        let host = self.host_status().await?;
+        let found = status::staged_image(&host);
+        if found != Some(staged.image.as_str()) {
+            return Err(HelperError::StagedMismatch {
+                expected: staged.image,
+                found: found.map(str::to_owned),
+            });
+        }
+        let argv = bootc::apply_argv(&staged.image, staged.locked, soft_reboot);
+        let outcome = self.runner.apply(&argv, self.limits.apply_window).await?;
+        tracing::info!(?outcome, "apply under way");
+        if outcome == ApplyOutcome::Exited {
+            tracing::info!("bootc apply exited 0");
+        }
+        Ok(proto::ApplyResponse {})
+    }
+
+    pub async fn status(&self) -> Result<proto::StatusResponse, HelperError> {
+        let mut state = self.state.lock().await;
+        let download_only_supported = self.download_only(&mut state).await?;
+        let host = self.host_status().await?;
+        let mut reply = status::response(&host);
+        reply.boot_id = self.boot_id()?;
+        reply.download_only_supported = download_only_supported;
+        Ok(reply)
+    }
+
+    pub async fn write_auth(
+        &self,
+        payload: &[u8],
+    ) -> Result<proto::WriteAuthResponse, HelperError> {
+        let content = validate::auth_payload(payload)?;
+        let _state = self.state.lock().await;
+        let path = auth::write(&self.runner.host_root(), &content)?;
+        tracing::info!(path = %path.display(), "wrote registry credentials");
+        Ok(proto::WriteAuthResponse {})
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+}
+
+/// The tonic service over an [`Engine`].
+#[derive(Debug, Clone)]
+pub struct HelperService(pub Arc<Engine>);
+
+async fn bounded<T>(
+    rpc: &'static str,
+    limit: Duration,
+    fut: impl std::future::Future<Output = Result<T, HelperError>>,
+) -> Result<Response<T>, tonic::Status> {
+    let result = match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(HelperError::Timeout { rpc, limit }),
+    };
+    match result {
+        Ok(v) => Ok(Response::new(v)),
+        Err(e) => {
+            tracing::warn!(rpc, error = %e, "refused or failed");
+            Err(e.into())
+        }
+    }
+}
+
+/// Slack on top of the inner limits for the whole call (lock wait included).
+const SLACK: Duration = Duration::from_secs(30);
+
+#[tonic::async_trait]
+impl proto::helper_server::Helper for HelperService {
+    async fn stage(
+        &self,
+        request: Request<proto::StageRequest>,
+    ) -> Result<Response<proto::StageResponse>, tonic::Status> {
+        let limit = self.0.limits.stage + self.0.limits.status + SLACK;
+        bounded("stage", limit, self.0.stage(&request.get_ref().image)).await
+    }
+
+    async fn apply(
+        &self,
+        request: Request<proto::ApplyRequest>,
+    ) -> Result<Response<proto::ApplyResponse>, tonic::Status> {
+        let limit = self.0.limits.status + self.0.limits.apply_window + SLACK;
+        bounded("apply", limit, self.0.apply(request.get_ref().soft_reboot)).await
+    }
+
+    async fn status(
+        &self,
+        _request: Request<proto::StatusRequest>,
+    ) -> Result<Response<proto::StatusResponse>, tonic::Status> {
+        let limit = self.0.limits.status * 2 + SLACK;
+        bounded("status", limit, self.0.status()).await
+    }
+
+    async fn write_auth(
+        &self,
+        request: Request<proto::WriteAuthRequest>,
+    ) -> Result<Response<proto::WriteAuthResponse>, tonic::Status> {
+        let limit = self.0.limits.write_auth;
+        bounded(
+            "write_auth",
+            limit,
+            self.0.write_auth(&request.get_ref().docker_config_json),
+        )
+        .await
+    }
+}
