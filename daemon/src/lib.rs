@@ -1,3 +1,4 @@
 //! The node daemon.
 
 pub mod machine;
+pub mod node_loop;
