@@ -2,6 +2,8 @@
 //! and (in later modules) the fake bootc host and the node simulator.
 
 pub mod control_plane;
+pub mod display;
+pub mod image_pull;
 pub mod k8s;
 pub mod pki;
 pub mod registry;

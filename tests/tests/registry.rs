@@ -235,3 +235,118 @@ async fn indexes_and_docker_manifests() {
         BTreeSet::from(["arm64".to_owned()])
     );
 }
+
+#[tokio::test]
+async fn the_fake_hosts_pull_uses_the_hosts_auth_file_and_ca() {
+    let reg = TestRegistry::start("tester", "pw").await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let certs = root.path().join("etc/containers/certs.d").join(reg.host());
+    std::fs::create_dir_all(&certs).unwrap();
+    std::fs::write(certs.join("ca.crt"), reg.ca_pem().unwrap()).unwrap();
+    std::fs::create_dir_all(root.path().join("run/ostree")).unwrap();
+    let auth = root.path().join("run/ostree/auth.json");
+
+    let amd = reg
+        .push_image(
+            "acme/os",
+            "a",
+            &TestImage {
+                architecture: "amd64",
+                version: "7.1",
+                marker: "a",
+            },
+        )
+        .await
+        .unwrap();
+    let arm = reg
+        .push_image(
+            "acme/os",
+            "b",
+            &TestImage {
+                architecture: "arm64",
+                version: "7.1",
+                marker: "b",
+            },
+        )
+        .await
+        .unwrap();
+    let index = reg
+        .push_index("acme/os", "multi", &[("amd64", &amd), ("arm64", &arm)])
+        .await
+        .unwrap();
+
+    // No auth file: the registry's 401.
+    let err = tests::image_pull::pull(
+        &format!("{}/acme/os@{amd}", reg.host()),
+        root.path(),
+        "amd64",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        format!("{err:#}").to_lowercase().contains("unauthorized")
+            || format!("{err:#}").contains("401"),
+        "{err:#}"
+    );
+
+    std::fs::write(&auth, reg.docker_config("tester", "pw")).unwrap();
+    let single = tests::image_pull::pull(
+        &format!("{}/acme/os@{amd}", reg.host()),
+        root.path(),
+        "amd64",
+    )
+    .await
+    .unwrap();
+    assert_eq!(single.manifest_digest, amd);
+    assert_eq!(single.architecture, "amd64");
+    assert_eq!(single.version.as_deref(), Some("7.1"));
+
+    // An index: the per-platform manifest, as real bootc reports it.
+    let multi = tests::image_pull::pull(
+        &format!("{}/acme/os@{index}", reg.host()),
+        root.path(),
+        "arm64",
+    )
+    .await
+    .unwrap();
+    assert_eq!(multi.manifest_digest, arm);
+    assert_eq!(multi.architecture, "arm64");
+    let err = tests::image_pull::pull(
+        &format!("{}/acme/os@{index}", reg.host()),
+        root.path(),
+        "s390x",
+    )
+    .await
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("linux/s390x"), "{err:#}");
+
+    // A digest that is not there: the registry's not-found.
+    let missing = format!("sha256:{}", "e".repeat(64));
+    let err = tests::image_pull::pull(
+        &format!("{}/acme/os@{missing}", reg.host()),
+        root.path(),
+        "amd64",
+    )
+    .await
+    .unwrap_err();
+    let text = format!("{err:#}").to_lowercase();
+    assert!(
+        text.contains("not found") || text.contains("404") || text.contains("unknown"),
+        "{text}"
+    );
+
+    // Wrong password: 401 again.
+    std::fs::write(&auth, reg.docker_config("tester", "nope")).unwrap();
+    let err = tests::image_pull::pull(
+        &format!("{}/acme/os@{amd}", reg.host()),
+        root.path(),
+        "amd64",
+    )
+    .await
+    .unwrap_err();
+    let text = format!("{err:#}").to_lowercase();
+    assert!(
+        text.contains("unauthorized") || text.contains("401"),
+        "{text}"
+    );
+}
