@@ -1,4 +1,4 @@
 //! The pool controller (the planner and actuator land with the controller issue).
 
 pub mod registry;
-pub mod target;
+pub mod tag_policy;
