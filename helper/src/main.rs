@@ -7,6 +7,7 @@ use std::sync::Arc;
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(false)
         .with_target(false)
         .init();
     match run() {

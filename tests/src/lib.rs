@@ -2,6 +2,8 @@
 //! and (in later modules) the fake bootc host and the node simulator.
 
 pub mod control_plane;
+pub mod fake_bootc;
+pub mod fake_host;
 pub mod k8s;
 
 pub use control_plane::{ControlPlane, Identity};
