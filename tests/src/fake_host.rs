@@ -159,3 +159,24 @@ impl Drop for FakeHost {
         let _ = self.holder.wait();
     }
 }
+
+/// A helper started by the test process the way the daemon starts it
+/// (socketpair, fd 3, parent-death signal), targeting `host`.
+#[derive(Debug)]
+pub struct TestHelper {
+    pub process: daemon::spawn::HelperProcess,
+    pub client: daemon::helper_client::HelperClient,
+}
+
+impl FakeHost {
+    /// Starts `bootc-helper` against this host and connects to it.
+    pub async fn helper(&self, apply_window: std::time::Duration) -> anyhow::Result<TestHelper> {
+        let (process, socket) = daemon::spawn::start(&daemon::spawn::HelperOptions {
+            path: bin("bootc-helper"),
+            host_pid: self.pid(),
+            apply_window,
+        })?;
+        let client = daemon::helper_client::connect(socket).await?;
+        Ok(TestHelper { process, client })
+    }
+}
