@@ -1,4 +1,111 @@
-//! The node daemon.
+//! bootc-daemon: the unprivileged node agent.
+//!
+//! Process model (DESIGN.md section 3): `main` stays single-threaded while it
+//! creates a socketpair, forks and execs `bootc-helper` with one end as fd 3,
+//! opens the inotify watch on the host's `ostree/bootc`, drops every
+//! privilege ([`privdrop`]) and installs the seccomp allow-list
+//! ([`seccomp`]); only then does it start tokio and run [`agent::run`] with a
+//! gRPC client of the helper ([`helper_client::connect`]) and the watch
+//! ([`watch::HostEvents`]). If the helper exits, the daemon exits non-zero;
+//! if the daemon dies, the kernel kills the helper (PR_SET_PDEATHSIG).
 
+pub mod agent;
+pub mod helper_client;
 pub mod machine;
 pub mod node_loop;
+pub mod privdrop;
+pub mod seccomp;
+pub mod selftest;
+pub mod spawn;
+pub mod sys;
+pub mod watch;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit code when the helper died.
+pub const EXIT_HELPER_DIED: u8 = 3;
+/// Exit code when the loop failed.
+pub const EXIT_AGENT_FAILED: u8 = 4;
+/// Exit code when start-up (spawn, watch, drop, filter) failed.
+pub const EXIT_STARTUP: u8 = 5;
+
+/// Everything the daemon is configured with.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub helper: spawn::HelperOptions,
+    /// The host's filesystem root as the daemon sees it (`/proc/1/root`).
+    pub host_root: PathBuf,
+    /// The unprivileged ids the daemon switches to.
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Drop(#[from] privdrop::DropError),
+    #[error(transparent)]
+    Spawn(#[from] spawn::SpawnError),
+    #[error(transparent)]
+    Watch(#[from] watch::WatchError),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
+    #[error("tokio: {0}")]
+    Runtime(#[from] std::io::Error),
+    #[error(transparent)]
+    Connect(#[from] helper_client::ConnectError),
+}
+
+/// The daemon's whole life. Returns the process exit code.
+pub fn run_daemon(opts: &DaemonOptions) -> ExitCode {
+    match start(opts) {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!(error = %e, "start-up failed");
+            ExitCode::from(EXIT_STARTUP)
+        }
+    }
+}
+
+fn start(opts: &DaemonOptions) -> Result<ExitCode, StartError> {
+    // Everything privileged, while single-threaded.
+    privdrop::ensure_single_threaded()?;
+    let (helper, socket) = spawn::start(&opts.helper)?;
+    let watch = watch::HostWatch::open(&opts.host_root)?;
+    privdrop::drop_privileges(opts.uid, opts.gid)?;
+    seccomp::install()?;
+    tracing::info!(
+        uid = opts.uid,
+        gid = opts.gid,
+        "privileges dropped, seccomp filter installed"
+    );
+
+    // Threads created from here on inherit the filter and the empty sets.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let client = helper_client::connect(socket).await?;
+        let ctx = agent::AgentContext {
+            helper: client,
+            host_events: watch.into_events()?,
+        };
+        tokio::select! {
+            status = helper.exited() => {
+                tracing::error!(?status, "bootc-helper exited; exiting so the pod restarts");
+                Ok(ExitCode::from(EXIT_HELPER_DIED))
+            }
+            result = agent::run(ctx) => {
+                match result {
+                    Ok(()) => Ok(ExitCode::SUCCESS),
+                    Err(e) => {
+                        tracing::error!(error = %e, "agent failed");
+                        Ok(ExitCode::from(EXIT_AGENT_FAILED))
+                    }
+                }
+            }
+        }
+    })
+}

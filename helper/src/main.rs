@@ -7,6 +7,7 @@ use std::sync::Arc;
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(false)
         .with_target(false)
         .init();
     match run() {
@@ -46,7 +47,11 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(helper::server::serve(socket, engine))?;
-    tracing::info!("daemon closed the connection");
+    // Either way the daemon is gone (it never closes the connection while
+    // it lives), so the helper's work is over.
+    match rt.block_on(helper::server::serve(socket, engine)) {
+        Ok(()) => tracing::info!("daemon closed the connection; exiting"),
+        Err(e) => tracing::info!(error = %e, "connection to the daemon ended; exiting"),
+    }
     Ok(())
 }

@@ -11,6 +11,7 @@ PKGS=(
   openssl              # certificates for the API server and the registry
   util-linux           # unshare, nsenter (tests only; the product uses setns)
   strace               # syscall inventory for the seccomp allow-list
+  python3-jsonschema   # validates the fake bootc's status against bootc's JSON schema
   ca-certificates
   # to build kube-apiserver from Debian's source package:
   golang-go make rsync dpkg-dev golang-github-modern-go-reflect2-dev

@@ -4,6 +4,8 @@
 pub mod control_plane;
 pub mod display;
 pub mod image_pull;
+pub mod fake_bootc;
+pub mod fake_host;
 pub mod k8s;
 pub mod pki;
 pub mod registry;

@@ -1,0 +1,67 @@
+//! `bootc-daemon`: see lib.rs for the process model.
+
+use clap::{Parser, Subcommand};
+use daemon::{DaemonOptions, spawn::HelperOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(name = "bootc-daemon", about = "bootc-operator node agent")]
+struct Cli {
+    /// The helper binary (default: bootc-helper beside this binary).
+    #[arg(long, env = "BOOTC_HELPER")]
+    helper: Option<PathBuf>,
+    /// The host's root as seen from here, for the inotify watch.
+    #[arg(long, default_value = "/proc/1/root")]
+    host_root: PathBuf,
+    /// The process whose mount namespace is the host's (the helper runs bootc there).
+    #[arg(long, default_value_t = 1)]
+    host_pid: i32,
+    /// Unprivileged uid to switch to.
+    #[arg(long, default_value_t = 65534)]
+    uid: u32,
+    /// Unprivileged gid to switch to.
+    #[arg(long, default_value_t = 65534)]
+    gid: u32,
+    /// How long the helper's Apply waits for an early bootc failure.
+    #[arg(long, default_value_t = 5000)]
+    apply_window_ms: u64,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Test only: drop privilege, install the filter, make one system call.
+    #[command(hide = true)]
+    SeccompSelftest { case: String },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    if let Some(Command::SeccompSelftest { case }) = &cli.command {
+        return daemon::selftest::run(case, cli.uid, cli.gid);
+    }
+    let opts = DaemonOptions {
+        helper: HelperOptions {
+            path: cli
+                .helper
+                .unwrap_or_else(daemon::spawn::default_helper_path),
+            host_pid: cli.host_pid,
+            apply_window: Duration::from_millis(cli.apply_window_ms),
+        },
+        host_root: cli.host_root,
+        uid: cli.uid,
+        gid: cli.gid,
+    };
+    daemon::run_daemon(&opts)
+}

@@ -1,0 +1,315 @@
+//! The daemon's seccomp filters, installed after the privilege drop (no_new_privs
+//! allows it without CAP_SYS_ADMIN). Three stacked filters; the kernel applies
+//! the most severe verdict:
+//!
+//! 1. the allow-list below, every other system call failing with EPERM;
+//! 2. a kill-list of calls that only an attacker would make (namespace,
+//!    mount, exec, tracing, kernel-loading calls): the process dies with SIGSYS;
+//! 3. `clone3` fails with ENOSYS, so glibc falls back to `clone`, whose flags a
+//!    filter can see (clone3 passes them in memory): the allow-list admits
+//!    `clone` only without any CLONE_NEW* flag.
+//!
+//! The list started from DESIGN.md section 3 (a kube + tokio + rustls client
+//! measured with `strace -f -c`) minus start-up-only calls (execve, access,
+//! arch_prctl...), plus what the daemon's own paths use; the integration tests
+//! run the daemon under it.
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule,
+};
+use std::collections::BTreeMap;
+
+/// An allowed system call and why the daemon needs it.
+pub struct Allowed {
+    pub nr: i64,
+    pub name: &'static str,
+    pub why: &'static str,
+}
+
+macro_rules! allow {
+    ($($name:ident: $why:literal),* $(,)?) => {
+        &[$(Allowed { nr: libc::$name as i64, name: stringify!($name), why: $why }),*]
+    };
+}
+
+/// Allowed on every architecture (conditions for some are added in
+/// [`allow_rules`]).
+pub const ALLOWED: &[Allowed] = allow![
+    // memory
+    SYS_brk: "malloc",
+    SYS_mmap: "malloc, thread stacks",
+    SYS_munmap: "malloc, thread stacks",
+    SYS_mprotect: "thread stack guard pages",
+    SYS_madvise: "malloc returns memory",
+    SYS_mremap: "realloc of large buffers",
+    // threads and synchronisation
+    SYS_clone: "glibc pthread_create after clone3 is refused (namespace flags filtered)",
+    SYS_futex: "mutexes, condition variables, thread parking",
+    SYS_set_robust_list: "glibc thread start",
+    SYS_rseq: "glibc thread start",
+    SYS_set_tid_address: "glibc thread start",
+    SYS_gettid: "tracing, thread ids",
+    SYS_getpid: "tracing, tgkill target",
+    SYS_sched_getaffinity: "std::thread::available_parallelism",
+    SYS_sched_yield: "spin loops in tokio and std",
+    SYS_exit: "thread exit",
+    SYS_exit_group: "process exit",
+    SYS_tgkill: "abort() on a double panic (own process only)",
+    // signals
+    SYS_rt_sigaction: "tokio signal handlers (SIGCHLD, SIGTERM)",
+    SYS_rt_sigprocmask: "thread start, abort",
+    SYS_rt_sigreturn: "return from a signal handler",
+    SYS_sigaltstack: "Rust's stack overflow handler per thread",
+    SYS_restart_syscall: "restart after a signal",
+    // the event loop
+    SYS_epoll_create1: "tokio reactor",
+    SYS_epoll_ctl: "tokio reactor",
+    SYS_epoll_pwait: "tokio reactor (aarch64, newer libcs)",
+    SYS_eventfd2: "tokio waker",
+    SYS_ppoll: "poll fallback",
+    // files and sockets already open or opened read-only
+    SYS_read: "sockets, inotify, token files",
+    SYS_write: "sockets, logs",
+    SYS_readv: "sockets",
+    SYS_writev: "sockets, logs",
+    SYS_pread64: "file reads",
+    SYS_close: "every fd",
+    SYS_fcntl: "non-blocking and close-on-exec flags",
+    SYS_ioctl: "FIONBIO / FIOCLEX only",
+    SYS_openat: "service-account token and CA re-reads",
+    SYS_newfstatat: "file metadata",
+    SYS_fstat: "file metadata",
+    SYS_statx: "file metadata (std)",
+    SYS_lseek: "file reads",
+    SYS_getcwd: "path resolution in std",
+    SYS_readlinkat: "path resolution in std",
+    SYS_getrandom: "hash map seeds, TLS",
+    SYS_prlimit64: "std start-up queries of limits",
+    SYS_uname: "library version checks",
+    SYS_prctl: "PR_SET_NAME / PR_GET_NAME only (thread names)",
+    SYS_wait4: "reap the helper when it exits",
+    SYS_waitid: "reap the helper when it exits",
+    // networking (the API server; the helper's socketpair)
+    SYS_socket: "connections to the API server",
+    SYS_socketpair: "tokio signal driver",
+    SYS_connect: "connections to the API server",
+    SYS_getsockopt: "socket errors after a non-blocking connect",
+    SYS_setsockopt: "TCP_NODELAY, keepalive",
+    SYS_getpeername: "connection info",
+    SYS_getsockname: "connection info",
+    SYS_recvfrom: "socket reads",
+    SYS_sendto: "socket writes",
+    SYS_recvmsg: "socket reads",
+    SYS_sendmsg: "socket writes",
+    SYS_shutdown: "closing connections",
+    // time
+    SYS_clock_gettime: "timers (when the vDSO is unavailable)",
+    SYS_clock_nanosleep: "std::thread::sleep",
+    SYS_nanosleep: "std::thread::sleep (older libcs)",
+    SYS_getuid: "library start-up checks",
+    SYS_geteuid: "library start-up checks",
+    SYS_getgid: "library start-up checks",
+    SYS_getegid: "library start-up checks",
+    SYS_membarrier: "glibc / std synchronisation on newer kernels",
+];
+
+/// Allowed only where the architecture has them.
+#[cfg(target_arch = "x86_64")]
+pub const ALLOWED_ARCH: &[Allowed] = allow![
+    SYS_epoll_wait: "tokio reactor",
+    SYS_poll: "poll fallback",
+    SYS_access: "library start-up checks",
+    SYS_arch_prctl: "thread-local storage of new threads",
+];
+#[cfg(not(target_arch = "x86_64"))]
+pub const ALLOWED_ARCH: &[Allowed] = &[];
+
+/// System calls that kill the daemon outright.
+pub const KILLED: &[Allowed] = allow![
+    SYS_ptrace: "no debugging of other processes",
+    SYS_process_vm_readv: "no reading other processes",
+    SYS_process_vm_writev: "no writing other processes",
+    SYS_setns: "no joining namespaces (the host's in particular)",
+    SYS_unshare: "no new namespaces",
+    SYS_mount: "no mounts",
+    SYS_umount2: "no unmounts",
+    SYS_pivot_root: "no root changes",
+    SYS_chroot: "no root changes",
+    SYS_open_tree: "no mounts (new mount API)",
+    SYS_move_mount: "no mounts (new mount API)",
+    SYS_fsopen: "no mounts (new mount API)",
+    SYS_fsmount: "no mounts (new mount API)",
+    SYS_execve: "the daemon never executes anything",
+    SYS_execveat: "the daemon never executes anything",
+    SYS_bpf: "no BPF programs",
+    SYS_perf_event_open: "no perf events",
+    SYS_init_module: "no kernel modules",
+    SYS_finit_module: "no kernel modules",
+    SYS_delete_module: "no kernel modules",
+    SYS_kexec_load: "no kexec",
+    SYS_kexec_file_load: "no kexec",
+    SYS_reboot: "only the helper (via bootc) reboots",
+    SYS_keyctl: "no kernel keyrings",
+    SYS_add_key: "no kernel keyrings",
+    SYS_request_key: "no kernel keyrings",
+    SYS_userfaultfd: "a classic exploitation aid",
+    SYS_open_by_handle_at: "container escape primitive",
+    SYS_name_to_handle_at: "container escape primitive",
+    SYS_swapon: "no swap changes",
+    SYS_swapoff: "no swap changes",
+];
+
+/// Any of these in clone's flags is refused.
+const CLONE_NS_FLAGS: u64 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET) as u64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    #[error("building the seccomp filter: {0}")]
+    Build(#[from] seccompiler::BackendError),
+    #[error("installing the seccomp filter: {0}")]
+    Install(#[from] seccompiler::Error),
+    #[error("unsupported architecture {0}")]
+    Arch(String),
+}
+
+fn cond(
+    arg: u8,
+    len: SeccompCmpArgLen,
+    op: SeccompCmpOp,
+    value: u64,
+) -> Result<SeccompCondition, SeccompError> {
+    Ok(SeccompCondition::new(arg, len, op, value)?)
+}
+
+fn allow_rules(pid: i32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
+    use SeccompCmpArgLen::{Dword, Qword};
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = ALLOWED
+        .iter()
+        .chain(ALLOWED_ARCH)
+        .map(|a| (a.nr, Vec::new()))
+        .collect();
+    let only = |conds: Vec<SeccompCondition>| -> Result<SeccompRule, SeccompError> {
+        Ok(SeccompRule::new(conds)?)
+    };
+    // Not refused here: this filter runs first (it was installed last) and
+    // its EPERM would win over the clone3 filter's ENOSYS, which glibc needs
+    // to see to fall back to clone.
+    rules.insert(libc::SYS_clone3, Vec::new());
+    rules.insert(
+        libc::SYS_clone,
+        vec![only(vec![cond(
+            0,
+            Qword,
+            SeccompCmpOp::MaskedEq(CLONE_NS_FLAGS),
+            0,
+        )?])?],
+    );
+    rules.insert(
+        libc::SYS_tgkill,
+        vec![only(vec![cond(0, Dword, SeccompCmpOp::Eq, pid as u64)?])?],
+    );
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            only(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::FIONBIO)?])?,
+            only(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::FIOCLEX)?])?,
+        ],
+    );
+    rules.insert(
+        libc::SYS_prctl,
+        vec![
+            only(vec![cond(
+                0,
+                Dword,
+                SeccompCmpOp::Eq,
+                libc::PR_SET_NAME as u64,
+            )?])?,
+            only(vec![cond(
+                0,
+                Dword,
+                SeccompCmpOp::Eq,
+                libc::PR_GET_NAME as u64,
+            )?])?,
+        ],
+    );
+    Ok(rules)
+}
+
+/// The three programs, in installation order: the allow-list last, since
+/// once it is in place the prctl/seccomp calls that install a filter are
+/// themselves refused. `pid` is the daemon's own
+/// (tgkill may only target it).
+pub fn programs(pid: i32) -> Result<Vec<BpfProgram>, SeccompError> {
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|_| SeccompError::Arch(std::env::consts::ARCH.to_owned()))?;
+    let allow = SeccompFilter::new(
+        allow_rules(pid)?,
+        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Allow,
+        arch,
+    )?;
+    let kill = SeccompFilter::new(
+        KILLED.iter().map(|a| (a.nr, Vec::new())).collect(),
+        SeccompAction::Allow,
+        SeccompAction::KillProcess,
+        arch,
+    )?;
+    let clone3 = SeccompFilter::new(
+        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )?;
+    [clone3, kill, allow]
+        .into_iter()
+        .map(|f| BpfProgram::try_from(f).map_err(SeccompError::from))
+        .collect()
+}
+
+/// Installs the filters on the calling thread; threads created later
+/// inherit them. Call while single-threaded, after the privilege drop.
+pub fn install() -> Result<(), SeccompError> {
+    for program in programs(std::process::id() as i32)? {
+        seccompiler::apply_filter(&program)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn lists_are_disjoint_and_explained() {
+        let allowed: Vec<_> = ALLOWED.iter().chain(ALLOWED_ARCH).collect();
+        for k in KILLED {
+            assert!(
+                !allowed.iter().any(|a| a.nr == k.nr),
+                "{} is both allowed and killed",
+                k.name
+            );
+        }
+        for a in allowed.iter().copied().chain(KILLED) {
+            assert!(!a.why.is_empty(), "{} has no reason", a.name);
+        }
+        let mut nrs: Vec<_> = allowed.iter().map(|a| a.nr).collect();
+        nrs.sort_unstable();
+        nrs.dedup();
+        assert_eq!(nrs.len(), allowed.len(), "duplicate entries");
+        assert!(!allowed.iter().any(|a| a.nr == libc::SYS_clone3));
+    }
+
+    #[test]
+    fn filters_compile() {
+        assert_eq!(programs(1).unwrap().len(), 3);
+    }
+}

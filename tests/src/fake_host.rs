@@ -1,0 +1,182 @@
+//! A fake bootc host: a directory laid out by [`crate::fake_bootc::Layout`]
+//! and a process holding its own mount namespace in which
+//!
+//! - `/usr/local/sbin` is a private tmpfs whose `bootc` runs the fake bootc
+//!   on this host's directory (found on the helper's fixed PATH),
+//! - `/run` is the host directory's `run/` (so the auth file lands there),
+//! - `/proc/sys/kernel/random/boot_id` is the host directory's `boot_id`.
+//!
+//! The helper targets the holder's pid (`--host-pid`) and joins its mount
+//! namespace with setns exactly as it joins PID 1's on a real node. The
+//! holder exits when the [`FakeHost`] is dropped (its stdin closes), or when
+//! the test process dies.
+
+use crate::fake_bootc::{Invocation, Layout, State};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+/// A pinned image for tests: `127.0.0.1:5000/os@sha256:<n repeated>`.
+pub fn image(n: char) -> String {
+    format!("127.0.0.1:5000/os@sha256:{}", n.to_string().repeat(64))
+}
+
+/// The directory that holds the workspace's binaries (next to `deps/`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir
+}
+
+/// A workspace binary built next to the tests (bootc-daemon, bootc-helper,
+/// fake-bootc).
+pub fn bin(name: &str) -> PathBuf {
+    target_dir().join(name)
+}
+
+/// Whether the tests can create namespaces and drop privilege. CI runs as
+/// root; elsewhere the privileged tests skip with a message.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .map(|v| v.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Skips the calling test (returns from it) when not root.
+#[macro_export]
+macro_rules! require_root {
+    () => {
+        if !$crate::fake_host::is_root() {
+            eprintln!("SKIPPED: this test needs root (namespaces, setns, privilege drop); CI runs it as root");
+            return;
+        }
+    };
+}
+
+/// One fake host.
+#[derive(Debug)]
+pub struct FakeHost {
+    pub layout: Layout,
+    _dir: tempfile::TempDir,
+    holder: Child,
+    stdin: Option<ChildStdin>,
+}
+
+const SETUP: &str = r#"set -e
+mkdir -p /usr/local/sbin
+mount -t tmpfs -o mode=0755,size=1m fake-bootc /usr/local/sbin
+install -m 0755 "$1/bootc-wrapper" /usr/local/sbin/bootc
+mount --bind "$1/run" /run
+mount --bind "$1/boot_id" /proc/sys/kernel/random/boot_id
+echo ready
+exec head -c 1 >/dev/null
+"#;
+
+impl FakeHost {
+    /// Starts a fake host booted into `booted`.
+    pub fn start(booted: Option<&str>) -> std::io::Result<FakeHost> {
+        let dir = tempfile::Builder::new().prefix("fake-host-").tempdir()?;
+        let layout = Layout::new(dir.path());
+        layout.init(booted)?;
+        let wrapper = format!(
+            "#!/bin/sh\nexec '{}' --fake-root '{}' \"$@\"\n",
+            bin("fake-bootc").display(),
+            dir.path().display()
+        );
+        std::fs::write(dir.path().join("bootc-wrapper"), wrapper)?;
+        let mut holder = Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "/bin/sh",
+                "-c",
+                SETUP,
+                "sh",
+            ])
+            .arg(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let mut line = String::new();
+        if let Some(out) = holder.stdout.take() {
+            BufReader::new(out).read_line(&mut line)?;
+        }
+        if line.trim() != "ready" {
+            let _ = holder.kill();
+            let _ = holder.wait();
+            return Err(std::io::Error::other(format!(
+                "fake host setup failed (got {line:?})"
+            )));
+        }
+        let stdin = holder.stdin.take();
+        Ok(FakeHost {
+            layout,
+            _dir: dir,
+            holder,
+            stdin,
+        })
+    }
+
+    /// The pid whose mount namespace is this host's (`--host-pid`).
+    pub fn pid(&self) -> i32 {
+        self.holder.id() as i32
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.layout.root
+    }
+
+    /// `readlink /proc/<holder>/ns/mnt`.
+    pub fn mount_ns(&self) -> String {
+        std::fs::read_link(format!("/proc/{}/ns/mnt", self.pid()))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    }
+
+    pub fn state(&self) -> State {
+        self.layout.read_state().unwrap_or_default()
+    }
+
+    pub fn invocations(&self) -> Vec<Invocation> {
+        self.layout.read_invocations()
+    }
+}
+
+impl Drop for FakeHost {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.holder.wait();
+    }
+}
+
+/// A helper started by the test process the way the daemon starts it
+/// (socketpair, fd 3, parent-death signal), targeting `host`.
+#[derive(Debug)]
+pub struct TestHelper {
+    pub process: daemon::spawn::HelperProcess,
+    pub client: daemon::helper_client::HelperClient,
+}
+
+impl FakeHost {
+    /// Starts `bootc-helper` against this host and connects to it.
+    pub async fn helper(&self, apply_window: std::time::Duration) -> anyhow::Result<TestHelper> {
+        let (process, socket) = daemon::spawn::start(&daemon::spawn::HelperOptions {
+            path: bin("bootc-helper"),
+            host_pid: self.pid(),
+            apply_window,
+        })?;
+        let client = daemon::helper_client::connect(socket).await?;
+        Ok(TestHelper { process, client })
+    }
+}

@@ -1,0 +1,452 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The helper's four RPCs against a fake bootc host, through the real setns
+//! path: bootc runs inside the fake host's mount namespace.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+use tests::fake_bootc::Fault;
+use tests::fake_host::{FakeHost, image};
+use tests::require_root;
+use tonic::Code;
+
+const FIXED_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+fn argvs(host: &FakeHost) -> Vec<Vec<String>> {
+    host.invocations().into_iter().map(|i| i.argv).collect()
+}
+
+fn v(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test]
+async fn stage_status_apply_through_setns() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    let boot_id = host.layout.read_boot_id();
+
+    let s = h
+        .client
+        .status(proto::StatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.booted.as_ref().unwrap().image, image('a'));
+    assert_eq!(
+        s.booted.as_ref().unwrap().digest,
+        format!("sha256:{}", "a".repeat(64))
+    );
+    assert!(s.staged.is_none());
+    assert_eq!(
+        s.boot_id, boot_id,
+        "boot id read inside the host's mount namespace"
+    );
+    assert!(s.download_only_supported);
+
+    let r = h
+        .client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.locked);
+    let staged = host.state().staged.unwrap();
+    assert_eq!(staged.image, image('b'));
+    assert!(staged.download_only);
+
+    let s = h
+        .client
+        .status(proto::StatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let st = s.staged.unwrap();
+    assert_eq!(st.image, image('b'));
+    assert!(st.download_only && st.soft_reboot_capable);
+
+    h.client
+        .apply(proto::ApplyRequest { soft_reboot: true })
+        .await
+        .unwrap();
+    let reboots = host.layout.read_reboots();
+    assert_eq!(reboots.len(), 1);
+    assert!(reboots[0].soft);
+    assert_eq!(reboots[0].image, image('b'));
+
+    let s = h
+        .client
+        .status(proto::StatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.booted.unwrap().image, image('b'));
+    assert_eq!(s.rollback.unwrap().image, image('a'));
+    assert_ne!(s.boot_id, boot_id);
+    assert_eq!(s.boot_id, host.layout.read_boot_id());
+
+    assert_eq!(
+        argvs(&host),
+        [
+            v(&["switch", "--help"]),
+            v(&["status", "--format=json", "--format-version=1"]),
+            v(&["switch", "--download-only", "--", &image('b')]),
+            v(&["status", "--format=json", "--format-version=1"]),
+            v(&["status", "--format=json", "--format-version=1"]),
+            v(&[
+                "switch",
+                "--from-downloaded",
+                "--apply",
+                "--soft-reboot=auto"
+            ]),
+            v(&["status", "--format=json", "--format-version=1"]),
+        ]
+    );
+    let own_ns = std::fs::read_link("/proc/self/ns/mnt")
+        .unwrap()
+        .display()
+        .to_string();
+    for inv in host.invocations() {
+        assert_eq!(
+            inv.mount_ns,
+            host.mount_ns(),
+            "bootc ran in the host's mount namespace"
+        );
+        assert_ne!(inv.mount_ns, own_ns);
+        // PWD is set by the /bin/sh wrapper that starts the fake bootc.
+        let env: Vec<_> = inv.env.iter().filter(|e| !e.starts_with("PWD=")).collect();
+        assert_eq!(env, [FIXED_ENV], "empty environment plus the fixed PATH");
+        assert_eq!(inv.uid, 0);
+    }
+}
+
+#[tokio::test]
+async fn apply_without_soft_reboot_adds_no_flag() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    h.client
+        .stage(proto::StageRequest { image: image('c') })
+        .await
+        .unwrap();
+    h.client
+        .apply(proto::ApplyRequest { soft_reboot: false })
+        .await
+        .unwrap();
+    assert_eq!(
+        argvs(&host).last().unwrap(),
+        &v(&["switch", "--from-downloaded", "--apply"])
+    );
+    assert!(!host.layout.read_reboots()[0].soft);
+}
+
+#[tokio::test]
+async fn write_auth_writes_mode_0600_in_the_host() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    let json = br#"{"auths":{"127.0.0.1:5000":{"auth":"dXNlcjpwYXNz"}}}"#;
+    h.client
+        .write_auth(proto::WriteAuthRequest {
+            docker_config_json: json.to_vec(),
+        })
+        .await
+        .unwrap();
+    let path = host.layout.auth();
+    let meta = std::fs::symlink_metadata(&path).unwrap();
+    assert!(meta.is_file());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let sent: serde_json::Value = serde_json::from_slice(json).unwrap();
+    assert_eq!(written, sent);
+    // Rotation replaces it.
+    let json2 = br#"{"auths":{"127.0.0.1:5000":{"username":"u","password":"p"}}}"#;
+    h.client
+        .write_auth(proto::WriteAuthRequest {
+            docker_config_json: json2.to_vec(),
+        })
+        .await
+        .unwrap();
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(written["auths"]["127.0.0.1:5000"]["username"], "u");
+    assert!(host.invocations().is_empty(), "WriteAuth runs nothing");
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_each_with_its_own_error_and_nothing_runs() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    let d = format!("sha256:{}", "a".repeat(64));
+    let images: Vec<(String, &str)> = vec![
+        (String::new(), "empty"),
+        ("--apply".into(), "starts with '-'"),
+        (format!("-quay.io/os@{d}"), "starts with '-'"),
+        (
+            format!("quay.io/os @{d}"),
+            "whitespace or a control character",
+        ),
+        (
+            format!("quay.io/os@{d}\n"),
+            "whitespace or a control character",
+        ),
+        (
+            format!("quay.io/os\t@{d}"),
+            "whitespace or a control character",
+        ),
+        (format!("docker://quay.io/os@{d}"), "transport prefix"),
+        (format!("oci:/var/mnt/os@{d}"), "transport prefix"),
+        (
+            format!("containers-storage:quay.io/os@{d}"),
+            "transport prefix",
+        ),
+        (format!("quay.io/os:v1@{d}"), "both a tag and a digest"),
+        ("quay.io/os:v1".into(), "must be pinned by digest"),
+        ("quay.io/os".into(), "must be pinned by digest"),
+        ("quay.io/os@sha256:abc".into(), "digest"),
+        (
+            format!(
+                "quay.io/os@{}",
+                d.to_uppercase().replacen("SHA256", "sha256", 1)
+            ),
+            "digest",
+        ),
+        (format!("quay.io/{}@{d}", "a".repeat(256)), "at most 255"),
+        (format!("quay.io/OS@{d}"), "repository path component"),
+    ];
+    let mut messages = Vec::new();
+    for (img, expect) in &images {
+        let err = h
+            .client
+            .stage(proto::StageRequest { image: img.clone() })
+            .await
+            .expect_err(img);
+        assert_eq!(err.code(), Code::InvalidArgument, "{img:?}: {err:?}");
+        assert!(err.message().contains(expect), "{img:?}: {}", err.message());
+        messages.push(err.message().to_owned());
+    }
+    let err = h
+        .client
+        .apply(proto::ApplyRequest { soft_reboot: true })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.message().contains("nothing was staged"),
+        "{}",
+        err.message()
+    );
+
+    let auths: Vec<(Vec<u8>, &str)> = vec![
+        (Vec::new(), "empty"),
+        (b"not json".to_vec(), "not a docker config"),
+        (b"[]".to_vec(), "not a docker config"),
+        (
+            br#"{"auths":{},"credHelpers":{"q.io":"x"}}"#.to_vec(),
+            "not a docker config",
+        ),
+        (vec![b' '; 64 * 1024 + 1], "at most 65536"),
+    ];
+    for (payload, expect) in &auths {
+        let err = h
+            .client
+            .write_auth(proto::WriteAuthRequest {
+                docker_config_json: payload.clone(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert!(err.message().contains(expect), "{}", err.message());
+    }
+    // Over the protocol's message limit: refused by the transport.
+    let err = h
+        .client
+        .write_auth(proto::WriteAuthRequest {
+            docker_config_json: vec![b'x'; proto::MAX_MESSAGE_BYTES + 1],
+        })
+        .await
+        .unwrap_err();
+    assert_ne!(err.code(), Code::Ok);
+
+    // A symlink on the auth path.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), host.root().join("run/ostree")).unwrap();
+    let err = h
+        .client
+        .write_auth(proto::WriteAuthRequest {
+            docker_config_json: br#"{"auths":{}}"#.to_vec(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied);
+    assert!(
+        err.message().contains("refusing symlink"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+
+    assert!(
+        host.invocations().is_empty(),
+        "bootc never ran: {:?}",
+        host.invocations()
+    );
+    // The helper still serves after all that.
+    h.client.status(proto::StatusRequest {}).await.unwrap();
+}
+
+#[tokio::test]
+async fn apply_refused_when_the_host_staged_something_else() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    h.client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap();
+    // Someone else re-staged the host behind the helper's back.
+    let mut state = host.state();
+    state.staged = Some(tests::fake_bootc::Deployment::of(&image('c')));
+    host.layout.write_state(&state).unwrap();
+    let err = h
+        .client
+        .apply(proto::ApplyRequest { soft_reboot: false })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains(&image('c')), "{}", err.message());
+    assert!(host.layout.read_reboots().is_empty());
+    assert!(
+        !argvs(&host)
+            .iter()
+            .any(|a| a.contains(&"--apply".to_string()))
+    );
+}
+
+#[tokio::test]
+async fn stage_failures_return_bootc_stderr() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    for fault in [Fault::PullError, Fault::Unauthorized, Fault::NoSpace] {
+        host.layout.set_fault(Some(fault)).unwrap();
+        let err = h
+            .client
+            .stage(proto::StageRequest { image: image('b') })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Aborted);
+        let want = fault.message(&image('b'));
+        assert!(
+            err.message().contains(&want),
+            "{fault:?}: {}",
+            err.message()
+        );
+    }
+    // A failed stage leaves nothing to apply.
+    let err = h
+        .client
+        .apply(proto::ApplyRequest { soft_reboot: false })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    host.layout.set_fault(None).unwrap();
+    h.client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn old_bootc_falls_back_to_unlocked_switch() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    std::fs::write(host.layout.old_bootc(), "").unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    let s = h
+        .client
+        .status(proto::StatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!s.download_only_supported);
+    let r = h
+        .client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!r.locked, "reported as unlocked");
+    assert!(!host.state().staged.unwrap().download_only);
+    h.client
+        .apply(proto::ApplyRequest { soft_reboot: true })
+        .await
+        .unwrap();
+    let a = argvs(&host);
+    assert!(a.contains(&v(&["switch", "--", &image('b')])));
+    assert_eq!(
+        a.last().unwrap(),
+        &v(&["switch", "--apply", "--", &image('b')])
+    );
+    assert_eq!(host.state().booted.unwrap().image, image('b'));
+}
+
+/// Pids of processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(needle))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn apply_answers_while_bootc_parks() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    std::fs::write(host.layout.park_apply(), "").unwrap();
+    let mut h = host.helper(Duration::from_millis(300)).await.unwrap();
+    h.client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap();
+    let reply = tokio::time::timeout(
+        Duration::from_secs(10),
+        h.client.apply(proto::ApplyRequest { soft_reboot: false }),
+    )
+    .await
+    .expect("Apply must answer while bootc is still running");
+    reply.unwrap();
+    assert_eq!(host.layout.read_reboots().len(), 1);
+    let parked = processes_mentioning(&host.root().display().to_string())
+        .into_iter()
+        .filter(|p| *p != host.pid())
+        .collect::<Vec<_>>();
+    assert!(!parked.is_empty(), "bootc --apply is still running");
+    for pid in parked {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+    }
+}
+
+#[tokio::test]
+async fn helper_exits_when_the_daemon_end_closes() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let h = host.helper(Duration::from_secs(5)).await.unwrap();
+    let pid = h.process.pid();
+    drop(h.client);
+    let status = tokio::time::timeout(Duration::from_secs(5), h.process.exited())
+        .await
+        .expect("helper did not exit after its peer went away")
+        .unwrap();
+    assert!(
+        status.success(),
+        "clean exit on EOF: {status:?} (pid {pid})"
+    );
+}
