@@ -3,10 +3,11 @@
 
 pub mod control_plane;
 pub mod display;
-pub mod image_pull;
 pub mod fake_bootc;
 pub mod fake_host;
+pub mod image_pull;
 pub mod k8s;
+pub mod node_agent;
 pub mod pki;
 pub mod registry;
 
