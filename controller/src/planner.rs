@@ -893,3 +893,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     out.requeue_after = requeue;
     out
 }
+
+#[cfg(test)]
+#[path = "planner_tests.rs"]
+mod tests;
