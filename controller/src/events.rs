@@ -49,6 +49,9 @@ impl EventSink {
             kind: Some(BootcNodePool::kind(&()).into_owned()),
             name: Some(pool.name_any()),
             uid: pool.metadata.uid.clone(),
+            // The API server wants the reference's namespace to match the
+            // event's, even for a cluster-scoped object.
+            namespace: Some(self.namespace.clone()),
             ..ObjectReference::default()
         };
         let related = node.map(|n| ObjectReference {

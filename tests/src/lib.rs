@@ -2,7 +2,9 @@
 //! and (in later modules) the fake bootc host and the node simulator.
 
 pub mod control_plane;
+pub mod daemon_player;
 pub mod k8s;
+pub mod recorder;
 
 pub use control_plane::{ControlPlane, Identity};
 

@@ -1,0 +1,282 @@
+//! Shared set-up for the controller's integration tests: a control plane
+//! with the CRDs, the operator namespace and the controller's RBAC, the real
+//! `bootc-controller` binary, and small builders.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use api::{BootcNode, BootcNodePool};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde::Deserialize;
+use serde_json::json;
+use tests::{ControlPlane, Identity, k8s};
+
+pub const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+pub const NEW: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+pub const REPO: &str = "quay.io/acme/os";
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub fn image(d: &str) -> String {
+    format!("{REPO}@{d}")
+}
+
+pub struct Env {
+    pub cp: ControlPlane,
+    pub admin: Client,
+}
+
+/// A control plane with CRDs, the `bootc-operator` namespace and RBAC for
+/// the controller's ServiceAccount.
+pub async fn env() -> Env {
+    let cp = ControlPlane::start().await.unwrap();
+    let admin = cp.admin().await.unwrap();
+    k8s::install_crds(&admin).await.unwrap();
+    let ns: Api<Namespace> = Api::all(admin.clone());
+    ns.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "bootc-operator"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let text = include_str!("../rbac.yaml");
+    let pp = PostParams::default();
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let v = serde_json::Value::deserialize(doc).unwrap();
+        match v["kind"].as_str().unwrap() {
+            "ClusterRole" => {
+                Api::<ClusterRole>::all(admin.clone())
+                    .create(&pp, &serde_json::from_value(v).unwrap())
+                    .await
+                    .unwrap();
+            }
+            "ClusterRoleBinding" => {
+                Api::<ClusterRoleBinding>::all(admin.clone())
+                    .create(&pp, &serde_json::from_value(v).unwrap())
+                    .await
+                    .unwrap();
+            }
+            "Role" => {
+                Api::<Role>::namespaced(admin.clone(), "bootc-operator")
+                    .create(&pp, &serde_json::from_value(v).unwrap())
+                    .await
+                    .unwrap();
+            }
+            "RoleBinding" => {
+                Api::<RoleBinding>::namespaced(admin.clone(), "bootc-operator")
+                    .create(&pp, &serde_json::from_value(v).unwrap())
+                    .await
+                    .unwrap();
+            }
+            other => panic!("unexpected kind {other}"),
+        }
+    }
+    Env { cp, admin }
+}
+
+/// The real controller binary, run as the controller's ServiceAccount.
+pub struct ControllerProc {
+    child: tokio::process::Child,
+    pub log: PathBuf,
+}
+
+impl ControllerProc {
+    pub fn spawn(env: &Env, name: &str, extra: &[&str]) -> Self {
+        let log = env.cp.dir().join(format!("{name}.log"));
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let err = out.try_clone().unwrap();
+        let child = tokio::process::Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--"])
+            .arg(env!("CARGO_BIN_EXE_bootc-controller"))
+            .args(["--health-addr", "", "--identity", name])
+            .args(extra)
+            .env("KUBECONFIG", env.cp.kubeconfig(Identity::Controller))
+            .env("RUST_LOG", "info,controller=debug")
+            .env_remove("POD_NAME")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        ControllerProc { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+
+    /// SIGTERM, and wait for a clean exit.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("controller exits after SIGTERM")
+            .unwrap()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+pub async fn create_node(admin: &Client, name: &str, labels: &[(&str, &str)], cordoned: bool) {
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"unschedulable": cordoned},
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    tests::daemon_player::set_ready(admin, name, true)
+        .await
+        .unwrap();
+}
+
+pub fn pool(
+    name: &str,
+    selector: serde_json::Value,
+    image: &str,
+    max: serde_json::Value,
+) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": selector},
+            "image": {"ref": image},
+            "rollout": {"maxUnavailable": max},
+        },
+    }))
+    .unwrap()
+}
+
+pub async fn create_pool(admin: &Client, p: &BootcNodePool) {
+    Api::<BootcNodePool>::all(admin.clone())
+        .create(&PostParams::default(), p)
+        .await
+        .unwrap();
+}
+
+pub async fn patch_pool(admin: &Client, name: &str, patch: serde_json::Value) {
+    Api::<BootcNodePool>::all(admin.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+pub fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
+    let s = p.status.as_ref()?;
+    api::conditions::find(&s.conditions, type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Waits for the pool to satisfy `cond`.
+pub async fn wait_pool(
+    admin: &Client,
+    name: &str,
+    what: &str,
+    cond: impl Fn(&BootcNodePool) -> bool + Send + 'static,
+) -> BootcNodePool {
+    k8s::wait_for(
+        Api::<BootcNodePool>::all(admin.clone()),
+        name,
+        WAIT,
+        what,
+        move |p| p.is_some_and(&cond),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+}
+
+/// Waits until every node in `nodes` boots `image` and the pool reports it
+/// as deployed.
+pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -> BootcNodePool {
+    let d = digest.to_owned();
+    wait_pool(admin, pool, "rollout complete", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.deployed_digest.as_deref() == Some(d.as_str())
+                && s.updated_count == count
+                && s.node_count == count
+                && condition(p, "UpToDate").is_some_and(|c| c.1 == "AllUpdated")
+        })
+    })
+    .await
+}
+
+pub async fn bootc_node(admin: &Client, name: &str) -> Option<BootcNode> {
+    Api::<BootcNode>::all(admin.clone())
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+pub async fn node(admin: &Client, name: &str) -> Node {
+    Api::<Node>::all(admin.clone()).get(name).await.unwrap()
+}
+
+pub fn is_cordoned(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+pub fn is_managed(n: &Node) -> bool {
+    n.labels().contains_key(api::labels::MANAGED_LABEL)
+}
+
+pub fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Creates a plain pod bound to `node`.
+pub async fn create_pod(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    node: &str,
+    labels: serde_json::Value,
+) {
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "example.invalid/app:1"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+}
+
+pub async fn create_namespace(admin: &Client, name: &str) {
+    Api::<Namespace>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+        )
+        .await
+        .unwrap();
+}
