@@ -103,13 +103,16 @@ pub fn is_skipped(pod: &Pod) -> bool {
 }
 
 /// Drains `node`, giving up after `timeout`. The error names the pods still
-/// on the node and why.
+/// on the node and why. `on_blocked` is called once per pod the first time a
+/// PodDisruptionBudget refuses its eviction.
 pub async fn drain_node(
     client: &kube::Client,
     version: EvictionVersion,
     node: &str,
     timeout: Duration,
+    mut on_blocked: impl FnMut(String),
 ) -> Result<(), String> {
+    let mut reported: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let pods: Api<Pod> = Api::all(client.clone());
     let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
     let deadline = tokio::time::Instant::now() + timeout;
@@ -129,12 +132,27 @@ pub async fn drain_node(
                         remaining.push(format!("{ns}/{name} (terminating)"));
                         continue;
                     }
-                    match evict(client, version, &ns, &name).await {
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    let attempt = tokio::time::timeout(
+                        left.max(Duration::from_secs(1)),
+                        evict(client, version, &ns, &name),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(EvictError::Other("eviction request timed out".into()))
+                    });
+                    match attempt {
                         Ok(()) => remaining.push(format!("{ns}/{name} (evicted, terminating)")),
-                        Err(EvictError::Budget) => remaining.push(format!(
-                            "{ns}/{name} (eviction refused by a PodDisruptionBudget)"
-                        )),
+                        Err(EvictError::Budget) => {
+                            if reported.insert(format!("{ns}/{name}")) {
+                                on_blocked(format!("{ns}/{name}"));
+                            }
+                            remaining.push(format!(
+                                "{ns}/{name} (eviction refused by a PodDisruptionBudget)"
+                            ))
+                        }
                         Err(EvictError::Other(e)) => {
+                            tracing::debug!(node, pod = %format!("{ns}/{name}"), error = %e, "eviction failed");
                             remaining.push(format!("{ns}/{name} (eviction failed: {e})"))
                         }
                     }
@@ -253,9 +271,28 @@ impl Drains {
                 .version
                 .get_or_init(|| detect_eviction_version(&this.client))
                 .await;
-            let result = tokio::select! {
-                r = drain_node(&this.client, version, &node, timeout) => r,
-                () = cancel.cancelled() => return,
+            let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
+            let drain = drain_node(&this.client, version, &node, timeout, move |pod| {
+                let _ = blocked_tx.send(pod);
+            });
+            tokio::pin!(drain);
+            let result = loop {
+                tokio::select! {
+                    r = &mut drain => break r,
+                    Some(pod) = blocked_rx.recv() => {
+                        tracing::info!(node, %pod, "eviction refused by a PodDisruptionBudget; retrying");
+                        this.events
+                            .publish(
+                                &pool,
+                                Some(&node),
+                                event_reasons::DRAIN_BLOCKED,
+                                &format!("eviction of {pod} from node {node} refused by a PodDisruptionBudget; retrying"),
+                                true,
+                            )
+                            .await;
+                    }
+                    () = cancel.cancelled() => return,
+                }
             };
             let phase = match &result {
                 Ok(()) => DrainPhase::Succeeded,

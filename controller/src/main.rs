@@ -42,8 +42,8 @@ struct Args {
 enum MainError {
     #[error("invalid --health-addr {0:?}: {1}")]
     HealthAddr(String, std::net::AddrParseError),
-    #[error("connecting to the API server: {0}")]
-    Client(#[from] kube::Error),
+    #[error("loading the kubeconfig: {0}")]
+    Config(String),
     #[error(transparent)]
     Run(#[from] controller::Error),
     #[error("installing signal handlers: {0}")]
@@ -94,7 +94,9 @@ async fn real_main() -> Result<(), MainError> {
         cfg.renew_every = cfg.duration / 3;
         options.lease = Some(cfg);
     }
-    let client = kube::Client::try_default().await?;
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| MainError::Config(e.to_string()))?;
 
     let shutdown = CancellationToken::new();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -114,6 +116,6 @@ async fn real_main() -> Result<(), MainError> {
         leader_elect = args.leader_elect,
         "bootc-controller starting"
     );
-    run(client, options, shutdown).await?;
+    run(config, options, shutdown).await?;
     Ok(())
 }

@@ -133,6 +133,8 @@ pub mod event_reasons {
     pub const DRAIN_STARTED: &str = "DrainStarted";
     pub const DRAIN_FINISHED: &str = "DrainFinished";
     pub const DRAIN_FAILED: &str = "DrainFailed";
+    /// A PodDisruptionBudget refused an eviction; the drain retries.
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
     pub const NODE_LEFT: &str = "NodeLeft";
 }
 

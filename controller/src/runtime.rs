@@ -84,6 +84,8 @@ pub enum Error {
     NotReady,
     #[error("lost the leader lease")]
     LeaseLost,
+    #[error("building a client: {0}")]
+    Client(#[source] kube::Error),
     #[error("health server on {addr}: {source}")]
     Health {
         addr: SocketAddr,
@@ -436,11 +438,19 @@ async fn serve_health(
 /// Runs the controller until `shutdown` is cancelled (or the lease is lost).
 /// With leader election it waits for the lease first and releases it on the
 /// way out.
+///
+/// Takes a `Config` rather than a client: drains need a client of their own
+/// without kube's default retry of 429 responses (a PodDisruptionBudget's
+/// refusal must come back to the drain loop, not be retried for minutes).
 pub async fn run(
-    client: kube::Client,
+    config: kube::Config,
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
+    let client = kube::Client::try_from(config.clone()).map_err(Error::Client)?;
+    let mut drain_config = config;
+    drain_config.default_retry = false;
+    let drain_client = kube::Client::try_from(drain_config).map_err(Error::Client)?;
     let ready = Arc::new(AtomicBool::new(false));
     let health = options.health_addr.map(|addr| {
         let (ready, stop) = (ready.clone(), shutdown.clone());
@@ -467,7 +477,15 @@ pub async fn run(
         ));
     }
 
-    let result = run_controller(client.clone(), &options, &shutdown, &lost, ready).await;
+    let result = run_controller(
+        client.clone(),
+        drain_client,
+        &options,
+        &shutdown,
+        &lost,
+        ready,
+    )
+    .await;
 
     if let Some(cfg) = &options.lease
         && let Err(error) = lease::release(&client, cfg).await
@@ -485,6 +503,7 @@ pub async fn run(
 
 async fn run_controller(
     client: kube::Client,
+    drain_client: kube::Client,
     options: &Options,
     shutdown: &CancellationToken,
     lost: &CancellationToken,
@@ -497,7 +516,7 @@ async fn run_controller(
 
     let events = EventSink::new(client.clone(), &options.namespace, &options.instance);
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
-    let drains = Drains::new(client.clone(), events.clone(), trigger_tx);
+    let drains = Drains::new(drain_client, events.clone(), trigger_tx);
     let actuator = Actuator::new(client.clone(), drains.clone(), events);
 
     let (bn_store, bn_writer) = reflector::store::<BootcNode>();

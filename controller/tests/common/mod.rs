@@ -269,6 +269,15 @@ pub async fn create_pod(
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
+    // The kubelet's part: the pod runs (a Pending pod ignores budgets).
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
 }
 
 pub async fn create_namespace(admin: &Client, name: &str) {
@@ -279,4 +288,57 @@ pub async fn create_namespace(admin: &Client, name: &str) {
         )
         .await
         .unwrap();
+}
+
+/// Waits for an event in the operator namespace with `reason` whose note
+/// contains `text`.
+pub async fn wait_event(
+    admin: &Client,
+    reason: &str,
+    text: &str,
+) -> k8s_openapi::api::events::v1::Event {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let api: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(admin.clone(), "bootc-operator");
+    let mut s = watcher(api, watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let fut = async {
+        while let Some(Ok(e)) = s.next().await {
+            if e.reason.as_deref() == Some(reason) && e.note.as_deref().unwrap_or("").contains(text)
+            {
+                return e;
+            }
+        }
+        panic!("event stream ended");
+    };
+    tokio::time::timeout(WAIT, fut)
+        .await
+        .unwrap_or_else(|_| panic!("no {reason} event mentioning {text:?}"))
+}
+
+/// Plays the kubelet for terminating pods in `ns` whose names are in
+/// `names`: deletes them with grace 0 once they are marked for deletion.
+pub fn kubelet_deletes(
+    admin: &Client,
+    ns: &str,
+    names: BTreeSet<String>,
+) -> tokio::task::JoinHandle<()> {
+    use futures::StreamExt;
+    use kube::api::DeleteParams;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let api: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    tokio::spawn(async move {
+        let mut s = watcher(api.clone(), watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(p)) = s.next().await {
+            if p.metadata.deletion_timestamp.is_some() && names.contains(&p.name_any()) {
+                let _ = api
+                    .delete(&p.name_any(), &DeleteParams::default().grace_period(0))
+                    .await;
+            }
+        }
+    })
 }
