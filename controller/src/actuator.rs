@@ -7,6 +7,9 @@
 //! manager name. Nothing is written that the planner did not ask for, and the
 //! planner asks only for differences.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use api::labels::{CONTROLLER_MANAGER, MANAGED_LABEL};
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use k8s_openapi::api::core::v1::Node;
@@ -46,12 +49,32 @@ pub enum ActuatorError {
     },
 }
 
+/// An object the actuator wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Written {
+    PoolStatus,
+    BootcNode(String),
+    Node(String),
+}
+
 /// Performs writes for the reconciler.
+///
+/// It remembers the resourceVersion of its own last writes per pool, so that
+/// the reconciler can tell when its caches have not yet seen them: planning
+/// on such a cache would repeat writes already made.
 #[derive(Clone)]
 pub struct Actuator {
     client: kube::Client,
     drains: Drains,
     events: EventSink,
+    written: Arc<Mutex<HashMap<String, HashMap<Written, u64>>>>,
+}
+
+fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
 }
 
 fn apply_params() -> PatchParams {
@@ -64,7 +87,41 @@ impl Actuator {
             client,
             drains,
             events,
+            written: Arc::default(),
         }
+    }
+
+    fn record(&self, pool: &BootcNodePool, what: Written, rv: u64) {
+        if rv == 0 {
+            return;
+        }
+        if let Ok(mut w) = self.written.lock() {
+            w.entry(pool.name_any()).or_default().insert(what, rv);
+        }
+    }
+
+    /// Have the caches caught up with this pool's own writes? `seen` gives
+    /// the resourceVersion the cache holds for an object (None: absent).
+    /// Entries that the cache has caught up with are forgotten.
+    pub fn caught_up(&self, pool: &str, seen: impl Fn(&Written) -> Option<u64>) -> bool {
+        let Ok(mut all) = self.written.lock() else {
+            return true;
+        };
+        let Some(mine) = all.get_mut(pool) else {
+            return true;
+        };
+        mine.retain(|what, rv| match (what, seen(what)) {
+            // A deleted BootcNode: caught up once the cache lost it (or holds
+            // a newer one).
+            (Written::BootcNode(_), None) => false,
+            (_, Some(have)) => have < *rv,
+            (_, None) => false,
+        });
+        let ok = mine.is_empty();
+        if ok {
+            all.remove(pool);
+        }
+        ok
     }
 
     /// Makes `writes` in order. Returns how many API writes were made.
@@ -90,18 +147,28 @@ impl Actuator {
                         },
                         "spec": bn.spec,
                     });
-                    bns.patch(&name, &apply_params(), &Patch::Apply(&body))
+                    let out = bns
+                        .patch(&name, &apply_params(), &Patch::Apply(&body))
                         .await
                         .map_err(|source| ActuatorError::ApplyBootcNode {
                             name: name.clone(),
                             source,
                         })?;
+                    self.record(pool, Written::BootcNode(name.clone()), rv_of(&out.metadata));
                     tracing::debug!(pool = %pool.name_any(), bootcnode = %name, "applied BootcNode");
                     count += 1;
                 }
                 Write::DeleteBootcNode { name } => {
                     match bns.delete(name, &DeleteParams::default()).await {
-                        Ok(_) => {}
+                        Ok(either) => {
+                            if let Some(obj) = either.left() {
+                                self.record(
+                                    pool,
+                                    Written::BootcNode(name.clone()),
+                                    rv_of(&obj.metadata),
+                                );
+                            }
+                        }
                         Err(kube::Error::Api(s)) if s.code == 404 => {}
                         Err(source) => {
                             return Err(ActuatorError::DeleteBootcNode {
@@ -130,7 +197,9 @@ impl Actuator {
                         ..PatchParams::default()
                     };
                     match nodes.patch(name, &params, &Patch::Merge(&body)).await {
-                        Ok(_) => {}
+                        Ok(out) => {
+                            self.record(pool, Written::Node(name.clone()), rv_of(&out.metadata))
+                        }
                         // The node is gone: nothing to restore on it.
                         Err(kube::Error::Api(s)) if s.code == 404 => {}
                         Err(source) => {
@@ -163,12 +232,14 @@ impl Actuator {
             "kind": BootcNodePool::kind(&()),
             "status": status,
         });
-        api.patch_status(&name, &apply_params(), &Patch::Apply(&body))
+        let out = api
+            .patch_status(&name, &apply_params(), &Patch::Apply(&body))
             .await
             .map_err(|source| ActuatorError::Status {
                 name: name.clone(),
                 source,
             })?;
+        self.record(pool, Written::PoolStatus, rv_of(&out.metadata));
         Ok(())
     }
 

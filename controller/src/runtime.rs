@@ -25,7 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::actuator::{Actuator, ActuatorError};
+use crate::actuator::{Actuator, ActuatorError, Written};
 use crate::drain::Drains;
 use crate::events::EventSink;
 use crate::lease::{self, LeaseConfig};
@@ -313,7 +313,31 @@ impl Ctx {
     }
 }
 
+fn store_rv<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>, name: &str) -> Option<u64> {
+    store.get(&ObjectRef::new(name)).map(|o| {
+        o.meta()
+            .resource_version
+            .as_deref()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0)
+    })
+}
+
 async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    // Planning on caches that have not seen our own last writes would make
+    // them again; the watch events of those writes re-trigger this pool.
+    let name = pool.name_any();
+    let caught_up = ctx.actuator.caught_up(&name, |w| match w {
+        Written::PoolStatus => store_rv(&ctx.pools, &name),
+        Written::BootcNode(n) => store_rv(&ctx.bootc_nodes, n),
+        Written::Node(n) => store_rv(&ctx.nodes, n),
+    });
+    if !caught_up {
+        tracing::debug!(pool = %name, "caches behind our own writes; waiting for them");
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    // The freshest copy of the pool (its status included).
+    let pool = ctx.pools.get(&ObjectRef::from_obj(&*pool)).unwrap_or(pool);
     let secret = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
         ctx.secrets
             .get(&ObjectRef::new(&r.name).within(&r.namespace))

@@ -34,7 +34,10 @@ pub struct Env {
 /// A control plane with CRDs, the `bootc-operator` namespace and RBAC for
 /// the controller's ServiceAccount.
 pub async fn env() -> Env {
-    let cp = ControlPlane::start().await.unwrap();
+    setup(ControlPlane::start().await.unwrap()).await
+}
+
+async fn setup(cp: ControlPlane) -> Env {
     let admin = cp.admin().await.unwrap();
     k8s::install_crds(&admin).await.unwrap();
     let ns: Api<Namespace> = Api::all(admin.clone());
@@ -341,4 +344,117 @@ pub fn kubelet_deletes(
             }
         }
     })
+}
+
+/// Like [`env`], with the API server's audit log on.
+pub async fn env_with_audit() -> Env {
+    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
+        .await
+        .unwrap();
+    setup(cp).await
+}
+
+/// The controller's writes to pools, BootcNodes and Nodes in the audit log
+/// (events and leases excluded).
+pub fn controller_write_lines(env: &Env) -> Vec<String> {
+    let text = std::fs::read_to_string(env.cp.audit_log()).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| {
+            v["stage"] == "ResponseComplete"
+                && v["user"]["username"] == tests::control_plane::CONTROLLER_USER
+                && matches!(
+                    v["verb"].as_str(),
+                    Some("create" | "update" | "patch" | "delete")
+                )
+                && matches!(
+                    v["objectRef"]["resource"].as_str(),
+                    Some("bootcnodepools" | "bootcnodes" | "nodes")
+                )
+        })
+        .map(|v| {
+            format!(
+                "{} {} {} {}",
+                v["verb"],
+                v["objectRef"]["resource"],
+                v["objectRef"]["name"],
+                v["objectRef"]["subresource"]
+            )
+        })
+        .collect()
+}
+
+pub fn controller_writes(env: &Env) -> usize {
+    controller_write_lines(env).len()
+}
+
+/// The controller's writes (as [`controller_write_lines`]) logged after the
+/// last spec patch of a pool by the admin. The audit log is written after the
+/// response, so a test that saw a write's effect may read the log before its
+/// line: this polls the file (no event to await) until `at_least` are there.
+pub async fn writes_after_admin_patch(env: &Env, at_least: usize) -> Vec<String> {
+    writes_after_admin_patches(env, at_least, 0).await
+}
+
+/// As [`writes_after_admin_patch`], counted from the admin's `back`-th last
+/// pool patch (0: the last) up to the next one.
+pub async fn writes_after_admin_patches(env: &Env, at_least: usize, back: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(env.cp.audit_log()).unwrap_or_default();
+        let entries: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter(|v: &serde_json::Value| v["stage"] == "ResponseComplete")
+            .collect();
+        let admin_patches: Vec<usize> = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| {
+                v["user"]["username"] != tests::control_plane::CONTROLLER_USER
+                    && v["verb"] == "patch"
+                    && v["objectRef"]["resource"] == "bootcnodepools"
+                    && v["objectRef"]["subresource"].is_null()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let k = admin_patches.len();
+        let start = if k > back {
+            admin_patches[k - 1 - back] + 1
+        } else {
+            0
+        };
+        let end = if back > 0 && k >= back {
+            admin_patches[k - back]
+        } else {
+            entries.len()
+        };
+        let lines: Vec<String> = entries[start..end.max(start)]
+            .iter()
+            .filter(|v| {
+                v["user"]["username"] == tests::control_plane::CONTROLLER_USER
+                    && matches!(
+                        v["verb"].as_str(),
+                        Some("create" | "update" | "patch" | "delete")
+                    )
+                    && matches!(
+                        v["objectRef"]["resource"].as_str(),
+                        Some("bootcnodepools" | "bootcnodes" | "nodes")
+                    )
+            })
+            .map(|v| {
+                format!(
+                    "{} {} {} {}",
+                    v["verb"],
+                    v["objectRef"]["resource"],
+                    v["objectRef"]["name"],
+                    v["objectRef"]["subresource"]
+                )
+            })
+            .collect();
+        if lines.len() >= at_least || std::time::Instant::now() > deadline {
+            return lines;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
