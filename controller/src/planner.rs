@@ -81,6 +81,8 @@ pub struct PlanInput<'a> {
     pub pull_secret_hash: Option<String>,
     /// Drains of this pool's nodes, by node name.
     pub drains: BTreeMap<String, DrainPhase>,
+    /// When the tag will next be resolved (None for digest references).
+    pub next_tag_resolution: Option<Timestamp>,
     pub now: Timestamp,
 }
 
@@ -443,8 +445,19 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             ),
         ));
     }
-    let selector_ok = Selector::try_from(pool.spec.node_selector.clone()).is_ok();
-    if !selector_ok {
+    let selector = Selector::try_from(pool.spec.node_selector.clone()).ok();
+    // Other pools' selectors, parsed once (an unparsable one selects nothing).
+    let other_selectors: Vec<(String, Selector)> = input
+        .other_pools
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            Selector::try_from(p.spec.node_selector.clone())
+                .ok()
+                .map(|s| (p.name_any(), s))
+        })
+        .collect();
+    if selector.is_none() {
         problems.push((
             reasons::INVALID_SPEC,
             "nodeSelector cannot be parsed".to_owned(),
@@ -456,14 +469,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let mut conflicts: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut to_create: BTreeSet<String> = BTreeSet::new();
     for (name, node) in &nodes {
-        if !selects(pool, node) {
+        if !selector.as_ref().is_some_and(|s| s.matches(node.labels())) {
             continue;
         }
-        let others: BTreeSet<String> = input
-            .other_pools
+        let others: BTreeSet<String> = other_selectors
             .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none() && selects(p, node))
-            .map(|p| p.name_any())
+            .filter(|(_, s)| s.matches(node.labels()))
+            .map(|(name, _)| name.clone())
             .collect();
         match bns.get(name) {
             Some(bn) if owned_by(bn, pool) => {
@@ -873,6 +885,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let generation = pool.metadata.generation;
     let mut status = current.clone();
     status.observed_generation = generation;
+    status.next_tag_resolution_time = input.next_tag_resolution.map(Time);
     status.target_digest = target.as_ref().map(|t| t.digest.clone());
     status.target_image = target.as_ref().map(|t| t.image.clone());
     if all_run_target && let Some(t) = &target {

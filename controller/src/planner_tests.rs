@@ -233,6 +233,7 @@ impl World {
             other_pools: self.others.iter().collect(),
             pull_secret_hash: self.secret_hash.clone(),
             drains: self.drains.clone(),
+            next_tag_resolution: None,
             now: Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000),
         })
     }
@@ -930,6 +931,7 @@ fn cleanup_restores_everything() {
         other_pools: vec![],
         pull_secret_hash: None,
         drains: BTreeMap::new(),
+        next_tag_resolution: None,
         now: Timestamp::UNIX_EPOCH,
     };
     let writes = plan_cleanup(&input);

@@ -269,6 +269,7 @@ impl Ctx {
         bns: &'a [Arc<BootcNode>],
         others: &'a [Arc<BootcNodePool>],
         target: Result<planner::Target, planner::TargetProblem>,
+        next_tag_resolution: Option<jiff::Timestamp>,
     ) -> PlanInput<'a> {
         let owned: Vec<&BootcNode> = bns
             .iter()
@@ -308,6 +309,7 @@ impl Ctx {
                 .collect(),
             pull_secret_hash,
             drains: self.drains.snapshot(&pool.name_any()),
+            next_tag_resolution,
             now: jiff::Timestamp::now(),
         }
     }
@@ -346,7 +348,14 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     let nodes = ctx.nodes.state();
     let bns = ctx.bootc_nodes.state();
     let pools = ctx.pools.state();
-    let input = ctx.input(&pool, &nodes, &bns, &pools, resolution.target.clone());
+    let input = ctx.input(
+        &pool,
+        &nodes,
+        &bns,
+        &pools,
+        resolution.target.clone(),
+        resolution.next_resolution,
+    );
     let plan = planner::plan(&input);
     let writes = ctx.actuator.execute(&pool, &plan).await?;
     if writes > 0 {
@@ -376,6 +385,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
             reason: api::reasons::INVALID_SPEC,
             message: "pool is being deleted".into(),
         }),
+        None,
     );
     let writes = planner::plan_cleanup(&input);
     let n = ctx.actuator.write(&pool, &writes).await?;
@@ -396,7 +406,6 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Er
         .wait_until_ready()
         .await
         .map_err(|_| Error::NotReady)?;
-    ctx.ready.store(true, Ordering::Relaxed);
     let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
     let c = ctx.clone();
     finalizer(&api, POOL_FINALIZER, pool, |event| async move {
@@ -606,6 +615,26 @@ async fn run_controller(
             }
         }
     };
+    // Ready once every cache has listed its objects.
+    let ready_task = {
+        let (n, b, s, p, flag) = (
+            ctx.nodes.clone(),
+            ctx.bootc_nodes.clone(),
+            ctx.secrets.clone(),
+            ctx.pools.clone(),
+            ctx.ready.clone(),
+        );
+        tokio::spawn(async move {
+            if n.wait_until_ready().await.is_ok()
+                && b.wait_until_ready().await.is_ok()
+                && s.wait_until_ready().await.is_ok()
+                && p.wait_until_ready().await.is_ok()
+            {
+                flag.store(true, Ordering::Relaxed);
+                tracing::info!("caches synced; ready");
+            }
+        })
+    };
     tracing::info!("controller starting");
     controller
         .watches_stream(bn_stream, |bn: BootcNode| {
@@ -633,9 +662,91 @@ async fn run_controller(
         })
         .await;
     drains.cancel_all();
+    ready_task.abort();
     tracing::info!("controller stopped");
     Ok(())
 }
 
 /// Drains by pool name, for tests and diagnostics.
 pub type DrainSnapshot = BTreeMap<String, planner::DrainPhase>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
+
+    fn node(labels: &[(&str, &str)], ready: &str, heartbeat: i64, unschedulable: bool) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some("n".into());
+        n.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        n.spec = Some(NodeSpec {
+            unschedulable: Some(unschedulable),
+            ..NodeSpec::default()
+        });
+        n.status = Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: ready.into(),
+                last_heartbeat_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    jiff::Timestamp::from_second(heartbeat).unwrap(),
+                )),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        });
+        n
+    }
+
+    #[test]
+    fn node_predicate_sees_labels_ready_and_unschedulable_only() {
+        let base = node(&[("pool", "a")], "True", 1, false);
+        let fp = node_fingerprint(&base);
+        // A heartbeat, new capacity, an annotation: no trigger.
+        let mut noise = node(&[("pool", "a")], "True", 99, false);
+        noise
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("x".into(), "y".into());
+        assert_eq!(node_fingerprint(&noise), fp);
+        // Labels, Ready, unschedulable: a trigger each.
+        assert_ne!(
+            node_fingerprint(&node(&[("pool", "b")], "True", 1, false)),
+            fp
+        );
+        assert_ne!(
+            node_fingerprint(&node(&[("pool", "a")], "False", 1, false)),
+            fp
+        );
+        assert_ne!(
+            node_fingerprint(&node(&[("pool", "a")], "True", 1, true)),
+            fp
+        );
+    }
+
+    #[test]
+    fn secret_hash_follows_the_data() {
+        let secret = |v: &[u8]| {
+            let mut s = Secret::default();
+            s.data = Some(
+                [(".dockerconfigjson".to_owned(), ByteString(v.to_vec()))]
+                    .into_iter()
+                    .collect(),
+            );
+            s
+        };
+        let a = secret_hash(&secret(b"{\"auths\":{}}"));
+        assert!(a.starts_with("sha256:") && a.len() == 71);
+        assert_eq!(a, secret_hash(&secret(b"{\"auths\":{}}")));
+        assert_ne!(a, secret_hash(&secret(b"{\"auths\":{\"x\":{}}}")));
+        let mut labelled = secret(b"{\"auths\":{}}");
+        labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into_iter().collect());
+        assert_eq!(a, secret_hash(&labelled), "metadata does not count");
+    }
+}

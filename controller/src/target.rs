@@ -23,6 +23,8 @@ pub struct Resolution {
     pub target: Result<Target, TargetProblem>,
     /// When to resolve again (tag polling); None for digest references.
     pub requeue_after: Option<Duration>,
+    /// Reported as `status.nextTagResolutionTime`; None for digest references.
+    pub next_resolution: Option<jiff::Timestamp>,
 }
 
 /// Resolves a pool's reference to a target. Implementations may call a
@@ -49,6 +51,7 @@ pub fn resolve_digest_ref(reference: &str) -> Result<Resolution, ImageRef> {
                     message: format!("spec.image.ref: {e}"),
                 }),
                 requeue_after: None,
+                next_resolution: None,
             });
         }
     };
@@ -59,6 +62,7 @@ pub fn resolve_digest_ref(reference: &str) -> Result<Resolution, ImageRef> {
                 image: image.pinned(digest),
             }),
             requeue_after: None,
+            next_resolution: None,
         }),
         Some(digest) => Ok(Resolution {
             target: Err(TargetProblem {
@@ -66,6 +70,7 @@ pub fn resolve_digest_ref(reference: &str) -> Result<Resolution, ImageRef> {
                 message: format!("spec.image.ref: only sha256 digests are supported, got {digest}"),
             }),
             requeue_after: None,
+            next_resolution: None,
         }),
         None => Err(image),
     }
@@ -91,6 +96,7 @@ impl Resolve for DigestOnly {
                     ),
                 }),
                 requeue_after: None,
+                next_resolution: None,
             },
         };
         Box::pin(async move { out })

@@ -9,6 +9,26 @@ use kube::api::Api;
 use serde_json::json;
 use tests::daemon_player::{DaemonPlayer, PlayerOptions};
 
+/// A minimal HTTP GET; retries the connection while the server starts.
+async fn http_get(addr: &str, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut sock = loop {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(s) => break s,
+            Err(e) if std::time::Instant::now() > deadline => panic!("connect {addr}: {e}"),
+            // No event tells when the process has bound its port.
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    };
+    sock.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    sock.read_to_string(&mut out).await.unwrap();
+    out.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
 async fn wait_holder(admin: &kube::Client, holder: Option<&'static str>) {
     tests::k8s::wait_for(
         Api::<Lease>::namespaced(admin.clone(), "bootc-operator"),
@@ -43,7 +63,15 @@ async fn leader_election_hands_over_on_sigterm() {
     let args = ["--leader-elect", "--lease-duration-seconds", "6"];
     let mut a = ControllerProc::spawn(&env, "replica-a", &args);
     wait_holder(&env.admin, Some("replica-a")).await;
-    let mut b = ControllerProc::spawn(&env, "replica-b", &args);
+    let port = tests::control_plane::free_port().unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let mut b_args = args.to_vec();
+    b_args.extend(["--health-addr", addr.as_str()]);
+    let mut b = ControllerProc::spawn(&env, "replica-b", &b_args);
+    // The standby is live and ready (it is doing what it should: waiting).
+    assert_eq!(http_get(&addr, "/healthz").await, 200);
+    assert_eq!(http_get(&addr, "/readyz").await, 200);
+    assert_eq!(http_get(&addr, "/nope").await, 404);
     create_pool(
         &env.admin,
         &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),

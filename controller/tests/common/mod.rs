@@ -97,10 +97,14 @@ impl ControllerProc {
             .open(&log)
             .unwrap();
         let err = out.try_clone().unwrap();
+        let mut args: Vec<&str> = vec!["--identity", name];
+        if !extra.contains(&"--health-addr") {
+            args.extend(["--health-addr", ""]);
+        }
         let child = tokio::process::Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
             .arg(env!("CARGO_BIN_EXE_bootc-controller"))
-            .args(["--health-addr", "", "--identity", name])
+            .args(args)
             .args(extra)
             .env("KUBECONFIG", env.cp.kubeconfig(Identity::Controller))
             .env("RUST_LOG", "info,controller=debug")
