@@ -732,14 +732,13 @@ mod tests {
 
     #[test]
     fn secret_hash_follows_the_data() {
-        let secret = |v: &[u8]| {
-            let mut s = Secret::default();
-            s.data = Some(
+        let secret = |v: &[u8]| Secret {
+            data: Some(
                 [(".dockerconfigjson".to_owned(), ByteString(v.to_vec()))]
                     .into_iter()
                     .collect(),
-            );
-            s
+            ),
+            ..Secret::default()
         };
         let a = secret_hash(&secret(b"{\"auths\":{}}"));
         assert!(a.starts_with("sha256:") && a.len() == 71);
