@@ -345,3 +345,31 @@ impl Drains {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn daemonset_and_mirror_pods_are_skipped() {
+        let plain = pod(serde_json::json!({"metadata": {"name": "a"}}));
+        let mirror = pod(serde_json::json!({"metadata": {"name": "m",
+            "annotations": {"kubernetes.io/config.mirror": "x"}}}));
+        let ds = pod(
+            serde_json::json!({"metadata": {"name": "d", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true}]}}),
+        );
+        let rs = pod(
+            serde_json::json!({"metadata": {"name": "r", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": true}]}}),
+        );
+        assert!(!is_skipped(&plain));
+        assert!(is_skipped(&mirror));
+        assert!(is_skipped(&ds));
+        assert!(!is_skipped(&rs));
+    }
+}

@@ -184,3 +184,37 @@ async fn nothing_is_written_while_nothing_changes() {
     assert_eq!(after.len(), 1, "{after:?}");
     ctl.terminate().await;
 }
+
+/// The controller as a library call with a shutdown handle.
+#[tokio::test]
+async fn runs_in_process_until_cancelled() {
+    let env = env().await;
+    create_node(&env.admin, "n1", &[("pool", "workers")], false).await;
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(env.cp.kubeconfig(tests::Identity::Controller))
+            .unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let stop = controller::CancellationToken::new();
+    let task = tokio::spawn(controller::run(
+        config,
+        controller::Options::new("in-process"),
+        stop.clone(),
+    ));
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", NEW, 1).await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
