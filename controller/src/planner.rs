@@ -83,6 +83,8 @@ pub struct PlanInput<'a> {
     pub drains: BTreeMap<String, DrainPhase>,
     /// When the tag will next be resolved (None for digest references).
     pub next_tag_resolution: Option<Timestamp>,
+    /// The operator's namespace: the only one pull secrets may live in.
+    pub operator_namespace: &'a str,
     pub now: Timestamp,
 }
 
@@ -434,14 +436,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         }
     };
     if let Some(r) = &pool.spec.pull_secret_ref
-        && r.namespace != api::labels::OPERATOR_NAMESPACE
+        && r.namespace != input.operator_namespace
     {
         problems.push((
             reasons::INVALID_SPEC,
             format!(
                 "pullSecretRef must name a Secret in namespace {}, not {}",
-                api::labels::OPERATOR_NAMESPACE,
-                r.namespace
+                input.operator_namespace, r.namespace
             ),
         ));
     }
@@ -469,7 +470,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let mut conflicts: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut to_create: BTreeSet<String> = BTreeSet::new();
     for (name, node) in &nodes {
-        if !selector.as_ref().is_some_and(|s| s.matches(node.labels())) {
+        // An unparsable selector changes no membership (fail closed): the
+        // pool keeps the nodes it has and takes no new ones.
+        let selected = match &selector {
+            Some(s) => s.matches(node.labels()),
+            None => bns.get(name).is_some_and(|bn| owned_by(bn, pool)),
+        };
+        if !selected {
             continue;
         }
         let others: BTreeSet<String> = other_selectors

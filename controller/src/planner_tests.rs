@@ -234,6 +234,7 @@ impl World {
             pull_secret_hash: self.secret_hash.clone(),
             drains: self.drains.clone(),
             next_tag_resolution: None,
+            operator_namespace: api::labels::OPERATOR_NAMESPACE,
             now: Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000),
         })
     }
@@ -932,6 +933,7 @@ fn cleanup_restores_everything() {
         pull_secret_hash: None,
         drains: BTreeMap::new(),
         next_tag_resolution: None,
+        operator_namespace: api::labels::OPERATOR_NAMESPACE,
         now: Timestamp::UNIX_EPOCH,
     };
     let writes = plan_cleanup(&input);
@@ -951,4 +953,31 @@ fn cleanup_restores_everything() {
     }));
     assert!(writes.contains(&Write::DeleteBootcNode { name: "w1".into() }));
     assert!(writes.contains(&Write::DeleteBootcNode { name: "w2".into() }));
+}
+
+#[test]
+fn an_unparsable_selector_changes_no_membership() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .node(node("new", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)));
+    w.pool.spec.node_selector = serde_json::from_value(json!({"matchExpressions": [
+        {"key": "pool", "operator": "Sometimes", "values": ["a"]}]}))
+    .unwrap();
+    let p = w.plan();
+    assert!(p.writes.is_empty(), "{:?}", p.writes);
+    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert_eq!(p.status.unwrap().node_count, 1);
+}
+
+#[test]
+fn a_pull_secret_outside_the_operator_namespace_is_invalid() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false));
+    w.pool.spec.pull_secret_ref = Some(SecretReference {
+        name: "pull".into(),
+        namespace: "default".into(),
+    });
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert!(degraded_message(&p).contains("namespace bootc-operator"));
 }

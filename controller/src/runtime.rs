@@ -96,6 +96,7 @@ pub enum Error {
 
 struct Ctx {
     client: kube::Client,
+    namespace: String,
     pools: Store<BootcNodePool>,
     nodes: Store<Node>,
     bootc_nodes: Store<BootcNode>,
@@ -263,7 +264,7 @@ fn pools_for_secret(
 
 impl Ctx {
     fn input<'a>(
-        &self,
+        &'a self,
         pool: &'a BootcNodePool,
         nodes: &'a [Arc<Node>],
         bns: &'a [Arc<BootcNode>],
@@ -278,10 +279,17 @@ impl Ctx {
             .collect();
         let owned_names: std::collections::BTreeSet<String> =
             owned.iter().map(|b| b.name_any()).collect();
+        let selector = kube::core::Selector::try_from(pool.spec.node_selector.clone()).ok();
         let chosen_nodes: Vec<&Node> = nodes
             .iter()
             .map(AsRef::as_ref)
-            .filter(|n| owned_names.contains(&n.name_any()) || planner::selects(pool, n))
+            .filter(|n| {
+                owned_names.contains(&n.name_any())
+                    || selector.as_ref().is_some_and(|s| {
+                        use kube::core::SelectorExt;
+                        s.matches(n.labels())
+                    })
+            })
             .collect();
         let node_names: std::collections::BTreeSet<String> =
             chosen_nodes.iter().map(|n| n.name_any()).collect();
@@ -310,6 +318,7 @@ impl Ctx {
             pull_secret_hash,
             drains: self.drains.snapshot(&pool.name_any()),
             next_tag_resolution,
+            operator_namespace: &self.namespace,
             now: jiff::Timestamp::now(),
         }
     }
@@ -593,6 +602,7 @@ async fn run_controller(
     let pool_store = controller.store();
     let ctx = Arc::new(Ctx {
         client: client.clone(),
+        namespace: options.namespace.clone(),
         pools: pool_store.clone(),
         nodes: node_store.clone(),
         bootc_nodes: bn_store.clone(),
