@@ -2,6 +2,7 @@
 //! and (in later modules) the fake bootc host and the node simulator.
 
 pub mod control_plane;
+pub mod daemon_player;
 pub mod display;
 pub mod fake_bootc;
 pub mod fake_host;
@@ -9,6 +10,7 @@ pub mod image_pull;
 pub mod k8s;
 pub mod node_agent;
 pub mod pki;
+pub mod recorder;
 pub mod registry;
 
 pub use control_plane::{ControlPlane, Identity};
