@@ -32,6 +32,7 @@ pub mod events;
 pub mod lease;
 pub mod planner;
 pub mod registry;
+pub mod resolver;
 pub mod runtime;
 pub mod tag_policy;
 pub mod target;

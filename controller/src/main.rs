@@ -36,6 +36,16 @@ struct Args {
     /// Reconcile every pool at least this often, in seconds.
     #[arg(long, default_value_t = 600)]
     resync_seconds: u64,
+    /// Resolve tag references against their registry this often, in seconds.
+    #[arg(long, default_value_t = 300)]
+    tag_resolution_interval_seconds: u64,
+    /// Extra CA certificates (PEM) to trust for registries.
+    #[arg(long, env = "BOOTC_REGISTRY_CA_FILE")]
+    registry_ca_file: Option<std::path::PathBuf>,
+    /// A registry (host[:port]) that may be reached over plain HTTP. Repeat
+    /// for several. Without it every registry must speak HTTPS.
+    #[arg(long = "insecure-registry")]
+    insecure_registries: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +56,8 @@ enum MainError {
     Config(String),
     #[error(transparent)]
     Run(#[from] controller::Error),
+    #[error("reading --registry-ca-file {0}: {1}")]
+    RegistryCa(String, std::io::Error),
     #[error("installing signal handlers: {0}")]
     Signal(std::io::Error),
 }
@@ -88,6 +100,22 @@ async fn real_main() -> Result<(), MainError> {
     options.namespace = args.namespace.clone();
     options.health_addr = health_addr;
     options.resync = Duration::from_secs(args.resync_seconds.max(1));
+    let ca_bundle = match &args.registry_ca_file {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| MainError::RegistryCa(path.display().to_string(), e))?,
+        ),
+        None => None,
+    };
+    let registry = controller::registry::Resolver::new(controller::registry::RegistryOptions {
+        plain_http: args.insecure_registries.clone(),
+        ca_bundle,
+        timeout: Some(Duration::from_secs(30)),
+    });
+    options.resolver = std::sync::Arc::new(controller::resolver::RegistryResolver::new(
+        registry,
+        Duration::from_secs(args.tag_resolution_interval_seconds.max(1)),
+    ));
     if args.leader_elect {
         let mut cfg = LeaseConfig::new(&args.lease_name, &args.namespace, &identity);
         cfg.duration = Duration::from_secs(args.lease_duration_seconds.max(2));

@@ -20,7 +20,6 @@ use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -110,31 +109,8 @@ struct Ctx {
 
 /// `sha256:<hex>` over a Secret's data (keys sorted, lengths included).
 pub fn secret_hash(secret: &Secret) -> String {
-    let mut h = Sha256::new();
-    if let Some(data) = &secret.data {
-        for (k, v) in data {
-            h.update((k.len() as u64).to_be_bytes());
-            h.update(k.as_bytes());
-            h.update((v.0.len() as u64).to_be_bytes());
-            h.update(&v.0);
-        }
-    }
-    if let Some(data) = &secret.string_data {
-        for (k, v) in data {
-            h.update(b"s");
-            h.update((k.len() as u64).to_be_bytes());
-            h.update(k.as_bytes());
-            h.update((v.len() as u64).to_be_bytes());
-            h.update(v.as_bytes());
-        }
-    }
-    let digest = h.finalize();
-    let mut hex = String::with_capacity(71);
-    hex.push_str("sha256:");
-    for b in digest {
-        hex.push_str(&format!("{b:02x}"));
-    }
-    hex
+    // One definition, shared with the daemon, which checks it after its GET.
+    api::secret_hash::pull_secret_hash(&secret.data.clone().unwrap_or_default())
 }
 
 /// What a Node event must change to matter: labels, Ready, unschedulable.
@@ -324,6 +300,35 @@ impl Ctx {
     }
 }
 
+/// The architectures of the pool's members: their `kubernetes.io/arch`
+/// labels and what their BootcNodes report.
+fn member_architectures(
+    pool: &BootcNodePool,
+    nodes: &[Arc<Node>],
+    bns: &[Arc<BootcNode>],
+) -> std::collections::BTreeSet<String> {
+    use kube::core::SelectorExt;
+    let selector = kube::core::Selector::try_from(pool.spec.node_selector.clone()).ok();
+    let members: Vec<&Node> = nodes
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|n| selector.as_ref().is_some_and(|s| s.matches(n.labels())))
+        .collect();
+    let labels = members
+        .iter()
+        .map(|n| n.labels().get("kubernetes.io/arch").map(String::as_str));
+    let reported = bns
+        .iter()
+        .filter(|bn| planner::owned_by(bn, pool))
+        .map(|bn| {
+            bn.status
+                .as_ref()
+                .and_then(|s| s.booted.as_ref())
+                .and_then(|b| b.architecture.as_deref())
+        });
+    crate::tag_policy::required_architectures(labels, reported)
+}
+
 fn store_rv<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>, name: &str) -> Option<u64> {
     store.get(&ObjectRef::new(name)).map(|o| {
         o.meta()
@@ -353,9 +358,13 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
         ctx.secrets
             .get(&ObjectRef::new(&r.name).within(&r.namespace))
     });
-    let resolution = ctx.resolver.resolve(&pool, secret.as_deref()).await;
     let nodes = ctx.nodes.state();
     let bns = ctx.bootc_nodes.state();
+    let architectures = member_architectures(&pool, &nodes, &bns);
+    let resolution = ctx
+        .resolver
+        .resolve(&pool, secret.as_deref(), &architectures)
+        .await;
     let pools = ctx.pools.state();
     let input = ctx.input(
         &pool,

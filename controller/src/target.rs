@@ -31,10 +31,13 @@ pub struct Resolution {
 /// registry for tag references; they must keep working while the pool is
 /// paused and must fail closed (return a [`TargetProblem`]).
 pub trait Resolve: Send + Sync + 'static {
+    /// `architectures`: what the pool's members run (labels and reports);
+    /// a new target must cover all of them.
     fn resolve<'a>(
         &'a self,
         pool: &'a BootcNodePool,
         pull_secret: Option<&'a Secret>,
+        architectures: &'a std::collections::BTreeSet<String>,
     ) -> BoxFuture<'a, Resolution>;
 }
 
@@ -85,6 +88,7 @@ impl Resolve for DigestOnly {
         &'a self,
         pool: &'a BootcNodePool,
         _pull_secret: Option<&'a Secret>,
+        _architectures: &'a std::collections::BTreeSet<String>,
     ) -> BoxFuture<'a, Resolution> {
         let out = match resolve_digest_ref(&pool.spec.image.reference) {
             Ok(resolution) => resolution,
@@ -134,7 +138,7 @@ mod tests {
             }))
             .unwrap(),
         );
-        let r = DigestOnly.resolve(&pool, None).await;
+        let r = DigestOnly.resolve(&pool, None, &Default::default()).await;
         let problem = r.target.unwrap_err();
         assert_eq!(problem.reason, reasons::INVALID_SPEC);
         assert!(problem.message.contains("tag resolution not yet available"));

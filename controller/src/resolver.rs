@@ -1,0 +1,191 @@
+//! The registry-backed [`Resolve`]: digest references answer themselves;
+//! tag references are resolved with the pool's pull secret at most once per
+//! interval (at once after a spec change or a controller start), checked
+//! against the members' architectures, and any failure keeps the previous
+//! target in force (fail closed) with a condition that says why.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use api::BootcNodePool;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+
+use crate::planner::{Target, TargetProblem};
+use crate::registry::{RegistryError, Resolver, credentials_for};
+use crate::tag_policy::{self, CurrentTarget, TargetStep};
+use crate::target::{Resolution, Resolve, resolve_digest_ref};
+
+/// Resolves tags against registries.
+pub struct RegistryResolver {
+    registry: Resolver,
+    interval: Duration,
+    /// Per pool: the last resolution's failure, shown until the next try.
+    last_error: Mutex<HashMap<String, (&'static str, String)>>,
+    /// Pools resolved since this controller started.
+    seen: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for RegistryResolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryResolver")
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegistryResolver {
+    pub fn new(registry: Resolver, interval: Duration) -> Self {
+        RegistryResolver {
+            registry,
+            interval,
+            last_error: Mutex::new(HashMap::new()),
+            seen: Mutex::new(HashSet::new()),
+        }
+    }
+
+    async fn resolve_tag(
+        &self,
+        pool: &BootcNodePool,
+        image: api::image_ref::ImageRef,
+        pull_secret: Option<&Secret>,
+        architectures: &BTreeSet<String>,
+    ) -> Resolution {
+        let name = pool.name_any();
+        let status = pool.status.clone().unwrap_or_default();
+        let current = CurrentTarget {
+            target_digest: status.target_digest.clone(),
+            target_image: status.target_image.clone(),
+            next_resolution: status.next_tag_resolution_time.as_ref().map(|t| t.0),
+        };
+        let first_since_start = self
+            .seen
+            .lock()
+            .map(|mut s| s.insert(name.clone()))
+            .unwrap_or(true);
+        let spec_changed =
+            first_since_start || pool.metadata.generation != status.observed_generation;
+        let now = jiff::Timestamp::now();
+        match tag_policy::plan_target(&image, &current, spec_changed, now) {
+            TargetStep::Pinned { digest, image } => Resolution {
+                target: Ok(Target { digest, image }),
+                requeue_after: None,
+                next_resolution: None,
+            },
+            TargetStep::NotDue { requeue_after } => {
+                let error = self
+                    .last_error
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.get(&name).cloned());
+                let target = match (error, &current.target_digest, &current.target_image) {
+                    (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
+                    (None, Some(digest), Some(image)) => Ok(Target {
+                        digest: digest.clone(),
+                        image: image.clone(),
+                    }),
+                    _ => Err(TargetProblem {
+                        reason: "TagNotResolved",
+                        message: format!("{} has not been resolved yet", pool.spec.image.reference),
+                    }),
+                };
+                Resolution {
+                    target,
+                    requeue_after: Some(requeue_after),
+                    next_resolution: current.next_resolution,
+                }
+            }
+            TargetStep::Resolve => {
+                let result = self.query(&image, pull_secret).await;
+                let out = tag_policy::apply_resolution(
+                    &current,
+                    result,
+                    architectures,
+                    &pool.spec.image.reference,
+                    self.interval,
+                    now,
+                );
+                if let Ok(mut errors) = self.last_error.lock() {
+                    match &out.error {
+                        Some(e) => {
+                            errors.insert(name.clone(), e.clone());
+                        }
+                        None => {
+                            errors.remove(&name);
+                        }
+                    }
+                }
+                let target = match (out.error, out.target_digest, out.target_image) {
+                    (None, Some(digest), Some(image)) => Ok(Target { digest, image }),
+                    (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
+                    _ => Err(TargetProblem {
+                        reason: "TagNotResolved",
+                        message: "resolution returned no digest".into(),
+                    }),
+                };
+                match &target {
+                    Ok(t) if current.target_digest.as_deref() != Some(t.digest.as_str()) => {
+                        tracing::info!(pool = %name, tag = %image, digest = %t.digest, "tag resolved to a new digest");
+                    }
+                    Err(p) => {
+                        tracing::warn!(pool = %name, reason = p.reason, message = %p.message, "tag resolution failed")
+                    }
+                    _ => {}
+                }
+                Resolution {
+                    target,
+                    requeue_after: Some(out.requeue_after),
+                    next_resolution: Some(out.next_resolution),
+                }
+            }
+        }
+    }
+
+    async fn query(
+        &self,
+        image: &api::image_ref::ImageRef,
+        pull_secret: Option<&Secret>,
+    ) -> Result<crate::registry::Resolved, RegistryError> {
+        let (credentials, hash) = match pull_secret {
+            None => (None, String::new()),
+            Some(secret) => {
+                let label = format!(
+                    "{}/{}",
+                    secret.namespace().unwrap_or_default(),
+                    secret.name_any()
+                );
+                let data = secret.data.clone().unwrap_or_default();
+                let hash = api::secret_hash::pull_secret_hash(&data);
+                let json = data.get(".dockerconfigjson").ok_or_else(|| RegistryError::InvalidPullSecret {
+                    secret: label.clone(),
+                    message: "no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)".into(),
+                })?;
+                (credentials_for(&json.0, image.registry(), &label)?, hash)
+            }
+        };
+        self.registry
+            .resolve(image, credentials.as_ref(), &hash)
+            .await
+    }
+}
+
+impl Resolve for RegistryResolver {
+    fn resolve<'a>(
+        &'a self,
+        pool: &'a BootcNodePool,
+        pull_secret: Option<&'a Secret>,
+        architectures: &'a BTreeSet<String>,
+    ) -> BoxFuture<'a, Resolution> {
+        Box::pin(async move {
+            match resolve_digest_ref(&pool.spec.image.reference) {
+                Ok(resolution) => resolution,
+                Err(image) => {
+                    self.resolve_tag(pool, image, pull_secret, architectures)
+                        .await
+                }
+            }
+        })
+    }
+}

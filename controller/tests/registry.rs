@@ -1,0 +1,292 @@
+//! Tag resolution against a real registry (Debian's docker-registry with TLS
+//! and htpasswd auth), through the real controller binary: new digests are
+//! adopted, credentials come from the pool's pull secret, and every registry
+//! failure keeps the previous target and says why.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use api::BootcNode;
+use common::*;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use tests::daemon_player::{DaemonPlayer, PlayerOptions};
+use tests::registry::{TestImage, TestRegistry};
+
+fn pull_secret(config: &str) -> Secret {
+    serde_json::from_value(json!({
+        "metadata": {"name": "pull", "namespace": "bootc-operator"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": ByteString(config.as_bytes().to_vec())},
+    }))
+    .unwrap()
+}
+
+async fn put_secret(admin: &kube::Client, config: &str) {
+    let api: Api<Secret> = Api::namespaced(admin.clone(), "bootc-operator");
+    match api.get_opt("pull").await.unwrap() {
+        Some(old) => {
+            let mut s = pull_secret(config);
+            s.metadata.resource_version = old.metadata.resource_version;
+            api.replace("pull", &PostParams::default(), &s)
+                .await
+                .unwrap();
+        }
+        None => {
+            api.create(&PostParams::default(), &pull_secret(config))
+                .await
+                .unwrap();
+        }
+    }
+}
+
+fn amd64(version: &str) -> TestImage<'_> {
+    TestImage {
+        architecture: "amd64",
+        version,
+        marker: version,
+    }
+}
+
+fn target(p: &api::BootcNodePool) -> Option<String> {
+    p.status.as_ref().and_then(|s| s.target_digest.clone())
+}
+
+fn degraded_reason(p: &api::BootcNodePool) -> Option<String> {
+    condition(p, "Degraded")
+        .filter(|c| c.0 == "True")
+        .map(|c| c.1)
+}
+
+fn controller(env: &Env, reg: &TestRegistry) -> ControllerProc {
+    let ca = reg.ca_path().display().to_string();
+    ControllerProc::spawn(
+        env,
+        "c1",
+        &[
+            "--registry-ca-file",
+            &ca,
+            "--tag-resolution-interval-seconds",
+            "2",
+        ],
+    )
+}
+
+fn tag_pool(reg: &TestRegistry, tag: &str) -> api::BootcNodePool {
+    let mut p = pool(
+        "workers",
+        json!({"pool": "w"}),
+        &format!("{}/acme/os:{tag}", reg.host()),
+        json!(1),
+    );
+    p.spec.pull_secret_ref = Some(api::SecretReference {
+        name: "pull".into(),
+        namespace: "bootc-operator".into(),
+    });
+    p
+}
+
+#[tokio::test]
+async fn tags_are_followed_and_registry_failures_fail_closed() {
+    let env = env().await;
+    let mut reg = TestRegistry::start("tester", "pw").await.unwrap();
+    put_secret(&env.admin, &reg.good_docker_config()).await;
+    let v1 = reg
+        .push_image("acme/os", "prod", &amd64("1"))
+        .await
+        .unwrap();
+    for n in ["n1", "n2"] {
+        create_node(
+            &env.admin,
+            n,
+            &[("pool", "w"), ("kubernetes.io/arch", "amd64")],
+            false,
+        )
+        .await;
+    }
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: format!("{}/acme/os@{v1}", reg.host()),
+            ..Default::default()
+        },
+    );
+    let c = controller(&env, &reg);
+    create_pool(&env.admin, &tag_pool(&reg, "prod")).await;
+
+    // The tag resolves with the pool's credentials; the time of the next
+    // resolution is in the status.
+    let p = wait_pool(&env.admin, "workers", "target v1", {
+        let v1 = v1.clone();
+        move |p| target(p).as_deref() == Some(v1.as_str())
+    })
+    .await;
+    let status = p.status.unwrap();
+    assert_eq!(
+        status.target_image,
+        Some(format!("{}/acme/os@{v1}", reg.host()))
+    );
+    assert!(
+        status.next_tag_resolution_time.is_some(),
+        "no nextTagResolutionTime"
+    );
+
+    // A new image under the same tag is adopted and rolled out.
+    let v2 = reg
+        .push_image("acme/os", "prod", &amd64("2"))
+        .await
+        .unwrap();
+    wait_rolled(&env.admin, "workers", &v2, 2).await;
+
+    // Wrong password: the credentials condition, the target stays.
+    put_secret(&env.admin, &reg.docker_config("tester", "wrong")).await;
+    let p = wait_pool(&env.admin, "workers", "RegistryUnauthorized", |p| {
+        degraded_reason(p).as_deref() == Some("RegistryUnauthorized")
+    })
+    .await;
+    assert_eq!(
+        target(&p).as_deref(),
+        Some(v2.as_str()),
+        "target changed on a 401"
+    );
+    assert!(
+        condition(&p, "Degraded")
+            .unwrap()
+            .2
+            .contains("keeping the previous target")
+    );
+
+    // Rotated to the right one: healthy again.
+    put_secret(&env.admin, &reg.good_docker_config()).await;
+    wait_pool(&env.admin, "workers", "healthy after rotation", |p| {
+        degraded_reason(p).is_none()
+    })
+    .await;
+
+    // A tag that does not exist: not found, target kept.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": format!("{}/acme/os:nope", reg.host())}}}),
+    )
+    .await;
+    let p = wait_pool(&env.admin, "workers", "ImageNotFound", |p| {
+        degraded_reason(p).as_deref() == Some("ImageNotFound")
+    })
+    .await;
+    assert_eq!(target(&p).as_deref(), Some(v2.as_str()));
+    assert!(condition(&p, "Degraded").unwrap().2.contains("nope"));
+
+    // The registry goes away: unreachable, target kept; back: resolves.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": format!("{}/acme/os:prod", reg.host())}}}),
+    )
+    .await;
+    wait_pool(&env.admin, "workers", "healthy on prod", |p| {
+        degraded_reason(p).is_none()
+    })
+    .await;
+    reg.stop();
+    let p = wait_pool(&env.admin, "workers", "RegistryUnreachable", |p| {
+        degraded_reason(p).as_deref() == Some("RegistryUnreachable")
+    })
+    .await;
+    assert_eq!(target(&p).as_deref(), Some(v2.as_str()));
+    reg.restart().await.unwrap();
+    let v3 = reg
+        .push_image("acme/os", "prod", &amd64("3"))
+        .await
+        .unwrap();
+    wait_rolled(&env.admin, "workers", &v3, 2).await;
+    drop(c);
+}
+
+#[tokio::test]
+async fn an_image_must_cover_every_members_architecture() {
+    let env = env().await;
+    let reg = TestRegistry::start("tester", "pw").await.unwrap();
+    put_secret(&env.admin, &reg.good_docker_config()).await;
+    let amd = reg.push_image("acme/os", "amd", &amd64("1")).await.unwrap();
+    let arm = reg
+        .push_image(
+            "acme/os",
+            "arm",
+            &TestImage {
+                architecture: "arm64",
+                version: "1",
+                marker: "arm",
+            },
+        )
+        .await
+        .unwrap();
+    let amd_only = reg
+        .push_index("acme/os", "amd-only", &[("amd64", &amd)])
+        .await
+        .unwrap();
+    let both = reg
+        .push_index("acme/os", "multi", &[("amd64", &amd), ("arm64", &arm)])
+        .await
+        .unwrap();
+    create_node(
+        &env.admin,
+        "x86",
+        &[("pool", "w"), ("kubernetes.io/arch", "amd64")],
+        false,
+    )
+    .await;
+    create_node(
+        &env.admin,
+        "arm",
+        &[("pool", "w"), ("kubernetes.io/arch", "arm64")],
+        false,
+    )
+    .await;
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: format!("{}/acme/os@{amd}", reg.host()),
+            ..Default::default()
+        },
+    );
+    let _c = controller(&env, &reg);
+
+    // An index without arm64: refused before any node is told about it.
+    create_pool(&env.admin, &tag_pool(&reg, "amd-only")).await;
+    let p = wait_pool(&env.admin, "workers", "UnsupportedArchitecture", |p| {
+        degraded_reason(p).as_deref() == Some("UnsupportedArchitecture")
+    })
+    .await;
+    assert_eq!(target(&p), None);
+    assert!(condition(&p, "Degraded").unwrap().2.contains("arm64"));
+    let bns: Vec<BootcNode> = Api::<BootcNode>::all(env.admin.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        bns.iter()
+            .all(|bn| !bn.spec.desired_image.contains(&amd_only)),
+        "the refused index reached a node"
+    );
+
+    // An index covering both rolls, pinned by its index digest.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": format!("{}/acme/os:multi", reg.host())}}}),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", &both, 2).await;
+    let bn = bootc_node(&env.admin, "arm").await.unwrap();
+    assert_eq!(
+        bn.spec.desired_image,
+        format!("{}/acme/os@{both}", reg.host())
+    );
+    let _ = BTreeMap::<String, String>::new();
+}
