@@ -15,11 +15,13 @@
 //! <root>/fake-bootc/rebooted.jsonl one line per simulated reboot (for the node simulator)
 //! ```
 //!
-//! TODO(registry): real bootc fetches the manifest and config from the
-//! registry with `run/ostree/auth.json` (so a wrong pull secret fails with
-//! the registry's 401). This fake derives the digest from the pinned
-//! reference and reads no registry yet; the `unauthorized` injection stands
-//! in for the 401 until registry access is added.
+//! <root>/fake-bootc/pull-from-registry present: `switch` fetches the manifest
+//! (the per-platform one of an index) and config from the registry in the
+//! reference with `run/ostree/auth.json` and the CA in
+//! `etc/containers/certs.d/<registry>/ca.crt`, so a wrong pull secret fails
+//! with the registry's 401 and a missing image with its 404, end to end.
+//! Without it the digest is taken from the pinned reference (unit-style
+//! tests with no registry), and the `unauthorized` injection stands in.
 
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -158,6 +160,12 @@ impl Layout {
     }
     pub fn no_soft_reboot(&self) -> PathBuf {
         self.dir().join("no-soft-reboot")
+    }
+    /// Present: `switch` pulls the manifest and config from the registry in
+    /// the reference, with `run/ostree/auth.json` and the CA in
+    /// `etc/containers/certs.d/<registry>/ca.crt`, as real bootc does.
+    pub fn pull_from_registry(&self) -> PathBuf {
+        self.dir().join("pull-from-registry")
     }
     /// Holds milliseconds: staging takes that long (a slow pull).
     pub fn stage_delay(&self) -> PathBuf {
@@ -389,11 +397,32 @@ fn stage(layout: &Layout, image: &str, download_only: bool) -> std::io::Result<O
             ..Outcome::default()
         });
     }
+    let pulled = if layout.flag(layout.pull_from_registry()) {
+        match pull_from_registry(layout, image) {
+            Ok(p) => Some(p),
+            Err(message) => {
+                return Ok(Outcome {
+                    stderr: format!(
+                        "error: Switching: Pulling: Creating importer: failed to invoke method OpenImage: {message}\n"
+                    ),
+                    code: 1,
+                    ..Outcome::default()
+                });
+            }
+        }
+    } else {
+        None
+    };
     let mut state = layout.read_state()?;
     if state.booted.as_ref().is_some_and(|b| b.image == image) {
         state.staged = None;
     } else {
         let mut d = Deployment::of(image);
+        if let Some(p) = pulled {
+            d.digest = p.manifest_digest;
+            d.architecture = p.architecture;
+            d.version = p.version;
+        }
         d.download_only = download_only;
         d.soft_reboot_capable = !layout.flag(layout.no_soft_reboot());
         state.staged = Some(d);
@@ -404,6 +433,16 @@ fn stage(layout: &Layout, image: &str, download_only: bool) -> std::io::Result<O
         stdout: "Queued for next boot\n".into(),
         ..Outcome::default()
     })
+}
+
+fn pull_from_registry(layout: &Layout, image: &str) -> Result<crate::image_pull::PulledImage, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let arch = Deployment::of(image).architecture;
+    rt.block_on(crate::image_pull::pull(image, &layout.root, &arch))
+        .map_err(|e| format!("{e:#}"))
 }
 
 fn apply(layout: &Layout, soft: bool) -> std::io::Result<Outcome> {

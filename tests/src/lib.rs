@@ -12,6 +12,7 @@ pub mod node_agent;
 pub mod pki;
 pub mod recorder;
 pub mod registry;
+pub mod sim;
 
 pub use control_plane::{ControlPlane, Identity};
 

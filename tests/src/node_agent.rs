@@ -75,6 +75,16 @@ impl Agent {
         options: &AgentOptions,
         log_dir: &Path,
     ) -> Result<Agent> {
+        Self::start_with_kubeconfig(&cp.kubeconfig(Identity::Daemon), host, options, log_dir)
+    }
+
+    /// Starts the daemon for `host` with the given kubeconfig.
+    pub fn start_with_kubeconfig(
+        kubeconfig: &Path,
+        host: &FakeHost,
+        options: &AgentOptions,
+        log_dir: &Path,
+    ) -> Result<Agent> {
         let log = log_dir.join(format!("daemon-{}.log", options.node_name));
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -98,7 +108,7 @@ impl Agent {
             ])
             .args(["--node-name", &options.node_name])
             .arg("--kubeconfig")
-            .arg(cp.kubeconfig(Identity::Daemon))
+            .arg(kubeconfig)
             .env(
                 "RUST_LOG",
                 std::env::var("BOOTC_TEST_DAEMON_LOG").unwrap_or_else(|_| "info".into()),

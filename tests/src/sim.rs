@@ -1,0 +1,365 @@
+//! A local simulated cluster running a real rollout: the real API server and
+//! etcd, the real registry, the real `bootc-controller`, and N simulated
+//! nodes, each a fake bootc host in its own mount namespace with the real
+//! `bootc-daemon` and `bootc-helper`. The simulator plays the kubelet: it
+//! keeps each Node's Ready condition, marks a node NotReady while it
+//! "reboots", and restarts that node's daemon afterwards.
+//!
+//! Used by the `bootc-sim` binary (the README's main command) and by the
+//! end-to-end tests.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use api::{BootcNode, BootcNodePool};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::Mutex;
+
+use crate::control_plane::{ControlPlane, Identity, Options};
+use crate::daemon_player::set_ready;
+use crate::fake_host::{FakeHost, bin};
+use crate::node_agent::{Agent, AgentOptions};
+use crate::registry::{TestImage, TestRegistry};
+
+/// The pool the simulator creates.
+pub const POOL: &str = "workers";
+/// The label that makes a Node a member of [`POOL`].
+pub const POOL_LABEL: &str = "sim.bootc.dev/pool";
+/// The repository the simulator pushes to.
+pub const REPO: &str = "acme/os";
+/// The tag the pool follows.
+pub const TAG: &str = "stable";
+
+/// How the simulated cluster is set up.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub nodes: usize,
+    /// How long a simulated reboot keeps a node NotReady.
+    pub reboot_time: Duration,
+    /// `spec.rollout.maxUnavailable` (an integer or "N%").
+    pub max_unavailable: serde_json::Value,
+    /// `spec.disruption.rebootPolicy`.
+    pub reboot_policy: String,
+    /// How often the controller resolves the tag.
+    pub tag_interval: Duration,
+    /// Write an audit log of every API request (benchmarks).
+    pub audit: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            nodes: 5,
+            reboot_time: Duration::from_secs(2),
+            max_unavailable: json!(1),
+            reboot_policy: "RebootOnly".into(),
+            tag_interval: Duration::from_secs(3),
+            audit: false,
+        }
+    }
+}
+
+/// One simulated node.
+pub struct SimNode {
+    pub name: String,
+    pub host: FakeHost,
+    agent: Option<Agent>,
+    /// Reboots already handled.
+    reboots_seen: usize,
+}
+
+impl std::fmt::Debug for SimNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimNode").field("name", &self.name).finish()
+    }
+}
+
+/// The running simulated cluster. Everything stops when it is dropped.
+pub struct Sim {
+    pub cp: ControlPlane,
+    pub registry: TestRegistry,
+    pub admin: kube::Client,
+    pub options: SimOptions,
+    controller: Option<Child>,
+    pub nodes: Arc<Mutex<Vec<SimNode>>>,
+    logs: tempfile::TempDir,
+    kubelet: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim").field("options", &self.options).finish()
+    }
+}
+
+fn kubectl_apply(cp: &ControlPlane, path: &std::path::Path) -> Result<()> {
+    let out = cp.kubectl().arg("apply").arg("-f").arg(path).output()?;
+    if !out.status.success() {
+        bail!("kubectl apply -f {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+impl Sim {
+    /// Starts everything and creates the pool on image v1.
+    pub async fn start(options: SimOptions) -> Result<Sim> {
+        let cp = ControlPlane::start_with(Options { audit: options.audit }).await?;
+        let admin = cp.admin().await?;
+        // What a user installs from deploy/: namespace, CRDs, RBAC. (The
+        // Deployment and DaemonSet are replaced by the processes below.)
+        let deploy = crate::repo_root().join("deploy");
+        for file in [
+            "namespace.yaml",
+            "crds/node.bootc.dev_bootcnodepools.yaml",
+            "crds/node.bootc.dev_bootcnodes.yaml",
+            "rbac/controller.yaml",
+            "rbac/daemon.yaml",
+        ] {
+            kubectl_apply(&cp, &deploy.join(file))?;
+        }
+        let out = cp
+            .kubectl()
+            .args(["wait", "--for=condition=Established", "crd/bootcnodepools.node.bootc.dev", "crd/bootcnodes.node.bootc.dev", "--timeout=60s"])
+            .output()?;
+        if !out.status.success() {
+            bail!("CRDs not established: {}", String::from_utf8_lossy(&out.stderr));
+        }
+
+        let registry = TestRegistry::start("sim", "sim-password").await?;
+        let secrets: Api<Secret> = Api::namespaced(admin.clone(), api::labels::OPERATOR_NAMESPACE);
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "os-pull", "namespace": api::labels::OPERATOR_NAMESPACE},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": ByteString(registry.good_docker_config().into_bytes())},
+        }))?;
+        secrets.create(&PostParams::default(), &secret).await?;
+
+        let logs = tempfile::Builder::new().prefix("bootc-sim-logs-").tempdir()?;
+        let mut sim = Sim {
+            cp,
+            registry,
+            admin,
+            options,
+            controller: None,
+            nodes: Arc::new(Mutex::new(Vec::new())),
+            logs,
+            kubelet: None,
+        };
+        sim.start_controller()?;
+        Ok(sim)
+    }
+
+    /// Pushes a version of the OS image under the pool's tag; returns its digest.
+    pub async fn push_version(&self, version: &str) -> Result<String> {
+        self.push_version_tagged(version, TAG).await
+    }
+
+    /// Pushes a version under `tag`; returns its digest.
+    pub async fn push_version_tagged(&self, version: &str, tag: &str) -> Result<String> {
+        let arch = crate::fake_bootc::Deployment::of("x@sha256:0").architecture;
+        self.registry
+            .push_image(REPO, tag, &TestImage { architecture: &arch, version, marker: version })
+            .await
+    }
+
+    /// `registry/repo@digest`.
+    pub fn pinned(&self, digest: &str) -> String {
+        format!("{}/{REPO}@{digest}", self.registry.host())
+    }
+
+    /// Adds `count` nodes booted into `booted` (a digest of [`REPO`]).
+    pub async fn add_nodes(&self, count: usize, booted_digest: &str) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        let mut nodes = self.nodes.lock().await;
+        let arch = crate::fake_bootc::Deployment::of("x@sha256:0").architecture;
+        for _ in 0..count {
+            let name = format!("sim-node-{}", nodes.len() + 1);
+            let host = FakeHost::start(Some(&self.pinned(booted_digest))).context("starting a fake host")?;
+            std::fs::write(host.layout.pull_from_registry(), "")?;
+            let certs = host.root().join("etc/containers/certs.d").join(self.registry.host());
+            std::fs::create_dir_all(&certs)?;
+            std::fs::write(certs.join("ca.crt"), self.registry.ca_pem()?)?;
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {POOL_LABEL: POOL, "kubernetes.io/arch": arch, "kubernetes.io/hostname": name}},
+            }))?;
+            Api::<Node>::all(self.admin.clone()).create(&PostParams::default(), &node).await?;
+            set_ready(&self.admin, &name, true).await?;
+            let agent = Agent::start(&self.cp, &host, &AgentOptions::new(&name), self.logs.path())?;
+            names.push(name.clone());
+            nodes.push(SimNode {
+                name,
+                host,
+                agent: Some(agent),
+                reboots_seen: 0,
+            });
+        }
+        Ok(names)
+    }
+
+    /// Creates the pool following `registry/acme/os:stable`.
+    pub async fn create_pool(&self) -> Result<()> {
+        let pool: BootcNodePool = serde_json::from_value(json!({
+            "apiVersion": "node.bootc.dev/v1alpha1",
+            "kind": "BootcNodePool",
+            "metadata": {"name": POOL},
+            "spec": {
+                "nodeSelector": {"matchLabels": {POOL_LABEL: POOL}},
+                "image": {"ref": format!("{}/{REPO}:{TAG}", self.registry.host())},
+                "rollout": {"maxUnavailable": self.options.max_unavailable, "drainTimeoutSeconds": 60},
+                "disruption": {"rebootPolicy": self.options.reboot_policy},
+                "pullSecretRef": {"name": "os-pull", "namespace": api::labels::OPERATOR_NAMESPACE},
+            },
+        }))?;
+        Api::<BootcNodePool>::all(self.admin.clone()).create(&PostParams::default(), &pool).await?;
+        Ok(())
+    }
+
+    /// Patches the pool's spec (merge patch).
+    pub async fn patch_pool(&self, spec: serde_json::Value) -> Result<()> {
+        Api::<BootcNodePool>::all(self.admin.clone())
+            .patch(POOL, &PatchParams::default(), &Patch::Merge(json!({"spec": spec})))
+            .await?;
+        Ok(())
+    }
+
+    /// Starts (or restarts) the controller process.
+    pub fn start_controller(&mut self) -> Result<()> {
+        let log = self.logs.path().join("controller.log");
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+        let child = Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--"])
+            .arg(bin("bootc-controller"))
+            .args(["--identity", "sim-controller", "--health-addr", ""])
+            .arg("--registry-ca-file")
+            .arg(self.registry.ca_path())
+            .args(["--tag-resolution-interval-seconds", &self.options.tag_interval.as_secs().max(1).to_string()])
+            .env("KUBECONFIG", self.cp.kubeconfig(Identity::Controller))
+            .env("RUST_LOG", "info")
+            .env_remove("POD_NAME")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()
+            .context("starting bootc-controller")?;
+        self.controller = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILLs the controller.
+    pub fn kill_controller(&mut self) {
+        if let Some(mut c) = self.controller.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGKILLs one node's daemon and starts a new one (a pod restart).
+    pub async fn restart_daemon(&self, name: &str) -> Result<()> {
+        let mut nodes = self.nodes.lock().await;
+        let node = nodes.iter_mut().find(|n| n.name == name).context("no such node")?;
+        if let Some(mut a) = node.agent.take() {
+            a.kill();
+        }
+        node.agent = Some(Agent::start(&self.cp, &node.host, &AgentOptions::new(name), self.logs.path())?);
+        Ok(())
+    }
+
+    /// Starts the kubelet player: reboots recorded by the fake hosts make
+    /// the node NotReady, kill its daemon, and bring both back after
+    /// `reboot_time`.
+    pub fn start_kubelet(&mut self) {
+        let nodes = self.nodes.clone();
+        let admin = self.admin.clone();
+        let reboot_time = self.options.reboot_time;
+        let daemon_kubeconfig = self.cp.kubeconfig(Identity::Daemon);
+        let logs = self.logs.path().to_owned();
+        let task = tokio::spawn(async move {
+            loop {
+                // The fake hosts record reboots in a file: poll it (this is
+                // the simulator's clock, not a test's synchronisation).
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let mut rebooted = Vec::new();
+                {
+                    let mut nodes = nodes.lock().await;
+                    for node in nodes.iter_mut() {
+                        let n = node.host.layout.read_reboots().len();
+                        if n > node.reboots_seen {
+                            node.reboots_seen = n;
+                            if let Some(mut a) = node.agent.take() {
+                                a.kill();
+                            }
+                            rebooted.push(node.name.clone());
+                        }
+                    }
+                }
+                for name in rebooted {
+                    let _ = set_ready(&admin, &name, false).await;
+                    let nodes = nodes.clone();
+                    let admin = admin.clone();
+                    let kubeconfig = daemon_kubeconfig.clone();
+                    let logs = logs.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(reboot_time).await;
+                        let mut nodes = nodes.lock().await;
+                        if let Some(node) = nodes.iter_mut().find(|n| n.name == name) {
+                            let _ = &kubeconfig;
+                            match Agent::start_with_kubeconfig(&kubeconfig, &node.host, &AgentOptions::new(&name), &logs) {
+                                Ok(a) => node.agent = Some(a),
+                                Err(e) => tracing::error!(node = %name, error = %e, "restarting the daemon"),
+                            }
+                        }
+                        drop(nodes);
+                        let _ = set_ready(&admin, &name, true).await;
+                    });
+                }
+            }
+        });
+        self.kubelet = Some(task);
+    }
+
+    /// The pool, its BootcNodes and the Nodes, for display.
+    pub async fn snapshot(&self) -> Result<(BootcNodePool, Vec<BootcNode>, Vec<Node>)> {
+        let pool = Api::<BootcNodePool>::all(self.admin.clone()).get(POOL).await?;
+        let bns = Api::<BootcNode>::all(self.admin.clone()).list(&ListParams::default()).await?.items;
+        let nodes = Api::<Node>::all(self.admin.clone())
+            .list(&ListParams::default().labels(POOL_LABEL))
+            .await?
+            .items;
+        Ok((pool, bns, nodes))
+    }
+
+    /// Where the processes' logs are.
+    pub fn log_dir(&self) -> PathBuf {
+        self.logs.path().to_owned()
+    }
+
+    /// Each node's daemon log, by node.
+    pub fn daemon_logs(&self) -> BTreeMap<String, String> {
+        std::fs::read_dir(self.logs.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let node = name.strip_prefix("daemon-")?.strip_suffix(".log")?.to_owned();
+                Some((node, std::fs::read_to_string(e.path()).unwrap_or_default()))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        if let Some(k) = self.kubelet.take() {
+            k.abort();
+        }
+        self.kill_controller();
+    }
+}
