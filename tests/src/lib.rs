@@ -2,6 +2,7 @@
 //! and (in later modules) the fake bootc host and the node simulator.
 
 pub mod control_plane;
+pub mod daemon_proc;
 pub mod fake_bootc;
 pub mod fake_host;
 pub mod k8s;

@@ -65,7 +65,9 @@ fn validate_against_schema(json: &serde_json::Value) -> Result<(), String> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| format!("python3 (python3-jsonschema from tests/scripts/install-deps.sh): {e}"))?;
+        .map_err(|e| {
+            format!("python3 (python3-jsonschema from tests/scripts/install-deps.sh): {e}")
+        })?;
     use std::io::Write;
     child
         .stdin
