@@ -305,3 +305,54 @@ pub mod reasons {
     // BootcNode Degraded reasons.
     pub const ERROR: &str = "Error";
 }
+
+impl BootEntryStatus {
+    /// Is this deployment the image `desired` (`repository@digest`)?
+    ///
+    /// bootc records both the reference it was given and the digest of the
+    /// manifest it deployed. For a multi-arch image the reference carries
+    /// the index digest while `imageDigest` is the per-platform manifest
+    /// digest, so either matching counts.
+    pub fn is_image(&self, desired: &str) -> bool {
+        if self.image.as_deref() == Some(desired) {
+            return true;
+        }
+        match (
+            crate::image_ref::digest_of(desired),
+            self.image_digest.as_deref(),
+        ) {
+            (Some(want), Some(have)) => want == have,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INDEX: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const AMD64: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    #[test]
+    fn multi_arch_digest_comparison() {
+        let desired = format!("quay.io/acme/os@{INDEX}");
+        let booted_from_index = BootEntryStatus {
+            image: Some(desired.clone()),
+            image_digest: Some(AMD64.into()),
+            ..Default::default()
+        };
+        assert!(
+            booted_from_index.is_image(&desired),
+            "index pullspec, per-platform digest"
+        );
+        let booted_by_manifest = BootEntryStatus {
+            image: Some("quay.io/acme/os:prod".into()),
+            image_digest: Some(AMD64.into()),
+            ..Default::default()
+        };
+        assert!(booted_by_manifest.is_image(&format!("quay.io/acme/os@{AMD64}")));
+        assert!(!booted_by_manifest.is_image(&desired));
+        assert!(!BootEntryStatus::default().is_image(&desired));
+    }
+}

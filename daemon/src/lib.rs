@@ -11,6 +11,8 @@
 
 pub mod agent;
 pub mod helper_client;
+pub mod machine;
+pub mod node_loop;
 pub mod privdrop;
 pub mod seccomp;
 pub mod selftest;

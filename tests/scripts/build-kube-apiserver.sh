@@ -5,8 +5,10 @@
 set -euo pipefail
 
 VERSION=1.20.2
+# Bump when the patches below change, so cached binaries are rebuilt.
+PATCHLEVEL=2
 CACHE="${BOOTC_OPERATOR_CACHE:-$HOME/.cache/bootc-operator}"
-OUT="$CACHE/kube-apiserver-$VERSION/kube-apiserver"
+OUT="$CACHE/kube-apiserver-$VERSION-p$PATCHLEVEL/kube-apiserver"
 
 if [ -x "$OUT" ]; then
   echo "$OUT"
@@ -47,6 +49,16 @@ fi
 rm -f "$R2_VENDOR"/*.go "$R2_VENDOR"/*.s
 cp "$R2_DEB"/*.go "$R2_DEB"/*.s "$R2_VENDOR"/ 2>/dev/null || cp "$R2_DEB"/*.go "$R2_VENDOR"/
 rm -f "$R2_VENDOR"/*_test.go
+
+# The OpenAPI type validator treats any zero value ("" , 0, false) as null:
+# it compares two reflect.Value structs with DeepEqual, which Go >= 1.18
+# answers differently from the Go 1.15 this release was built with. Under
+# Debian's Go every custom resource with an empty string, a 0 or a false is
+# then rejected ("must be of type string: null"). Only a real nil is null.
+for f in vendor/github.com/go-openapi/validate/type.go vendor/k8s.io/kube-openapi/pkg/validation/validate/type.go; do
+  grep -q 'reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data))' "$f"
+  sed -i 's/if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {/if data == nil {/' "$f"
+done
 
 export GOFLAGS=-mod=vendor GO111MODULE=on GOCACHE="$WORK/gocache" GOPATH="$WORK/gopath"
 make WHAT=cmd/kube-apiserver >&2

@@ -13,6 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+
+use crate::pki;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// The user the controller's token authenticates as (its ServiceAccount).
@@ -79,7 +81,7 @@ pub fn kube_apiserver_path() -> PathBuf {
             let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
             PathBuf::from(home).join(".cache/bootc-operator")
         });
-    cache.join("kube-apiserver-1.20.2/kube-apiserver")
+    cache.join("kube-apiserver-1.20.2-p2/kube-apiserver")
 }
 
 /// A free TCP port on loopback (bound then released: a later bind may race,
@@ -89,86 +91,25 @@ pub fn free_port() -> Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-fn run(cmd: &mut Command) -> Result<()> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{cmd:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
 /// Generates a CA, a serving certificate for 127.0.0.1, an admin client
-/// certificate and a service-account signing key with the openssl CLI.
+/// certificate and a service-account signing key.
 fn generate_pki(dir: &Path) -> Result<()> {
-    let p = |name: &str| dir.join(name);
-    let ec_key = |name: &str| -> Result<()> {
-        run(Command::new("openssl")
-            .args([
-                "genpkey",
-                "-algorithm",
-                "EC",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-out",
-            ])
-            .arg(p(name)))
-    };
-    ec_key("ca.key")?;
-    run(Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-new",
-            "-nodes",
-            "-days",
-            "3650",
-            "-subj",
-            "/CN=bootc-operator-test-ca",
-            "-key",
-        ])
-        .arg(p("ca.key"))
-        .arg("-out")
-        .arg(p("ca.crt")))?;
-    let leaf = |name: &str, subj: &str, ext: &str| -> Result<()> {
-        ec_key(&format!("{name}.key"))?;
-        run(Command::new("openssl")
-            .args(["req", "-new", "-subj", subj, "-key"])
-            .arg(p(&format!("{name}.key")))
-            .arg("-out")
-            .arg(p(&format!("{name}.csr"))))?;
-        std::fs::write(p(&format!("{name}.ext")), ext)?;
-        run(Command::new("openssl")
-            .args(["x509", "-req", "-days", "3650", "-CAcreateserial", "-in"])
-            .arg(p(&format!("{name}.csr")))
-            .arg("-CA")
-            .arg(p("ca.crt"))
-            .arg("-CAkey")
-            .arg(p("ca.key"))
-            .arg("-extfile")
-            .arg(p(&format!("{name}.ext")))
-            .arg("-out")
-            .arg(p(&format!("{name}.crt"))))
-    };
-    leaf(
-        "serving",
-        "/CN=kube-apiserver",
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n",
-    )?;
-    leaf(
+    pki::ca(dir)?;
+    pki::serving_leaf(dir, "serving")?;
+    pki::leaf(
+        dir,
         "admin",
         "/O=system:masters/CN=admin",
         "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
     )?;
-    ec_key("sa.key")?;
-    run(Command::new("openssl")
-        .args(["pkey", "-pubout", "-in"])
-        .arg(p("sa.key"))
-        .arg("-out")
-        .arg(p("sa.pub")))?;
-    Ok(())
+    pki::ec_key(dir, "sa.key")?;
+    pki::run(
+        Command::new("openssl")
+            .args(["pkey", "-pubout", "-in"])
+            .arg(dir.join("sa.key"))
+            .arg("-out")
+            .arg(dir.join("sa.pub")),
+    )
 }
 
 fn write_tokens(dir: &Path) -> Result<()> {
@@ -192,7 +133,8 @@ fn write_tokens(dir: &Path) -> Result<()> {
 
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n";
 
-fn spawn_logged(bin: &Path, args: &[String], log: &Path) -> Result<Child> {
+/// Starts `bin` with output to `log`; it dies with the test process.
+pub fn spawn_logged(bin: &Path, args: &[String], log: &Path) -> Result<Child> {
     let log_file = std::fs::File::create(log)?;
     let err_file = log_file.try_clone()?;
     // setpriv makes the child die with the test process, even on SIGKILL.
@@ -207,7 +149,8 @@ fn spawn_logged(bin: &Path, args: &[String], log: &Path) -> Result<Child> {
         .with_context(|| format!("starting {}", bin.display()))
 }
 
-fn tail(path: &Path) -> String {
+/// The last lines of a log file, for error messages.
+pub fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(20)..].join("\n")

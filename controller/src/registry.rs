@@ -1,0 +1,650 @@
+//! Resolving a pool's image against its registry, and checking that the
+//! nodes can run it, before any BootcNode is told about a new digest.
+//!
+//! Pure parts (pull-secret parsing, manifest parsing, the architecture check,
+//! error classification) are plain functions with unit tests; [`Resolver`]
+//! is the thin I/O layer over `oci-client`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use api::image_ref::ImageRef;
+use base64::Engine;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::OciDistributionError;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+const ACCEPTED: &[&str] = &[OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST];
+
+/// A registry problem, classified so the pool's condition can say which
+/// kind of problem it is. Every variant keeps the registry's own words.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error("registry {registry} refused the credentials for {reference}: {message}")]
+    Unauthorized {
+        registry: String,
+        reference: String,
+        message: String,
+    },
+    #[error("{reference} was not found in the registry: {message}")]
+    NotFound { reference: String, message: String },
+    #[error("registry {registry} could not be reached: {message}")]
+    Unreachable { registry: String, message: String },
+    #[error(
+        "{reference} does not support the architecture(s) {missing:?} of the pool's nodes (image has {available:?})"
+    )]
+    UnsupportedArchitecture {
+        reference: String,
+        missing: Vec<String>,
+        available: Vec<String>,
+    },
+    #[error("the manifest of {reference} cannot be used: {message}")]
+    InvalidManifest { reference: String, message: String },
+    #[error("pull secret {secret}: {message}")]
+    InvalidPullSecret { secret: String, message: String },
+    #[error("registry error for {reference}: {message}")]
+    Other { reference: String, message: String },
+}
+
+impl RegistryError {
+    /// The pool condition reason for this error.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RegistryError::Unauthorized { .. } => "RegistryUnauthorized",
+            RegistryError::NotFound { .. } => "ImageNotFound",
+            RegistryError::Unreachable { .. } => "RegistryUnreachable",
+            RegistryError::UnsupportedArchitecture { .. } => "UnsupportedArchitecture",
+            RegistryError::InvalidManifest { .. } => "InvalidManifest",
+            RegistryError::InvalidPullSecret { .. } => "InvalidPullSecret",
+            RegistryError::Other { .. } => "RegistryError",
+        }
+    }
+}
+
+/// Username and password for one registry.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: HashMap<String, DockerAuth>,
+}
+
+#[derive(Deserialize)]
+struct DockerAuth {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+}
+
+/// The registry part of a docker config `auths` key: keys may be bare
+/// hosts, or URLs such as `https://index.docker.io/v1/`.
+fn auth_key_host(key: &str) -> &str {
+    let key = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    key.split('/').next().unwrap_or(key)
+}
+
+fn same_registry(key_host: &str, registry: &str) -> bool {
+    let docker_hub =
+        |h: &str| matches!(h, "docker.io" | "index.docker.io" | "registry-1.docker.io");
+    key_host == registry || (docker_hub(key_host) && docker_hub(registry))
+}
+
+/// Finds the credentials for `registry` in a docker config JSON
+/// (`.dockerconfigjson`). `Ok(None)`: the config has no entry for it.
+pub fn credentials_for(
+    docker_config: &[u8],
+    registry: &str,
+    secret: &str,
+) -> Result<Option<Credentials>, RegistryError> {
+    let invalid = |message: String| RegistryError::InvalidPullSecret {
+        secret: secret.to_owned(),
+        message,
+    };
+    let config: DockerConfig = serde_json::from_slice(docker_config).map_err(|e| {
+        invalid(format!(
+            "not a docker config JSON ({{\"auths\": {{...}}}}): {e}"
+        ))
+    })?;
+    let Some((key, entry)) = config
+        .auths
+        .iter()
+        .find(|(key, _)| same_registry(auth_key_host(key), registry))
+    else {
+        return Ok(None);
+    };
+    if let (Some(username), Some(password)) = (&entry.username, &entry.password) {
+        return Ok(Some(Credentials {
+            username: username.clone(),
+            password: password.clone(),
+        }));
+    }
+    let encoded = entry.auth.as_deref().ok_or_else(|| {
+        invalid(format!(
+            "entry {key:?} has neither auth nor username/password"
+        ))
+    })?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|e| invalid(format!("entry {key:?}: auth is not base64: {e}")))?;
+    let decoded = String::from_utf8(decoded)
+        .map_err(|_| invalid(format!("entry {key:?}: auth is not UTF-8")))?;
+    let (username, password) = decoded
+        .split_once(':')
+        .ok_or_else(|| invalid(format!("entry {key:?}: auth is not user:password")))?;
+    Ok(Some(Credentials {
+        username: username.to_owned(),
+        password: password.to_owned(),
+    }))
+}
+
+/// What the controller needs to know about a manifest. Keyed by digest, it
+/// never changes, so it is cached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestFacts {
+    /// The digest of the manifest the reference points at (for an index,
+    /// the index digest).
+    pub digest: String,
+    pub media_type: String,
+    /// Architectures the image runs on (`amd64`, `arm64`, ...), linux only.
+    pub architectures: BTreeSet<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawManifest {
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    manifests: Option<Vec<RawIndexEntry>>,
+    #[serde(default)]
+    config: Option<RawDescriptor>,
+}
+
+#[derive(Deserialize)]
+struct RawIndexEntry {
+    #[serde(default)]
+    platform: Option<RawPlatform>,
+}
+
+#[derive(Deserialize)]
+struct RawPlatform {
+    architecture: String,
+    os: String,
+}
+
+#[derive(Deserialize)]
+struct RawDescriptor {
+    digest: String,
+}
+
+#[derive(Deserialize)]
+struct RawConfig {
+    #[serde(default)]
+    architecture: Option<String>,
+    #[serde(default)]
+    os: Option<String>,
+}
+
+/// A parsed manifest: an index lists its platforms; an image manifest names
+/// its config blob, which holds the architecture.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ParsedManifest {
+    Index { architectures: BTreeSet<String> },
+    Image { config_digest: String },
+}
+
+/// Parses a manifest body (OCI or Docker, image or index).
+pub fn parse_manifest(
+    body: &[u8],
+    reference: &str,
+) -> Result<(String, ParsedManifest), RegistryError> {
+    let invalid = |message: String| RegistryError::InvalidManifest {
+        reference: reference.to_owned(),
+        message,
+    };
+    let raw: RawManifest =
+        serde_json::from_slice(body).map_err(|e| invalid(format!("not a manifest JSON: {e}")))?;
+    if let Some(entries) = raw.manifests {
+        let architectures = entries
+            .into_iter()
+            .filter_map(|e| e.platform)
+            .filter(|p| p.os == "linux")
+            .map(|p| p.architecture)
+            .collect();
+        let media_type = raw.media_type.unwrap_or_else(|| OCI_INDEX.to_owned());
+        return Ok((media_type, ParsedManifest::Index { architectures }));
+    }
+    let config = raw.config.ok_or_else(|| {
+        invalid("neither an index (manifests) nor an image manifest (config)".into())
+    })?;
+    let media_type = raw.media_type.unwrap_or_else(|| OCI_MANIFEST.to_owned());
+    Ok((
+        media_type,
+        ParsedManifest::Image {
+            config_digest: config.digest,
+        },
+    ))
+}
+
+/// The architecture in an image config blob (linux only).
+pub fn parse_config_architecture(
+    body: &[u8],
+    reference: &str,
+) -> Result<BTreeSet<String>, RegistryError> {
+    let config: RawConfig =
+        serde_json::from_slice(body).map_err(|e| RegistryError::InvalidManifest {
+            reference: reference.to_owned(),
+            message: format!("image config is not JSON: {e}"),
+        })?;
+    Ok(match (config.os.as_deref(), config.architecture) {
+        (Some("linux") | None, Some(arch)) => BTreeSet::from([arch]),
+        _ => BTreeSet::new(),
+    })
+}
+
+/// Does the image cover every architecture the pool's nodes have?
+pub fn check_architectures(
+    facts: &ManifestFacts,
+    required: &BTreeSet<String>,
+    reference: &str,
+) -> Result<(), RegistryError> {
+    let missing: Vec<String> = required.difference(&facts.architectures).cloned().collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(RegistryError::UnsupportedArchitecture {
+            reference: reference.to_owned(),
+            missing,
+            available: facts.architectures.iter().cloned().collect(),
+        })
+    }
+}
+
+/// Classifies an `oci-client` error.
+fn classify(err: OciDistributionError, registry: &str, reference: &str) -> RegistryError {
+    let unauthorized = |message: String| RegistryError::Unauthorized {
+        registry: registry.to_owned(),
+        reference: reference.to_owned(),
+        message,
+    };
+    let not_found = |message: String| RegistryError::NotFound {
+        reference: reference.to_owned(),
+        message,
+    };
+    match err {
+        OciDistributionError::AuthenticationFailure(message) => unauthorized(message),
+        OciDistributionError::UnauthorizedError { url } => {
+            unauthorized(format!("401 Unauthorized from {url}"))
+        }
+        OciDistributionError::ImageManifestNotFoundError(message) => not_found(message),
+        OciDistributionError::ServerError { code, url, message } => match code {
+            401 | 403 => unauthorized(format!("{code} from {url}: {message}")),
+            404 => not_found(format!("404 from {url}: {message}")),
+            _ => RegistryError::Other {
+                reference: reference.to_owned(),
+                message: format!("{code} from {url}: {message}"),
+            },
+        },
+        OciDistributionError::RegistryError { envelope, url } => {
+            let codes: Vec<String> = envelope
+                .errors
+                .iter()
+                .map(|e| format!("{:?}", e.code))
+                .collect();
+            let message = format!("{url}: {envelope}");
+            let any = |needle: &str| codes.iter().any(|c| c.contains(needle));
+            if any("Unauthorized") || any("Denied") {
+                unauthorized(message)
+            } else if any("Unknown") {
+                not_found(message)
+            } else {
+                RegistryError::Other {
+                    reference: reference.to_owned(),
+                    message,
+                }
+            }
+        }
+        OciDistributionError::RequestError(e) => RegistryError::Unreachable {
+            registry: registry.to_owned(),
+            message: error_chain(&e),
+        },
+        other => RegistryError::Other {
+            reference: reference.to_owned(),
+            message: other.to_string(),
+        },
+    }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// How the controller talks to registries.
+#[derive(Clone, Debug, Default)]
+pub struct RegistryOptions {
+    /// Registries (host[:port]) that may be reached over plain HTTP. Empty
+    /// unless the operator is started with `--insecure-registry`.
+    pub plain_http: Vec<String>,
+    /// Extra CA certificates (PEM) trusted for registries.
+    pub ca_bundle: Option<Vec<u8>>,
+    /// Per-request timeout.
+    pub timeout: Option<Duration>,
+}
+
+/// Resolves references and inspects manifests. Manifest facts are cached by
+/// (digest, pull secret hash): content addressed, so they never go stale.
+pub struct Resolver {
+    options: RegistryOptions,
+    cache: Mutex<HashMap<(String, String), ManifestFacts>>,
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolver")
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// The result of a resolution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    pub facts: ManifestFacts,
+    /// `repository@digest`: what BootcNodes are told to run.
+    pub pinned: String,
+}
+
+impl Resolver {
+    pub fn new(options: RegistryOptions) -> Self {
+        // reqwest is built without a rustls provider (no aws-lc): use ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Resolver {
+            options,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn client(&self) -> Client {
+        let mut config = ClientConfig {
+            read_timeout: self.options.timeout,
+            connect_timeout: self.options.timeout,
+            https_proxy: std::env::var("HTTPS_PROXY")
+                .or_else(|_| std::env::var("https_proxy"))
+                .ok(),
+            no_proxy: std::env::var("NO_PROXY")
+                .or_else(|_| std::env::var("no_proxy"))
+                .ok(),
+            // Index entries are inspected by us, not resolved to one platform.
+            platform_resolver: None,
+            ..Default::default()
+        };
+        if !self.options.plain_http.is_empty() {
+            config.protocol = ClientProtocol::HttpsExcept(self.options.plain_http.clone());
+        }
+        if let Some(pem) = &self.options.ca_bundle {
+            config.extra_root_certificates = vec![Certificate {
+                encoding: CertificateEncoding::Pem,
+                data: pem.clone(),
+            }];
+        }
+        Client::new(config)
+    }
+
+    /// Resolves `image` (a tag, or a digest) with optional credentials.
+    /// `secret_hash` keys the cache so that facts learned with one set of
+    /// credentials are not served to a pool with other credentials.
+    pub async fn resolve(
+        &self,
+        image: &ImageRef,
+        credentials: Option<&Credentials>,
+        secret_hash: &str,
+    ) -> Result<Resolved, RegistryError> {
+        let registry = image.registry().to_owned();
+        let display = image.to_string();
+        let target = match &image.digest {
+            Some(digest) => format!("{registry}/{}@{digest}", image.registry_path()),
+            None => format!(
+                "{registry}/{}:{}",
+                image.registry_path(),
+                image.tag_or_latest()
+            ),
+        };
+        let reference: Reference = target.parse().map_err(|e| RegistryError::Other {
+            reference: display.clone(),
+            message: format!("cannot form a registry reference {target:?}: {e}"),
+        })?;
+        let auth = match credentials {
+            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
+            None => RegistryAuth::Anonymous,
+        };
+        let client = self.client();
+        let (body, digest) = client
+            .pull_manifest_raw(&reference, &auth, ACCEPTED)
+            .await
+            .map_err(|e| classify(e, &registry, &display))?;
+        let key = (digest.clone(), secret_hash.to_owned());
+        if let Some(facts) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Ok(Resolved {
+                pinned: image.pinned(&facts.digest),
+                facts,
+            });
+        }
+        let computed = sha256_digest(&body);
+        if computed != digest && image.digest.is_none() {
+            // The registry's Docker-Content-Digest must match the body.
+            return Err(RegistryError::InvalidManifest {
+                reference: display,
+                message: format!("registry says {digest}, body hashes to {computed}"),
+            });
+        }
+        let (media_type, parsed) = parse_manifest(&body, &display)?;
+        let architectures = match parsed {
+            ParsedManifest::Index { architectures } => architectures,
+            ParsedManifest::Image { config_digest } => {
+                let mut blob = Vec::new();
+                client
+                    .pull_blob(&reference, config_digest.as_str(), &mut blob)
+                    .await
+                    .map_err(|e| classify(e, &registry, &display))?;
+                parse_config_architecture(&blob, &display)?
+            }
+        };
+        let facts = ManifestFacts {
+            digest: digest.clone(),
+            media_type,
+            architectures,
+        };
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.insert(key, facts.clone());
+        }
+        Ok(Resolved {
+            pinned: image.pinned(&digest),
+            facts,
+        })
+    }
+}
+
+/// `sha256:<hex>` of `data`.
+pub fn sha256_digest(data: &[u8]) -> String {
+    let hash = Sha256::digest(data);
+    let mut hex = String::with_capacity(71);
+    hex.push_str("sha256:");
+    for b in hash {
+        hex.push_str(&format!("{b:02x}"));
+    }
+    hex
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    #[test]
+    fn credentials_from_docker_config() {
+        let config = format!(
+            r#"{{"auths": {{"127.0.0.1:5000": {{"auth": "{}"}}, "https://index.docker.io/v1/": {{"username": "hub", "password": "pw"}}}}}}"#,
+            b64("alice:s3:cret")
+        );
+        let c = credentials_for(config.as_bytes(), "127.0.0.1:5000", "s")
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.username, "alice");
+        assert_eq!(c.password, "s3:cret");
+        let hub = credentials_for(config.as_bytes(), "docker.io", "s")
+            .unwrap()
+            .unwrap();
+        assert_eq!(hub.username, "hub");
+        assert_eq!(
+            credentials_for(config.as_bytes(), "quay.io", "s").unwrap(),
+            None
+        );
+        assert!(
+            !format!("{c:?}").contains("s3:cret"),
+            "Debug leaks the password"
+        );
+    }
+
+    #[test]
+    fn bad_pull_secrets_name_the_problem() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"not json", "not a docker config JSON"),
+            (
+                br#"{"auths": {"r.io": {}}}"#,
+                "neither auth nor username/password",
+            ),
+            (br#"{"auths": {"r.io": {"auth": "%%%"}}}"#, "not base64"),
+        ];
+        for (input, want) in cases {
+            let err = credentials_for(input, "r.io", "ns/pull").unwrap_err();
+            assert_eq!(err.reason(), "InvalidPullSecret");
+            let text = err.to_string();
+            assert!(text.contains(want) && text.contains("ns/pull"), "{text}");
+        }
+        let no_colon = format!(
+            r#"{{"auths": {{"r.io": {{"auth": "{}"}}}}}}"#,
+            b64("nocolon")
+        );
+        assert!(credentials_for(no_colon.as_bytes(), "r.io", "s").is_err());
+    }
+
+    #[test]
+    fn manifests_of_every_kind_parse() {
+        let index = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[
+            {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:aa","size":1,"platform":{"architecture":"amd64","os":"linux"}},
+            {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:bb","size":1,"platform":{"architecture":"arm64","os":"linux","variant":"v8"}},
+            {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:cc","size":1,"platform":{"architecture":"amd64","os":"windows"}}]}"#;
+        let (mt, parsed) = parse_manifest(index, "r").unwrap();
+        assert_eq!(mt, OCI_INDEX);
+        assert_eq!(
+            parsed,
+            ParsedManifest::Index {
+                architectures: BTreeSet::from(["amd64".into(), "arm64".into()])
+            }
+        );
+        let list = br#"{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.list.v2+json","manifests":[{"digest":"sha256:aa","platform":{"architecture":"s390x","os":"linux"}}]}"#;
+        assert!(
+            matches!(parse_manifest(list, "r").unwrap(), (m, ParsedManifest::Index { .. }) if m == DOCKER_LIST)
+        );
+        let docker = br#"{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.v2+json","config":{"digest":"sha256:cfg","size":2,"mediaType":"x"},"layers":[]}"#;
+        assert_eq!(
+            parse_manifest(docker, "r").unwrap(),
+            (
+                DOCKER_MANIFEST.to_owned(),
+                ParsedManifest::Image {
+                    config_digest: "sha256:cfg".into()
+                }
+            )
+        );
+        let oci_no_media_type = br#"{"schemaVersion":2,"config":{"digest":"sha256:cfg","size":2,"mediaType":"x"},"layers":[]}"#;
+        assert_eq!(
+            parse_manifest(oci_no_media_type, "r").unwrap().0,
+            OCI_MANIFEST
+        );
+        let err = parse_manifest(b"{}", "quay.io/a:b").unwrap_err();
+        assert_eq!(err.reason(), "InvalidManifest");
+        assert!(err.to_string().contains("quay.io/a:b"));
+    }
+
+    #[test]
+    fn config_architecture() {
+        assert_eq!(
+            parse_config_architecture(br#"{"architecture":"arm64","os":"linux"}"#, "r").unwrap(),
+            BTreeSet::from(["arm64".to_owned()])
+        );
+        assert!(
+            parse_config_architecture(br#"{"architecture":"amd64","os":"windows"}"#, "r")
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn architecture_check_names_what_is_missing() {
+        let facts = ManifestFacts {
+            digest: "sha256:x".into(),
+            media_type: OCI_INDEX.into(),
+            architectures: BTreeSet::from(["amd64".into()]),
+        };
+        assert!(check_architectures(&facts, &BTreeSet::from(["amd64".into()]), "r").is_ok());
+        assert!(check_architectures(&facts, &BTreeSet::new(), "r").is_ok());
+        let err = check_architectures(
+            &facts,
+            &BTreeSet::from(["amd64".into(), "arm64".into()]),
+            "q.io/os:1",
+        )
+        .unwrap_err();
+        assert_eq!(err.reason(), "UnsupportedArchitecture");
+        let text = err.to_string();
+        assert!(
+            text.contains("arm64") && text.contains("q.io/os:1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn digests() {
+        assert_eq!(
+            sha256_digest(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+}

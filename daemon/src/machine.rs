@@ -1,0 +1,629 @@
+//! The daemon's decisions, as a pure function of what it observes: its
+//! BootcNode (spec and the status it last wrote), the host's bootc status,
+//! and what it remembers of its own failures. The I/O loop calls [`decide`]
+//! after every change and carries out the one action it returns.
+//!
+//! ```text
+//!   Idle ──desired != booted──► Staging ──ok──► Staged ──Booted && staged == desired──► Rebooting
+//!    ▲                            ▲  │ error: Degraded, back off            │
+//!    │                            └──┴──── staged != desired ◄───────────────┘
+//!    └──────────── reboot into desired (new boot id) ◄──────────── Rebooting
+//! ```
+
+use std::time::Duration;
+
+use api::conditions::ConditionUpdate;
+use api::reasons;
+use api::{BootEntryStatus, BootcNodeSpec, BootcNodeStatus, DesiredImageState, RebootPolicy};
+
+/// First retry delay after a failed bootc command.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(5);
+/// Longest delay between retries.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// The host as the helper's Status RPC reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostView {
+    pub booted: Option<BootEntryStatus>,
+    pub staged: Option<BootEntryStatus>,
+    pub rollback: Option<BootEntryStatus>,
+    pub boot_id: String,
+    pub download_only_supported: bool,
+}
+
+/// The kind of command that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Stage,
+    Apply,
+    WriteAuth,
+}
+
+/// A failure the daemon remembers, to report it and to back off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub operation: Operation,
+    /// The image the failed command was about.
+    pub image: String,
+    pub message: String,
+    /// Consecutive failures of this operation on this image.
+    pub attempts: u32,
+    /// Milliseconds on the loop's monotonic clock before a retry is allowed.
+    pub retry_at_ms: u64,
+}
+
+impl Failure {
+    /// The delay before attempt `attempts + 1`: exponential, capped.
+    pub fn backoff(attempts: u32) -> Duration {
+        let factor = 1u32
+            .checked_shl(attempts.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        BACKOFF_BASE.saturating_mul(factor).min(BACKOFF_MAX)
+    }
+}
+
+/// What the daemon does next (after writing the status of the decision).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    None,
+    /// `bootc switch --download-only <image>`.
+    Stage {
+        image: String,
+    },
+    /// `bootc switch --from-downloaded --apply [--soft-reboot=auto]`.
+    Apply {
+        soft_reboot: bool,
+    },
+    /// A retry is due in this long: wake up then and decide again.
+    RetryAfter(Duration),
+}
+
+/// Where the node is in its update cycle (the Idle condition's reason).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Idle,
+    Staging,
+    Staged,
+    Rebooting,
+}
+
+impl Phase {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Phase::Idle => reasons::REASON_IDLE,
+            Phase::Staging => reasons::STAGING,
+            Phase::Staged => reasons::STAGED,
+            Phase::Rebooting => reasons::REBOOTING,
+        }
+    }
+}
+
+/// The outcome of one decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub phase: Phase,
+    pub phase_message: String,
+    /// Degraded=True with this message; None: Degraded=False.
+    pub degraded: Option<String>,
+    pub action: Action,
+}
+
+/// Everything [`decide`] looks at.
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    pub spec: &'a BootcNodeSpec,
+    pub generation: Option<i64>,
+    /// The status this daemon (or its previous incarnation) last wrote.
+    pub previous: Option<&'a BootcNodeStatus>,
+    pub host: &'a HostView,
+    pub failure: Option<&'a Failure>,
+    pub now_ms: u64,
+}
+
+fn is(entry: Option<&BootEntryStatus>, image: &str) -> bool {
+    entry.is_some_and(|e| e.is_image(image))
+}
+
+fn describe(entry: Option<&BootEntryStatus>) -> String {
+    entry
+        .and_then(|e| e.image.clone().or_else(|| e.image_digest.clone()))
+        .unwrap_or_else(|| "nothing".to_owned())
+}
+
+/// Did the host reboot after this daemon asked it to, without landing on
+/// the image it was asked for? Detected from the status written before the
+/// apply (reason Rebooting, the boot id of then) and the boot id of now.
+fn failed_reboot(inputs: &Inputs<'_>) -> Option<String> {
+    let previous = inputs.previous?;
+    let rebooting =
+        api::conditions::reason(&previous.conditions, reasons::IDLE) == Some(reasons::REBOOTING);
+    let same_spec = previous.observed_generation == inputs.generation;
+    let old_boot = previous.boot_id.as_deref()?;
+    if !rebooting || !same_spec || old_boot == inputs.host.boot_id {
+        return None;
+    }
+    Some(format!(
+        "the node rebooted (boot id {old_boot} -> {}) but runs {}, not the desired {}; not applying again",
+        inputs.host.boot_id,
+        describe(inputs.host.booted.as_ref()),
+        inputs.spec.desired_image
+    ))
+}
+
+/// Decides the phase, the health, and the next action.
+pub fn decide(inputs: &Inputs<'_>) -> Decision {
+    let desired = inputs.spec.desired_image.as_str();
+    let host = inputs.host;
+
+    if is(host.booted.as_ref(), desired) {
+        return Decision {
+            phase: Phase::Idle,
+            phase_message: format!("Running {desired}"),
+            degraded: None,
+            action: Action::None,
+        };
+    }
+
+    if let Some(message) = failed_reboot(inputs) {
+        return Decision {
+            phase: Phase::Rebooting,
+            phase_message: "Reboot finished on the wrong image".to_owned(),
+            degraded: Some(message),
+            action: Action::None,
+        };
+    }
+
+    // A remembered failure of this step on this image: report it, and
+    // retry only once the backoff has passed.
+    let failure_of = |op: Operation| {
+        inputs
+            .failure
+            .filter(|f| f.operation == op && f.image == desired)
+    };
+    let gate = |op: Operation, action: Action| -> (Option<String>, Action) {
+        match failure_of(op) {
+            Some(f) if f.retry_at_ms > inputs.now_ms => (
+                Some(f.message.clone()),
+                Action::RetryAfter(Duration::from_millis(f.retry_at_ms - inputs.now_ms)),
+            ),
+            Some(f) => (Some(f.message.clone()), action),
+            None => (None, action),
+        }
+    };
+
+    let staged = host.staged.as_ref();
+    if is(staged, desired) {
+        let lock = if staged.is_some_and(|s| s.download_only) {
+            "locked"
+        } else {
+            "unlocked: this bootc cannot stage without applying on the next boot"
+        };
+        if inputs.spec.desired_image_state == DesiredImageState::Booted {
+            let soft_reboot = inputs.spec.reboot_policy == RebootPolicy::AllowSoftReboot
+                && staged.is_some_and(|s| s.soft_reboot_capable);
+            let (degraded, action) = gate(Operation::Apply, Action::Apply { soft_reboot });
+            let kind = if soft_reboot { "soft reboot" } else { "reboot" };
+            return Decision {
+                phase: Phase::Rebooting,
+                phase_message: format!("Applying {desired} ({kind})"),
+                degraded,
+                action,
+            };
+        }
+        return Decision {
+            phase: Phase::Staged,
+            phase_message: format!("Image staged ({lock}), awaiting desiredImageState: Booted"),
+            degraded: None,
+            action: Action::None,
+        };
+    }
+
+    let (degraded, action) = gate(
+        Operation::Stage,
+        Action::Stage {
+            image: desired.to_owned(),
+        },
+    );
+    Decision {
+        phase: Phase::Staging,
+        phase_message: format!("Staging {desired}"),
+        degraded,
+        action,
+    }
+}
+
+/// The status that reports `decision` on `host`.
+pub fn status_for(
+    decision: &Decision,
+    inputs: &Inputs<'_>,
+) -> (BootcNodeStatus, [ConditionUpdate; 2]) {
+    let host = inputs.host;
+    let status = BootcNodeStatus {
+        observed_generation: inputs.generation,
+        booted: host.booted.clone(),
+        staged: host.staged.clone(),
+        rollback: host.rollback.clone(),
+        boot_id: Some(host.boot_id.clone()).filter(|b| !b.is_empty()),
+        download_only_supported: Some(host.download_only_supported),
+        conditions: inputs
+            .previous
+            .map(|p| p.conditions.clone())
+            .unwrap_or_default(),
+    };
+    let idle = ConditionUpdate::new(
+        reasons::IDLE,
+        decision.phase == Phase::Idle,
+        decision.phase.reason(),
+        decision.phase_message.clone(),
+    );
+    let degraded = match &decision.degraded {
+        Some(message) => {
+            ConditionUpdate::new(reasons::DEGRADED, true, reasons::ERROR, message.clone())
+        }
+        None => ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "No errors"),
+    };
+    (status, [idle, degraded])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OLD: &str =
+        "r.io/os@sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    const NEW: &str =
+        "r.io/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const NEWER: &str =
+        "r.io/os@sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    fn entry(image: &str, soft: bool, locked: bool) -> BootEntryStatus {
+        BootEntryStatus {
+            image: Some(image.to_owned()),
+            image_digest: api::image_ref::digest_of(image).map(str::to_owned),
+            soft_reboot_capable: soft,
+            download_only: locked,
+            ..Default::default()
+        }
+    }
+
+    fn spec(desired: &str, state: DesiredImageState, policy: RebootPolicy) -> BootcNodeSpec {
+        BootcNodeSpec {
+            desired_image: desired.to_owned(),
+            desired_image_state: state,
+            reboot_policy: policy,
+            pull_secret_ref: None,
+            pull_secret_hash: None,
+        }
+    }
+
+    fn host(booted: &str, staged: Option<BootEntryStatus>, boot_id: &str) -> HostView {
+        HostView {
+            booted: Some(entry(booted, false, false)),
+            staged,
+            rollback: None,
+            boot_id: boot_id.to_owned(),
+            download_only_supported: true,
+        }
+    }
+
+    fn rebooting_status(boot_id: &str, generation: i64) -> BootcNodeStatus {
+        let mut status = BootcNodeStatus {
+            observed_generation: Some(generation),
+            boot_id: Some(boot_id.to_owned()),
+            ..Default::default()
+        };
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
+        api::conditions::apply(
+            &mut status.conditions,
+            &ConditionUpdate::new(reasons::IDLE, false, reasons::REBOOTING, "Applying"),
+            Some(generation),
+            &now,
+        );
+        status
+    }
+
+    struct Row {
+        name: &'static str,
+        spec: BootcNodeSpec,
+        host: HostView,
+        previous: Option<BootcNodeStatus>,
+        failure: Option<Failure>,
+        phase: Phase,
+        degraded: bool,
+        action: Action,
+    }
+
+    #[test]
+    fn state_machine_table() {
+        use DesiredImageState::{Booted, Staged};
+        use RebootPolicy::{AllowSoftReboot, RebootOnly};
+        let failure = |op, image: &str, retry_at_ms| Failure {
+            operation: op,
+            image: image.to_owned(),
+            message: "error: pulling: 401 Unauthorized".into(),
+            attempts: 1,
+            retry_at_ms,
+        };
+        let rows = vec![
+            Row {
+                name: "desired is booted: idle, nothing to stage",
+                spec: spec(NEW, Staged, RebootOnly),
+                host: host(NEW, None, "b1"),
+                previous: None,
+                failure: None,
+                phase: Phase::Idle,
+                degraded: false,
+                action: Action::None,
+            },
+            Row {
+                name: "desired is booted even when approved to boot",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(NEW, None, "b1"),
+                previous: None,
+                failure: None,
+                phase: Phase::Idle,
+                degraded: false,
+                action: Action::None,
+            },
+            Row {
+                name: "new desired image: stage it",
+                spec: spec(NEW, Staged, RebootOnly),
+                host: host(OLD, None, "b1"),
+                previous: None,
+                failure: None,
+                phase: Phase::Staging,
+                degraded: false,
+                action: Action::Stage { image: NEW.into() },
+            },
+            Row {
+                name: "staged: wait for approval",
+                spec: spec(NEW, Staged, RebootOnly),
+                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
+                previous: None,
+                failure: None,
+                phase: Phase::Staged,
+                degraded: false,
+                action: Action::None,
+            },
+            Row {
+                name: "desired changed while staged: stage again",
+                spec: spec(NEWER, Staged, RebootOnly),
+                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
+                previous: None,
+                failure: None,
+                phase: Phase::Staging,
+                degraded: false,
+                action: Action::Stage {
+                    image: NEWER.into(),
+                },
+            },
+            Row {
+                name: "approved but staged is another image: never apply it",
+                spec: spec(NEWER, Booted, RebootOnly),
+                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
+                previous: None,
+                failure: None,
+                phase: Phase::Staging,
+                degraded: false,
+                action: Action::Stage {
+                    image: NEWER.into(),
+                },
+            },
+            Row {
+                name: "approved: full reboot under RebootOnly",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
+                previous: None,
+                failure: None,
+                phase: Phase::Rebooting,
+                degraded: false,
+                action: Action::Apply { soft_reboot: false },
+            },
+            Row {
+                name: "approved: soft reboot when allowed and capable",
+                spec: spec(NEW, Booted, AllowSoftReboot),
+                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
+                previous: None,
+                failure: None,
+                phase: Phase::Rebooting,
+                degraded: false,
+                action: Action::Apply { soft_reboot: true },
+            },
+            Row {
+                name: "approved: allowed but not capable is a full reboot",
+                spec: spec(NEW, Booted, AllowSoftReboot),
+                host: host(OLD, Some(entry(NEW, false, true)), "b1"),
+                previous: None,
+                failure: None,
+                phase: Phase::Rebooting,
+                degraded: false,
+                action: Action::Apply { soft_reboot: false },
+            },
+            Row {
+                name: "restarted before the reboot happened (same boot id): apply again",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(OLD, Some(entry(NEW, false, true)), "b1"),
+                previous: Some(rebooting_status("b1", 3)),
+                failure: None,
+                phase: Phase::Rebooting,
+                degraded: false,
+                action: Action::Apply { soft_reboot: false },
+            },
+            Row {
+                name: "rebooted into the wrong image: degraded, no loop",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(OLD, Some(entry(NEW, false, true)), "b2"),
+                previous: Some(rebooting_status("b1", 3)),
+                failure: None,
+                phase: Phase::Rebooting,
+                degraded: true,
+                action: Action::None,
+            },
+            Row {
+                name: "rebooted into the wrong image, then a new spec: stage it",
+                spec: spec(NEWER, Staged, RebootOnly),
+                host: host(OLD, Some(entry(NEW, false, true)), "b2"),
+                previous: Some(rebooting_status("b1", 2)),
+                failure: None,
+                phase: Phase::Staging,
+                degraded: false,
+                action: Action::Stage {
+                    image: NEWER.into(),
+                },
+            },
+            Row {
+                name: "rebooted into the desired image: idle",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(NEW, None, "b2"),
+                previous: Some(rebooting_status("b1", 3)),
+                failure: None,
+                phase: Phase::Idle,
+                degraded: false,
+                action: Action::None,
+            },
+            Row {
+                name: "stage failed: degraded, back off",
+                spec: spec(NEW, Staged, RebootOnly),
+                host: host(OLD, None, "b1"),
+                previous: None,
+                failure: Some(failure(Operation::Stage, NEW, 5_000)),
+                phase: Phase::Staging,
+                degraded: true,
+                action: Action::RetryAfter(Duration::from_millis(4_000)),
+            },
+            Row {
+                name: "stage failed, backoff over: retry, still degraded until it works",
+                spec: spec(NEW, Staged, RebootOnly),
+                host: host(OLD, None, "b1"),
+                previous: None,
+                failure: Some(failure(Operation::Stage, NEW, 500)),
+                phase: Phase::Staging,
+                degraded: true,
+                action: Action::Stage { image: NEW.into() },
+            },
+            Row {
+                name: "a failure for another image does not hold back a new one",
+                spec: spec(NEWER, Staged, RebootOnly),
+                host: host(OLD, None, "b1"),
+                previous: None,
+                failure: Some(failure(Operation::Stage, NEW, 5_000)),
+                phase: Phase::Staging,
+                degraded: false,
+                action: Action::Stage {
+                    image: NEWER.into(),
+                },
+            },
+            Row {
+                name: "apply failed: degraded, back off",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(OLD, Some(entry(NEW, false, true)), "b1"),
+                previous: None,
+                failure: Some(failure(Operation::Apply, NEW, 2_000)),
+                phase: Phase::Rebooting,
+                degraded: true,
+                action: Action::RetryAfter(Duration::from_millis(1_000)),
+            },
+        ];
+        for row in rows {
+            let inputs = Inputs {
+                spec: &row.spec,
+                generation: Some(3),
+                previous: row.previous.as_ref(),
+                host: &row.host,
+                failure: row.failure.as_ref(),
+                now_ms: 1_000,
+            };
+            let d = decide(&inputs);
+            assert_eq!(d.phase, row.phase, "{}: phase", row.name);
+            assert_eq!(
+                d.degraded.is_some(),
+                row.degraded,
+                "{}: degraded {:?}",
+                row.name,
+                d.degraded
+            );
+            assert_eq!(d.action, row.action, "{}: action", row.name);
+        }
+    }
+
+    #[test]
+    fn wrong_image_message_names_both_images() {
+        let spec = spec(NEW, DesiredImageState::Booted, RebootPolicy::RebootOnly);
+        let host = host(OLD, None, "b2");
+        let previous = rebooting_status("b1", 3);
+        let d = decide(&Inputs {
+            spec: &spec,
+            generation: Some(3),
+            previous: Some(&previous),
+            host: &host,
+            failure: None,
+            now_ms: 0,
+        });
+        let message = d.degraded.unwrap();
+        assert!(
+            message.contains(OLD) && message.contains(NEW) && message.contains("b1 -> b2"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn multi_arch_desired_matches_the_per_platform_booted_digest() {
+        let index_ref = NEW;
+        let mut booted = entry(index_ref, false, false);
+        booted.image_digest =
+            Some("sha256:9999999999999999999999999999999999999999999999999999999999999999".into());
+        let host = HostView {
+            booted: Some(booted),
+            boot_id: "b".into(),
+            ..Default::default()
+        };
+        let spec = spec(
+            index_ref,
+            DesiredImageState::Staged,
+            RebootPolicy::RebootOnly,
+        );
+        let d = decide(&Inputs {
+            spec: &spec,
+            generation: None,
+            previous: None,
+            host: &host,
+            failure: None,
+            now_ms: 0,
+        });
+        assert_eq!(d.phase, Phase::Idle);
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(Failure::backoff(1), Duration::from_secs(5));
+        assert_eq!(Failure::backoff(2), Duration::from_secs(10));
+        assert_eq!(Failure::backoff(4), Duration::from_secs(40));
+        assert_eq!(Failure::backoff(7), Duration::from_secs(300));
+        assert_eq!(Failure::backoff(200), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn status_reports_conditions() {
+        let spec = spec(NEW, DesiredImageState::Staged, RebootPolicy::RebootOnly);
+        let host = host(OLD, Some(entry(NEW, true, true)), "b1");
+        let inputs = Inputs {
+            spec: &spec,
+            generation: Some(4),
+            previous: None,
+            host: &host,
+            failure: None,
+            now_ms: 0,
+        };
+        let d = decide(&inputs);
+        let (status, [idle, degraded]) = status_for(&d, &inputs);
+        assert_eq!(status.observed_generation, Some(4));
+        assert_eq!(status.boot_id.as_deref(), Some("b1"));
+        assert_eq!(status.staged, host.staged);
+        assert_eq!((idle.status, idle.reason.as_str()), (false, "Staged"));
+        assert!(idle.message.contains("locked"), "{}", idle.message);
+        assert_eq!(
+            (degraded.status, degraded.reason.as_str()),
+            (false, "Healthy")
+        );
+    }
+}

@@ -1,0 +1,502 @@
+//! The daemon's unprivileged loop: one watch on its own BootcNode, host
+//! status from the helper, decisions from [`crate::machine`], status writes
+//! only when something changed, and bootc commands only through the helper.
+//!
+//! Inputs that wake the loop: a BootcNode event, a host-change event
+//! (inotify on `ostree/bootc`), the fallback poll, and a retry timer after a
+//! failure. Host status is re-read after each of the daemon's own commands
+//! too, because bootc does not always touch its mtime.
+
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use api::conditions::{self, ConditionUpdate};
+use api::{BootEntryStatus, BootcNode, BootcNodeStatus, SecretReference, labels};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::machine::{self, Action, Decision, Failure, HostView, Inputs, Operation};
+
+/// The helper client over the socketpair.
+pub type Helper = proto::helper_client::HelperClient<tonic::transport::Channel>;
+
+/// The default fallback poll of the host's status.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
+
+/// Settings of the loop.
+#[derive(Clone, Debug)]
+pub struct LoopConfig {
+    pub node_name: String,
+    /// The only namespace pull secrets are read from.
+    pub operator_namespace: String,
+    pub poll_interval: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    #[error("the helper is gone ({0}); exiting so that the pod restarts with a new one")]
+    HelperGone(tonic::Status),
+    #[error("writing the status of BootcNode {node}: {source}")]
+    StatusWrite { node: String, source: kube::Error },
+    #[error("the watch of BootcNode {node} ended")]
+    WatchEnded { node: String },
+    #[error("the host-change event source ended")]
+    HostEventsEnded,
+}
+
+/// Is this helper error a broken connection (fatal) rather than a refused
+/// or failed command (reported, retried)?
+fn helper_gone(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown
+    ) && !status.message().starts_with("bootc")
+}
+
+fn entry(e: Option<proto::BootEntry>) -> Option<BootEntryStatus> {
+    e.map(|e| BootEntryStatus {
+        image: Some(e.image).filter(|s| !s.is_empty()),
+        image_digest: Some(e.digest).filter(|s| !s.is_empty()),
+        version: e.version,
+        timestamp: e.timestamp,
+        architecture: Some(e.architecture).filter(|s| !s.is_empty()),
+        soft_reboot_capable: e.soft_reboot_capable,
+        incompatible: e.incompatible,
+        download_only: e.download_only,
+    })
+}
+
+/// Maps the helper's Status answer to what the state machine reads.
+pub fn host_view(status: proto::StatusResponse) -> HostView {
+    HostView {
+        booted: entry(status.booted),
+        staged: entry(status.staged),
+        rollback: entry(status.rollback),
+        boot_id: status.boot_id,
+        download_only_supported: status.download_only_supported,
+    }
+}
+
+/// Which pull secret the host's auth file holds, by reference and hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct AuthWritten {
+    reference: SecretReference,
+    hash: Option<String>,
+}
+
+struct NodeLoop {
+    helper: Helper,
+    nodes: Api<BootcNode>,
+    secrets: Api<Secret>,
+    config: LoopConfig,
+    started: Instant,
+    node: Option<BootcNode>,
+    host: Option<HostView>,
+    failure: Option<Failure>,
+    auth_written: Option<AuthWritten>,
+    retry_at: Option<Instant>,
+    /// The last status written, so that an identical one is not re-sent
+    /// while the watch has not yet delivered our own write.
+    last_written: Option<BootcNodeStatus>,
+}
+
+/// Runs until the helper goes away or the watch ends for good.
+pub async fn run(
+    helper: Helper,
+    host_changed: impl Stream<Item = ()> + Send,
+    kube: kube::Client,
+    config: LoopConfig,
+) -> Result<(), LoopError> {
+    let nodes: Api<BootcNode> = Api::all(kube.clone());
+    let secrets: Api<Secret> = Api::namespaced(kube, &config.operator_namespace);
+    let watch_config =
+        watcher::Config::default().fields(&format!("metadata.name={}", config.node_name));
+    let mut watch = Box::pin(watcher(nodes.clone(), watch_config).default_backoff());
+    let mut host_changed: Pin<Box<dyn Stream<Item = ()> + Send>> = Box::pin(host_changed);
+    let mut poll = tokio::time::interval(config.poll_interval);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    poll.tick().await;
+
+    let mut me = NodeLoop {
+        helper,
+        nodes,
+        secrets,
+        config,
+        started: Instant::now(),
+        node: None,
+        host: None,
+        failure: None,
+        auth_written: None,
+        retry_at: None,
+        last_written: None,
+    };
+    me.refresh_host().await?;
+    tracing::info!(node = %me.config.node_name, "watching BootcNode");
+
+    loop {
+        let retry = me.retry_at;
+        tokio::select! {
+            event = watch.next() => {
+                match event {
+                    Some(Ok(ev)) => me.on_watch_event(ev),
+                    Some(Err(e)) => {
+                        // The watcher backs off and resumes by itself.
+                        tracing::warn!(error = %e, "BootcNode watch error");
+                        continue;
+                    }
+                    None => return Err(LoopError::WatchEnded { node: me.config.node_name.clone() }),
+                }
+            }
+            ev = host_changed.next() => {
+                if ev.is_none() {
+                    return Err(LoopError::HostEventsEnded);
+                }
+                me.refresh_host().await?;
+            }
+            _ = poll.tick() => me.refresh_host().await?,
+            _ = sleep_until(retry) => me.retry_at = None,
+        }
+        me.reconcile().await?;
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl NodeLoop {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn on_watch_event(&mut self, event: watcher::Event<BootcNode>) {
+        match event {
+            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                // Our own write coming back is the new baseline.
+                if node.status.is_some() {
+                    self.last_written = None;
+                }
+                self.node = Some(node);
+            }
+            watcher::Event::Delete(_) => {
+                tracing::info!("BootcNode deleted: the node left its pool; waiting");
+                self.node = None;
+                self.last_written = None;
+            }
+            watcher::Event::Init => {}
+            watcher::Event::InitDone => {
+                if self.node.is_none() {
+                    tracing::info!(node = %self.config.node_name, "no BootcNode yet; waiting for the controller");
+                }
+            }
+        }
+    }
+
+    async fn refresh_host(&mut self) -> Result<(), LoopError> {
+        match self.helper.status(proto::StatusRequest {}).await {
+            Ok(resp) => {
+                self.host = Some(host_view(resp.into_inner()));
+                Ok(())
+            }
+            Err(status) if helper_gone(&status) => Err(LoopError::HelperGone(status)),
+            Err(status) => {
+                tracing::warn!(error = %status.message(), "bootc status failed");
+                Ok(())
+            }
+        }
+    }
+
+    /// Decides and acts until nothing more is to be done right now. Bounded:
+    /// each action changes the host or records a failure.
+    async fn reconcile(&mut self) -> Result<(), LoopError> {
+        for _ in 0..8 {
+            let Some(node) = self.node.clone() else {
+                return Ok(());
+            };
+            self.sync_pull_secret(&node).await?;
+            let Some(host) = self.host.clone() else {
+                return Ok(());
+            };
+            let decision = machine::decide(&Inputs {
+                spec: &node.spec,
+                generation: node.metadata.generation,
+                previous: node.status.as_ref(),
+                host: &host,
+                failure: self.failure.as_ref(),
+                now_ms: self.now_ms(),
+            });
+            let decision = self.with_auth_failure(decision);
+            self.write_status(&node, &host, &decision).await?;
+            match decision.action {
+                Action::None => return Ok(()),
+                Action::RetryAfter(after) => {
+                    self.retry_at = Some(Instant::now() + after);
+                    return Ok(());
+                }
+                Action::Stage { image } => {
+                    tracing::info!(%image, "staging");
+                    let result = self
+                        .helper
+                        .stage(proto::StageRequest {
+                            image: image.clone(),
+                        })
+                        .await;
+                    self.record(Operation::Stage, &image, result.map(|r| {
+                        if !r.into_inner().locked {
+                            tracing::warn!(%image, "staged unlocked: this bootc has no --download-only");
+                        }
+                    }))?;
+                    self.refresh_host().await?;
+                }
+                Action::Apply { soft_reboot } => {
+                    tracing::info!(soft_reboot, image = %node.spec.desired_image, "applying the staged image");
+                    let result = self.helper.apply(proto::ApplyRequest { soft_reboot }).await;
+                    let applied = result.is_ok();
+                    self.record(
+                        Operation::Apply,
+                        &node.spec.desired_image,
+                        result.map(|_| ()),
+                    )?;
+                    if applied {
+                        // The host is going down; the next daemon reports.
+                        return Ok(());
+                    }
+                    self.refresh_host().await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn record(
+        &mut self,
+        operation: Operation,
+        image: &str,
+        result: Result<(), tonic::Status>,
+    ) -> Result<(), LoopError> {
+        match result {
+            Ok(()) => {
+                if self
+                    .failure
+                    .as_ref()
+                    .is_some_and(|f| f.operation == operation)
+                {
+                    self.failure = None;
+                }
+                Ok(())
+            }
+            Err(status) if helper_gone(&status) => Err(LoopError::HelperGone(status)),
+            Err(status) => {
+                let attempts = self
+                    .failure
+                    .as_ref()
+                    .filter(|f| f.operation == operation && f.image == image)
+                    .map_or(1, |f| f.attempts + 1);
+                let delay = Failure::backoff(attempts);
+                let verb = match operation {
+                    Operation::Stage => "staging",
+                    Operation::Apply => "applying",
+                    Operation::WriteAuth => "writing the pull secret for",
+                };
+                let message = format!(
+                    "{verb} {image} failed (attempt {attempts}): {}",
+                    status.message()
+                );
+                tracing::warn!(%message, retry_in = ?delay, "bootc command failed");
+                self.failure = Some(Failure {
+                    operation,
+                    image: image.to_owned(),
+                    message,
+                    attempts,
+                    retry_at_ms: self.now_ms()
+                        + u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// A pull-secret failure makes the node degraded and holds staging.
+    fn with_auth_failure(&self, mut decision: Decision) -> Decision {
+        if let Some(f) = self
+            .failure
+            .as_ref()
+            .filter(|f| f.operation == Operation::WriteAuth)
+        {
+            decision.degraded = Some(f.message.clone());
+            if matches!(decision.action, Action::Stage { .. }) {
+                let wait = f.retry_at_ms.saturating_sub(self.now_ms()).max(1);
+                decision.action = Action::RetryAfter(Duration::from_millis(wait));
+            }
+        }
+        decision
+    }
+
+    /// Writes the node's pull secret to the host when its reference or
+    /// hash changed: one GET, checked against the hash, then WriteAuth.
+    async fn sync_pull_secret(&mut self, node: &BootcNode) -> Result<(), LoopError> {
+        let Some(reference) = node.spec.pull_secret_ref.clone() else {
+            if self
+                .failure
+                .as_ref()
+                .is_some_and(|f| f.operation == Operation::WriteAuth)
+            {
+                self.failure = None;
+            }
+            return Ok(());
+        };
+        let wanted = AuthWritten {
+            reference: reference.clone(),
+            hash: node.spec.pull_secret_hash.clone(),
+        };
+        if self.auth_written.as_ref() == Some(&wanted) {
+            return Ok(());
+        }
+        if let Some(f) = &self.failure
+            && f.operation == Operation::WriteAuth
+            && f.retry_at_ms > self.now_ms()
+        {
+            return Ok(());
+        }
+        let label = format!("{}/{}", reference.namespace, reference.name);
+        let result = self
+            .fetch_auth(&reference, node.spec.pull_secret_hash.as_deref())
+            .await;
+        let result = match result {
+            Ok(json) => self
+                .helper
+                .write_auth(proto::WriteAuthRequest {
+                    docker_config_json: json,
+                })
+                .await
+                .map(|_| ()),
+            Err(message) => Err(tonic::Status::failed_precondition(message)),
+        };
+        let ok = result.is_ok();
+        self.record(Operation::WriteAuth, &label, result)?;
+        if ok {
+            tracing::info!(secret = %label, "pull secret written to the host");
+            self.auth_written = Some(wanted);
+        }
+        Ok(())
+    }
+
+    async fn fetch_auth(
+        &self,
+        reference: &SecretReference,
+        hash: Option<&str>,
+    ) -> Result<Vec<u8>, String> {
+        if reference.namespace != self.config.operator_namespace {
+            return Err(format!(
+                "pull secret {}/{} is outside the operator namespace {}; refusing to read it",
+                reference.namespace, reference.name, self.config.operator_namespace
+            ));
+        }
+        let secret = self.secrets.get(&reference.name).await.map_err(|e| {
+            format!(
+                "reading Secret {}/{}: {e}",
+                reference.namespace, reference.name
+            )
+        })?;
+        let data = secret.data.unwrap_or_default();
+        if let Some(want) = hash {
+            let have = api::secret_hash::pull_secret_hash(&data);
+            if have != want {
+                return Err(format!(
+                    "Secret {}/{} has content {have}, the controller announced {want}; waiting for it to catch up",
+                    reference.namespace, reference.name
+                ));
+            }
+        }
+        data.get(".dockerconfigjson").map(|v| v.0.clone()).ok_or_else(|| {
+            format!(
+                "Secret {}/{} has no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)",
+                reference.namespace, reference.name
+            )
+        })
+    }
+
+    /// Writes the status for `decision`, unless it is what is stored.
+    async fn write_status(
+        &mut self,
+        node: &BootcNode,
+        host: &HostView,
+        decision: &Decision,
+    ) -> Result<(), LoopError> {
+        let inputs = Inputs {
+            spec: &node.spec,
+            generation: node.metadata.generation,
+            previous: node.status.as_ref(),
+            host,
+            failure: None,
+            now_ms: 0,
+        };
+        let (mut status, updates) = machine::status_for(decision, &inputs);
+        let now = Time(jiff::Timestamp::now());
+        apply_all(
+            &mut status.conditions,
+            &updates,
+            node.metadata.generation,
+            &now,
+        );
+        let stored = self.last_written.as_ref().or(node.status.as_ref());
+        if stored.is_some_and(|s| same_status(s, &status)) {
+            return Ok(());
+        }
+        let patch = serde_json::json!({
+            "apiVersion": "node.bootc.dev/v1alpha1",
+            "kind": "BootcNode",
+            "status": status,
+        });
+        let name = self.config.node_name.clone();
+        self.nodes
+            .patch_status(
+                &name,
+                &PatchParams::apply(labels::DAEMON_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(|source| LoopError::StatusWrite {
+                node: name.clone(),
+                source,
+            })?;
+        tracing::info!(
+            phase = decision.phase.reason(),
+            degraded = decision.degraded.is_some(),
+            message = %decision.phase_message,
+            "status written"
+        );
+        self.last_written = Some(status);
+        Ok(())
+    }
+}
+
+fn apply_all(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    updates: &[ConditionUpdate],
+    generation: Option<i64>,
+    now: &Time,
+) {
+    for update in updates {
+        conditions::apply(conditions, update, generation, now);
+    }
+}
+
+/// Equal but for condition timestamps.
+fn same_status(a: &BootcNodeStatus, b: &BootcNodeStatus) -> bool {
+    let strip = |s: &BootcNodeStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time = Time(jiff::Timestamp::UNIX_EPOCH);
+        }
+        s.conditions.sort_by(|x, y| x.type_.cmp(&y.type_));
+        s
+    };
+    strip(a) == strip(b)
+}

@@ -1,0 +1,20 @@
+//! Starts a throwaway control plane (etcd + kube-apiserver) with the CRDs
+//! installed, prints the KUBECONFIG line, and runs until Ctrl-C.
+
+use std::io::Write;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let cp = tests::ControlPlane::start().await?;
+    tests::k8s::install_crds(&cp.admin().await?).await?;
+    let mut out = std::io::stdout();
+    writeln!(
+        out,
+        "export KUBECONFIG={}",
+        cp.kubeconfig(tests::Identity::Admin).display()
+    )?;
+    out.flush()?;
+    tokio::signal::ctrl_c().await?;
+    drop(cp);
+    Ok(())
+}

@@ -1,0 +1,335 @@
+//! A real OCI registry for tests: Debian's `docker-registry` (distribution
+//! 2.8) on loopback with TLS and htpasswd basic auth, and a pusher that
+//! writes small test images with a real registry client.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, Config, ImageLayer};
+use oci_client::manifest::OciImageManifest;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use sha2::{Digest, Sha256};
+
+use crate::control_plane::{free_port, spawn_logged, tail};
+use crate::pki;
+
+pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
+pub const OCI_LAYER: &str = "application/vnd.oci.image.layer.v1.tar";
+
+/// Installs rustls' ring provider as the process default (reqwest is built
+/// without one, so that aws-lc is not compiled).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A running registry.
+pub struct TestRegistry {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    port: u16,
+    user: String,
+    password: String,
+}
+
+impl std::fmt::Debug for TestRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestRegistry")
+            .field("port", &self.port)
+            .finish()
+    }
+}
+
+/// What to put in a test image.
+#[derive(Clone, Debug)]
+pub struct TestImage<'a> {
+    pub architecture: &'a str,
+    /// `org.opencontainers.image.version` label (bootc reports it as version).
+    pub version: &'a str,
+    /// Makes the content (and so the digest) unique.
+    pub marker: &'a str,
+}
+
+impl TestRegistry {
+    /// Starts a registry requiring `user`/`password`.
+    pub async fn start(user: &str, password: &str) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("bootc-registry-")
+            .tempdir()?;
+        let d = dir.path();
+        pki::ca(d)?;
+        pki::serving_leaf(d, "serving")?;
+        let out = Command::new("htpasswd")
+            .args(["-Bbn", user, password])
+            .output()
+            .context("running htpasswd (package apache2-utils)")?;
+        if !out.status.success() {
+            bail!("htpasswd failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::fs::write(d.join("htpasswd"), &out.stdout)?;
+        let mut reg = TestRegistry {
+            dir,
+            child: None,
+            port: free_port()?,
+            user: user.to_owned(),
+            password: password.to_owned(),
+        };
+        reg.write_config()?;
+        reg.start_process().await?;
+        Ok(reg)
+    }
+
+    fn write_config(&self) -> Result<()> {
+        let d = self.dir.path();
+        let config = format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {data}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {crt}\n    key: {key}\nauth:\n  htpasswd:\n    realm: bootc-test\n    path: {htpasswd}\n",
+            data = d.join("data").display(),
+            port = self.port,
+            crt = d.join("serving.crt").display(),
+            key = d.join("serving.key").display(),
+            htpasswd = d.join("htpasswd").display(),
+        );
+        std::fs::write(d.join("config.yml"), config)?;
+        Ok(())
+    }
+
+    async fn start_process(&mut self) -> Result<()> {
+        let d = self.dir.path();
+        let child = spawn_logged(
+            Path::new("docker-registry"),
+            &["serve".into(), d.join("config.yml").display().to_string()],
+            &d.join("registry.log"),
+        )?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+                .await
+                .is_ok()
+            {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                bail!(
+                    "docker-registry exited with {status}:\n{}",
+                    tail(&d.join("registry.log"))
+                );
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "docker-registry not listening after 30s:\n{}",
+                    tail(&d.join("registry.log"))
+                );
+            }
+            // Nothing to await but the port: poll it.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the registry (its data stays), for "registry went away" tests.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port with the same data.
+    pub async fn restart(&mut self) -> Result<()> {
+        self.stop();
+        self.start_process().await
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The CA certificate (PEM) that signed the registry's certificate.
+    pub fn ca_pem(&self) -> Result<Vec<u8>> {
+        Ok(std::fs::read(self.ca_path())?)
+    }
+
+    pub fn ca_path(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    /// A docker config JSON (`.dockerconfigjson`) with these credentials.
+    pub fn docker_config(&self, user: &str, password: &str) -> String {
+        use base64::Engine;
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        serde_json::json!({"auths": {self.host(): {"auth": auth}}}).to_string()
+    }
+
+    /// The docker config JSON with the right credentials.
+    pub fn good_docker_config(&self) -> String {
+        self.docker_config(&self.user, &self.password)
+    }
+
+    fn client(&self) -> Result<Client> {
+        install_crypto_provider();
+        Ok(Client::new(ClientConfig {
+            extra_root_certificates: vec![Certificate {
+                encoding: CertificateEncoding::Pem,
+                data: self.ca_pem()?,
+            }],
+            ..Default::default()
+        }))
+    }
+
+    fn auth(&self) -> RegistryAuth {
+        RegistryAuth::Basic(self.user.clone(), self.password.clone())
+    }
+
+    fn reference(&self, repo: &str, tag: &str) -> Result<Reference> {
+        format!("{}/{repo}:{tag}", self.host())
+            .parse()
+            .with_context(|| format!("reference {repo}:{tag}"))
+    }
+
+    /// Pushes a single-platform OCI image under `repo:tag`; returns the
+    /// manifest digest.
+    pub async fn push_image(&self, repo: &str, tag: &str, image: &TestImage<'_>) -> Result<String> {
+        let reference = self.reference(repo, tag)?;
+        let (config, layer) = image_parts(image, OCI_CONFIG);
+        let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+        let client = self.client()?;
+        let resp = client
+            .push(&reference, &[layer], config, &self.auth(), Some(manifest))
+            .await
+            .with_context(|| format!("pushing {reference}"))?;
+        digest_from_url(&resp.manifest_url)
+    }
+
+    /// Pushes a single-platform image with Docker schema 2 media types.
+    pub async fn push_docker_image(
+        &self,
+        repo: &str,
+        tag: &str,
+        image: &TestImage<'_>,
+    ) -> Result<String> {
+        let reference = self.reference(repo, tag)?;
+        let (config, layer) = image_parts(image, DOCKER_CONFIG);
+        let client = self.client()?;
+        client
+            .store_auth_if_needed(reference.resolve_registry(), &self.auth())
+            .await;
+        // Blobs first, then a Docker-typed manifest pointing at them.
+        let layer_digest = sha256(&layer.data);
+        let config_digest = sha256(&config.data);
+        client
+            .push_blob(&reference, layer.data.clone(), &layer_digest)
+            .await?;
+        client
+            .push_blob(&reference, config.data.clone(), &config_digest)
+            .await?;
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": DOCKER_MANIFEST,
+            "config": {"mediaType": DOCKER_CONFIG, "size": config.data.len(), "digest": config_digest},
+            "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": layer.data.len(), "digest": layer_digest}],
+        });
+        let body = serde_json::to_vec(&manifest)?;
+        let digest = sha256(&body);
+        client
+            .push_manifest_raw(&reference, body, DOCKER_MANIFEST.parse()?)
+            .await
+            .with_context(|| format!("pushing {reference}"))?;
+        Ok(digest)
+    }
+
+    /// Pushes an OCI index under `repo:tag` over images already pushed to
+    /// `repo` (given as `(architecture, manifest digest)`); returns the
+    /// index digest.
+    pub async fn push_index(
+        &self,
+        repo: &str,
+        tag: &str,
+        entries: &[(&str, &str)],
+    ) -> Result<String> {
+        let reference = self.reference(repo, tag)?;
+        let client = self.client()?;
+        client
+            .store_auth_if_needed(reference.resolve_registry(), &self.auth())
+            .await;
+        let mut manifests = Vec::new();
+        for (arch, digest) in entries {
+            let by_digest: Reference = format!("{}/{repo}@{digest}", self.host()).parse()?;
+            let (raw, _) = client
+                .pull_manifest_raw(&by_digest, &self.auth(), &[OCI_MANIFEST])
+                .await?;
+            manifests.push(serde_json::json!({
+                "mediaType": OCI_MANIFEST,
+                "digest": digest,
+                "size": raw.len(),
+                "platform": {"architecture": arch, "os": "linux"},
+            }));
+        }
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": manifests,
+        });
+        let body = serde_json::to_vec(&index)?;
+        let digest = sha256(&body);
+        client
+            .push_manifest_raw(&reference, body, OCI_INDEX.parse()?)
+            .await
+            .with_context(|| format!("pushing index {reference}"))?;
+        Ok(digest)
+    }
+}
+
+impl Drop for TestRegistry {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `sha256:<hex>` of `data`.
+pub fn sha256(data: &[u8]) -> String {
+    let hash = Sha256::digest(data);
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+fn image_parts(image: &TestImage<'_>, config_media_type: &str) -> (Config, ImageLayer) {
+    let config = serde_json::json!({
+        "architecture": image.architecture,
+        "os": "linux",
+        "config": {"Labels": {
+            "org.opencontainers.image.version": image.version,
+            "containers.bootc": "1",
+        }},
+        "rootfs": {"type": "layers", "diff_ids": []},
+    });
+    let config = Config {
+        data: serde_json::to_vec(&config).unwrap_or_default().into(),
+        media_type: config_media_type.into(),
+        annotations: None,
+    };
+    let layer = ImageLayer {
+        data: format!("bootc test layer {} {}", image.version, image.marker)
+            .into_bytes()
+            .into(),
+        media_type: OCI_LAYER.into(),
+        annotations: None,
+    };
+    (config, layer)
+}
+
+fn digest_from_url(url: &str) -> Result<String> {
+    url.rsplit('/')
+        .next()
+        .filter(|d| d.starts_with("sha256:"))
+        .map(str::to_owned)
+        .with_context(|| format!("no digest in manifest URL {url}"))
+}

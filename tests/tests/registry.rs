@@ -1,0 +1,352 @@
+//! Tag resolution and manifest inspection against a real registry
+//! (Debian's docker-registry with TLS and htpasswd auth).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+use api::image_ref::ImageRef;
+use controller::registry::{
+    Credentials, RegistryError, RegistryOptions, Resolver, check_architectures, credentials_for,
+};
+use tests::registry::{TestImage, TestRegistry};
+
+fn resolver(reg: &TestRegistry) -> Resolver {
+    Resolver::new(RegistryOptions {
+        ca_bundle: Some(reg.ca_pem().unwrap()),
+        ..Default::default()
+    })
+}
+
+fn creds(reg: &TestRegistry, password: &str) -> Credentials {
+    credentials_for(
+        reg.docker_config("tester", password).as_bytes(),
+        &reg.host(),
+        "bootc-operator/pull",
+    )
+    .unwrap()
+    .unwrap()
+}
+
+fn image(version: &str) -> TestImage<'_> {
+    TestImage {
+        architecture: "amd64",
+        version,
+        marker: version,
+    }
+}
+
+#[tokio::test]
+async fn tags_resolve_follow_pushes_and_errors_are_told_apart() {
+    let mut reg = TestRegistry::start("tester", "correct-horse")
+        .await
+        .unwrap();
+    let good = creds(&reg, "correct-horse");
+    let r = resolver(&reg);
+    let tag_ref = ImageRef::parse(&format!("{}/acme/os:prod", reg.host())).unwrap();
+
+    let v1 = reg
+        .push_image("acme/os", "prod", &image("1.0"))
+        .await
+        .unwrap();
+    let resolved = r.resolve(&tag_ref, Some(&good), "h1").await.unwrap();
+    assert_eq!(resolved.facts.digest, v1);
+    assert_eq!(resolved.pinned, format!("{}/acme/os@{v1}", reg.host()));
+    assert_eq!(
+        resolved.facts.architectures,
+        BTreeSet::from(["amd64".to_owned()])
+    );
+
+    // Same tag, new image: the new digest is seen.
+    let v2 = reg
+        .push_image("acme/os", "prod", &image("2.0"))
+        .await
+        .unwrap();
+    assert_ne!(v1, v2);
+    assert_eq!(
+        r.resolve(&tag_ref, Some(&good), "h1")
+            .await
+            .unwrap()
+            .facts
+            .digest,
+        v2
+    );
+
+    // A digest reference resolves to itself.
+    let by_digest = ImageRef::parse(&format!("{}/acme/os@{v1}", reg.host())).unwrap();
+    assert_eq!(
+        r.resolve(&by_digest, Some(&good), "h1")
+            .await
+            .unwrap()
+            .facts
+            .digest,
+        v1
+    );
+
+    // Wrong password, no credentials: the credentials error.
+    for (label, c) in [
+        ("wrong password", Some(creds(&reg, "wrong"))),
+        ("anonymous", None),
+    ] {
+        let err = r.resolve(&tag_ref, c.as_ref(), "h2").await.unwrap_err();
+        assert!(
+            matches!(err, RegistryError::Unauthorized { .. }),
+            "{label}: {err:?}"
+        );
+        assert_eq!(err.reason(), "RegistryUnauthorized");
+    }
+
+    // Missing tag, missing repository: not found.
+    for missing in ["acme/os:nope", "acme/nothing:prod"] {
+        let missing_ref = ImageRef::parse(&format!("{}/{missing}", reg.host())).unwrap();
+        let err = r
+            .resolve(&missing_ref, Some(&good), "h1")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, RegistryError::NotFound { .. }),
+            "{missing}: {err:?}"
+        );
+        assert!(err.to_string().contains(missing), "{err}");
+    }
+
+    // The registry goes away: unreachable, then back.
+    reg.stop();
+    let err = r.resolve(&tag_ref, Some(&good), "h1").await.unwrap_err();
+    assert!(matches!(err, RegistryError::Unreachable { .. }), "{err:?}");
+    reg.restart().await.unwrap();
+    assert_eq!(
+        r.resolve(&tag_ref, Some(&good), "h1")
+            .await
+            .unwrap()
+            .facts
+            .digest,
+        v2
+    );
+
+    // An unknown CA is a TLS failure, reported as unreachable, not a pass.
+    let untrusting = Resolver::new(RegistryOptions::default());
+    let err = untrusting
+        .resolve(&tag_ref, Some(&good), "h1")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Unreachable { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn indexes_and_docker_manifests() {
+    let reg = TestRegistry::start("tester", "pw").await.unwrap();
+    let good = creds(&reg, "pw");
+    let r = resolver(&reg);
+
+    let amd = reg
+        .push_image(
+            "acme/os",
+            "amd64-1",
+            &TestImage {
+                architecture: "amd64",
+                version: "1",
+                marker: "a",
+            },
+        )
+        .await
+        .unwrap();
+    let arm = reg
+        .push_image(
+            "acme/os",
+            "arm64-1",
+            &TestImage {
+                architecture: "arm64",
+                version: "1",
+                marker: "b",
+            },
+        )
+        .await
+        .unwrap();
+    let both = reg
+        .push_index("acme/os", "multi", &[("amd64", &amd), ("arm64", &arm)])
+        .await
+        .unwrap();
+    let amd_only = reg
+        .push_index("acme/os", "amd-only", &[("amd64", &amd)])
+        .await
+        .unwrap();
+
+    let multi = r
+        .resolve(
+            &ImageRef::parse(&format!("{}/acme/os:multi", reg.host())).unwrap(),
+            Some(&good),
+            "h",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        multi.facts.digest, both,
+        "an index resolves to the index digest"
+    );
+    assert_eq!(
+        multi.facts.media_type,
+        "application/vnd.oci.image.index.v1+json"
+    );
+    let fleet = BTreeSet::from(["amd64".to_owned(), "arm64".to_owned()]);
+    check_architectures(&multi.facts, &fleet, "multi").unwrap();
+
+    let only = r
+        .resolve(
+            &ImageRef::parse(&format!("{}/acme/os:amd-only", reg.host())).unwrap(),
+            Some(&good),
+            "h",
+        )
+        .await
+        .unwrap();
+    assert_eq!(only.facts.digest, amd_only);
+    let err = check_architectures(&only.facts, &fleet, "amd-only").unwrap_err();
+    assert!(
+        matches!(&err, RegistryError::UnsupportedArchitecture { missing, .. } if missing == &vec!["arm64".to_owned()]),
+        "{err:?}"
+    );
+
+    let docker = reg
+        .push_docker_image(
+            "acme/os",
+            "docker",
+            &TestImage {
+                architecture: "arm64",
+                version: "1",
+                marker: "d",
+            },
+        )
+        .await
+        .unwrap();
+    let resolved = r
+        .resolve(
+            &ImageRef::parse(&format!("{}/acme/os:docker", reg.host())).unwrap(),
+            Some(&good),
+            "h",
+        )
+        .await
+        .unwrap();
+    assert_eq!(resolved.facts.digest, docker);
+    assert_eq!(
+        resolved.facts.media_type,
+        "application/vnd.docker.distribution.manifest.v2+json"
+    );
+    assert_eq!(
+        resolved.facts.architectures,
+        BTreeSet::from(["arm64".to_owned()])
+    );
+}
+
+#[tokio::test]
+async fn the_fake_hosts_pull_uses_the_hosts_auth_file_and_ca() {
+    let reg = TestRegistry::start("tester", "pw").await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let certs = root.path().join("etc/containers/certs.d").join(reg.host());
+    std::fs::create_dir_all(&certs).unwrap();
+    std::fs::write(certs.join("ca.crt"), reg.ca_pem().unwrap()).unwrap();
+    std::fs::create_dir_all(root.path().join("run/ostree")).unwrap();
+    let auth = root.path().join("run/ostree/auth.json");
+
+    let amd = reg
+        .push_image(
+            "acme/os",
+            "a",
+            &TestImage {
+                architecture: "amd64",
+                version: "7.1",
+                marker: "a",
+            },
+        )
+        .await
+        .unwrap();
+    let arm = reg
+        .push_image(
+            "acme/os",
+            "b",
+            &TestImage {
+                architecture: "arm64",
+                version: "7.1",
+                marker: "b",
+            },
+        )
+        .await
+        .unwrap();
+    let index = reg
+        .push_index("acme/os", "multi", &[("amd64", &amd), ("arm64", &arm)])
+        .await
+        .unwrap();
+
+    // No auth file: the registry's 401.
+    let err = tests::image_pull::pull(
+        &format!("{}/acme/os@{amd}", reg.host()),
+        root.path(),
+        "amd64",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        format!("{err:#}").to_lowercase().contains("unauthorized")
+            || format!("{err:#}").contains("401"),
+        "{err:#}"
+    );
+
+    std::fs::write(&auth, reg.docker_config("tester", "pw")).unwrap();
+    let single = tests::image_pull::pull(
+        &format!("{}/acme/os@{amd}", reg.host()),
+        root.path(),
+        "amd64",
+    )
+    .await
+    .unwrap();
+    assert_eq!(single.manifest_digest, amd);
+    assert_eq!(single.architecture, "amd64");
+    assert_eq!(single.version.as_deref(), Some("7.1"));
+
+    // An index: the per-platform manifest, as real bootc reports it.
+    let multi = tests::image_pull::pull(
+        &format!("{}/acme/os@{index}", reg.host()),
+        root.path(),
+        "arm64",
+    )
+    .await
+    .unwrap();
+    assert_eq!(multi.manifest_digest, arm);
+    assert_eq!(multi.architecture, "arm64");
+    let err = tests::image_pull::pull(
+        &format!("{}/acme/os@{index}", reg.host()),
+        root.path(),
+        "s390x",
+    )
+    .await
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("linux/s390x"), "{err:#}");
+
+    // A digest that is not there: the registry's not-found.
+    let missing = format!("sha256:{}", "e".repeat(64));
+    let err = tests::image_pull::pull(
+        &format!("{}/acme/os@{missing}", reg.host()),
+        root.path(),
+        "amd64",
+    )
+    .await
+    .unwrap_err();
+    let text = format!("{err:#}").to_lowercase();
+    assert!(
+        text.contains("not found") || text.contains("404") || text.contains("unknown"),
+        "{text}"
+    );
+
+    // Wrong password: 401 again.
+    std::fs::write(&auth, reg.docker_config("tester", "nope")).unwrap();
+    let err = tests::image_pull::pull(
+        &format!("{}/acme/os@{amd}", reg.host()),
+        root.path(),
+        "amd64",
+    )
+    .await
+    .unwrap_err();
+    let text = format!("{err:#}").to_lowercase();
+    assert!(
+        text.contains("unauthorized") || text.contains("401"),
+        "{text}"
+    );
+}
