@@ -4,9 +4,9 @@
 pub mod control_plane;
 pub mod daemon_proc;
 pub mod display;
-pub mod image_pull;
 pub mod fake_bootc;
 pub mod fake_host;
+pub mod image_pull;
 pub mod k8s;
 pub mod pki;
 pub mod registry;
