@@ -19,7 +19,7 @@ async fn an_mtime_touch_is_an_event() {
     let dir = root.path().join("ostree/bootc");
     std::fs::create_dir_all(&dir).unwrap();
     let watch = HostWatch::open(root.path()).unwrap();
-    assert_eq!(watch.watched, [dir.clone()]);
+    assert_eq!(watch.watched, std::slice::from_ref(&dir));
     let mut events = Box::pin(watch.into_events().unwrap().into_stream());
     touch(&dir);
     tokio::time::timeout(Duration::from_secs(10), events.next())
