@@ -122,7 +122,13 @@ fn libc_sigsys() -> i32 {
 #[test]
 fn allowed_calls_and_threads_work_under_the_filter() {
     require_root!();
-    for case in ["getpid", "thread", "socket_netlink_ok"] {
+    for case in [
+        "getpid",
+        "thread",
+        "socket_netlink_ok",
+        "dns_localhost",
+        "tokio",
+    ] {
         let out = selftest(case);
         assert_eq!(
             out.status.code(),
@@ -132,6 +138,30 @@ fn allowed_calls_and_threads_work_under_the_filter() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn tcp_client_works_under_the_filter() {
+    require_root!();
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ping");
+        s.write_all(b"pong").unwrap();
+    });
+    let out = selftest(&format!("tcp_connect:{port}"));
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(selftest::ALLOWED)),
+        "{:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.join().unwrap();
 }
 
 #[test]
