@@ -6,7 +6,7 @@ use std::process::Command;
 
 fn cargo_tree(extra: &[&str]) -> String {
     let out = Command::new(env!("CARGO"))
-        .args(["tree", "--offline", "-p", "helper", "-e", "normal"])
+        .args(["tree", "--locked", "-p", "helper", "-e", "normal"])
         .args(extra)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
