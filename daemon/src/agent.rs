@@ -5,6 +5,23 @@
 //! runs as an unprivileged uid under seccomp, and cannot execute anything.
 //! The caller ([`crate::run_daemon`]) exits non-zero if the helper dies,
 //! so `run` need not watch for that.
+//!
+//! Notes for the loop:
+//! - Anything only root can read (a test kubeconfig and its client
+//!   certificates in a 0700 directory, for instance) must be read in
+//!   `start` before `privdrop::drop_privileges`; after it the process is uid
+//!   65534. In a pod, the service-account token is re-read as that uid (the
+//!   projected token file is 0644 by default).
+//! - Do not create threads before the drop; after it, threads are fine
+//!   (they inherit the empty capability sets and the filter).
+//! - The filter (`seccomp.rs`) admits what kube + tokio + rustls were
+//!   measured to use; anything new fails with EPERM (or kills, for the
+//!   kill-list). Run the loop's tests with the real daemon binary so they
+//!   run under the filter, and add a needed call with its reason.
+//! - bootc's `--apply` never returns; the helper answers Apply once the
+//!   reboot is under way. Write `Rebooting` before calling Apply.
+//! - Give each helper call a deadline of its own (`tonic::Request::set_timeout`):
+//!   Stage may legitimately take many minutes, Status should not.
 
 use crate::helper_client::HelperClient;
 use crate::watch::HostEvents;
