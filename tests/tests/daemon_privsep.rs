@@ -40,6 +40,48 @@ fn every_daemon_thread_is_unprivileged_under_seccomp() {
     assert!(daemon::privdrop::check_unprivileged(&status, false).is_err());
 }
 
+/// Where each open fd of `pid` points.
+fn fd_targets(pid: i32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|p| p.display().to_string())
+        .collect()
+}
+
+#[test]
+fn the_helper_inherits_nothing_but_its_socket() {
+    require_root!();
+    // A descriptor without close-on-exec, as a careless parent might leave.
+    let leak = tempfile::NamedTempFile::new().unwrap();
+    let fd = nix::fcntl::open(
+        leak.path(),
+        nix::fcntl::OFlag::O_RDONLY,
+        nix::sys::stat::Mode::empty(),
+    )
+    .unwrap();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut d = DaemonProcess::start(&host).unwrap();
+    d.wait_for_log(READY, T).unwrap();
+    let leaked = leak.path().display().to_string();
+    assert!(
+        fd_targets(d.pid()).contains(&leaked),
+        "the daemon got the leaked fd"
+    );
+    let helper = d.helper_pid().unwrap();
+    let targets = fd_targets(helper);
+    assert!(!targets.contains(&leaked), "{targets:?}");
+    assert!(
+        std::fs::read_link(format!("/proc/{helper}/fd/3"))
+            .unwrap()
+            .display()
+            .to_string()
+            .starts_with("socket:"),
+        "fd 3 is the socketpair end"
+    );
+    drop(fd);
+}
+
 #[test]
 fn daemon_sees_host_changes_through_inotify() {
     require_root!();
