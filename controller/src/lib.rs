@@ -1,4 +1,40 @@
-//! The pool controller (the planner and actuator land with the controller issue).
+//! The bootc pool controller.
+//!
+//! * [`planner`]: the pool reconciler's decisions as a pure function;
+//! * [`actuator`]: makes the planner's writes;
+//! * [`drain`]: node drains through the Eviction API;
+//! * [`target`]: the `resolve_target` step (digest references; the seam for
+//!   a registry-backed tag resolver);
+//! * [`lease`]: leader election on a Lease;
+//! * [`runtime`]: caches, watches, reconcile, finalizer, health endpoints.
+//!
+//! In-process use: `controller::run(config, Options::new("me"), token)`
+//! with a `kube::Config` and a [`CancellationToken`]; it returns once the
+//! token is cancelled (or with [`Error::LeaseLost`]). The binary
+//! `bootc-controller` wraps it: `KUBECONFIG` (or the in-cluster config),
+//! `--leader-elect`, `--lease-name` (bootc-controller), `--namespace`
+//! (bootc-operator), `--identity` ($POD_NAME, else the host name),
+//! `--lease-duration-seconds` (15), `--health-addr` (0.0.0.0:8081, "" to
+//! disable; /healthz, /readyz), `--resync-seconds` (600). SIGTERM/SIGINT stop
+//! it cleanly and release the lease.
+//!
+//! RBAC it needs (see controller/tests/rbac.yaml, which the tests install):
+//! cluster-wide `node.bootc.dev` bootcnodepools get/list/watch/patch/update,
+//! bootcnodepools/status get/patch/update, bootcnodes
+//! get/list/watch/create/patch/update/delete; core nodes get/list/watch/patch,
+//! pods get/list, pods/eviction create; in its namespace: secrets
+//! get/list/watch, coordination.k8s.io leases get/create/update,
+//! events.k8s.io events create/patch.
 
+pub mod actuator;
+pub mod drain;
+pub mod events;
+pub mod lease;
+pub mod planner;
 pub mod registry;
+pub mod runtime;
 pub mod tag_policy;
+pub mod target;
+
+pub use runtime::{Error, Options, run};
+pub use tokio_util::sync::CancellationToken;

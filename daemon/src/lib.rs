@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod helper_client;
+pub mod kubeconf;
 pub mod machine;
 pub mod node_loop;
 pub mod privdrop;
@@ -39,6 +40,10 @@ pub struct DaemonOptions {
     /// The unprivileged ids the daemon switches to.
     pub uid: u32,
     pub gid: u32,
+    /// A kubeconfig to use instead of the in-cluster service account.
+    pub kubeconfig: Option<PathBuf>,
+    /// The loop's settings (node name, operator namespace, poll interval).
+    pub agent: node_loop::LoopConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +60,8 @@ pub enum StartError {
     Runtime(#[from] std::io::Error),
     #[error(transparent)]
     Connect(#[from] helper_client::ConnectError),
+    #[error(transparent)]
+    Kube(#[from] kubeconf::KubeconfError),
 }
 
 /// The daemon's whole life. Returns the process exit code.
@@ -73,6 +80,8 @@ fn start(opts: &DaemonOptions) -> Result<ExitCode, StartError> {
     privdrop::ensure_single_threaded()?;
     let (helper, socket) = spawn::start(&opts.helper)?;
     let watch = watch::HostWatch::open(&opts.host_root)?;
+    // Credentials may live where the unprivileged uid cannot read.
+    let kube_source = kubeconf::preload(opts.kubeconfig.as_deref())?;
     privdrop::drop_privileges(opts.uid, opts.gid)?;
     seccomp::install()?;
     tracing::info!(
@@ -88,9 +97,12 @@ fn start(opts: &DaemonOptions) -> Result<ExitCode, StartError> {
         .build()?;
     rt.block_on(async move {
         let client = helper_client::connect(socket).await?;
+        let kube = kubeconf::client(kube_source).await?;
         let ctx = agent::AgentContext {
             helper: client,
             host_events: watch.into_events()?,
+            kube,
+            config: opts.agent.clone(),
         };
         tokio::select! {
             status = helper.exited() => {

@@ -27,6 +27,18 @@ struct Cli {
     /// How long the helper's Apply waits for an early bootc failure.
     #[arg(long, default_value_t = 5000)]
     apply_window_ms: u64,
+    /// The Node this daemon runs on (its BootcNode has the same name).
+    #[arg(long, env = "NODE_NAME", default_value = "")]
+    node_name: String,
+    /// The operator's namespace: the only one pull secrets are read from.
+    #[arg(long, env = "POD_NAMESPACE", default_value = api::labels::OPERATOR_NAMESPACE)]
+    namespace: String,
+    /// Fallback poll of the host's bootc status, in seconds.
+    #[arg(long, default_value_t = 300)]
+    poll_interval_secs: u64,
+    /// A kubeconfig instead of the in-cluster service account.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -51,6 +63,12 @@ fn main() -> ExitCode {
     if let Some(Command::SeccompSelftest { case }) = &cli.command {
         return daemon::selftest::run(case, cli.uid, cli.gid);
     }
+    if cli.node_name.is_empty() {
+        tracing::error!(
+            "no node name: set NODE_NAME (the DaemonSet sets it from spec.nodeName) or --node-name"
+        );
+        return ExitCode::from(2);
+    }
     let opts = DaemonOptions {
         helper: HelperOptions {
             path: cli
@@ -62,6 +80,12 @@ fn main() -> ExitCode {
         host_root: cli.host_root,
         uid: cli.uid,
         gid: cli.gid,
+        kubeconfig: cli.kubeconfig,
+        agent: daemon::node_loop::LoopConfig {
+            node_name: cli.node_name,
+            operator_namespace: cli.namespace,
+            poll_interval: Duration::from_secs(cli.poll_interval_secs.max(1)),
+        },
     };
     daemon::run_daemon(&opts)
 }

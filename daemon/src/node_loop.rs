@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use api::conditions::{self, ConditionUpdate};
 use api::{BootEntryStatus, BootcNode, BootcNodeStatus, SecretReference, labels};
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
@@ -25,6 +25,10 @@ pub type Helper = proto::helper_client::HelperClient<tonic::transport::Channel>;
 
 /// The default fallback poll of the host's status.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
+
+/// After bootc accepted an apply, how long to wait for the reboot before
+/// reporting that it did not happen.
+pub const REBOOT_GRACE: Duration = Duration::from_secs(600);
 
 /// Settings of the loop.
 #[derive(Clone, Debug)]
@@ -87,8 +91,12 @@ struct AuthWritten {
     hash: Option<String>,
 }
 
+type WatchStream =
+    Pin<Box<dyn Stream<Item = Result<watcher::Event<BootcNode>, watcher::Error>> + Send>>;
+
 struct NodeLoop {
     helper: Helper,
+    watch: WatchStream,
     nodes: Api<BootcNode>,
     secrets: Api<Secret>,
     config: LoopConfig,
@@ -98,6 +106,9 @@ struct NodeLoop {
     failure: Option<Failure>,
     auth_written: Option<AuthWritten>,
     retry_at: Option<Instant>,
+    /// Set when bootc accepted an apply: the host is going down, so the
+    /// loop only waits (it does not report what the half-rebooted host says).
+    rebooting_since: Option<Instant>,
     /// The last status written, so that an identical one is not re-sent
     /// while the watch has not yet delivered our own write.
     last_written: Option<BootcNodeStatus>,
@@ -114,7 +125,7 @@ pub async fn run(
     let secrets: Api<Secret> = Api::namespaced(kube, &config.operator_namespace);
     let watch_config =
         watcher::Config::default().fields(&format!("metadata.name={}", config.node_name));
-    let mut watch = Box::pin(watcher(nodes.clone(), watch_config).default_backoff());
+    let watch: WatchStream = Box::pin(watcher(nodes.clone(), watch_config).default_backoff());
     let mut host_changed: Pin<Box<dyn Stream<Item = ()> + Send>> = Box::pin(host_changed);
     let mut poll = tokio::time::interval(config.poll_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -122,6 +133,7 @@ pub async fn run(
 
     let mut me = NodeLoop {
         helper,
+        watch,
         nodes,
         secrets,
         config,
@@ -131,6 +143,7 @@ pub async fn run(
         failure: None,
         auth_written: None,
         retry_at: None,
+        rebooting_since: None,
         last_written: None,
     };
     me.refresh_host().await?;
@@ -139,7 +152,7 @@ pub async fn run(
     loop {
         let retry = me.retry_at;
         tokio::select! {
-            event = watch.next() => {
+            event = me.watch.next() => {
                 match event {
                     Some(Ok(ev)) => me.on_watch_event(ev),
                     Some(Err(e)) => {
@@ -215,7 +228,35 @@ impl NodeLoop {
     /// Decides and acts until nothing more is to be done right now. Bounded:
     /// each action changes the host or records a failure.
     async fn reconcile(&mut self) -> Result<(), LoopError> {
+        if let Some(since) = self.rebooting_since {
+            if since.elapsed() < REBOOT_GRACE {
+                return Ok(());
+            }
+            self.rebooting_since = None;
+            let image = self
+                .node
+                .as_ref()
+                .map(|n| n.spec.desired_image.clone())
+                .unwrap_or_default();
+            let message = format!(
+                "bootc accepted the apply {} s ago but the node has not rebooted",
+                since.elapsed().as_secs()
+            );
+            self.record(
+                Operation::Apply,
+                &image,
+                Err(tonic::Status::deadline_exceeded(message)),
+            )?;
+        }
         for _ in 0..8 {
+            // A command may have taken long: take in what the controller
+            // said meanwhile before deciding again.
+            while let Some(Some(event)) = self.watch.next().now_or_never() {
+                match event {
+                    Ok(ev) => self.on_watch_event(ev),
+                    Err(e) => tracing::warn!(error = %e, "BootcNode watch error"),
+                }
+            }
             let Some(node) = self.node.clone() else {
                 return Ok(());
             };
@@ -255,6 +296,11 @@ impl NodeLoop {
                     self.refresh_host().await?;
                 }
                 Action::Apply { soft_reboot } => {
+                    // The one disruptive step: confirm the approval against
+                    // a fresh read, not the watch's possibly stale copy.
+                    if !self.approval_still_holds(&node).await {
+                        continue;
+                    }
                     tracing::info!(soft_reboot, image = %node.spec.desired_image, "applying the staged image");
                     let result = self.helper.apply(proto::ApplyRequest { soft_reboot }).await;
                     let applied = result.is_ok();
@@ -265,6 +311,8 @@ impl NodeLoop {
                     )?;
                     if applied {
                         // The host is going down; the next daemon reports.
+                        self.rebooting_since = Some(Instant::now());
+                        self.retry_at = Some(Instant::now() + REBOOT_GRACE);
                         return Ok(());
                     }
                     self.refresh_host().await?;
@@ -272,6 +320,31 @@ impl NodeLoop {
             }
         }
         Ok(())
+    }
+
+    /// Re-reads the BootcNode; true when it is unchanged (same spec) and so
+    /// the apply decided on it may go ahead. On a change the fresh object
+    /// replaces the cached one and the caller decides again.
+    async fn approval_still_holds(&mut self, node: &BootcNode) -> bool {
+        match self.nodes.get_opt(&self.config.node_name).await {
+            Ok(Some(fresh)) => {
+                let same = fresh.spec == node.spec;
+                if !same {
+                    tracing::info!("the BootcNode changed before the apply; deciding again");
+                }
+                self.node = Some(fresh);
+                same
+            }
+            Ok(None) => {
+                self.node = None;
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot confirm the approval; not applying now");
+                self.retry_at = Some(Instant::now() + Duration::from_secs(5));
+                false
+            }
+        }
     }
 
     fn record(
@@ -449,6 +522,11 @@ impl NodeLoop {
         if stored.is_some_and(|s| same_status(s, &status)) {
             return Ok(());
         }
+        tracing::debug!(
+            stored = %serde_json::to_string(&stored).unwrap_or_default(),
+            new = %serde_json::to_string(&status).unwrap_or_default(),
+            "status differs"
+        );
         let patch = serde_json::json!({
             "apiVersion": "node.bootc.dev/v1alpha1",
             "kind": "BootcNode",

@@ -131,7 +131,9 @@ fn write_tokens(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n";
+/// Every request at metadata level, every stage: a watch is only seen at
+/// RequestReceived until its first event is sent.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n";
 
 /// Starts `bin` with output to `log`; it dies with the test process.
 pub fn spawn_logged(bin: &Path, args: &[String], log: &Path) -> Result<Child> {

@@ -1,5 +1,8 @@
 //! Running `bootc-daemon` (with its real helper) against a fake host, and
-//! reading its log as a stream of events.
+//! reading its log as a stream of events. No API server: the daemon is given
+//! a kubeconfig naming a closed loopback port, so its BootcNode watch just
+//! backs off while the process model (helper, drop, filter, host watch) is
+//! exercised. `tests::node_agent` runs it against a real API server.
 
 use crate::fake_host::{FakeHost, bin};
 use std::io::{BufRead, BufReader};
@@ -7,10 +10,35 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// The daemon's log line once it runs unprivileged, has read the host's
+/// status through the helper, and has started its loop.
+pub const READY: &str = "watching BootcNode";
+
+/// The helper's log line for each `bootc status` it runs.
+pub const HELPER_RAN_STATUS: &str = "running bootc argv=[\"status\"";
+
+const NO_API_SERVER: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: none
+  cluster:
+    server: http://127.0.0.1:1
+users:
+- name: none
+  user: {}
+contexts:
+- name: none
+  context:
+    cluster: none
+    user: none
+current-context: none
+";
+
 /// A running daemon. Killed (SIGKILL) and reaped on drop.
 #[derive(Debug)]
 pub struct DaemonProcess {
     pub child: Child,
+    _kubeconfig: tempfile::NamedTempFile,
     lines: mpsc::Receiver<String>,
     /// Every log line read so far.
     pub log: Vec<String>,
@@ -21,7 +49,12 @@ impl DaemonProcess {
     /// Starts the daemon against `host` (host root = the host directory,
     /// helper targeting the host's namespace holder).
     pub fn start(host: &FakeHost) -> std::io::Result<DaemonProcess> {
+        let kubeconfig = tempfile::NamedTempFile::new()?;
+        std::fs::write(kubeconfig.path(), NO_API_SERVER)?;
         let mut child = Command::new(bin("bootc-daemon"))
+            .args(["--node-name", "privsep-test"])
+            .arg("--kubeconfig")
+            .arg(kubeconfig.path())
             .arg("--helper")
             .arg(bin("bootc-helper"))
             .arg("--host-root")
@@ -45,6 +78,7 @@ impl DaemonProcess {
         }
         Ok(DaemonProcess {
             child,
+            _kubeconfig: kubeconfig,
             lines,
             log: Vec::new(),
             reaped: false,

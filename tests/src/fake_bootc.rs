@@ -11,6 +11,7 @@
 //! <root>/fake-bootc/old-bootc     present: behave like a bootc without --download-only
 //! <root>/fake-bootc/park-apply    present: --apply parks (like a real host) for up to 60 s
 //! <root>/fake-bootc/no-soft-reboot present: staged deployments are not soft-reboot capable
+//! <root>/fake-bootc/stage-delay-ms milliseconds a switch takes (a slow pull)
 //! <root>/fake-bootc/rebooted.jsonl one line per simulated reboot (for the node simulator)
 //! ```
 //!
@@ -160,6 +161,10 @@ impl Layout {
     }
     pub fn no_soft_reboot(&self) -> PathBuf {
         self.dir().join("no-soft-reboot")
+    }
+    /// Holds milliseconds: staging takes that long (a slow pull).
+    pub fn stage_delay(&self) -> PathBuf {
+        self.dir().join("stage-delay-ms")
     }
     pub fn ostree_bootc(&self) -> PathBuf {
         self.root.join("ostree/bootc")
@@ -365,6 +370,11 @@ pub fn run(layout: &Layout, args: &[String]) -> std::io::Result<Outcome> {
 }
 
 fn stage(layout: &Layout, image: &str, download_only: bool) -> std::io::Result<Outcome> {
+    if let Ok(text) = std::fs::read_to_string(layout.stage_delay())
+        && let Ok(ms) = text.trim().parse::<u64>()
+    {
+        std::thread::sleep(Duration::from_millis(ms.min(60_000)));
+    }
     if let Ok(text) = std::fs::read_to_string(layout.fail())
         && let Some(fault) = Fault::parse(&text)
     {

@@ -2,13 +2,16 @@
 //! and (in later modules) the fake bootc host and the node simulator.
 
 pub mod control_plane;
+pub mod daemon_player;
 pub mod daemon_proc;
 pub mod display;
 pub mod fake_bootc;
 pub mod fake_host;
 pub mod image_pull;
 pub mod k8s;
+pub mod node_agent;
 pub mod pki;
+pub mod recorder;
 pub mod registry;
 
 pub use control_plane::{ControlPlane, Identity};

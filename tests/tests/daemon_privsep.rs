@@ -8,11 +8,10 @@ use nix::unistd::Pid;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::time::Duration;
-use tests::daemon_proc::{DaemonProcess, wait_pid};
+use tests::daemon_proc::{DaemonProcess, HELPER_RAN_STATUS, READY, wait_pid};
 use tests::fake_host::{FakeHost, bin, image};
 use tests::require_root;
 
-const READY: &str = "host status";
 const T: Duration = Duration::from_secs(20);
 
 #[test]
@@ -88,12 +87,13 @@ fn daemon_sees_host_changes_through_inotify() {
     let host = FakeHost::start(Some(&image('a'))).unwrap();
     let mut d = DaemonProcess::start(&host).unwrap();
     d.wait_for_log(READY, T).unwrap();
-    // What bootc does after a switch: touch ostree/bootc.
+    // What bootc does after a switch: touch ostree/bootc. The daemon then
+    // asks the helper for the host's status again.
     std::fs::File::open(host.layout.ostree_bootc())
         .unwrap()
         .set_modified(std::time::SystemTime::now())
         .unwrap();
-    d.wait_for_log(READY, T).unwrap();
+    d.wait_for_log(HELPER_RAN_STATUS, T).unwrap();
 }
 
 fn selftest(case: &str) -> std::process::Output {

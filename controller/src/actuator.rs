@@ -1,0 +1,260 @@
+//! Makes the planner's writes, in order, stopping at the first failure.
+//!
+//! BootcNodes and the pool status are written with server-side apply as
+//! `bootc-controller` (the controller owns those fields). Nodes belong to
+//! someone else: the managed label and `spec.unschedulable` are changed with
+//! small merge patches, the way `kubectl cordon` does, under the same field
+//! manager name. Nothing is written that the planner did not ask for, and the
+//! planner asks only for differences.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use api::labels::{CONTROLLER_MANAGER, MANAGED_LABEL};
+use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::drain::Drains;
+use crate::events::EventSink;
+use crate::planner::{Plan, Write};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActuatorError {
+    #[error("applying BootcNode {name}: {source}")]
+    ApplyBootcNode {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("deleting BootcNode {name}: {source}")]
+    DeleteBootcNode {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("patching Node {name}: {source}")]
+    PatchNode {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("writing status of pool {name}: {source}")]
+    Status {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// An object the actuator wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Written {
+    PoolStatus,
+    BootcNode(String),
+    Node(String),
+}
+
+/// Performs writes for the reconciler.
+///
+/// It remembers the resourceVersion of its own last writes per pool, so that
+/// the reconciler can tell when its caches have not yet seen them: planning
+/// on such a cache would repeat writes already made.
+#[derive(Clone)]
+pub struct Actuator {
+    client: kube::Client,
+    drains: Drains,
+    events: EventSink,
+    written: Arc<Mutex<HashMap<String, HashMap<Written, u64>>>>,
+}
+
+fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(CONTROLLER_MANAGER).force()
+}
+
+impl Actuator {
+    pub fn new(client: kube::Client, drains: Drains, events: EventSink) -> Self {
+        Actuator {
+            client,
+            drains,
+            events,
+            written: Arc::default(),
+        }
+    }
+
+    fn record(&self, pool: &BootcNodePool, what: Written, rv: u64) {
+        if rv == 0 {
+            return;
+        }
+        if let Ok(mut w) = self.written.lock() {
+            w.entry(pool.name_any()).or_default().insert(what, rv);
+        }
+    }
+
+    /// Have the caches caught up with this pool's own writes? `seen` gives
+    /// the resourceVersion the cache holds for an object (None: absent).
+    /// Entries that the cache has caught up with are forgotten.
+    pub fn caught_up(&self, pool: &str, seen: impl Fn(&Written) -> Option<u64>) -> bool {
+        let Ok(mut all) = self.written.lock() else {
+            return true;
+        };
+        let Some(mine) = all.get_mut(pool) else {
+            return true;
+        };
+        mine.retain(|what, rv| match (what, seen(what)) {
+            // A deleted BootcNode: caught up once the cache lost it (or holds
+            // a newer one).
+            (Written::BootcNode(_), None) => false,
+            (_, Some(have)) => have < *rv,
+            (_, None) => false,
+        });
+        let ok = mine.is_empty();
+        if ok {
+            all.remove(pool);
+        }
+        ok
+    }
+
+    /// Makes `writes` in order. Returns how many API writes were made.
+    pub async fn write(
+        &self,
+        pool: &BootcNodePool,
+        writes: &[Write],
+    ) -> Result<usize, ActuatorError> {
+        let bns: Api<BootcNode> = Api::all(self.client.clone());
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let mut count = 0;
+        for w in writes {
+            match w {
+                Write::ApplyBootcNode(bn) => {
+                    let name = bn.name.clone();
+                    let body = json!({
+                        "apiVersion": BootcNode::api_version(&()),
+                        "kind": BootcNode::kind(&()),
+                        "metadata": {
+                            "name": name,
+                            "annotations": bn.annotations,
+                            "ownerReferences": [bn.owner],
+                        },
+                        "spec": bn.spec,
+                    });
+                    let out = bns
+                        .patch(&name, &apply_params(), &Patch::Apply(&body))
+                        .await
+                        .map_err(|source| ActuatorError::ApplyBootcNode {
+                            name: name.clone(),
+                            source,
+                        })?;
+                    self.record(pool, Written::BootcNode(name.clone()), rv_of(&out.metadata));
+                    tracing::debug!(pool = %pool.name_any(), bootcnode = %name, "applied BootcNode");
+                    count += 1;
+                }
+                Write::DeleteBootcNode { name } => {
+                    match bns.delete(name, &DeleteParams::default()).await {
+                        Ok(either) => {
+                            if let Some(obj) = either.left() {
+                                self.record(
+                                    pool,
+                                    Written::BootcNode(name.clone()),
+                                    rv_of(&obj.metadata),
+                                );
+                            }
+                        }
+                        Err(kube::Error::Api(s)) if s.code == 404 => {}
+                        Err(source) => {
+                            return Err(ActuatorError::DeleteBootcNode {
+                                name: name.clone(),
+                                source,
+                            });
+                        }
+                    }
+                    tracing::info!(pool = %pool.name_any(), bootcnode = %name, "deleted BootcNode");
+                    count += 1;
+                }
+                Write::PatchNode { name, patch } => {
+                    let mut body = json!({});
+                    if let Some(managed) = patch.managed {
+                        body["metadata"] = json!({"labels": {
+                            MANAGED_LABEL: if managed { json!("") } else { json!(null) }
+                        }});
+                    }
+                    if let Some(unschedulable) = patch.unschedulable {
+                        body["spec"] = json!({
+                            "unschedulable": if unschedulable { json!(true) } else { json!(null) }
+                        });
+                    }
+                    let params = PatchParams {
+                        field_manager: Some(CONTROLLER_MANAGER.to_owned()),
+                        ..PatchParams::default()
+                    };
+                    match nodes.patch(name, &params, &Patch::Merge(&body)).await {
+                        Ok(out) => {
+                            self.record(pool, Written::Node(name.clone()), rv_of(&out.metadata))
+                        }
+                        // The node is gone: nothing to restore on it.
+                        Err(kube::Error::Api(s)) if s.code == 404 => {}
+                        Err(source) => {
+                            return Err(ActuatorError::PatchNode {
+                                name: name.clone(),
+                                source,
+                            });
+                        }
+                    }
+                    tracing::info!(pool = %pool.name_any(), node = %name, ?patch, "patched Node");
+                    count += 1;
+                }
+                Write::StartDrain { node } => self.drains.start(pool, node),
+                Write::CancelDrain { node } => self.drains.cancel(node),
+            }
+        }
+        Ok(count)
+    }
+
+    /// Writes the pool's status through the status subresource.
+    pub async fn write_status(
+        &self,
+        pool: &BootcNodePool,
+        status: &BootcNodePoolStatus,
+    ) -> Result<(), ActuatorError> {
+        let api: Api<BootcNodePool> = Api::all(self.client.clone());
+        let name = pool.name_any();
+        let body = json!({
+            "apiVersion": BootcNodePool::api_version(&()),
+            "kind": BootcNodePool::kind(&()),
+            "status": status,
+        });
+        let out = api
+            .patch_status(&name, &apply_params(), &Patch::Apply(&body))
+            .await
+            .map_err(|source| ActuatorError::Status {
+                name: name.clone(),
+                source,
+            })?;
+        self.record(pool, Written::PoolStatus, rv_of(&out.metadata));
+        Ok(())
+    }
+
+    /// Makes a whole plan: writes, then status, then events.
+    pub async fn execute(&self, pool: &BootcNodePool, plan: &Plan) -> Result<usize, ActuatorError> {
+        let mut count = self.write(pool, &plan.writes).await?;
+        if let Some(status) = &plan.status {
+            self.write_status(pool, status).await?;
+            count += 1;
+        }
+        for ev in &plan.events {
+            self.events
+                .publish(pool, ev.node.as_deref(), ev.reason, &ev.message, ev.warning)
+                .await;
+        }
+        Ok(count)
+    }
+}

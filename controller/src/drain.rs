@@ -1,0 +1,375 @@
+//! Draining a node through the Eviction API, without kubectl.
+//!
+//! A drain lists the pods bound to the node, skips mirror pods and pods owned
+//! by a DaemonSet, asks for an eviction of each (policy/v1, or policy/v1beta1
+//! where the server has no v1), retries evictions that a PodDisruptionBudget
+//! refuses (429) with backoff, and waits until the pods are gone. After the
+//! pool's `drainTimeoutSeconds` it gives up, naming the pods still there.
+//!
+//! Drains run as tasks next to the reconciler: [`Drains`] keeps their phase
+//! by node, cancels them when the node leaves its slot, and re-enqueues the
+//! pool when one ends.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use api::BootcNodePool;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::{OnceCell, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::events::EventSink;
+use crate::planner::{DrainPhase, event_reasons};
+
+/// The Eviction API version the server serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionVersion {
+    V1,
+    V1beta1,
+}
+
+impl EvictionVersion {
+    fn api_version(self) -> &'static str {
+        match self {
+            EvictionVersion::V1 => "policy/v1",
+            EvictionVersion::V1beta1 => "policy/v1beta1",
+        }
+    }
+}
+
+/// Asks the server which policy versions it serves.
+pub async fn detect_eviction_version(client: &kube::Client) -> EvictionVersion {
+    let req = match http::Request::get("/apis/policy").body(Vec::new()) {
+        Ok(r) => r,
+        Err(_) => return EvictionVersion::V1,
+    };
+    match client.request::<APIGroup>(req).await {
+        Ok(group) if !group.versions.iter().any(|v| v.version == "v1") => EvictionVersion::V1beta1,
+        Ok(_) => EvictionVersion::V1,
+        Err(error) => {
+            tracing::warn!(%error, "could not discover policy API versions; using policy/v1");
+            EvictionVersion::V1
+        }
+    }
+}
+
+/// Why one eviction did not happen.
+enum EvictError {
+    /// 429: a PodDisruptionBudget does not allow it now.
+    Budget,
+    Other(String),
+}
+
+async fn evict(
+    client: &kube::Client,
+    version: EvictionVersion,
+    namespace: &str,
+    name: &str,
+) -> Result<(), EvictError> {
+    let body = serde_json::json!({
+        "apiVersion": version.api_version(),
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    });
+    let req = http::Request::post(format!(
+        "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+    ))
+    .header(http::header::CONTENT_TYPE, "application/json")
+    .body(serde_json::to_vec(&body).map_err(|e| EvictError::Other(e.to_string()))?)
+    .map_err(|e| EvictError::Other(e.to_string()))?;
+    match client.request_text(req).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 429 => Err(EvictError::Budget),
+        Err(e) => Err(EvictError::Other(e.to_string())),
+    }
+}
+
+/// Pods a drain leaves alone: mirror pods and DaemonSet pods.
+pub fn is_skipped(pod: &Pod) -> bool {
+    let mirror = pod
+        .annotations()
+        .contains_key("kubernetes.io/config.mirror");
+    let daemonset = pod
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
+    mirror || daemonset
+}
+
+/// Drains `node`, giving up after `timeout`. The error names the pods still
+/// on the node and why. `on_blocked` is called once per pod the first time a
+/// PodDisruptionBudget refuses its eviction.
+pub async fn drain_node(
+    client: &kube::Client,
+    version: EvictionVersion,
+    node: &str,
+    timeout: Duration,
+    mut on_blocked: impl FnMut(String),
+) -> Result<(), String> {
+    let mut reported: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let pods: Api<Pod> = Api::all(client.clone());
+    let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let mut remaining: Vec<String> = Vec::new();
+        match pods.list(&lp).await {
+            Ok(list) => {
+                let targets: Vec<&Pod> = list.items.iter().filter(|p| !is_skipped(p)).collect();
+                if targets.is_empty() {
+                    return Ok(());
+                }
+                for pod in targets {
+                    let ns = pod.namespace().unwrap_or_default();
+                    let name = pod.name_any();
+                    if pod.metadata.deletion_timestamp.is_some() {
+                        remaining.push(format!("{ns}/{name} (terminating)"));
+                        continue;
+                    }
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    let attempt = tokio::time::timeout(
+                        left.max(Duration::from_secs(1)),
+                        evict(client, version, &ns, &name),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(EvictError::Other("eviction request timed out".into()))
+                    });
+                    match attempt {
+                        Ok(()) => remaining.push(format!("{ns}/{name} (evicted, terminating)")),
+                        Err(EvictError::Budget) => {
+                            if reported.insert(format!("{ns}/{name}")) {
+                                on_blocked(format!("{ns}/{name}"));
+                            }
+                            remaining.push(format!(
+                                "{ns}/{name} (eviction refused by a PodDisruptionBudget)"
+                            ))
+                        }
+                        Err(EvictError::Other(e)) => {
+                            tracing::debug!(node, pod = %format!("{ns}/{name}"), error = %e, "eviction failed");
+                            remaining.push(format!("{ns}/{name} (eviction failed: {e})"))
+                        }
+                    }
+                }
+            }
+            Err(e) => remaining.push(format!("(listing pods failed: {e})")),
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return Err(format!(
+                "drain of node {node} timed out after {}s; still blocking: {}",
+                timeout.as_secs(),
+                remaining.join(", ")
+            ));
+        }
+        tokio::time::sleep(backoff.min(deadline - now)).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+struct Entry {
+    pool: String,
+    phase: DrainPhase,
+    cancel: CancellationToken,
+    id: u64,
+}
+
+/// The drains in flight and their outcomes, by node.
+#[derive(Clone)]
+pub struct Drains {
+    client: kube::Client,
+    events: EventSink,
+    trigger: mpsc::UnboundedSender<ObjectRef<BootcNodePool>>,
+    version: Arc<OnceCell<EvictionVersion>>,
+    entries: Arc<Mutex<HashMap<String, Entry>>>,
+    next_id: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Drains {
+    pub fn new(
+        client: kube::Client,
+        events: EventSink,
+        trigger: mpsc::UnboundedSender<ObjectRef<BootcNodePool>>,
+    ) -> Self {
+        Drains {
+            client,
+            events,
+            trigger,
+            version: Arc::new(OnceCell::new()),
+            entries: Arc::default(),
+            next_id: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The phases of `pool`'s drains, by node.
+    pub fn snapshot(&self, pool: &str) -> BTreeMap<String, DrainPhase> {
+        self.lock()
+            .iter()
+            .filter(|(_, e)| e.pool == pool)
+            .map(|(n, e)| (n.clone(), e.phase.clone()))
+            .collect()
+    }
+
+    /// Forgets (and stops) the drain of `node`, if any.
+    pub fn cancel(&self, node: &str) {
+        if let Some(entry) = self.lock().remove(node) {
+            entry.cancel.cancel();
+            if entry.phase == DrainPhase::Running {
+                tracing::info!(node, pool = %entry.pool, "drain cancelled");
+            }
+        }
+    }
+
+    /// Starts draining `node` for `pool` (replacing any previous drain).
+    pub fn start(&self, pool: &BootcNodePool, node: &str) {
+        let timeout = Duration::from_secs(
+            u64::try_from(pool.spec.rollout.drain_timeout_seconds)
+                .unwrap_or(1)
+                .max(1),
+        );
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cancel = CancellationToken::new();
+        let pool_name = pool.name_any();
+        if let Some(old) = self.lock().insert(
+            node.to_owned(),
+            Entry {
+                pool: pool_name.clone(),
+                phase: DrainPhase::Running,
+                cancel: cancel.clone(),
+                id,
+            },
+        ) {
+            old.cancel.cancel();
+        }
+        let this = self.clone();
+        let node = node.to_owned();
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            tracing::info!(node, pool = %pool_name, ?timeout, "drain started");
+            this.events
+                .publish(
+                    &pool,
+                    Some(&node),
+                    event_reasons::DRAIN_STARTED,
+                    &format!("draining node {node} (timeout {}s)", timeout.as_secs()),
+                    false,
+                )
+                .await;
+            let version = *this
+                .version
+                .get_or_init(|| detect_eviction_version(&this.client))
+                .await;
+            let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
+            let drain = drain_node(&this.client, version, &node, timeout, move |pod| {
+                let _ = blocked_tx.send(pod);
+            });
+            tokio::pin!(drain);
+            let result = loop {
+                tokio::select! {
+                    r = &mut drain => break r,
+                    Some(pod) = blocked_rx.recv() => {
+                        tracing::info!(node, %pod, "eviction refused by a PodDisruptionBudget; retrying");
+                        this.events
+                            .publish(
+                                &pool,
+                                Some(&node),
+                                event_reasons::DRAIN_BLOCKED,
+                                &format!("eviction of {pod} from node {node} refused by a PodDisruptionBudget; retrying"),
+                                true,
+                            )
+                            .await;
+                    }
+                    () = cancel.cancelled() => return,
+                }
+            };
+            let phase = match &result {
+                Ok(()) => DrainPhase::Succeeded,
+                Err(message) => DrainPhase::Failed {
+                    message: message.clone(),
+                    at: jiff::Timestamp::now(),
+                },
+            };
+            {
+                let mut entries = this.lock();
+                match entries.get_mut(&node) {
+                    Some(e) if e.id == id => e.phase = phase,
+                    _ => return,
+                }
+            }
+            match &result {
+                Ok(()) => {
+                    tracing::info!(node, pool = %pool_name, "drain finished");
+                    this.events
+                        .publish(
+                            &pool,
+                            Some(&node),
+                            event_reasons::DRAIN_FINISHED,
+                            &format!("node {node} drained"),
+                            false,
+                        )
+                        .await;
+                }
+                Err(message) => {
+                    tracing::warn!(node, pool = %pool_name, %message, "drain failed");
+                    this.events
+                        .publish(
+                            &pool,
+                            Some(&node),
+                            event_reasons::DRAIN_FAILED,
+                            message,
+                            true,
+                        )
+                        .await;
+                }
+            }
+            let _ = this.trigger.send(ObjectRef::from_obj(&pool));
+        });
+    }
+
+    /// Stops every drain (shutdown).
+    pub fn cancel_all(&self) {
+        for (_, e) in self.lock().drain() {
+            e.cancel.cancel();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn daemonset_and_mirror_pods_are_skipped() {
+        let plain = pod(serde_json::json!({"metadata": {"name": "a"}}));
+        let mirror = pod(serde_json::json!({"metadata": {"name": "m",
+            "annotations": {"kubernetes.io/config.mirror": "x"}}}));
+        let ds = pod(
+            serde_json::json!({"metadata": {"name": "d", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true}]}}),
+        );
+        let rs = pod(
+            serde_json::json!({"metadata": {"name": "r", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": true}]}}),
+        );
+        assert!(!is_skipped(&plain));
+        assert!(is_skipped(&mirror));
+        assert!(is_skipped(&ds));
+        assert!(!is_skipped(&rs));
+    }
+}

@@ -1,0 +1,95 @@
+//! Kubernetes Events about pools (and the node concerned), best effort.
+//!
+//! Pools and Nodes are cluster-scoped; their events are written into the
+//! operator's namespace (an event about a cluster-scoped object must live in
+//! some namespace, and the operator's is the one it may write).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use api::BootcNodePool;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use kube::{Resource, ResourceExt};
+
+/// Publishes events as `bootc-controller` with one instance name.
+#[derive(Clone)]
+pub struct EventSink {
+    client: kube::Client,
+    namespace: String,
+    instance: String,
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl EventSink {
+    pub fn new(client: kube::Client, namespace: &str, instance: &str) -> Self {
+        EventSink {
+            client,
+            namespace: namespace.to_owned(),
+            instance: instance.to_owned(),
+        }
+    }
+
+    /// Publishes one event regarding `pool`, related to `node` if given.
+    /// Failures are logged, never returned: events are advisory.
+    pub async fn publish(
+        &self,
+        pool: &BootcNodePool,
+        node: Option<&str>,
+        reason: &str,
+        message: &str,
+        warning: bool,
+    ) {
+        let now = jiff::Timestamp::now();
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let regarding = ObjectReference {
+            api_version: Some(BootcNodePool::api_version(&()).into_owned()),
+            kind: Some(BootcNodePool::kind(&()).into_owned()),
+            name: Some(pool.name_any()),
+            uid: pool.metadata.uid.clone(),
+            // The API server wants the reference's namespace to match the
+            // event's, even for a cluster-scoped object.
+            namespace: Some(self.namespace.clone()),
+            ..ObjectReference::default()
+        };
+        let related = node.map(|n| ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(n.to_owned()),
+            ..ObjectReference::default()
+        });
+        let mut note = message.to_owned();
+        note.truncate(1024);
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(format!(
+                    "{}.{:x}{:x}",
+                    pool.name_any(),
+                    now.as_nanosecond(),
+                    seq
+                )),
+                namespace: Some(self.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            action: Some(reason.to_owned()),
+            reason: Some(reason.to_owned()),
+            note: Some(note),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding),
+            related,
+            reporting_controller: Some(format!(
+                "node.bootc.dev/{}",
+                api::labels::CONTROLLER_MANAGER
+            )),
+            reporting_instance: Some(self.instance.clone()),
+            type_: Some(if warning { "Warning" } else { "Normal" }.to_owned()),
+            ..Event::default()
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        if let Err(error) = api.create(&PostParams::default(), &event).await {
+            tracing::warn!(%error, reason, pool = %pool.name_any(), "could not publish event");
+        }
+    }
+}

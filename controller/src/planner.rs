@@ -1,0 +1,921 @@
+//! The pool reconciler's decisions, as a pure function.
+//!
+//! [`plan`] takes everything the controller knows about one pool (the pool,
+//! the Nodes its selector matches and the Nodes of the BootcNodes it owns,
+//! those BootcNodes, the other pools, the pull secret's hash, the drains in
+//! flight and the time) and returns the writes that bring the world closer to
+//! the pool's intent, the events to publish and the status to report. It does
+//! no I/O; the actuator makes the writes in order and stops at the first
+//! failure, so every ordering below is chosen to be safe to interrupt:
+//!
+//! * entering a slot writes the BootcNode annotations (slot marker and the
+//!   prior cordon state) before cordoning the Node;
+//! * leaving a slot, or the pool, restores the Node's cordon state before the
+//!   annotations (or the BootcNode) that record it are removed.
+//!
+//! `maxUnavailable` is an integer (at least 1) or a percentage of the pool's
+//! member nodes, rounded down, and never less than 1: "25%" of 10 nodes is 2
+//! slots, "10%" of 5 nodes is 1.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use api::conditions::{self, ConditionUpdate};
+use api::labels::{IN_REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
+use api::reasons;
+use api::{BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeSpec, DesiredImageState};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::core::{Selector, SelectorExt};
+use kube::{Resource, ResourceExt};
+
+/// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
+pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
+/// How long after a failed drain the controller tries again.
+pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
+
+/// The image the pool's nodes should run, from the `resolve_target` step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// `sha256:...`: for a multi-arch image, the index digest.
+    pub digest: String,
+    /// `repository@digest`: what BootcNodes are told to run.
+    pub image: String,
+}
+
+/// Why the pool has no (new) target: a Degraded reason and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetProblem {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What the controller knows about a drain of a node of this pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DrainPhase {
+    Running,
+    Succeeded,
+    /// Gave up (timeout or error) at `at`; `message` names what blocked.
+    Failed {
+        message: String,
+        at: Timestamp,
+    },
+}
+
+/// Everything [`plan`] decides from.
+#[derive(Clone, Debug)]
+pub struct PlanInput<'a> {
+    pub pool: &'a BootcNodePool,
+    /// The outcome of target resolution. On a problem the previous target in
+    /// `pool.status` stays in force (fail closed).
+    pub target: Result<Target, TargetProblem>,
+    /// The Nodes the selector matches, plus the Nodes of owned BootcNodes.
+    pub nodes: Vec<&'a Node>,
+    /// The BootcNodes named after those Nodes, and every BootcNode this pool owns.
+    pub bootc_nodes: Vec<&'a BootcNode>,
+    /// Every other pool (for NodeConflict).
+    pub other_pools: Vec<&'a BootcNodePool>,
+    /// `sha256:<hex>` of the referenced pull secret's data, if it exists.
+    pub pull_secret_hash: Option<String>,
+    /// Drains of this pool's nodes, by node name.
+    pub drains: BTreeMap<String, DrainPhase>,
+    /// When the tag will next be resolved (None for digest references).
+    pub next_tag_resolution: Option<Timestamp>,
+    /// The operator's namespace: the only one pull secrets may live in.
+    pub operator_namespace: &'a str,
+    pub now: Timestamp,
+}
+
+/// Changes to a Node's `bootc.dev/managed` label and `spec.unschedulable`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodePatch {
+    /// Some(true): set the managed label; Some(false): remove it.
+    pub managed: Option<bool>,
+    /// Some(value): set `spec.unschedulable`.
+    pub unschedulable: Option<bool>,
+}
+
+/// One write, in the order the actuator must make them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    /// Server-side apply of the fields the controller owns on a BootcNode
+    /// (owner reference, slot annotations, spec).
+    ApplyBootcNode(Box<BootcNodeApply>),
+    DeleteBootcNode {
+        name: String,
+    },
+    PatchNode {
+        name: String,
+        patch: NodePatch,
+    },
+    StartDrain {
+        node: String,
+    },
+    CancelDrain {
+        node: String,
+    },
+}
+
+/// A Kubernetes Event to publish once the writes before it succeeded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedEvent {
+    pub reason: &'static str,
+    pub message: String,
+    pub warning: bool,
+    /// The node concerned, if any.
+    pub node: Option<String>,
+}
+
+/// Event reasons.
+pub mod event_reasons {
+    pub const SLOT_ASSIGNED: &str = "SlotAssigned";
+    pub const REBOOT_APPROVED: &str = "RebootApproved";
+    pub const NODE_UPDATED: &str = "NodeUpdated";
+    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    pub const DRAIN_STARTED: &str = "DrainStarted";
+    pub const DRAIN_FINISHED: &str = "DrainFinished";
+    pub const DRAIN_FAILED: &str = "DrainFailed";
+    /// A PodDisruptionBudget refused an eviction; the drain retries.
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+    pub const NODE_LEFT: &str = "NodeLeft";
+}
+
+/// The planner's answer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    pub writes: Vec<Write>,
+    pub events: Vec<PlannedEvent>,
+    /// The new status, when it differs from the pool's current one.
+    pub status: Option<BootcNodePoolStatus>,
+    /// Reconcile again after this long even if nothing changes (a drain retry).
+    pub requeue_after: Option<Duration>,
+}
+
+/// Where a node is in its update cycle, as the controller sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NodeState {
+    Degraded,
+    UpToDate,
+    Pending,
+    Staging,
+    Staged,
+    Rebooting,
+}
+
+fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+fn node_unschedulable(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+fn bn_degraded(bn: &BootcNode) -> bool {
+    bn.status
+        .as_ref()
+        .is_some_and(|s| conditions::is_true(&s.conditions, reasons::DEGRADED))
+}
+
+/// Does the node boot `target`? Compares the reference bootc was given and
+/// the digest it reports (for a single-manifest image they are the same
+/// digest; for an index, the reference carries the index digest).
+pub fn runs_target(bn: &BootcNode, target: &Target) -> bool {
+    bn.status
+        .as_ref()
+        .and_then(|s| s.booted.as_ref())
+        .is_some_and(|b| {
+            b.image.as_deref() == Some(target.image.as_str())
+                || b.image_digest.as_deref() == Some(target.digest.as_str())
+        })
+}
+
+/// Classifies a BootcNode against the target (the effective-state table).
+pub fn classify(bn: &BootcNode, target: &Target) -> NodeState {
+    if bn_degraded(bn) {
+        return NodeState::Degraded;
+    }
+    if runs_target(bn, target) {
+        return NodeState::UpToDate;
+    }
+    // The spec is about to change, or the daemon has not seen the last one.
+    if bn.spec.desired_image != target.image {
+        return NodeState::Pending;
+    }
+    let Some(status) = bn.status.as_ref() else {
+        return NodeState::Pending;
+    };
+    if let (Some(observed), Some(generation)) = (status.observed_generation, bn.metadata.generation)
+        && observed < generation
+    {
+        return NodeState::Pending;
+    }
+    let idle = conditions::find(&status.conditions, reasons::IDLE);
+    match idle {
+        Some(c) if c.status == "False" => match c.reason.as_str() {
+            reasons::STAGING => NodeState::Staging,
+            reasons::STAGED => {
+                let staged_matches = status.staged.as_ref().is_none_or(|s| {
+                    s.image.as_deref() == Some(target.image.as_str())
+                        || s.image_digest.as_deref() == Some(target.digest.as_str())
+                });
+                if staged_matches {
+                    NodeState::Staged
+                } else {
+                    NodeState::Staging
+                }
+            }
+            reasons::REBOOTING => NodeState::Rebooting,
+            _ => NodeState::Pending,
+        },
+        _ => NodeState::Pending,
+    }
+}
+
+/// The number of reboot slots for `members` nodes (see the module docs).
+pub fn max_unavailable(value: &IntOrString, members: usize) -> Result<usize, String> {
+    match value {
+        IntOrString::Int(n) if *n >= 1 => Ok(usize::try_from(*n).unwrap_or(1)),
+        IntOrString::Int(n) => Err(format!("maxUnavailable must be at least 1, got {n}")),
+        IntOrString::String(s) => {
+            let pct = s
+                .strip_suffix('%')
+                .and_then(|p| p.parse::<usize>().ok())
+                .filter(|p| (1..=100).contains(p))
+                .ok_or_else(|| {
+                    format!("maxUnavailable {s:?} is neither an integer nor a percentage 1%-100%")
+                })?;
+            Ok((members * pct / 100).max(1))
+        }
+    }
+}
+
+/// Does `pool`'s selector select `node`? An unparsable selector selects nothing.
+pub fn selects(pool: &BootcNodePool, node: &Node) -> bool {
+    match Selector::try_from(pool.spec.node_selector.clone()) {
+        Ok(sel) => sel.matches(node.labels()),
+        Err(_) => false,
+    }
+}
+
+/// Is `bn` owned by `pool` (owner reference by uid, or by name without one)?
+pub fn owned_by(bn: &BootcNode, pool: &BootcNodePool) -> bool {
+    owner_pool(bn).is_some_and(|(name, uid)| match (&pool.metadata.uid, uid) {
+        (Some(p), Some(u)) => *p == u,
+        _ => name == pool.name_any(),
+    })
+}
+
+/// The name and uid of the pool that owns `bn`, if any.
+pub fn owner_pool(bn: &BootcNode) -> Option<(String, Option<String>)> {
+    bn.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.kind == "BootcNodePool")
+        .map(|o| {
+            (
+                o.name.clone(),
+                Some(o.uid.clone()).filter(|u| !u.is_empty()),
+            )
+        })
+}
+
+fn owner_reference(pool: &BootcNodePool) -> OwnerReference {
+    OwnerReference {
+        api_version: "node.bootc.dev/v1alpha1".into(),
+        kind: "BootcNodePool".into(),
+        name: pool.name_any(),
+        uid: pool.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The fields the controller owns on a BootcNode: what it server-side
+/// applies (with the owner reference to the pool).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BootcNodeApply {
+    pub name: String,
+    pub owner: OwnerReference,
+    /// The slot and prior-cordon annotations.
+    pub annotations: BTreeMap<String, String>,
+    pub spec: BootcNodeSpec,
+}
+
+impl BootcNodeApply {
+    pub fn in_slot(&self) -> bool {
+        self.annotations.contains_key(IN_REBOOT_SLOT_ANNOTATION)
+    }
+}
+
+/// The fields the controller owns on a BootcNode, as a comparable value.
+#[derive(Clone, Debug, PartialEq)]
+struct Owned {
+    spec: BootcNodeSpec,
+    in_slot: bool,
+    was_cordoned: Option<String>,
+}
+
+impl Owned {
+    fn of(bn: &BootcNode) -> Self {
+        let ann = bn.annotations();
+        Owned {
+            spec: bn.spec.clone(),
+            in_slot: ann.contains_key(IN_REBOOT_SLOT_ANNOTATION),
+            was_cordoned: ann.get(WAS_CORDONED_ANNOTATION).cloned(),
+        }
+    }
+
+    fn to_apply(&self, name: &str, pool: &BootcNodePool) -> BootcNodeApply {
+        let mut annotations = BTreeMap::new();
+        if self.in_slot {
+            annotations.insert(IN_REBOOT_SLOT_ANNOTATION.to_owned(), "true".to_owned());
+        }
+        if let Some(w) = &self.was_cordoned {
+            annotations.insert(WAS_CORDONED_ANNOTATION.to_owned(), w.clone());
+        }
+        BootcNodeApply {
+            name: name.to_owned(),
+            owner: owner_reference(pool),
+            annotations,
+            spec: self.spec.clone(),
+        }
+    }
+}
+
+fn was_cordoned(bn: &BootcNode) -> Option<bool> {
+    bn.annotations()
+        .get(WAS_CORDONED_ANNOTATION)
+        .map(|v| v == "true")
+}
+
+/// The writes that take one owned BootcNode out of the pool: restore the
+/// cordon state, remove the label, stop its drain, delete the BootcNode.
+fn leave_writes(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
+    let name = bn.name_any();
+    writes.push(Write::CancelDrain { node: name.clone() });
+    if let Some(node) = node {
+        let mut patch = NodePatch::default();
+        if node.labels().contains_key(api::labels::MANAGED_LABEL) {
+            patch.managed = Some(false);
+        }
+        if let Some(prior) = was_cordoned(bn)
+            && prior != node_unschedulable(node)
+        {
+            patch.unschedulable = Some(prior);
+        }
+        if patch != NodePatch::default() {
+            writes.push(Write::PatchNode {
+                name: name.clone(),
+                patch,
+            });
+        }
+    }
+    writes.push(Write::DeleteBootcNode { name });
+}
+
+/// The writes that undo everything the pool did, for its deletion.
+pub fn plan_cleanup(input: &PlanInput<'_>) -> Vec<Write> {
+    let nodes: BTreeMap<String, &Node> = input.nodes.iter().map(|n| (n.name_any(), *n)).collect();
+    let mut writes = Vec::new();
+    for bn in input
+        .bootc_nodes
+        .iter()
+        .filter(|bn| owned_by(bn, input.pool))
+    {
+        leave_writes(bn, nodes.get(&bn.name_any()).copied(), &mut writes);
+    }
+    writes
+}
+
+/// Per-state counts for the status message.
+#[derive(Default)]
+struct Counts {
+    updated: usize,
+    staging: usize,
+    staged: usize,
+    rebooting: usize,
+    pending: usize,
+    degraded: usize,
+}
+
+/// Decides what to do for one pool. See the module docs.
+pub fn plan(input: &PlanInput<'_>) -> Plan {
+    let pool = input.pool;
+    let mut out = Plan::default();
+    let nodes: BTreeMap<String, &Node> = input.nodes.iter().map(|n| (n.name_any(), *n)).collect();
+    let bns: BTreeMap<String, &BootcNode> = input
+        .bootc_nodes
+        .iter()
+        .map(|b| (b.name_any(), *b))
+        .collect();
+    let current = pool.status.clone().unwrap_or_default();
+    let mut problems: Vec<(&'static str, String)> = Vec::new();
+
+    // 1. The target: resolved, or the previous one kept (fail closed).
+    let target = match &input.target {
+        Ok(t) => Some(t.clone()),
+        Err(p) => {
+            problems.push((p.reason, p.message.clone()));
+            match (&current.target_digest, &current.target_image) {
+                (Some(digest), Some(image)) => Some(Target {
+                    digest: digest.clone(),
+                    image: image.clone(),
+                }),
+                _ => None,
+            }
+        }
+    };
+    if let Some(r) = &pool.spec.pull_secret_ref
+        && r.namespace != input.operator_namespace
+    {
+        problems.push((
+            reasons::INVALID_SPEC,
+            format!(
+                "pullSecretRef must name a Secret in namespace {}, not {}",
+                input.operator_namespace, r.namespace
+            ),
+        ));
+    }
+    let selector = Selector::try_from(pool.spec.node_selector.clone()).ok();
+    // Other pools' selectors, parsed once (an unparsable one selects nothing).
+    let other_selectors: Vec<(String, Selector)> = input
+        .other_pools
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            Selector::try_from(p.spec.node_selector.clone())
+                .ok()
+                .map(|s| (p.name_any(), s))
+        })
+        .collect();
+    if selector.is_none() {
+        problems.push((
+            reasons::INVALID_SPEC,
+            "nodeSelector cannot be parsed".to_owned(),
+        ));
+    }
+
+    // 2. Membership.
+    let mut members: Vec<String> = Vec::new();
+    let mut conflicts: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut to_create: BTreeSet<String> = BTreeSet::new();
+    for (name, node) in &nodes {
+        // An unparsable selector changes no membership (fail closed): the
+        // pool keeps the nodes it has and takes no new ones.
+        let selected = match &selector {
+            Some(s) => s.matches(node.labels()),
+            None => bns.get(name).is_some_and(|bn| owned_by(bn, pool)),
+        };
+        if !selected {
+            continue;
+        }
+        let others: BTreeSet<String> = other_selectors
+            .iter()
+            .filter(|(_, s)| s.matches(node.labels()))
+            .map(|(name, _)| name.clone())
+            .collect();
+        match bns.get(name) {
+            Some(bn) if owned_by(bn, pool) => {
+                if !others.is_empty() {
+                    conflicts.insert(name.clone(), others);
+                }
+                members.push(name.clone());
+            }
+            Some(bn) => {
+                let owner = owner_pool(bn)
+                    .map(|(n, _)| n)
+                    .unwrap_or_else(|| "an unknown owner".to_owned());
+                let mut all = others;
+                all.insert(owner);
+                conflicts.insert(name.clone(), all);
+            }
+            None if !others.is_empty() => {
+                conflicts.insert(name.clone(), others);
+            }
+            None => {
+                if target.is_some() {
+                    to_create.insert(name.clone());
+                    members.push(name.clone());
+                }
+            }
+        }
+    }
+    let member_set: BTreeSet<&String> = members.iter().collect();
+    // Owned BootcNodes whose node is gone or no longer selected leave.
+    for (name, bn) in &bns {
+        if owned_by(bn, pool) && !member_set.contains(name) && !conflicts.contains_key(name) {
+            leave_writes(bn, nodes.get(name).copied(), &mut out.writes);
+            out.events.push(PlannedEvent {
+                reason: event_reasons::NODE_LEFT,
+                message: format!("node {name} left pool {}", pool.name_any()),
+                warning: false,
+                node: Some(name.clone()),
+            });
+        }
+    }
+
+    // Drains of nodes that are no longer slotted members are stopped below.
+    let slots = match max_unavailable(&pool.spec.rollout.max_unavailable, members.len()) {
+        Ok(n) => n,
+        Err(e) => {
+            problems.push((reasons::INVALID_SPEC, e));
+            1
+        }
+    };
+    let paused = pool.spec.rollout.paused;
+
+    let mut counts = Counts::default();
+    let mut holders = 0usize;
+    let mut unhealthy_in_slots: Vec<String> = Vec::new();
+    let mut drain_failures: Vec<String> = Vec::new();
+    let mut candidates: Vec<String> = Vec::new();
+    let mut degraded_nodes: Vec<String> = Vec::new();
+    // Per node: (desired owned fields, writes before the BootcNode apply,
+    // writes after it).
+    let mut desired: BTreeMap<String, Owned> = BTreeMap::new();
+    let mut pre: BTreeMap<String, Vec<Write>> = BTreeMap::new();
+    let mut post: BTreeMap<String, Vec<Write>> = BTreeMap::new();
+    let mut requeue: Option<Duration> = None;
+    let mut all_run_target = !members.is_empty();
+
+    if let Some(target) = &target {
+        for name in &members {
+            let node = nodes.get(name).copied();
+            let existing = bns.get(name).copied();
+            let mut owned = match existing {
+                Some(bn) => Owned::of(bn),
+                None => Owned {
+                    spec: BootcNodeSpec {
+                        desired_image: target.image.clone(),
+                        desired_image_state: DesiredImageState::Staged,
+                        reboot_policy: pool.spec.disruption.reboot_policy,
+                        pull_secret_ref: None,
+                        pull_secret_hash: None,
+                    },
+                    in_slot: false,
+                    was_cordoned: None,
+                },
+            };
+            // Spec sync.
+            if owned.spec.desired_image != target.image {
+                owned.spec.desired_image = target.image.clone();
+                owned.spec.desired_image_state = DesiredImageState::Staged;
+            }
+            owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
+            owned.spec.pull_secret_ref = pool.spec.pull_secret_ref.clone();
+            owned.spec.pull_secret_hash = pool
+                .spec
+                .pull_secret_ref
+                .as_ref()
+                .and_then(|_| input.pull_secret_hash.clone());
+
+            let state = existing.map_or(NodeState::Pending, |bn| classify(bn, target));
+            let runs = existing.is_some_and(|bn| runs_target(bn, target));
+            if !runs {
+                all_run_target = false;
+            }
+            match state {
+                NodeState::Degraded => {
+                    counts.degraded += 1;
+                    degraded_nodes.push(name.clone());
+                }
+                NodeState::UpToDate => counts.updated += 1,
+                NodeState::Pending => counts.pending += 1,
+                NodeState::Staging => counts.staging += 1,
+                NodeState::Staged => counts.staged += 1,
+                NodeState::Rebooting => counts.rebooting += 1,
+            }
+            let ready = node.is_some_and(node_ready);
+            let degraded = state == NodeState::Degraded;
+            let healthy = ready && !degraded;
+            let drain = input.drains.get(name);
+
+            if owned.in_slot {
+                if runs && healthy {
+                    // Rule 2: release only when updated, not Degraded, Ready.
+                    if let Some(node) = node
+                        && owned.was_cordoned.as_deref() != Some("true")
+                        && node_unschedulable(node)
+                    {
+                        pre.entry(name.clone()).or_default().push(Write::PatchNode {
+                            name: name.clone(),
+                            patch: NodePatch {
+                                managed: None,
+                                unschedulable: Some(false),
+                            },
+                        });
+                    }
+                    owned.in_slot = false;
+                    owned.was_cordoned = None;
+                    owned.spec.desired_image_state = DesiredImageState::Staged;
+                    if drain.is_some() {
+                        post.entry(name.clone())
+                            .or_default()
+                            .push(Write::CancelDrain { node: name.clone() });
+                    }
+                    out.events.push(PlannedEvent {
+                        reason: event_reasons::NODE_UPDATED,
+                        message: format!(
+                            "node {name} runs {} and is Ready; reboot slot released",
+                            target.image
+                        ),
+                        warning: false,
+                        node: Some(name.clone()),
+                    });
+                } else {
+                    holders += 1;
+                    if !healthy {
+                        unhealthy_in_slots.push(name.clone());
+                    }
+                    if owned.spec.desired_image_state == DesiredImageState::Staged && !runs {
+                        // Keep the node cordoned and drained until approval.
+                        if let Some(node) = node
+                            && !node_unschedulable(node)
+                        {
+                            post.entry(name.clone())
+                                .or_default()
+                                .push(Write::PatchNode {
+                                    name: name.clone(),
+                                    patch: NodePatch {
+                                        managed: None,
+                                        unschedulable: Some(true),
+                                    },
+                                });
+                        }
+                        match drain {
+                            None => post
+                                .entry(name.clone())
+                                .or_default()
+                                .push(Write::StartDrain { node: name.clone() }),
+                            Some(DrainPhase::Running) => {}
+                            Some(DrainPhase::Succeeded) => {
+                                if state == NodeState::Staged && !paused {
+                                    owned.spec.desired_image_state = DesiredImageState::Booted;
+                                    out.events.push(PlannedEvent {
+                                        reason: event_reasons::REBOOT_APPROVED,
+                                        message: format!(
+                                            "node {name} drained; approved to boot {}",
+                                            target.image
+                                        ),
+                                        warning: false,
+                                        node: Some(name.clone()),
+                                    });
+                                }
+                            }
+                            Some(DrainPhase::Failed { message, at }) => {
+                                drain_failures.push(format!("{name}: {message}"));
+                                let since = input.now.duration_since(*at).unsigned_abs();
+                                if since >= DRAIN_RETRY {
+                                    post.entry(name.clone())
+                                        .or_default()
+                                        .push(Write::StartDrain { node: name.clone() });
+                                } else {
+                                    let left = DRAIN_RETRY.saturating_sub(since);
+                                    requeue = Some(requeue.map_or(left, |r| r.min(left)));
+                                }
+                            }
+                        }
+                    }
+                }
+            } else {
+                // Approval belongs to a slot.
+                owned.spec.desired_image_state = DesiredImageState::Staged;
+                if drain.is_some() {
+                    post.entry(name.clone())
+                        .or_default()
+                        .push(Write::CancelDrain { node: name.clone() });
+                }
+                let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
+                if state == NodeState::Staged
+                    && healthy
+                    && !deleting
+                    && !conflicts.contains_key(name)
+                {
+                    candidates.push(name.clone());
+                }
+            }
+            // Label the member node.
+            if let Some(node) = node
+                && !node.labels().contains_key(api::labels::MANAGED_LABEL)
+            {
+                post.entry(name.clone()).or_default().insert(
+                    0,
+                    Write::PatchNode {
+                        name: name.clone(),
+                        patch: NodePatch {
+                            managed: Some(true),
+                            unschedulable: None,
+                        },
+                    },
+                );
+            }
+            desired.insert(name.clone(), owned);
+        }
+
+        // Rule 3: two unhealthy slotted nodes stop new assignments.
+        let halted = unhealthy_in_slots.len() >= 2;
+        if !paused && !halted {
+            let free = slots.saturating_sub(holders);
+            for name in candidates.iter().take(free) {
+                let Some(node) = nodes.get(name) else {
+                    continue;
+                };
+                let Some(owned) = desired.get_mut(name) else {
+                    continue;
+                };
+                let cordoned = node_unschedulable(node);
+                owned.in_slot = true;
+                owned.was_cordoned = Some(cordoned.to_string());
+                let writes = post.entry(name.clone()).or_default();
+                if !cordoned {
+                    writes.push(Write::PatchNode {
+                        name: name.clone(),
+                        patch: NodePatch {
+                            managed: None,
+                            unschedulable: Some(true),
+                        },
+                    });
+                }
+                writes.push(Write::StartDrain { node: name.clone() });
+                out.events.push(PlannedEvent {
+                    reason: event_reasons::SLOT_ASSIGNED,
+                    message: format!(
+                        "node {name} took a reboot slot ({} of {slots}); cordoning and draining",
+                        holders + 1
+                    ),
+                    warning: false,
+                    node: Some(name.clone()),
+                });
+                holders += 1;
+            }
+        }
+        if halted {
+            problems.push((
+                reasons::ROLLOUT_HALTED,
+                format!(
+                    "rollout halted: {} nodes in reboot slots are unhealthy (Degraded or not Ready): {}",
+                    unhealthy_in_slots.len(),
+                    unhealthy_in_slots.join(", ")
+                ),
+            ));
+            if conditions::reason(&current.conditions, reasons::DEGRADED)
+                != Some(reasons::ROLLOUT_HALTED)
+            {
+                out.events.push(PlannedEvent {
+                    reason: event_reasons::ROLLOUT_HALTED,
+                    message: format!(
+                        "no new reboot slots: unhealthy nodes in slots: {}",
+                        unhealthy_in_slots.join(", ")
+                    ),
+                    warning: true,
+                    node: None,
+                });
+            }
+        }
+
+        // Emit per-node writes in order: pre, apply, post.
+        for (name, owned) in &desired {
+            if let Some(w) = pre.remove(name) {
+                out.writes.extend(w);
+            }
+            let changed = bns.get(name).is_none_or(|bn| {
+                Owned::of(bn) != *owned
+                    || !bn
+                        .meta()
+                        .owner_references
+                        .as_ref()
+                        .is_some_and(|o| o.iter().any(|o| o.kind == "BootcNodePool"))
+            });
+            if changed || to_create.contains(name) {
+                out.writes
+                    .push(Write::ApplyBootcNode(Box::new(owned.to_apply(name, pool))));
+            }
+            if let Some(w) = post.remove(name) {
+                out.writes.extend(w);
+            }
+        }
+    } else {
+        all_run_target = false;
+        if problems.is_empty() {
+            problems.push((reasons::INVALID_SPEC, "no target image".to_owned()));
+        }
+    }
+
+    // Running drains of nodes that hold no slot in this pool stop.
+    for (name, phase) in &input.drains {
+        let slotted = desired.get(name).is_some_and(|o| o.in_slot);
+        let already = out
+            .writes
+            .iter()
+            .any(|w| matches!(w, Write::CancelDrain { node } if node == name));
+        if !slotted && !already && *phase == DrainPhase::Running {
+            out.writes.push(Write::CancelDrain { node: name.clone() });
+        }
+    }
+
+    // 4. Status.
+    if !conflicts.is_empty() {
+        let text: Vec<String> = conflicts
+            .iter()
+            .map(|(node, pools)| {
+                format!(
+                    "node {node} is also selected by pool(s) {}",
+                    pools.iter().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })
+            .collect();
+        problems.push((reasons::NODE_CONFLICT, text.join("; ")));
+    }
+    if !drain_failures.is_empty() {
+        problems.push((DRAIN_TIMED_OUT, drain_failures.join("; ")));
+    }
+    if !degraded_nodes.is_empty() {
+        problems.push((
+            reasons::NODE_DEGRADED,
+            format!("degraded nodes: {}", degraded_nodes.join(", ")),
+        ));
+    }
+    let rank = |r: &str| match r {
+        reasons::INVALID_SPEC => 0,
+        reasons::NODE_CONFLICT => 2,
+        reasons::ROLLOUT_HALTED => 3,
+        DRAIN_TIMED_OUT => 4,
+        reasons::NODE_DEGRADED => 5,
+        _ => 1,
+    };
+    problems.sort_by_key(|(r, _)| rank(r));
+    let degraded_cond = match problems.first() {
+        Some((reason, _)) => {
+            let message: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
+            ConditionUpdate::new(reasons::DEGRADED, true, reason, message.join("; "))
+        }
+        None => ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "no issues"),
+    };
+
+    let total = members.len();
+    let breakdown = {
+        let mut s = format!(
+            "{}/{} updated; {} staging, {} staged, {} rebooting",
+            counts.updated, total, counts.staging, counts.staged, counts.rebooting
+        );
+        if counts.pending > 0 {
+            s.push_str(&format!(", {} pending", counts.pending));
+        }
+        if counts.degraded > 0 {
+            s.push_str(&format!(", {} degraded", counts.degraded));
+        }
+        s
+    };
+    let up_to_date = if target.is_some() && counts.updated == total {
+        ConditionUpdate::new(reasons::UP_TO_DATE, true, reasons::ALL_UPDATED, breakdown)
+    } else if paused {
+        ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, breakdown)
+    } else {
+        ConditionUpdate::new(
+            reasons::UP_TO_DATE,
+            false,
+            reasons::ROLLOUT_IN_PROGRESS,
+            breakdown,
+        )
+    };
+
+    let generation = pool.metadata.generation;
+    let mut status = current.clone();
+    status.observed_generation = generation;
+    status.next_tag_resolution_time = input.next_tag_resolution.map(Time);
+    status.target_digest = target.as_ref().map(|t| t.digest.clone());
+    status.target_image = target.as_ref().map(|t| t.image.clone());
+    if all_run_target && let Some(t) = &target {
+        status.deployed_digest = Some(t.digest.clone());
+    }
+    status.update_available =
+        status.target_digest.is_some() && status.target_digest != status.deployed_digest;
+    let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    status.node_count = count(total);
+    status.updated_count = count(counts.updated);
+    status.updating_count =
+        count(counts.staging + counts.staged + counts.rebooting + counts.pending);
+    status.degraded_count = count(counts.degraded);
+    let now = Time(input.now);
+    conditions::apply(&mut status.conditions, &up_to_date, generation, &now);
+    conditions::apply(&mut status.conditions, &degraded_cond, generation, &now);
+    if status != current {
+        out.status = Some(status);
+    }
+    out.requeue_after = requeue;
+    out
+}
+
+#[cfg(test)]
+#[path = "planner_tests.rs"]
+mod tests;

@@ -1,0 +1,983 @@
+//! Table-driven tests of the planner.
+
+use std::collections::BTreeMap;
+
+use api::labels::{IN_REBOOT_SLOT_ANNOTATION, MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
+use api::{BootEntryStatus, BootcNodeStatus, RebootPolicy, SecretReference};
+use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use serde_json::json;
+
+use super::*;
+
+const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const NEW: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+const REPO: &str = "quay.io/acme/os";
+
+fn image(d: &str) -> String {
+    format!("{REPO}@{d}")
+}
+
+fn target(d: &str) -> Target {
+    Target {
+        digest: d.into(),
+        image: image(d),
+    }
+}
+
+fn pool(name: &str, max: IntOrString, paused: bool) -> BootcNodePool {
+    let mut p = BootcNodePool::new(
+        name,
+        serde_json::from_value(json!({
+            "nodeSelector": {"matchLabels": {"pool": name}},
+            "image": {"ref": image(NEW)},
+            "rollout": {"paused": paused},
+        }))
+        .unwrap(),
+    );
+    p.spec.rollout.max_unavailable = max;
+    p.metadata.uid = Some(format!("uid-{name}"));
+    p.metadata.generation = Some(3);
+    p
+}
+
+fn node(name: &str, pool: &str, ready: bool, cordoned: bool) -> Node {
+    let mut labels = BTreeMap::from([("pool".to_owned(), pool.to_owned())]);
+    labels.insert(MANAGED_LABEL.into(), String::new());
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            unschedulable: cordoned.then_some(true),
+            ..NodeSpec::default()
+        }),
+        status: Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: if ready { "True" } else { "False" }.into(),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        }),
+    }
+}
+
+fn cond(type_: &str, status: bool, reason: &str) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: String::new(),
+        observed_generation: None,
+        last_transition_time: Time(Timestamp::UNIX_EPOCH),
+    }
+}
+
+/// What the daemon reports, for the table.
+#[derive(Clone, Copy, Debug)]
+enum Daemon {
+    Nothing,
+    Idle(&'static str),
+    Staging(&'static str),
+    Staged(&'static str),
+    Rebooting(&'static str),
+}
+
+struct Bn {
+    name: &'static str,
+    pool: &'static str,
+    desired: &'static str,
+    booted_state: DesiredImageState,
+    daemon: Daemon,
+    degraded: bool,
+    slot: Option<bool>,
+}
+
+fn bn(name: &'static str, desired: &'static str, daemon: Daemon) -> Bn {
+    Bn {
+        name,
+        pool: "a",
+        desired,
+        booted_state: DesiredImageState::Staged,
+        daemon,
+        degraded: false,
+        slot: None,
+    }
+}
+
+impl Bn {
+    fn degraded(mut self) -> Self {
+        self.degraded = true;
+        self
+    }
+    fn slot(mut self, was_cordoned: bool) -> Self {
+        self.slot = Some(was_cordoned);
+        self
+    }
+    fn approved(mut self) -> Self {
+        self.booted_state = DesiredImageState::Booted;
+        self
+    }
+    fn owned_by(mut self, pool: &'static str) -> Self {
+        self.pool = pool;
+        self
+    }
+    fn build(&self) -> BootcNode {
+        let mut b = BootcNode::new(
+            self.name,
+            BootcNodeSpec {
+                desired_image: image(self.desired),
+                desired_image_state: self.booted_state,
+                reboot_policy: RebootPolicy::RebootOnly,
+                pull_secret_ref: None,
+                pull_secret_hash: None,
+            },
+        );
+        b.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "node.bootc.dev/v1alpha1".into(),
+            kind: "BootcNodePool".into(),
+            name: self.pool.into(),
+            uid: format!("uid-{}", self.pool),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]);
+        if let Some(w) = self.slot {
+            b.metadata.annotations = Some(BTreeMap::from([
+                (IN_REBOOT_SLOT_ANNOTATION.to_owned(), "true".to_owned()),
+                (WAS_CORDONED_ANNOTATION.to_owned(), w.to_string()),
+            ]));
+        }
+        let entry = |d: &str| BootEntryStatus {
+            image: Some(image(d)),
+            image_digest: Some(d.into()),
+            ..BootEntryStatus::default()
+        };
+        let (booted, staged, idle) = match self.daemon {
+            Daemon::Nothing => {
+                b.status = None;
+                return b;
+            }
+            Daemon::Idle(d) => (entry(d), None, cond("Idle", true, "Idle")),
+            Daemon::Staging(d) => (entry(d), None, cond("Idle", false, "Staging")),
+            Daemon::Staged(d) => (
+                entry(d),
+                Some(entry(self.desired)),
+                cond("Idle", false, "Staged"),
+            ),
+            Daemon::Rebooting(d) => (
+                entry(d),
+                Some(entry(self.desired)),
+                cond("Idle", false, "Rebooting"),
+            ),
+        };
+        b.status = Some(BootcNodeStatus {
+            booted: Some(booted),
+            staged,
+            conditions: vec![
+                idle,
+                cond(
+                    "Degraded",
+                    self.degraded,
+                    if self.degraded { "Error" } else { "Healthy" },
+                ),
+            ],
+            ..BootcNodeStatus::default()
+        });
+        b
+    }
+}
+
+struct World {
+    pool: BootcNodePool,
+    others: Vec<BootcNodePool>,
+    nodes: Vec<Node>,
+    bns: Vec<BootcNode>,
+    drains: BTreeMap<String, DrainPhase>,
+    target: Result<Target, TargetProblem>,
+    secret_hash: Option<String>,
+}
+
+impl World {
+    fn new(pool: BootcNodePool) -> Self {
+        World {
+            pool,
+            others: vec![],
+            nodes: vec![],
+            bns: vec![],
+            drains: BTreeMap::new(),
+            target: Ok(target(NEW)),
+            secret_hash: None,
+        }
+    }
+    fn node(mut self, n: Node) -> Self {
+        self.nodes.push(n);
+        self
+    }
+    fn bn(mut self, b: Bn) -> Self {
+        self.bns.push(b.build());
+        self
+    }
+    fn drain(mut self, node: &str, phase: DrainPhase) -> Self {
+        self.drains.insert(node.into(), phase);
+        self
+    }
+    fn plan(&self) -> Plan {
+        plan(&PlanInput {
+            pool: &self.pool,
+            target: self.target.clone(),
+            nodes: self.nodes.iter().collect(),
+            bootc_nodes: self.bns.iter().collect(),
+            other_pools: self.others.iter().collect(),
+            pull_secret_hash: self.secret_hash.clone(),
+            drains: self.drains.clone(),
+            next_tag_resolution: None,
+            operator_namespace: api::labels::OPERATOR_NAMESPACE,
+            now: Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000),
+        })
+    }
+}
+
+fn applied<'a>(plan: &'a Plan, name: &str) -> Option<&'a BootcNodeApply> {
+    plan.writes.iter().find_map(|w| match w {
+        Write::ApplyBootcNode(b) if b.name == name => Some(b.as_ref()),
+        _ => None,
+    })
+}
+
+fn slotted(plan: &Plan) -> Vec<String> {
+    plan.writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::StartDrain { node } => Some(node.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn degraded_reason(plan: &Plan) -> String {
+    let s = plan.status.as_ref().expect("status");
+    conditions::find(&s.conditions, reasons::DEGRADED)
+        .map(|c| c.reason.clone())
+        .unwrap_or_default()
+}
+
+fn degraded_message(plan: &Plan) -> String {
+    let s = plan.status.as_ref().expect("status");
+    conditions::find(&s.conditions, reasons::DEGRADED)
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+fn up_to_date(plan: &Plan) -> (String, String, String) {
+    let s = plan.status.as_ref().expect("status");
+    let c = conditions::find(&s.conditions, reasons::UP_TO_DATE).expect("UpToDate");
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+#[test]
+fn effective_state_table() {
+    let t = target(NEW);
+    let rows: Vec<(&str, Bn, NodeState)> = vec![
+        (
+            "degraded wins",
+            bn("n", NEW, Daemon::Idle(NEW)).degraded(),
+            NodeState::Degraded,
+        ),
+        (
+            "degraded while staging",
+            bn("n", NEW, Daemon::Staging(OLD)).degraded(),
+            NodeState::Degraded,
+        ),
+        (
+            "runs the target",
+            bn("n", NEW, Daemon::Idle(NEW)),
+            NodeState::UpToDate,
+        ),
+        (
+            "no status yet",
+            bn("n", NEW, Daemon::Nothing),
+            NodeState::Pending,
+        ),
+        (
+            "idle on the old image",
+            bn("n", NEW, Daemon::Idle(OLD)),
+            NodeState::Pending,
+        ),
+        (
+            "spec not yet synced",
+            bn("n", OLD, Daemon::Staged(OLD)),
+            NodeState::Pending,
+        ),
+        (
+            "staging",
+            bn("n", NEW, Daemon::Staging(OLD)),
+            NodeState::Staging,
+        ),
+        (
+            "staged",
+            bn("n", NEW, Daemon::Staged(OLD)),
+            NodeState::Staged,
+        ),
+        (
+            "rebooting",
+            bn("n", NEW, Daemon::Rebooting(OLD)),
+            NodeState::Rebooting,
+        ),
+    ];
+    for (what, row, want) in rows {
+        assert_eq!(classify(&row.build(), &t), want, "{what}");
+    }
+    // Staged for another image counts as still staging.
+    let mut b = bn("n", NEW, Daemon::Staged(OLD)).build();
+    b.status.as_mut().unwrap().staged.as_mut().unwrap().image = Some(image(OLD));
+    b.status
+        .as_mut()
+        .unwrap()
+        .staged
+        .as_mut()
+        .unwrap()
+        .image_digest = Some(OLD.into());
+    assert_eq!(classify(&b, &t), NodeState::Staging);
+    // A status answering an older generation is pending.
+    let mut b = bn("n", NEW, Daemon::Staged(OLD)).build();
+    b.metadata.generation = Some(5);
+    b.status.as_mut().unwrap().observed_generation = Some(4);
+    assert_eq!(classify(&b, &t), NodeState::Pending);
+    // A multi-arch target: booted digest is the platform manifest, the
+    // reference is the index.
+    let mut b = bn("n", NEW, Daemon::Idle(OLD)).build();
+    let booted = b.status.as_mut().unwrap().booted.as_mut().unwrap();
+    booted.image = Some(image(NEW));
+    booted.image_digest = Some("sha256:platform".into());
+    assert_eq!(classify(&b, &t), NodeState::UpToDate);
+}
+
+#[test]
+fn max_unavailable_int_and_percentage() {
+    let rows: Vec<(IntOrString, usize, usize)> = vec![
+        (IntOrString::Int(1), 10, 1),
+        (IntOrString::Int(3), 10, 3),
+        (IntOrString::Int(20), 5, 20),
+        (IntOrString::String("25%".into()), 10, 2),
+        (IntOrString::String("10%".into()), 5, 1),
+        (IntOrString::String("50%".into()), 5, 2),
+        (IntOrString::String("100%".into()), 7, 7),
+        (IntOrString::String("1%".into()), 0, 1),
+    ];
+    for (v, n, want) in rows {
+        assert_eq!(max_unavailable(&v, n), Ok(want), "{v:?} of {n}");
+    }
+    assert!(max_unavailable(&IntOrString::Int(0), 3).is_err());
+    assert!(max_unavailable(&IntOrString::String("abc".into()), 3).is_err());
+    assert!(max_unavailable(&IntOrString::String("0%".into()), 3).is_err());
+}
+
+#[test]
+fn a_new_member_gets_a_bootc_node_then_its_label() {
+    let mut n = node("w1", "a", true, false);
+    n.labels_mut().remove(MANAGED_LABEL);
+    let w = World::new(pool("a", IntOrString::Int(1), false)).node(n);
+    let p = w.plan();
+    let apply = applied(&p, "w1").expect("BootcNode created");
+    assert_eq!(apply.spec.desired_image, image(NEW));
+    assert_eq!(apply.spec.desired_image_state, DesiredImageState::Staged);
+    assert_eq!(apply.owner.name, "a");
+    assert_eq!(apply.owner.uid, "uid-a");
+    assert!(!apply.in_slot());
+    let apply_at = p
+        .writes
+        .iter()
+        .position(|w| matches!(w, Write::ApplyBootcNode(_)));
+    let label_at = p
+        .writes
+        .iter()
+        .position(|w| matches!(w, Write::PatchNode { patch, .. } if patch.managed == Some(true)));
+    assert!(apply_at < label_at && label_at.is_some(), "{:?}", p.writes);
+    let s = p.status.unwrap();
+    assert_eq!(s.node_count, 1);
+    assert_eq!(s.target_digest.as_deref(), Some(NEW));
+    assert_eq!(s.target_image, Some(image(NEW)));
+    assert_eq!(s.observed_generation, Some(3));
+}
+
+#[test]
+fn spec_sync_resets_approval_and_copies_pool_fields() {
+    let mut pl = pool("a", IntOrString::Int(1), false);
+    pl.spec.disruption.reboot_policy = RebootPolicy::AllowSoftReboot;
+    pl.spec.pull_secret_ref = Some(SecretReference {
+        name: "pull".into(),
+        namespace: api::labels::OPERATOR_NAMESPACE.into(),
+    });
+    let mut w =
+        World::new(pl)
+            .node(node("w1", "a", true, true))
+            .bn(bn("w1", OLD, Daemon::Rebooting(OLD)).approved().slot(false));
+    w.secret_hash = Some("sha256:abc".into());
+    let p = w.plan();
+    let apply = applied(&p, "w1").expect("spec synced");
+    assert_eq!(apply.spec.desired_image, image(NEW));
+    assert_eq!(apply.spec.desired_image_state, DesiredImageState::Staged);
+    assert_eq!(apply.spec.reboot_policy, RebootPolicy::AllowSoftReboot);
+    assert_eq!(apply.spec.pull_secret_ref.as_ref().unwrap().name, "pull");
+    assert_eq!(apply.spec.pull_secret_hash.as_deref(), Some("sha256:abc"));
+    // The slot is kept across the target change.
+    assert!(apply.in_slot());
+}
+
+#[test]
+fn slot_rule_1_only_healthy_staged_nodes_take_slots() {
+    let w = World::new(pool("a", IntOrString::Int(5), false))
+        .node(node("staging", "a", true, false))
+        .node(node("degraded", "a", true, false))
+        .node(node("notready", "a", false, false))
+        .node(node("pending", "a", true, false))
+        .node(node("staged", "a", true, false))
+        .bn(bn("staging", NEW, Daemon::Staging(OLD)))
+        .bn(bn("degraded", NEW, Daemon::Staged(OLD)).degraded())
+        .bn(bn("notready", NEW, Daemon::Staged(OLD)))
+        .bn(bn("pending", NEW, Daemon::Idle(OLD)))
+        .bn(bn("staged", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    assert_eq!(slotted(&p), vec!["staged".to_owned()]);
+    // Entering: annotations (with the prior cordon state) before the cordon,
+    // the cordon before the drain.
+    let i_apply = p
+        .writes
+        .iter()
+        .position(|w| matches!(w, Write::ApplyBootcNode(b) if b.name == "staged"))
+        .unwrap();
+    let i_cordon = p
+        .writes
+        .iter()
+        .position(|w| {
+            matches!(w, Write::PatchNode { name, patch } if name == "staged" && patch.unschedulable == Some(true))
+        })
+        .unwrap();
+    let i_drain = p
+        .writes
+        .iter()
+        .position(|w| matches!(w, Write::StartDrain { node } if node == "staged"))
+        .unwrap();
+    assert!(i_apply < i_cordon && i_cordon < i_drain);
+    let a = applied(&p, "staged").unwrap();
+    assert_eq!(
+        a.annotations
+            .get(WAS_CORDONED_ANNOTATION)
+            .map(String::as_str),
+        Some("false")
+    );
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.reason == event_reasons::SLOT_ASSIGNED)
+    );
+    // Unhealthy nodes outside slots do not block; the pool reports them.
+    assert_eq!(degraded_reason(&p), reasons::NODE_DEGRADED);
+    assert!(degraded_message(&p).contains("degraded"));
+}
+
+#[test]
+fn an_admin_cordoned_node_is_recorded_and_not_cordoned_again() {
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    let a = applied(&p, "w1").unwrap();
+    assert_eq!(
+        a.annotations
+            .get(WAS_CORDONED_ANNOTATION)
+            .map(String::as_str),
+        Some("true")
+    );
+    assert!(
+        !p.writes
+            .iter()
+            .any(|w| matches!(w, Write::PatchNode { .. }))
+    );
+    assert_eq!(slotted(&p), vec!["w1".to_owned()]);
+}
+
+#[test]
+fn max_unavailable_caps_slots_including_holders() {
+    let mut w = World::new(pool("a", IntOrString::Int(2), false));
+    for name in ["n1", "n2", "n3", "n4"] {
+        w = w.node(node(name, "a", true, false));
+    }
+    let w = w
+        .bn(bn("n1", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("n2", NEW, Daemon::Staged(OLD)))
+        .bn(bn("n3", NEW, Daemon::Staged(OLD)))
+        .bn(bn("n4", NEW, Daemon::Staged(OLD)));
+    assert_eq!(
+        w.plan()
+            .writes
+            .iter()
+            .filter(|w| matches!(w, Write::ApplyBootcNode(b) if b.in_slot()))
+            .count(),
+        1
+    );
+    assert_eq!(slotted(&w.plan()), vec!["n2".to_owned()]);
+
+    // 50% of 4 = 2 slots, none held: two nodes get one.
+    let mut w2 = World::new(pool("a", IntOrString::String("50%".into()), false));
+    for name in ["n1", "n2", "n3", "n4"] {
+        w2 = w2.node(node(name, "a", true, false)).bn(bn(
+            match name {
+                "n1" => "n1",
+                "n2" => "n2",
+                "n3" => "n3",
+                _ => "n4",
+            },
+            NEW,
+            Daemon::Staged(OLD),
+        ));
+    }
+    assert_eq!(slotted(&w2.plan()).len(), 2);
+}
+
+#[test]
+fn a_drained_node_is_approved_unless_paused() {
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false))
+        .drain("w1", DrainPhase::Succeeded);
+    let p = w.plan();
+    let a = applied(&p, "w1").unwrap();
+    assert_eq!(a.spec.desired_image_state, DesiredImageState::Booted);
+    assert!(a.in_slot());
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.reason == event_reasons::REBOOT_APPROVED)
+    );
+
+    let mut paused = w;
+    paused.pool.spec.rollout.paused = true;
+    let p = paused.plan();
+    assert!(applied(&p, "w1").is_none(), "{:?}", p.writes);
+    assert_eq!(up_to_date(&p).1, reasons::PAUSED);
+
+    // Still draining: nothing yet. Not yet drained after a restart: drain again.
+    let running = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false))
+        .drain("w1", DrainPhase::Running);
+    assert!(running.plan().writes.is_empty());
+    let restarted = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false));
+    assert_eq!(slotted(&restarted.plan()), vec!["w1".to_owned()]);
+}
+
+#[test]
+fn a_failed_drain_is_reported_and_retried_later() {
+    let at = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000 - 10);
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false))
+        .drain(
+            "w1",
+            DrainPhase::Failed {
+                message: "still blocking: default/stuck".into(),
+                at,
+            },
+        );
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), DRAIN_TIMED_OUT);
+    assert!(degraded_message(&p).contains("default/stuck"));
+    assert!(slotted(&p).is_empty());
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(50)));
+}
+
+#[test]
+fn slot_rule_2_release_only_when_updated_healthy_and_ready() {
+    // Runs the target but NotReady: holds the slot.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", false, true))
+        .node(node("w2", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)).approved().slot(false))
+        .bn(bn("w2", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    assert!(applied(&p, "w1").is_none());
+    assert!(slotted(&p).is_empty(), "slot still held");
+
+    // Degraded after the reboot: holds the slot.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW))
+            .approved()
+            .slot(false)
+            .degraded());
+    assert!(applied(&w.plan(), "w1").is_none());
+
+    // Ready and updated: uncordon first, then drop the annotations; the next
+    // Staged node takes the freed slot in the same pass.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .node(node("w2", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)).approved().slot(false))
+        .bn(bn("w2", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    let i_uncordon = p
+        .writes
+        .iter()
+        .position(|w| {
+            matches!(w, Write::PatchNode { name, patch } if name == "w1" && patch.unschedulable == Some(false))
+        })
+        .expect("uncordon");
+    let i_release = p
+        .writes
+        .iter()
+        .position(|w| matches!(w, Write::ApplyBootcNode(b) if b.name == "w1"))
+        .unwrap();
+    assert!(i_uncordon < i_release);
+    let a = applied(&p, "w1").unwrap();
+    assert!(a.annotations.is_empty());
+    assert_eq!(a.spec.desired_image_state, DesiredImageState::Staged);
+    assert_eq!(slotted(&p), vec!["w2".to_owned()]);
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.reason == event_reasons::NODE_UPDATED)
+    );
+
+    // Was cordoned by the admin before: stays cordoned.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)).approved().slot(true));
+    let p = w.plan();
+    assert!(
+        !p.writes
+            .iter()
+            .any(|w| matches!(w, Write::PatchNode { .. }))
+    );
+    assert!(applied(&p, "w1").unwrap().annotations.is_empty());
+}
+
+#[test]
+fn slot_rule_3_two_unhealthy_slotted_nodes_halt_the_rollout() {
+    let w = World::new(pool("a", IntOrString::Int(3), false))
+        .node(node("bad1", "a", false, true))
+        .node(node("bad2", "a", true, true))
+        .node(node("next", "a", true, false))
+        .bn(bn("bad1", NEW, Daemon::Rebooting(OLD))
+            .approved()
+            .slot(false))
+        .bn(bn("bad2", NEW, Daemon::Idle(NEW))
+            .approved()
+            .slot(false)
+            .degraded())
+        .bn(bn("next", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    assert!(slotted(&p).is_empty(), "no third slot: {:?}", p.writes);
+    assert_eq!(degraded_reason(&p), reasons::ROLLOUT_HALTED);
+    assert!(degraded_message(&p).contains("bad1"));
+    assert!(degraded_message(&p).contains("bad2"));
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.reason == event_reasons::ROLLOUT_HALTED && e.warning)
+    );
+
+    // One unhealthy slotted node does not halt.
+    let w = World::new(pool("a", IntOrString::Int(3), false))
+        .node(node("bad1", "a", false, true))
+        .node(node("next", "a", true, false))
+        .bn(bn("bad1", NEW, Daemon::Rebooting(OLD))
+            .approved()
+            .slot(false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)));
+    assert_eq!(slotted(&w.plan()), vec!["next".to_owned()]);
+}
+
+#[test]
+fn pause_stops_new_slots_but_not_staging() {
+    let w = World::new(pool("a", IntOrString::Int(3), true))
+        .node(node("w1", "a", true, false))
+        .node(node("w2", "a", true, false))
+        .bn(bn("w1", OLD, Daemon::Idle(OLD)))
+        .bn(bn("w2", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    // Staging goes on: the spec still moves to the new image.
+    assert_eq!(applied(&p, "w1").unwrap().spec.desired_image, image(NEW));
+    assert!(slotted(&p).is_empty());
+    let (status, reason, _) = up_to_date(&p);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", reasons::PAUSED)
+    );
+}
+
+#[test]
+fn conflicts_skip_the_node_and_name_the_other_pool() {
+    let mut a = pool("a", IntOrString::Int(1), false);
+    a.spec.node_selector =
+        serde_json::from_value(json!({"matchLabels": {"role": "worker"}})).unwrap();
+    let mut b = pool("b", IntOrString::Int(1), false);
+    b.spec.node_selector = serde_json::from_value(json!({"matchLabels": {"zone": "z1"}})).unwrap();
+    let mut shared = node("shared", "x", true, false);
+    shared.labels_mut().insert("role".into(), "worker".into());
+    shared.labels_mut().insert("zone".into(), "z1".into());
+    shared.labels_mut().remove(MANAGED_LABEL);
+    let mut own = node("own", "x", true, false);
+    own.labels_mut().insert("role".into(), "worker".into());
+    own.labels_mut().remove(MANAGED_LABEL);
+    let mut w = World::new(a).node(shared.clone()).node(own);
+    w.others = vec![b.clone()];
+    let p = w.plan();
+    assert!(applied(&p, "shared").is_none());
+    assert!(applied(&p, "own").is_some(), "uncontested nodes go on");
+    assert_eq!(degraded_reason(&p), reasons::NODE_CONFLICT);
+    assert!(degraded_message(&p).contains("node shared"));
+    assert!(degraded_message(&p).contains("pool(s) b"));
+
+    // The other side sees the same conflict naming "a".
+    let mut a2 = pool("a", IntOrString::Int(1), false);
+    a2.spec.node_selector =
+        serde_json::from_value(json!({"matchLabels": {"role": "worker"}})).unwrap();
+    let mut w = World::new(b).node(shared);
+    w.others = vec![a2];
+    let p = w.plan();
+    assert!(p.writes.is_empty());
+    assert!(degraded_message(&p).contains("pool(s) a"));
+
+    // A BootcNode owned by another pool: a conflict naming the owner.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)).owned_by("z"));
+    let p = w.plan();
+    assert!(p.writes.is_empty(), "{:?}", p.writes);
+    assert!(degraded_message(&p).contains("pool(s) z"));
+}
+
+#[test]
+fn leaving_restores_cordon_removes_label_and_deletes_in_that_order() {
+    // Label changed mid-slot: the node no longer matches.
+    let mut moved = node("w1", "elsewhere", true, true);
+    moved
+        .labels_mut()
+        .insert(MANAGED_LABEL.into(), String::new());
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(moved)
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false))
+        .drain("w1", DrainPhase::Running);
+    let p = w.plan();
+    assert_eq!(
+        p.writes,
+        vec![
+            Write::CancelDrain { node: "w1".into() },
+            Write::PatchNode {
+                name: "w1".into(),
+                patch: NodePatch {
+                    managed: Some(false),
+                    unschedulable: Some(false)
+                }
+            },
+            Write::DeleteBootcNode { name: "w1".into() },
+        ]
+    );
+    assert_eq!(p.status.unwrap().node_count, 0);
+
+    // A deleted Node: only the BootcNode goes.
+    let w =
+        World::new(pool("a", IntOrString::Int(1), false)).bn(bn("gone", NEW, Daemon::Idle(NEW)));
+    let p = w.plan();
+    assert_eq!(
+        p.writes,
+        vec![
+            Write::CancelDrain {
+                node: "gone".into()
+            },
+            Write::DeleteBootcNode {
+                name: "gone".into()
+            }
+        ]
+    );
+}
+
+#[test]
+fn status_message_counts_and_deployed_digest() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false));
+    let rows: Vec<(&'static str, Bn)> = vec![
+        ("u1", bn("u1", NEW, Daemon::Idle(NEW))),
+        ("u2", bn("u2", NEW, Daemon::Idle(NEW))),
+        ("u3", bn("u3", NEW, Daemon::Idle(NEW))),
+        ("u4", bn("u4", NEW, Daemon::Idle(NEW))),
+        ("u5", bn("u5", NEW, Daemon::Idle(NEW))),
+        ("s1", bn("s1", NEW, Daemon::Staging(OLD))),
+        ("s2", bn("s2", NEW, Daemon::Staging(OLD))),
+        ("t1", bn("t1", NEW, Daemon::Staged(OLD))),
+        ("t2", bn("t2", NEW, Daemon::Staged(OLD))),
+        (
+            "r1",
+            bn("r1", NEW, Daemon::Rebooting(OLD)).approved().slot(false),
+        ),
+    ];
+    for (name, b) in rows {
+        w = w.node(node(name, "a", true, name == "r1")).bn(b);
+    }
+    let p = w.plan();
+    let (status, reason, message) = up_to_date(&p);
+    assert_eq!(status, "False");
+    assert_eq!(reason, reasons::ROLLOUT_IN_PROGRESS);
+    assert_eq!(message, "5/10 updated; 2 staging, 2 staged, 1 rebooting");
+    let s = p.status.clone().unwrap();
+    assert_eq!(
+        (
+            s.node_count,
+            s.updated_count,
+            s.updating_count,
+            s.degraded_count
+        ),
+        (10, 5, 5, 0)
+    );
+    assert_eq!(s.deployed_digest, None);
+    assert!(s.update_available);
+    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+
+    // Everyone on the target: AllUpdated, deployedDigest, no update available.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("u1", "a", true, false))
+        .bn(bn("u1", NEW, Daemon::Idle(NEW)));
+    let p = w.plan();
+    let s = p.status.clone().unwrap();
+    assert_eq!(s.deployed_digest.as_deref(), Some(NEW));
+    assert!(!s.update_available);
+    assert_eq!(up_to_date(&p).1, reasons::ALL_UPDATED);
+    assert_eq!(
+        up_to_date(&p).2,
+        "1/1 updated; 0 staging, 0 staged, 0 rebooting"
+    );
+}
+
+#[test]
+fn nothing_is_written_when_nothing_changes() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .node(node("w2", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+        .bn(bn("w2", NEW, Daemon::Staging(OLD)));
+    let first = w.plan();
+    assert!(first.writes.is_empty(), "{:?}", first.writes);
+    w.pool.status = first.status;
+    let second = w.plan();
+    assert!(second.writes.is_empty());
+    assert_eq!(second.status, None, "status unchanged: no write");
+    assert!(second.events.is_empty());
+}
+
+#[test]
+fn a_tag_keeps_the_previous_target_and_reports_it() {
+    let problem = TargetProblem {
+        reason: reasons::INVALID_SPEC,
+        message: "tag resolution not yet available".into(),
+    };
+    // No previous target: no BootcNode is created.
+    let mut w =
+        World::new(pool("a", IntOrString::Int(1), false)).node(node("w1", "a", true, false));
+    w.target = Err(problem.clone());
+    let p = w.plan();
+    assert!(applied(&p, "w1").is_none());
+    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert!(degraded_message(&p).contains("tag resolution not yet available"));
+
+    // A previous target stays in force (fail closed).
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .bn(bn("w1", OLD, Daemon::Idle(OLD)));
+    w.pool.status = Some(BootcNodePoolStatus {
+        target_digest: Some(OLD.into()),
+        target_image: Some(image(OLD)),
+        ..BootcNodePoolStatus::default()
+    });
+    w.target = Err(problem);
+    let p = w.plan();
+    assert!(p.writes.is_empty());
+    let s = p.status.unwrap();
+    assert_eq!(s.target_digest.as_deref(), Some(OLD));
+}
+
+#[test]
+fn rollback_is_the_same_cycle() {
+    // Target changed back to OLD: the updated node must stage OLD again; the
+    // node still on OLD is up to date.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .node(node("w2", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+        .bn(bn("w2", NEW, Daemon::Staging(OLD)));
+    w.target = Ok(target(OLD));
+    let p = w.plan();
+    assert_eq!(applied(&p, "w1").unwrap().spec.desired_image, image(OLD));
+    assert_eq!(applied(&p, "w2").unwrap().spec.desired_image, image(OLD));
+    let s = p.status.unwrap();
+    assert_eq!(s.updated_count, 1);
+}
+
+#[test]
+fn cleanup_restores_everything() {
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .node(node("w2", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false))
+        .bn(bn("w2", NEW, Daemon::Staged(OLD)).slot(true));
+    let input = PlanInput {
+        pool: &w.pool,
+        target: w.target.clone(),
+        nodes: w.nodes.iter().collect(),
+        bootc_nodes: w.bns.iter().collect(),
+        other_pools: vec![],
+        pull_secret_hash: None,
+        drains: BTreeMap::new(),
+        next_tag_resolution: None,
+        operator_namespace: api::labels::OPERATOR_NAMESPACE,
+        now: Timestamp::UNIX_EPOCH,
+    };
+    let writes = plan_cleanup(&input);
+    assert!(writes.contains(&Write::PatchNode {
+        name: "w1".into(),
+        patch: NodePatch {
+            managed: Some(false),
+            unschedulable: Some(false)
+        }
+    }));
+    assert!(writes.contains(&Write::PatchNode {
+        name: "w2".into(),
+        patch: NodePatch {
+            managed: Some(false),
+            unschedulable: None
+        }
+    }));
+    assert!(writes.contains(&Write::DeleteBootcNode { name: "w1".into() }));
+    assert!(writes.contains(&Write::DeleteBootcNode { name: "w2".into() }));
+}
+
+#[test]
+fn an_unparsable_selector_changes_no_membership() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .node(node("new", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)));
+    w.pool.spec.node_selector = serde_json::from_value(json!({"matchExpressions": [
+        {"key": "pool", "operator": "Sometimes", "values": ["a"]}]}))
+    .unwrap();
+    let p = w.plan();
+    assert!(p.writes.is_empty(), "{:?}", p.writes);
+    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert_eq!(p.status.unwrap().node_count, 1);
+}
+
+#[test]
+fn a_pull_secret_outside_the_operator_namespace_is_invalid() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false));
+    w.pool.spec.pull_secret_ref = Some(SecretReference {
+        name: "pull".into(),
+        namespace: "default".into(),
+    });
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert!(degraded_message(&p).contains("namespace bootc-operator"));
+}

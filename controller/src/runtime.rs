@@ -1,0 +1,761 @@
+//! The controller runtime: caches, watches and their mapping to pools, the
+//! reconcile function (gather from the caches, plan, act), the finalizer,
+//! leader election and the health endpoints.
+
+use std::collections::BTreeMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use api::labels::{OPERATOR_NAMESPACE, POOL_FINALIZER};
+use api::{BootcNode, BootcNodePool};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::actuator::{Actuator, ActuatorError, Written};
+use crate::drain::Drains;
+use crate::events::EventSink;
+use crate::lease::{self, LeaseConfig};
+use crate::planner::{self, PlanInput};
+use crate::target::{DigestOnly, Resolve};
+
+/// How the controller runs.
+#[derive(Clone)]
+pub struct Options {
+    /// Leader election; None runs without (a single replica, or tests).
+    pub lease: Option<LeaseConfig>,
+    /// Serve /healthz and /readyz here.
+    pub health_addr: Option<SocketAddr>,
+    /// Where events go and pull secrets live.
+    pub namespace: String,
+    /// This replica's name (events, lease).
+    pub instance: String,
+    /// Target resolution (tag references need a registry-backed resolver).
+    pub resolver: Arc<dyn Resolve>,
+    /// Reconcile every pool at least this often even without events.
+    pub resync: Duration,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("lease", &self.lease)
+            .field("health_addr", &self.health_addr)
+            .field("namespace", &self.namespace)
+            .field("instance", &self.instance)
+            .finish()
+    }
+}
+
+impl Options {
+    /// Defaults: no leader election, no health server, digest refs only.
+    pub fn new(instance: &str) -> Self {
+        Options {
+            lease: None,
+            health_addr: None,
+            namespace: OPERATOR_NAMESPACE.to_owned(),
+            instance: instance.to_owned(),
+            resolver: Arc::new(DigestOnly),
+            resync: Duration::from_secs(600),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Actuator(#[from] ActuatorError),
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+    #[error("caches were not ready")]
+    NotReady,
+    #[error("lost the leader lease")]
+    LeaseLost,
+    #[error("building a client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("health server on {addr}: {source}")]
+    Health {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+struct Ctx {
+    client: kube::Client,
+    namespace: String,
+    pools: Store<BootcNodePool>,
+    nodes: Store<Node>,
+    bootc_nodes: Store<BootcNode>,
+    secrets: Store<Secret>,
+    drains: Drains,
+    actuator: Actuator,
+    resolver: Arc<dyn Resolve>,
+    resync: Duration,
+    ready: Arc<AtomicBool>,
+}
+
+/// `sha256:<hex>` over a Secret's data (keys sorted, lengths included).
+pub fn secret_hash(secret: &Secret) -> String {
+    let mut h = Sha256::new();
+    if let Some(data) = &secret.data {
+        for (k, v) in data {
+            h.update((k.len() as u64).to_be_bytes());
+            h.update(k.as_bytes());
+            h.update((v.0.len() as u64).to_be_bytes());
+            h.update(&v.0);
+        }
+    }
+    if let Some(data) = &secret.string_data {
+        for (k, v) in data {
+            h.update(b"s");
+            h.update((k.len() as u64).to_be_bytes());
+            h.update(k.as_bytes());
+            h.update((v.len() as u64).to_be_bytes());
+            h.update(v.as_bytes());
+        }
+    }
+    let digest = h.finalize();
+    let mut hex = String::with_capacity(71);
+    hex.push_str("sha256:");
+    for b in digest {
+        hex.push_str(&format!("{b:02x}"));
+    }
+    hex
+}
+
+/// What a Node event must change to matter: labels, Ready, unschedulable.
+pub fn node_fingerprint(node: &Node) -> u64 {
+    let mut h = DefaultHasher::new();
+    node.labels().hash(&mut h);
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+        .hash(&mut h);
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.clone());
+    ready.hash(&mut h);
+    node.metadata.deletion_timestamp.is_some().hash(&mut h);
+    h.finish()
+}
+
+fn secret_fingerprint(secret: &Secret) -> u64 {
+    let mut h = DefaultHasher::new();
+    secret_hash(secret).hash(&mut h);
+    h.finish()
+}
+
+fn pool_fingerprint(pool: &BootcNodePool) -> u64 {
+    let mut h = DefaultHasher::new();
+    pool.metadata.generation.hash(&mut h);
+    pool.metadata.deletion_timestamp.is_some().hash(&mut h);
+    h.finish()
+}
+
+/// Passes on objects whose `fingerprint` changed, and every deletion.
+fn changed_only<K, S>(
+    events: S,
+    fingerprint: fn(&K) -> u64,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let mut seen: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    events.filter_map(move |ev| {
+        let out = match ev {
+            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                let key = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+                let fp = fingerprint(&obj);
+                if seen.insert(key, fp) == Some(fp) {
+                    None
+                } else {
+                    Some(Ok(obj))
+                }
+            }
+            Ok(watcher::Event::Delete(obj)) => {
+                let key = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+                seen.remove(&key);
+                Some(Ok(obj))
+            }
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        };
+        std::future::ready(out)
+    })
+}
+
+fn strip_node(node: &mut Node) {
+    node.managed_fields_mut().clear();
+    node.annotations_mut().clear();
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+        status.volumes_attached = None;
+        status.volumes_in_use = None;
+        status.node_info = None;
+        status.addresses = None;
+        status.capacity = None;
+        status.allocatable = None;
+    }
+}
+
+fn strip_secret(secret: &mut Secret) {
+    secret.managed_fields_mut().clear();
+    secret.annotations_mut().clear();
+}
+
+/// The pools a Node event concerns: those whose selector matches it and the
+/// owner of its BootcNode.
+fn pools_for_node(
+    node: &Node,
+    pools: &Store<BootcNodePool>,
+    bootc_nodes: &Store<BootcNode>,
+) -> Vec<ObjectRef<BootcNodePool>> {
+    let mut out: Vec<ObjectRef<BootcNodePool>> = pools
+        .state()
+        .iter()
+        .filter(|p| planner::selects(p, node))
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect();
+    if let Some(bn) = bootc_nodes.get(&ObjectRef::new(&node.name_any()))
+        && let Some((owner, _)) = planner::owner_pool(&bn)
+    {
+        out.push(ObjectRef::new(&owner));
+    }
+    out
+}
+
+fn pools_for_secret(
+    secret: &Secret,
+    pools: &Store<BootcNodePool>,
+) -> Vec<ObjectRef<BootcNodePool>> {
+    let ns = secret.namespace().unwrap_or_default();
+    let name = secret.name_any();
+    pools
+        .state()
+        .iter()
+        .filter(|p| {
+            p.spec
+                .pull_secret_ref
+                .as_ref()
+                .is_some_and(|r| r.name == name && r.namespace == ns)
+        })
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect()
+}
+
+impl Ctx {
+    fn input<'a>(
+        &'a self,
+        pool: &'a BootcNodePool,
+        nodes: &'a [Arc<Node>],
+        bns: &'a [Arc<BootcNode>],
+        others: &'a [Arc<BootcNodePool>],
+        target: Result<planner::Target, planner::TargetProblem>,
+        next_tag_resolution: Option<jiff::Timestamp>,
+    ) -> PlanInput<'a> {
+        let owned: Vec<&BootcNode> = bns
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|bn| planner::owned_by(bn, pool))
+            .collect();
+        let owned_names: std::collections::BTreeSet<String> =
+            owned.iter().map(|b| b.name_any()).collect();
+        let selector = kube::core::Selector::try_from(pool.spec.node_selector.clone()).ok();
+        let chosen_nodes: Vec<&Node> = nodes
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|n| {
+                owned_names.contains(&n.name_any())
+                    || selector.as_ref().is_some_and(|s| {
+                        use kube::core::SelectorExt;
+                        s.matches(n.labels())
+                    })
+            })
+            .collect();
+        let node_names: std::collections::BTreeSet<String> =
+            chosen_nodes.iter().map(|n| n.name_any()).collect();
+        let chosen_bns: Vec<&BootcNode> = bns
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|bn| {
+                owned_names.contains(&bn.name_any()) || node_names.contains(&bn.name_any())
+            })
+            .collect();
+        let pull_secret_hash = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
+            self.secrets
+                .get(&ObjectRef::new(&r.name).within(&r.namespace))
+                .map(|s| secret_hash(&s))
+        });
+        PlanInput {
+            pool,
+            target,
+            nodes: chosen_nodes,
+            bootc_nodes: chosen_bns,
+            other_pools: others
+                .iter()
+                .map(AsRef::as_ref)
+                .filter(|p| p.name_any() != pool.name_any())
+                .collect(),
+            pull_secret_hash,
+            drains: self.drains.snapshot(&pool.name_any()),
+            next_tag_resolution,
+            operator_namespace: &self.namespace,
+            now: jiff::Timestamp::now(),
+        }
+    }
+}
+
+fn store_rv<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>, name: &str) -> Option<u64> {
+    store.get(&ObjectRef::new(name)).map(|o| {
+        o.meta()
+            .resource_version
+            .as_deref()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    // Planning on caches that have not seen our own last writes would make
+    // them again; the watch events of those writes re-trigger this pool.
+    let name = pool.name_any();
+    let caught_up = ctx.actuator.caught_up(&name, |w| match w {
+        Written::PoolStatus => store_rv(&ctx.pools, &name),
+        Written::BootcNode(n) => store_rv(&ctx.bootc_nodes, n),
+        Written::Node(n) => store_rv(&ctx.nodes, n),
+    });
+    if !caught_up {
+        tracing::debug!(pool = %name, "caches behind our own writes; waiting for them");
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    // The freshest copy of the pool (its status included).
+    let pool = ctx.pools.get(&ObjectRef::from_obj(&*pool)).unwrap_or(pool);
+    let secret = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
+        ctx.secrets
+            .get(&ObjectRef::new(&r.name).within(&r.namespace))
+    });
+    let resolution = ctx.resolver.resolve(&pool, secret.as_deref()).await;
+    let nodes = ctx.nodes.state();
+    let bns = ctx.bootc_nodes.state();
+    let pools = ctx.pools.state();
+    let input = ctx.input(
+        &pool,
+        &nodes,
+        &bns,
+        &pools,
+        resolution.target.clone(),
+        resolution.next_resolution,
+    );
+    let plan = planner::plan(&input);
+    let writes = ctx.actuator.execute(&pool, &plan).await?;
+    if writes > 0 {
+        tracing::info!(pool = %pool.name_any(), writes, "reconciled");
+    } else {
+        tracing::debug!(pool = %pool.name_any(), "reconciled; nothing to change");
+    }
+    let mut after = ctx.resync;
+    for d in [plan.requeue_after, resolution.requeue_after]
+        .into_iter()
+        .flatten()
+    {
+        after = after.min(d);
+    }
+    Ok(Action::requeue(after))
+}
+
+async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let nodes = ctx.nodes.state();
+    let bns = ctx.bootc_nodes.state();
+    let input = ctx.input(
+        &pool,
+        &nodes,
+        &bns,
+        &[],
+        Err(planner::TargetProblem {
+            reason: api::reasons::INVALID_SPEC,
+            message: "pool is being deleted".into(),
+        }),
+        None,
+    );
+    let writes = planner::plan_cleanup(&input);
+    let n = ctx.actuator.write(&pool, &writes).await?;
+    tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
+    Ok(Action::await_change())
+}
+
+async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    ctx.nodes
+        .wait_until_ready()
+        .await
+        .map_err(|_| Error::NotReady)?;
+    ctx.bootc_nodes
+        .wait_until_ready()
+        .await
+        .map_err(|_| Error::NotReady)?;
+    ctx.secrets
+        .wait_until_ready()
+        .await
+        .map_err(|_| Error::NotReady)?;
+    let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
+    let c = ctx.clone();
+    finalizer(&api, POOL_FINALIZER, pool, |event| async move {
+        match event {
+            Finalizer::Apply(p) => apply(p, c).await,
+            Finalizer::Cleanup(p) => cleanup(p, c).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(e.to_string()))
+}
+
+fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+    tracing::warn!(pool = %pool.name_any(), %error, "reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// Serves /healthz (always ok) and /readyz (ok once `ready`).
+async fn serve_health(
+    addr: SocketAddr,
+    ready: Arc<AtomicBool>,
+    stop: CancellationToken,
+) -> Result<(), Error> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Health { addr, source })?;
+    tracing::info!(%addr, "health endpoints listening");
+    loop {
+        let (mut sock, _) = tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                Err(error) => {
+                    tracing::warn!(%error, "health accept failed");
+                    continue;
+                }
+            },
+        };
+        let ready = ready.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            let n = match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await {
+                Ok(Ok(n)) => n,
+                _ => return,
+            };
+            let line = String::from_utf8_lossy(&buf[..n]);
+            let path = line.split_whitespace().nth(1).unwrap_or("");
+            let (code, body) = match path {
+                "/healthz" => ("200 OK", "ok"),
+                "/readyz" if ready.load(Ordering::Relaxed) => ("200 OK", "ok"),
+                "/readyz" => ("503 Service Unavailable", "not ready"),
+                _ => ("404 Not Found", "not found"),
+            };
+            let resp = format!(
+                "HTTP/1.1 {code}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(resp.as_bytes()).await;
+        });
+    }
+}
+
+/// Runs the controller until `shutdown` is cancelled (or the lease is lost).
+/// With leader election it waits for the lease first and releases it on the
+/// way out.
+///
+/// Takes a `Config` rather than a client: drains need a client of their own
+/// without kube's default retry of 429 responses (a PodDisruptionBudget's
+/// refusal must come back to the drain loop, not be retried for minutes).
+pub async fn run(
+    config: kube::Config,
+    options: Options,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    let client = kube::Client::try_from(config.clone()).map_err(Error::Client)?;
+    let mut drain_config = config;
+    drain_config.default_retry = false;
+    let drain_client = kube::Client::try_from(drain_config).map_err(Error::Client)?;
+    let ready = Arc::new(AtomicBool::new(false));
+    let health = options.health_addr.map(|addr| {
+        let (ready, stop) = (ready.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            if let Err(error) = serve_health(addr, ready, stop).await {
+                tracing::error!(%error, "health server failed");
+            }
+        })
+    });
+
+    let lost = CancellationToken::new();
+    if let Some(cfg) = &options.lease {
+        // A standby replica is ready: it is doing what it should.
+        ready.store(true, Ordering::Relaxed);
+        if !lease::acquire(&client, cfg, &shutdown).await {
+            return Ok(());
+        }
+        ready.store(false, Ordering::Relaxed);
+        tokio::spawn(lease::keep(
+            client.clone(),
+            cfg.clone(),
+            shutdown.child_token(),
+            lost.clone(),
+        ));
+    }
+
+    let result = run_controller(
+        client.clone(),
+        drain_client,
+        &options,
+        &shutdown,
+        &lost,
+        ready,
+    )
+    .await;
+
+    if let Some(cfg) = &options.lease
+        && let Err(error) = lease::release(&client, cfg).await
+    {
+        tracing::warn!(%error, "could not release the lease");
+    }
+    if let Some(h) = health {
+        h.abort();
+    }
+    if lost.is_cancelled() && !shutdown.is_cancelled() {
+        return Err(Error::LeaseLost);
+    }
+    result
+}
+
+async fn run_controller(
+    client: kube::Client,
+    drain_client: kube::Client,
+    options: &Options,
+    shutdown: &CancellationToken,
+    lost: &CancellationToken,
+    ready: Arc<AtomicBool>,
+) -> Result<(), Error> {
+    let pools_api: Api<BootcNodePool> = Api::all(client.clone());
+    let bn_api: Api<BootcNode> = Api::all(client.clone());
+    let node_api: Api<Node> = Api::all(client.clone());
+    let secret_api: Api<Secret> = Api::namespaced(client.clone(), &options.namespace);
+
+    let events = EventSink::new(client.clone(), &options.namespace, &options.instance);
+    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
+    let drains = Drains::new(drain_client, events.clone(), trigger_tx);
+    let actuator = Actuator::new(client.clone(), drains.clone(), events);
+
+    let (bn_store, bn_writer) = reflector::store::<BootcNode>();
+    let (node_store, node_writer) = reflector::store::<Node>();
+    let (secret_store, secret_writer) = reflector::store::<Secret>();
+
+    let bn_stream = reflector::reflector(
+        bn_writer,
+        watcher(bn_api, watcher::Config::default())
+            .default_backoff()
+            .modify(|bn| bn.managed_fields_mut().clear()),
+    )
+    .touched_objects();
+    let node_stream = changed_only(
+        reflector::reflector(
+            node_writer,
+            watcher(node_api, watcher::Config::default())
+                .default_backoff()
+                .modify(strip_node),
+        ),
+        node_fingerprint,
+    );
+    let secret_stream = changed_only(
+        reflector::reflector(
+            secret_writer,
+            watcher(secret_api, watcher::Config::default())
+                .default_backoff()
+                .modify(strip_secret),
+        ),
+        secret_fingerprint,
+    );
+    let pool_stream = changed_only(
+        watcher(pools_api.clone(), watcher::Config::default()).default_backoff(),
+        pool_fingerprint,
+    );
+    let drain_done = futures::stream::unfold(trigger_rx, |mut rx| async move {
+        rx.recv().await.map(|r| (r, rx))
+    });
+
+    let controller = Controller::new(pools_api, watcher::Config::default());
+    let pool_store = controller.store();
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        namespace: options.namespace.clone(),
+        pools: pool_store.clone(),
+        nodes: node_store.clone(),
+        bootc_nodes: bn_store.clone(),
+        secrets: secret_store,
+        drains: drains.clone(),
+        actuator,
+        resolver: options.resolver.clone(),
+        resync: options.resync,
+        ready,
+    });
+
+    let (p1, p2, p3) = (pool_store.clone(), pool_store.clone(), pool_store);
+    let bn_for_nodes = bn_store;
+    let stop = {
+        let (a, b) = (shutdown.clone(), lost.clone());
+        async move {
+            tokio::select! {
+                () = a.cancelled() => {}
+                () = b.cancelled() => {}
+            }
+        }
+    };
+    // Ready once every cache has listed its objects.
+    let ready_task = {
+        let (n, b, s, p, flag) = (
+            ctx.nodes.clone(),
+            ctx.bootc_nodes.clone(),
+            ctx.secrets.clone(),
+            ctx.pools.clone(),
+            ctx.ready.clone(),
+        );
+        tokio::spawn(async move {
+            if n.wait_until_ready().await.is_ok()
+                && b.wait_until_ready().await.is_ok()
+                && s.wait_until_ready().await.is_ok()
+                && p.wait_until_ready().await.is_ok()
+            {
+                flag.store(true, Ordering::Relaxed);
+                tracing::info!("caches synced; ready");
+            }
+        })
+    };
+    tracing::info!("controller starting");
+    controller
+        .watches_stream(bn_stream, |bn: BootcNode| {
+            planner::owner_pool(&bn).map(|(name, _)| ObjectRef::new(&name))
+        })
+        .watches_stream(node_stream, move |node: Node| {
+            pools_for_node(&node, &p1, &bn_for_nodes)
+        })
+        .watches_stream(secret_stream, move |s: Secret| pools_for_secret(&s, &p2))
+        // A pool appearing, changing its selector or going away can change
+        // every other pool's conflicts.
+        .watches_stream(pool_stream, move |_p: BootcNodePool| {
+            p3.state()
+                .iter()
+                .map(|p| ObjectRef::from_obj(p.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_on(drain_done)
+        .graceful_shutdown_on(stop)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(error) = res {
+                tracing::debug!(%error, "controller event");
+            }
+        })
+        .await;
+    drains.cancel_all();
+    ready_task.abort();
+    tracing::info!("controller stopped");
+    Ok(())
+}
+
+/// Drains by pool name, for tests and diagnostics.
+pub type DrainSnapshot = BTreeMap<String, planner::DrainPhase>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
+
+    fn node(labels: &[(&str, &str)], ready: &str, heartbeat: i64, unschedulable: bool) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some("n".into());
+        n.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        n.spec = Some(NodeSpec {
+            unschedulable: Some(unschedulable),
+            ..NodeSpec::default()
+        });
+        n.status = Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: ready.into(),
+                last_heartbeat_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    jiff::Timestamp::from_second(heartbeat).unwrap(),
+                )),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        });
+        n
+    }
+
+    #[test]
+    fn node_predicate_sees_labels_ready_and_unschedulable_only() {
+        let base = node(&[("pool", "a")], "True", 1, false);
+        let fp = node_fingerprint(&base);
+        // A heartbeat, new capacity, an annotation: no trigger.
+        let mut noise = node(&[("pool", "a")], "True", 99, false);
+        noise
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("x".into(), "y".into());
+        assert_eq!(node_fingerprint(&noise), fp);
+        // Labels, Ready, unschedulable: a trigger each.
+        assert_ne!(
+            node_fingerprint(&node(&[("pool", "b")], "True", 1, false)),
+            fp
+        );
+        assert_ne!(
+            node_fingerprint(&node(&[("pool", "a")], "False", 1, false)),
+            fp
+        );
+        assert_ne!(
+            node_fingerprint(&node(&[("pool", "a")], "True", 1, true)),
+            fp
+        );
+    }
+
+    #[test]
+    fn secret_hash_follows_the_data() {
+        let secret = |v: &[u8]| Secret {
+            data: Some(
+                [(".dockerconfigjson".to_owned(), ByteString(v.to_vec()))]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..Secret::default()
+        };
+        let a = secret_hash(&secret(b"{\"auths\":{}}"));
+        assert!(a.starts_with("sha256:") && a.len() == 71);
+        assert_eq!(a, secret_hash(&secret(b"{\"auths\":{}}")));
+        assert_ne!(a, secret_hash(&secret(b"{\"auths\":{\"x\":{}}}")));
+        let mut labelled = secret(b"{\"auths\":{}}");
+        labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into_iter().collect());
+        assert_eq!(a, secret_hash(&labelled), "metadata does not count");
+    }
+}

@@ -1,0 +1,142 @@
+//! Step 1 of the reconcile: which digest should the pool run?
+//!
+//! A digest reference (`repo@sha256:...`, with or without a tag) is its own
+//! target and never reaches a registry. A tag-only reference needs a
+//! [`Resolve`] implementation that talks to the registry; until one is
+//! plugged in ([`DigestOnly`]), tag references are reported as
+//! `Degraded/InvalidSpec` "tag resolution not yet available", and the previous
+//! target (if any) stays in force.
+
+use std::time::Duration;
+
+use api::BootcNodePool;
+use api::image_ref::ImageRef;
+use api::reasons;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Secret;
+
+use crate::planner::{Target, TargetProblem};
+
+/// The outcome of resolving a pool's image reference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolution {
+    pub target: Result<Target, TargetProblem>,
+    /// When to resolve again (tag polling); None for digest references.
+    pub requeue_after: Option<Duration>,
+    /// Reported as `status.nextTagResolutionTime`; None for digest references.
+    pub next_resolution: Option<jiff::Timestamp>,
+}
+
+/// Resolves a pool's reference to a target. Implementations may call a
+/// registry for tag references; they must keep working while the pool is
+/// paused and must fail closed (return a [`TargetProblem`]).
+pub trait Resolve: Send + Sync + 'static {
+    fn resolve<'a>(
+        &'a self,
+        pool: &'a BootcNodePool,
+        pull_secret: Option<&'a Secret>,
+    ) -> BoxFuture<'a, Resolution>;
+}
+
+/// The part every resolver shares: parse, and answer digest references.
+/// Returns `Err(image)` with the parsed reference when it is a tag that needs
+/// a registry.
+pub fn resolve_digest_ref(reference: &str) -> Result<Resolution, ImageRef> {
+    let image = match ImageRef::parse(reference) {
+        Ok(image) => image,
+        Err(e) => {
+            return Ok(Resolution {
+                target: Err(TargetProblem {
+                    reason: reasons::INVALID_SPEC,
+                    message: format!("spec.image.ref: {e}"),
+                }),
+                requeue_after: None,
+                next_resolution: None,
+            });
+        }
+    };
+    match &image.digest {
+        Some(digest) if api::image_ref::is_sha256_digest(digest) => Ok(Resolution {
+            target: Ok(Target {
+                digest: digest.clone(),
+                image: image.pinned(digest),
+            }),
+            requeue_after: None,
+            next_resolution: None,
+        }),
+        Some(digest) => Ok(Resolution {
+            target: Err(TargetProblem {
+                reason: reasons::INVALID_SPEC,
+                message: format!("spec.image.ref: only sha256 digests are supported, got {digest}"),
+            }),
+            requeue_after: None,
+            next_resolution: None,
+        }),
+        None => Err(image),
+    }
+}
+
+/// The resolver without a registry: digest references only.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DigestOnly;
+
+impl Resolve for DigestOnly {
+    fn resolve<'a>(
+        &'a self,
+        pool: &'a BootcNodePool,
+        _pull_secret: Option<&'a Secret>,
+    ) -> BoxFuture<'a, Resolution> {
+        let out = match resolve_digest_ref(&pool.spec.image.reference) {
+            Ok(resolution) => resolution,
+            Err(image) => Resolution {
+                target: Err(TargetProblem {
+                    reason: reasons::INVALID_SPEC,
+                    message: format!(
+                        "spec.image.ref {image} is a tag: tag resolution not yet available; use a digest reference"
+                    ),
+                }),
+                requeue_after: None,
+                next_resolution: None,
+            },
+        };
+        Box::pin(async move { out })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000001";
+
+    #[test]
+    fn digest_refs_resolve_without_a_registry() {
+        let r = resolve_digest_ref(&format!("quay.io/acme/os@{D}")).unwrap();
+        assert_eq!(
+            r.target,
+            Ok(Target {
+                digest: D.into(),
+                image: format!("quay.io/acme/os@{D}")
+            })
+        );
+        // Tag and digest: the digest wins, the tag is dropped from the image.
+        let r = resolve_digest_ref(&format!("quay.io/acme/os:prod@{D}")).unwrap();
+        assert_eq!(r.target.unwrap().image, format!("quay.io/acme/os@{D}"));
+    }
+
+    #[tokio::test]
+    async fn tag_refs_need_a_registry() {
+        assert!(resolve_digest_ref("quay.io/acme/os:prod").is_err());
+        let pool = BootcNodePool::new(
+            "p",
+            serde_json::from_value(serde_json::json!({
+                "nodeSelector": {}, "image": {"ref": "quay.io/acme/os:prod"}
+            }))
+            .unwrap(),
+        );
+        let r = DigestOnly.resolve(&pool, None).await;
+        let problem = r.target.unwrap_err();
+        assert_eq!(problem.reason, reasons::INVALID_SPEC);
+        assert!(problem.message.contains("tag resolution not yet available"));
+    }
+}

@@ -1,0 +1,464 @@
+//! Shared set-up for the controller's integration tests: a control plane
+//! with the CRDs, the operator namespace and the controller's RBAC, the real
+//! `bootc-controller` binary, and small builders.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use api::{BootcNode, BootcNodePool};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde::Deserialize;
+use serde_json::json;
+use tests::{ControlPlane, Identity, k8s};
+
+pub const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+pub const NEW: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+pub const REPO: &str = "quay.io/acme/os";
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub fn image(d: &str) -> String {
+    format!("{REPO}@{d}")
+}
+
+pub struct Env {
+    pub cp: ControlPlane,
+    pub admin: Client,
+}
+
+/// A control plane with CRDs, the `bootc-operator` namespace and RBAC for
+/// the controller's ServiceAccount.
+pub async fn env() -> Env {
+    setup(ControlPlane::start().await.unwrap()).await
+}
+
+async fn setup(cp: ControlPlane) -> Env {
+    let admin = cp.admin().await.unwrap();
+    k8s::install_crds(&admin).await.unwrap();
+    let ns: Api<Namespace> = Api::all(admin.clone());
+    ns.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "bootc-operator"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let text = include_str!("../rbac.yaml");
+    let pp = PostParams::default();
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let v = serde_json::Value::deserialize(doc).unwrap();
+        match v["kind"].as_str().unwrap() {
+            "ClusterRole" => {
+                Api::<ClusterRole>::all(admin.clone())
+                    .create(&pp, &serde_json::from_value(v).unwrap())
+                    .await
+                    .unwrap();
+            }
+            "ClusterRoleBinding" => {
+                Api::<ClusterRoleBinding>::all(admin.clone())
+                    .create(&pp, &serde_json::from_value(v).unwrap())
+                    .await
+                    .unwrap();
+            }
+            "Role" => {
+                Api::<Role>::namespaced(admin.clone(), "bootc-operator")
+                    .create(&pp, &serde_json::from_value(v).unwrap())
+                    .await
+                    .unwrap();
+            }
+            "RoleBinding" => {
+                Api::<RoleBinding>::namespaced(admin.clone(), "bootc-operator")
+                    .create(&pp, &serde_json::from_value(v).unwrap())
+                    .await
+                    .unwrap();
+            }
+            other => panic!("unexpected kind {other}"),
+        }
+    }
+    Env { cp, admin }
+}
+
+/// The real controller binary, run as the controller's ServiceAccount.
+pub struct ControllerProc {
+    child: tokio::process::Child,
+    pub log: PathBuf,
+}
+
+impl ControllerProc {
+    pub fn spawn(env: &Env, name: &str, extra: &[&str]) -> Self {
+        let log = env.cp.dir().join(format!("{name}.log"));
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let err = out.try_clone().unwrap();
+        let mut args: Vec<&str> = vec!["--identity", name];
+        if !extra.contains(&"--health-addr") {
+            args.extend(["--health-addr", ""]);
+        }
+        let child = tokio::process::Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--"])
+            .arg(env!("CARGO_BIN_EXE_bootc-controller"))
+            .args(args)
+            .args(extra)
+            .env("KUBECONFIG", env.cp.kubeconfig(Identity::Controller))
+            .env("RUST_LOG", "info,controller=debug")
+            .env_remove("POD_NAME")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        ControllerProc { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+
+    /// SIGTERM, and wait for a clean exit.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("controller exits after SIGTERM")
+            .unwrap()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+pub async fn create_node(admin: &Client, name: &str, labels: &[(&str, &str)], cordoned: bool) {
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"unschedulable": cordoned},
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    tests::daemon_player::set_ready(admin, name, true)
+        .await
+        .unwrap();
+}
+
+pub fn pool(
+    name: &str,
+    selector: serde_json::Value,
+    image: &str,
+    max: serde_json::Value,
+) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": selector},
+            "image": {"ref": image},
+            "rollout": {"maxUnavailable": max},
+        },
+    }))
+    .unwrap()
+}
+
+pub async fn create_pool(admin: &Client, p: &BootcNodePool) {
+    Api::<BootcNodePool>::all(admin.clone())
+        .create(&PostParams::default(), p)
+        .await
+        .unwrap();
+}
+
+pub async fn patch_pool(admin: &Client, name: &str, patch: serde_json::Value) {
+    Api::<BootcNodePool>::all(admin.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+pub fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
+    let s = p.status.as_ref()?;
+    api::conditions::find(&s.conditions, type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Waits for the pool to satisfy `cond`.
+pub async fn wait_pool(
+    admin: &Client,
+    name: &str,
+    what: &str,
+    cond: impl Fn(&BootcNodePool) -> bool + Send + 'static,
+) -> BootcNodePool {
+    k8s::wait_for(
+        Api::<BootcNodePool>::all(admin.clone()),
+        name,
+        WAIT,
+        what,
+        move |p| p.is_some_and(&cond),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+}
+
+/// Waits until every node in `nodes` boots `image` and the pool reports it
+/// as deployed.
+pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -> BootcNodePool {
+    let d = digest.to_owned();
+    wait_pool(admin, pool, "rollout complete", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.deployed_digest.as_deref() == Some(d.as_str())
+                && s.updated_count == count
+                && s.node_count == count
+                && condition(p, "UpToDate").is_some_and(|c| c.1 == "AllUpdated")
+        })
+    })
+    .await
+}
+
+pub async fn bootc_node(admin: &Client, name: &str) -> Option<BootcNode> {
+    Api::<BootcNode>::all(admin.clone())
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+pub async fn node(admin: &Client, name: &str) -> Node {
+    Api::<Node>::all(admin.clone()).get(name).await.unwrap()
+}
+
+pub fn is_cordoned(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+pub fn is_managed(n: &Node) -> bool {
+    n.labels().contains_key(api::labels::MANAGED_LABEL)
+}
+
+pub fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Creates a plain pod bound to `node`.
+pub async fn create_pod(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    node: &str,
+    labels: serde_json::Value,
+) {
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "example.invalid/app:1"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    // The kubelet's part: the pod runs (a Pending pod ignores budgets).
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
+}
+
+pub async fn create_namespace(admin: &Client, name: &str) {
+    Api::<Namespace>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits for an event in the operator namespace with `reason` whose note
+/// contains `text`.
+pub async fn wait_event(
+    admin: &Client,
+    reason: &str,
+    text: &str,
+) -> k8s_openapi::api::events::v1::Event {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let api: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(admin.clone(), "bootc-operator");
+    let mut s = watcher(api, watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let fut = async {
+        while let Some(Ok(e)) = s.next().await {
+            if e.reason.as_deref() == Some(reason) && e.note.as_deref().unwrap_or("").contains(text)
+            {
+                return e;
+            }
+        }
+        panic!("event stream ended");
+    };
+    tokio::time::timeout(WAIT, fut)
+        .await
+        .unwrap_or_else(|_| panic!("no {reason} event mentioning {text:?}"))
+}
+
+/// Plays the kubelet for terminating pods in `ns` whose names are in
+/// `names`: deletes them with grace 0 once they are marked for deletion.
+pub fn kubelet_deletes(
+    admin: &Client,
+    ns: &str,
+    names: BTreeSet<String>,
+) -> tokio::task::JoinHandle<()> {
+    use futures::StreamExt;
+    use kube::api::DeleteParams;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let api: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    tokio::spawn(async move {
+        let mut s = watcher(api.clone(), watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(p)) = s.next().await {
+            if p.metadata.deletion_timestamp.is_some() && names.contains(&p.name_any()) {
+                let _ = api
+                    .delete(&p.name_any(), &DeleteParams::default().grace_period(0))
+                    .await;
+            }
+        }
+    })
+}
+
+/// Like [`env`], with the API server's audit log on.
+pub async fn env_with_audit() -> Env {
+    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
+        .await
+        .unwrap();
+    setup(cp).await
+}
+
+/// The controller's writes to pools, BootcNodes and Nodes in the audit log
+/// (events and leases excluded).
+pub fn controller_write_lines(env: &Env) -> Vec<String> {
+    let text = std::fs::read_to_string(env.cp.audit_log()).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| {
+            v["stage"] == "ResponseComplete"
+                && v["user"]["username"] == tests::control_plane::CONTROLLER_USER
+                && matches!(
+                    v["verb"].as_str(),
+                    Some("create" | "update" | "patch" | "delete")
+                )
+                && matches!(
+                    v["objectRef"]["resource"].as_str(),
+                    Some("bootcnodepools" | "bootcnodes" | "nodes")
+                )
+        })
+        .map(|v| {
+            format!(
+                "{} {} {} {}",
+                v["verb"],
+                v["objectRef"]["resource"],
+                v["objectRef"]["name"],
+                v["objectRef"]["subresource"]
+            )
+        })
+        .collect()
+}
+
+pub fn controller_writes(env: &Env) -> usize {
+    controller_write_lines(env).len()
+}
+
+/// The controller's writes (as [`controller_write_lines`]) logged after the
+/// last spec patch of a pool by the admin. The audit log is written after the
+/// response, so a test that saw a write's effect may read the log before its
+/// line: this polls the file (no event to await) until `at_least` are there.
+pub async fn writes_after_admin_patch(env: &Env, at_least: usize) -> Vec<String> {
+    writes_after_admin_patches(env, at_least, 0).await
+}
+
+/// As [`writes_after_admin_patch`], counted from the admin's `back`-th last
+/// pool patch (0: the last) up to the next one.
+pub async fn writes_after_admin_patches(env: &Env, at_least: usize, back: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(env.cp.audit_log()).unwrap_or_default();
+        let entries: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter(|v: &serde_json::Value| v["stage"] == "ResponseComplete")
+            .collect();
+        let admin_patches: Vec<usize> = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| {
+                v["user"]["username"] != tests::control_plane::CONTROLLER_USER
+                    && v["verb"] == "patch"
+                    && v["objectRef"]["resource"] == "bootcnodepools"
+                    && v["objectRef"]["subresource"].is_null()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let k = admin_patches.len();
+        let start = if k > back {
+            admin_patches[k - 1 - back] + 1
+        } else {
+            0
+        };
+        let end = if back > 0 && k >= back {
+            admin_patches[k - back]
+        } else {
+            entries.len()
+        };
+        let lines: Vec<String> = entries[start..end.max(start)]
+            .iter()
+            .filter(|v| {
+                v["user"]["username"] == tests::control_plane::CONTROLLER_USER
+                    && matches!(
+                        v["verb"].as_str(),
+                        Some("create" | "update" | "patch" | "delete")
+                    )
+                    && matches!(
+                        v["objectRef"]["resource"].as_str(),
+                        Some("bootcnodepools" | "bootcnodes" | "nodes")
+                    )
+            })
+            .map(|v| {
+                format!(
+                    "{} {} {} {}",
+                    v["verb"],
+                    v["objectRef"]["resource"],
+                    v["objectRef"]["name"],
+                    v["objectRef"]["subresource"]
+                )
+            })
+            .collect();
+        if lines.len() >= at_least || std::time::Instant::now() > deadline {
+            return lines;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

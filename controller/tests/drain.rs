@@ -1,0 +1,135 @@
+//! Drains through the Eviction API against a real API server (policy/v1beta1
+//! on 1.20): a PodDisruptionBudget that blocks then allows, and a pod that
+//! never leaves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::json;
+use tests::daemon_player::{DaemonPlayer, PlayerOptions};
+
+fn pdb_api(admin: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("policy", "v1beta1", "PodDisruptionBudget"),
+        "poddisruptionbudgets",
+    );
+    Api::namespaced_with(admin.clone(), ns, &ar)
+}
+
+#[tokio::test]
+async fn a_budget_blocks_the_drain_then_allows_it() {
+    let env = env().await;
+    create_node(&env.admin, "n1", &[("pool", "workers")], false).await;
+    create_namespace(&env.admin, "apps").await;
+    create_pod(&env.admin, "apps", "web", "n1", json!({"app": "web"})).await;
+    // A DaemonSet pod and a mirror pod are left alone.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.admin.clone(), "apps");
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "ds-pod", "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u-ds", "controller": true}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "example.invalid/ds:1"}]},
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let pdbs = pdb_api(&env.admin, "apps");
+    let pdb: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let _kubelet = kubelet_deletes(&env.admin, "apps", set(&["web"]));
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
+    )
+    .await;
+
+    // The budget refuses: the drain says so and waits; no approval yet.
+    if tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        wait_event(&env.admin, "DrainBlocked", "apps/web"),
+    )
+    .await
+    .is_err()
+    {
+        panic!("no DrainBlocked event; controller log:\n{}", ctl.log_text());
+    }
+    let bn = bootc_node(&env.admin, "n1").await.unwrap();
+    assert_eq!(bn.spec.desired_image_state, api::DesiredImageState::Staged);
+    assert!(is_cordoned(&node(&env.admin, "n1").await));
+
+    // The disruption controller (played here) allows one disruption.
+    let current = pdbs.get("web").await.unwrap();
+    let generation = current.metadata.generation.unwrap_or(1);
+    pdbs.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "observedGeneration": generation, "disruptionsAllowed": 1,
+            "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2,
+        }})),
+    )
+    .await
+    .unwrap();
+
+    wait_rolled(&env.admin, "workers", NEW, 1).await;
+    assert!(pods.get_opt("web").await.unwrap().is_none(), "evicted");
+    let ds = pods.get("ds-pod").await.unwrap();
+    assert!(
+        ds.metadata.deletion_timestamp.is_none(),
+        "DaemonSet pod left alone"
+    );
+    assert!(!is_cordoned(&node(&env.admin, "n1").await));
+    ctl.terminate().await;
+}
+
+#[tokio::test]
+async fn a_pod_that_never_leaves_times_the_drain_out() {
+    let env = env().await;
+    create_node(&env.admin, "n1", &[("pool", "workers")], false).await;
+    create_namespace(&env.admin, "apps").await;
+    // No kubelet deletes it: evicted, it stays Terminating forever.
+    create_pod(&env.admin, "apps", "stuck", "n1", json!({"app": "stuck"})).await;
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    let mut p = pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1));
+    p.spec.rollout.drain_timeout_seconds = 2;
+    create_pool(&env.admin, &p).await;
+    let p = wait_pool(&env.admin, "workers", "DrainTimedOut", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.1 == "DrainTimedOut")
+    })
+    .await;
+    let (_, _, message) = condition(&p, "Degraded").unwrap();
+    assert!(message.contains("apps/stuck"), "{message}");
+    assert!(message.contains("timed out after 2s"), "{message}");
+    wait_event(&env.admin, "DrainFailed", "apps/stuck").await;
+    // The node keeps its slot, cordoned, and is not approved.
+    let bn = bootc_node(&env.admin, "n1").await.unwrap();
+    assert_eq!(bn.spec.desired_image_state, api::DesiredImageState::Staged);
+    assert!(is_cordoned(&node(&env.admin, "n1").await));
+    ctl.terminate().await;
+}

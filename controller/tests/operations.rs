@@ -1,0 +1,220 @@
+//! Leader election and write economy, against a real API server.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use serde_json::json;
+use tests::daemon_player::{DaemonPlayer, PlayerOptions};
+
+/// A minimal HTTP GET; retries the connection while the server starts.
+async fn http_get(addr: &str, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut sock = loop {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(s) => break s,
+            Err(e) if std::time::Instant::now() > deadline => panic!("connect {addr}: {e}"),
+            // No event tells when the process has bound its port.
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    };
+    sock.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    sock.read_to_string(&mut out).await.unwrap();
+    out.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+async fn wait_holder(admin: &kube::Client, holder: Option<&'static str>) {
+    tests::k8s::wait_for(
+        Api::<Lease>::namespaced(admin.clone(), "bootc-operator"),
+        "bootc-controller",
+        WAIT,
+        "lease holder",
+        move |l: Option<&Lease>| {
+            l.and_then(|l| l.spec.as_ref())
+                .map(|s| s.holder_identity.as_deref())
+                .is_some_and(|h| h == holder)
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// Two replicas: only the lease holder acts; SIGTERM releases the lease and
+/// the standby takes over at once.
+#[tokio::test]
+async fn leader_election_hands_over_on_sigterm() {
+    let env = env().await;
+    for n in ["n1", "n2"] {
+        create_node(&env.admin, n, &[("pool", "workers")], false).await;
+    }
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let args = ["--leader-elect", "--lease-duration-seconds", "6"];
+    let mut a = ControllerProc::spawn(&env, "replica-a", &args);
+    wait_holder(&env.admin, Some("replica-a")).await;
+    let port = tests::control_plane::free_port().unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let mut b_args = args.to_vec();
+    b_args.extend(["--health-addr", addr.as_str()]);
+    let mut b = ControllerProc::spawn(&env, "replica-b", &b_args);
+    // The standby is live and ready (it is doing what it should: waiting).
+    assert_eq!(http_get(&addr, "/healthz").await, 200);
+    assert_eq!(http_get(&addr, "/readyz").await, 200);
+    assert_eq!(http_get(&addr, "/nope").await, 404);
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", NEW, 2).await;
+    let standby = b.log_text();
+    assert!(standby.contains("waiting for the lease"), "{standby}");
+    assert!(
+        !standby.contains("reconciled"),
+        "the standby acted:\n{standby}"
+    );
+
+    let status = a.terminate().await;
+    assert!(status.success(), "clean exit on SIGTERM: {status:?}");
+    assert!(a.log_text().contains("lease released"));
+    wait_holder(&env.admin, Some("replica-b")).await;
+
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": image(OLD)}}}),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", OLD, 2).await;
+    b.terminate().await;
+}
+
+/// Once a rollout is done, noise (kubelet heartbeats, daemon rewrites of the
+/// same status, unrelated labels) makes the controller write nothing.
+#[tokio::test]
+async fn nothing_is_written_while_nothing_changes() {
+    use kube::api::{Patch, PatchParams};
+    let env = env_with_audit().await;
+    let names = ["n1", "n2", "n3"];
+    for n in names {
+        create_node(&env.admin, n, &[("pool", "workers")], false).await;
+    }
+    let player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", NEW, 3).await;
+    drop(player);
+    let per_node = controller_write_lines(&env)
+        .iter()
+        .filter(|l| !l.contains("bootcnodepools"))
+        .count() as f64
+        / names.len() as f64;
+    assert!(per_node <= 10.0, "{per_node} writes per node for a rollout");
+
+    // A sync point: a spec change the controller answers with exactly one
+    // write (the status with the new observedGeneration).
+    let sync = |timeout: i64| {
+        let admin = env.admin.clone();
+        async move {
+            patch_pool(
+                &admin,
+                "workers",
+                json!({"spec": {"rollout": {"drainTimeoutSeconds": timeout}}}),
+            )
+            .await;
+            wait_pool(&admin, "workers", "new generation observed", |p| {
+                p.status
+                    .as_ref()
+                    .is_some_and(|s| s.observed_generation == p.metadata.generation)
+            })
+            .await;
+        }
+    };
+    sync(700).await;
+    assert_eq!(writes_after_admin_patch(&env, 1).await.len(), 1);
+
+    // Noise: heartbeats, an unrelated label, a daemon rewriting its status.
+    for n in names {
+        tests::daemon_player::set_ready(&env.admin, n, true)
+            .await
+            .unwrap();
+        Api::<k8s_openapi::api::core::v1::Node>::all(env.admin.clone())
+            .patch(
+                n,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"noise": "1"}}})),
+            )
+            .await
+            .unwrap();
+        Api::<api::BootcNode>::all(env.admin.clone())
+            .patch_status(
+                n,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"bootId": "same-boot"}})),
+            )
+            .await
+            .unwrap();
+    }
+    sync(701).await;
+    let after = writes_after_admin_patch(&env, 1).await;
+    // From the first sync to the second: its status write, nothing for noise.
+    let noise_writes = writes_after_admin_patches(&env, 1, 1).await;
+    assert_eq!(noise_writes.len(), 1, "noise made writes: {noise_writes:?}");
+    assert_eq!(after.len(), 1, "{after:?}");
+    ctl.terminate().await;
+}
+
+/// The controller as a library call with a shutdown handle.
+#[tokio::test]
+async fn runs_in_process_until_cancelled() {
+    let env = env().await;
+    create_node(&env.admin, "n1", &[("pool", "workers")], false).await;
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(env.cp.kubeconfig(tests::Identity::Controller))
+            .unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let stop = controller::CancellationToken::new();
+    let task = tokio::spawn(controller::run(
+        config,
+        controller::Options::new("in-process"),
+        stop.clone(),
+    ));
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", NEW, 1).await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}

@@ -1,0 +1,477 @@
+//! The controller against a real API server: the test plays the daemons
+//! (tests::daemon_player) and the kubelet, and a recorder proves the
+//! disruption bound over the whole test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+use tests::daemon_player::{DaemonPlayer, PlayerOptions};
+use tests::recorder::Recorder;
+
+/// Five nodes, maxUnavailable 2: never more than two disrupted at once, a
+/// node the admin cordoned before stays cordoned, everything ends updated.
+#[tokio::test]
+async fn five_nodes_roll_two_at_a_time() {
+    let env = env().await;
+    let names = ["n1", "n2", "n3", "n4", "n5"];
+    for n in names {
+        create_node(&env.admin, n, &[("pool", "workers")], n == "n3").await;
+    }
+    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(2)),
+    )
+    .await;
+
+    let p = wait_rolled(&env.admin, "workers", NEW, 5).await;
+    let s = p.status.unwrap();
+    assert_eq!(s.target_digest.as_deref(), Some(NEW));
+    assert!(!s.update_available);
+    assert_eq!(s.observed_generation, p.metadata.generation);
+
+    let peak = recorder.peak(&set(&names), &set(&["n3"]));
+    assert!(peak.count <= 2, "disruption bound broken: {peak:?}");
+    assert!(peak.count >= 1);
+    assert_eq!(recorder.approvals().len(), 5);
+
+    for n in names {
+        let node = node(&env.admin, n).await;
+        assert!(is_managed(&node), "{n} labelled");
+        assert_eq!(is_cordoned(&node), n == "n3", "{n} cordon state restored");
+        let bn = bootc_node(&env.admin, n).await.unwrap();
+        assert!(bn.annotations_empty(), "{n} annotations removed");
+        assert_eq!(bn.spec.desired_image, image(NEW));
+    }
+
+    // Events in the operator namespace tell the story.
+    let events: Api<Event> = Api::namespaced(env.admin.clone(), "bootc-operator");
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for want in [
+        "SlotAssigned",
+        "DrainStarted",
+        "DrainFinished",
+        "RebootApproved",
+        "NodeUpdated",
+    ] {
+        assert!(
+            reasons.iter().any(|r| r == want),
+            "event {want} in {reasons:?}; log:\n{}",
+            ctl.log_text()
+                .lines()
+                .filter(|l| l.contains("event"))
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    ctl.terminate().await;
+}
+
+trait AnnotationsEmpty {
+    fn annotations_empty(&self) -> bool;
+}
+
+impl AnnotationsEmpty for api::BootcNode {
+    fn annotations_empty(&self) -> bool {
+        use kube::ResourceExt;
+        !self
+            .annotations()
+            .contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION)
+            && !self
+                .annotations()
+                .contains_key(api::labels::WAS_CORDONED_ANNOTATION)
+    }
+}
+
+/// SIGKILL mid-rollout, then a new process: slots survive in annotations,
+/// the bound holds across the restart, and the rollout completes.
+#[tokio::test]
+async fn restart_mid_rollout_keeps_slots() {
+    let env = env().await;
+    let names = ["n1", "n2", "n3", "n4"];
+    for n in names {
+        create_node(&env.admin, n, &[("pool", "workers")], false).await;
+    }
+    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    // n2 holds its slot (its daemon ignores the approval) until the restart.
+    let held = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ignore_approval: set(&["n2"]),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl1", &[]);
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
+    )
+    .await;
+    tests::k8s::wait_for(
+        Api::<api::BootcNode>::all(env.admin.clone()),
+        "n2",
+        WAIT,
+        "n2 approved in its slot",
+        |b| b.is_some_and(|b| b.spec.desired_image_state == api::DesiredImageState::Booted),
+    )
+    .await
+    .unwrap();
+    ctl.kill().await;
+    // The daemon of n2 now reboots while no controller runs.
+    drop(held);
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl2 = ControllerProc::spawn(&env, "ctl2", &[]);
+    wait_rolled(&env.admin, "workers", NEW, 4).await;
+    let peak = recorder.peak(&set(&names), &set(&[]));
+    assert!(peak.count <= 1, "bound broken across the restart: {peak:?}");
+    let approvals = recorder.approvals();
+    assert_eq!(approvals.len(), 4, "one approval per node: {approvals:?}");
+    for n in names {
+        let node = node(&env.admin, n).await;
+        assert!(!is_cordoned(&node), "{n} uncordoned");
+    }
+    ctl2.terminate().await;
+}
+
+/// A label removed mid-rollout: the node leaves the pool: BootcNode deleted,
+/// managed label removed, cordon restored, slot freed for the others.
+#[tokio::test]
+async fn label_removed_mid_rollout_releases_the_node() {
+    let env = env().await;
+    let names = ["n1", "n2", "n3"];
+    for n in names {
+        create_node(&env.admin, n, &[("pool", "workers")], false).await;
+    }
+    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ignore_approval: set(&["n1"]),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
+    )
+    .await;
+    tests::k8s::wait_for(
+        Api::<api::BootcNode>::all(env.admin.clone()),
+        "n1",
+        WAIT,
+        "n1 approved in its slot",
+        |b| b.is_some_and(|b| b.spec.desired_image_state == api::DesiredImageState::Booted),
+    )
+    .await
+    .unwrap();
+    assert!(is_cordoned(&node(&env.admin, "n1").await));
+
+    Api::<k8s_openapi::api::core::v1::Node>::all(env.admin.clone())
+        .patch(
+            "n1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"pool": null}}})),
+        )
+        .await
+        .unwrap();
+    tests::k8s::wait_for(
+        Api::<api::BootcNode>::all(env.admin.clone()),
+        "n1",
+        WAIT,
+        "n1's BootcNode deleted",
+        |b| b.is_none(),
+    )
+    .await
+    .unwrap();
+    let n1 = node(&env.admin, "n1").await;
+    assert!(!is_managed(&n1), "managed label removed");
+    assert!(!is_cordoned(&n1), "cordon restored");
+
+    wait_rolled(&env.admin, "workers", NEW, 2).await;
+    let peak = recorder.peak(&set(&names), &set(&[]));
+    assert!(peak.count <= 1, "{peak:?}");
+    ctl.terminate().await;
+}
+
+/// Two pools selecting one node: neither takes it, both report
+/// NodeConflict naming the other, and their other nodes roll.
+#[tokio::test]
+async fn overlapping_pools_report_conflict_and_roll_the_rest() {
+    let env = env().await;
+    create_node(&env.admin, "a1", &[("role", "worker")], false).await;
+    create_node(&env.admin, "a2", &[("role", "worker")], false).await;
+    create_node(&env.admin, "b1", &[("zone", "z1")], false).await;
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    create_pool(
+        &env.admin,
+        &pool("alpha", json!({"role": "worker"}), &image(NEW), json!(1)),
+    )
+    .await;
+    create_pool(
+        &env.admin,
+        &pool("beta", json!({"zone": "z1"}), &image(NEW), json!(1)),
+    )
+    .await;
+    wait_rolled(&env.admin, "alpha", NEW, 2).await;
+    wait_rolled(&env.admin, "beta", NEW, 1).await;
+
+    // Now a node that both select.
+    create_node(
+        &env.admin,
+        "shared",
+        &[("role", "worker"), ("zone", "z1")],
+        false,
+    )
+    .await;
+    for (pool, other) in [("alpha", "beta"), ("beta", "alpha")] {
+        let p = wait_pool(&env.admin, pool, "NodeConflict", move |p| {
+            condition(p, "Degraded").is_some_and(|c| c.1 == "NodeConflict")
+        })
+        .await;
+        let (_, _, message) = condition(&p, "Degraded").unwrap();
+        assert!(message.contains("node shared"), "{message}");
+        assert!(message.contains(other), "{pool} names {other}: {message}");
+    }
+    assert!(bootc_node(&env.admin, "shared").await.is_none());
+    assert!(!is_managed(&node(&env.admin, "shared").await));
+    // The uncontested nodes stay rolled.
+    for n in ["a1", "a2", "b1"] {
+        let bn = bootc_node(&env.admin, n).await.unwrap();
+        assert_eq!(
+            bn.status.unwrap().booted.unwrap().image.as_deref(),
+            Some(image(NEW).as_str())
+        );
+    }
+    ctl.terminate().await;
+}
+
+/// Two nodes fail after taking slots: no third slot, even with room for
+/// one, and the pool says RolloutHalted.
+#[tokio::test]
+async fn two_failed_nodes_halt_the_rollout() {
+    let env = env().await;
+    let names = ["n1", "n2", "n3", "n4"];
+    for n in names {
+        create_node(&env.admin, n, &[("pool", "workers")], false).await;
+    }
+    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            fail_after_reboot: set(&names),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(2)),
+    )
+    .await;
+    wait_pool(&env.admin, "workers", "RolloutHalted", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
+    })
+    .await;
+    wait_event(&env.admin, "RolloutHalted", "unhealthy").await;
+
+    // Room for a third slot: still none is given.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"rollout": {"maxUnavailable": 3}}}),
+    )
+    .await;
+    let p = wait_pool(&env.admin, "workers", "new generation observed", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == p.metadata.generation)
+    })
+    .await;
+    assert_eq!(condition(&p, "Degraded").unwrap().1, "RolloutHalted");
+    let approvals = recorder.approvals();
+    assert_eq!(approvals.len(), 2, "no third slot: {approvals:?}");
+    let slotted = futures::future::join_all(names.iter().map(|n| bootc_node(&env.admin, n)))
+        .await
+        .into_iter()
+        .flatten()
+        .filter(|b| {
+            kube::ResourceExt::annotations(b).contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION)
+        })
+        .count();
+    assert_eq!(slotted, 2);
+    assert_eq!(p.status.unwrap().degraded_count, 2);
+    ctl.terminate().await;
+}
+
+/// Pause (staging goes on, no slot), resume, roll back, delete the pool:
+/// nothing left cordoned or labelled.
+#[tokio::test]
+async fn pause_resume_rollback_and_delete() {
+    let env = env().await;
+    let names = ["n1", "n2", "n3"];
+    for n in names {
+        create_node(&env.admin, n, &[("pool", "workers")], n == "n2").await;
+    }
+    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    let mut p = pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1));
+    p.spec.rollout.paused = true;
+    create_pool(&env.admin, &p).await;
+    let p = wait_pool(&env.admin, "workers", "paused with all staged", |p| {
+        condition(p, "UpToDate").is_some_and(|c| c.1 == "Paused" && c.2.contains("3 staged"))
+    })
+    .await;
+    assert_eq!(
+        condition(&p, "UpToDate").unwrap().2,
+        "0/3 updated; 0 staging, 3 staged, 0 rebooting"
+    );
+    assert!(recorder.approvals().is_empty());
+
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"rollout": {"paused": false}}}),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", NEW, 3).await;
+
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": image(OLD)}}}),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", OLD, 3).await;
+    assert_eq!(recorder.approvals().len(), 6, "each node rebooted twice");
+
+    Api::<api::BootcNodePool>::all(env.admin.clone())
+        .delete("workers", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    tests::k8s::wait_for(
+        Api::<api::BootcNodePool>::all(env.admin.clone()),
+        "workers",
+        WAIT,
+        "pool deleted",
+        |p| p.is_none(),
+    )
+    .await
+    .unwrap();
+    for n in names {
+        let node = node(&env.admin, n).await;
+        assert!(!is_managed(&node), "{n} unlabelled");
+        assert_eq!(is_cordoned(&node), n == "n2", "{n} cordon as before");
+        assert!(
+            bootc_node(&env.admin, n).await.is_none(),
+            "{n} BootcNode deleted"
+        );
+    }
+    let peak = recorder.peak(&set(&names), &set(&["n2"]));
+    assert!(peak.count <= 1, "{peak:?}");
+    ctl.terminate().await;
+}
+
+/// The Secret watch: rotating the pull secret bumps pullSecretHash.
+#[tokio::test]
+async fn pull_secret_rotation_bumps_the_hash() {
+    use k8s_openapi::api::core::v1::Secret;
+    let env = env().await;
+    create_node(&env.admin, "n1", &[("pool", "workers")], false).await;
+    let secrets: Api<Secret> = Api::namespaced(env.admin.clone(), "bootc-operator");
+    let secret = |auth: &str| -> Secret {
+        serde_json::from_value(json!({
+            "metadata": {"name": "pull"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "stringData": {".dockerconfigjson": format!("{{\"auths\":{{\"quay.io\":{{\"auth\":\"{auth}\"}}}}}}")},
+        }))
+        .unwrap()
+    };
+    secrets
+        .create(&kube::api::PostParams::default(), &secret("one"))
+        .await
+        .unwrap();
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    let mut p = pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1));
+    p.spec.pull_secret_ref = Some(api::SecretReference {
+        name: "pull".into(),
+        namespace: "bootc-operator".into(),
+    });
+    create_pool(&env.admin, &p).await;
+    let bn = tests::k8s::wait_for(
+        Api::<api::BootcNode>::all(env.admin.clone()),
+        "n1",
+        WAIT,
+        "hash set",
+        |b| b.is_some_and(|b| b.spec.pull_secret_hash.is_some()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let first = bn.spec.pull_secret_hash.clone().unwrap();
+    assert!(first.starts_with("sha256:"));
+    assert_eq!(bn.spec.pull_secret_ref.unwrap().name, "pull");
+    secrets
+        .replace("pull", &kube::api::PostParams::default(), &{
+            let mut s = secrets.get("pull").await.unwrap();
+            s.data = None;
+            s.string_data = secret("two").string_data;
+            s
+        })
+        .await
+        .unwrap();
+    let f = first.clone();
+    tests::k8s::wait_for(
+        Api::<api::BootcNode>::all(env.admin.clone()),
+        "n1",
+        WAIT,
+        "hash changed",
+        move |b| b.is_some_and(|b| b.spec.pull_secret_hash.as_deref().is_some_and(|h| h != f)),
+    )
+    .await
+    .unwrap();
+    ctl.terminate().await;
+}

@@ -1,0 +1,131 @@
+//! A whole node agent for tests: a fake bootc host plus the real
+//! `bootc-daemon` (with its real `bootc-helper`) watching its BootcNode on a
+//! real API server as the daemon's ServiceAccount.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use kube::api::{Api, PostParams};
+
+use crate::control_plane::{ControlPlane, Identity};
+use crate::fake_host::{FakeHost, bin};
+
+/// Applies the namespace and the daemon's RBAC from deploy/.
+pub fn install_daemon_rbac(cp: &ControlPlane) -> Result<()> {
+    let deploy = crate::repo_root().join("deploy");
+    for file in ["namespace.yaml", "rbac/daemon.yaml"] {
+        let out = cp
+            .kubectl()
+            .arg("apply")
+            .arg("-f")
+            .arg(deploy.join(file))
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "kubectl apply {file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Creates a BootcNode as the controller would.
+pub async fn create_bootc_node(
+    client: &kube::Client,
+    name: &str,
+    spec: api::BootcNodeSpec,
+) -> Result<api::BootcNode> {
+    let api: Api<api::BootcNode> = Api::all(client.clone());
+    let node = api::BootcNode::new(name, spec);
+    Ok(api.create(&PostParams::default(), &node).await?)
+}
+
+/// Options for one daemon.
+#[derive(Clone, Debug)]
+pub struct AgentOptions {
+    pub node_name: String,
+    pub poll_interval: Duration,
+    pub apply_window: Duration,
+}
+
+impl AgentOptions {
+    pub fn new(node_name: &str) -> Self {
+        AgentOptions {
+            node_name: node_name.to_owned(),
+            poll_interval: Duration::from_secs(300),
+            apply_window: Duration::from_millis(300),
+        }
+    }
+}
+
+/// A running `bootc-daemon`. Killed with SIGKILL on drop (like a reboot).
+#[derive(Debug)]
+pub struct Agent {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Agent {
+    /// Starts the daemon for `host`, authenticated as the daemon identity.
+    pub fn start(
+        cp: &ControlPlane,
+        host: &FakeHost,
+        options: &AgentOptions,
+        log_dir: &Path,
+    ) -> Result<Agent> {
+        let log = log_dir.join(format!("daemon-{}.log", options.node_name));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let child = Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--"])
+            .arg(bin("bootc-daemon"))
+            .arg("--helper")
+            .arg(bin("bootc-helper"))
+            .arg("--host-root")
+            .arg(host.root())
+            .args(["--host-pid", &host.pid().to_string()])
+            .args([
+                "--apply-window-ms",
+                &options.apply_window.as_millis().to_string(),
+            ])
+            .args([
+                "--poll-interval-secs",
+                &options.poll_interval.as_secs().max(1).to_string(),
+            ])
+            .args(["--node-name", &options.node_name])
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig(Identity::Daemon))
+            .env(
+                "RUST_LOG",
+                std::env::var("BOOTC_TEST_DAEMON_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .env_remove("NODE_NAME")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()
+            .context("starting bootc-daemon")?;
+        Ok(Agent { child, log })
+    }
+
+    /// SIGKILL, as a power cut or reboot would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The daemon's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,548 @@
+//! The daemon's loop end to end: the real bootc-daemon and bootc-helper
+//! against a fake bootc host, a real API server, and the daemon's own RBAC.
+//! The test plays the controller (it writes BootcNode specs) and the node
+//! simulator (it restarts the daemon after a simulated reboot).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use api::conditions;
+use api::{BootcNode, BootcNodeSpec, DesiredImageState, RebootPolicy, SecretReference, reasons};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tests::fake_bootc::{Fault, Invocation};
+use tests::fake_host::{FakeHost, image};
+use tests::node_agent::{Agent, AgentOptions, create_bootc_node, install_daemon_rbac};
+use tests::{ControlPlane, k8s, require_root};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn spec(desired: &str) -> BootcNodeSpec {
+    BootcNodeSpec {
+        desired_image: desired.to_owned(),
+        desired_image_state: DesiredImageState::Staged,
+        reboot_policy: RebootPolicy::RebootOnly,
+        pull_secret_ref: None,
+        pull_secret_hash: None,
+    }
+}
+
+fn phase(bn: &BootcNode) -> Option<&str> {
+    bn.status
+        .as_ref()
+        .and_then(|s| conditions::reason(&s.conditions, reasons::IDLE))
+}
+
+fn degraded(bn: &BootcNode) -> Option<String> {
+    bn.status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, reasons::DEGRADED))
+        .filter(|c| c.status == "True")
+        .map(|c| c.message.clone())
+}
+
+async fn wait_bn(
+    api: &Api<BootcNode>,
+    name: &str,
+    what: &str,
+    cond: impl Fn(&BootcNode) -> bool,
+) -> BootcNode {
+    k8s::wait_for(
+        api.clone(),
+        name,
+        WAIT,
+        what,
+        move |o: Option<&BootcNode>| o.is_some_and(&cond),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+    .unwrap()
+}
+
+async fn patch_spec(api: &Api<BootcNode>, name: &str, spec: serde_json::Value) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": spec})),
+    )
+    .await
+    .unwrap();
+}
+
+struct World {
+    cp: ControlPlane,
+    admin: kube::Client,
+    nodes: Api<BootcNode>,
+    logs: tempfile::TempDir,
+}
+
+async fn world() -> World {
+    let cp = ControlPlane::start().await.unwrap();
+    let admin = cp.admin().await.unwrap();
+    k8s::install_crds(&admin).await.unwrap();
+    install_daemon_rbac(&cp).unwrap();
+    let nodes = Api::all(admin.clone());
+    World {
+        cp,
+        admin,
+        nodes,
+        logs: tempfile::tempdir().unwrap(),
+    }
+}
+
+fn stages(host: &FakeHost) -> Vec<Invocation> {
+    host.layout
+        .read_invocations()
+        .into_iter()
+        .filter(|i| {
+            i.argv.first().is_some_and(|a| a == "switch")
+                && !i.argv.iter().any(|a| a == "--help" || a == "--apply")
+        })
+        .collect()
+}
+
+fn applies(host: &FakeHost) -> Vec<Invocation> {
+    host.layout
+        .read_invocations()
+        .into_iter()
+        .filter(|i| i.argv.iter().any(|a| a == "--apply"))
+        .collect()
+}
+
+#[tokio::test]
+async fn full_cycle_idle_staging_staged_rebooting_idle() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    create_bootc_node(&w.admin, "node-1", spec(&a))
+        .await
+        .unwrap();
+    let mut agent =
+        Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+
+    // Desired == booted: Idle, nothing staged.
+    let bn = wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let status = bn.status.clone().unwrap();
+    assert_eq!(
+        status.booted.as_ref().and_then(|b| b.image.as_deref()),
+        Some(a.as_str())
+    );
+    let first_boot = status.boot_id.clone().unwrap();
+    assert!(degraded(&bn).is_none());
+    assert!(stages(&host).is_empty(), "staged for nothing");
+
+    // A new desired image: Staging, then Staged (locked).
+    patch_spec(&w.nodes, "node-1", json!({"desiredImage": b})).await;
+    let bn = wait_bn(&w.nodes, "node-1", "Staged", |bn| {
+        phase(bn) == Some("Staged")
+    })
+    .await;
+    let staged = bn.status.as_ref().unwrap().staged.clone().unwrap();
+    assert_eq!(staged.image.as_deref(), Some(b.as_str()));
+    assert!(staged.download_only, "staged without --download-only");
+    assert_eq!(
+        bn.status.as_ref().unwrap().observed_generation,
+        bn.metadata.generation
+    );
+    assert!(applies(&host).is_empty(), "applied without approval");
+
+    // Approved: Rebooting is written, then the apply runs.
+    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
+    let bn = wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
+        phase(bn) == Some("Rebooting")
+    })
+    .await;
+    assert_eq!(
+        bn.status.as_ref().unwrap().boot_id.as_deref(),
+        Some(first_boot.as_str())
+    );
+    // The simulated reboot: the fake bootc moved staged to booted.
+    let deadline = std::time::Instant::now() + WAIT;
+    while host.layout.read_reboots().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reboot:\n{}",
+            agent.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reboot = &host.layout.read_reboots()[0];
+    assert!(!reboot.soft, "RebootOnly used a soft reboot");
+    assert_eq!(
+        applies(&host)[0].argv,
+        ["switch", "--from-downloaded", "--apply"]
+    );
+
+    // The node comes back: a new daemon reads the status and reports Idle.
+    agent.kill();
+    let _agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Idle after reboot", |bn| {
+        phase(bn) == Some("Idle")
+    })
+    .await;
+    let status = bn.status.unwrap();
+    assert_eq!(status.booted.and_then(|b| b.image), Some(b.clone()));
+    assert_ne!(
+        status.boot_id.as_deref(),
+        Some(first_boot.as_str()),
+        "boot id did not change"
+    );
+    assert_eq!(applies(&host).len(), 1, "applied twice");
+}
+
+#[tokio::test]
+async fn stage_failure_degrades_then_recovers_without_restart() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    host.layout.set_fault(Some(Fault::Unauthorized)).unwrap();
+    create_bootc_node(&w.admin, "node-1", spec(&b))
+        .await
+        .unwrap();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+
+    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let message = degraded(&bn).unwrap();
+    assert!(
+        message.contains("unauthorized: authentication required"),
+        "bootc's message missing: {message}"
+    );
+    assert_eq!(phase(&bn), Some("Staging"));
+
+    host.layout.set_fault(None).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Staged and healthy", |bn| {
+        phase(bn) == Some("Staged") && degraded(bn).is_none()
+    })
+    .await;
+    assert!(bn.status.unwrap().staged.is_some());
+    assert!(agent.child.id() > 0);
+}
+
+#[tokio::test]
+async fn soft_reboot_only_when_allowed_and_capable() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    // (policy, host capable, expect soft)
+    let cases = [
+        ("soft-ok", RebootPolicy::AllowSoftReboot, true, true),
+        (
+            "soft-incapable",
+            RebootPolicy::AllowSoftReboot,
+            false,
+            false,
+        ),
+        ("reboot-only", RebootPolicy::RebootOnly, true, false),
+    ];
+    let mut hosts = Vec::new();
+    for (name, policy, capable, _) in cases {
+        let host = FakeHost::start(Some(&a)).unwrap();
+        if !capable {
+            std::fs::write(host.layout.no_soft_reboot(), "").unwrap();
+        }
+        let mut s = spec(&b);
+        s.reboot_policy = policy;
+        s.desired_image_state = DesiredImageState::Booted;
+        create_bootc_node(&w.admin, name, s).await.unwrap();
+        let agent = Agent::start(&w.cp, &host, &AgentOptions::new(name), w.logs.path()).unwrap();
+        hosts.push((host, agent));
+    }
+    for ((name, _, _, soft), (host, _agent)) in cases.iter().zip(&hosts) {
+        wait_bn(&w.nodes, name, "Rebooting", |bn| {
+            phase(bn) == Some("Rebooting")
+        })
+        .await;
+        let deadline = std::time::Instant::now() + WAIT;
+        while host.layout.read_reboots().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "{name}: no reboot");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let argv = &applies(host)[0].argv;
+        assert_eq!(
+            argv.iter().any(|a| a == "--soft-reboot=auto"),
+            *soft,
+            "{name}: {argv:?}"
+        );
+        assert_eq!(host.layout.read_reboots()[0].soft, *soft, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    let mut s = spec(&b);
+    s.desired_image_state = DesiredImageState::Booted;
+    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
+    let mut agent =
+        Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
+        phase(bn) == Some("Rebooting")
+    })
+    .await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while host.layout.read_reboots().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no reboot");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    agent.kill();
+    let stages_before = stages(&host).len();
+    // The boot fell back to the old deployment (as a failed boot would).
+    let mut state = host.layout.read_state().unwrap();
+    state.booted = state.rollback.take();
+    state.staged = None;
+    host.layout.write_state(&state).unwrap();
+    std::fs::write(
+        host.layout.boot_id(),
+        format!("{}\n", tests::fake_bootc::new_boot_id()),
+    )
+    .unwrap();
+
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let message = degraded(&bn).unwrap();
+    assert!(
+        message.contains(&a) && message.contains(&b),
+        "both images must be named: {message}"
+    );
+    assert_eq!(
+        applies(&host).len(),
+        1,
+        "re-applied after the failed reboot"
+    );
+    assert_eq!(
+        stages(&host).len(),
+        stages_before,
+        "restaged after a failed reboot:\n{}",
+        agent.log_text()
+    );
+}
+
+#[tokio::test]
+async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
+    require_root!();
+    let w = world().await;
+    let a = image('a');
+    let host = FakeHost::start(Some(&a)).unwrap();
+    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
+    let make = |name: &str, ns: &str, content: &str| Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/dockerconfigjson".into()),
+        data: Some(BTreeMap::from([(
+            ".dockerconfigjson".to_owned(),
+            ByteString(content.as_bytes().to_vec()),
+        )])),
+        ..Default::default()
+    };
+    let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;
+    let v2 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTI6cDI="}}}"#;
+    let secret = secrets
+        .create(&PostParams::default(), &make("pull", "bootc-operator", v1))
+        .await
+        .unwrap();
+    let hash1 = api::secret_hash::pull_secret_hash(secret.data.as_ref().unwrap());
+    let mut s = spec(&a);
+    s.pull_secret_ref = Some(SecretReference {
+        name: "pull".into(),
+        namespace: "bootc-operator".into(),
+    });
+    s.pull_secret_hash = Some(hash1);
+    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let auth = host.layout.auth();
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::fs::read_to_string(&auth).unwrap_or_default() != v1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "auth file not written:\n{}",
+            agent.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Rotation: the controller bumps the hash, the file follows.
+    let rotated = secrets
+        .replace("pull", &PostParams::default(), &{
+            let mut s = make("pull", "bootc-operator", v2);
+            s.metadata.resource_version = secret.metadata.resource_version.clone();
+            s
+        })
+        .await
+        .unwrap();
+    let hash2 = api::secret_hash::pull_secret_hash(rotated.data.as_ref().unwrap());
+    patch_spec(&w.nodes, "node-1", json!({"pullSecretHash": hash2})).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::fs::read_to_string(&auth).unwrap_or_default() != v2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rotation not followed:\n{}",
+            agent.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A Secret outside the operator namespace is refused and reported.
+    patch_spec(
+        &w.nodes,
+        "node-1",
+        json!({"pullSecretRef": {"name": "pull", "namespace": "default"}, "pullSecretHash": null}),
+    )
+    .await;
+    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let message = degraded(&bn).unwrap();
+    assert!(
+        message.contains("outside the operator namespace"),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&auth).unwrap(),
+        v2,
+        "auth file changed"
+    );
+}
+
+#[tokio::test]
+async fn desired_image_changed_during_staging_stages_the_new_one_and_never_applies_the_old() {
+    require_root!();
+    let w = world().await;
+    let (a, b, c) = (image('a'), image('b'), image('c'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    std::fs::write(host.layout.stage_delay(), "1500").unwrap();
+    let mut s = spec(&b);
+    s.desired_image_state = DesiredImageState::Booted;
+    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
+    let _agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+
+    // While b is being pulled, the controller moves on to c (and, as it
+    // does on every new image, revokes the approval).
+    wait_bn(&w.nodes, "node-1", "Staging", |bn| {
+        phase(bn) == Some("Staging")
+    })
+    .await;
+    patch_spec(
+        &w.nodes,
+        "node-1",
+        json!({"desiredImage": c, "desiredImageState": "Staged"}),
+    )
+    .await;
+    let bn = wait_bn(&w.nodes, "node-1", "Staged c", |bn| {
+        phase(bn) == Some("Staged")
+            && bn
+                .status
+                .as_ref()
+                .and_then(|s| s.staged.as_ref())
+                .and_then(|s| s.image.as_deref())
+                == Some(c.as_str())
+    })
+    .await;
+    assert_eq!(bn.status.unwrap().booted.unwrap().image, Some(a.clone()));
+    let staged: Vec<String> = stages(&host)
+        .iter()
+        .map(|i| i.argv.last().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(staged, [b.clone(), c.clone()], "stage order");
+    assert!(applies(&host).is_empty(), "b was applied");
+    assert!(host.layout.read_reboots().is_empty());
+}
+
+#[tokio::test]
+async fn idle_daemon_holds_one_watch_and_sends_nothing() {
+    require_root!();
+    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
+        .await
+        .unwrap();
+    let admin = cp.admin().await.unwrap();
+    k8s::install_crds(&admin).await.unwrap();
+    install_daemon_rbac(&cp).unwrap();
+    let nodes: Api<BootcNode> = Api::all(admin.clone());
+    let logs = tempfile::tempdir().unwrap();
+    let a = image('a');
+    let host = FakeHost::start(Some(&a)).unwrap();
+    create_bootc_node(&admin, "node-1", spec(&a)).await.unwrap();
+    let mut options = AgentOptions::new("node-1");
+    // Poll the host every second: polls must not turn into writes.
+    options.poll_interval = Duration::from_secs(1);
+    let agent = Agent::start(&cp, &host, &options, logs.path()).unwrap();
+    let bn = wait_bn(&nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let rv = bn.metadata.resource_version.clone();
+
+    // An idle period is what is measured here: nothing can be awaited.
+    let audit_before = daemon_requests(&cp);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let during: Vec<String> = daemon_requests(&cp).split_off(audit_before.len());
+    // The one watch may still be starting (it is checked to be the only
+    // one below); anything else while idle is a failure.
+    let other: Vec<&String> = during.iter().filter(|r| !r.starts_with("watch ")).collect();
+    assert!(
+        other.is_empty(),
+        "requests while idle: {other:?}\n{}",
+        agent.log_text()
+    );
+    assert_eq!(
+        nodes.get("node-1").await.unwrap().metadata.resource_version,
+        rv,
+        "written while idle"
+    );
+    assert!(
+        host.layout
+            .read_invocations()
+            .iter()
+            .filter(|i| i.argv[0] == "status")
+            .count()
+            >= 4,
+        "the fallback poll did not run"
+    );
+
+    // Over the whole life: one watch, on its own object, and nothing else
+    // but the initial list and status writes.
+    let all = daemon_requests(&cp);
+    let watches: Vec<&String> = all.iter().filter(|r| r.starts_with("watch ")).collect();
+    assert_eq!(watches.len(), 1, "watches: {all:?}");
+    assert!(
+        watches[0].contains("metadata.name%3Dnode-1")
+            || watches[0].contains("metadata.name=node-1"),
+        "{}",
+        watches[0]
+    );
+    for r in &all {
+        assert!(
+            r.starts_with("watch ") || r.starts_with("list ") || r.starts_with("patch "),
+            "unexpected daemon request {r}"
+        );
+        assert!(
+            r.contains("bootcnodes"),
+            "daemon touched something else: {r}"
+        );
+    }
+    drop(agent);
+}
+
+/// `verb uri` of every request the daemon's identity made (one entry per
+/// request: its RequestReceived stage).
+fn daemon_requests(cp: &ControlPlane) -> Vec<String> {
+    let text = std::fs::read_to_string(cp.audit_log()).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["user"]["username"] == tests::control_plane::DAEMON_USER)
+        .filter(|e| e["stage"] == "RequestReceived")
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["verb"].as_str().unwrap_or(""),
+                e["requestURI"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
