@@ -131,6 +131,20 @@ mod tests {
     const GOOD: &str = "Name:\tbootc-daemon\nUid:\t65534\t65534\t65534\t65534\nGid:\t65534\t65534\t65534\t65534\nGroups:\t\nNoNewPrivs:\t1\nSeccomp:\t2\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nThreads:\t2\n";
 
     #[test]
+    fn refuses_to_drop_with_more_than_one_thread() {
+        // libtest runs this on a thread of its own, besides main.
+        let _other = std::thread::spawn(std::thread::park);
+        assert!(matches!(
+            ensure_single_threaded(),
+            Err(DropError::NotSingleThreaded(n)) if n > 1
+        ));
+        assert!(matches!(
+            drop_privileges(65534, 65534),
+            Err(DropError::NotSingleThreaded(_))
+        ));
+    }
+
+    #[test]
     fn accepts_fully_dropped() {
         check_unprivileged(GOOD, true).unwrap();
         assert_eq!(status_field(GOOD, "Threads"), Some("2"));

@@ -84,6 +84,7 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_lseek: "file reads",
     SYS_getcwd: "path resolution in std",
     SYS_readlinkat: "path resolution in std",
+    SYS_getdents64: "listing a directory (e.g. a CA certificate directory)",
     SYS_getrandom: "hash map seeds, TLS",
     SYS_prlimit64: "std start-up queries of limits",
     SYS_uname: "library version checks",
@@ -102,6 +103,7 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_sendto: "socket writes",
     SYS_recvmsg: "socket reads",
     SYS_sendmsg: "socket writes",
+    SYS_sendmmsg: "glibc's DNS resolver sends the A and AAAA queries at once",
     SYS_shutdown: "closing connections",
     // time
     SYS_clock_gettime: "timers (when the vDSO is unavailable)",

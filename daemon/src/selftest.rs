@@ -122,8 +122,22 @@ pub fn run(case: &str, uid: u32, gid: u32) -> ExitCode {
         tracing::error!(error = %e, "self-test: seccomp failed");
         return ExitCode::from(SETUP_FAILED);
     }
+    if let Some(port) = case.strip_prefix("tcp_connect:") {
+        return tcp_connect(port);
+    }
     match case {
         "panic" => panic!("self-test panic under the filter"),
+        "dns_localhost" => {
+            use std::net::ToSocketAddrs;
+            return match ("localhost", 80).to_socket_addrs().map(|a| a.count()) {
+                Ok(n) if n > 0 => ExitCode::from(ALLOWED),
+                other => {
+                    tracing::error!(?other, "self-test: resolving localhost failed");
+                    ExitCode::from(OTHER_ERROR)
+                }
+            };
+        }
+        "tokio" => return tokio_paths(),
         "thread" => {
             return match std::thread::spawn(|| 7).join() {
                 Ok(7) => ExitCode::from(ALLOWED),
@@ -146,4 +160,58 @@ pub fn run(case: &str, uid: u32, gid: u32) -> ExitCode {
         libc::ENOSYS => REFUSED_ENOSYS,
         _ => OTHER_ERROR,
     })
+}
+
+/// What the daemon's loop does with tokio: a multi-thread runtime, timers,
+/// a blocking-pool thread, a file read.
+fn tokio_paths() -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "self-test: tokio runtime");
+            return ExitCode::from(OTHER_ERROR);
+        }
+    };
+    let ok = rt.block_on(async {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let blocking = tokio::task::spawn_blocking(|| std::fs::read("/proc/self/status")).await;
+        let spawned = tokio::spawn(async { 7 }).await;
+        matches!(blocking, Ok(Ok(ref b)) if !b.is_empty()) && matches!(spawned, Ok(7))
+    });
+    ExitCode::from(if ok { ALLOWED } else { OTHER_ERROR })
+}
+
+/// A TCP connection to 127.0.0.1:`port` (the test listens there), through
+/// tokio as the Kubernetes client makes it.
+fn tcp_connect(port: &str) -> ExitCode {
+    let Ok(port) = port.parse::<u16>() else {
+        return ExitCode::from(SETUP_FAILED);
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(_) => return ExitCode::from(OTHER_ERROR),
+    };
+    let result = rt.block_on(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        s.set_nodelay(true)?;
+        s.write_all(b"ping").await?;
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).await?;
+        Ok::<_, std::io::Error>(buf)
+    });
+    match result {
+        Ok(buf) if &buf == b"pong" => ExitCode::from(ALLOWED),
+        other => {
+            tracing::error!(?other, "self-test: tcp connect");
+            ExitCode::from(OTHER_ERROR)
+        }
+    }
 }

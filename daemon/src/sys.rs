@@ -9,12 +9,14 @@ use std::os::unix::process::CommandExt;
 /// Fd number the helper finds its socket on.
 pub const HELPER_FD: i32 = 3;
 
-/// Arranges for the child to get `fd` as fd 3 (without close-on-exec) and
-/// SIGKILL when the daemon dies.
+/// Arranges for the child to get `fd` as fd 3 (without close-on-exec), no
+/// other descriptor above 3 (whatever the daemon itself inherited stays
+/// behind), and SIGKILL when the daemon dies.
 pub fn pass_fd3_and_pdeathsig(cmd: &mut std::process::Command, fd: OwnedFd) {
     // SAFETY: runs in the forked child before exec; only async-signal-safe
-    // system calls (dup2, fcntl, prctl) on fds the closure owns; no allocation
-    // on the success path.
+    // system calls (dup2, fcntl, close_range, prctl) that change descriptor
+    // flags, none that free memory or close a descriptor std relies on; no
+    // allocation on the success path.
     unsafe {
         cmd.pre_exec(move || {
             let raw = fd.as_raw_fd();
@@ -25,6 +27,21 @@ pub fn pass_fd3_and_pdeathsig(cmd: &mut std::process::Command, fd: OwnedFd) {
                 }
             } else if libc::dup2(raw, HELPER_FD) == -1 {
                 return Err(io::Error::last_os_error());
+            }
+            // Mark the rest close-on-exec rather than closing them: std's own
+            // exec-error pipe is among them and must stay open until exec.
+            // close_range(CLOEXEC) needs Linux 5.11; older kernels: one by one.
+            let rest = (HELPER_FD + 1) as libc::c_uint;
+            if libc::syscall(
+                libc::SYS_close_range,
+                rest,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) == -1
+            {
+                for other in HELPER_FD + 1..4096 {
+                    libc::fcntl(other, libc::F_SETFD, libc::FD_CLOEXEC);
+                }
             }
             if libc::prctl(
                 libc::PR_SET_PDEATHSIG,

@@ -106,6 +106,20 @@ impl HostEvents {
         HostEvents { fd: None }
     }
 
+    /// The events as a stream of `()`, for `select!` loops. A read error on
+    /// the inotify fd (which should not happen) is logged and ends the stream.
+    pub fn into_stream(self) -> impl futures::Stream<Item = ()> + Send {
+        futures::stream::unfold(self, |mut events| async move {
+            match events.next().await {
+                Ok(()) => Some(((), events)),
+                Err(e) => {
+                    tracing::error!(error = %e, "host watch failed");
+                    None
+                }
+            }
+        })
+    }
+
     /// Waits for the next change. Pending forever when nothing is watched.
     pub async fn next(&mut self) -> io::Result<()> {
         let Some(fd) = &self.fd else {

@@ -33,6 +33,17 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .into());
     }
     let socket = helper::sys::inherited_socket(SOCKET_FD)?;
+    // A socketpair's peer credentials are those of the process that made
+    // it: that must be the daemon.
+    let peer = nix::sys::socket::getsockopt(&socket, nix::sys::socket::sockopt::PeerCredentials)?;
+    if peer.pid() != args.parent_pid {
+        return Err(format!(
+            "the socket on fd {SOCKET_FD} was made by pid {}, not the daemon ({})",
+            peer.pid(),
+            args.parent_pid
+        )
+        .into());
+    }
     let limits = Limits {
         apply_window: args.apply_window,
         ..Limits::default()

@@ -176,10 +176,11 @@ impl Engine {
             });
         }
         let argv = bootc::apply_argv(&staged.image, staged.locked, soft_reboot);
-        let outcome = self.runner.apply(&argv, self.limits.apply_window).await?;
-        tracing::info!(?outcome, "apply under way");
-        if outcome == ApplyOutcome::Exited {
-            tracing::info!("bootc apply exited 0");
+        match self.runner.apply(&argv, self.limits.apply_window).await? {
+            ApplyOutcome::Exited => tracing::info!("bootc apply exited 0"),
+            ApplyOutcome::StillRunning => {
+                tracing::info!("bootc apply still running: reboot under way")
+            }
         }
         Ok(proto::ApplyResponse {})
     }
@@ -203,10 +204,6 @@ impl Engine {
         let path = auth::write(&self.runner.host_root(), &content)?;
         tracing::info!(path = %path.display(), "wrote registry credentials");
         Ok(proto::WriteAuthResponse {})
-    }
-
-    pub fn limits(&self) -> &Limits {
-        &self.limits
     }
 }
 

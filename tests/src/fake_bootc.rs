@@ -77,6 +77,9 @@ pub struct Invocation {
     /// `KEY=VALUE` pairs of its environment.
     pub env: Vec<String>,
     pub uid: u32,
+    /// Open descriptors above 2 (what bootc inherited), as `fd -> target`.
+    #[serde(default)]
+    pub extra_fds: Vec<String>,
 }
 
 /// One simulated reboot.
@@ -505,6 +508,7 @@ pub fn main_with(args: Vec<String>) -> i32 {
             .unwrap_or_default(),
         env: std::env::vars().map(|(k, v)| format!("{k}={v}")).collect(),
         uid: nix_uid(),
+        extra_fds: extra_fds(),
     };
     if let Err(e) = append_jsonl(&layout.invocations(), &invocation) {
         let _ = writeln!(std::io::stderr(), "error: fake bootc cannot log: {e}");
@@ -527,6 +531,24 @@ pub fn main_with(args: Vec<String>) -> i32 {
             1
         }
     }
+}
+
+fn extra_fds() -> Vec<String> {
+    // Collect the names first: the directory handle is itself an open fd.
+    let names: Vec<String> = std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    names
+        .into_iter()
+        .filter(|n| n.parse::<i32>().is_ok_and(|fd| fd > 2))
+        .filter_map(|n| {
+            let target = std::fs::read_link(format!("/proc/self/fd/{n}")).ok()?;
+            Some(format!("{n} -> {}", target.display()))
+        })
+        .collect()
 }
 
 fn nix_uid() -> u32 {

@@ -117,6 +117,11 @@ async fn stage_status_apply_through_setns() {
         let env: Vec<_> = inv.env.iter().filter(|e| !e.starts_with("PWD=")).collect();
         assert_eq!(env, [FIXED_ENV], "empty environment plus the fixed PATH");
         assert_eq!(inv.uid, 0);
+        assert!(
+            inv.extra_fds.is_empty(),
+            "bootc inherits no descriptor: {:?}",
+            inv.extra_fds
+        );
     }
 }
 

@@ -1,0 +1,58 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The helper's dependency tree is part of its audit surface (DESIGN.md
+//! section 2): no Kubernetes client, no TLS, no HTTP client.
+
+use std::process::Command;
+
+fn cargo_tree(extra: &[&str]) -> String {
+    let out = Command::new(env!("CARGO"))
+        .args(["tree", "--locked", "-p", "helper", "-e", "normal"])
+        .args(extra)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn helper_links_no_kube_tls_or_http_client() {
+    let tree = cargo_tree(&["--prefix", "none"]);
+    let crates: Vec<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for forbidden in [
+        "kube",
+        "kube-client",
+        "k8s-openapi",
+        "rustls",
+        "tokio-rustls",
+        "hyper-rustls",
+        "openssl",
+        "native-tls",
+        "reqwest",
+        "hyper-timeout",
+        "ring",
+        "aws-lc-rs",
+    ] {
+        assert!(
+            !crates.contains(&forbidden),
+            "helper depends on {forbidden}:\n{tree}"
+        );
+    }
+    // hyper is there as tonic's HTTP/2 server only: no client features.
+    let features = cargo_tree(&["-e", "features", "-i", "hyper-util"]);
+    assert!(!features.contains("client"), "{features}");
+    let features = cargo_tree(&["-e", "features", "-i", "hyper"]);
+    assert!(!features.contains("hyper feature \"client\""), "{features}");
+    let features = cargo_tree(&["-e", "features", "-i", "tonic"]);
+    assert!(
+        !features.contains("\"channel\"") && !features.contains("\"transport\""),
+        "{features}"
+    );
+}
