@@ -393,7 +393,7 @@ fn stage(layout: &Layout, image: &str, download_only: bool) -> std::io::Result<O
         });
     }
     if !image.contains("@sha256:") {
-        // TODO(registry): resolve tags against the registry.
+        // The node agent only ever stages pinned references.
         return Ok(Outcome {
             stderr: format!("error: the fake bootc only stages pinned references, got {image}\n"),
             code: 1,
