@@ -783,8 +783,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             }
         }
 
-        // Emit per-node writes in order: pre, apply, post.
-        for (name, owned) in &desired {
+        // Emit per-node writes in order: pre, apply, post. Nodes leaving a
+        // slot go first, so that their uncordon and slot release land before
+        // any new slot is taken: at no instant are more nodes disrupted than
+        // maxUnavailable, even between two writes of this plan.
+        let was_in_slot = |name: &String| bns.get(name).is_some_and(|bn| Owned::of(bn).in_slot);
+        let mut order: Vec<(&String, &Owned)> = desired.iter().collect();
+        order.sort_by_key(|(name, owned)| !(was_in_slot(name) && !owned.in_slot));
+        for (name, owned) in order {
             if let Some(w) = pre.remove(name) {
                 out.writes.extend(w);
             }

@@ -438,7 +438,10 @@ fn stage(layout: &Layout, image: &str, download_only: bool) -> std::io::Result<O
     })
 }
 
-fn pull_from_registry(layout: &Layout, image: &str) -> Result<crate::image_pull::PulledImage, String> {
+fn pull_from_registry(
+    layout: &Layout,
+    image: &str,
+) -> Result<crate::image_pull::PulledImage, String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -95,14 +95,20 @@ pub struct Sim {
 
 impl std::fmt::Debug for Sim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sim").field("options", &self.options).finish()
+        f.debug_struct("Sim")
+            .field("options", &self.options)
+            .finish()
     }
 }
 
 fn kubectl_apply(cp: &ControlPlane, path: &std::path::Path) -> Result<()> {
     let out = cp.kubectl().arg("apply").arg("-f").arg(path).output()?;
     if !out.status.success() {
-        bail!("kubectl apply -f {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "kubectl apply -f {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(())
 }
@@ -110,7 +116,10 @@ fn kubectl_apply(cp: &ControlPlane, path: &std::path::Path) -> Result<()> {
 impl Sim {
     /// Starts everything and creates the pool on image v1.
     pub async fn start(options: SimOptions) -> Result<Sim> {
-        let cp = ControlPlane::start_with(Options { audit: options.audit }).await?;
+        let cp = ControlPlane::start_with(Options {
+            audit: options.audit,
+        })
+        .await?;
         let admin = cp.admin().await?;
         // What a user installs from deploy/: namespace, CRDs, RBAC. (The
         // Deployment and DaemonSet are replaced by the processes below.)
@@ -126,10 +135,19 @@ impl Sim {
         }
         let out = cp
             .kubectl()
-            .args(["wait", "--for=condition=Established", "crd/bootcnodepools.node.bootc.dev", "crd/bootcnodes.node.bootc.dev", "--timeout=60s"])
+            .args([
+                "wait",
+                "--for=condition=Established",
+                "crd/bootcnodepools.node.bootc.dev",
+                "crd/bootcnodes.node.bootc.dev",
+                "--timeout=60s",
+            ])
             .output()?;
         if !out.status.success() {
-            bail!("CRDs not established: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "CRDs not established: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
 
         let registry = TestRegistry::start("sim", "sim-password").await?;
@@ -141,7 +159,9 @@ impl Sim {
         }))?;
         secrets.create(&PostParams::default(), &secret).await?;
 
-        let logs = tempfile::Builder::new().prefix("bootc-sim-logs-").tempdir()?;
+        let logs = tempfile::Builder::new()
+            .prefix("bootc-sim-logs-")
+            .tempdir()?;
         let mut sim = Sim {
             cp,
             registry,
@@ -165,7 +185,15 @@ impl Sim {
     pub async fn push_version_tagged(&self, version: &str, tag: &str) -> Result<String> {
         let arch = crate::fake_bootc::Deployment::of("x@sha256:0").architecture;
         self.registry
-            .push_image(REPO, tag, &TestImage { architecture: &arch, version, marker: version })
+            .push_image(
+                REPO,
+                tag,
+                &TestImage {
+                    architecture: &arch,
+                    version,
+                    marker: version,
+                },
+            )
             .await
     }
 
@@ -181,15 +209,21 @@ impl Sim {
         let arch = crate::fake_bootc::Deployment::of("x@sha256:0").architecture;
         for _ in 0..count {
             let name = format!("sim-node-{}", nodes.len() + 1);
-            let host = FakeHost::start(Some(&self.pinned(booted_digest))).context("starting a fake host")?;
+            let host = FakeHost::start(Some(&self.pinned(booted_digest)))
+                .context("starting a fake host")?;
             std::fs::write(host.layout.pull_from_registry(), "")?;
-            let certs = host.root().join("etc/containers/certs.d").join(self.registry.host());
+            let certs = host
+                .root()
+                .join("etc/containers/certs.d")
+                .join(self.registry.host());
             std::fs::create_dir_all(&certs)?;
             std::fs::write(certs.join("ca.crt"), self.registry.ca_pem()?)?;
             let node: Node = serde_json::from_value(json!({
                 "metadata": {"name": name, "labels": {POOL_LABEL: POOL, "kubernetes.io/arch": arch, "kubernetes.io/hostname": name}},
             }))?;
-            Api::<Node>::all(self.admin.clone()).create(&PostParams::default(), &node).await?;
+            Api::<Node>::all(self.admin.clone())
+                .create(&PostParams::default(), &node)
+                .await?;
             set_ready(&self.admin, &name, true).await?;
             let agent = Agent::start(&self.cp, &host, &AgentOptions::new(&name), self.logs.path())?;
             names.push(name.clone());
@@ -217,14 +251,20 @@ impl Sim {
                 "pullSecretRef": {"name": "os-pull", "namespace": api::labels::OPERATOR_NAMESPACE},
             },
         }))?;
-        Api::<BootcNodePool>::all(self.admin.clone()).create(&PostParams::default(), &pool).await?;
+        Api::<BootcNodePool>::all(self.admin.clone())
+            .create(&PostParams::default(), &pool)
+            .await?;
         Ok(())
     }
 
     /// Patches the pool's spec (merge patch).
     pub async fn patch_pool(&self, spec: serde_json::Value) -> Result<()> {
         Api::<BootcNodePool>::all(self.admin.clone())
-            .patch(POOL, &PatchParams::default(), &Patch::Merge(json!({"spec": spec})))
+            .patch(
+                POOL,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": spec})),
+            )
             .await?;
         Ok(())
     }
@@ -232,14 +272,20 @@ impl Sim {
     /// Starts (or restarts) the controller process.
     pub fn start_controller(&mut self) -> Result<()> {
         let log = self.logs.path().join("controller.log");
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
         let child = Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
             .arg(bin("bootc-controller"))
             .args(["--identity", "sim-controller", "--health-addr", ""])
             .arg("--registry-ca-file")
             .arg(self.registry.ca_path())
-            .args(["--tag-resolution-interval-seconds", &self.options.tag_interval.as_secs().max(1).to_string()])
+            .args([
+                "--tag-resolution-interval-seconds",
+                &self.options.tag_interval.as_secs().max(1).to_string(),
+            ])
             .env("KUBECONFIG", self.cp.kubeconfig(Identity::Controller))
             .env("RUST_LOG", "info")
             .env_remove("POD_NAME")
@@ -263,11 +309,19 @@ impl Sim {
     /// SIGKILLs one node's daemon and starts a new one (a pod restart).
     pub async fn restart_daemon(&self, name: &str) -> Result<()> {
         let mut nodes = self.nodes.lock().await;
-        let node = nodes.iter_mut().find(|n| n.name == name).context("no such node")?;
+        let node = nodes
+            .iter_mut()
+            .find(|n| n.name == name)
+            .context("no such node")?;
         if let Some(mut a) = node.agent.take() {
             a.kill();
         }
-        node.agent = Some(Agent::start(&self.cp, &node.host, &AgentOptions::new(name), self.logs.path())?);
+        node.agent = Some(Agent::start(
+            &self.cp,
+            &node.host,
+            &AgentOptions::new(name),
+            self.logs.path(),
+        )?);
         Ok(())
     }
 
@@ -310,9 +364,16 @@ impl Sim {
                         let mut nodes = nodes.lock().await;
                         if let Some(node) = nodes.iter_mut().find(|n| n.name == name) {
                             let _ = &kubeconfig;
-                            match Agent::start_with_kubeconfig(&kubeconfig, &node.host, &AgentOptions::new(&name), &logs) {
+                            match Agent::start_with_kubeconfig(
+                                &kubeconfig,
+                                &node.host,
+                                &AgentOptions::new(&name),
+                                &logs,
+                            ) {
                                 Ok(a) => node.agent = Some(a),
-                                Err(e) => tracing::error!(node = %name, error = %e, "restarting the daemon"),
+                                Err(e) => {
+                                    tracing::error!(node = %name, error = %e, "restarting the daemon")
+                                }
                             }
                         }
                         drop(nodes);
@@ -326,8 +387,13 @@ impl Sim {
 
     /// The pool, its BootcNodes and the Nodes, for display.
     pub async fn snapshot(&self) -> Result<(BootcNodePool, Vec<BootcNode>, Vec<Node>)> {
-        let pool = Api::<BootcNodePool>::all(self.admin.clone()).get(POOL).await?;
-        let bns = Api::<BootcNode>::all(self.admin.clone()).list(&ListParams::default()).await?.items;
+        let pool = Api::<BootcNodePool>::all(self.admin.clone())
+            .get(POOL)
+            .await?;
+        let bns = Api::<BootcNode>::all(self.admin.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
         let nodes = Api::<Node>::all(self.admin.clone())
             .list(&ListParams::default().labels(POOL_LABEL))
             .await?
@@ -348,7 +414,10 @@ impl Sim {
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                let node = name.strip_prefix("daemon-")?.strip_suffix(".log")?.to_owned();
+                let node = name
+                    .strip_prefix("daemon-")?
+                    .strip_suffix(".log")?
+                    .to_owned();
                 Some((node, std::fs::read_to_string(e.path()).unwrap_or_default()))
             })
             .collect()

@@ -15,7 +15,10 @@ use tests::display;
 use tests::sim::{Sim, SimOptions};
 
 #[derive(Parser, Debug)]
-#[command(name = "bootc-sim", about = "A local simulated cluster running a real bootc rollout")]
+#[command(
+    name = "bootc-sim",
+    about = "A local simulated cluster running a real bootc rollout"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -80,9 +83,18 @@ fn rolled_to(pool: &api::BootcNodePool, digest: &str, nodes: usize) -> bool {
 async fn main() -> Result<()> {
     tracing_subscriber_init();
     let cli = Cli::parse();
-    let Cmd::Up { nodes, reboot_seconds, max_unavailable, soft_reboot, fail_nodes, exit_when_done } = cli.command;
+    let Cmd::Up {
+        nodes,
+        reboot_seconds,
+        max_unavailable,
+        soft_reboot,
+        fail_nodes,
+        exit_when_done,
+    } = cli.command;
     if !tests::fake_host::is_root() {
-        bail!("bootc-sim needs root: each simulated node is a mount namespace, and the daemon drops privileges from root");
+        bail!(
+            "bootc-sim needs root: each simulated node is a mount namespace, and the daemon drops privileges from root"
+        );
     }
     let max_unavailable = match max_unavailable.parse::<i64>() {
         Ok(n) => serde_json::json!(n),
@@ -92,7 +104,12 @@ async fn main() -> Result<()> {
         nodes,
         reboot_time: Duration::from_secs(reboot_seconds),
         max_unavailable,
-        reboot_policy: if soft_reboot { "AllowSoftReboot" } else { "RebootOnly" }.into(),
+        reboot_policy: if soft_reboot {
+            "AllowSoftReboot"
+        } else {
+            "RebootOnly"
+        }
+        .into(),
         ..SimOptions::default()
     };
     out("starting etcd, kube-apiserver, the registry and bootc-controller...\n");
@@ -104,7 +121,9 @@ async fn main() -> Result<()> {
         let all = sim.nodes.lock().await;
         for n in &fail_nodes {
             if let Some(node) = n.checked_sub(1).and_then(|i| all.get(i)) {
-                node.host.layout.set_fault(Some(tests::fake_bootc::Fault::PullError))?;
+                node.host
+                    .layout
+                    .set_fault(Some(tests::fake_bootc::Fault::PullError))?;
             }
         }
     }
@@ -130,7 +149,9 @@ async fn main() -> Result<()> {
         let status = match phase {
             0 => "phase 1/2: every node on v1",
             1 => "phase 2/2: rolling out v2",
-            _ => "rollout complete; the cluster keeps running (change the image, pause, add nodes); Ctrl-C stops everything",
+            _ => {
+                "rollout complete; the cluster keeps running (change the image, pause, add nodes); Ctrl-C stops everything"
+            }
         };
         let (pool, _) = show(&sim, &mut last, &format!("{header}\n{status}")).await?;
         if phase == 0 && rolled_to(&pool, &v1, nodes) {

@@ -1,0 +1,205 @@
+//! End to end on the simulated cluster: the real controller, the real
+//! daemons and helpers on fake bootc hosts that pull from a real registry,
+//! a real API server. A recorder watches every Node and BootcNode change to
+//! prove the disruption bound over the whole run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use api::{BootcNode, BootcNodePool};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+use tests::fake_bootc::Fault;
+use tests::recorder::Recorder;
+use tests::sim::{POOL, Sim, SimOptions};
+use tests::{k8s, require_root};
+
+const ROLLOUT: Duration = Duration::from_secs(120);
+
+fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
+    let s = p.status.as_ref()?;
+    api::conditions::find(&s.conditions, type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+async fn wait_pool(
+    sim: &Sim,
+    what: &str,
+    cond: impl Fn(&BootcNodePool) -> bool + Send + 'static,
+) -> BootcNodePool {
+    let logs = sim.log_dir();
+    k8s::wait_for(
+        Api::<BootcNodePool>::all(sim.admin.clone()),
+        POOL,
+        ROLLOUT,
+        what,
+        move |p| p.is_some_and(&cond),
+    )
+    .await
+    .unwrap_or_else(|e| {
+        let controller = std::fs::read_to_string(logs.join("controller.log")).unwrap_or_default();
+        let tail: Vec<&str> = controller.lines().rev().take(30).collect();
+        panic!(
+            "{e}\ncontroller log (last lines, newest first):\n{}",
+            tail.join("\n")
+        )
+    })
+    .unwrap()
+}
+
+async fn wait_rolled(sim: &Sim, digest: &str, nodes: i32) -> BootcNodePool {
+    let d = digest.to_owned();
+    wait_pool(sim, &format!("all {nodes} nodes on {digest}"), move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.deployed_digest.as_deref() == Some(d.as_str())
+                && s.updated_count == nodes
+                && s.node_count == nodes
+        })
+    })
+    .await
+}
+
+async fn booted_everywhere(sim: &Sim, image: &str) {
+    let bns = Api::<BootcNode>::all(sim.admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    for bn in bns {
+        let booted = bn.status.and_then(|s| s.booted).and_then(|b| b.image);
+        assert_eq!(booted.as_deref(), Some(image), "{:?}", bn.metadata.name);
+    }
+}
+
+async fn nothing_cordoned(sim: &Sim) {
+    let nodes = Api::<Node>::all(sim.admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    for n in nodes {
+        let cordoned = n.spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        assert!(!cordoned, "{:?} left cordoned", n.metadata.name);
+    }
+}
+
+async fn started(options: SimOptions, nodes: usize) -> (Sim, Recorder, String) {
+    let mut sim = Sim::start(options).await.unwrap();
+    let recorder = Recorder::start(sim.admin.clone()).await.unwrap();
+    let v1 = sim.push_version("1.0").await.unwrap();
+    sim.add_nodes(nodes, &v1).await.unwrap();
+    sim.create_pool().await.unwrap();
+    sim.start_kubelet();
+    wait_rolled(&sim, &v1, i32::try_from(nodes).unwrap()).await;
+    (sim, recorder, v1)
+}
+
+#[tokio::test]
+async fn rollout_then_rollback_never_exceeds_max_unavailable() {
+    require_root!();
+    let options = SimOptions {
+        max_unavailable: json!(2),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, v1) = started(options, 5).await;
+
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_rolled(&sim, &v2, 5).await;
+    assert_eq!(condition(&p, "UpToDate").unwrap().1, "AllUpdated");
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+
+    // Rollback: the pool is pointed back at v1's digest.
+    sim.patch_pool(json!({"image": {"ref": sim.pinned(&v1)}}))
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v1, 5).await;
+    booted_everywhere(&sim, &sim.pinned(&v1)).await;
+    nothing_cordoned(&sim).await;
+
+    let peak = recorder.peak(&BTreeSet::new(), &BTreeSet::new());
+    assert!(
+        peak.count <= 2,
+        "more than maxUnavailable disrupted at once: {peak:?}"
+    );
+    assert!(peak.count >= 1, "the recorder saw no disruption at all");
+    // Every node rebooted exactly once per update.
+    assert_eq!(recorder.approvals().len(), 10, "{:?}", recorder.approvals());
+}
+
+#[tokio::test]
+async fn a_bad_image_failing_on_two_nodes_halts_and_reboots_nobody_else() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 4).await;
+    let approvals_before = recorder.approvals().len();
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in nodes.iter().take(2) {
+            n.host.layout.set_fault(Some(Fault::PullError)).unwrap();
+        }
+    }
+    let _v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_pool(&sim, "two nodes degraded", |p| {
+        p.status.as_ref().is_some_and(|s| s.degraded_count >= 2)
+    })
+    .await;
+    let (status, reason, message) = condition(&p, "Degraded").unwrap();
+    assert_eq!(status, "True");
+    assert_eq!(reason, "NodeDegraded", "{message}");
+    assert!(
+        message.contains("sim-node-1") || message.contains("connection refused"),
+        "{message}"
+    );
+
+    // The two healthy nodes still update: unhealthy nodes outside slots
+    // block nothing.
+    let p = wait_pool(&sim, "healthy nodes updated", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 2)
+    })
+    .await;
+    assert_eq!(p.status.unwrap().degraded_count, 2);
+    let approved: BTreeSet<String> = recorder
+        .approvals()
+        .split_off(approvals_before)
+        .into_iter()
+        .collect();
+    assert!(
+        !approved.contains("sim-node-1") && !approved.contains("sim-node-2"),
+        "a failed node was rebooted: {approved:?}"
+    );
+}
+
+#[tokio::test]
+async fn controller_killed_daemon_restarted_and_api_server_restarted_mid_rollout() {
+    require_root!();
+    let options = SimOptions {
+        reboot_time: Duration::from_secs(3),
+        ..SimOptions::default()
+    };
+    let (mut sim, recorder, _v1) = started(options, 4).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+
+    // A first node in its slot: kill the controller, restart a daemon.
+    wait_pool(&sim, "rollout under way", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count >= 1)
+    })
+    .await;
+    sim.kill_controller();
+    sim.restart_daemon("sim-node-4").await.unwrap();
+    sim.start_controller().unwrap();
+
+    // The API server goes away and comes back (etcd keeps the state).
+    wait_pool(&sim, "two updated", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count >= 2)
+    })
+    .await;
+    sim.cp.restart_apiserver().await.unwrap();
+
+    wait_rolled(&sim, &v2, 4).await;
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+    let peak = recorder.peak(&BTreeSet::new(), &BTreeSet::new());
+    assert!(peak.count <= 1, "maxUnavailable 1 exceeded: {peak:?}");
+}
