@@ -789,7 +789,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         // maxUnavailable, even between two writes of this plan.
         let was_in_slot = |name: &String| bns.get(name).is_some_and(|bn| Owned::of(bn).in_slot);
         let mut order: Vec<(&String, &Owned)> = desired.iter().collect();
-        order.sort_by_key(|(name, owned)| !(was_in_slot(name) && !owned.in_slot));
+        let releasing = |name: &String, owned: &Owned| was_in_slot(name) && !owned.in_slot;
+        order.sort_by_key(|(name, owned)| if releasing(name, owned) { 0 } else { 1 });
         for (name, owned) in order {
             if let Some(w) = pre.remove(name) {
                 out.writes.extend(w);
