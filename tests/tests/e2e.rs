@@ -203,3 +203,117 @@ async fn controller_killed_daemon_restarted_and_api_server_restarted_mid_rollout
     let peak = recorder.peak(&BTreeSet::new(), &BTreeSet::new());
     assert!(peak.count <= 1, "maxUnavailable 1 exceeded: {peak:?}");
 }
+
+#[tokio::test]
+async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
+    require_root!();
+    let options = SimOptions {
+        reboot_time: Duration::from_secs(2),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, v1) = started(options, 3).await;
+
+    // Pause before the new image: every node stages, none is given a slot.
+    sim.patch_pool(json!({"rollout": {"paused": true}}))
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_pool(&sim, "paused with all staged", |p| {
+        condition(p, "UpToDate").is_some_and(|c| c.1 == "Paused" && c.2.contains("3 staged"))
+    })
+    .await;
+    assert_eq!(
+        p.status.as_ref().unwrap().target_digest.as_deref(),
+        Some(v2.as_str()),
+        "tag resolution stops while paused"
+    );
+    let approvals = recorder.approvals().len();
+
+    // kubectl shows what a user expects.
+    let out = sim
+        .cp
+        .kubectl()
+        .args(["get", "bnp", POOL])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("Paused") || table.contains("False"),
+        "{table}"
+    );
+    let out = sim.cp.kubectl().args(["get", "bn"]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    let staged_rows = table
+        .lines()
+        .skip(1)
+        .filter(|l| l.split_whitespace().nth(4) == Some("Staged"))
+        .count();
+    assert_eq!(staged_rows, 3, "the STATE column:\n{table}");
+
+    // A node joins while paused (booted on v1); one leaves.
+    let joined = sim.add_nodes(1, &v1).await.unwrap().remove(0);
+    let nodes: Api<Node> = Api::all(sim.admin.clone());
+    nodes
+        .patch(
+            "sim-node-1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"labels": {tests::sim::POOL_LABEL: null}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    k8s::wait_for(
+        nodes.clone(),
+        "sim-node-1",
+        ROLLOUT,
+        "managed label removed",
+        |n: Option<&Node>| {
+            n.is_some_and(|n| {
+                !n.metadata
+                    .labels
+                    .clone()
+                    .unwrap_or_default()
+                    .contains_key(api::labels::MANAGED_LABEL)
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let bns: Api<BootcNode> = Api::all(sim.admin.clone());
+    k8s::wait_for(
+        bns.clone(),
+        "sim-node-1",
+        ROLLOUT,
+        "BootcNode deleted",
+        |b: Option<&BootcNode>| b.is_none(),
+    )
+    .await
+    .unwrap();
+    k8s::wait_for(
+        bns.clone(),
+        &joined,
+        ROLLOUT,
+        "the new node staged",
+        |b: Option<&BootcNode>| {
+            b.and_then(|b| b.status.as_ref())
+                .is_some_and(|s| api::conditions::reason(&s.conditions, "Idle") == Some("Staged"))
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        recorder.approvals().len(),
+        approvals,
+        "a node rebooted while paused"
+    );
+
+    // Resume: the rollout finishes on the current members.
+    sim.patch_pool(json!({"rollout": {"paused": false}}))
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    nothing_cordoned(&sim).await;
+    let peak = recorder.peak(&BTreeSet::new(), &BTreeSet::new());
+    assert!(peak.count <= 1, "{peak:?}");
+}
