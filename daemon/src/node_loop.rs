@@ -109,6 +109,9 @@ struct NodeLoop {
     /// Set when bootc accepted an apply: the host is going down, so the
     /// loop only waits (it does not report what the half-rebooted host says).
     rebooting_since: Option<Instant>,
+    /// The image this helper staged (it applies only what it staged itself,
+    /// so after a restart the daemon stages again: a no-op for bootc).
+    staged_by_me: Option<String>,
     /// The last status written, so that an identical one is not re-sent
     /// while the watch has not yet delivered our own write.
     last_written: Option<BootcNodeStatus>,
@@ -144,6 +147,7 @@ pub async fn run(
         auth_written: None,
         retry_at: None,
         rebooting_since: None,
+        staged_by_me: None,
         last_written: None,
     };
     me.refresh_host().await?;
@@ -299,6 +303,24 @@ impl NodeLoop {
                     // The one disruptive step: confirm the approval against
                     // a fresh read, not the watch's possibly stale copy.
                     if !self.approval_still_holds(&node).await {
+                        continue;
+                    }
+                    let image = node.spec.desired_image.clone();
+                    if self.staged_by_me.as_deref() != Some(image.as_str()) {
+                        // Staged by an earlier daemon (we restarted while
+                        // approved): the helper applies only what it staged.
+                        tracing::info!(%image, "staging again before applying (staged before a restart)");
+                        let result = self
+                            .helper
+                            .stage(proto::StageRequest {
+                                image: image.clone(),
+                            })
+                            .await;
+                        if result.is_ok() {
+                            self.staged_by_me = Some(image.clone());
+                        }
+                        self.record(Operation::Stage, &image, result.map(|_| ()))?;
+                        self.refresh_host().await?;
                         continue;
                     }
                     tracing::info!(soft_reboot, image = %node.spec.desired_image, "applying the staged image");

@@ -546,3 +546,39 @@ fn daemon_requests(cp: &ControlPlane) -> Vec<String> {
         })
         .collect()
 }
+
+#[tokio::test]
+async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    create_bootc_node(&w.admin, "node-1", spec(&b))
+        .await
+        .unwrap();
+    let mut agent =
+        Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
+        phase(bn) == Some("Staged")
+    })
+    .await;
+    agent.kill();
+    // Approved while the daemon is down; the new daemon applies.
+    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
+        phase(bn) == Some("Rebooting")
+    })
+    .await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while host.layout.read_reboots().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never applied:\n{}",
+            agent.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(host.layout.read_reboots()[0].image, b);
+    assert_eq!(applies(&host).len(), 1);
+}

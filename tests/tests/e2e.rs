@@ -321,7 +321,11 @@ async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
 #[tokio::test]
 async fn allow_soft_reboot_is_soft_on_capable_nodes_only() {
     require_root!();
-    let options = SimOptions { reboot_policy: "AllowSoftReboot".into(), max_unavailable: json!("100%"), ..SimOptions::default() };
+    let options = SimOptions {
+        reboot_policy: "AllowSoftReboot".into(),
+        max_unavailable: json!("100%"),
+        ..SimOptions::default()
+    };
     let (sim, _recorder, _v1) = started(options, 2).await;
     {
         let nodes = sim.nodes.lock().await;
@@ -330,6 +334,20 @@ async fn allow_soft_reboot_is_soft_on_capable_nodes_only() {
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_rolled(&sim, &v2, 2).await;
     let nodes = sim.nodes.lock().await;
-    let soft: Vec<Vec<bool>> = nodes.iter().map(|n| n.host.layout.read_reboots().iter().map(|r| r.soft).collect()).collect();
-    assert_eq!(soft, vec![vec![true], vec![false]], "capable node soft, incapable node full");
+    let soft: Vec<Vec<bool>> = nodes
+        .iter()
+        .map(|n| {
+            n.host
+                .layout
+                .read_reboots()
+                .iter()
+                .map(|r| r.soft)
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        soft,
+        vec![vec![true], vec![false]],
+        "capable node soft, incapable node full"
+    );
 }
