@@ -981,3 +981,32 @@ fn a_pull_secret_outside_the_operator_namespace_is_invalid() {
     assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
     assert!(degraded_message(&p).contains("namespace bootc-operator"));
 }
+
+#[test]
+fn a_released_slot_is_written_before_the_next_one_is_taken() {
+    // w9 leaves its slot, w1 (sorting first) takes it in the same pass: all
+    // of w9's writes come first, so that no instant shows two nodes in one
+    // slot (the e2e recorder caught this between two writes).
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .node(node("w9", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)))
+        .bn(bn("w9", NEW, Daemon::Idle(NEW)).approved().slot(false));
+    let p = w.plan();
+    let pos =
+        |pred: &dyn Fn(&Write) -> bool| p.writes.iter().position(pred).expect("write present");
+    let w9_uncordon = pos(
+        &|w| matches!(w, Write::PatchNode { name, patch } if name == "w9" && patch.unschedulable == Some(false)),
+    );
+    let w9_release = pos(&|w| matches!(w, Write::ApplyBootcNode(b) if b.name == "w9"));
+    let w1_slot = pos(&|w| matches!(w, Write::ApplyBootcNode(b) if b.name == "w1"));
+    let w1_cordon = pos(
+        &|w| matches!(w, Write::PatchNode { name, patch } if name == "w1" && patch.unschedulable == Some(true)),
+    );
+    assert!(
+        w9_uncordon < w9_release && w9_release < w1_slot && w1_slot < w1_cordon,
+        "{:#?}",
+        p.writes
+    );
+    assert_eq!(slotted(&p), vec!["w1".to_owned()]);
+}
