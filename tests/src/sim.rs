@@ -91,6 +91,8 @@ pub struct Sim {
     pub nodes: Arc<Mutex<Vec<SimNode>>>,
     logs: tempfile::TempDir,
     kubelet: Option<tokio::task::JoinHandle<()>>,
+    /// Nodes that do not come back Ready after a reboot (a bad image).
+    broken: Arc<Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -171,6 +173,7 @@ impl Sim {
             nodes: Arc::new(Mutex::new(Vec::new())),
             logs,
             kubelet: None,
+            broken: Arc::new(Mutex::new(Default::default())),
         };
         sim.start_controller()?;
         Ok(sim)
@@ -325,6 +328,13 @@ impl Sim {
         Ok(())
     }
 
+    /// These nodes stay NotReady after their next reboot (their daemon comes
+    /// back; the kubelet does not), as with an image that breaks the node.
+    pub async fn break_after_reboot(&self, names: &[&str]) {
+        let mut broken = self.broken.lock().await;
+        broken.extend(names.iter().map(|n| (*n).to_owned()));
+    }
+
     /// Starts the kubelet player: reboots recorded by the fake hosts make
     /// the node NotReady, kill its daemon, and bring both back after
     /// `reboot_time`.
@@ -334,6 +344,7 @@ impl Sim {
         let reboot_time = self.options.reboot_time;
         let daemon_kubeconfig = self.cp.kubeconfig(Identity::Daemon);
         let logs = self.logs.path().to_owned();
+        let broken = self.broken.clone();
         let task = tokio::spawn(async move {
             loop {
                 // The fake hosts record reboots in a file: poll it (this is
@@ -359,6 +370,7 @@ impl Sim {
                     let admin = admin.clone();
                     let kubeconfig = daemon_kubeconfig.clone();
                     let logs = logs.clone();
+                    let stays_down = broken.lock().await.contains(&name);
                     tokio::spawn(async move {
                         tokio::time::sleep(reboot_time).await;
                         let mut nodes = nodes.lock().await;
@@ -377,7 +389,9 @@ impl Sim {
                             }
                         }
                         drop(nodes);
-                        let _ = set_ready(&admin, &name, true).await;
+                        if !stays_down {
+                            let _ = set_ready(&admin, &name, true).await;
+                        }
                     });
                 }
             }
