@@ -406,11 +406,18 @@ pub async fn writes_after_admin_patches(env: &Env, at_least: usize, back: usize)
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let text = std::fs::read_to_string(env.cp.audit_log()).unwrap_or_default();
-        let entries: Vec<serde_json::Value> = text
+        let mut entries: Vec<serde_json::Value> = text
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .filter(|v: &serde_json::Value| v["stage"] == "ResponseComplete")
             .collect();
+        // Lines are logged when responses complete, which under load can be
+        // out of causal order: order by when the server received them.
+        entries.sort_by(|a, b| {
+            a["requestReceivedTimestamp"]
+                .as_str()
+                .cmp(&b["requestReceivedTimestamp"].as_str())
+        });
         let admin_patches: Vec<usize> = entries
             .iter()
             .enumerate()
