@@ -305,8 +305,9 @@ async fn two_failed_nodes_halt_the_rollout() {
         &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(2)),
     )
     .await;
-    wait_pool(&env.admin, "workers", "RolloutHalted", |p| {
+    wait_pool(&env.admin, "workers", "RolloutHalted, two degraded", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
+            && p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
     })
     .await;
     wait_event(&env.admin, "RolloutHalted", "unhealthy").await;
