@@ -42,6 +42,7 @@ async fn five_nodes_roll_two_at_a_time() {
     assert!(!s.update_available);
     assert_eq!(s.observed_generation, p.metadata.generation);
 
+    recorder.sync(&env.admin).await.unwrap();
     let peak = recorder.peak(&set(&names), &set(&["n3"]));
     assert!(peak.count <= 2, "disruption bound broken: {peak:?}");
     assert!(peak.count >= 1);
@@ -149,6 +150,7 @@ async fn restart_mid_rollout_keeps_slots() {
     );
     let mut ctl2 = ControllerProc::spawn(&env, "ctl2", &[]);
     wait_rolled(&env.admin, "workers", NEW, 4).await;
+    recorder.sync(&env.admin).await.unwrap();
     let peak = recorder.peak(&set(&names), &set(&[]));
     assert!(peak.count <= 1, "bound broken across the restart: {peak:?}");
     let approvals = recorder.approvals();
@@ -217,6 +219,7 @@ async fn label_removed_mid_rollout_releases_the_node() {
     assert!(!is_cordoned(&n1), "cordon restored");
 
     wait_rolled(&env.admin, "workers", NEW, 2).await;
+    recorder.sync(&env.admin).await.unwrap();
     let peak = recorder.peak(&set(&names), &set(&[]));
     assert!(peak.count <= 1, "{peak:?}");
     ctl.terminate().await;
@@ -326,6 +329,7 @@ async fn two_failed_nodes_halt_the_rollout() {
     })
     .await;
     assert_eq!(condition(&p, "Degraded").unwrap().1, "RolloutHalted");
+    recorder.sync(&env.admin).await.unwrap();
     let approvals = recorder.approvals();
     assert_eq!(approvals.len(), 2, "no third slot: {approvals:?}");
     let slotted = futures::future::join_all(names.iter().map(|n| bootc_node(&env.admin, n)))
@@ -370,6 +374,7 @@ async fn pause_resume_rollback_and_delete() {
         condition(&p, "UpToDate").unwrap().2,
         "0/3 updated; 0 staging, 3 staged, 0 rebooting"
     );
+    recorder.sync(&env.admin).await.unwrap();
     assert!(recorder.approvals().is_empty());
 
     patch_pool(
@@ -387,6 +392,7 @@ async fn pause_resume_rollback_and_delete() {
     )
     .await;
     wait_rolled(&env.admin, "workers", OLD, 3).await;
+    recorder.sync(&env.admin).await.unwrap();
     assert_eq!(recorder.approvals().len(), 6, "each node rebooted twice");
 
     Api::<api::BootcNodePool>::all(env.admin.clone())
@@ -411,6 +417,7 @@ async fn pause_resume_rollback_and_delete() {
             "{n} BootcNode deleted"
         );
     }
+    recorder.sync(&env.admin).await.unwrap();
     let peak = recorder.peak(&set(&names), &set(&["n2"]));
     assert!(peak.count <= 1, "{peak:?}");
     ctl.terminate().await;
