@@ -419,7 +419,19 @@ async fn pause_resume_rollback_and_delete() {
     }
     recorder.sync(&env.admin).await.unwrap();
     let peak = recorder.peak(&set(&names), &set(&["n2"]));
-    assert!(peak.count <= 1, "{peak:?}");
+    assert!(
+        peak.count <= 1,
+        "{peak:?}\n{}\n{}",
+        recorder.timeline(peak.resource_version, 25),
+        ctl.log_text()
+            .lines()
+            .filter(|l| l.contains("patched Node")
+                || l.contains("applied")
+                || l.contains("deleted"))
+            .map(|l| l.chars().take(300).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     ctl.terminate().await;
 }
 

@@ -269,6 +269,18 @@ impl Recorder {
         peak
     }
 
+    /// The observations up to `rv` (the last `n`), for failure messages.
+    pub fn timeline(&self, rv: u64, n: usize) -> String {
+        let mut log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
+        log.sort_by_key(Obs::rv);
+        let upto: Vec<String> = log
+            .iter()
+            .filter(|o| o.rv() <= rv)
+            .map(|o| format!("{o:?}"))
+            .collect();
+        upto[upto.len().saturating_sub(n)..].join("\n")
+    }
+
     /// Every approval to boot (a BootcNode going from not approved to
     /// approved), in order: a node rebooted twice appears twice.
     pub fn approvals(&self) -> Vec<String> {
