@@ -54,6 +54,7 @@ pub enum ActuatorError {
 pub enum Written {
     PoolStatus,
     BootcNode(String),
+    DeletedBootcNode(String),
     Node(String),
 }
 
@@ -67,8 +68,16 @@ pub struct Actuator {
     client: kube::Client,
     drains: Drains,
     events: EventSink,
-    written: Arc<Mutex<HashMap<String, HashMap<Written, u64>>>>,
+    written: Arc<Mutex<HashMap<String, OwnWrites>>>,
 }
+
+/// A pool's own recent writes: resourceVersion and when it was written.
+type OwnWrites = HashMap<Written, (u64, std::time::Instant)>;
+
+/// After this long a write no longer holds planning back, whatever the
+/// caches say (an object created and deleted by someone else before the
+/// cache saw it would otherwise block forever).
+const CATCH_UP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
     meta.resource_version
@@ -96,7 +105,9 @@ impl Actuator {
             return;
         }
         if let Ok(mut w) = self.written.lock() {
-            w.entry(pool.name_any()).or_default().insert(what, rv);
+            w.entry(pool.name_any())
+                .or_default()
+                .insert(what, (rv, std::time::Instant::now()));
         }
     }
 
@@ -110,12 +121,19 @@ impl Actuator {
         let Some(mine) = all.get_mut(pool) else {
             return true;
         };
-        mine.retain(|what, rv| match (what, seen(what)) {
-            // A deleted BootcNode: caught up once the cache lost it (or holds
-            // a newer one).
-            (Written::BootcNode(_), None) => false,
-            (_, Some(have)) => have < *rv,
-            (_, None) => false,
+        mine.retain(|what, (rv, at)| {
+            at.elapsed() < CATCH_UP_LIMIT
+                && match (what, seen(what)) {
+                    // A deleted BootcNode: caught up once the cache lost it (or holds
+                    // a newer one).
+                    (Written::DeletedBootcNode(_), None) => false,
+                    (Written::DeletedBootcNode(_), Some(have)) => have <= *rv,
+                    // A created BootcNode the cache does not have yet.
+                    (Written::BootcNode(_), None) => true,
+                    // A Node deleted since: nothing to wait for.
+                    (_, None) => false,
+                    (_, Some(have)) => have < *rv,
+                }
         });
         let ok = mine.is_empty();
         if ok {

@@ -345,7 +345,7 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     let name = pool.name_any();
     let caught_up = ctx.actuator.caught_up(&name, |w| match w {
         Written::PoolStatus => store_rv(&ctx.pools, &name),
-        Written::BootcNode(n) => store_rv(&ctx.bootc_nodes, n),
+        Written::BootcNode(n) | Written::DeletedBootcNode(n) => store_rv(&ctx.bootc_nodes, n),
         Written::Node(n) => store_rv(&ctx.nodes, n),
     });
     if !caught_up {

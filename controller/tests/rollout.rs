@@ -42,6 +42,7 @@ async fn five_nodes_roll_two_at_a_time() {
     assert!(!s.update_available);
     assert_eq!(s.observed_generation, p.metadata.generation);
 
+    recorder.sync(&env.admin).await.unwrap();
     let peak = recorder.peak(&set(&names), &set(&["n3"]));
     assert!(peak.count <= 2, "disruption bound broken: {peak:?}");
     assert!(peak.count >= 1);
@@ -149,6 +150,7 @@ async fn restart_mid_rollout_keeps_slots() {
     );
     let mut ctl2 = ControllerProc::spawn(&env, "ctl2", &[]);
     wait_rolled(&env.admin, "workers", NEW, 4).await;
+    recorder.sync(&env.admin).await.unwrap();
     let peak = recorder.peak(&set(&names), &set(&[]));
     assert!(peak.count <= 1, "bound broken across the restart: {peak:?}");
     let approvals = recorder.approvals();
@@ -217,6 +219,7 @@ async fn label_removed_mid_rollout_releases_the_node() {
     assert!(!is_cordoned(&n1), "cordon restored");
 
     wait_rolled(&env.admin, "workers", NEW, 2).await;
+    recorder.sync(&env.admin).await.unwrap();
     let peak = recorder.peak(&set(&names), &set(&[]));
     assert!(peak.count <= 1, "{peak:?}");
     ctl.terminate().await;
@@ -305,8 +308,9 @@ async fn two_failed_nodes_halt_the_rollout() {
         &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(2)),
     )
     .await;
-    wait_pool(&env.admin, "workers", "RolloutHalted", |p| {
+    wait_pool(&env.admin, "workers", "RolloutHalted, two degraded", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
+            && p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
     })
     .await;
     wait_event(&env.admin, "RolloutHalted", "unhealthy").await;
@@ -325,6 +329,7 @@ async fn two_failed_nodes_halt_the_rollout() {
     })
     .await;
     assert_eq!(condition(&p, "Degraded").unwrap().1, "RolloutHalted");
+    recorder.sync(&env.admin).await.unwrap();
     let approvals = recorder.approvals();
     assert_eq!(approvals.len(), 2, "no third slot: {approvals:?}");
     let slotted = futures::future::join_all(names.iter().map(|n| bootc_node(&env.admin, n)))
@@ -369,6 +374,7 @@ async fn pause_resume_rollback_and_delete() {
         condition(&p, "UpToDate").unwrap().2,
         "0/3 updated; 0 staging, 3 staged, 0 rebooting"
     );
+    recorder.sync(&env.admin).await.unwrap();
     assert!(recorder.approvals().is_empty());
 
     patch_pool(
@@ -386,6 +392,7 @@ async fn pause_resume_rollback_and_delete() {
     )
     .await;
     wait_rolled(&env.admin, "workers", OLD, 3).await;
+    recorder.sync(&env.admin).await.unwrap();
     assert_eq!(recorder.approvals().len(), 6, "each node rebooted twice");
 
     Api::<api::BootcNodePool>::all(env.admin.clone())
@@ -410,8 +417,21 @@ async fn pause_resume_rollback_and_delete() {
             "{n} BootcNode deleted"
         );
     }
+    recorder.sync(&env.admin).await.unwrap();
     let peak = recorder.peak(&set(&names), &set(&["n2"]));
-    assert!(peak.count <= 1, "{peak:?}");
+    assert!(
+        peak.count <= 1,
+        "{peak:?}\n{}\n{}",
+        recorder.timeline(peak.resource_version, 25),
+        ctl.log_text()
+            .lines()
+            .filter(|l| l.contains("patched Node")
+                || l.contains("applied")
+                || l.contains("deleted"))
+            .map(|l| l.chars().take(300).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     ctl.terminate().await;
 }
 

@@ -56,8 +56,13 @@ pub struct Peak {
 /// Watches Nodes and BootcNodes until dropped.
 pub struct Recorder {
     log: Arc<Mutex<Vec<Obs>>>,
+    seen: Arc<tokio::sync::Notify>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
+
+/// The name of the marker objects [`Recorder::sync`] writes (no Node of
+/// that name is ever managed: nothing selects it).
+pub const MARKER: &str = "zz-recorder-marker";
 
 impl Drop for Recorder {
     fn drop(&mut self) {
@@ -102,10 +107,12 @@ impl Recorder {
     /// Starts both watches and returns once both listed the current state.
     pub async fn start(client: kube::Client) -> anyhow::Result<Self> {
         let log: Arc<Mutex<Vec<Obs>>> = Arc::default();
+        let seen = Arc::new(tokio::sync::Notify::new());
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(2);
         let mut tasks = Vec::new();
         {
             let log = log.clone();
+            let seen = seen.clone();
             let tx = tx.clone();
             let api: Api<Node> = Api::all(client.clone());
             tasks.push(tokio::spawn(async move {
@@ -125,11 +132,13 @@ impl Recorder {
                     if let Ok(mut l) = log.lock() {
                         l.push(obs);
                     }
+                    seen.notify_waiters();
                 }
             }));
         }
         {
             let log = log.clone();
+            let seen = seen.clone();
             let api: Api<BootcNode> = Api::all(client.clone());
             tasks.push(tokio::spawn(async move {
                 let mut s = watcher(api, watcher::Config::default()).boxed();
@@ -148,13 +157,66 @@ impl Recorder {
                     if let Ok(mut l) = log.lock() {
                         l.push(obs);
                     }
+                    seen.notify_waiters();
                 }
             }));
         }
         for _ in 0..2 {
             rx.recv().await;
         }
-        Ok(Recorder { log, tasks })
+        Ok(Recorder { log, seen, tasks })
+    }
+
+    /// Makes sure both watches delivered everything written before this
+    /// call: writes a marker Node and a marker BootcNode and waits until the
+    /// recorder has seen both writes.
+    pub async fn sync(&self, client: &kube::Client) -> anyhow::Result<()> {
+        use kube::api::{Patch, PatchParams};
+        let stamp = jiff::Timestamp::now().as_nanosecond().to_string();
+        let params = PatchParams::apply("recorder").force();
+        let node: Node = Api::<Node>::all(client.clone())
+            .patch(
+                MARKER,
+                &params,
+                &Patch::Apply(serde_json::json!({
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": MARKER, "annotations": {"recorder/stamp": stamp}},
+                })),
+            )
+            .await?;
+        let bn: BootcNode = Api::<BootcNode>::all(client.clone())
+            .patch(
+                MARKER,
+                &params,
+                &Patch::Apply(serde_json::json!({
+                    "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
+                    "metadata": {"name": MARKER, "annotations": {"recorder/stamp": stamp}},
+                    "spec": {"desiredImage": format!("example.invalid/marker@sha256:{}", "0".repeat(64))},
+                })),
+            )
+            .await?;
+        let (want_node, want_bn) = (rv_of(&node), rv_of(&bn));
+        let caught_up = || {
+            let l = self.log.lock().map(|l| l.clone()).unwrap_or_default();
+            let node_ok = l.iter().any(
+                |o| matches!(o, Obs::Node { name, rv, .. } if name == MARKER && *rv >= want_node),
+            );
+            let bn_ok = l.iter().any(
+                |o| matches!(o, Obs::Bootc { name, rv, .. } if name == MARKER && *rv >= want_bn),
+            );
+            node_ok && bn_ok
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            loop {
+                let notified = self.seen.notified();
+                if caught_up() {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await
+        .map_err(|_| anyhow::anyhow!("recorder did not catch up within 60s"))
     }
 
     /// Replays everything seen so far in resourceVersion order and returns
@@ -205,6 +267,18 @@ impl Recorder {
             }
         }
         peak
+    }
+
+    /// The observations up to `rv` (the last `n`), for failure messages.
+    pub fn timeline(&self, rv: u64, n: usize) -> String {
+        let mut log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
+        log.sort_by_key(Obs::rv);
+        let upto: Vec<String> = log
+            .iter()
+            .filter(|o| o.rv() <= rv)
+            .map(|o| format!("{o:?}"))
+            .collect();
+        upto[upto.len().saturating_sub(n)..].join("\n")
     }
 
     /// Every approval to boot (a BootcNode going from not approved to

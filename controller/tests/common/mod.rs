@@ -220,11 +220,12 @@ pub async fn wait_pool(
     .unwrap()
 }
 
-/// Waits until every node in `nodes` boots `image` and the pool reports it
-/// as deployed.
+/// Waits until every node of the pool boots `digest`, the pool reports it
+/// as deployed, and every slot is released (a node can run the target while
+/// still holding its slot, waiting to be Ready).
 pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -> BootcNodePool {
     let d = digest.to_owned();
-    wait_pool(admin, pool, "rollout complete", move |p| {
+    let p = wait_pool(admin, pool, "rollout complete", move |p| {
         p.status.as_ref().is_some_and(|s| {
             s.deployed_digest.as_deref() == Some(d.as_str())
                 && s.updated_count == count
@@ -232,7 +233,37 @@ pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -
                 && condition(p, "UpToDate").is_some_and(|c| c.1 == "AllUpdated")
         })
     })
-    .await
+    .await;
+    let members: Vec<String> = Api::<BootcNode>::all(admin.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|b| {
+            b.owner_references()
+                .iter()
+                .any(|o| o.kind == "BootcNodePool" && o.name == pool)
+        })
+        .map(|b| b.name_any())
+        .collect();
+    for name in members {
+        k8s::wait_for(
+            Api::<BootcNode>::all(admin.clone()),
+            &name,
+            WAIT,
+            "slot released",
+            |b| {
+                b.is_none_or(|b| {
+                    !b.annotations()
+                        .contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION)
+                })
+            },
+        )
+        .await
+        .unwrap();
+    }
+    p
 }
 
 pub async fn bootc_node(admin: &Client, name: &str) -> Option<BootcNode> {
@@ -406,11 +437,18 @@ pub async fn writes_after_admin_patches(env: &Env, at_least: usize, back: usize)
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let text = std::fs::read_to_string(env.cp.audit_log()).unwrap_or_default();
-        let entries: Vec<serde_json::Value> = text
+        let mut entries: Vec<serde_json::Value> = text
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .filter(|v: &serde_json::Value| v["stage"] == "ResponseComplete")
             .collect();
+        // Lines are logged when responses complete, which under load can be
+        // out of causal order: order by when the server received them.
+        entries.sort_by(|a, b| {
+            a["requestReceivedTimestamp"]
+                .as_str()
+                .cmp(&b["requestReceivedTimestamp"].as_str())
+        });
         let admin_patches: Vec<usize> = entries
             .iter()
             .enumerate()
