@@ -18,7 +18,7 @@
 //! disable; /healthz, /readyz), `--resync-seconds` (600). SIGTERM/SIGINT stop
 //! it cleanly and release the lease.
 //!
-//! RBAC it needs (see controller/tests/rbac.yaml, which the tests install):
+//! RBAC it needs (deploy/rbac/controller.yaml, which the tests install):
 //! cluster-wide `node.bootc.dev` bootcnodepools get/list/watch/patch/update,
 //! bootcnodepools/status get/patch/update, bootcnodes
 //! get/list/watch/create/patch/update/delete; core nodes get/list/watch/patch,

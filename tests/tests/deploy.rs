@@ -258,7 +258,7 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
             other,
             false,
         ),
-        (CONTROLLER_USER, "create", "events", ns, true),
+        (CONTROLLER_USER, "create", "events.events.k8s.io", ns, true),
     ];
     let mut wrong = Vec::new();
     for (user, verb, resource, namespace, expected) in cases {

@@ -174,11 +174,21 @@ async fn a_bad_image_failing_on_two_nodes_halts_and_reboots_nobody_else() {
 #[tokio::test]
 async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
     require_root!();
-    let options = SimOptions { max_unavailable: json!(2), ..SimOptions::default() };
+    let options = SimOptions {
+        max_unavailable: json!(2),
+        ..SimOptions::default()
+    };
     let (sim, recorder, _v1) = started(options, 5).await;
     let before = recorder.approvals().len();
     // v2 breaks whichever nodes boot it first: they never come back Ready.
-    sim.break_after_reboot(&["sim-node-1", "sim-node-2", "sim-node-3", "sim-node-4", "sim-node-5"]).await;
+    sim.break_after_reboot(&[
+        "sim-node-1",
+        "sim-node-2",
+        "sim-node-3",
+        "sim-node-4",
+        "sim-node-5",
+    ])
+    .await;
     let _v2 = sim.push_version("2.0").await.unwrap();
     let p = wait_pool(&sim, "RolloutHalted", |p| {
         condition(p, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "RolloutHalted")
@@ -186,19 +196,34 @@ async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
     .await;
     let message = condition(&p, "Degraded").unwrap().2;
     let approved = recorder.approvals().split_off(before);
-    assert_eq!(approved.len(), 2, "exactly the two slotted nodes rebooted: {approved:?}");
+    assert_eq!(
+        approved.len(),
+        2,
+        "exactly the two slotted nodes rebooted: {approved:?}"
+    );
     for name in &approved {
-        assert!(message.contains(name.as_str()), "{message} does not name {name}");
+        assert!(
+            message.contains(name.as_str()),
+            "{message} does not name {name}"
+        );
     }
     // The halt holds: the other three stay staged and are never approved,
     // whatever the controller sees next (a resync or any event).
-    sim.patch_pool(json!({"rollout": {"drainTimeoutSeconds": 61}})).await.unwrap();
+    sim.patch_pool(json!({"rollout": {"drainTimeoutSeconds": 61}}))
+        .await
+        .unwrap();
     wait_pool(&sim, "still halted after a spec change", |p| {
-        p.status.as_ref().is_some_and(|s| s.observed_generation == p.metadata.generation)
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == p.metadata.generation)
             && condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
     })
     .await;
-    assert_eq!(recorder.approvals().split_off(before).len(), 2, "a third node was rebooted");
+    assert_eq!(
+        recorder.approvals().split_off(before).len(),
+        2,
+        "a third node was rebooted"
+    );
 }
 
 #[tokio::test]
