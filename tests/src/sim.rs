@@ -290,7 +290,10 @@ impl Sim {
                 &self.options.tag_interval.as_secs().max(1).to_string(),
             ])
             .env("KUBECONFIG", self.cp.kubeconfig(Identity::Controller))
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("BOOTC_SIM_CONTROLLER_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .env_remove("POD_NAME")
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
