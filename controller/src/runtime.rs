@@ -300,6 +300,24 @@ impl Ctx {
     }
 }
 
+/// Backoff of every watch: quick to come back (the default grows to 30 s
+/// with jitter up to a minute, so after an API server restart, whose RBAC
+/// cache answers 403 for a while, caches stayed stale for minutes while the
+/// daemons had long moved on). Resets after 30 s without errors.
+fn watch_backoff() -> kube::runtime::utils::ResetTimerBackoff<watcher::ExponentialBackoff> {
+    kube::runtime::utils::ResetTimerBackoff::new(
+        watcher::ExponentialBackoff::from(
+            backon::ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(5))
+                .with_factor(2.0)
+                .with_jitter()
+                .without_max_times(),
+        ),
+        Duration::from_secs(30),
+    )
+}
+
 /// The architectures of the pool's members: their `kubernetes.io/arch`
 /// labels and what their BootcNodes report.
 fn member_architectures(
@@ -577,7 +595,7 @@ async fn run_controller(
     let bn_stream = reflector::reflector(
         bn_writer,
         watcher(bn_api, watcher::Config::default())
-            .default_backoff()
+            .backoff(watch_backoff())
             .modify(|bn| bn.managed_fields_mut().clear()),
     )
     .touched_objects();
@@ -585,7 +603,7 @@ async fn run_controller(
         reflector::reflector(
             node_writer,
             watcher(node_api, watcher::Config::default())
-                .default_backoff()
+                .backoff(watch_backoff())
                 .modify(strip_node),
         ),
         node_fingerprint,
@@ -594,21 +612,27 @@ async fn run_controller(
         reflector::reflector(
             secret_writer,
             watcher(secret_api, watcher::Config::default())
-                .default_backoff()
+                .backoff(watch_backoff())
                 .modify(strip_secret),
         ),
         secret_fingerprint,
     );
     let pool_stream = changed_only(
-        watcher(pools_api.clone(), watcher::Config::default()).default_backoff(),
+        watcher(pools_api.clone(), watcher::Config::default()).backoff(watch_backoff()),
         pool_fingerprint,
     );
     let drain_done = futures::stream::unfold(trigger_rx, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
     });
 
-    let controller = Controller::new(pools_api, watcher::Config::default());
-    let pool_store = controller.store();
+    // The pools' own cache, with the same quick backoff as the others.
+    let (pool_store, pool_writer) = reflector::store::<BootcNodePool>();
+    let pool_trigger = reflector::reflector(
+        pool_writer,
+        watcher(pools_api, watcher::Config::default()).backoff(watch_backoff()),
+    )
+    .applied_objects();
+    let controller = Controller::for_stream(pool_trigger, pool_store.clone());
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         namespace: options.namespace.clone(),

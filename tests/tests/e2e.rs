@@ -296,13 +296,15 @@ async fn controller_killed_and_daemon_killed_mid_staging_the_rollout_completes()
     assert!(peak.count <= 1, "maxUnavailable 1 exceeded: {peak:?}");
 }
 
-/// Known issue, found by this test: after the API server restarts, the
-/// controller's BootcNode cache can stop following (its watch keeps failing
-/// with 410 Expired from the old resourceVersion), so planning waits forever
-/// for its own last write. Daemons recover. Run with `--ignored` to reproduce;
-/// see the closing notes of the session that added it.
+/// Known issue, found by this test: after the API server restarts (its RBAC
+/// cache answers 403 for a while, then watches get 410 Expired) the
+/// controller does not finish the rollout within two minutes. The watch
+/// backoff is now capped at 5 s, which was one cause; another remains (a
+/// stream still backs off for ~50 s, and the nodes' status seen after the
+/// restart did not match what the test had waited for before it). Run with
+/// `--run-ignored only` to reproduce.
 #[tokio::test]
-#[ignore = "known issue: controller cache does not recover from an API server restart"]
+#[ignore = "known issue: the rollout does not complete after an API server restart"]
 async fn api_server_restarted_mid_rollout_the_rollout_completes() {
     require_root!();
     let (sim, recorder, _v1) = started(SimOptions::default(), 4).await;
