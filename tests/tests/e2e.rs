@@ -282,8 +282,11 @@ async fn controller_killed_and_daemon_killed_mid_staging_the_rollout_completes()
     sim.restart_daemon("sim-node-4").await.unwrap();
 
     // A first node in its slot: kill the controller and start a new one.
-    wait_pool(&sim, "rollout under way", |p| {
-        p.status.as_ref().is_some_and(|s| s.updated_count >= 1)
+    let target = v2.clone();
+    wait_pool(&sim, "one node on v2", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(target.as_str()) && s.updated_count >= 1
+        })
     })
     .await;
     sim.kill_controller();
@@ -298,11 +301,11 @@ async fn controller_killed_and_daemon_killed_mid_staging_the_rollout_completes()
 
 /// Known issue, found by this test: after the API server restarts (its RBAC
 /// cache answers 403 for a while, then watches get 410 Expired) the
-/// controller does not finish the rollout within two minutes. The watch
-/// backoff is now capped at 5 s, which was one cause; another remains (a
-/// stream still backs off for ~50 s, and the nodes' status seen after the
-/// restart did not match what the test had waited for before it). Run with
-/// `--run-ignored only` to reproduce.
+/// controller's caches stop catching up with its own writes: it keeps
+/// logging "caches behind our own writes", re-plans every 30 s on stale
+/// caches and never assigns the next slot. Daemons recover. The watch backoff
+/// is now capped at 5 s (kube's default reaches a minute), which was not
+/// enough. Run with `--run-ignored only` to reproduce.
 #[tokio::test]
 #[ignore = "known issue: the rollout does not complete after an API server restart"]
 async fn api_server_restarted_mid_rollout_the_rollout_completes() {
@@ -310,8 +313,11 @@ async fn api_server_restarted_mid_rollout_the_rollout_completes() {
     let (sim, recorder, _v1) = started(SimOptions::default(), 4).await;
     let mut sim = sim;
     let v2 = sim.push_version("2.0").await.unwrap();
-    wait_pool(&sim, "two updated", |p| {
-        p.status.as_ref().is_some_and(|s| s.updated_count >= 2)
+    let target = v2.clone();
+    wait_pool(&sim, "two nodes on v2", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(target.as_str()) && s.updated_count >= 2
+        })
     })
     .await;
     sim.cp.restart_apiserver().await.unwrap();
