@@ -232,7 +232,12 @@ impl Sim {
                 .create(&PostParams::default(), &node)
                 .await?;
             set_ready(&self.admin, &name, true).await?;
-            let agent = Agent::start(&self.cp, &host, &self.agent_options(&name), self.logs.path())?;
+            let agent = Agent::start(
+                &self.cp,
+                &host,
+                &self.agent_options(&name),
+                self.logs.path(),
+            )?;
             names.push(name.clone());
             nodes.push(SimNode {
                 name,

@@ -39,7 +39,11 @@ use tests::{ControlPlane, k8s};
 )]
 struct Cli {
     /// Sections to run: api, rss, latency, sizes, scale.
-    #[arg(long, value_delimiter = ',', default_value = "api,rss,latency,sizes,scale")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "api,rss,latency,sizes,scale"
+    )]
     sections: Vec<String>,
     /// Simulated nodes for the api and rss sections.
     #[arg(long, default_value_t = 5)]
@@ -113,8 +117,7 @@ impl Report {
     }
 
     fn table(&self) -> String {
-        let mut s =
-            String::from("| Figure | Measured | Target | |\n|---|---:|---|---|\n");
+        let mut s = String::from("| Figure | Measured | Target | |\n|---|---:|---|---|\n");
         for r in &self.rows {
             s.push_str(&format!(
                 "| {} | {} | {} | {} |\n",
@@ -234,7 +237,20 @@ impl Counts {
     fn total(&self, user: &str, writes_only: bool) -> u64 {
         self.by
             .iter()
-            .filter(|((u, v, _), _)| u == user && (!writes_only || WRITE_VERBS.contains(&v.as_str())))
+            .filter(|((u, v, _), _)| {
+                u == user && (!writes_only || WRITE_VERBS.contains(&v.as_str()))
+            })
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Writes (both components) to the given resources.
+    fn writes_to(&self, resources: &[&str]) -> u64 {
+        self.by
+            .iter()
+            .filter(|((_, v, r), _)| {
+                WRITE_VERBS.contains(&v.as_str()) && resources.contains(&r.as_str())
+            })
             .map(|(_, n)| n)
             .sum()
     }
@@ -285,7 +301,12 @@ fn rolled_to(pool: &BootcNodePool, digest: &str, nodes: usize) -> bool {
     })
 }
 
-async fn wait_rolled(admin: &kube::Client, digest: &str, nodes: usize, timeout: Duration) -> Result<()> {
+async fn wait_rolled(
+    admin: &kube::Client,
+    digest: &str,
+    nodes: usize,
+    timeout: Duration,
+) -> Result<()> {
     let digest = digest.to_owned();
     k8s::wait_for(
         Api::<BootcNodePool>::all(admin.clone()),
@@ -345,7 +366,12 @@ struct RolloutResult {
 }
 
 /// Starts a simulated cluster, rolls v1 -> v2, waits `idle`, and measures.
-async fn sim_rollout(nodes: usize, audit: bool, idle: Duration, bin_dir: Option<PathBuf>) -> Result<RolloutResult> {
+async fn sim_rollout(
+    nodes: usize,
+    audit: bool,
+    idle: Duration,
+    bin_dir: Option<PathBuf>,
+) -> Result<RolloutResult> {
     let options = SimOptions {
         nodes,
         max_unavailable: json!(1),
@@ -353,7 +379,9 @@ async fn sim_rollout(nodes: usize, audit: bool, idle: Duration, bin_dir: Option<
         agent_bin_dir: bin_dir,
         ..SimOptions::default()
     };
-    let mut sim = Sim::start(options).await.context("starting the simulated cluster")?;
+    let mut sim = Sim::start(options)
+        .await
+        .context("starting the simulated cluster")?;
     let v1 = sim.push_version("1.0").await?;
     sim.add_nodes(nodes, &v1).await?;
     sim.create_pool().await?;
@@ -373,7 +401,12 @@ async fn sim_rollout(nodes: usize, audit: bool, idle: Duration, bin_dir: Option<
     let v2 = sim.push_version("2.0").await?;
     let mut during = AgentMemory::default();
     let admin = sim.admin.clone();
-    let wait = wait_rolled(&admin, &v2, nodes, Duration::from_secs(120 + 30 * nodes as u64));
+    let wait = wait_rolled(
+        &admin,
+        &v2,
+        nodes,
+        Duration::from_secs(120 + 30 * nodes as u64),
+    );
     tokio::pin!(wait);
     loop {
         tokio::select! {
@@ -442,6 +475,27 @@ fn report_api(report: &mut Report, r: &RolloutResult, nodes: usize, idle: Durati
         "",
         None,
     ));
+    let node_objects =
+        r.update
+            .writes_to(&["bootcnodes", "bootcnodes/status", "nodes", "pods/eviction"]);
+    report.push(row(
+        "  of which to the node's objects (BootcNode, Node, eviction)",
+        format!("{:.1}", per(node_objects)),
+        "",
+        None,
+    ));
+    report.push(row(
+        "  of which pool status",
+        format!("{:.1}", per(r.update.writes_to(&["bootcnodepools/status"]))),
+        "",
+        None,
+    ));
+    report.push(row(
+        "  of which events",
+        format!("{:.1}", per(r.update.writes_to(&["events"]))),
+        "",
+        None,
+    ));
     let cr = r.update.total("controller", false);
     let dr = r.update.total("daemon", false);
     report.push(row(
@@ -465,7 +519,10 @@ fn report_api(report: &mut Report, r: &RolloutResult, nodes: usize, idle: Durati
     let idle_controller = r.idle.total("controller", false);
     let idle_controller_writes = r.idle.total("controller", true);
     report.push(row(
-        format!("daemon requests while idle ({}s, all daemons)", idle.as_secs()),
+        format!(
+            "daemon requests while idle ({}s, all daemons)",
+            idle.as_secs()
+        ),
         idle_daemon.to_string(),
         "0",
         Some(idle_daemon == 0),
@@ -551,13 +608,16 @@ fn staging_log_times(log: &str) -> BTreeMap<String, u64> {
             continue;
         };
         let micros = u64::try_from(t.as_microsecond()).unwrap_or(0);
-        m.entry(image.trim_matches('"').to_owned()).or_insert(micros);
+        m.entry(image.trim_matches('"').to_owned())
+            .or_insert(micros);
     }
     m
 }
 
 async fn latency(report: &mut Report, changes: usize) -> Result<()> {
-    out(&format!("latency: {changes} spec changes on one daemon + helper\n"));
+    out(&format!(
+        "latency: {changes} spec changes on one daemon + helper\n"
+    ));
     let cp = ControlPlane::start().await?;
     let admin = cp.admin().await?;
     k8s::install_crds(&admin).await?;
@@ -580,7 +640,14 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
             .and_then(|s| api::conditions::reason(&s.conditions, api::reasons::IDLE))
             .is_some()
     };
-    k8s::wait_for(nodes.clone(), "bench-node", Duration::from_secs(60), "the first status", idle).await?;
+    k8s::wait_for(
+        nodes.clone(),
+        "bench-node",
+        Duration::from_secs(60),
+        "the first status",
+        idle,
+    )
+    .await?;
     let mut to_stage = Vec::new();
     let mut to_log = Vec::new();
     for i in 0..changes {
@@ -602,13 +669,18 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
                 .read_invocations()
                 .into_iter()
                 .skip(seen)
-                .find(|inv| inv.argv.iter().any(|a| a == "--download-only") && inv.argv.contains(&image))
+                .find(|inv| {
+                    inv.argv.iter().any(|a| a == "--download-only") && inv.argv.contains(&image)
+                })
                 .map(|inv| inv.unix_micros);
             if let Some(t) = found {
                 break t;
             }
             if Instant::now() > deadline {
-                bail!("no `switch --download-only {image}` within 30s:\n{}", agent.log_text());
+                bail!(
+                    "no `switch --download-only {image}` within 30s:\n{}",
+                    agent.log_text()
+                );
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         };
@@ -635,20 +707,29 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
     to_log.sort_by(f64::total_cmp);
     let p99 = percentile(&to_stage, 99.0);
     report.push(row(
-        format!("spec change -> bootc switch --download-only, p50 (n={})", to_stage.len()),
+        format!(
+            "spec change -> bootc switch --download-only, p50 (n={})",
+            to_stage.len()
+        ),
         format!("{:.1} ms", percentile(&to_stage, 50.0)),
         "",
         None,
     ));
     report.push(row(
-        format!("spec change -> bootc switch --download-only, p99 (n={})", to_stage.len()),
+        format!(
+            "spec change -> bootc switch --download-only, p99 (n={})",
+            to_stage.len()
+        ),
         format!("{p99:.1} ms"),
         "< 100 ms",
         Some(p99 < 100.0),
     ));
     if !to_log.is_empty() {
         report.push(row(
-            format!("spec change -> daemon logs \"staging\", p50 / p99 (n={})", to_log.len()),
+            format!(
+                "spec change -> daemon logs \"staging\", p50 / p99 (n={})",
+                to_log.len()
+            ),
             format!(
                 "{:.1} / {:.1} ms",
                 percentile(&to_log, 50.0),
@@ -679,16 +760,25 @@ fn sizes(report: &mut Report, release_dir: &Path) {
                 None,
             )),
             Err(_) => {
-                report.push(row(format!("release binary size: {name}"), "not built", "", None));
-                report
-                    .notes
-                    .push(format!("{} missing: build with `cargo build --release`", path.display()));
+                report.push(row(
+                    format!("release binary size: {name}"),
+                    "not built",
+                    "",
+                    None,
+                ));
+                report.notes.push(format!(
+                    "{} missing: build with `cargo build --release`",
+                    path.display()
+                ));
             }
         }
     }
 }
 
 // ---------------------------------------------------------------- scale
+
+/// The pool size whose per-wave time is the scale section's floor.
+const CALIBRATION: usize = 10;
 
 struct ScaleResult {
     nodes: usize,
@@ -736,7 +826,9 @@ fn strip_ansi(s: &str) -> String {
 }
 
 async fn scale(n: usize, timeout: Duration) -> Result<ScaleResult> {
-    out(&format!("scale: {n} nodes, maxUnavailable 10%, instant reboots\n"));
+    out(&format!(
+        "scale: {n} nodes, maxUnavailable 10%, instant reboots\n"
+    ));
     let options = SimOptions {
         nodes: n,
         max_unavailable: json!("10%"),
@@ -798,7 +890,9 @@ async fn scale(n: usize, timeout: Duration) -> Result<ScaleResult> {
         "  {n} nodes created and on v1 after {:.1}s\n",
         created.elapsed().as_secs_f64()
     ));
-    let pid = sim.controller_pid().context("the controller is not running")?;
+    let pid = sim
+        .controller_pid()
+        .context("the controller is not running")?;
     let ticks = clock_ticks();
     let log_path = sim.log_dir().join("controller.log");
     let log_from = audit_len(&log_path);
@@ -825,11 +919,15 @@ async fn scale(n: usize, timeout: Duration) -> Result<ScaleResult> {
     })
 }
 
+/// `unit`: seconds per wave at the calibration size (one slot).
 fn report_scale(report: &mut Report, r: &ScaleResult, unit: Option<f64>) {
     let n = r.nodes;
     let waves = n.div_ceil(r.slots);
     report.push(row(
-        format!("{n} nodes: new digest -> all updated ({} slots, {waves} waves)", r.slots),
+        format!(
+            "{n} nodes: new digest -> all updated ({} slots, {waves} waves)",
+            r.slots
+        ),
         format!("{:.1} s", r.rollout_seconds),
         "",
         None,
@@ -837,7 +935,9 @@ fn report_scale(report: &mut Report, r: &ScaleResult, unit: Option<f64>) {
     if let Some(unit) = unit {
         let min = unit * waves as f64;
         report.push(row(
-            format!("{n} nodes: ratio to {waves} x one-node rollout ({unit:.2} s)"),
+            format!(
+                "{n} nodes: ratio to {waves} waves x {unit:.2} s (one wave at {CALIBRATION} nodes)"
+            ),
             format!("{:.2}", r.rollout_seconds / min),
             "",
             None,
@@ -857,7 +957,11 @@ fn report_scale(report: &mut Report, r: &ScaleResult, unit: Option<f64>) {
     report.push(row(
         format!("{n} nodes: controller peak RSS (VmHWM)"),
         mib(r.hwm_kib),
-        if n >= 5000 { "<= 150 MiB" } else { "(150 MiB at 5,000)" },
+        if n >= 5000 {
+            "<= 150 MiB"
+        } else {
+            "(150 MiB at 5,000)"
+        },
         target_ok,
     ));
     report.push(row(
@@ -889,7 +993,10 @@ fn machine() -> String {
                 .find_map(|l| l.strip_prefix("MemTotal:"))
                 .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
         })
-        .map_or_else(|| "?".to_owned(), |kib| format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0)));
+        .map_or_else(
+            || "?".to_owned(),
+            |kib| format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0)),
+        );
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -905,7 +1012,9 @@ fn machine() -> String {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     if !tests::fake_host::is_root() {
-        bail!("bootc-bench needs root: the simulated nodes are mount namespaces, and the daemon drops privileges from root");
+        bail!(
+            "bootc-bench needs root: the simulated nodes are mount namespaces, and the daemon drops privileges from root"
+        );
     }
     let release_dir = cli.release_dir.clone().unwrap_or_else(|| {
         target_dir()
@@ -938,7 +1047,13 @@ async fn main() -> Result<()> {
             .all(|b| release_dir.join(b).exists());
         if release {
             out("rss: the same rollout with the release daemon and helper\n");
-            let r = sim_rollout(cli.nodes.min(3), false, Duration::from_secs(10), Some(release_dir.clone())).await?;
+            let r = sim_rollout(
+                cli.nodes.min(3),
+                false,
+                Duration::from_secs(10),
+                Some(release_dir.clone()),
+            )
+            .await?;
             report_rss(&mut report, "release", &r);
         } else {
             report.notes.push(format!(
@@ -955,18 +1070,30 @@ async fn main() -> Result<()> {
     }
     if has("scale") {
         let timeout = Duration::from_secs(cli.scale_timeout_seconds);
-        let unit = match scale(1, timeout).await {
-            Ok(r) => Some(r.rollout_seconds),
+        // The floor: the time of one wave (one slot, instant reboot) when
+        // the pool is small, from a pool of CALIBRATION nodes with one slot.
+        let unit = match scale(CALIBRATION, timeout).await {
+            Ok(r) => Some(r.rollout_seconds / CALIBRATION.div_ceil(r.slots) as f64),
             Err(e) => {
-                report.notes.push(format!("one-node calibration failed: {e:#}"));
+                report
+                    .notes
+                    .push(format!("one-node calibration failed: {e:#}"));
                 None
             }
         };
+        report.details.push(format!(
+            "### The controller at scale\n\nThe real `bootc-controller` (debug build) and API server; every node's daemon and kubelet played by the in-process DaemonPlayer (one watch, one status write per step, instant reboots). maxUnavailable 10% (rounded down, at least 1). Time from the pool's new digest to every node updated. CPU is the controller's user+system time during that rollout, peak RSS its VmHWM since start (cache sync included). Reconcile durations come from the controller's `reconciled` log lines (`elapsed_us`: plan and writes). The ratio divides the rollout time by waves x the time of one wave in a pool of {CALIBRATION} nodes with one slot: 1.0 means no cost of scale beyond the waves themselves.\n"
+        ));
         for &n in &cli.scale_nodes {
             match scale(n, timeout).await {
                 Ok(r) => report_scale(&mut report, &r, unit),
                 Err(e) => {
-                    report.push(row(format!("{n} nodes: rollout"), "did not finish", "completes", Some(false)));
+                    report.push(row(
+                        format!("{n} nodes: rollout"),
+                        "did not finish",
+                        "completes",
+                        Some(false),
+                    ));
                     report.notes.push(format!("{n} nodes: {e:#}"));
                 }
             }
