@@ -56,6 +56,8 @@ pub struct SimOptions {
     /// Where the nodes' bootc-daemon and bootc-helper are (default: next to
     /// the running binary); benchmarks point it at release builds.
     pub agent_bin_dir: Option<PathBuf>,
+    /// The controller binary (default: next to the running binary).
+    pub controller_bin: Option<PathBuf>,
 }
 
 impl Default for SimOptions {
@@ -69,6 +71,7 @@ impl Default for SimOptions {
             audit: false,
             controller_log: "info".into(),
             agent_bin_dir: None,
+            controller_bin: None,
         }
     }
 }
@@ -290,7 +293,12 @@ impl Sim {
             .open(&log)?;
         let child = Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
-            .arg(bin("bootc-controller"))
+            .arg(
+                self.options
+                    .controller_bin
+                    .clone()
+                    .unwrap_or_else(|| bin("bootc-controller")),
+            )
             .args(["--identity", "sim-controller", "--health-addr", ""])
             .arg("--registry-ca-file")
             .arg(self.registry.ca_path())
