@@ -360,6 +360,7 @@ fn store_rv<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>, name: &str)
 async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     // Planning on caches that have not seen our own last writes would make
     // them again; the watch events of those writes re-trigger this pool.
+    let started = std::time::Instant::now();
     let name = pool.name_any();
     let caught_up = ctx.actuator.caught_up(&name, |w| match w {
         Written::PoolStatus => store_rv(&ctx.pools, &name),
@@ -394,10 +395,11 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     );
     let plan = planner::plan(&input);
     let writes = ctx.actuator.execute(&pool, &plan).await?;
+    let elapsed_us = started.elapsed().as_micros();
     if writes > 0 {
-        tracing::info!(pool = %pool.name_any(), writes, "reconciled");
+        tracing::info!(pool = %pool.name_any(), writes, elapsed_us, "reconciled");
     } else {
-        tracing::debug!(pool = %pool.name_any(), "reconciled; nothing to change");
+        tracing::debug!(pool = %pool.name_any(), elapsed_us, "reconciled; nothing to change");
     }
     let mut after = ctx.resync;
     for d in [plan.requeue_after, resolution.requeue_after]

@@ -80,6 +80,9 @@ pub struct Invocation {
     /// Open descriptors above 2 (what bootc inherited), as `fd -> target`.
     #[serde(default)]
     pub extra_fds: Vec<String>,
+    /// When the run started, microseconds since the Unix epoch (benchmarks).
+    #[serde(default)]
+    pub unix_micros: u64,
 }
 
 /// One simulated reboot.
@@ -504,7 +507,12 @@ pub fn main_with(args: Vec<String>) -> i32 {
         }
     };
     let layout = Layout::new(root);
+    let unix_micros = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
     let invocation = Invocation {
+        unix_micros,
         argv: rest.clone(),
         mount_ns: std::fs::read_link("/proc/self/ns/mnt")
             .map(|p| p.display().to_string())

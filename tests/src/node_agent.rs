@@ -48,6 +48,9 @@ pub struct AgentOptions {
     pub node_name: String,
     pub poll_interval: Duration,
     pub apply_window: Duration,
+    /// Where bootc-daemon and bootc-helper are (default: next to the tests'
+    /// own binaries); benchmarks point it at release builds.
+    pub bin_dir: Option<PathBuf>,
 }
 
 impl AgentOptions {
@@ -56,6 +59,7 @@ impl AgentOptions {
             node_name: node_name.to_owned(),
             poll_interval: Duration::from_secs(300),
             apply_window: Duration::from_millis(300),
+            bin_dir: None,
         }
     }
 }
@@ -90,11 +94,15 @@ impl Agent {
             .create(true)
             .append(true)
             .open(&log)?;
+        let binary = |name: &str| match &options.bin_dir {
+            Some(dir) => dir.join(name),
+            None => bin(name),
+        };
         let child = Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
-            .arg(bin("bootc-daemon"))
+            .arg(binary("bootc-daemon"))
             .arg("--helper")
-            .arg(bin("bootc-helper"))
+            .arg(binary("bootc-helper"))
             .arg("--host-root")
             .arg(host.root())
             .args(["--host-pid", &host.pid().to_string()])

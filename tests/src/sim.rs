@@ -51,6 +51,13 @@ pub struct SimOptions {
     pub tag_interval: Duration,
     /// Write an audit log of every API request (benchmarks).
     pub audit: bool,
+    /// The controller's `RUST_LOG`.
+    pub controller_log: String,
+    /// Where the nodes' bootc-daemon and bootc-helper are (default: next to
+    /// the running binary); benchmarks point it at release builds.
+    pub agent_bin_dir: Option<PathBuf>,
+    /// The controller binary (default: next to the running binary).
+    pub controller_bin: Option<PathBuf>,
 }
 
 impl Default for SimOptions {
@@ -62,6 +69,10 @@ impl Default for SimOptions {
             reboot_policy: "RebootOnly".into(),
             tag_interval: Duration::from_secs(3),
             audit: false,
+            controller_log: std::env::var("BOOTC_SIM_CONTROLLER_LOG")
+                .unwrap_or_else(|_| "info".into()),
+            agent_bin_dir: None,
+            controller_bin: None,
         }
     }
 }
@@ -228,7 +239,12 @@ impl Sim {
                 .create(&PostParams::default(), &node)
                 .await?;
             set_ready(&self.admin, &name, true).await?;
-            let agent = Agent::start(&self.cp, &host, &AgentOptions::new(&name), self.logs.path())?;
+            let agent = Agent::start(
+                &self.cp,
+                &host,
+                &self.agent_options(&name),
+                self.logs.path(),
+            )?;
             names.push(name.clone());
             nodes.push(SimNode {
                 name,
@@ -281,7 +297,12 @@ impl Sim {
             .open(&log)?;
         let child = Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
-            .arg(bin("bootc-controller"))
+            .arg(
+                self.options
+                    .controller_bin
+                    .clone()
+                    .unwrap_or_else(|| bin("bootc-controller")),
+            )
             .args(["--identity", "sim-controller", "--health-addr", ""])
             .arg("--registry-ca-file")
             .arg(self.registry.ca_path())
@@ -290,10 +311,7 @@ impl Sim {
                 &self.options.tag_interval.as_secs().max(1).to_string(),
             ])
             .env("KUBECONFIG", self.cp.kubeconfig(Identity::Controller))
-            .env(
-                "RUST_LOG",
-                std::env::var("BOOTC_SIM_CONTROLLER_LOG").unwrap_or_else(|_| "info".into()),
-            )
+            .env("RUST_LOG", &self.options.controller_log)
             .env_remove("POD_NAME")
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
@@ -302,6 +320,28 @@ impl Sim {
             .context("starting bootc-controller")?;
         self.controller = Some(child);
         Ok(())
+    }
+
+    /// The controller's pid, while it runs.
+    pub fn controller_pid(&self) -> Option<u32> {
+        self.controller.as_ref().map(Child::id)
+    }
+
+    /// Each node's running daemon: (node, pid).
+    pub async fn daemon_pids(&self) -> Vec<(String, u32)> {
+        self.nodes
+            .lock()
+            .await
+            .iter()
+            .filter_map(|n| n.agent.as_ref().map(|a| (n.name.clone(), a.child.id())))
+            .collect()
+    }
+
+    fn agent_options(&self, name: &str) -> AgentOptions {
+        AgentOptions {
+            bin_dir: self.options.agent_bin_dir.clone(),
+            ..AgentOptions::new(name)
+        }
     }
 
     /// SIGKILLs the controller.
@@ -325,7 +365,7 @@ impl Sim {
         node.agent = Some(Agent::start(
             &self.cp,
             &node.host,
-            &AgentOptions::new(name),
+            &self.agent_options(name),
             self.logs.path(),
         )?);
         Ok(())
@@ -348,6 +388,7 @@ impl Sim {
         let daemon_kubeconfig = self.cp.kubeconfig(Identity::Daemon);
         let logs = self.logs.path().to_owned();
         let broken = self.broken.clone();
+        let bin_dir = self.options.agent_bin_dir.clone();
         let task = tokio::spawn(async move {
             loop {
                 // The fake hosts record reboots in a file: poll it (this is
@@ -374,15 +415,20 @@ impl Sim {
                     let kubeconfig = daemon_kubeconfig.clone();
                     let logs = logs.clone();
                     let stays_down = broken.lock().await.contains(&name);
+                    let bin_dir = bin_dir.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(reboot_time).await;
                         let mut nodes = nodes.lock().await;
                         if let Some(node) = nodes.iter_mut().find(|n| n.name == name) {
                             let _ = &kubeconfig;
+                            let options = AgentOptions {
+                                bin_dir,
+                                ..AgentOptions::new(&name)
+                            };
                             match Agent::start_with_kubeconfig(
                                 &kubeconfig,
                                 &node.host,
-                                &AgentOptions::new(&name),
+                                &options,
                                 &logs,
                             ) {
                                 Ok(a) => node.agent = Some(a),
