@@ -13,6 +13,8 @@ pub mod conditions;
 pub mod secret_hash;
 #[cfg(feature = "crd")]
 pub mod v1alpha1;
+#[cfg(feature = "crd")]
+pub mod watch;
 
 #[cfg(feature = "crd")]
 pub use v1alpha1::*;

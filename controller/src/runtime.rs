@@ -300,24 +300,6 @@ impl Ctx {
     }
 }
 
-/// Backoff of every watch: quick to come back (the default grows to 30 s
-/// with jitter up to a minute, so after an API server restart, whose RBAC
-/// cache answers 403 for a while, caches stayed stale for minutes while the
-/// daemons had long moved on). Resets after 30 s without errors.
-fn watch_backoff() -> kube::runtime::utils::ResetTimerBackoff<watcher::ExponentialBackoff> {
-    kube::runtime::utils::ResetTimerBackoff::new(
-        watcher::ExponentialBackoff::from(
-            backon::ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(200))
-                .with_max_delay(Duration::from_secs(5))
-                .with_factor(2.0)
-                .with_jitter()
-                .without_max_times(),
-        ),
-        Duration::from_secs(30),
-    )
-}
-
 /// The architectures of the pool's members: their `kubernetes.io/arch`
 /// labels and what their BootcNodes report.
 fn member_architectures(
@@ -597,7 +579,7 @@ async fn run_controller(
     let bn_stream = reflector::reflector(
         bn_writer,
         watcher(bn_api, watcher::Config::default())
-            .backoff(watch_backoff())
+            .backoff(api::watch::backoff())
             .modify(|bn| bn.managed_fields_mut().clear()),
     )
     .touched_objects();
@@ -605,7 +587,7 @@ async fn run_controller(
         reflector::reflector(
             node_writer,
             watcher(node_api, watcher::Config::default())
-                .backoff(watch_backoff())
+                .backoff(api::watch::backoff())
                 .modify(strip_node),
         ),
         node_fingerprint,
@@ -614,13 +596,13 @@ async fn run_controller(
         reflector::reflector(
             secret_writer,
             watcher(secret_api, watcher::Config::default())
-                .backoff(watch_backoff())
+                .backoff(api::watch::backoff())
                 .modify(strip_secret),
         ),
         secret_fingerprint,
     );
     let pool_stream = changed_only(
-        watcher(pools_api.clone(), watcher::Config::default()).backoff(watch_backoff()),
+        watcher(pools_api.clone(), watcher::Config::default()).backoff(api::watch::backoff()),
         pool_fingerprint,
     );
     let drain_done = futures::stream::unfold(trigger_rx, |mut rx| async move {
@@ -631,7 +613,7 @@ async fn run_controller(
     let (pool_store, pool_writer) = reflector::store::<BootcNodePool>();
     let pool_trigger = reflector::reflector(
         pool_writer,
-        watcher(pools_api, watcher::Config::default()).backoff(watch_backoff()),
+        watcher(pools_api, watcher::Config::default()).backoff(api::watch::backoff()),
     )
     .applied_objects();
     let controller = Controller::for_stream(pool_trigger, pool_store.clone());

@@ -129,7 +129,7 @@ pub async fn run(
     let watch_config =
         watcher::Config::default().fields(&format!("metadata.name={}", config.node_name));
     let watch: WatchStream =
-        Box::pin(watcher(nodes.clone(), watch_config).backoff(watch_backoff()));
+        Box::pin(watcher(nodes.clone(), watch_config).backoff(api::watch::backoff()));
     let mut host_changed: Pin<Box<dyn Stream<Item = ()> + Send>> = Box::pin(host_changed);
     let mut poll = tokio::time::interval(config.poll_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -179,22 +179,6 @@ pub async fn run(
         }
         me.reconcile().await?;
     }
-}
-
-/// Quick to come back after an API server restart (the default backoff grows
-/// to 30 s and more); resets after 30 s without errors.
-fn watch_backoff() -> kube::runtime::utils::ResetTimerBackoff<watcher::ExponentialBackoff> {
-    kube::runtime::utils::ResetTimerBackoff::new(
-        watcher::ExponentialBackoff::from(
-            backon::ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(200))
-                .with_max_delay(Duration::from_secs(5))
-                .with_factor(2.0)
-                .with_jitter()
-                .without_max_times(),
-        ),
-        Duration::from_secs(30),
-    )
 }
 
 async fn sleep_until(at: Option<Instant>) {

@@ -7,11 +7,11 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use controller::registry::sha256_digest;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, Config, ImageLayer};
 use oci_client::manifest::OciImageManifest;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
-use sha2::{Digest, Sha256};
 
 use crate::control_plane::{free_port, spawn_logged, tail};
 use crate::pki;
@@ -223,8 +223,8 @@ impl TestRegistry {
             .store_auth_if_needed(reference.resolve_registry(), &self.auth())
             .await;
         // Blobs first, then a Docker-typed manifest pointing at them.
-        let layer_digest = sha256(&layer.data);
-        let config_digest = sha256(&config.data);
+        let layer_digest = sha256_digest(&layer.data);
+        let config_digest = sha256_digest(&config.data);
         client
             .push_blob(&reference, layer.data.clone(), &layer_digest)
             .await?;
@@ -238,7 +238,7 @@ impl TestRegistry {
             "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": layer.data.len(), "digest": layer_digest}],
         });
         let body = serde_json::to_vec(&manifest)?;
-        let digest = sha256(&body);
+        let digest = sha256_digest(&body);
         client
             .push_manifest_raw(&reference, body, DOCKER_MANIFEST.parse()?)
             .await
@@ -279,7 +279,7 @@ impl TestRegistry {
             "manifests": manifests,
         });
         let body = serde_json::to_vec(&index)?;
-        let digest = sha256(&body);
+        let digest = sha256_digest(&body);
         client
             .push_manifest_raw(&reference, body, OCI_INDEX.parse()?)
             .await
@@ -292,13 +292,6 @@ impl Drop for TestRegistry {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// `sha256:<hex>` of `data`.
-pub fn sha256(data: &[u8]) -> String {
-    let hash = Sha256::digest(data);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
 }
 
 fn image_parts(image: &TestImage<'_>, config_media_type: &str) -> (Config, ImageLayer) {

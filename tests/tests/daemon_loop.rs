@@ -93,6 +93,16 @@ async fn world() -> World {
     }
 }
 
+/// Waits until the fake host records a (simulated) reboot. The reboot is a
+/// file the fake bootc appends to: poll it.
+async fn wait_for_reboot(host: &FakeHost, what: impl Fn() -> String) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while host.layout.read_reboots().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "{}", what());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn stages(host: &FakeHost) -> Vec<Invocation> {
     host.layout
         .read_invocations()
@@ -161,15 +171,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
         Some(first_boot.as_str())
     );
     // The simulated reboot: the fake bootc moved staged to booted.
-    let deadline = std::time::Instant::now() + WAIT;
-    while host.layout.read_reboots().is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no reboot:\n{}",
-            agent.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_reboot(&host, || format!("no reboot:\n{}", agent.log_text())).await;
     let reboot = &host.layout.read_reboots()[0];
     assert!(!reboot.soft, "RebootOnly used a soft reboot");
     assert_eq!(
@@ -257,11 +259,7 @@ async fn soft_reboot_only_when_allowed_and_capable() {
             phase(bn) == Some("Rebooting")
         })
         .await;
-        let deadline = std::time::Instant::now() + WAIT;
-        while host.layout.read_reboots().is_empty() {
-            assert!(std::time::Instant::now() < deadline, "{name}: no reboot");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_for_reboot(host, || format!("{name}: no reboot")).await;
         let argv = &applies(host)[0].argv;
         assert_eq!(
             argv.iter().any(|a| a == "--soft-reboot=auto"),
@@ -287,11 +285,7 @@ async fn rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
         phase(bn) == Some("Rebooting")
     })
     .await;
-    let deadline = std::time::Instant::now() + WAIT;
-    while host.layout.read_reboots().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no reboot");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_reboot(&host, || "no reboot".to_owned()).await;
     agent.kill();
     let stages_before = stages(&host).len();
     // The boot fell back to the old deployment (as a failed boot would).
@@ -570,15 +564,7 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
         phase(bn) == Some("Rebooting")
     })
     .await;
-    let deadline = std::time::Instant::now() + WAIT;
-    while host.layout.read_reboots().is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never applied:\n{}",
-            agent.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_reboot(&host, || format!("never applied:\n{}", agent.log_text())).await;
     assert_eq!(host.layout.read_reboots()[0].image, b);
     assert_eq!(applies(&host).len(), 1);
 }
