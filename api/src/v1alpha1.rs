@@ -6,7 +6,7 @@
 //! nothing here relies on them. Checks a schema cannot express are done by the
 //! controller and reported in the pool's `Degraded/InvalidSpec` condition.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -175,9 +175,6 @@ pub struct BootcNodePoolStatus {
     pub updating_count: i32,
     #[serde(default)]
     pub degraded_count: i32,
-    /// When the tag will next be resolved against the registry.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_tag_resolution_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

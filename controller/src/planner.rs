@@ -81,8 +81,6 @@ pub struct PlanInput<'a> {
     pub pull_secret_hash: Option<String>,
     /// Drains of this pool's nodes, by node name.
     pub drains: BTreeMap<String, DrainPhase>,
-    /// When the tag will next be resolved (None for digest references).
-    pub next_tag_resolution: Option<Timestamp>,
     /// The operator's namespace: the only one pull secrets may live in.
     pub operator_namespace: &'a str,
     pub now: Timestamp,
@@ -899,7 +897,6 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let generation = pool.metadata.generation;
     let mut status = current.clone();
     status.observed_generation = generation;
-    status.next_tag_resolution_time = input.next_tag_resolution.map(Time);
     status.target_digest = target.as_ref().map(|t| t.digest.clone());
     status.target_image = target.as_ref().map(|t| t.image.clone());
     if all_run_target && let Some(t) = &target {

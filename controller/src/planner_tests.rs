@@ -233,7 +233,6 @@ impl World {
             other_pools: self.others.iter().collect(),
             pull_secret_hash: self.secret_hash.clone(),
             drains: self.drains.clone(),
-            next_tag_resolution: None,
             operator_namespace: api::labels::OPERATOR_NAMESPACE,
             now: Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000),
         })
@@ -932,7 +931,6 @@ fn cleanup_restores_everything() {
         other_pools: vec![],
         pull_secret_hash: None,
         drains: BTreeMap::new(),
-        next_tag_resolution: None,
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
         now: Timestamp::UNIX_EPOCH,
     };

@@ -3,8 +3,12 @@
 //! interval (at once after a spec change or a controller start), checked
 //! against the members' architectures, and any failure keeps the previous
 //! target in force (fail closed) with a condition that says why.
+//!
+//! The schedule lives here, in memory, not in the pool's status: a poll
+//! that finds the same digest writes nothing (no heartbeats). A restarted
+//! controller resolves every tag once at start, then keeps the interval.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -24,8 +28,16 @@ pub struct RegistryResolver {
     interval: Duration,
     /// Per pool: the last resolution's failure, shown until the next try.
     last_error: Mutex<HashMap<String, (&'static str, String)>>,
-    /// Pools resolved since this controller started.
-    seen: Mutex<HashSet<String>>,
+    /// Per pool (by uid): the schedule of its tag resolution.
+    schedule: Mutex<HashMap<String, Schedule>>,
+}
+
+/// When a pool's tag is next resolved, and for which spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Schedule {
+    /// The pool generation the last resolution was made for.
+    generation: Option<i64>,
+    next: jiff::Timestamp,
 }
 
 impl std::fmt::Debug for RegistryResolver {
@@ -42,7 +54,7 @@ impl RegistryResolver {
             registry,
             interval,
             last_error: Mutex::new(HashMap::new()),
-            seen: Mutex::new(HashSet::new()),
+            schedule: Mutex::new(HashMap::new()),
         }
     }
 
@@ -54,25 +66,22 @@ impl RegistryResolver {
         architectures: &BTreeSet<String>,
     ) -> Resolution {
         let name = pool.name_any();
+        let key = pool.metadata.uid.clone().unwrap_or_else(|| name.clone());
         let status = pool.status.clone().unwrap_or_default();
+        let schedule = self.schedule.lock().ok().and_then(|s| s.get(&key).copied());
         let current = CurrentTarget {
             target_digest: status.target_digest.clone(),
             target_image: status.target_image.clone(),
-            next_resolution: status.next_tag_resolution_time.as_ref().map(|t| t.0),
+            next_resolution: schedule.map(|s| s.next),
         };
-        let first_since_start = self
-            .seen
-            .lock()
-            .map(|mut s| s.insert(name.clone()))
-            .unwrap_or(true);
-        let spec_changed =
-            first_since_start || pool.metadata.generation != status.observed_generation;
+        // Not resolved since this controller started, or resolved for an
+        // older spec: at once.
+        let spec_changed = schedule.is_none_or(|s| s.generation != pool.metadata.generation);
         let now = jiff::Timestamp::now();
         match tag_policy::plan_target(&image, &current, spec_changed, now) {
             TargetStep::Pinned { digest, image } => Resolution {
                 target: Ok(Target { digest, image }),
                 requeue_after: None,
-                next_resolution: None,
             },
             TargetStep::NotDue { requeue_after } => {
                 let error = self
@@ -94,7 +103,6 @@ impl RegistryResolver {
                 Resolution {
                     target,
                     requeue_after: Some(requeue_after),
-                    next_resolution: current.next_resolution,
                 }
             }
             TargetStep::Resolve => {
@@ -107,6 +115,16 @@ impl RegistryResolver {
                     self.interval,
                     now,
                 );
+                if let Ok(mut schedule) = self.schedule.lock() {
+                    schedule.insert(
+                        key,
+                        Schedule {
+                            generation: pool.metadata.generation,
+                            next: out.next_resolution,
+                        },
+                    );
+                }
+                tracing::debug!(pool = %name, next = %out.next_resolution, "next tag resolution scheduled");
                 if let Ok(mut errors) = self.last_error.lock() {
                     match &out.error {
                         Some(e) => {
@@ -137,7 +155,6 @@ impl RegistryResolver {
                 Resolution {
                     target,
                     requeue_after: Some(out.requeue_after),
-                    next_resolution: Some(out.next_resolution),
                 }
             }
         }

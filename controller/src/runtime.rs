@@ -246,7 +246,6 @@ impl Ctx {
         bns: &'a [Arc<BootcNode>],
         others: &'a [Arc<BootcNodePool>],
         target: Result<planner::Target, planner::TargetProblem>,
-        next_tag_resolution: Option<jiff::Timestamp>,
     ) -> PlanInput<'a> {
         let owned: Vec<&BootcNode> = bns
             .iter()
@@ -293,7 +292,6 @@ impl Ctx {
                 .collect(),
             pull_secret_hash,
             drains: self.drains.snapshot(&pool.name_any()),
-            next_tag_resolution,
             operator_namespace: &self.namespace,
             now: jiff::Timestamp::now(),
         }
@@ -367,14 +365,7 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
         .resolve(&pool, secret.as_deref(), &architectures)
         .await;
     let pools = ctx.pools.state();
-    let input = ctx.input(
-        &pool,
-        &nodes,
-        &bns,
-        &pools,
-        resolution.target.clone(),
-        resolution.next_resolution,
-    );
+    let input = ctx.input(&pool, &nodes, &bns, &pools, resolution.target.clone());
     let plan = planner::plan(&input);
     let writes = ctx.actuator.execute(&pool, &plan).await?;
     let elapsed_us = started.elapsed().as_micros();
@@ -405,7 +396,6 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
             reason: api::reasons::INVALID_SPEC,
             message: "pool is being deleted".into(),
         }),
-        None,
     );
     let writes = planner::plan_cleanup(&input);
     let n = ctx.actuator.write(&pool, &writes).await?;

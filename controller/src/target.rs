@@ -23,8 +23,6 @@ pub struct Resolution {
     pub target: Result<Target, TargetProblem>,
     /// When to resolve again (tag polling); None for digest references.
     pub requeue_after: Option<Duration>,
-    /// Reported as `status.nextTagResolutionTime`; None for digest references.
-    pub next_resolution: Option<jiff::Timestamp>,
 }
 
 /// Resolves a pool's reference to a target. Implementations may call a
@@ -54,7 +52,6 @@ pub fn resolve_digest_ref(reference: &str) -> Result<Resolution, ImageRef> {
                     message: format!("spec.image.ref: {e}"),
                 }),
                 requeue_after: None,
-                next_resolution: None,
             });
         }
     };
@@ -65,7 +62,6 @@ pub fn resolve_digest_ref(reference: &str) -> Result<Resolution, ImageRef> {
                 image: image.pinned(digest),
             }),
             requeue_after: None,
-            next_resolution: None,
         }),
         Some(digest) => Ok(Resolution {
             target: Err(TargetProblem {
@@ -73,7 +69,6 @@ pub fn resolve_digest_ref(reference: &str) -> Result<Resolution, ImageRef> {
                 message: format!("spec.image.ref: only sha256 digests are supported, got {digest}"),
             }),
             requeue_after: None,
-            next_resolution: None,
         }),
         None => Err(image),
     }
@@ -100,7 +95,6 @@ impl Resolve for DigestOnly {
                     ),
                 }),
                 requeue_after: None,
-                next_resolution: None,
             },
         };
         Box::pin(async move { out })

@@ -225,7 +225,6 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         updated_count: 1,
         updating_count: 2,
         degraded_count: 0,
-        next_tag_resolution_time: Some(now.clone()),
         conditions: vec![],
     };
     api::conditions::apply(
