@@ -242,6 +242,10 @@ impl Drains {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = CancellationToken::new();
         let pool_name = pool.name_any();
+        let retry = matches!(
+            self.lock().get(node).map(|e| &e.phase),
+            Some(DrainPhase::Failed { .. })
+        );
         if let Some(old) = self.lock().insert(
             node.to_owned(),
             Entry {
@@ -257,16 +261,23 @@ impl Drains {
         let node = node.to_owned();
         let pool = pool.clone();
         tokio::spawn(async move {
-            tracing::info!(node, pool = %pool_name, ?timeout, "drain started");
-            this.events
-                .publish(
-                    &pool,
-                    Some(&node),
-                    event_reasons::DRAIN_STARTED,
-                    &format!("draining node {node} (timeout {}s)", timeout.as_secs()),
-                    false,
-                )
-                .await;
+            tracing::info!(node, pool = %pool_name, ?timeout, retry, "drain started");
+            // The first drain is announced by SlotAssigned; a retry after
+            // a DrainFailed warning is news.
+            if retry {
+                this.events
+                    .publish(
+                        &pool,
+                        Some(&node),
+                        event_reasons::DRAIN_RETRIED,
+                        &format!(
+                            "draining node {node} again (timeout {}s)",
+                            timeout.as_secs()
+                        ),
+                        false,
+                    )
+                    .await;
+            }
             let version = *this
                 .version
                 .get_or_init(|| detect_eviction_version(&this.client))
@@ -309,18 +320,9 @@ impl Drains {
                 }
             }
             match &result {
-                Ok(()) => {
-                    tracing::info!(node, pool = %pool_name, "drain finished");
-                    this.events
-                        .publish(
-                            &pool,
-                            Some(&node),
-                            event_reasons::DRAIN_FINISHED,
-                            &format!("node {node} drained"),
-                            false,
-                        )
-                        .await;
-                }
+                // No event: the approval that follows is the news, and it
+                // shows in the BootcNode and the daemon's status.
+                Ok(()) => tracing::info!(node, pool = %pool_name, "drain finished"),
                 Err(message) => {
                     tracing::warn!(node, pool = %pool_name, %message, "drain failed");
                     this.events

@@ -126,14 +126,20 @@ pub struct PlannedEvent {
     pub node: Option<String>,
 }
 
-/// Event reasons.
+/// Event reasons. A node's update tells its story in two Normal events, one
+/// when it is disrupted and one when it is back; every other event is a
+/// Warning about something that needs attention (or a retry after one).
+/// What is visible elsewhere has no event: the approval is the BootcNode's
+/// `desiredImageState`, the reboot the daemon's `Rebooting`, the cordon the
+/// Node's own state.
 pub mod event_reasons {
+    /// A node took a reboot slot: it is cordoned and drained next.
     pub const SLOT_ASSIGNED: &str = "SlotAssigned";
-    pub const REBOOT_APPROVED: &str = "RebootApproved";
+    /// A node runs the target, is Ready and left its slot.
     pub const NODE_UPDATED: &str = "NodeUpdated";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
-    pub const DRAIN_STARTED: &str = "DrainStarted";
-    pub const DRAIN_FINISHED: &str = "DrainFinished";
+    /// A drain starts again after it failed.
+    pub const DRAIN_RETRIED: &str = "DrainRetried";
     pub const DRAIN_FAILED: &str = "DrainFailed";
     /// A PodDisruptionBudget refused an eviction; the drain retries.
     pub const DRAIN_BLOCKED: &str = "DrainBlocked";
@@ -657,17 +663,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                 .push(Write::StartDrain { node: name.clone() }),
                             Some(DrainPhase::Running) => {}
                             Some(DrainPhase::Succeeded) => {
+                                // No event: SlotAssigned announced the
+                                // disruption, the daemon's Rebooting shows it.
                                 if state == NodeState::Staged && !paused {
                                     owned.spec.desired_image_state = DesiredImageState::Booted;
-                                    out.events.push(PlannedEvent {
-                                        reason: event_reasons::REBOOT_APPROVED,
-                                        message: format!(
-                                            "node {name} drained; approved to boot {}",
-                                            target.image
-                                        ),
-                                        warning: false,
-                                        node: Some(name.clone()),
-                                    });
                                 }
                             }
                             Some(DrainPhase::Failed { message, at }) => {
@@ -748,8 +747,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 out.events.push(PlannedEvent {
                     reason: event_reasons::SLOT_ASSIGNED,
                     message: format!(
-                        "node {name} took a reboot slot ({} of {slots}); cordoning and draining",
-                        holders + 1
+                        "node {name} took a reboot slot ({} of {slots}) to boot {}; cordoning and draining (timeout {}s)",
+                        holders + 1,
+                        target.image,
+                        pool.spec.rollout.drain_timeout_seconds
                     ),
                     warning: false,
                     node: Some(name.clone()),

@@ -547,11 +547,7 @@ fn a_drained_node_is_approved_unless_paused() {
     let a = applied(&p, "w1").unwrap();
     assert_eq!(a.spec.desired_image_state, DesiredImageState::Booted);
     assert!(a.in_slot());
-    assert!(
-        p.events
-            .iter()
-            .any(|e| e.reason == event_reasons::REBOOT_APPROVED)
-    );
+    assert!(p.events.is_empty(), "approval is no event: {:?}", p.events);
 
     let mut paused = w;
     paused.pool.spec.rollout.paused = true;
@@ -1007,4 +1003,133 @@ fn a_released_slot_is_written_before_the_next_one_is_taken() {
         p.writes
     );
     assert_eq!(slotted(&p), vec!["w1".to_owned()]);
+}
+
+/// One node's whole update, step by step: two events (disrupted, back), one
+/// BootcNode write per decision (target, slot, approval, release), and the
+/// cordon and uncordon.
+#[test]
+fn one_node_update_writes_and_events() {
+    let step = |b: Bn, cordoned: bool, ready: bool, drain: Option<DrainPhase>| {
+        let mut w = World::new(pool("a", IntOrString::Int(1), false))
+            .node(node("w1", "a", ready, cordoned))
+            .bn(b);
+        if let Some(d) = drain {
+            w = w.drain("w1", d);
+        }
+        w.plan()
+    };
+    let bn_writes = |p: &Plan| {
+        p.writes
+            .iter()
+            .filter(|w| matches!(w, Write::ApplyBootcNode(_)))
+            .count()
+    };
+    let node_writes = |p: &Plan| {
+        p.writes
+            .iter()
+            .filter(|w| matches!(w, Write::PatchNode { .. }))
+            .count()
+    };
+    let reasons_of = |p: &Plan| p.events.iter().map(|e| e.reason).collect::<Vec<_>>();
+    let rows: Vec<(&str, Plan, usize, usize, Vec<&str>)> = vec![
+        (
+            "new target",
+            step(bn("w1", OLD, Daemon::Idle(OLD)), false, true, None),
+            1,
+            0,
+            vec![],
+        ),
+        (
+            "staging",
+            step(bn("w1", NEW, Daemon::Staging(OLD)), false, true, None),
+            0,
+            0,
+            vec![],
+        ),
+        (
+            "staged: slot, cordon, drain",
+            step(bn("w1", NEW, Daemon::Staged(OLD)), false, true, None),
+            1,
+            1,
+            vec![event_reasons::SLOT_ASSIGNED],
+        ),
+        (
+            "draining",
+            step(
+                bn("w1", NEW, Daemon::Staged(OLD)).slot(false),
+                true,
+                true,
+                Some(DrainPhase::Running),
+            ),
+            0,
+            0,
+            vec![],
+        ),
+        (
+            "drained: approval",
+            step(
+                bn("w1", NEW, Daemon::Staged(OLD)).slot(false),
+                true,
+                true,
+                Some(DrainPhase::Succeeded),
+            ),
+            1,
+            0,
+            vec![],
+        ),
+        (
+            "rebooting",
+            step(
+                bn("w1", NEW, Daemon::Rebooting(OLD)).slot(false).approved(),
+                true,
+                false,
+                Some(DrainPhase::Succeeded),
+            ),
+            0,
+            0,
+            vec![],
+        ),
+        (
+            "back but not Ready: the slot is held",
+            step(
+                bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(),
+                true,
+                false,
+                Some(DrainPhase::Succeeded),
+            ),
+            0,
+            0,
+            vec![],
+        ),
+        (
+            "Ready: uncordon and release",
+            step(
+                bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(),
+                true,
+                true,
+                Some(DrainPhase::Succeeded),
+            ),
+            1,
+            1,
+            vec![event_reasons::NODE_UPDATED],
+        ),
+        (
+            "done",
+            step(bn("w1", NEW, Daemon::Idle(NEW)), false, true, None),
+            0,
+            0,
+            vec![],
+        ),
+    ];
+    let (mut total_bn, mut total_node, mut total_events) = (0, 0, 0);
+    for (name, p, bn_want, node_want, events_want) in rows {
+        assert_eq!(bn_writes(&p), bn_want, "{name}: {:?}", p.writes);
+        assert_eq!(node_writes(&p), node_want, "{name}: {:?}", p.writes);
+        assert_eq!(reasons_of(&p), events_want, "{name}");
+        total_bn += bn_want;
+        total_node += node_want;
+        total_events += events_want.len();
+    }
+    assert_eq!((total_bn, total_node, total_events), (4, 2, 2));
 }
