@@ -265,6 +265,40 @@ pub fn status_for(
     (status, [idle, degraded])
 }
 
+/// Does `new` tell the controller anything `stored` does not? Condition
+/// timestamps do not count. Nor does the spec generation while the node is
+/// Idle on its desired image in both: a spec change that leaves the desired
+/// image booted (the controller revoking the approval as it releases the
+/// reboot slot, a rotated pull secret) changes nothing the daemon reports,
+/// and the controller judges an updated node by its booted image, not by
+/// `observedGeneration`. Every other change is written.
+pub fn worth_writing(stored: Option<&BootcNodeStatus>, new: &BootcNodeStatus) -> bool {
+    let Some(stored) = stored else {
+        return true;
+    };
+    let idle = |s: &BootcNodeStatus| {
+        api::conditions::reason(&s.conditions, reasons::IDLE) == Some(reasons::REASON_IDLE)
+            && api::conditions::is_true(&s.conditions, reasons::IDLE)
+    };
+    let ignore_generation = idle(stored) && idle(new);
+    let comparable = |s: &BootcNodeStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time =
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
+            if ignore_generation {
+                c.observed_generation = None;
+            }
+        }
+        if ignore_generation {
+            s.observed_generation = None;
+        }
+        s.conditions.sort_by(|x, y| x.type_.cmp(&y.type_));
+        s
+    };
+    comparable(stored) != comparable(new)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -625,5 +659,85 @@ mod tests {
             (degraded.status, degraded.reason.as_str()),
             (false, "Healthy")
         );
+    }
+
+    #[test]
+    fn what_is_worth_writing() {
+        use DesiredImageState::{Booted, Staged};
+        let host_old = host(OLD, Some(entry(NEW, true, true)), "b1");
+        let host_new = host(NEW, None, "b2");
+        // The status the loop would write for `spec` at `generation`.
+        let status = |spec: &BootcNodeSpec, host: &HostView, generation: i64, at: i64| {
+            let inputs = Inputs {
+                spec,
+                generation: Some(generation),
+                previous: None,
+                host,
+                failure: None,
+                now_ms: 0,
+            };
+            let (mut status, updates) = status_for(&decide(&inputs), &inputs);
+            let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::from_second(at).unwrap(),
+            );
+            for u in &updates {
+                api::conditions::apply(&mut status.conditions, u, Some(generation), &now);
+            }
+            status
+        };
+        let staged = spec(NEW, Staged, RebootPolicy::RebootOnly);
+        let approved = spec(NEW, Booted, RebootPolicy::RebootOnly);
+        let rows: Vec<(&str, Option<BootcNodeStatus>, BootcNodeStatus, bool)> = vec![
+            (
+                "nothing stored",
+                None,
+                status(&staged, &host_old, 1, 0),
+                true,
+            ),
+            (
+                "same but for the time",
+                Some(status(&staged, &host_old, 1, 0)),
+                status(&staged, &host_old, 1, 60),
+                false,
+            ),
+            (
+                "staged: a new generation is acknowledged",
+                Some(status(&staged, &host_old, 1, 0)),
+                status(&staged, &host_old, 2, 0),
+                true,
+            ),
+            (
+                "approved: Rebooting",
+                Some(status(&staged, &host_old, 1, 0)),
+                status(&approved, &host_old, 2, 0),
+                true,
+            ),
+            (
+                "after the reboot: Idle",
+                Some(status(&approved, &host_old, 2, 0)),
+                status(&approved, &host_new, 2, 0),
+                true,
+            ),
+            (
+                "idle on the desired image: the approval revoked changes nothing",
+                Some(status(&approved, &host_new, 2, 0)),
+                status(&staged, &host_new, 3, 0),
+                false,
+            ),
+            (
+                "idle, but the host changed",
+                Some(status(&approved, &host_new, 2, 0)),
+                status(
+                    &staged,
+                    &host(NEW, Some(entry(NEWER, true, true)), "b2"),
+                    3,
+                    0,
+                ),
+                true,
+            ),
+        ];
+        for (name, stored, new, want) in rows {
+            assert_eq!(worth_writing(stored.as_ref(), &new), want, "{name}");
+        }
     }
 }

@@ -542,7 +542,7 @@ impl NodeLoop {
             &now,
         );
         let stored = self.last_written.as_ref().or(node.status.as_ref());
-        if stored.is_some_and(|s| same_status(s, &status)) {
+        if !machine::worth_writing(stored, &status) {
             return Ok(());
         }
         tracing::debug!(
@@ -587,17 +587,4 @@ fn apply_all(
     for update in updates {
         conditions::apply(conditions, update, generation, now);
     }
-}
-
-/// Equal but for condition timestamps.
-fn same_status(a: &BootcNodeStatus, b: &BootcNodeStatus) -> bool {
-    let strip = |s: &BootcNodeStatus| {
-        let mut s = s.clone();
-        for c in &mut s.conditions {
-            c.last_transition_time = Time(jiff::Timestamp::UNIX_EPOCH);
-        }
-        s.conditions.sort_by(|x, y| x.type_.cmp(&y.type_));
-        s
-    };
-    strip(a) == strip(b)
 }

@@ -181,7 +181,8 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
 
     // The node comes back: a new daemon reads the status and reports Idle.
     agent.kill();
-    let _agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let before_restart = agent.log_text().len();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Idle after reboot", |bn| {
         phase(bn) == Some("Idle")
     })
@@ -194,6 +195,39 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
         "boot id did not change"
     );
     assert_eq!(applies(&host).len(), 1, "applied twice");
+
+    // The controller releases the slot (the approval revoked): the node
+    // stays Idle on b and the daemon has nothing new to say. Its next write
+    // is the next update's Staging.
+    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Staged"})).await;
+    let c = image('c');
+    patch_spec(&w.nodes, "node-1", json!({"desiredImage": c})).await;
+    wait_bn(&w.nodes, "node-1", "Staging c", |bn| {
+        phase(bn) != Some("Idle")
+    })
+    .await;
+    let log = agent.log_text();
+    let phases = written_phases(&log[before_restart..]);
+    assert_eq!(
+        phases.get(..2),
+        Some(&["Idle".to_owned(), "Staging".to_owned()][..]),
+        "status writes after the reboot: {phases:?}\n{}",
+        &log[before_restart..]
+    );
+}
+
+/// The phases of the daemon's "status written" log lines, in order.
+fn written_phases(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("status written"))
+        .filter_map(|l| l.split("phase=").nth(1))
+        .filter_map(|rest| {
+            rest.trim_start_matches('"')
+                .split(['"', ' '])
+                .next()
+                .map(str::to_owned)
+        })
+        .collect()
 }
 
 #[tokio::test]
