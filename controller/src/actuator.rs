@@ -69,6 +69,9 @@ pub struct Actuator {
     drains: Drains,
     events: EventSink,
     written: Arc<Mutex<HashMap<String, OwnWrites>>>,
+    /// When each pool's status was last written (for the planner's
+    /// coalescing of count-only changes).
+    status_written: Arc<Mutex<HashMap<String, jiff::Timestamp>>>,
 }
 
 /// A pool's own recent writes: resourceVersion and when it was written.
@@ -97,7 +100,16 @@ impl Actuator {
             drains,
             events,
             written: Arc::default(),
+            status_written: Arc::default(),
         }
+    }
+
+    /// When this controller last wrote `pool`'s status.
+    pub fn last_status_write(&self, pool: &str) -> Option<jiff::Timestamp> {
+        self.status_written
+            .lock()
+            .ok()
+            .and_then(|w| w.get(pool).copied())
     }
 
     fn record(&self, pool: &BootcNodePool, what: Written, rv: u64) {
@@ -258,6 +270,9 @@ impl Actuator {
                 source,
             })?;
         self.record(pool, Written::PoolStatus, rv_of(&out.metadata));
+        if let Ok(mut w) = self.status_written.lock() {
+            w.insert(name, jiff::Timestamp::now());
+        }
         Ok(())
     }
 

@@ -35,6 +35,12 @@ use kube::{Resource, ResourceExt};
 pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
 /// How long after a failed drain the controller tries again.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
+/// The shortest time between two pool status writes that change nothing but
+/// the node counts (and the breakdown message that spells them out). Such a
+/// change is written once this has passed since the last status write, so
+/// that the counts at rest are always accurate; every other change (target,
+/// conditions, generation) is written at once.
+pub const COUNTS_MIN_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The image the pool's nodes should run, from the `resolve_target` step.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +89,9 @@ pub struct PlanInput<'a> {
     pub drains: BTreeMap<String, DrainPhase>,
     /// The operator's namespace: the only one pull secrets may live in.
     pub operator_namespace: &'a str,
+    /// When this controller last wrote the pool's status (None: not since
+    /// it started).
+    pub last_status_write: Option<Timestamp>,
     pub now: Timestamp,
 }
 
@@ -915,10 +924,39 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     conditions::apply(&mut status.conditions, &up_to_date, generation, &now);
     conditions::apply(&mut status.conditions, &degraded_cond, generation, &now);
     if status != current {
-        out.status = Some(status);
+        let since_last = input
+            .last_status_write
+            .map(|at| input.now.duration_since(at).unsigned_abs());
+        match since_last {
+            Some(since) if since < COUNTS_MIN_INTERVAL && counts_only(&current, &status) => {
+                // Coalesced with the changes to come; written by the requeue.
+                let left = COUNTS_MIN_INTERVAL.saturating_sub(since);
+                requeue = Some(requeue.map_or(left, |r| r.min(left)));
+            }
+            _ => out.status = Some(status),
+        }
     }
     out.requeue_after = requeue;
     out
+}
+
+/// Do `old` and `new` differ only in the node counts and the UpToDate
+/// message that spells them out (same status and reason)?
+fn counts_only(old: &BootcNodePoolStatus, new: &BootcNodePoolStatus) -> bool {
+    let strip = |s: &BootcNodePoolStatus| {
+        let mut s = s.clone();
+        s.node_count = 0;
+        s.updated_count = 0;
+        s.updating_count = 0;
+        s.degraded_count = 0;
+        for c in &mut s.conditions {
+            if c.type_ == reasons::UP_TO_DATE {
+                c.message.clear();
+            }
+        }
+        s
+    };
+    strip(old) == strip(new)
 }
 
 #[cfg(test)]

@@ -198,6 +198,11 @@ struct World {
     drains: BTreeMap<String, DrainPhase>,
     target: Result<Target, TargetProblem>,
     secret_hash: Option<String>,
+    last_status_write: Option<Timestamp>,
+}
+
+fn now() -> Timestamp {
+    Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000)
 }
 
 impl World {
@@ -210,6 +215,7 @@ impl World {
             drains: BTreeMap::new(),
             target: Ok(target(NEW)),
             secret_hash: None,
+            last_status_write: None,
         }
     }
     fn node(mut self, n: Node) -> Self {
@@ -234,7 +240,8 @@ impl World {
             pull_secret_hash: self.secret_hash.clone(),
             drains: self.drains.clone(),
             operator_namespace: api::labels::OPERATOR_NAMESPACE,
-            now: Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000),
+            last_status_write: self.last_status_write,
+            now: now(),
         })
     }
 }
@@ -928,6 +935,7 @@ fn cleanup_restores_everything() {
         pull_secret_hash: None,
         drains: BTreeMap::new(),
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
+        last_status_write: None,
         now: Timestamp::UNIX_EPOCH,
     };
     let writes = plan_cleanup(&input);
@@ -1132,4 +1140,95 @@ fn one_node_update_writes_and_events() {
         total_events += events_want.len();
     }
     assert_eq!((total_bn, total_node, total_events), (4, 2, 2));
+}
+
+/// Count-only changes of the pool status are coalesced: written at most once
+/// per COUNTS_MIN_INTERVAL, with a requeue so that the counts at rest are
+/// written; anything else is written at once.
+#[test]
+fn count_only_status_changes_are_coalesced() {
+    let ago = |secs: i64| now() - jiff::SignedDuration::from_secs(secs);
+    // The stored status: one node staging, one idle on the target.
+    let base = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .node(node("w2", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+        .bn(bn("w2", NEW, Daemon::Staging(OLD)));
+    let stored = base.plan().status.expect("first status");
+    let world = |daemon: Daemon, last: Option<i64>| {
+        let mut w = World::new(pool("a", IntOrString::Int(1), false))
+            .node(node("w1", "a", true, false))
+            .node(node("w2", "a", true, false))
+            .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+            .bn(bn("w2", NEW, daemon));
+        w.pool.status = Some(stored.clone());
+        w.last_status_write = last.map(ago);
+        w
+    };
+    // (case, w2's daemon, seconds since the last status write, written?, requeue)
+    let rows: Vec<(&str, Daemon, Option<i64>, bool, Option<Duration>)> = vec![
+        (
+            "nothing changed",
+            Daemon::Staging(OLD),
+            Some(1),
+            false,
+            None,
+        ),
+        (
+            "counts changed just after a write: later",
+            Daemon::Staged(OLD),
+            Some(1),
+            false,
+            Some(COUNTS_MIN_INTERVAL - Duration::from_secs(1)),
+        ),
+        (
+            "counts changed, interval passed: now",
+            Daemon::Staged(OLD),
+            Some(5),
+            true,
+            None,
+        ),
+        (
+            "counts changed, no write since start: now",
+            Daemon::Staged(OLD),
+            None,
+            true,
+            None,
+        ),
+        (
+            "a condition changed (degraded): now",
+            Daemon::Staging(OLD),
+            Some(1),
+            true,
+            None,
+        ),
+        (
+            "the last node updated (AllUpdated): now",
+            Daemon::Idle(NEW),
+            Some(1),
+            true,
+            None,
+        ),
+    ];
+    for (name, daemon, last, written, requeue) in rows {
+        let mut w = world(daemon, last);
+        if name.contains("degraded") {
+            w = World { bns: vec![], ..w }
+                .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+                .bn(bn("w2", NEW, daemon).degraded());
+        }
+        let p = w.plan();
+        assert_eq!(p.status.is_some(), written, "{name}: {:?}", p.status);
+        assert_eq!(p.requeue_after, requeue, "{name}");
+        if written {
+            let s = p.status.unwrap();
+            assert_ne!(s, stored, "{name}");
+        }
+    }
+    // The counts when they are written are those of the moment.
+    let p = world(Daemon::Staged(OLD), Some(6)).plan();
+    assert_eq!(
+        up_to_date(&p).2,
+        "1/2 updated; 0 staging, 1 staged, 0 rebooting"
+    );
 }

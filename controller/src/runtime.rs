@@ -293,6 +293,7 @@ impl Ctx {
             pull_secret_hash,
             drains: self.drains.snapshot(&pool.name_any()),
             operator_namespace: &self.namespace,
+            last_status_write: self.actuator.last_status_write(&pool.name_any()),
             now: jiff::Timestamp::now(),
         }
     }
