@@ -1155,78 +1155,80 @@ fn count_only_status_changes_are_coalesced() {
         .bn(bn("w1", NEW, Daemon::Idle(NEW)))
         .bn(bn("w2", NEW, Daemon::Staging(OLD)));
     let stored = base.plan().status.expect("first status");
-    let world = |daemon: Daemon, last: Option<i64>| {
+    let world = |daemon: Bn, last: Option<i64>| {
         let mut w = World::new(pool("a", IntOrString::Int(1), false))
             .node(node("w1", "a", true, false))
             .node(node("w2", "a", true, false))
             .bn(bn("w1", NEW, Daemon::Idle(NEW)))
-            .bn(bn("w2", NEW, daemon));
+            .bn(daemon);
         w.pool.status = Some(stored.clone());
         w.last_status_write = last.map(ago);
         w
     };
-    // (case, w2's daemon, seconds since the last status write, written?, requeue)
-    let rows: Vec<(&str, Daemon, Option<i64>, bool, Option<Duration>)> = vec![
-        (
-            "nothing changed",
-            Daemon::Staging(OLD),
-            Some(1),
-            false,
-            None,
-        ),
-        (
-            "counts changed just after a write: later",
-            Daemon::Staged(OLD),
-            Some(1),
-            false,
-            Some(COUNTS_MIN_INTERVAL - Duration::from_secs(1)),
-        ),
-        (
-            "counts changed, interval passed: now",
-            Daemon::Staged(OLD),
-            Some(5),
-            true,
-            None,
-        ),
-        (
-            "counts changed, no write since start: now",
-            Daemon::Staged(OLD),
-            None,
-            true,
-            None,
-        ),
-        (
-            "a condition changed (degraded): now",
-            Daemon::Staging(OLD),
-            Some(1),
-            true,
-            None,
-        ),
-        (
-            "the last node updated (AllUpdated): now",
-            Daemon::Idle(NEW),
-            Some(1),
-            true,
-            None,
-        ),
+    struct Row {
+        name: &'static str,
+        /// w2 now.
+        w2: Bn,
+        /// Seconds since the last status write (None: none since start).
+        last: Option<i64>,
+        written: bool,
+        requeue: Option<Duration>,
+    }
+    let rows = vec![
+        Row {
+            name: "nothing changed",
+            w2: bn("w2", NEW, Daemon::Staging(OLD)),
+            last: Some(1),
+            written: false,
+            requeue: None,
+        },
+        Row {
+            name: "counts changed just after a write: later",
+            w2: bn("w2", NEW, Daemon::Staged(OLD)),
+            last: Some(1),
+            written: false,
+            requeue: Some(COUNTS_MIN_INTERVAL - Duration::from_secs(1)),
+        },
+        Row {
+            name: "counts changed, interval passed: now",
+            w2: bn("w2", NEW, Daemon::Staged(OLD)),
+            last: Some(5),
+            written: true,
+            requeue: None,
+        },
+        Row {
+            name: "counts changed, no write since start: now",
+            w2: bn("w2", NEW, Daemon::Staged(OLD)),
+            last: None,
+            written: true,
+            requeue: None,
+        },
+        Row {
+            name: "a condition changed (NodeDegraded): now",
+            w2: bn("w2", NEW, Daemon::Staging(OLD)).degraded(),
+            last: Some(1),
+            written: true,
+            requeue: None,
+        },
+        Row {
+            name: "the last node updated (AllUpdated): now",
+            w2: bn("w2", NEW, Daemon::Idle(NEW)),
+            last: Some(1),
+            written: true,
+            requeue: None,
+        },
     ];
-    for (name, daemon, last, written, requeue) in rows {
-        let mut w = world(daemon, last);
-        if name.contains("degraded") {
-            w = World { bns: vec![], ..w }
-                .bn(bn("w1", NEW, Daemon::Idle(NEW)))
-                .bn(bn("w2", NEW, daemon).degraded());
-        }
-        let p = w.plan();
-        assert_eq!(p.status.is_some(), written, "{name}: {:?}", p.status);
-        assert_eq!(p.requeue_after, requeue, "{name}");
-        if written {
-            let s = p.status.unwrap();
+    for row in rows {
+        let name = row.name;
+        let p = world(row.w2, row.last).plan();
+        assert_eq!(p.status.is_some(), row.written, "{name}: {:?}", p.status);
+        assert_eq!(p.requeue_after, row.requeue, "{name}");
+        if let Some(s) = p.status {
             assert_ne!(s, stored, "{name}");
         }
     }
     // The counts when they are written are those of the moment.
-    let p = world(Daemon::Staged(OLD), Some(6)).plan();
+    let p = world(bn("w2", NEW, Daemon::Staged(OLD)), Some(6)).plan();
     assert_eq!(
         up_to_date(&p).2,
         "1/2 updated; 0 staging, 1 staged, 0 rebooting"
