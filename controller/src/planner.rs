@@ -136,8 +136,9 @@ pub struct PlannedEvent {
 }
 
 /// Event reasons. A node's update tells its story in two Normal events, one
-/// when it is disrupted and one when it is back; every other event is a
-/// Warning about something that needs attention (or a retry after one).
+/// when it is disrupted and one when it is back; the others are Warnings
+/// about something that needs attention, a retry after one, or a node
+/// leaving the pool.
 /// What is visible elsewhere has no event: the approval is the BootcNode's
 /// `desiredImageState`, the reboot the daemon's `Rebooting`, the cordon the
 /// Node's own state.
