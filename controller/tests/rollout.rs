@@ -21,7 +21,7 @@ async fn five_nodes_roll_two_at_a_time() {
     for n in names {
         create_node(&env.admin, n, &[("pool", "workers")], n == "n3").await;
     }
-    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let recorder = Recorder::start(&env.cp).await.unwrap();
     let _player = DaemonPlayer::start(
         env.admin.clone(),
         PlayerOptions {
@@ -41,12 +41,10 @@ async fn five_nodes_roll_two_at_a_time() {
     assert_eq!(s.target_digest.as_deref(), Some(NEW));
     assert!(!s.update_available);
     assert_eq!(s.observed_generation, p.metadata.generation);
-
-    recorder.sync(&env.admin).await.unwrap();
-    let peak = recorder.peak(&set(&names), &set(&["n3"]));
+    let peak = recorder.peak(&set(&names), &set(&["n3"])).await.unwrap();
     assert!(peak.count <= 2, "disruption bound broken: {peak:?}");
     assert!(peak.count >= 1);
-    assert_eq!(recorder.approvals().len(), 5);
+    assert_eq!(recorder.approvals().await.unwrap().len(), 5);
 
     for n in names {
         let node = node(&env.admin, n).await;
@@ -113,7 +111,7 @@ async fn restart_mid_rollout_keeps_slots() {
     for n in names {
         create_node(&env.admin, n, &[("pool", "workers")], false).await;
     }
-    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let recorder = Recorder::start(&env.cp).await.unwrap();
     // n2 holds its slot (its daemon ignores the approval) until the restart.
     let held = DaemonPlayer::start(
         env.admin.clone(),
@@ -150,10 +148,9 @@ async fn restart_mid_rollout_keeps_slots() {
     );
     let mut ctl2 = ControllerProc::spawn(&env, "ctl2", &[]);
     wait_rolled(&env.admin, "workers", NEW, 4).await;
-    recorder.sync(&env.admin).await.unwrap();
-    let peak = recorder.peak(&set(&names), &set(&[]));
+    let peak = recorder.peak(&set(&names), &set(&[])).await.unwrap();
     assert!(peak.count <= 1, "bound broken across the restart: {peak:?}");
-    let approvals = recorder.approvals();
+    let approvals = recorder.approvals().await.unwrap();
     assert_eq!(approvals.len(), 4, "one approval per node: {approvals:?}");
     for n in names {
         let node = node(&env.admin, n).await;
@@ -171,7 +168,7 @@ async fn label_removed_mid_rollout_releases_the_node() {
     for n in names {
         create_node(&env.admin, n, &[("pool", "workers")], false).await;
     }
-    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let recorder = Recorder::start(&env.cp).await.unwrap();
     let _player = DaemonPlayer::start(
         env.admin.clone(),
         PlayerOptions {
@@ -219,8 +216,7 @@ async fn label_removed_mid_rollout_releases_the_node() {
     assert!(!is_cordoned(&n1), "cordon restored");
 
     wait_rolled(&env.admin, "workers", NEW, 2).await;
-    recorder.sync(&env.admin).await.unwrap();
-    let peak = recorder.peak(&set(&names), &set(&[]));
+    let peak = recorder.peak(&set(&names), &set(&[])).await.unwrap();
     assert!(peak.count <= 1, "{peak:?}");
     ctl.terminate().await;
 }
@@ -293,7 +289,7 @@ async fn two_failed_nodes_halt_the_rollout() {
     for n in names {
         create_node(&env.admin, n, &[("pool", "workers")], false).await;
     }
-    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let recorder = Recorder::start(&env.cp).await.unwrap();
     let _player = DaemonPlayer::start(
         env.admin.clone(),
         PlayerOptions {
@@ -329,8 +325,7 @@ async fn two_failed_nodes_halt_the_rollout() {
     })
     .await;
     assert_eq!(condition(&p, "Degraded").unwrap().1, "RolloutHalted");
-    recorder.sync(&env.admin).await.unwrap();
-    let approvals = recorder.approvals();
+    let approvals = recorder.approvals().await.unwrap();
     assert_eq!(approvals.len(), 2, "no third slot: {approvals:?}");
     let slotted = futures::future::join_all(names.iter().map(|n| bootc_node(&env.admin, n)))
         .await
@@ -354,7 +349,7 @@ async fn pause_resume_rollback_and_delete() {
     for n in names {
         create_node(&env.admin, n, &[("pool", "workers")], n == "n2").await;
     }
-    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let recorder = Recorder::start(&env.cp).await.unwrap();
     let _player = DaemonPlayer::start(
         env.admin.clone(),
         PlayerOptions {
@@ -374,8 +369,7 @@ async fn pause_resume_rollback_and_delete() {
         condition(&p, "UpToDate").unwrap().2,
         "0/3 updated; 0 staging, 3 staged, 0 rebooting"
     );
-    recorder.sync(&env.admin).await.unwrap();
-    assert!(recorder.approvals().is_empty());
+    assert!(recorder.approvals().await.unwrap().is_empty());
 
     patch_pool(
         &env.admin,
@@ -392,8 +386,11 @@ async fn pause_resume_rollback_and_delete() {
     )
     .await;
     wait_rolled(&env.admin, "workers", OLD, 3).await;
-    recorder.sync(&env.admin).await.unwrap();
-    assert_eq!(recorder.approvals().len(), 6, "each node rebooted twice");
+    assert_eq!(
+        recorder.approvals().await.unwrap().len(),
+        6,
+        "each node rebooted twice"
+    );
 
     Api::<api::BootcNodePool>::all(env.admin.clone())
         .delete("workers", &kube::api::DeleteParams::default())
@@ -417,8 +414,7 @@ async fn pause_resume_rollback_and_delete() {
             "{n} BootcNode deleted"
         );
     }
-    recorder.sync(&env.admin).await.unwrap();
-    let peak = recorder.peak(&set(&names), &set(&["n2"]));
+    let peak = recorder.peak(&set(&names), &set(&["n2"])).await.unwrap();
     assert!(
         peak.count <= 1,
         "{peak:?}\n{}\n{}",
