@@ -35,6 +35,11 @@ use kube::{Resource, ResourceExt};
 pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
 /// How long after a failed drain the controller tries again.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
+/// How long a node approved to boot may stay NotReady before it counts as
+/// unhealthy for rule 3: being NotReady is what a reboot looks like, and
+/// two nodes rebooting together are not evidence of a bad image. A node
+/// that came back on the target and is still NotReady counts at once.
+pub const REBOOT_GRACE: Duration = Duration::from_secs(600);
 
 /// The image the pool's nodes should run, from the `resolve_target` step.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -170,6 +175,25 @@ fn node_ready(node: &Node) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
         .is_some_and(|c| c.status == "True")
+}
+
+/// Since when the Node has been not Ready (its Ready condition's last
+/// transition), if it is not Ready.
+fn not_ready_since(node: &Node) -> Option<jiff::Timestamp> {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => None,
+        Some(c) => Some(
+            c.last_transition_time
+                .as_ref()
+                .map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0),
+        ),
+        None => Some(jiff::Timestamp::UNIX_EPOCH),
+    }
 }
 
 fn node_unschedulable(node: &Node) -> bool {
@@ -634,7 +658,23 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     });
                 } else {
                     holders += 1;
-                    if !healthy {
+                    // Rule 3 counts Degraded nodes, and NotReady ones unless
+                    // they are simply rebooting (approved, not yet on the
+                    // target) within REBOOT_GRACE.
+                    let rebooting_since = node.and_then(not_ready_since).filter(|_| {
+                        owned.spec.desired_image_state == DesiredImageState::Booted && !runs
+                    });
+                    let still_rebooting = rebooting_since.is_some_and(|since| {
+                        let down = input.now.duration_since(since).unsigned_abs();
+                        if down < REBOOT_GRACE {
+                            let left = REBOOT_GRACE.saturating_sub(down);
+                            requeue = Some(requeue.map_or(left, |r| r.min(left)));
+                            true
+                        } else {
+                            false
+                        }
+                    });
+                    if !healthy && !(still_rebooting && !degraded) {
                         unhealthy_in_slots.push(name.clone());
                     }
                     if owned.spec.desired_image_state == DesiredImageState::Staged && !runs {

@@ -693,6 +693,68 @@ fn slot_rule_3_two_unhealthy_slotted_nodes_halt_the_rollout() {
     assert_eq!(slotted(&w.plan()), vec!["next".to_owned()]);
 }
 
+/// A NotReady node whose Ready condition changed `secs_ago` before the
+/// World's clock.
+fn down_for(mut n: Node, secs_ago: i64) -> Node {
+    let at = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000 - secs_ago);
+    if let Some(c) = n
+        .status
+        .as_mut()
+        .and_then(|s| s.conditions.as_mut())
+        .and_then(|cs| cs.first_mut())
+    {
+        c.status = "False".into();
+        c.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at));
+    }
+    n
+}
+
+#[test]
+fn slot_rule_3_nodes_rebooting_within_the_grace_are_not_unhealthy() {
+    let rebooting =
+        |name: &'static str| bn(name, NEW, Daemon::Rebooting(OLD)).approved().slot(false);
+    let world = |down: i64, second_daemon: Daemon| {
+        World::new(pool("a", IntOrString::Int(3), false))
+            .node(down_for(node("r1", "a", true, true), down))
+            .node(down_for(node("r2", "a", true, true), down))
+            .node(node("next", "a", true, false))
+            .bn(rebooting("r1"))
+            .bn(bn("r2", NEW, second_daemon).approved().slot(false))
+            .bn(bn("next", NEW, Daemon::Staged(OLD)))
+    };
+    // Two approved nodes NotReady for 30 s: they are rebooting. The third
+    // slot is given, and the pool comes back when the grace would end.
+    let p = world(30, Daemon::Rebooting(OLD)).plan();
+    assert_eq!(slotted(&p), vec!["next".to_owned()]);
+    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert!(
+        p.requeue_after
+            .is_some_and(|d| d <= REBOOT_GRACE - Duration::from_secs(30))
+    );
+
+    // Past the grace, both count: the rollout halts.
+    let secs = i64::try_from(REBOOT_GRACE.as_secs()).unwrap() + 1;
+    let p = world(secs, Daemon::Rebooting(OLD)).plan();
+    assert!(slotted(&p).is_empty());
+    assert_eq!(degraded_reason(&p), reasons::ROLLOUT_HALTED);
+
+    // Back on the target but NotReady is unhealthy at once (the image came
+    // up and the node did not): with one still rebooting, no halt yet...
+    let p = world(30, Daemon::Idle(NEW)).plan();
+    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    // ...and with both back on the target and NotReady, it halts.
+    let p = World::new(pool("a", IntOrString::Int(3), false))
+        .node(down_for(node("r1", "a", true, true), 30))
+        .node(down_for(node("r2", "a", true, true), 30))
+        .node(node("next", "a", true, false))
+        .bn(bn("r1", NEW, Daemon::Idle(NEW)).approved().slot(false))
+        .bn(bn("r2", NEW, Daemon::Idle(NEW)).approved().slot(false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(slotted(&p).is_empty());
+    assert_eq!(degraded_reason(&p), reasons::ROLLOUT_HALTED);
+}
+
 #[test]
 fn pause_stops_new_slots_but_not_staging() {
     let w = World::new(pool("a", IntOrString::Int(3), true))
