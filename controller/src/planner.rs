@@ -674,7 +674,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             false
                         }
                     });
-                    if !healthy && !(still_rebooting && !degraded) {
+                    if degraded || (!healthy && !still_rebooting) {
                         unhealthy_in_slots.push(name.clone());
                     }
                     if owned.spec.desired_image_state == DesiredImageState::Staged && !runs {
