@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use api::labels::{CONTROLLER_MANAGER, MANAGED_LABEL};
+use api::labels::{CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, MANAGED_LABEL};
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -209,6 +209,16 @@ impl Actuator {
                         body["spec"] = json!({
                             "unschedulable": if unschedulable { json!(true) } else { json!(null) }
                         });
+                        // The mark of our own cordon goes and comes with it.
+                        let mark = match (unschedulable, patch.ours) {
+                            (true, true) => Some(json!(pool.name_any())),
+                            (false, _) => Some(json!(null)),
+                            (true, false) => None,
+                        };
+                        if let Some(mark) = mark {
+                            body["metadata"]["annotations"] =
+                                json!({ CORDONED_BY_ANNOTATION: mark });
+                        }
                     }
                     let params = PatchParams {
                         field_manager: Some(CONTROLLER_MANAGER.to_owned()),

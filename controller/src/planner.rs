@@ -100,6 +100,9 @@ pub struct NodePatch {
     pub managed: Option<bool>,
     /// Some(value): set `spec.unschedulable`.
     pub unschedulable: Option<bool>,
+    /// A cordon of our own (a reboot slot): mark the Node with
+    /// `bootc.dev/cordoned-by: <pool>`. An uncordon always removes the mark.
+    pub ours: bool,
 }
 
 /// One write, in the order the actuator must make them.
@@ -194,6 +197,15 @@ fn not_ready_since(node: &Node) -> Option<jiff::Timestamp> {
         ),
         None => Some(jiff::Timestamp::UNIX_EPOCH),
     }
+}
+
+/// Is the Node cordoned by this pool's own reboot slot (by its mark)?
+fn cordoned_by(node: &Node, pool: &str) -> bool {
+    node_unschedulable(node)
+        && node
+            .annotations()
+            .get(api::labels::CORDONED_BY_ANNOTATION)
+            .is_some_and(|p| p == pool)
 }
 
 fn node_unschedulable(node: &Node) -> bool {
@@ -392,10 +404,18 @@ fn leave_writes(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
         if node.labels().contains_key(api::labels::MANAGED_LABEL) {
             patch.managed = Some(false);
         }
-        if let Some(prior) = was_cordoned(bn)
-            && prior != node_unschedulable(node)
-        {
-            patch.unschedulable = Some(prior);
+        match was_cordoned(bn) {
+            Some(prior) if prior != node_unschedulable(node) => {
+                patch.unschedulable = Some(prior);
+            }
+            Some(_) => {}
+            // The record is lost (the BootcNode was recreated): our mark on
+            // the Node still tells a cordon of ours.
+            None => {
+                if owner_pool(bn).is_some_and(|(pool, _)| cordoned_by(node, &pool)) {
+                    patch.unschedulable = Some(false);
+                }
+            }
         }
         if patch != NodePatch::default() {
             writes.push(Write::PatchNode {
@@ -435,6 +455,7 @@ struct Counts {
 /// Decides what to do for one pool. See the module docs.
 pub fn plan(input: &PlanInput<'_>) -> Plan {
     let pool = input.pool;
+    let pool_name = pool.name_any();
     let mut out = Plan::default();
     let nodes: BTreeMap<String, &Node> = input.nodes.iter().map(|n| (n.name_any(), *n)).collect();
     let bns: BTreeMap<String, &BootcNode> = input
@@ -636,6 +657,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             patch: NodePatch {
                                 managed: None,
                                 unschedulable: Some(false),
+                                ours: false,
                             },
                         });
                     }
@@ -689,6 +711,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                     patch: NodePatch {
                                         managed: None,
                                         unschedulable: Some(true),
+                                        ours: true,
                                     },
                                 });
                         }
@@ -755,6 +778,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         patch: NodePatch {
                             managed: Some(true),
                             unschedulable: None,
+                            ours: false,
                         },
                     },
                 );
@@ -773,16 +797,19 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 let Some(owned) = desired.get_mut(name) else {
                     continue;
                 };
-                let cordoned = node_unschedulable(node);
+                // A cordon with our mark is ours from a slot whose record was
+                // lost: the node was schedulable before.
+                let cordoned = node_unschedulable(node) && !cordoned_by(node, &pool_name);
                 owned.in_slot = true;
                 owned.was_cordoned = Some(cordoned.to_string());
                 let writes = post.entry(name.clone()).or_default();
-                if !cordoned {
+                if !node_unschedulable(node) {
                     writes.push(Write::PatchNode {
                         name: name.clone(),
                         patch: NodePatch {
                             managed: None,
                             unschedulable: Some(true),
+                            ours: true,
                         },
                     });
                 }
@@ -797,6 +824,28 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     node: Some(name.clone()),
                 });
                 holders += 1;
+            }
+        }
+        // A cordon of ours on a node outside any slot (its slot record was
+        // lost with its BootcNode) is lifted: nothing is left cordoned.
+        for (name, owned) in &desired {
+            let Some(node) = nodes.get(name) else {
+                continue;
+            };
+            let uncordoning = pre.get(name).is_some_and(|ws| {
+                ws.iter().any(|w| {
+                    matches!(w, Write::PatchNode { patch, .. } if patch.unschedulable == Some(false))
+                })
+            });
+            if !owned.in_slot && !uncordoning && cordoned_by(node, &pool_name) {
+                pre.entry(name.clone()).or_default().push(Write::PatchNode {
+                    name: name.clone(),
+                    patch: NodePatch {
+                        managed: None,
+                        unschedulable: Some(false),
+                        ours: false,
+                    },
+                });
             }
         }
         if halted {

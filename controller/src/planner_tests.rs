@@ -815,6 +815,75 @@ fn conflicts_skip_the_node_and_name_the_other_pool() {
     assert!(degraded_message(&p).contains("pool(s) z"));
 }
 
+/// A Node cordoned by `pool`'s reboot slot (with our mark).
+fn marked(mut n: Node, pool: &str) -> Node {
+    n.annotations_mut()
+        .insert(api::labels::CORDONED_BY_ANNOTATION.into(), pool.to_owned());
+    n
+}
+
+fn uncordons(plan: &Plan, name: &str) -> bool {
+    plan.writes.iter().any(|w| {
+        matches!(w, Write::PatchNode { name: n, patch } if n == name && patch.unschedulable == Some(false))
+    })
+}
+
+#[test]
+fn a_cordon_of_ours_is_known_by_its_mark_when_the_bootc_node_was_lost() {
+    // The slot cordon carries the mark.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(p.writes.iter().any(|w| matches!(w,
+        Write::PatchNode { patch, .. } if patch.unschedulable == Some(true) && patch.ours)));
+
+    // The BootcNode was deleted mid-slot and recreated without its
+    // annotations; the node since rebooted into the target. Our cordon is
+    // lifted, not taken for an admin's.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(marked(node("w1", "a", true, true), "a"))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+        .plan();
+    assert!(uncordons(&p, "w1"), "{:?}", p.writes);
+
+    // Still staged: it takes a slot again, recorded as not cordoned before.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(marked(node("w1", "a", true, true), "a"))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert_eq!(slotted(&p), vec!["w1".to_owned()]);
+    let annotations = &applied(&p, "w1").unwrap().annotations;
+    assert_eq!(
+        annotations.get(WAS_CORDONED_ANNOTATION).map(String::as_str),
+        Some("false")
+    );
+    assert!(!uncordons(&p, "w1"));
+
+    // Another pool's mark, or none (an admin's cordon), is left alone.
+    for n in [
+        marked(node("w1", "a", true, true), "b"),
+        node("w1", "a", true, true),
+    ] {
+        let p = World::new(pool("a", IntOrString::Int(1), false))
+            .node(n)
+            .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+            .plan();
+        assert!(!uncordons(&p, "w1"), "{:?}", p.writes);
+    }
+
+    // Leaving the pool without the record: the mark restores the node.
+    let mut moved = marked(node("w1", "elsewhere", true, true), "a");
+    moved
+        .labels_mut()
+        .insert(MANAGED_LABEL.into(), String::new());
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(moved)
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+        .plan();
+    assert!(uncordons(&p, "w1"), "{:?}", p.writes);
+}
+
 #[test]
 fn leaving_restores_cordon_removes_label_and_deletes_in_that_order() {
     // Label changed mid-slot: the node no longer matches.
@@ -835,7 +904,8 @@ fn leaving_restores_cordon_removes_label_and_deletes_in_that_order() {
                 name: "w1".into(),
                 patch: NodePatch {
                     managed: Some(false),
-                    unschedulable: Some(false)
+                    unschedulable: Some(false),
+                    ours: false
                 }
             },
             Write::DeleteBootcNode { name: "w1".into() },
@@ -1003,14 +1073,16 @@ fn cleanup_restores_everything() {
         name: "w1".into(),
         patch: NodePatch {
             managed: Some(false),
-            unschedulable: Some(false)
+            unschedulable: Some(false),
+            ours: false
         }
     }));
     assert!(writes.contains(&Write::PatchNode {
         name: "w2".into(),
         patch: NodePatch {
             managed: Some(false),
-            unschedulable: None
+            unschedulable: None,
+            ours: false
         }
     }));
     assert!(writes.contains(&Write::DeleteBootcNode { name: "w1".into() }));

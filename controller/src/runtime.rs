@@ -204,7 +204,9 @@ where
 
 fn strip_node(node: &mut Node) {
     node.managed_fields_mut().clear();
-    node.annotations_mut().clear();
+    // Annotations are dropped to save memory, except our cordon mark.
+    node.annotations_mut()
+        .retain(|k, _| k == api::labels::CORDONED_BY_ANNOTATION);
     if let Some(status) = node.status.as_mut() {
         status.images = None;
         status.volumes_attached = None;

@@ -6,7 +6,9 @@
 mod common;
 
 use common::*;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use tests::daemon_player::{DaemonPlayer, PlayerOptions};
@@ -157,6 +159,87 @@ async fn restart_mid_rollout_keeps_slots() {
         assert!(!is_cordoned(&node), "{n} uncordoned");
     }
     ctl2.terminate().await;
+}
+
+/// A BootcNode deleted while its node holds a slot loses the record that the
+/// node was schedulable before; the mark on the Node keeps it, and the node
+/// ends uncordoned.
+#[tokio::test]
+async fn bootc_node_deleted_mid_slot_leaves_nothing_cordoned() {
+    let env = env().await;
+    let names = ["n1", "n2"];
+    for n in names {
+        create_node(&env.admin, n, &[("pool", "workers")], false).await;
+    }
+    let held = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ignore_approval: set(&names),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
+    )
+    .await;
+    let bns = Api::<api::BootcNode>::all(env.admin.clone());
+    let slotted = |b: &api::BootcNode| {
+        b.annotations()
+            .contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION)
+    };
+    let holder = {
+        use futures::TryStreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let mut events =
+            std::pin::pin!(watcher(bns.clone(), watcher::Config::default()).applied_objects());
+        tokio::time::timeout(WAIT, async {
+            while let Some(b) = events.try_next().await.unwrap() {
+                if slotted(&b) {
+                    return b.name_any();
+                }
+            }
+            panic!("the BootcNode watch ended");
+        })
+        .await
+        .expect("a node takes the slot")
+    };
+    tests::k8s::wait_for(
+        Api::<Node>::all(env.admin.clone()),
+        &holder,
+        WAIT,
+        "the slot holder cordoned",
+        |n| n.is_some_and(is_cordoned),
+    )
+    .await
+    .unwrap();
+    bns.delete(&holder, &Default::default()).await.unwrap();
+    drop(held);
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    wait_rolled(&env.admin, "workers", NEW, 2).await;
+    for n in names {
+        let node = node(&env.admin, n).await;
+        assert!(
+            !is_cordoned(&node),
+            "{n} left cordoned: {:?}",
+            node.metadata.annotations
+        );
+        assert!(
+            !node
+                .annotations()
+                .contains_key(api::labels::CORDONED_BY_ANNOTATION),
+            "{n} keeps the mark"
+        );
+    }
+    ctl.terminate().await;
 }
 
 /// A label removed mid-rollout: the node leaves the pool: BootcNode deleted,
