@@ -585,6 +585,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let mut drain_failures: Vec<String> = Vec::new();
     let mut candidates: Vec<String> = Vec::new();
     let mut degraded_nodes: Vec<String> = Vec::new();
+    // Slot holders a pause keeps cordoned and unapproved, for the message.
+    let mut held_by_pause: Vec<String> = Vec::new();
     // Per node: (desired owned fields, writes before the BootcNode apply,
     // writes after it).
     let mut desired: BTreeMap<String, Owned> = BTreeMap::new();
@@ -700,6 +702,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         unhealthy_in_slots.push(name.clone());
                     }
                     if owned.spec.desired_image_state == DesiredImageState::Staged && !runs {
+                        if paused {
+                            held_by_pause.push(name.clone());
+                        }
                         // Keep the node cordoned and drained until approval.
                         if let Some(node) = node
                             && !node_unschedulable(node)
@@ -975,7 +980,16 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let up_to_date = if target.is_some() && counts.updated == total {
         ConditionUpdate::new(reasons::UP_TO_DATE, true, reasons::ALL_UPDATED, breakdown)
     } else if paused {
-        ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, breakdown)
+        // A pause holds the slots it finds: say which nodes stay cordoned.
+        let message = if held_by_pause.is_empty() {
+            breakdown
+        } else {
+            format!(
+                "{breakdown}; held cordoned in reboot slots until resumed: {}",
+                held_by_pause.join(", ")
+            )
+        };
+        ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, message)
     } else {
         ConditionUpdate::new(
             reasons::UP_TO_DATE,

@@ -558,7 +558,12 @@ fn a_drained_node_is_approved_unless_paused() {
     paused.pool.spec.rollout.paused = true;
     let p = paused.plan();
     assert!(applied(&p, "w1").is_none(), "{:?}", p.writes);
-    assert_eq!(up_to_date(&p).1, reasons::PAUSED);
+    let (_, reason, message) = up_to_date(&p);
+    assert_eq!(reason, reasons::PAUSED);
+    assert!(
+        message.ends_with("; held cordoned in reboot slots until resumed: w1"),
+        "{message}"
+    );
 
     // Still draining: nothing yet. Not yet drained after a restart: drain again.
     let running = World::new(pool("a", IntOrString::Int(1), false))
