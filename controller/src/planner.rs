@@ -33,6 +33,8 @@ use kube::{Resource, ResourceExt};
 
 /// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
 pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
+/// Degraded reason: `spec.pullSecretRef` names a Secret that does not exist.
+pub const PULL_SECRET_NOT_FOUND: &str = "PullSecretNotFound";
 /// How long after a failed drain the controller tries again.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
 /// How long a node approved to boot may stay NotReady before it counts as
@@ -480,17 +482,33 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             }
         }
     };
-    if let Some(r) = &pool.spec.pull_secret_ref
-        && r.namespace != input.operator_namespace
-    {
-        problems.push((
-            reasons::INVALID_SPEC,
-            format!(
-                "pullSecretRef must name a Secret in namespace {}, not {}",
-                input.operator_namespace, r.namespace
-            ),
-        ));
-    }
+    // The pull secret the nodes are told about: none when the reference is
+    // invalid (every daemon would refuse it and turn Degraded).
+    let pull_secret_ref = match &pool.spec.pull_secret_ref {
+        Some(r) if r.namespace != input.operator_namespace => {
+            problems.push((
+                reasons::INVALID_SPEC,
+                format!(
+                    "spec.pullSecretRef.namespace must be the operator's namespace {}, not {:?}",
+                    input.operator_namespace, r.namespace
+                ),
+            ));
+            None
+        }
+        Some(r) => {
+            if input.pull_secret_hash.is_none() {
+                problems.push((
+                    PULL_SECRET_NOT_FOUND,
+                    format!(
+                        "spec.pullSecretRef: Secret {}/{} not found",
+                        r.namespace, r.name
+                    ),
+                ));
+            }
+            Some(r.clone())
+        }
+        None => None,
+    };
     let selector = Selector::try_from(pool.spec.node_selector.clone()).ok();
     // Other pools' selectors, parsed once (an unparsable one selects nothing).
     let other_selectors: Vec<(String, Selector)> = input
@@ -619,10 +637,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 owned.spec.desired_image_state = DesiredImageState::Staged;
             }
             owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
-            owned.spec.pull_secret_ref = pool.spec.pull_secret_ref.clone();
-            owned.spec.pull_secret_hash = pool
-                .spec
-                .pull_secret_ref
+            owned.spec.pull_secret_ref = pull_secret_ref.clone();
+            owned.spec.pull_secret_hash = pull_secret_ref
                 .as_ref()
                 .and_then(|_| input.pull_secret_hash.clone());
 

@@ -1116,9 +1116,48 @@ fn a_pull_secret_outside_the_operator_namespace_is_invalid() {
         name: "pull".into(),
         namespace: "default".into(),
     });
+    w.secret_hash = Some("sha256:abc".into());
+    let w = w
+        .node(node("w1", "a", true, false))
+        .bn(bn("w1", OLD, Daemon::Idle(OLD)));
     let p = w.plan();
     assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
-    assert!(degraded_message(&p).contains("namespace bootc-operator"));
+    assert!(
+        degraded_message(&p).contains(
+            "spec.pullSecretRef.namespace must be the operator's namespace bootc-operator, not \"default\""
+        ),
+        "{}",
+        degraded_message(&p)
+    );
+    // The nodes are not told about a Secret their daemons would refuse.
+    let spec = &applied(&p, "w1").unwrap().spec;
+    assert_eq!(spec.pull_secret_ref, None);
+    assert_eq!(spec.pull_secret_hash, None);
+}
+
+#[test]
+fn a_missing_pull_secret_is_reported_on_the_pool() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .bn(bn("w1", OLD, Daemon::Idle(OLD)));
+    w.pool.spec.pull_secret_ref = Some(SecretReference {
+        name: "pull".into(),
+        namespace: api::labels::OPERATOR_NAMESPACE.into(),
+    });
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), PULL_SECRET_NOT_FOUND);
+    assert_eq!(
+        degraded_message(&p),
+        "spec.pullSecretRef: Secret bootc-operator/pull not found"
+    );
+    // Once it exists, the problem is gone and its hash reaches the node.
+    w.secret_hash = Some("sha256:abc".into());
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert_eq!(
+        applied(&p, "w1").unwrap().spec.pull_secret_hash.as_deref(),
+        Some("sha256:abc")
+    );
 }
 
 #[test]
