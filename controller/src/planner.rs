@@ -440,6 +440,28 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Vec<Write> {
     {
         leave_writes(bn, nodes.get(&bn.name_any()).copied(), &mut writes);
     }
+    // A node still carrying this pool's cordon mark without a BootcNode
+    // (deleted and not yet recreated) is restored by the mark alone.
+    let pool_name = input.pool.name_any();
+    for (name, node) in &nodes {
+        let has_bn = input
+            .bootc_nodes
+            .iter()
+            .any(|bn| bn.name_any() == *name && owned_by(bn, input.pool));
+        if !has_bn && cordoned_by(node, &pool_name) {
+            writes.push(Write::PatchNode {
+                name: name.clone(),
+                patch: NodePatch {
+                    managed: node
+                        .labels()
+                        .contains_key(api::labels::MANAGED_LABEL)
+                        .then_some(false),
+                    unschedulable: Some(false),
+                    ours: false,
+                },
+            });
+        }
+    }
     writes
 }
 

@@ -877,6 +877,33 @@ fn a_cordon_of_ours_is_known_by_its_mark_when_the_bootc_node_was_lost() {
         assert!(!uncordons(&p, "w1"), "{:?}", p.writes);
     }
 
+    // The pool deleted while the BootcNode is gone: the mark alone restores.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(marked(node("w1", "a", true, true), "a"));
+    let input = PlanInput {
+        pool: &w.pool,
+        target: w.target.clone(),
+        nodes: w.nodes.iter().collect(),
+        bootc_nodes: vec![],
+        other_pools: vec![],
+        pull_secret_hash: None,
+        drains: BTreeMap::new(),
+        next_tag_resolution: None,
+        operator_namespace: api::labels::OPERATOR_NAMESPACE,
+        now: Timestamp::UNIX_EPOCH,
+    };
+    assert_eq!(
+        plan_cleanup(&input),
+        vec![Write::PatchNode {
+            name: "w1".into(),
+            patch: NodePatch {
+                managed: Some(false),
+                unschedulable: Some(false),
+                ours: false
+            }
+        }]
+    );
+
     // Leaving the pool without the record: the mark restores the node.
     let mut moved = marked(node("w1", "elsewhere", true, true), "a");
     moved
