@@ -105,9 +105,12 @@ impl Actuator {
             return;
         }
         if let Ok(mut w) = self.written.lock() {
-            w.entry(pool.name_any())
-                .or_default()
-                .insert(what, (rv, std::time::Instant::now()));
+            let mine = w.entry(pool.name_any()).or_default();
+            // A deleted BootcNode no longer waits on its earlier apply.
+            if let Written::DeletedBootcNode(name) = &what {
+                mine.remove(&Written::BootcNode(name.clone()));
+            }
+            mine.insert(what, (rv, std::time::Instant::now()));
         }
     }
 
@@ -179,10 +182,12 @@ impl Actuator {
                 Write::DeleteBootcNode { name } => {
                     match bns.delete(name, &DeleteParams::default()).await {
                         Ok(either) => {
+                            // Caught up once the cache has lost it (a created
+                            // BootcNode the cache lacks would wait instead).
                             if let Some(obj) = either.left() {
                                 self.record(
                                     pool,
-                                    Written::BootcNode(name.clone()),
+                                    Written::DeletedBootcNode(name.clone()),
                                     rv_of(&obj.metadata),
                                 );
                             }
