@@ -81,6 +81,8 @@ pub enum Error {
     Finalizer(String),
     #[error("caches were not ready")]
     NotReady,
+    #[error("caches have not yet seen the controller's own last writes; cleanup retried")]
+    CachesBehind,
     #[error("lost the leader lease")]
     LeaseLost,
     #[error("building a client: {0}")]
@@ -364,18 +366,26 @@ fn store_rv<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>, name: &str)
     })
 }
 
-async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    // Planning on caches that have not seen our own last writes would make
-    // them again; the watch events of those writes re-trigger this pool.
-    let started = std::time::Instant::now();
-    let name = pool.name_any();
-    let caught_up = ctx.actuator.caught_up(&name, |w| match w {
-        Written::PoolStatus => store_rv(&ctx.pools, &name),
+/// Have the caches seen this pool's own last writes? Planning on caches that
+/// have not would make those writes again (or, for a cleanup, miss a
+/// BootcNode just created); the watch events of those writes re-trigger the
+/// pool.
+fn caught_up(ctx: &Ctx, name: &str) -> bool {
+    let caught_up = ctx.actuator.caught_up(name, |w| match w {
+        Written::PoolStatus => store_rv(&ctx.pools, name),
         Written::BootcNode(n) | Written::DeletedBootcNode(n) => store_rv(&ctx.bootc_nodes, n),
         Written::Node(n) => store_rv(&ctx.nodes, n),
     });
     if !caught_up {
         tracing::debug!(pool = %name, "caches behind our own writes; waiting for them");
+    }
+    caught_up
+}
+
+async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let name = pool.name_any();
+    if !caught_up(&ctx, &name) {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     // The freshest copy of the pool (its status included).
@@ -419,6 +429,10 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
 }
 
 async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    // An Ok here removes the finalizer: waiting must be an error.
+    if !caught_up(&ctx, &pool.name_any()) {
+        return Err(Error::CachesBehind);
+    }
     let nodes = ctx.nodes.state();
     let bns = ctx.bootc_nodes.state();
     let input = ctx.input(
