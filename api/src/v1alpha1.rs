@@ -71,7 +71,10 @@ pub struct ImageSpec {
 pub struct RolloutSpec {
     /// How many nodes may be cordoned and rebooting at once: an integer >= 1,
     /// or a percentage ("25%") of the pool's nodes, rounded down, at least 1.
-    #[serde(default = "default_max_unavailable")]
+    #[serde(
+        default = "default_max_unavailable",
+        deserialize_with = "max_unavailable_or_default"
+    )]
     #[schemars(schema_with = "max_unavailable_schema")]
     pub max_unavailable: IntOrString,
     /// When true no node is given a new reboot slot. Staging and tag
@@ -102,12 +105,27 @@ fn default_drain_timeout() -> i64 {
     DEFAULT_DRAIN_TIMEOUT_SECONDS
 }
 
+/// An explicit null (`maxUnavailable:` with no value in YAML) means the
+/// default. The schema is not nullable, so the API server drops such a null
+/// and defaults the field; this covers objects stored under an older schema,
+/// which a watcher must still be able to read (one object it cannot parse
+/// fails its whole LIST).
+fn max_unavailable_or_default<'de, D>(deserializer: D) -> Result<IntOrString, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Ok(Option::<IntOrString>::deserialize(deserializer)?.unwrap_or_else(default_max_unavailable))
+}
+
 /// int-or-string as the 1.20 structural-schema rules accept it: no `anyOf`
 /// with types; `minimum` applies to the integer form and `pattern` to the
-/// string form.
+/// string form. `nullable: false` is explicit because kube's schema rewriter
+/// otherwise marks an optional int-or-string nullable, and the API server
+/// keeps a null on a nullable field instead of defaulting it.
 fn max_unavailable_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "x-kubernetes-int-or-string": true,
+        "nullable": false,
         "minimum": 1,
         "pattern": "^([1-9][0-9]?|100)%$",
         "default": 1,

@@ -344,3 +344,111 @@ fn jiff_now() -> jiff::Timestamp {
     // Whole seconds: the API server stores times at second precision.
     jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap()
 }
+
+/// YAML's empty value is null: `maxUnavailable:` with nothing after it (and
+/// any other field left empty) must not leave a null the controller cannot
+/// read. The schema says these fields are not nullable, so the API server
+/// drops the null and applies the default; every pool still lists as a
+/// typed object (a kube watcher fails its whole LIST on one bad object).
+#[tokio::test]
+async fn empty_yaml_values_are_defaulted_not_stored_as_null() {
+    let cp = ControlPlane::start().await.unwrap();
+    let client = cp.admin().await.unwrap();
+    k8s::install_crds(&client).await.unwrap();
+
+    let manifest = "\
+apiVersion: node.bootc.dev/v1alpha1
+kind: BootcNodePool
+metadata:
+  name: empty-values
+spec:
+  nodeSelector:
+    matchLabels:
+      pool: workers
+  image:
+    ref: quay.io/acme/os:prod
+  rollout:
+    maxUnavailable:
+    paused:
+    drainTimeoutSeconds:
+  disruption:
+    rebootPolicy:
+";
+    let path = cp.dir().join("empty-values.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    let out = cp
+        .kubectl()
+        .args(["apply", "-f"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // kubectl may drop the nulls itself: also send them as they are, through
+    // a create and a server-side apply.
+    let dynamic: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::erase::<BootcNodePool>(&()),
+    );
+    let nulls = json!({
+        "nodeSelector": {"matchLabels": {"pool": "workers"}},
+        "image": {"ref": "quay.io/acme/os:prod"},
+        "rollout": {"maxUnavailable": null, "paused": null, "drainTimeoutSeconds": null},
+        "disruption": {"rebootPolicy": null},
+    });
+    let obj: kube::api::DynamicObject =
+        serde_json::from_value(pool("null-create", nulls.clone())).unwrap();
+    dynamic.create(&PostParams::default(), &obj).await.unwrap();
+    dynamic
+        .patch(
+            "null-apply",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(pool("null-apply", nulls)),
+        )
+        .await
+        .unwrap();
+
+    // The API server itself stored the default, not the null.
+    for name in ["null-create", "null-apply"] {
+        let raw = dynamic.get(name).await.unwrap();
+        assert_eq!(
+            raw.data["spec"]["rollout"]["maxUnavailable"],
+            json!(1),
+            "{name}: {}",
+            raw.data["spec"]
+        );
+    }
+
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let listed = pools
+        .list(&Default::default())
+        .await
+        .expect("a pool with null values breaks the typed LIST");
+    for name in ["empty-values", "null-create", "null-apply"] {
+        let pool = listed
+            .items
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+            .unwrap();
+        assert_eq!(
+            pool.spec.rollout.max_unavailable,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1),
+            "{name}"
+        );
+        assert!(!pool.spec.rollout.paused, "{name}");
+        assert_eq!(
+            pool.spec.rollout.drain_timeout_seconds,
+            api::DEFAULT_DRAIN_TIMEOUT_SECONDS,
+            "{name}"
+        );
+        assert_eq!(
+            pool.spec.disruption.reboot_policy,
+            api::RebootPolicy::RebootOnly,
+            "{name}"
+        );
+    }
+}
