@@ -285,6 +285,27 @@ impl ControlPlane {
         }
     }
 
+    /// Freezes the API server (SIGSTOP): connections are accepted by the
+    /// kernel but never answered, like a server that hangs. etcd goes on.
+    pub fn pause_apiserver(&self) -> Result<()> {
+        self.signal_apiserver(nix::sys::signal::Signal::SIGSTOP)
+    }
+
+    /// Lets a paused API server go on (SIGCONT).
+    pub fn resume_apiserver(&self) -> Result<()> {
+        self.signal_apiserver(nix::sys::signal::Signal::SIGCONT)
+    }
+
+    fn signal_apiserver(&self, signal: nix::sys::signal::Signal) -> Result<()> {
+        let child = self
+            .apiserver
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("the API server is not running"))?;
+        let pid = i32::try_from(child.id())?;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)?;
+        Ok(())
+    }
+
     async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
         let client = self.client(Identity::Admin).await?;
         let deadline = Instant::now() + timeout;
