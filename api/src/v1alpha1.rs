@@ -41,6 +41,7 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: i64 = 600;
 pub struct BootcNodePoolSpec {
     /// Nodes whose labels match are members of this pool. A node may belong
     /// to one pool only; overlaps are reported as Degraded/NodeConflict.
+    #[schemars(schema_with = "node_selector_schema")]
     pub node_selector: LabelSelector,
     /// The image the members run.
     pub image: ImageSpec,
@@ -54,6 +55,24 @@ pub struct BootcNodePoolSpec {
     /// in the operator's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret_ref: Option<SecretReference>,
+}
+
+/// The operators a label selector understands. The API server rejects any
+/// other, so a typo is reported on `kubectl apply` rather than as a pool that
+/// cannot select anything.
+pub const SELECTOR_OPERATORS: [&str; 4] = ["In", "NotIn", "Exists", "DoesNotExist"];
+
+/// `LabelSelector`'s own schema, with an `enum` on
+/// `matchExpressions[].operator`.
+fn node_selector_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = generator.subschema_for::<LabelSelector>();
+    if let Some(operator) = schema
+        .pointer_mut("/properties/matchExpressions/items/properties/operator")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        operator.insert("enum".into(), serde_json::json!(SELECTOR_OPERATORS));
+    }
+    schema
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -108,6 +108,32 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "spec.image.ref",
         ),
         (
+            // The grammar allows sha512; the controller and the helper refuse
+            // it, so the schema does too.
+            "image-sha512",
+            with(
+                &["image", "ref"],
+                json!(format!("quay.io/acme/os@sha512:{}", "a".repeat(128))),
+            ),
+            "spec.image.ref",
+        ),
+        (
+            "selector-operator-unknown",
+            with(
+                &["nodeSelector"],
+                json!({"matchExpressions": [{"key": "pool", "operator": "Equals", "values": ["a"]}]}),
+            ),
+            "spec.nodeSelector.matchExpressions",
+        ),
+        (
+            "selector-operator-lowercase",
+            with(
+                &["nodeSelector"],
+                json!({"matchExpressions": [{"key": "pool", "operator": "in", "values": ["a"]}]}),
+            ),
+            "operator",
+        ),
+        (
             "image-leading-dash",
             with(&["image", "ref"], json!("--apply")),
             "spec.image.ref",
@@ -161,6 +187,27 @@ async fn invalid_pools_are_rejected_naming_the_field() {
     let obj: kube::api::DynamicObject =
         serde_json::from_value(pool("valid", valid_spec())).unwrap();
     pools.create(&PostParams::default(), &obj).await.unwrap();
+    // Every selector operator the controller understands is accepted.
+    for op in api::SELECTOR_OPERATORS {
+        let values = if op.ends_with("In") {
+            json!(["a"])
+        } else {
+            json!(null)
+        };
+        let name = format!("valid-op-{}", op.to_lowercase());
+        let obj: kube::api::DynamicObject = serde_json::from_value(pool(
+            &name,
+            with(
+                &["nodeSelector"],
+                json!({"matchExpressions": [{"key": "pool", "operator": op, "values": values}]}),
+            ),
+        ))
+        .unwrap();
+        pools
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("operator {op} rejected: {e}"));
+    }
     for ok in [json!(3), json!("25%"), json!("100%"), json!("1%")] {
         let name = format!(
             "valid-{}",
