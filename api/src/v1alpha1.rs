@@ -277,7 +277,8 @@ pub struct BootcNodeStatus {
     pub staged: Option<BootEntryStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<BootEntryStatus>,
-    /// The host's boot id: changes on every (soft) reboot.
+    /// The host's kernel boot id: changes on every full reboot (a systemd
+    /// soft reboot keeps it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
     /// False when this bootc cannot stage without applying (no

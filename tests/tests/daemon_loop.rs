@@ -319,6 +319,66 @@ async fn rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     );
 }
 
+/// A soft reboot keeps the kernel's boot id. One that comes back on the old
+/// deployment must still be seen as a failed reboot: degraded, and neither
+/// staged nor applied again (that would be a soft-reboot loop).
+#[tokio::test]
+async fn soft_rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    let boot_id = host.layout.read_boot_id();
+    let mut s = spec(&b);
+    s.desired_image_state = DesiredImageState::Booted;
+    s.reboot_policy = RebootPolicy::AllowSoftReboot;
+    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
+    let mut agent =
+        Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
+        phase(bn) == Some("Rebooting")
+    })
+    .await;
+    wait_for_reboot(&host, || format!("no reboot:\n{}", agent.log_text())).await;
+    agent.kill();
+    let reboot = &host.layout.read_reboots()[0];
+    assert!(reboot.soft, "AllowSoftReboot on a capable host: {reboot:?}");
+    assert_eq!(
+        host.layout.read_boot_id(),
+        boot_id,
+        "a soft reboot keeps the boot id"
+    );
+    let stages_before = stages(&host).len();
+    // Userspace came back on the old deployment; the staged one is gone.
+    let mut state = host.layout.read_state().unwrap();
+    state.booted = state.rollback.take();
+    state.staged = None;
+    host.layout.write_state(&state).unwrap();
+
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let message = degraded(&bn).unwrap();
+    assert!(
+        message.contains(&a) && message.contains(&b),
+        "both images must be named: {message}"
+    );
+    assert_eq!(
+        bn.status.as_ref().unwrap().boot_id.as_deref(),
+        Some(boot_id.as_str())
+    );
+    assert_eq!(
+        applies(&host).len(),
+        1,
+        "re-applied after the failed soft reboot"
+    );
+    assert_eq!(
+        stages(&host).len(),
+        stages_before,
+        "restaged after a failed soft reboot:\n{}",
+        agent.log_text()
+    );
+}
+
 #[tokio::test]
 async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     require_root!();
