@@ -15,6 +15,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tests::fake_bootc::{Fault, Invocation};
 use tests::fake_host::{FakeHost, image};
+use tests::freeze_proxy::FreezeProxy;
 use tests::node_agent::{Agent, AgentOptions, create_bootc_node, install_daemon_rbac};
 use tests::{ControlPlane, k8s, require_root};
 
@@ -377,6 +378,87 @@ async fn soft_rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
         "restaged after a failed soft reboot:\n{}",
         agent.log_text()
     );
+}
+
+/// The apply is decided on the watch's copy of the BootcNode, which can be
+/// stale: the daemon re-reads the object before it applies. Here the
+/// approval is revoked while the daemon is busy re-staging, and everything
+/// the API server sends is held back (a proxy), so the watch event arrives
+/// only after the daemon has decided to apply on its stale copy. Only the
+/// fresh read (`approval_still_holds`) can stop the apply.
+#[tokio::test]
+async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    create_bootc_node(&w.admin, "node-1", spec(&b))
+        .await
+        .unwrap();
+    let mut agent =
+        Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
+        phase(bn) == Some("Staged")
+    })
+    .await;
+    agent.kill();
+    // Approved while the daemon is down: the next daemon stages again (the
+    // helper applies only what it staged itself), slowly, then applies.
+    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
+    std::fs::write(host.layout.stage_delay(), "2000").unwrap();
+    let stages_before = stages(&host).len();
+
+    let upstream = w.cp.url().trim_start_matches("https://").parse().unwrap();
+    let proxy = FreezeProxy::start(upstream).await.unwrap();
+    let kubeconfig = w.logs.path().join("daemon-via-proxy.kubeconfig");
+    let text = std::fs::read_to_string(w.cp.kubeconfig(tests::Identity::Daemon)).unwrap();
+    std::fs::write(&kubeconfig, text.replace(&w.cp.url(), &proxy.url())).unwrap();
+    let agent = Agent::start_with_kubeconfig(
+        &kubeconfig,
+        &host,
+        &AgentOptions::new("node-1"),
+        w.logs.path(),
+    )
+    .unwrap();
+
+    // The daemon is inside the slow re-stage: it has read its watch for the
+    // last time before deciding to apply.
+    let deadline = std::time::Instant::now() + WAIT;
+    while stages(&host).len() == stages_before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never staged again:\n{}",
+            agent.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.freeze();
+    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Staged"})).await;
+    // Hold the revocation back until the daemon has decided: it asks the
+    // server something (the fresh read), or it has applied.
+    let deadline = std::time::Instant::now() + WAIT;
+    while proxy.sent_while_frozen() == 0 && applies(&host).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon neither asked nor applied:\n{}",
+            agent.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.thaw();
+
+    // Either outcome ends the wait; only one passes.
+    wait_bn(&w.nodes, "node-1", "Staged after the revocation", |bn| {
+        (phase(bn) == Some("Staged") && bn.spec.desired_image_state == DesiredImageState::Staged)
+            || !applies(&host).is_empty()
+    })
+    .await;
+    assert!(
+        applies(&host).is_empty(),
+        "applied on a stale approval:\n{}",
+        agent.log_text()
+    );
+    assert!(host.layout.read_reboots().is_empty());
 }
 
 #[tokio::test]
