@@ -665,6 +665,118 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
     drop(agent);
 }
 
+/// The production auth path: no kubeconfig, the in-cluster service account
+/// (environment plus token, CA and namespace files at the fixed path), read
+/// after the privilege drop and under the seccomp filter. A rotated token is
+/// picked up by the running daemon (the client re-reads the file about once
+/// a minute: this test waits that long).
+#[tokio::test]
+async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
+    use std::os::unix::fs::PermissionsExt;
+    use tests::control_plane::{DAEMON_ROTATED_TOKEN, DAEMON_TOKEN};
+    require_root!();
+    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
+        .await
+        .unwrap();
+    let admin = cp.admin().await.unwrap();
+    k8s::install_crds(&admin).await.unwrap();
+    install_daemon_rbac(&cp).unwrap();
+    let nodes: Api<BootcNode> = Api::all(admin.clone());
+    let logs = tempfile::tempdir().unwrap();
+
+    // What the kubelet projects into a pod: world-readable files.
+    let sa = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(sa.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let write = |name: &str, content: &[u8]| {
+        let tmp = sa.path().join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, content).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::rename(&tmp, sa.path().join(name)).unwrap();
+    };
+    write("token", DAEMON_TOKEN.as_bytes());
+    write("ca.crt", &std::fs::read(cp.ca_file()).unwrap());
+    write("namespace", b"bootc-operator");
+
+    let a = image('a');
+    let host = FakeHost::start(Some(&a)).unwrap();
+    create_bootc_node(&admin, "node-1", spec(&a)).await.unwrap();
+    let agent = Agent::start_in_cluster(
+        sa.path(),
+        "127.0.0.1",
+        cp.port(),
+        &host,
+        &AgentOptions::new("node-1"),
+        logs.path(),
+    )
+    .unwrap();
+    wait_bn(&nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let uids = |cp: &ControlPlane| daemon_uids(cp);
+    assert!(
+        uids(&cp).contains("daemon-uid") && !uids(&cp).contains("daemon-rotated-uid"),
+        "{:?}\n{}",
+        uids(&cp),
+        agent.log_text()
+    );
+    assert!(
+        agent.log_text().contains("privileges dropped"),
+        "{}",
+        agent.log_text()
+    );
+
+    // The kubelet rotates the token (atomically); the daemon keeps running.
+    write("token", DAEMON_ROTATED_TOKEN.as_bytes());
+    // Each spec change makes the daemon write its status once (a request
+    // with whatever token it holds). The client re-reads the token file
+    // within about a minute of its first read: poll until a request carries
+    // the rotated one.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut policy = RebootPolicy::AllowSoftReboot;
+    while !uids(&cp).contains("daemon-rotated-uid") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rotated token was never used: {:?}\n{}",
+            uids(&cp),
+            agent.log_text()
+        );
+        let generation = patch_spec_generation(&nodes, json!({"rebootPolicy": policy})).await;
+        wait_bn(&nodes, "node-1", "status for the new generation", |bn| {
+            bn.status.as_ref().and_then(|s| s.observed_generation) == Some(generation)
+        })
+        .await;
+        policy = match policy {
+            RebootPolicy::AllowSoftReboot => RebootPolicy::RebootOnly,
+            RebootPolicy::RebootOnly => RebootPolicy::AllowSoftReboot,
+        };
+        // The token is re-read on a clock, not on an event: wait between
+        // nudges (this is the poll's interval, not a synchronisation).
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    drop(agent);
+}
+
+async fn patch_spec_generation(api: &Api<BootcNode>, spec: serde_json::Value) -> i64 {
+    api.patch(
+        "node-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": spec})),
+    )
+    .await
+    .unwrap()
+    .metadata
+    .generation
+    .unwrap()
+}
+
+/// The user uids (one per static token) the daemon's requests carried.
+fn daemon_uids(cp: &ControlPlane) -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(cp.audit_log()).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["user"]["username"] == tests::control_plane::DAEMON_USER)
+        .filter_map(|e| e["user"]["uid"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// `verb uri` of every request the daemon's identity made (one entry per
 /// request: its RequestReceived stage).
 fn daemon_requests(cp: &ControlPlane) -> Vec<String> {
