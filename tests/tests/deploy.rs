@@ -119,6 +119,9 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         env.iter().any(|e| e["name"] == "NODE_NAME"
             && e["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName")
     );
+    // The namespace the daemon reads pull secrets from is its own.
+    assert!(env.iter().any(|e| e["name"] == "POD_NAMESPACE"
+        && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"));
 
     let dep = ok(cp.kubectl().args([
         "get",
@@ -129,6 +132,11 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         "json",
     ]));
     let dep: serde_json::Value = serde_json::from_str(&dep).unwrap();
+    let env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap();
+    assert!(env.iter().any(|e| e["name"] == "BOOTC_NAMESPACE"
+        && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"));
     let sc = &dep["spec"]["template"]["spec"]["containers"][0]["securityContext"];
     assert_eq!(sc["readOnlyRootFilesystem"], true);
     assert_eq!(sc["allowPrivilegeEscalation"], false);
