@@ -716,10 +716,30 @@ mod tests {
         assert_eq!(status.boot_id.as_deref(), Some("b1"));
         assert_eq!(status.staged, host.staged);
         assert_eq!((idle.status, idle.reason.as_str()), (false, "Staged"));
-        assert!(idle.message.contains("locked"), "{}", idle.message);
+        assert!(
+            idle.message.contains("(locked)") && !idle.message.contains("unlocked"),
+            "{}",
+            idle.message
+        );
         assert_eq!(
             (degraded.status, degraded.reason.as_str()),
             (false, "Healthy")
+        );
+
+        // An old bootc stages without --download-only: the status says so.
+        let host = self::host(OLD, Some(entry(NEW, true, false)), "b1");
+        let inputs = Inputs {
+            host: &host,
+            ..inputs
+        };
+        let d = decide(&inputs);
+        let (_, [idle, _]) = status_for(&d, &inputs);
+        assert_eq!(idle.reason, "Staged");
+        assert!(
+            idle.message
+                .contains("unlocked: this bootc cannot stage without applying"),
+            "{}",
+            idle.message
         );
     }
 }

@@ -461,6 +461,46 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     assert!(host.layout.read_reboots().is_empty());
 }
 
+/// A bootc without `--download-only` stages unlocked: the BootcNode says so
+/// (Staged "unlocked: ...", downloadOnlySupported false), and the approved
+/// image is still applied.
+#[tokio::test]
+async fn an_old_bootc_stages_unlocked_and_says_so() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    std::fs::write(host.layout.old_bootc(), "").unwrap();
+    create_bootc_node(&w.admin, "node-1", spec(&b))
+        .await
+        .unwrap();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Staged", |bn| {
+        phase(bn) == Some("Staged")
+    })
+    .await;
+    let status = bn.status.unwrap();
+    assert_eq!(status.download_only_supported, Some(false));
+    assert!(!status.staged.unwrap().download_only);
+    let idle = conditions::find(&status.conditions, reasons::IDLE).unwrap();
+    assert!(
+        idle.message.contains("unlocked"),
+        "{}\n{}",
+        idle.message,
+        agent.log_text()
+    );
+    assert!(
+        stages(&host)
+            .iter()
+            .all(|i| !i.argv.iter().any(|a| a == "--download-only")),
+        "an old bootc has no --download-only"
+    );
+
+    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
+    wait_for_reboot(&host, || format!("never applied:\n{}", agent.log_text())).await;
+    assert_eq!(host.layout.read_reboots()[0].image, b);
+}
+
 #[tokio::test]
 async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     require_root!();
