@@ -33,8 +33,15 @@ use kube::{Resource, ResourceExt};
 
 /// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
 pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
+/// Degraded reason: `spec.pullSecretRef` names a Secret that does not exist.
+pub const PULL_SECRET_NOT_FOUND: &str = "PullSecretNotFound";
 /// How long after a failed drain the controller tries again.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
+/// How long a node approved to boot may stay NotReady before it counts as
+/// unhealthy for rule 3: being NotReady is what a reboot looks like, and
+/// two nodes rebooting together are not evidence of a bad image. A node
+/// that came back on the target and is still NotReady counts at once.
+pub const REBOOT_GRACE: Duration = Duration::from_secs(600);
 
 /// The image the pool's nodes should run, from the `resolve_target` step.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +102,9 @@ pub struct NodePatch {
     pub managed: Option<bool>,
     /// Some(value): set `spec.unschedulable`.
     pub unschedulable: Option<bool>,
+    /// A cordon of our own (a reboot slot): mark the Node with
+    /// `bootc.dev/cordoned-by: <pool>`. An uncordon always removes the mark.
+    pub ours: bool,
 }
 
 /// One write, in the order the actuator must make them.
@@ -170,6 +180,34 @@ fn node_ready(node: &Node) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
         .is_some_and(|c| c.status == "True")
+}
+
+/// Since when the Node has been not Ready (its Ready condition's last
+/// transition), if it is not Ready.
+fn not_ready_since(node: &Node) -> Option<jiff::Timestamp> {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => None,
+        Some(c) => Some(
+            c.last_transition_time
+                .as_ref()
+                .map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0),
+        ),
+        None => Some(jiff::Timestamp::UNIX_EPOCH),
+    }
+}
+
+/// Is the Node cordoned by this pool's own reboot slot (by its mark)?
+fn cordoned_by(node: &Node, pool: &str) -> bool {
+    node_unschedulable(node)
+        && node
+            .annotations()
+            .get(api::labels::CORDONED_BY_ANNOTATION)
+            .is_some_and(|p| p == pool)
 }
 
 fn node_unschedulable(node: &Node) -> bool {
@@ -394,10 +432,18 @@ fn leave_writes(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
         if node.labels().contains_key(api::labels::MANAGED_LABEL) {
             patch.managed = Some(false);
         }
-        if let Some(prior) = was_cordoned(bn)
-            && prior != node_unschedulable(node)
-        {
-            patch.unschedulable = Some(prior);
+        match was_cordoned(bn) {
+            Some(prior) if prior != node_unschedulable(node) => {
+                patch.unschedulable = Some(prior);
+            }
+            Some(_) => {}
+            // The record is lost (the BootcNode was recreated): our mark on
+            // the Node still tells a cordon of ours.
+            None => {
+                if owner_pool(bn).is_some_and(|(pool, _)| cordoned_by(node, &pool)) {
+                    patch.unschedulable = Some(false);
+                }
+            }
         }
         if patch != NodePatch::default() {
             writes.push(Write::PatchNode {
@@ -420,6 +466,28 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Vec<Write> {
     {
         leave_writes(bn, nodes.get(&bn.name_any()).copied(), &mut writes);
     }
+    // A node still carrying this pool's cordon mark without a BootcNode
+    // (deleted and not yet recreated) is restored by the mark alone.
+    let pool_name = input.pool.name_any();
+    for (name, node) in &nodes {
+        let has_bn = input
+            .bootc_nodes
+            .iter()
+            .any(|bn| bn.name_any() == *name && owned_by(bn, input.pool));
+        if !has_bn && cordoned_by(node, &pool_name) {
+            writes.push(Write::PatchNode {
+                name: name.clone(),
+                patch: NodePatch {
+                    managed: node
+                        .labels()
+                        .contains_key(api::labels::MANAGED_LABEL)
+                        .then_some(false),
+                    unschedulable: Some(false),
+                    ours: false,
+                },
+            });
+        }
+    }
     writes
 }
 
@@ -437,6 +505,7 @@ struct Counts {
 /// Decides what to do for one pool. See the module docs.
 pub fn plan(input: &PlanInput<'_>) -> Plan {
     let pool = input.pool;
+    let pool_name = pool.name_any();
     let mut out = Plan::default();
     let nodes: BTreeMap<String, &Node> = input.nodes.iter().map(|n| (n.name_any(), *n)).collect();
     let bns: BTreeMap<String, &BootcNode> = input
@@ -461,17 +530,33 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             }
         }
     };
-    if let Some(r) = &pool.spec.pull_secret_ref
-        && r.namespace != input.operator_namespace
-    {
-        problems.push((
-            reasons::INVALID_SPEC,
-            format!(
-                "pullSecretRef must name a Secret in namespace {}, not {}",
-                input.operator_namespace, r.namespace
-            ),
-        ));
-    }
+    // The pull secret the nodes are told about: none when the reference is
+    // invalid (every daemon would refuse it and turn Degraded).
+    let pull_secret_ref = match &pool.spec.pull_secret_ref {
+        Some(r) if r.namespace != input.operator_namespace => {
+            problems.push((
+                reasons::INVALID_SPEC,
+                format!(
+                    "spec.pullSecretRef.namespace must be the operator's namespace {}, not {:?}",
+                    input.operator_namespace, r.namespace
+                ),
+            ));
+            None
+        }
+        Some(r) => {
+            if input.pull_secret_hash.is_none() {
+                problems.push((
+                    PULL_SECRET_NOT_FOUND,
+                    format!(
+                        "spec.pullSecretRef: Secret {}/{} not found",
+                        r.namespace, r.name
+                    ),
+                ));
+            }
+            Some(r.clone())
+        }
+        None => None,
+    };
     let (selector, selector_error) = match parse_selector(&pool.spec.node_selector) {
         Ok(s) => (Some(s), None),
         Err(message) => (None, Some(message)),
@@ -566,6 +651,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let mut drain_failures: Vec<String> = Vec::new();
     let mut candidates: Vec<String> = Vec::new();
     let mut degraded_nodes: Vec<String> = Vec::new();
+    // Slot holders a pause keeps cordoned and unapproved, for the message.
+    let mut held_by_pause: Vec<String> = Vec::new();
     // Per node: (desired owned fields, writes before the BootcNode apply,
     // writes after it).
     let mut desired: BTreeMap<String, Owned> = BTreeMap::new();
@@ -598,10 +685,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 owned.spec.desired_image_state = DesiredImageState::Staged;
             }
             owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
-            owned.spec.pull_secret_ref = pool.spec.pull_secret_ref.clone();
-            owned.spec.pull_secret_hash = pool
-                .spec
-                .pull_secret_ref
+            owned.spec.pull_secret_ref = pull_secret_ref.clone();
+            owned.spec.pull_secret_hash = pull_secret_ref
                 .as_ref()
                 .and_then(|_| input.pull_secret_hash.clone());
 
@@ -638,6 +723,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             patch: NodePatch {
                                 managed: None,
                                 unschedulable: Some(false),
+                                ours: false,
                             },
                         });
                     }
@@ -660,10 +746,29 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     });
                 } else {
                     holders += 1;
-                    if !healthy {
+                    // Rule 3 counts Degraded nodes, and NotReady ones unless
+                    // they are simply rebooting (approved, not yet on the
+                    // target) within REBOOT_GRACE.
+                    let rebooting_since = node.and_then(not_ready_since).filter(|_| {
+                        owned.spec.desired_image_state == DesiredImageState::Booted && !runs
+                    });
+                    let still_rebooting = rebooting_since.is_some_and(|since| {
+                        let down = input.now.duration_since(since).unsigned_abs();
+                        if down < REBOOT_GRACE {
+                            let left = REBOOT_GRACE.saturating_sub(down);
+                            requeue = Some(requeue.map_or(left, |r| r.min(left)));
+                            true
+                        } else {
+                            false
+                        }
+                    });
+                    if degraded || (!healthy && !still_rebooting) {
                         unhealthy_in_slots.push(name.clone());
                     }
                     if owned.spec.desired_image_state == DesiredImageState::Staged && !runs {
+                        if paused {
+                            held_by_pause.push(name.clone());
+                        }
                         // Keep the node cordoned and drained until approval.
                         if let Some(node) = node
                             && !node_unschedulable(node)
@@ -675,6 +780,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                     patch: NodePatch {
                                         managed: None,
                                         unschedulable: Some(true),
+                                        ours: true,
                                     },
                                 });
                         }
@@ -741,6 +847,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         patch: NodePatch {
                             managed: Some(true),
                             unschedulable: None,
+                            ours: false,
                         },
                     },
                 );
@@ -759,16 +866,19 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 let Some(owned) = desired.get_mut(name) else {
                     continue;
                 };
-                let cordoned = node_unschedulable(node);
+                // A cordon with our mark is ours from a slot whose record was
+                // lost: the node was schedulable before.
+                let cordoned = node_unschedulable(node) && !cordoned_by(node, &pool_name);
                 owned.in_slot = true;
                 owned.was_cordoned = Some(cordoned.to_string());
                 let writes = post.entry(name.clone()).or_default();
-                if !cordoned {
+                if !node_unschedulable(node) {
                     writes.push(Write::PatchNode {
                         name: name.clone(),
                         patch: NodePatch {
                             managed: None,
                             unschedulable: Some(true),
+                            ours: true,
                         },
                     });
                 }
@@ -783,6 +893,28 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     node: Some(name.clone()),
                 });
                 holders += 1;
+            }
+        }
+        // A cordon of ours on a node outside any slot (its slot record was
+        // lost with its BootcNode) is lifted: nothing is left cordoned.
+        for (name, owned) in &desired {
+            let Some(node) = nodes.get(name) else {
+                continue;
+            };
+            let uncordoning = pre.get(name).is_some_and(|ws| {
+                ws.iter().any(|w| {
+                    matches!(w, Write::PatchNode { patch, .. } if patch.unschedulable == Some(false))
+                })
+            });
+            if !owned.in_slot && !uncordoning && cordoned_by(node, &pool_name) {
+                pre.entry(name.clone()).or_default().push(Write::PatchNode {
+                    name: name.clone(),
+                    patch: NodePatch {
+                        managed: None,
+                        unschedulable: Some(false),
+                        ours: false,
+                    },
+                });
             }
         }
         if halted {
@@ -918,7 +1050,16 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let up_to_date = if target.is_some() && counts.updated == total {
         ConditionUpdate::new(reasons::UP_TO_DATE, true, reasons::ALL_UPDATED, breakdown)
     } else if paused {
-        ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, breakdown)
+        // A pause holds the slots it finds: say which nodes stay cordoned.
+        let message = if held_by_pause.is_empty() {
+            breakdown
+        } else {
+            format!(
+                "{breakdown}; held cordoned in reboot slots until resumed: {}",
+                held_by_pause.join(", ")
+            )
+        };
+        ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, message)
     } else {
         ConditionUpdate::new(
             reasons::UP_TO_DATE,

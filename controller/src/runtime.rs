@@ -179,9 +179,34 @@ where
     })
 }
 
+/// Logs and drops a watch stream's errors. Each watcher backs off on its own
+/// (`api::watch::backoff`); an error that reached the controller would make
+/// it back off *every* trigger stream at once, with kube's default of up to a
+/// minute, and the caches fed by those streams would stand still meanwhile.
+fn log_errors<K, S>(
+    events: S,
+    watch: &'static str,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+{
+    events.filter_map(move |ev| {
+        std::future::ready(match ev {
+            Ok(obj) => Some(Ok(obj)),
+            Err(error) => {
+                tracing::warn!(watch, %error, "watch failed; retrying");
+                None
+            }
+        })
+    })
+}
+
 fn strip_node(node: &mut Node) {
     node.managed_fields_mut().clear();
-    node.annotations_mut().clear();
+    // Annotations are dropped to save memory, except our cordon mark.
+    node.annotations_mut()
+        .retain(|k, _| k == api::labels::CORDONED_BY_ANNOTATION);
     if let Some(status) = node.status.as_mut() {
         status.images = None;
         status.volumes_attached = None;
@@ -583,34 +608,46 @@ async fn run_controller(
     let (node_store, node_writer) = reflector::store::<Node>();
     let (secret_store, secret_writer) = reflector::store::<Secret>();
 
-    let bn_stream = reflector::reflector(
-        bn_writer,
-        watcher(bn_api, watcher::Config::default())
-            .backoff(api::watch::backoff())
-            .modify(|bn| bn.managed_fields_mut().clear()),
-    )
-    .touched_objects();
-    let node_stream = changed_only(
+    let bn_stream = log_errors(
         reflector::reflector(
-            node_writer,
-            watcher(node_api, watcher::Config::default())
+            bn_writer,
+            watcher(bn_api, watcher::Config::default())
                 .backoff(api::watch::backoff())
-                .modify(strip_node),
-        ),
-        node_fingerprint,
+                .modify(|bn| bn.managed_fields_mut().clear()),
+        )
+        .touched_objects(),
+        "bootcnodes",
     );
-    let secret_stream = changed_only(
-        reflector::reflector(
-            secret_writer,
-            watcher(secret_api, watcher::Config::default())
-                .backoff(api::watch::backoff())
-                .modify(strip_secret),
+    let node_stream = log_errors(
+        changed_only(
+            reflector::reflector(
+                node_writer,
+                watcher(node_api, watcher::Config::default())
+                    .backoff(api::watch::backoff())
+                    .modify(strip_node),
+            ),
+            node_fingerprint,
         ),
-        secret_fingerprint,
+        "nodes",
     );
-    let pool_stream = changed_only(
-        watcher(pools_api.clone(), watcher::Config::default()).backoff(api::watch::backoff()),
-        pool_fingerprint,
+    let secret_stream = log_errors(
+        changed_only(
+            reflector::reflector(
+                secret_writer,
+                watcher(secret_api, watcher::Config::default())
+                    .backoff(api::watch::backoff())
+                    .modify(strip_secret),
+            ),
+            secret_fingerprint,
+        ),
+        "secrets",
+    );
+    let pool_stream = log_errors(
+        changed_only(
+            watcher(pools_api.clone(), watcher::Config::default()).backoff(api::watch::backoff()),
+            pool_fingerprint,
+        ),
+        "bootcnodepools",
     );
     let drain_done = futures::stream::unfold(trigger_rx, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
@@ -618,12 +655,18 @@ async fn run_controller(
 
     // The pools' own cache, with the same quick backoff as the others.
     let (pool_store, pool_writer) = reflector::store::<BootcNodePool>();
-    let pool_trigger = reflector::reflector(
-        pool_writer,
-        watcher(pools_api, watcher::Config::default()).backoff(api::watch::backoff()),
-    )
-    .applied_objects();
-    let controller = Controller::for_stream(pool_trigger, pool_store.clone());
+    let pool_trigger = log_errors(
+        reflector::reflector(
+            pool_writer,
+            watcher(pools_api, watcher::Config::default()).backoff(api::watch::backoff()),
+        )
+        .applied_objects(),
+        "bootcnodepools (cache)",
+    );
+    // No error reaches the controller (see `log_errors`); its own backoff of
+    // the trigger streams is kept as short as the watchers' all the same.
+    let controller = Controller::for_stream(pool_trigger, pool_store.clone())
+        .trigger_backoff(api::watch::backoff());
     let (pools_synced, shutdown_early) = (pool_store.clone(), shutdown.clone());
     let ctx = Arc::new(Ctx {
         client: client.clone(),

@@ -63,6 +63,7 @@ pub struct ControlPlane {
     apiserver_args: Vec<String>,
     apiserver_bin: PathBuf,
     port: u16,
+    etcd_port: u16,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -241,6 +242,10 @@ impl ControlPlane {
             "--enable-priority-and-fairness=false".into(),
             "--profiling=false".into(),
             "--v=0".into(),
+            // The disruption recorder replays etcd's whole history: objects
+            // are stored as JSON it can read, and nothing is compacted away.
+            "--storage-media-type=application/json".into(),
+            "--etcd-compaction-interval=0".into(),
         ];
         if options.audit {
             std::fs::write(d.join("audit-policy.yaml"), AUDIT_POLICY)?;
@@ -262,6 +267,7 @@ impl ControlPlane {
             apiserver_args: args,
             apiserver_bin,
             port,
+            etcd_port,
         };
         cp.write_kubeconfigs()?;
         cp.start_apiserver().await?;
@@ -403,6 +409,11 @@ impl ControlPlane {
     /// The directory holding certificates, logs and kubeconfigs.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// etcd's client URL (plain HTTP on loopback).
+    pub fn etcd_endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.etcd_port)
     }
 
     /// The audit log (present when started with `Options { audit: true }`).
