@@ -26,9 +26,9 @@ use api::reasons;
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeSpec, DesiredImageState};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::core::{Selector, SelectorExt};
+use kube::core::{Expression, Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
 /// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
@@ -282,18 +282,44 @@ pub fn classify(bn: &BootcNode, target: &Target) -> NodeState {
 pub fn max_unavailable(value: &IntOrString, members: usize) -> Result<usize, String> {
     match value {
         IntOrString::Int(n) if *n >= 1 => Ok(usize::try_from(*n).unwrap_or(1)),
-        IntOrString::Int(n) => Err(format!("maxUnavailable must be at least 1, got {n}")),
+        IntOrString::Int(n) => Err(format!(
+            "spec.rollout.maxUnavailable must be at least 1, got {n}"
+        )),
         IntOrString::String(s) => {
             let pct = s
                 .strip_suffix('%')
                 .and_then(|p| p.parse::<usize>().ok())
                 .filter(|p| (1..=100).contains(p))
                 .ok_or_else(|| {
-                    format!("maxUnavailable {s:?} is neither an integer nor a percentage 1%-100%")
+                    format!(
+                        "spec.rollout.maxUnavailable {s:?} is neither an integer nor a percentage 1%-100%"
+                    )
                 })?;
             Ok((members * pct / 100).max(1))
         }
     }
+}
+
+/// `spec.nodeSelector` as a selector, or an error naming the expression that
+/// does not parse, with its key, operator and values.
+pub fn parse_selector(selector: &LabelSelector) -> Result<Selector, String> {
+    Selector::try_from(selector.clone()).map_err(|error| {
+        let bad = selector
+            .match_expressions
+            .iter()
+            .flatten()
+            .enumerate()
+            .find_map(|(i, r)| Expression::try_from(r.clone()).err().map(|e| (i, r, e)));
+        match bad {
+            Some((i, r, e)) => format!(
+                "spec.nodeSelector.matchExpressions[{i}] (key {:?}, operator {:?}, values {:?}): {e}",
+                r.key,
+                r.operator,
+                r.values.as_deref().unwrap_or_default()
+            ),
+            None => format!("spec.nodeSelector: {error}"),
+        }
+    })
 }
 
 /// Does `pool`'s selector select `node`? An unparsable selector selects nothing.
@@ -531,7 +557,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         }
         None => None,
     };
-    let selector = Selector::try_from(pool.spec.node_selector.clone()).ok();
+    let (selector, selector_error) = match parse_selector(&pool.spec.node_selector) {
+        Ok(s) => (Some(s), None),
+        Err(message) => (None, Some(message)),
+    };
     // Other pools' selectors, parsed once (an unparsable one selects nothing).
     let other_selectors: Vec<(String, Selector)> = input
         .other_pools
@@ -543,11 +572,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 .map(|s| (p.name_any(), s))
         })
         .collect();
-    if selector.is_none() {
-        problems.push((
-            reasons::INVALID_SPEC,
-            "nodeSelector cannot be parsed".to_owned(),
-        ));
+    if let Some(message) = selector_error {
+        problems.push((reasons::INVALID_SPEC, message));
     }
 
     // 2. Membership.
@@ -946,7 +972,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     } else {
         all_run_target = false;
         if problems.is_empty() {
-            problems.push((reasons::INVALID_SPEC, "no target image".to_owned()));
+            problems.push((
+                reasons::INVALID_SPEC,
+                format!(
+                    "spec.image.ref {:?}: no target image",
+                    pool.spec.image.reference
+                ),
+            ));
         }
     }
 

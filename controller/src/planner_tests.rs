@@ -1133,7 +1133,47 @@ fn an_unparsable_selector_changes_no_membership() {
     let p = w.plan();
     assert!(p.writes.is_empty(), "{:?}", p.writes);
     assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    let message = degraded_message(&p);
+    assert!(
+        message.contains("spec.nodeSelector.matchExpressions[0]") && message.contains("Sometimes"),
+        "{message}"
+    );
     assert_eq!(p.status.unwrap().node_count, 1);
+}
+
+#[test]
+fn spec_errors_name_the_field_and_the_value() {
+    let req = |key: &str, operator: &str, values: Option<Vec<&str>>| {
+        serde_json::from_value::<LabelSelector>(json!({"matchExpressions": [
+            {"key": "ok", "operator": "Exists"},
+            {"key": key, "operator": operator, "values": values},
+        ]}))
+        .unwrap()
+    };
+    let e = parse_selector(&req("zone", "Near", Some(vec!["a"]))).unwrap_err();
+    assert!(
+        e.starts_with("spec.nodeSelector.matchExpressions[1]")
+            && e.contains("\"Near\"")
+            && e.contains("\"zone\""),
+        "{e}"
+    );
+    let e = parse_selector(&req("zone", "In", None)).unwrap_err();
+    assert!(
+        e.contains("matchExpressions[1]") && e.contains("\"In\""),
+        "{e}"
+    );
+    assert!(parse_selector(&req("zone", "NotIn", Some(vec!["a"]))).is_ok());
+
+    let e = max_unavailable(&IntOrString::Int(0), 3).unwrap_err();
+    assert!(
+        e.starts_with("spec.rollout.maxUnavailable") && e.contains('0'),
+        "{e}"
+    );
+    let e = max_unavailable(&IntOrString::String("lots".into()), 3).unwrap_err();
+    assert!(
+        e.starts_with("spec.rollout.maxUnavailable") && e.contains("\"lots\""),
+        "{e}"
+    );
 }
 
 #[test]

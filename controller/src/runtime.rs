@@ -557,15 +557,16 @@ pub async fn run(
     if let Some(cfg) = &options.lease {
         // A standby replica is ready: it is doing what it should.
         ready.store(true, Ordering::Relaxed);
-        if !lease::acquire(&client, cfg, &shutdown).await {
+        let Some(renewed) = lease::acquire(&client, cfg, &shutdown).await else {
             return Ok(());
-        }
+        };
         ready.store(false, Ordering::Relaxed);
         tokio::spawn(lease::keep(
             client.clone(),
             cfg.clone(),
             shutdown.child_token(),
             lost.clone(),
+            renewed,
         ));
     }
 
@@ -579,10 +580,16 @@ pub async fn run(
     )
     .await;
 
+    // A lost lease is not ours to release; a release must not hold up the
+    // exit either.
     if let Some(cfg) = &options.lease
-        && let Err(error) = lease::release(&client, cfg).await
+        && !lost.is_cancelled()
     {
-        tracing::warn!(%error, "could not release the lease");
+        match tokio::time::timeout(cfg.renew_every, lease::release(&client, cfg)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "could not release the lease"),
+            Err(_) => tracing::warn!("could not release the lease in time"),
+        }
     }
     if let Some(h) = health {
         h.abort();
@@ -674,6 +681,7 @@ async fn run_controller(
     // the trigger streams is kept as short as the watchers' all the same.
     let controller = Controller::for_stream(pool_trigger, pool_store.clone())
         .trigger_backoff(api::watch::backoff());
+    let (pools_synced, shutdown_early) = (pool_store.clone(), shutdown.clone());
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         namespace: options.namespace.clone(),
@@ -720,7 +728,7 @@ async fn run_controller(
         })
     };
     tracing::info!("controller starting");
-    controller
+    let running = controller
         .watches_stream(bn_stream, |bn: BootcNode| {
             planner::owner_pool(&bn).map(|(name, _)| ObjectRef::new(&name))
         })
@@ -743,8 +751,26 @@ async fn run_controller(
             if let Err(error) = res {
                 tracing::debug!(%error, "controller event");
             }
-        })
-        .await;
+        });
+    // A lost lease stops everything at once: a graceful shutdown would wait
+    // for in-flight reconciles, which may hang on an unreachable API server
+    // while a standby takes over.
+    // A shutdown before the pool cache has synced is not graceful either:
+    // kube's runner holds reconciles until that cache is ready, and the
+    // shutdown has cut the stream that would make it ready, so it would wait
+    // for ever. Nothing can be in flight yet.
+    let unsynced_shutdown = async move {
+        shutdown_early.cancelled().await;
+        if futures::FutureExt::now_or_never(pools_synced.wait_until_ready()).is_none() {
+            return;
+        }
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        () = running => {}
+        () = lost.cancelled() => tracing::error!("lease lost: in-flight reconciles abandoned"),
+        () = unsynced_shutdown => tracing::info!("shut down before the caches synced"),
+    }
     drains.cancel_all();
     ready_task.abort();
     tracing::info!("controller stopped");

@@ -85,6 +85,28 @@ async fn five_nodes_roll_two_at_a_time() {
                 .join("\n")
         );
     }
+    // The command README.md gives for a pool's events.
+    let out = env
+        .cp
+        .kubectl()
+        .args([
+            "get",
+            "events",
+            "-n",
+            "bootc-operator",
+            "--field-selector",
+            "involvedObject.kind=BootcNodePool,involvedObject.name=workers",
+            "-o",
+            "custom-columns=REASON:.reason",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("SlotAssigned") && text.contains("NodeUpdated"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     ctl.terminate().await;
 }
 
