@@ -26,13 +26,18 @@ pub const REFERENCE_MAX_LEN: usize = 512;
 pub const DEFAULT_DOMAIN: &str = "docker.io";
 
 /// An OpenAPI `pattern` (RE2 and ECMA compatible) that accepts well-formed
-/// references. It is the first line of defence in the CRD schema; [`ImageRef::parse`]
-/// is the full check (it also enforces length limits and the domain rules).
+/// references the operator can deploy. It is the first line of defence in the
+/// CRD schema; [`ImageRef::parse`] is the full check (it also enforces length
+/// limits and the domain rules).
+///
+/// Unlike the grammar, the pattern takes `sha256` digests only: the
+/// controller and the helper refuse anything else (bootc and the helper's
+/// `Stage` need `name@sha256:<64 hex>`), so the schema refuses it too.
 pub const IMAGE_REF_PATTERN: &str = concat!(
     r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?/)?",
     r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*",
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?",
-    r"(?:@sha256:[a-f0-9]{64}|@sha512:[a-f0-9]{128})?$"
+    r"(?:@sha256:[a-f0-9]{64})?$"
 );
 
 /// A parsed image reference.
@@ -54,8 +59,8 @@ pub enum ImageRefError {
     Empty,
     #[error("image reference is {len} characters long; at most {max} are allowed")]
     TooLong { len: usize, max: usize },
-    #[error("image reference contains whitespace or a control character")]
-    ControlOrSpace,
+    #[error("image reference {reference:?} contains whitespace or a control character")]
+    ControlOrSpace { reference: String },
     #[error("image reference starts with '-', which a command line would take as an option")]
     LeadingDash,
     #[error("image reference has a transport prefix {prefix:?}; give a plain registry reference")]
@@ -78,6 +83,8 @@ pub enum ImageRefError {
     InvalidDigest { digest: String },
     #[error("image reference must be pinned by digest (name@sha256:<64 hex>), got {reference:?}")]
     NotPinned { reference: String },
+    #[error("only sha256 digests are supported, got {digest:?} in {reference:?}")]
+    UnsupportedDigest { reference: String, digest: String },
     #[error("image reference must not carry both a tag and a digest, got {reference:?}")]
     TagAndDigest { reference: String },
 }
@@ -95,7 +102,9 @@ impl ImageRef {
             });
         }
         if input.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(ImageRefError::ControlOrSpace);
+            return Err(ImageRefError::ControlOrSpace {
+                reference: input.to_owned(),
+            });
         }
         if input.starts_with('-') {
             return Err(ImageRefError::LeadingDash);
@@ -162,6 +171,10 @@ impl ImageRef {
                 reference: input.to_owned(),
             }),
             (_, Some(digest)) if digest.starts_with("sha256:") => Ok(parsed),
+            (_, Some(digest)) => Err(ImageRefError::UnsupportedDigest {
+                reference: input.to_owned(),
+                digest: digest.clone(),
+            }),
             _ => Err(ImageRefError::NotPinned {
                 reference: input.to_owned(),
             }),
@@ -429,10 +442,10 @@ mod tests {
             ("-rf", |e| matches!(e, ImageRefError::LeadingDash)),
             ("--apply", |e| matches!(e, ImageRefError::LeadingDash)),
             ("quay.io/a b", |e| {
-                matches!(e, ImageRefError::ControlOrSpace)
+                matches!(e, ImageRefError::ControlOrSpace { .. })
             }),
             ("quay.io/a\nb", |e| {
-                matches!(e, ImageRefError::ControlOrSpace)
+                matches!(e, ImageRefError::ControlOrSpace { .. })
             }),
             ("docker://quay.io/a", |e| {
                 matches!(e, ImageRefError::TransportPrefix { .. })

@@ -13,6 +13,10 @@ pub const IN_REBOOT_SLOT_ANNOTATION: &str = "bootc.dev/in-reboot-slot";
 /// On a BootcNode: whether the Node was unschedulable before the operator
 /// cordoned it ("true" / "false"), so that leaving a slot restores it.
 pub const WAS_CORDONED_ANNOTATION: &str = "bootc.dev/was-cordoned";
+/// On a Node: the pool whose reboot slot cordoned it. Written with the
+/// cordon and removed with the uncordon, so that a cordon of ours is known
+/// even if the BootcNode (and its was-cordoned record) is lost.
+pub const CORDONED_BY_ANNOTATION: &str = "bootc.dev/cordoned-by";
 /// On a BootcNodePool: cleanup (uncordon, unlabel) runs before deletion.
 pub const POOL_FINALIZER: &str = "node.bootc.dev/pool-cleanup";
 /// Field manager used by the controller for server-side apply.

@@ -21,17 +21,17 @@ pub use v1alpha1::*;
 
 /// The CRDs as `(file name, YAML)`, in the form checked in under `deploy/crds/`.
 #[cfg(feature = "crd")]
-pub fn crd_yaml() -> Vec<(&'static str, String)> {
+pub fn crd_yaml() -> Result<Vec<(&'static str, String)>, serde_yaml::Error> {
     use kube::CustomResourceExt;
     let render = |crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| {
-        let body = serde_yaml::to_string(&crd).unwrap_or_default();
-        format!("# Generated from api/src/v1alpha1.rs by `cargo run -p api --bin crdgen`. Do not edit.\n{body}")
+        let body = serde_yaml::to_string(&crd)?;
+        Ok::<_, serde_yaml::Error>(format!("# Generated from api/src/v1alpha1.rs by `cargo run -p api --bin crdgen`. Do not edit.\n{body}"))
     };
-    vec![
+    Ok(vec![
         (
             "node.bootc.dev_bootcnodepools.yaml",
-            render(BootcNodePool::crd()),
+            render(BootcNodePool::crd())?,
         ),
-        ("node.bootc.dev_bootcnodes.yaml", render(BootcNode::crd())),
-    ]
+        ("node.bootc.dev_bootcnodes.yaml", render(BootcNode::crd())?),
+    ])
 }

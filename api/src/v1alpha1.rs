@@ -41,6 +41,7 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: i64 = 600;
 pub struct BootcNodePoolSpec {
     /// Nodes whose labels match are members of this pool. A node may belong
     /// to one pool only; overlaps are reported as Degraded/NodeConflict.
+    #[schemars(schema_with = "node_selector_schema")]
     pub node_selector: LabelSelector,
     /// The image the members run.
     pub image: ImageSpec,
@@ -54,6 +55,24 @@ pub struct BootcNodePoolSpec {
     /// in the operator's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret_ref: Option<SecretReference>,
+}
+
+/// The operators a label selector understands. The API server rejects any
+/// other, so a typo is reported on `kubectl apply` rather than as a pool that
+/// cannot select anything.
+pub const SELECTOR_OPERATORS: [&str; 4] = ["In", "NotIn", "Exists", "DoesNotExist"];
+
+/// `LabelSelector`'s own schema, with an `enum` on
+/// `matchExpressions[].operator`.
+fn node_selector_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = generator.subschema_for::<LabelSelector>();
+    if let Some(operator) = schema
+        .pointer_mut("/properties/matchExpressions/items/properties/operator")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        operator.insert("enum".into(), serde_json::json!(SELECTOR_OPERATORS));
+    }
+    schema
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -71,7 +90,10 @@ pub struct ImageSpec {
 pub struct RolloutSpec {
     /// How many nodes may be cordoned and rebooting at once: an integer >= 1,
     /// or a percentage ("25%") of the pool's nodes, rounded down, at least 1.
-    #[serde(default = "default_max_unavailable")]
+    #[serde(
+        default = "default_max_unavailable",
+        deserialize_with = "max_unavailable_or_default"
+    )]
     #[schemars(schema_with = "max_unavailable_schema")]
     pub max_unavailable: IntOrString,
     /// When true no node is given a new reboot slot. Staging and tag
@@ -102,12 +124,27 @@ fn default_drain_timeout() -> i64 {
     DEFAULT_DRAIN_TIMEOUT_SECONDS
 }
 
+/// An explicit null (`maxUnavailable:` with no value in YAML) means the
+/// default. The schema is not nullable, so the API server drops such a null
+/// and defaults the field; this covers objects stored under an older schema,
+/// which a watcher must still be able to read (one object it cannot parse
+/// fails its whole LIST).
+fn max_unavailable_or_default<'de, D>(deserializer: D) -> Result<IntOrString, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Ok(Option::<IntOrString>::deserialize(deserializer)?.unwrap_or_else(default_max_unavailable))
+}
+
 /// int-or-string as the 1.20 structural-schema rules accept it: no `anyOf`
 /// with types; `minimum` applies to the integer form and `pattern` to the
-/// string form.
+/// string form. `nullable: false` is explicit because kube's schema rewriter
+/// otherwise marks an optional int-or-string nullable, and the API server
+/// keeps a null on a nullable field instead of defaulting it.
 fn max_unavailable_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "x-kubernetes-int-or-string": true,
+        "nullable": false,
         "minimum": 1,
         "pattern": "^([1-9][0-9]?|100)%$",
         "default": 1,
@@ -237,7 +274,8 @@ pub struct BootcNodeStatus {
     pub staged: Option<BootEntryStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<BootEntryStatus>,
-    /// The host's boot id: changes on every (soft) reboot.
+    /// The host's kernel boot id: changes on every full reboot (a systemd
+    /// soft reboot keeps it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
     /// False when this bootc cannot stage without applying (no

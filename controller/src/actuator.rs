@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use api::labels::{CONTROLLER_MANAGER, MANAGED_LABEL};
+use api::labels::{CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, MANAGED_LABEL};
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -117,9 +117,12 @@ impl Actuator {
             return;
         }
         if let Ok(mut w) = self.written.lock() {
-            w.entry(pool.name_any())
-                .or_default()
-                .insert(what, (rv, std::time::Instant::now()));
+            let mine = w.entry(pool.name_any()).or_default();
+            // A deleted BootcNode no longer waits on its earlier apply.
+            if let Written::DeletedBootcNode(name) = &what {
+                mine.remove(&Written::BootcNode(name.clone()));
+            }
+            mine.insert(what, (rv, std::time::Instant::now()));
         }
     }
 
@@ -191,10 +194,12 @@ impl Actuator {
                 Write::DeleteBootcNode { name } => {
                     match bns.delete(name, &DeleteParams::default()).await {
                         Ok(either) => {
+                            // Caught up once the cache has lost it (a created
+                            // BootcNode the cache lacks would wait instead).
                             if let Some(obj) = either.left() {
                                 self.record(
                                     pool,
-                                    Written::BootcNode(name.clone()),
+                                    Written::DeletedBootcNode(name.clone()),
                                     rv_of(&obj.metadata),
                                 );
                             }
@@ -221,6 +226,16 @@ impl Actuator {
                         body["spec"] = json!({
                             "unschedulable": if unschedulable { json!(true) } else { json!(null) }
                         });
+                        // The mark of our own cordon goes and comes with it.
+                        let mark = match (unschedulable, patch.ours) {
+                            (true, true) => Some(json!(pool.name_any())),
+                            (false, _) => Some(json!(null)),
+                            (true, false) => None,
+                        };
+                        if let Some(mark) = mark {
+                            body["metadata"]["annotations"] =
+                                json!({ CORDONED_BY_ANNOTATION: mark });
+                        }
                     }
                     let params = PatchParams {
                         field_manager: Some(CONTROLLER_MANAGER.to_owned()),

@@ -3,9 +3,15 @@
 //! A replica holds the lease while it renews it every `renew_every`; another
 //! replica takes it only once `renewTime + leaseDurationSeconds` has passed
 //! (or the holder released it). All writes are optimistic (they carry the
-//! resourceVersion read), so two replicas never both win the same round. A
-//! holder that cannot renew within the lease duration stops acting: the
-//! caller is told through a cancellation token and must stop the controller.
+//! resourceVersion read), so two replicas never both win the same round.
+//!
+//! The holder gives up earlier than a standby may take over: every renewal
+//! attempt has its own timeout, and a holder that has not renewed within the
+//! renew deadline (two thirds of the lease duration, counted from the start
+//! of its last successful renewal, so from no later than the `renewTime` it
+//! wrote) stops acting. The remaining third is the margin for the holder to
+//! stop and for clock differences. The caller is told through a
+//! cancellation token and must stop the controller at once.
 
 use std::time::Duration;
 
@@ -13,6 +19,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Where the lease is and who we are.
@@ -35,6 +42,37 @@ impl LeaseConfig {
             renew_every: Duration::from_secs(5),
         }
     }
+
+    /// How long the holder may go without a successful renewal before it
+    /// stops acting: two thirds of the lease duration.
+    pub fn renew_deadline(&self) -> Duration {
+        self.duration * 2 / 3
+    }
+}
+
+/// What the holder does next, given how long ago its last successful
+/// renewal started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// Try to renew, giving the attempt at most this long.
+    Attempt { budget: Duration },
+    /// The renew deadline has passed: stop acting.
+    Lose,
+}
+
+/// A pure decision: renew (and for how long at most), or give up. An attempt
+/// never runs past the renew deadline, and never longer than `renew_every`.
+pub fn renewal(
+    since_renewed: Duration,
+    renew_deadline: Duration,
+    renew_every: Duration,
+) -> Renewal {
+    match renew_deadline.checked_sub(since_renewed) {
+        Some(left) if !left.is_zero() => Renewal::Attempt {
+            budget: left.min(renew_every),
+        },
+        _ => Renewal::Lose,
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +83,12 @@ pub enum LeaseError {
         namespace: String,
         #[source]
         source: kube::Error,
+    },
+    #[error("lease {namespace}/{name}: no answer within {budget:?}")]
+    Timeout {
+        name: String,
+        namespace: String,
+        budget: Duration,
     },
 }
 
@@ -122,14 +166,38 @@ pub async fn try_acquire(client: &kube::Client, cfg: &LeaseConfig) -> Result<boo
     }
 }
 
-/// Waits until we hold the lease, or `stop` is cancelled (then false).
-pub async fn acquire(client: &kube::Client, cfg: &LeaseConfig, stop: &CancellationToken) -> bool {
+/// [`try_acquire`] that gives up after `budget`.
+async fn try_acquire_within(
+    client: &kube::Client,
+    cfg: &LeaseConfig,
+    budget: Duration,
+) -> Result<bool, LeaseError> {
+    tokio::time::timeout(budget, try_acquire(client, cfg))
+        .await
+        .unwrap_or_else(|_| {
+            Err(LeaseError::Timeout {
+                name: cfg.name.clone(),
+                namespace: cfg.namespace.clone(),
+                budget,
+            })
+        })
+}
+
+/// Waits until we hold the lease, or `stop` is cancelled (then None). On
+/// success, returns when the winning attempt started: no later than the
+/// `renewTime` it wrote, so the holder's renew deadline counts from there.
+pub async fn acquire(
+    client: &kube::Client,
+    cfg: &LeaseConfig,
+    stop: &CancellationToken,
+) -> Option<Instant> {
     let mut logged = false;
     loop {
-        match try_acquire(client, cfg).await {
+        let started = Instant::now();
+        match try_acquire_within(client, cfg, cfg.renew_every).await {
             Ok(true) => {
                 tracing::info!(lease = %cfg.name, identity = %cfg.identity, "became leader");
-                return true;
+                return Some(started);
             }
             Ok(false) => {
                 if !logged {
@@ -140,28 +208,51 @@ pub async fn acquire(client: &kube::Client, cfg: &LeaseConfig, stop: &Cancellati
             Err(error) => tracing::warn!(%error, "leader election attempt failed"),
         }
         tokio::select! {
-            () = stop.cancelled() => return false,
+            () = stop.cancelled() => return None,
             () = tokio::time::sleep(cfg.renew_every) => {}
         }
     }
 }
 
 /// Renews the lease until `stop` is cancelled; cancels `lost` (and returns)
-/// when it could not renew within the lease duration or someone else holds it.
+/// when someone else holds it, or when the renew deadline passes without a
+/// successful renewal. `renewed` is when the last successful attempt started
+/// (from [`acquire`]).
 pub async fn keep(
     client: kube::Client,
     cfg: LeaseConfig,
     stop: CancellationToken,
     lost: CancellationToken,
+    renewed: Instant,
 ) {
-    let mut last_renewed = tokio::time::Instant::now();
+    let deadline = cfg.renew_deadline();
+    // After a failure, try again sooner: several attempts fit in the deadline.
+    let retry_every = cfg.renew_every / 2;
+    let mut renewed = renewed;
+    let mut next = renewed + cfg.renew_every;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(cfg.renew_every) => {}
+            () = tokio::time::sleep_until(next.min(renewed + deadline)) => {}
         }
-        match try_acquire(&client, &cfg).await {
-            Ok(true) => last_renewed = tokio::time::Instant::now(),
+        let started = Instant::now();
+        let budget = match renewal(started - renewed, deadline, cfg.renew_every) {
+            Renewal::Attempt { budget } => budget,
+            Renewal::Lose => {
+                tracing::error!(
+                    lease = %cfg.name,
+                    ?deadline,
+                    "could not renew the lease within the renew deadline: stopping"
+                );
+                lost.cancel();
+                return;
+            }
+        };
+        match try_acquire_within(&client, &cfg, budget).await {
+            Ok(true) => {
+                renewed = started;
+                next = started + cfg.renew_every;
+            }
             Ok(false) => {
                 tracing::error!(lease = %cfg.name, "lease taken by another replica");
                 lost.cancel();
@@ -169,11 +260,7 @@ pub async fn keep(
             }
             Err(error) => {
                 tracing::warn!(%error, "lease renewal failed");
-                if last_renewed.elapsed() >= cfg.duration {
-                    tracing::error!(lease = %cfg.name, "could not renew the lease in time");
-                    lost.cancel();
-                    return;
-                }
+                next = Instant::now() + retry_every;
             }
         }
     }
@@ -227,5 +314,37 @@ mod tests {
         assert!(!may_take(Some(&spec("b", 1, 15)), "a", now));
         assert!(may_take(Some(&spec("b", 30, 15)), "a", now));
         assert!(may_take(Some(&spec("", 1, 15)), "a", now));
+    }
+
+    #[test]
+    fn renewal_stops_at_the_deadline() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        let cfg = LeaseConfig::new("l", "ns", "me");
+        assert_eq!(cfg.renew_deadline(), s(10));
+        // (since the last successful renewal started, expected decision)
+        let table = [
+            (s(0), Renewal::Attempt { budget: s(5) }),
+            (s(5), Renewal::Attempt { budget: s(5) }),
+            // The budget shrinks so an attempt never outlives the deadline.
+            (s(7), Renewal::Attempt { budget: s(3) }),
+            (ms(9_999), Renewal::Attempt { budget: ms(1) }),
+            (s(10), Renewal::Lose),
+            (s(11), Renewal::Lose),
+            (s(300), Renewal::Lose),
+        ];
+        for (since, want) in table {
+            assert_eq!(
+                renewal(since, cfg.renew_deadline(), cfg.renew_every),
+                want,
+                "{since:?} since the last renewal"
+            );
+        }
+        // The holder stops strictly before a standby may take the lease.
+        for secs in [2_u64, 6, 15, 60] {
+            let mut c = cfg.clone();
+            c.duration = s(secs);
+            assert!(c.renew_deadline() < c.duration, "{secs}s lease");
+        }
     }
 }

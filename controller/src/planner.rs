@@ -26,13 +26,15 @@ use api::reasons;
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeSpec, DesiredImageState};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::core::{Selector, SelectorExt};
+use kube::core::{Expression, Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
 /// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
 pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
+/// Degraded reason: `spec.pullSecretRef` names a Secret that does not exist.
+pub const PULL_SECRET_NOT_FOUND: &str = "PullSecretNotFound";
 /// How long after a failed drain the controller tries again.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
 /// The shortest time between two pool status writes that change nothing but
@@ -41,6 +43,11 @@ pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
 /// that the counts at rest are always accurate; every other change (target,
 /// conditions, generation) is written at once.
 pub const COUNTS_MIN_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a node approved to boot may stay NotReady before it counts as
+/// unhealthy for rule 3: being NotReady is what a reboot looks like, and
+/// two nodes rebooting together are not evidence of a bad image. A node
+/// that came back on the target and is still NotReady counts at once.
+pub const REBOOT_GRACE: Duration = Duration::from_secs(600);
 
 /// The image the pool's nodes should run, from the `resolve_target` step.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,6 +109,9 @@ pub struct NodePatch {
     pub managed: Option<bool>,
     /// Some(value): set `spec.unschedulable`.
     pub unschedulable: Option<bool>,
+    /// A cordon of our own (a reboot slot): mark the Node with
+    /// `bootc.dev/cordoned-by: <pool>`. An uncordon always removes the mark.
+    pub ours: bool,
 }
 
 /// One write, in the order the actuator must make them.
@@ -186,6 +196,34 @@ fn node_ready(node: &Node) -> bool {
         .is_some_and(|c| c.status == "True")
 }
 
+/// Since when the Node has been not Ready (its Ready condition's last
+/// transition), if it is not Ready.
+fn not_ready_since(node: &Node) -> Option<jiff::Timestamp> {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => None,
+        Some(c) => Some(
+            c.last_transition_time
+                .as_ref()
+                .map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0),
+        ),
+        None => Some(jiff::Timestamp::UNIX_EPOCH),
+    }
+}
+
+/// Is the Node cordoned by this pool's own reboot slot (by its mark)?
+fn cordoned_by(node: &Node, pool: &str) -> bool {
+    node_unschedulable(node)
+        && node
+            .annotations()
+            .get(api::labels::CORDONED_BY_ANNOTATION)
+            .is_some_and(|p| p == pool)
+}
+
 fn node_unschedulable(node: &Node) -> bool {
     node.spec
         .as_ref()
@@ -258,18 +296,44 @@ pub fn classify(bn: &BootcNode, target: &Target) -> NodeState {
 pub fn max_unavailable(value: &IntOrString, members: usize) -> Result<usize, String> {
     match value {
         IntOrString::Int(n) if *n >= 1 => Ok(usize::try_from(*n).unwrap_or(1)),
-        IntOrString::Int(n) => Err(format!("maxUnavailable must be at least 1, got {n}")),
+        IntOrString::Int(n) => Err(format!(
+            "spec.rollout.maxUnavailable must be at least 1, got {n}"
+        )),
         IntOrString::String(s) => {
             let pct = s
                 .strip_suffix('%')
                 .and_then(|p| p.parse::<usize>().ok())
                 .filter(|p| (1..=100).contains(p))
                 .ok_or_else(|| {
-                    format!("maxUnavailable {s:?} is neither an integer nor a percentage 1%-100%")
+                    format!(
+                        "spec.rollout.maxUnavailable {s:?} is neither an integer nor a percentage 1%-100%"
+                    )
                 })?;
             Ok((members * pct / 100).max(1))
         }
     }
+}
+
+/// `spec.nodeSelector` as a selector, or an error naming the expression that
+/// does not parse, with its key, operator and values.
+pub fn parse_selector(selector: &LabelSelector) -> Result<Selector, String> {
+    Selector::try_from(selector.clone()).map_err(|error| {
+        let bad = selector
+            .match_expressions
+            .iter()
+            .flatten()
+            .enumerate()
+            .find_map(|(i, r)| Expression::try_from(r.clone()).err().map(|e| (i, r, e)));
+        match bad {
+            Some((i, r, e)) => format!(
+                "spec.nodeSelector.matchExpressions[{i}] (key {:?}, operator {:?}, values {:?}): {e}",
+                r.key,
+                r.operator,
+                r.values.as_deref().unwrap_or_default()
+            ),
+            None => format!("spec.nodeSelector: {error}"),
+        }
+    })
 }
 
 /// Does `pool`'s selector select `node`? An unparsable selector selects nothing.
@@ -382,10 +446,18 @@ fn leave_writes(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
         if node.labels().contains_key(api::labels::MANAGED_LABEL) {
             patch.managed = Some(false);
         }
-        if let Some(prior) = was_cordoned(bn)
-            && prior != node_unschedulable(node)
-        {
-            patch.unschedulable = Some(prior);
+        match was_cordoned(bn) {
+            Some(prior) if prior != node_unschedulable(node) => {
+                patch.unschedulable = Some(prior);
+            }
+            Some(_) => {}
+            // The record is lost (the BootcNode was recreated): our mark on
+            // the Node still tells a cordon of ours.
+            None => {
+                if owner_pool(bn).is_some_and(|(pool, _)| cordoned_by(node, &pool)) {
+                    patch.unschedulable = Some(false);
+                }
+            }
         }
         if patch != NodePatch::default() {
             writes.push(Write::PatchNode {
@@ -408,6 +480,28 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Vec<Write> {
     {
         leave_writes(bn, nodes.get(&bn.name_any()).copied(), &mut writes);
     }
+    // A node still carrying this pool's cordon mark without a BootcNode
+    // (deleted and not yet recreated) is restored by the mark alone.
+    let pool_name = input.pool.name_any();
+    for (name, node) in &nodes {
+        let has_bn = input
+            .bootc_nodes
+            .iter()
+            .any(|bn| bn.name_any() == *name && owned_by(bn, input.pool));
+        if !has_bn && cordoned_by(node, &pool_name) {
+            writes.push(Write::PatchNode {
+                name: name.clone(),
+                patch: NodePatch {
+                    managed: node
+                        .labels()
+                        .contains_key(api::labels::MANAGED_LABEL)
+                        .then_some(false),
+                    unschedulable: Some(false),
+                    ours: false,
+                },
+            });
+        }
+    }
     writes
 }
 
@@ -425,6 +519,7 @@ struct Counts {
 /// Decides what to do for one pool. See the module docs.
 pub fn plan(input: &PlanInput<'_>) -> Plan {
     let pool = input.pool;
+    let pool_name = pool.name_any();
     let mut out = Plan::default();
     let nodes: BTreeMap<String, &Node> = input.nodes.iter().map(|n| (n.name_any(), *n)).collect();
     let bns: BTreeMap<String, &BootcNode> = input
@@ -449,18 +544,37 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             }
         }
     };
-    if let Some(r) = &pool.spec.pull_secret_ref
-        && r.namespace != input.operator_namespace
-    {
-        problems.push((
-            reasons::INVALID_SPEC,
-            format!(
-                "pullSecretRef must name a Secret in namespace {}, not {}",
-                input.operator_namespace, r.namespace
-            ),
-        ));
-    }
-    let selector = Selector::try_from(pool.spec.node_selector.clone()).ok();
+    // The pull secret the nodes are told about: none when the reference is
+    // invalid (every daemon would refuse it and turn Degraded).
+    let pull_secret_ref = match &pool.spec.pull_secret_ref {
+        Some(r) if r.namespace != input.operator_namespace => {
+            problems.push((
+                reasons::INVALID_SPEC,
+                format!(
+                    "spec.pullSecretRef.namespace must be the operator's namespace {}, not {:?}",
+                    input.operator_namespace, r.namespace
+                ),
+            ));
+            None
+        }
+        Some(r) => {
+            if input.pull_secret_hash.is_none() {
+                problems.push((
+                    PULL_SECRET_NOT_FOUND,
+                    format!(
+                        "spec.pullSecretRef: Secret {}/{} not found",
+                        r.namespace, r.name
+                    ),
+                ));
+            }
+            Some(r.clone())
+        }
+        None => None,
+    };
+    let (selector, selector_error) = match parse_selector(&pool.spec.node_selector) {
+        Ok(s) => (Some(s), None),
+        Err(message) => (None, Some(message)),
+    };
     // Other pools' selectors, parsed once (an unparsable one selects nothing).
     let other_selectors: Vec<(String, Selector)> = input
         .other_pools
@@ -472,11 +586,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 .map(|s| (p.name_any(), s))
         })
         .collect();
-    if selector.is_none() {
-        problems.push((
-            reasons::INVALID_SPEC,
-            "nodeSelector cannot be parsed".to_owned(),
-        ));
+    if let Some(message) = selector_error {
+        problems.push((reasons::INVALID_SPEC, message));
     }
 
     // 2. Membership.
@@ -554,6 +665,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let mut drain_failures: Vec<String> = Vec::new();
     let mut candidates: Vec<String> = Vec::new();
     let mut degraded_nodes: Vec<String> = Vec::new();
+    // Slot holders a pause keeps cordoned and unapproved, for the message.
+    let mut held_by_pause: Vec<String> = Vec::new();
     // Per node: (desired owned fields, writes before the BootcNode apply,
     // writes after it).
     let mut desired: BTreeMap<String, Owned> = BTreeMap::new();
@@ -586,10 +699,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 owned.spec.desired_image_state = DesiredImageState::Staged;
             }
             owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
-            owned.spec.pull_secret_ref = pool.spec.pull_secret_ref.clone();
-            owned.spec.pull_secret_hash = pool
-                .spec
-                .pull_secret_ref
+            owned.spec.pull_secret_ref = pull_secret_ref.clone();
+            owned.spec.pull_secret_hash = pull_secret_ref
                 .as_ref()
                 .and_then(|_| input.pull_secret_hash.clone());
 
@@ -626,6 +737,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             patch: NodePatch {
                                 managed: None,
                                 unschedulable: Some(false),
+                                ours: false,
                             },
                         });
                     }
@@ -648,10 +760,29 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     });
                 } else {
                     holders += 1;
-                    if !healthy {
+                    // Rule 3 counts Degraded nodes, and NotReady ones unless
+                    // they are simply rebooting (approved, not yet on the
+                    // target) within REBOOT_GRACE.
+                    let rebooting_since = node.and_then(not_ready_since).filter(|_| {
+                        owned.spec.desired_image_state == DesiredImageState::Booted && !runs
+                    });
+                    let still_rebooting = rebooting_since.is_some_and(|since| {
+                        let down = input.now.duration_since(since).unsigned_abs();
+                        if down < REBOOT_GRACE {
+                            let left = REBOOT_GRACE.saturating_sub(down);
+                            requeue = Some(requeue.map_or(left, |r| r.min(left)));
+                            true
+                        } else {
+                            false
+                        }
+                    });
+                    if degraded || (!healthy && !still_rebooting) {
                         unhealthy_in_slots.push(name.clone());
                     }
                     if owned.spec.desired_image_state == DesiredImageState::Staged && !runs {
+                        if paused {
+                            held_by_pause.push(name.clone());
+                        }
                         // Keep the node cordoned and drained until approval.
                         if let Some(node) = node
                             && !node_unschedulable(node)
@@ -663,6 +794,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                     patch: NodePatch {
                                         managed: None,
                                         unschedulable: Some(true),
+                                        ours: true,
                                     },
                                 });
                         }
@@ -722,6 +854,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         patch: NodePatch {
                             managed: Some(true),
                             unschedulable: None,
+                            ours: false,
                         },
                     },
                 );
@@ -740,16 +873,19 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 let Some(owned) = desired.get_mut(name) else {
                     continue;
                 };
-                let cordoned = node_unschedulable(node);
+                // A cordon with our mark is ours from a slot whose record was
+                // lost: the node was schedulable before.
+                let cordoned = node_unschedulable(node) && !cordoned_by(node, &pool_name);
                 owned.in_slot = true;
                 owned.was_cordoned = Some(cordoned.to_string());
                 let writes = post.entry(name.clone()).or_default();
-                if !cordoned {
+                if !node_unschedulable(node) {
                     writes.push(Write::PatchNode {
                         name: name.clone(),
                         patch: NodePatch {
                             managed: None,
                             unschedulable: Some(true),
+                            ours: true,
                         },
                     });
                 }
@@ -766,6 +902,28 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     node: Some(name.clone()),
                 });
                 holders += 1;
+            }
+        }
+        // A cordon of ours on a node outside any slot (its slot record was
+        // lost with its BootcNode) is lifted: nothing is left cordoned.
+        for (name, owned) in &desired {
+            let Some(node) = nodes.get(name) else {
+                continue;
+            };
+            let uncordoning = pre.get(name).is_some_and(|ws| {
+                ws.iter().any(|w| {
+                    matches!(w, Write::PatchNode { patch, .. } if patch.unschedulable == Some(false))
+                })
+            });
+            if !owned.in_slot && !uncordoning && cordoned_by(node, &pool_name) {
+                pre.entry(name.clone()).or_default().push(Write::PatchNode {
+                    name: name.clone(),
+                    patch: NodePatch {
+                        managed: None,
+                        unschedulable: Some(false),
+                        ours: false,
+                    },
+                });
             }
         }
         if halted {
@@ -823,7 +981,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     } else {
         all_run_target = false;
         if problems.is_empty() {
-            problems.push((reasons::INVALID_SPEC, "no target image".to_owned()));
+            problems.push((
+                reasons::INVALID_SPEC,
+                format!(
+                    "spec.image.ref {:?}: no target image",
+                    pool.spec.image.reference
+                ),
+            ));
         }
     }
 
@@ -895,7 +1059,16 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let up_to_date = if target.is_some() && counts.updated == total {
         ConditionUpdate::new(reasons::UP_TO_DATE, true, reasons::ALL_UPDATED, breakdown)
     } else if paused {
-        ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, breakdown)
+        // A pause holds the slots it finds: say which nodes stay cordoned.
+        let message = if held_by_pause.is_empty() {
+            breakdown
+        } else {
+            format!(
+                "{breakdown}; held cordoned in reboot slots until resumed: {}",
+                held_by_pause.join(", ")
+            )
+        };
+        ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, message)
     } else {
         ConditionUpdate::new(
             reasons::UP_TO_DATE,

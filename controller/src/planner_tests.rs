@@ -560,7 +560,12 @@ fn a_drained_node_is_approved_unless_paused() {
     paused.pool.spec.rollout.paused = true;
     let p = paused.plan();
     assert!(applied(&p, "w1").is_none(), "{:?}", p.writes);
-    assert_eq!(up_to_date(&p).1, reasons::PAUSED);
+    let (_, reason, message) = up_to_date(&p);
+    assert_eq!(reason, reasons::PAUSED);
+    assert!(
+        message.ends_with("; held cordoned in reboot slots until resumed: w1"),
+        "{message}"
+    );
 
     // Still draining: nothing yet. Not yet drained after a restart: drain again.
     let running = World::new(pool("a", IntOrString::Int(1), false))
@@ -695,6 +700,68 @@ fn slot_rule_3_two_unhealthy_slotted_nodes_halt_the_rollout() {
     assert_eq!(slotted(&w.plan()), vec!["next".to_owned()]);
 }
 
+/// A NotReady node whose Ready condition changed `secs_ago` before the
+/// World's clock.
+fn down_for(mut n: Node, secs_ago: i64) -> Node {
+    let at = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000 - secs_ago);
+    if let Some(c) = n
+        .status
+        .as_mut()
+        .and_then(|s| s.conditions.as_mut())
+        .and_then(|cs| cs.first_mut())
+    {
+        c.status = "False".into();
+        c.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at));
+    }
+    n
+}
+
+#[test]
+fn slot_rule_3_nodes_rebooting_within_the_grace_are_not_unhealthy() {
+    let rebooting =
+        |name: &'static str| bn(name, NEW, Daemon::Rebooting(OLD)).approved().slot(false);
+    let world = |down: i64, second_daemon: Daemon| {
+        World::new(pool("a", IntOrString::Int(3), false))
+            .node(down_for(node("r1", "a", true, true), down))
+            .node(down_for(node("r2", "a", true, true), down))
+            .node(node("next", "a", true, false))
+            .bn(rebooting("r1"))
+            .bn(bn("r2", NEW, second_daemon).approved().slot(false))
+            .bn(bn("next", NEW, Daemon::Staged(OLD)))
+    };
+    // Two approved nodes NotReady for 30 s: they are rebooting. The third
+    // slot is given, and the pool comes back when the grace would end.
+    let p = world(30, Daemon::Rebooting(OLD)).plan();
+    assert_eq!(slotted(&p), vec!["next".to_owned()]);
+    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert!(
+        p.requeue_after
+            .is_some_and(|d| d <= REBOOT_GRACE - Duration::from_secs(30))
+    );
+
+    // Past the grace, both count: the rollout halts.
+    let secs = i64::try_from(REBOOT_GRACE.as_secs()).unwrap() + 1;
+    let p = world(secs, Daemon::Rebooting(OLD)).plan();
+    assert!(slotted(&p).is_empty());
+    assert_eq!(degraded_reason(&p), reasons::ROLLOUT_HALTED);
+
+    // Back on the target but NotReady is unhealthy at once (the image came
+    // up and the node did not): with one still rebooting, no halt yet...
+    let p = world(30, Daemon::Idle(NEW)).plan();
+    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    // ...and with both back on the target and NotReady, it halts.
+    let p = World::new(pool("a", IntOrString::Int(3), false))
+        .node(down_for(node("r1", "a", true, true), 30))
+        .node(down_for(node("r2", "a", true, true), 30))
+        .node(node("next", "a", true, false))
+        .bn(bn("r1", NEW, Daemon::Idle(NEW)).approved().slot(false))
+        .bn(bn("r2", NEW, Daemon::Idle(NEW)).approved().slot(false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(slotted(&p).is_empty());
+    assert_eq!(degraded_reason(&p), reasons::ROLLOUT_HALTED);
+}
+
 #[test]
 fn pause_stops_new_slots_but_not_staging() {
     let w = World::new(pool("a", IntOrString::Int(3), true))
@@ -755,6 +822,102 @@ fn conflicts_skip_the_node_and_name_the_other_pool() {
     assert!(degraded_message(&p).contains("pool(s) z"));
 }
 
+/// A Node cordoned by `pool`'s reboot slot (with our mark).
+fn marked(mut n: Node, pool: &str) -> Node {
+    n.annotations_mut()
+        .insert(api::labels::CORDONED_BY_ANNOTATION.into(), pool.to_owned());
+    n
+}
+
+fn uncordons(plan: &Plan, name: &str) -> bool {
+    plan.writes.iter().any(|w| {
+        matches!(w, Write::PatchNode { name: n, patch } if n == name && patch.unschedulable == Some(false))
+    })
+}
+
+#[test]
+fn a_cordon_of_ours_is_known_by_its_mark_when_the_bootc_node_was_lost() {
+    // The slot cordon carries the mark.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(p.writes.iter().any(|w| matches!(w,
+        Write::PatchNode { patch, .. } if patch.unschedulable == Some(true) && patch.ours)));
+
+    // The BootcNode was deleted mid-slot and recreated without its
+    // annotations; the node since rebooted into the target. Our cordon is
+    // lifted, not taken for an admin's.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(marked(node("w1", "a", true, true), "a"))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+        .plan();
+    assert!(uncordons(&p, "w1"), "{:?}", p.writes);
+
+    // Still staged: it takes a slot again, recorded as not cordoned before.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(marked(node("w1", "a", true, true), "a"))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert_eq!(slotted(&p), vec!["w1".to_owned()]);
+    let annotations = &applied(&p, "w1").unwrap().annotations;
+    assert_eq!(
+        annotations.get(WAS_CORDONED_ANNOTATION).map(String::as_str),
+        Some("false")
+    );
+    assert!(!uncordons(&p, "w1"));
+
+    // Another pool's mark, or none (an admin's cordon), is left alone.
+    for n in [
+        marked(node("w1", "a", true, true), "b"),
+        node("w1", "a", true, true),
+    ] {
+        let p = World::new(pool("a", IntOrString::Int(1), false))
+            .node(n)
+            .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+            .plan();
+        assert!(!uncordons(&p, "w1"), "{:?}", p.writes);
+    }
+
+    // The pool deleted while the BootcNode is gone: the mark alone restores.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(marked(node("w1", "a", true, true), "a"));
+    let input = PlanInput {
+        pool: &w.pool,
+        target: w.target.clone(),
+        nodes: w.nodes.iter().collect(),
+        bootc_nodes: vec![],
+        other_pools: vec![],
+        pull_secret_hash: None,
+        drains: BTreeMap::new(),
+        operator_namespace: api::labels::OPERATOR_NAMESPACE,
+        last_status_write: None,
+        now: Timestamp::UNIX_EPOCH,
+    };
+    assert_eq!(
+        plan_cleanup(&input),
+        vec![Write::PatchNode {
+            name: "w1".into(),
+            patch: NodePatch {
+                managed: Some(false),
+                unschedulable: Some(false),
+                ours: false
+            }
+        }]
+    );
+
+    // Leaving the pool without the record: the mark restores the node.
+    let mut moved = marked(node("w1", "elsewhere", true, true), "a");
+    moved
+        .labels_mut()
+        .insert(MANAGED_LABEL.into(), String::new());
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(moved)
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)))
+        .plan();
+    assert!(uncordons(&p, "w1"), "{:?}", p.writes);
+}
+
 #[test]
 fn leaving_restores_cordon_removes_label_and_deletes_in_that_order() {
     // Label changed mid-slot: the node no longer matches.
@@ -775,7 +938,8 @@ fn leaving_restores_cordon_removes_label_and_deletes_in_that_order() {
                 name: "w1".into(),
                 patch: NodePatch {
                     managed: Some(false),
-                    unschedulable: Some(false)
+                    unschedulable: Some(false),
+                    ours: false
                 }
             },
             Write::DeleteBootcNode { name: "w1".into() },
@@ -943,14 +1107,16 @@ fn cleanup_restores_everything() {
         name: "w1".into(),
         patch: NodePatch {
             managed: Some(false),
-            unschedulable: Some(false)
+            unschedulable: Some(false),
+            ours: false
         }
     }));
     assert!(writes.contains(&Write::PatchNode {
         name: "w2".into(),
         patch: NodePatch {
             managed: Some(false),
-            unschedulable: None
+            unschedulable: None,
+            ours: false
         }
     }));
     assert!(writes.contains(&Write::DeleteBootcNode { name: "w1".into() }));
@@ -969,7 +1135,47 @@ fn an_unparsable_selector_changes_no_membership() {
     let p = w.plan();
     assert!(p.writes.is_empty(), "{:?}", p.writes);
     assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    let message = degraded_message(&p);
+    assert!(
+        message.contains("spec.nodeSelector.matchExpressions[0]") && message.contains("Sometimes"),
+        "{message}"
+    );
     assert_eq!(p.status.unwrap().node_count, 1);
+}
+
+#[test]
+fn spec_errors_name_the_field_and_the_value() {
+    let req = |key: &str, operator: &str, values: Option<Vec<&str>>| {
+        serde_json::from_value::<LabelSelector>(json!({"matchExpressions": [
+            {"key": "ok", "operator": "Exists"},
+            {"key": key, "operator": operator, "values": values},
+        ]}))
+        .unwrap()
+    };
+    let e = parse_selector(&req("zone", "Near", Some(vec!["a"]))).unwrap_err();
+    assert!(
+        e.starts_with("spec.nodeSelector.matchExpressions[1]")
+            && e.contains("\"Near\"")
+            && e.contains("\"zone\""),
+        "{e}"
+    );
+    let e = parse_selector(&req("zone", "In", None)).unwrap_err();
+    assert!(
+        e.contains("matchExpressions[1]") && e.contains("\"In\""),
+        "{e}"
+    );
+    assert!(parse_selector(&req("zone", "NotIn", Some(vec!["a"]))).is_ok());
+
+    let e = max_unavailable(&IntOrString::Int(0), 3).unwrap_err();
+    assert!(
+        e.starts_with("spec.rollout.maxUnavailable") && e.contains('0'),
+        "{e}"
+    );
+    let e = max_unavailable(&IntOrString::String("lots".into()), 3).unwrap_err();
+    assert!(
+        e.starts_with("spec.rollout.maxUnavailable") && e.contains("\"lots\""),
+        "{e}"
+    );
 }
 
 #[test]
@@ -979,9 +1185,48 @@ fn a_pull_secret_outside_the_operator_namespace_is_invalid() {
         name: "pull".into(),
         namespace: "default".into(),
     });
+    w.secret_hash = Some("sha256:abc".into());
+    let w = w
+        .node(node("w1", "a", true, false))
+        .bn(bn("w1", OLD, Daemon::Idle(OLD)));
     let p = w.plan();
     assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
-    assert!(degraded_message(&p).contains("namespace bootc-operator"));
+    assert!(
+        degraded_message(&p).contains(
+            "spec.pullSecretRef.namespace must be the operator's namespace bootc-operator, not \"default\""
+        ),
+        "{}",
+        degraded_message(&p)
+    );
+    // The nodes are not told about a Secret their daemons would refuse.
+    let spec = &applied(&p, "w1").unwrap().spec;
+    assert_eq!(spec.pull_secret_ref, None);
+    assert_eq!(spec.pull_secret_hash, None);
+}
+
+#[test]
+fn a_missing_pull_secret_is_reported_on_the_pool() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .bn(bn("w1", OLD, Daemon::Idle(OLD)));
+    w.pool.spec.pull_secret_ref = Some(SecretReference {
+        name: "pull".into(),
+        namespace: api::labels::OPERATOR_NAMESPACE.into(),
+    });
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), PULL_SECRET_NOT_FOUND);
+    assert_eq!(
+        degraded_message(&p),
+        "spec.pullSecretRef: Secret bootc-operator/pull not found"
+    );
+    // Once it exists, the problem is gone and its hash reaches the node.
+    w.secret_hash = Some("sha256:abc".into());
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert_eq!(
+        applied(&p, "w1").unwrap().spec.pull_secret_hash.as_deref(),
+        Some("sha256:abc")
+    );
 }
 
 #[test]

@@ -81,6 +81,8 @@ pub enum Error {
     Finalizer(String),
     #[error("caches were not ready")]
     NotReady,
+    #[error("caches have not yet seen the controller's own last writes; cleanup retried")]
+    CachesBehind,
     #[error("lost the leader lease")]
     LeaseLost,
     #[error("building a client: {0}")]
@@ -179,9 +181,34 @@ where
     })
 }
 
+/// Logs and drops a watch stream's errors. Each watcher backs off on its own
+/// (`api::watch::backoff`); an error that reached the controller would make
+/// it back off *every* trigger stream at once, with kube's default of up to a
+/// minute, and the caches fed by those streams would stand still meanwhile.
+fn log_errors<K, S>(
+    events: S,
+    watch: &'static str,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+{
+    events.filter_map(move |ev| {
+        std::future::ready(match ev {
+            Ok(obj) => Some(Ok(obj)),
+            Err(error) => {
+                tracing::warn!(watch, %error, "watch failed; retrying");
+                None
+            }
+        })
+    })
+}
+
 fn strip_node(node: &mut Node) {
     node.managed_fields_mut().clear();
-    node.annotations_mut().clear();
+    // Annotations are dropped to save memory, except our cordon mark.
+    node.annotations_mut()
+        .retain(|k, _| k == api::labels::CORDONED_BY_ANNOTATION);
     if let Some(status) = node.status.as_mut() {
         status.images = None;
         status.volumes_attached = None;
@@ -338,18 +365,26 @@ fn store_rv<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>, name: &str)
     })
 }
 
-async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    // Planning on caches that have not seen our own last writes would make
-    // them again; the watch events of those writes re-trigger this pool.
-    let started = std::time::Instant::now();
-    let name = pool.name_any();
-    let caught_up = ctx.actuator.caught_up(&name, |w| match w {
-        Written::PoolStatus => store_rv(&ctx.pools, &name),
+/// Have the caches seen this pool's own last writes? Planning on caches that
+/// have not would make those writes again (or, for a cleanup, miss a
+/// BootcNode just created); the watch events of those writes re-trigger the
+/// pool.
+fn caught_up(ctx: &Ctx, name: &str) -> bool {
+    let caught_up = ctx.actuator.caught_up(name, |w| match w {
+        Written::PoolStatus => store_rv(&ctx.pools, name),
         Written::BootcNode(n) | Written::DeletedBootcNode(n) => store_rv(&ctx.bootc_nodes, n),
         Written::Node(n) => store_rv(&ctx.nodes, n),
     });
     if !caught_up {
         tracing::debug!(pool = %name, "caches behind our own writes; waiting for them");
+    }
+    caught_up
+}
+
+async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let name = pool.name_any();
+    if !caught_up(&ctx, &name) {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     // The freshest copy of the pool (its status included).
@@ -386,6 +421,10 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
 }
 
 async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    // An Ok here removes the finalizer: waiting must be an error.
+    if !caught_up(&ctx, &pool.name_any()) {
+        return Err(Error::CachesBehind);
+    }
     let nodes = ctx.nodes.state();
     let bns = ctx.bootc_nodes.state();
     let input = ctx.input(
@@ -509,15 +548,16 @@ pub async fn run(
     if let Some(cfg) = &options.lease {
         // A standby replica is ready: it is doing what it should.
         ready.store(true, Ordering::Relaxed);
-        if !lease::acquire(&client, cfg, &shutdown).await {
+        let Some(renewed) = lease::acquire(&client, cfg, &shutdown).await else {
             return Ok(());
-        }
+        };
         ready.store(false, Ordering::Relaxed);
         tokio::spawn(lease::keep(
             client.clone(),
             cfg.clone(),
             shutdown.child_token(),
             lost.clone(),
+            renewed,
         ));
     }
 
@@ -531,10 +571,16 @@ pub async fn run(
     )
     .await;
 
+    // A lost lease is not ours to release; a release must not hold up the
+    // exit either.
     if let Some(cfg) = &options.lease
-        && let Err(error) = lease::release(&client, cfg).await
+        && !lost.is_cancelled()
     {
-        tracing::warn!(%error, "could not release the lease");
+        match tokio::time::timeout(cfg.renew_every, lease::release(&client, cfg)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "could not release the lease"),
+            Err(_) => tracing::warn!("could not release the lease in time"),
+        }
     }
     if let Some(h) = health {
         h.abort();
@@ -567,34 +613,46 @@ async fn run_controller(
     let (node_store, node_writer) = reflector::store::<Node>();
     let (secret_store, secret_writer) = reflector::store::<Secret>();
 
-    let bn_stream = reflector::reflector(
-        bn_writer,
-        watcher(bn_api, watcher::Config::default())
-            .backoff(api::watch::backoff())
-            .modify(|bn| bn.managed_fields_mut().clear()),
-    )
-    .touched_objects();
-    let node_stream = changed_only(
+    let bn_stream = log_errors(
         reflector::reflector(
-            node_writer,
-            watcher(node_api, watcher::Config::default())
+            bn_writer,
+            watcher(bn_api, watcher::Config::default())
                 .backoff(api::watch::backoff())
-                .modify(strip_node),
-        ),
-        node_fingerprint,
+                .modify(|bn| bn.managed_fields_mut().clear()),
+        )
+        .touched_objects(),
+        "bootcnodes",
     );
-    let secret_stream = changed_only(
-        reflector::reflector(
-            secret_writer,
-            watcher(secret_api, watcher::Config::default())
-                .backoff(api::watch::backoff())
-                .modify(strip_secret),
+    let node_stream = log_errors(
+        changed_only(
+            reflector::reflector(
+                node_writer,
+                watcher(node_api, watcher::Config::default())
+                    .backoff(api::watch::backoff())
+                    .modify(strip_node),
+            ),
+            node_fingerprint,
         ),
-        secret_fingerprint,
+        "nodes",
     );
-    let pool_stream = changed_only(
-        watcher(pools_api.clone(), watcher::Config::default()).backoff(api::watch::backoff()),
-        pool_fingerprint,
+    let secret_stream = log_errors(
+        changed_only(
+            reflector::reflector(
+                secret_writer,
+                watcher(secret_api, watcher::Config::default())
+                    .backoff(api::watch::backoff())
+                    .modify(strip_secret),
+            ),
+            secret_fingerprint,
+        ),
+        "secrets",
+    );
+    let pool_stream = log_errors(
+        changed_only(
+            watcher(pools_api.clone(), watcher::Config::default()).backoff(api::watch::backoff()),
+            pool_fingerprint,
+        ),
+        "bootcnodepools",
     );
     let drain_done = futures::stream::unfold(trigger_rx, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
@@ -602,12 +660,19 @@ async fn run_controller(
 
     // The pools' own cache, with the same quick backoff as the others.
     let (pool_store, pool_writer) = reflector::store::<BootcNodePool>();
-    let pool_trigger = reflector::reflector(
-        pool_writer,
-        watcher(pools_api, watcher::Config::default()).backoff(api::watch::backoff()),
-    )
-    .applied_objects();
-    let controller = Controller::for_stream(pool_trigger, pool_store.clone());
+    let pool_trigger = log_errors(
+        reflector::reflector(
+            pool_writer,
+            watcher(pools_api, watcher::Config::default()).backoff(api::watch::backoff()),
+        )
+        .applied_objects(),
+        "bootcnodepools (cache)",
+    );
+    // No error reaches the controller (see `log_errors`); its own backoff of
+    // the trigger streams is kept as short as the watchers' all the same.
+    let controller = Controller::for_stream(pool_trigger, pool_store.clone())
+        .trigger_backoff(api::watch::backoff());
+    let (pools_synced, shutdown_early) = (pool_store.clone(), shutdown.clone());
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         namespace: options.namespace.clone(),
@@ -654,7 +719,7 @@ async fn run_controller(
         })
     };
     tracing::info!("controller starting");
-    controller
+    let running = controller
         .watches_stream(bn_stream, |bn: BootcNode| {
             planner::owner_pool(&bn).map(|(name, _)| ObjectRef::new(&name))
         })
@@ -677,8 +742,26 @@ async fn run_controller(
             if let Err(error) = res {
                 tracing::debug!(%error, "controller event");
             }
-        })
-        .await;
+        });
+    // A lost lease stops everything at once: a graceful shutdown would wait
+    // for in-flight reconciles, which may hang on an unreachable API server
+    // while a standby takes over.
+    // A shutdown before the pool cache has synced is not graceful either:
+    // kube's runner holds reconciles until that cache is ready, and the
+    // shutdown has cut the stream that would make it ready, so it would wait
+    // for ever. Nothing can be in flight yet.
+    let unsynced_shutdown = async move {
+        shutdown_early.cancelled().await;
+        if futures::FutureExt::now_or_never(pools_synced.wait_until_ready()).is_none() {
+            return;
+        }
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        () = running => {}
+        () = lost.cancelled() => tracing::error!("lease lost: in-flight reconciles abandoned"),
+        () = unsynced_shutdown => tracing::info!("shut down before the caches synced"),
+    }
     drains.cancel_all();
     ready_task.abort();
     tracing::info!("controller stopped");

@@ -133,3 +133,67 @@ async fn a_pod_that_never_leaves_times_the_drain_out() {
     assert!(is_cordoned(&node(&env.admin, "n1").await));
     ctl.terminate().await;
 }
+
+/// The pool is deleted while a budget holds its node's drain: the finalizer
+/// stops the drain and gives the node back (uncordoned, unlabelled, its
+/// BootcNode gone), and the pod the budget protects is never evicted.
+#[tokio::test]
+async fn pool_deleted_mid_drain_stops_the_drain_and_restores_the_node() {
+    let env = env().await;
+    create_node(&env.admin, "n1", &[("pool", "workers")], false).await;
+    create_namespace(&env.admin, "apps").await;
+    create_pod(&env.admin, "apps", "web", "n1", json!({"app": "web"})).await;
+    let pdbs = pdb_api(&env.admin, "apps");
+    let pdb: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
+    )
+    .await;
+    if tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        wait_event(&env.admin, "DrainBlocked", "apps/web"),
+    )
+    .await
+    .is_err()
+    {
+        panic!("no DrainBlocked event; controller log:\n{}", ctl.log_text());
+    }
+    assert!(is_cordoned(&node(&env.admin, "n1").await));
+
+    let pools = Api::<api::BootcNodePool>::all(env.admin.clone());
+    pools.delete("workers", &Default::default()).await.unwrap();
+    tests::k8s::wait_for(pools, "workers", WAIT, "pool deleted", |p| p.is_none())
+        .await
+        .unwrap();
+
+    // The finalizer ran: the drain was stopped before the pool went away.
+    let log = ctl.log_text();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("drain cancelled") && l.contains("n1")),
+        "no drain cancellation logged:\n{log}"
+    );
+    let n1 = node(&env.admin, "n1").await;
+    assert!(!is_cordoned(&n1), "n1 left cordoned");
+    assert!(!is_managed(&n1), "n1 keeps the managed label");
+    assert!(bootc_node(&env.admin, "n1").await.is_none());
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.admin.clone(), "apps");
+    let web = pods.get("web").await.unwrap();
+    assert!(web.metadata.deletion_timestamp.is_none(), "web was evicted");
+    ctl.terminate().await;
+}

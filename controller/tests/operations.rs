@@ -218,3 +218,49 @@ async fn runs_in_process_until_cancelled() {
     stop.cancel();
     task.await.unwrap().unwrap();
 }
+
+/// A leader whose renewals get no answer (the API server hangs) stops acting
+/// before a standby may take the lease over (`renewTime` + lease duration),
+/// so there are never two leaders. The standby takes over once the server
+/// answers again.
+#[tokio::test]
+async fn a_leader_that_cannot_renew_stops_before_the_lease_expires() {
+    let env = env().await;
+    let duration = 6;
+    let args = [
+        "--leader-elect",
+        "--lease-duration-seconds",
+        &duration.to_string(),
+    ]
+    .map(|a| a.to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut a = ControllerProc::spawn(&env, "replica-a", &args);
+    wait_holder(&env.admin, Some("replica-a")).await;
+    let mut b = ControllerProc::spawn(&env, "replica-b", &args);
+
+    env.cp.pause_apiserver().unwrap();
+    let status = a.wait().await;
+    let stopped = jiff::Timestamp::now();
+    env.cp.resume_apiserver().unwrap();
+
+    assert!(!status.success(), "a lost lease is an error exit");
+    let log = a.log_text();
+    assert!(log.contains("renew deadline"), "{log}");
+    // The leader cannot have renewed while the server was frozen: the
+    // stored renewTime is its last successful renewal.
+    let lease = Api::<Lease>::namespaced(env.admin.clone(), "bootc-operator")
+        .get("bootc-controller")
+        .await
+        .unwrap();
+    let spec = lease.spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("replica-a"));
+    let renewed = spec.renew_time.unwrap().0;
+    let expires = renewed + jiff::SignedDuration::from_secs(duration);
+    assert!(
+        stopped < expires,
+        "the old leader stopped at {stopped}, after its lease expired at {expires}:\n{log}"
+    );
+
+    wait_holder(&env.admin, Some("replica-b")).await;
+    b.terminate().await;
+}

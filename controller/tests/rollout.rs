@@ -6,7 +6,9 @@
 mod common;
 
 use common::*;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use tests::daemon_player::{DaemonPlayer, PlayerOptions};
@@ -21,7 +23,7 @@ async fn five_nodes_roll_two_at_a_time() {
     for n in names {
         create_node(&env.admin, n, &[("pool", "workers")], n == "n3").await;
     }
-    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let recorder = Recorder::start(&env.cp).await.unwrap();
     let _player = DaemonPlayer::start(
         env.admin.clone(),
         PlayerOptions {
@@ -41,12 +43,10 @@ async fn five_nodes_roll_two_at_a_time() {
     assert_eq!(s.target_digest.as_deref(), Some(NEW));
     assert!(!s.update_available);
     assert_eq!(s.observed_generation, p.metadata.generation);
-
-    recorder.sync(&env.admin).await.unwrap();
-    let peak = recorder.peak(&set(&names), &set(&["n3"]));
+    let peak = recorder.peak(&set(&names), &set(&["n3"])).await.unwrap();
     assert!(peak.count <= 2, "disruption bound broken: {peak:?}");
     assert!(peak.count >= 1);
-    assert_eq!(recorder.approvals().len(), 5);
+    assert_eq!(recorder.approvals().await.unwrap().len(), 5);
 
     for n in names {
         let node = node(&env.admin, n).await;
@@ -84,6 +84,28 @@ async fn five_nodes_roll_two_at_a_time() {
                 .join("\n")
         );
     }
+    // The command README.md gives for a pool's events.
+    let out = env
+        .cp
+        .kubectl()
+        .args([
+            "get",
+            "events",
+            "-n",
+            "bootc-operator",
+            "--field-selector",
+            "involvedObject.kind=BootcNodePool,involvedObject.name=workers",
+            "-o",
+            "custom-columns=REASON:.reason",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("SlotAssigned") && text.contains("NodeUpdated"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     ctl.terminate().await;
 }
 
@@ -112,7 +134,7 @@ async fn restart_mid_rollout_keeps_slots() {
     for n in names {
         create_node(&env.admin, n, &[("pool", "workers")], false).await;
     }
-    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let recorder = Recorder::start(&env.cp).await.unwrap();
     // n2 holds its slot (its daemon ignores the approval) until the restart.
     let held = DaemonPlayer::start(
         env.admin.clone(),
@@ -149,16 +171,96 @@ async fn restart_mid_rollout_keeps_slots() {
     );
     let mut ctl2 = ControllerProc::spawn(&env, "ctl2", &[]);
     wait_rolled(&env.admin, "workers", NEW, 4).await;
-    recorder.sync(&env.admin).await.unwrap();
-    let peak = recorder.peak(&set(&names), &set(&[]));
+    let peak = recorder.peak(&set(&names), &set(&[])).await.unwrap();
     assert!(peak.count <= 1, "bound broken across the restart: {peak:?}");
-    let approvals = recorder.approvals();
+    let approvals = recorder.approvals().await.unwrap();
     assert_eq!(approvals.len(), 4, "one approval per node: {approvals:?}");
     for n in names {
         let node = node(&env.admin, n).await;
         assert!(!is_cordoned(&node), "{n} uncordoned");
     }
     ctl2.terminate().await;
+}
+
+/// A BootcNode deleted while its node holds a slot loses the record that the
+/// node was schedulable before; the mark on the Node keeps it, and the node
+/// ends uncordoned.
+#[tokio::test]
+async fn bootc_node_deleted_mid_slot_leaves_nothing_cordoned() {
+    let env = env().await;
+    let names = ["n1", "n2"];
+    for n in names {
+        create_node(&env.admin, n, &[("pool", "workers")], false).await;
+    }
+    let held = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ignore_approval: set(&names),
+            ..PlayerOptions::default()
+        },
+    );
+    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
+    create_pool(
+        &env.admin,
+        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
+    )
+    .await;
+    let bns = Api::<api::BootcNode>::all(env.admin.clone());
+    let slotted = |b: &api::BootcNode| {
+        b.annotations()
+            .contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION)
+    };
+    let holder = {
+        use futures::TryStreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let mut events =
+            std::pin::pin!(watcher(bns.clone(), watcher::Config::default()).applied_objects());
+        tokio::time::timeout(WAIT, async {
+            while let Some(b) = events.try_next().await.unwrap() {
+                if slotted(&b) {
+                    return b.name_any();
+                }
+            }
+            panic!("the BootcNode watch ended");
+        })
+        .await
+        .expect("a node takes the slot")
+    };
+    tests::k8s::wait_for(
+        Api::<Node>::all(env.admin.clone()),
+        &holder,
+        WAIT,
+        "the slot holder cordoned",
+        |n| n.is_some_and(is_cordoned),
+    )
+    .await
+    .unwrap();
+    bns.delete(&holder, &Default::default()).await.unwrap();
+    drop(held);
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: image(OLD),
+            ..PlayerOptions::default()
+        },
+    );
+    wait_rolled(&env.admin, "workers", NEW, 2).await;
+    for n in names {
+        let node = node(&env.admin, n).await;
+        assert!(
+            !is_cordoned(&node),
+            "{n} left cordoned: {:?}",
+            node.metadata.annotations
+        );
+        assert!(
+            !node
+                .annotations()
+                .contains_key(api::labels::CORDONED_BY_ANNOTATION),
+            "{n} keeps the mark"
+        );
+    }
+    ctl.terminate().await;
 }
 
 /// A label removed mid-rollout: the node leaves the pool: BootcNode deleted,
@@ -170,7 +272,7 @@ async fn label_removed_mid_rollout_releases_the_node() {
     for n in names {
         create_node(&env.admin, n, &[("pool", "workers")], false).await;
     }
-    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let recorder = Recorder::start(&env.cp).await.unwrap();
     let _player = DaemonPlayer::start(
         env.admin.clone(),
         PlayerOptions {
@@ -218,8 +320,7 @@ async fn label_removed_mid_rollout_releases_the_node() {
     assert!(!is_cordoned(&n1), "cordon restored");
 
     wait_rolled(&env.admin, "workers", NEW, 2).await;
-    recorder.sync(&env.admin).await.unwrap();
-    let peak = recorder.peak(&set(&names), &set(&[]));
+    let peak = recorder.peak(&set(&names), &set(&[])).await.unwrap();
     assert!(peak.count <= 1, "{peak:?}");
     ctl.terminate().await;
 }
@@ -292,7 +393,7 @@ async fn two_failed_nodes_halt_the_rollout() {
     for n in names {
         create_node(&env.admin, n, &[("pool", "workers")], false).await;
     }
-    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let recorder = Recorder::start(&env.cp).await.unwrap();
     let _player = DaemonPlayer::start(
         env.admin.clone(),
         PlayerOptions {
@@ -328,8 +429,7 @@ async fn two_failed_nodes_halt_the_rollout() {
     })
     .await;
     assert_eq!(condition(&p, "Degraded").unwrap().1, "RolloutHalted");
-    recorder.sync(&env.admin).await.unwrap();
-    let approvals = recorder.approvals();
+    let approvals = recorder.approvals().await.unwrap();
     assert_eq!(approvals.len(), 2, "no third slot: {approvals:?}");
     let slotted = futures::future::join_all(names.iter().map(|n| bootc_node(&env.admin, n)))
         .await
@@ -353,7 +453,7 @@ async fn pause_resume_rollback_and_delete() {
     for n in names {
         create_node(&env.admin, n, &[("pool", "workers")], n == "n2").await;
     }
-    let recorder = Recorder::start(env.admin.clone()).await.unwrap();
+    let recorder = Recorder::start(&env.cp).await.unwrap();
     let _player = DaemonPlayer::start(
         env.admin.clone(),
         PlayerOptions {
@@ -373,8 +473,7 @@ async fn pause_resume_rollback_and_delete() {
         condition(&p, "UpToDate").unwrap().2,
         "0/3 updated; 0 staging, 3 staged, 0 rebooting"
     );
-    recorder.sync(&env.admin).await.unwrap();
-    assert!(recorder.approvals().is_empty());
+    assert!(recorder.approvals().await.unwrap().is_empty());
 
     patch_pool(
         &env.admin,
@@ -391,8 +490,11 @@ async fn pause_resume_rollback_and_delete() {
     )
     .await;
     wait_rolled(&env.admin, "workers", OLD, 3).await;
-    recorder.sync(&env.admin).await.unwrap();
-    assert_eq!(recorder.approvals().len(), 6, "each node rebooted twice");
+    assert_eq!(
+        recorder.approvals().await.unwrap().len(),
+        6,
+        "each node rebooted twice"
+    );
 
     Api::<api::BootcNodePool>::all(env.admin.clone())
         .delete("workers", &kube::api::DeleteParams::default())
@@ -416,8 +518,7 @@ async fn pause_resume_rollback_and_delete() {
             "{n} BootcNode deleted"
         );
     }
-    recorder.sync(&env.admin).await.unwrap();
-    let peak = recorder.peak(&set(&names), &set(&["n2"]));
+    let peak = recorder.peak(&set(&names), &set(&["n2"])).await.unwrap();
     assert!(
         peak.count <= 1,
         "{peak:?}\n{}\n{}",

@@ -131,23 +131,57 @@ fn describe(entry: Option<&BootEntryStatus>) -> String {
 }
 
 /// Did the host reboot after this daemon asked it to, without landing on
-/// the image it was asked for? Detected from the status written before the
-/// apply (reason Rebooting, the boot id of then) and the boot id of now.
+/// the image it was asked for? Judged against the status written before the
+/// apply (reason Rebooting, with the boot id, booted and staged deployments
+/// of then), for the same spec generation.
+///
+/// The kernel boot id changes on a full reboot only: a systemd soft reboot
+/// restarts userspace on the same kernel and keeps it. So a reboot also
+/// shows as the booted deployment changing, and a soft reboot that came back
+/// on the same deployment shows as the staged desired deployment being gone
+/// (consumed or discarded by the apply) while the booted one is unchanged.
+/// In each case the node must not stage and apply again: that would loop.
+/// A restart of the daemon alone changes none of these (the staged
+/// deployment is still there), and the apply is retried.
 fn failed_reboot(inputs: &Inputs<'_>) -> Option<String> {
     let previous = inputs.previous?;
     let rebooting =
         api::conditions::reason(&previous.conditions, reasons::IDLE) == Some(reasons::REBOOTING);
     let same_spec = previous.observed_generation == inputs.generation;
-    let old_boot = previous.boot_id.as_deref()?;
-    if !rebooting || !same_spec || old_boot == inputs.host.boot_id {
+    if !rebooting || !same_spec {
         return None;
     }
+    let host = inputs.host;
+    let desired = inputs.spec.desired_image.as_str();
+    let now_runs = describe(host.booted.as_ref());
+    let what = if let Some(old_boot) = previous
+        .boot_id
+        .as_deref()
+        .filter(|old| *old != host.boot_id)
+    {
+        format!("the node rebooted (boot id {old_boot} -> {})", host.boot_id)
+    } else if let Some(before) = previous
+        .booted
+        .as_ref()
+        .filter(|before| !same_deployment(before, host.booted.as_ref()))
+    {
+        format!(
+            "the node rebooted (booted deployment {} -> {now_runs}, boot id kept: a soft reboot)",
+            describe(Some(before))
+        )
+    } else if is(previous.staged.as_ref(), desired) && !is(host.staged.as_ref(), desired) {
+        "the staged deployment is gone and the booted one is unchanged (a soft reboot that did not switch)".to_owned()
+    } else {
+        return None;
+    };
     Some(format!(
-        "the node rebooted (boot id {old_boot} -> {}) but runs {}, not the desired {}; not applying again",
-        inputs.host.boot_id,
-        describe(inputs.host.booted.as_ref()),
-        inputs.spec.desired_image
+        "{what} but runs {now_runs}, not the desired {desired}; not applying again"
     ))
+}
+
+/// Are `before` and `now` the same deployment, as far as the status tells?
+fn same_deployment(before: &BootEntryStatus, now: Option<&BootEntryStatus>) -> bool {
+    now.is_some_and(|now| now.image == before.image && now.image_digest == before.image_digest)
 }
 
 /// Decides the phase, the health, and the next action.
@@ -340,10 +374,13 @@ mod tests {
         }
     }
 
+    /// The status written before an apply of NEW on a host booted into OLD.
     fn rebooting_status(boot_id: &str, generation: i64) -> BootcNodeStatus {
         let mut status = BootcNodeStatus {
             observed_generation: Some(generation),
             boot_id: Some(boot_id.to_owned()),
+            booted: Some(entry(OLD, false, false)),
+            staged: Some(entry(NEW, true, true)),
             ..Default::default()
         };
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
@@ -494,6 +531,50 @@ mod tests {
                 action: Action::None,
             },
             Row {
+                name: "soft reboot (boot id kept) into another image: degraded, no loop",
+                spec: spec(NEW, Booted, AllowSoftReboot),
+                host: host(NEWER, None, "b1"),
+                previous: Some(rebooting_status("b1", 3)),
+                failure: None,
+                phase: Phase::Rebooting,
+                degraded: true,
+                action: Action::None,
+            },
+            Row {
+                name: "soft reboot (boot id kept) back on the old image, staged gone: degraded, no restage",
+                spec: spec(NEW, Booted, AllowSoftReboot),
+                host: host(OLD, None, "b1"),
+                previous: Some(rebooting_status("b1", 3)),
+                failure: None,
+                phase: Phase::Rebooting,
+                degraded: true,
+                action: Action::None,
+            },
+            Row {
+                name: "soft reboot into the desired image (boot id kept): idle",
+                spec: spec(NEW, Booted, AllowSoftReboot),
+                host: host(NEW, None, "b1"),
+                previous: Some(rebooting_status("b1", 3)),
+                failure: None,
+                phase: Phase::Idle,
+                degraded: false,
+                action: Action::None,
+            },
+            Row {
+                name: "a status from before the deployments were recorded: no evidence, apply again",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(OLD, Some(entry(NEW, false, true)), "b1"),
+                previous: Some(BootcNodeStatus {
+                    booted: None,
+                    staged: None,
+                    ..rebooting_status("b1", 3)
+                }),
+                failure: None,
+                phase: Phase::Rebooting,
+                degraded: false,
+                action: Action::Apply { soft_reboot: false },
+            },
+            Row {
                 name: "rebooted into the wrong image, then a new spec: stage it",
                 spec: spec(NEWER, Staged, RebootOnly),
                 host: host(OLD, Some(entry(NEW, false, true)), "b2"),
@@ -598,6 +679,21 @@ mod tests {
             message.contains(OLD) && message.contains(NEW) && message.contains("b1 -> b2"),
             "{message}"
         );
+        // A soft reboot keeps the boot id: the message names the deployments.
+        let host = self::host(NEWER, None, "b1");
+        let d = decide(&Inputs {
+            spec: &spec,
+            generation: Some(3),
+            previous: Some(&previous),
+            host: &host,
+            failure: None,
+            now_ms: 0,
+        });
+        let message = d.degraded.unwrap();
+        assert!(
+            message.contains(&format!("{OLD} -> {NEWER}")) && message.contains(NEW),
+            "{message}"
+        );
     }
 
     #[test]
@@ -654,10 +750,30 @@ mod tests {
         assert_eq!(status.boot_id.as_deref(), Some("b1"));
         assert_eq!(status.staged, host.staged);
         assert_eq!((idle.status, idle.reason.as_str()), (false, "Staged"));
-        assert!(idle.message.contains("locked"), "{}", idle.message);
+        assert!(
+            idle.message.contains("(locked)") && !idle.message.contains("unlocked"),
+            "{}",
+            idle.message
+        );
         assert_eq!(
             (degraded.status, degraded.reason.as_str()),
             (false, "Healthy")
+        );
+
+        // An old bootc stages without --download-only: the status says so.
+        let host = self::host(OLD, Some(entry(NEW, true, false)), "b1");
+        let inputs = Inputs {
+            host: &host,
+            ..inputs
+        };
+        let d = decide(&inputs);
+        let (_, [idle, _]) = status_for(&d, &inputs);
+        assert_eq!(idle.reason, "Staged");
+        assert!(
+            idle.message
+                .contains("unlocked: this bootc cannot stage without applying"),
+            "{}",
+            idle.message
         );
     }
 

@@ -121,16 +121,16 @@ mod tests {
             ("--apply".into(), |e| matches!(e, E::LeadingDash)),
             (format!("-quay.io/a@{D}"), |e| matches!(e, E::LeadingDash)),
             (format!("quay.io/a @{D}"), |e| {
-                matches!(e, E::ControlOrSpace)
+                matches!(e, E::ControlOrSpace { .. })
             }),
             (format!("quay.io/a\n@{D}"), |e| {
-                matches!(e, E::ControlOrSpace)
+                matches!(e, E::ControlOrSpace { .. })
             }),
             (format!("quay.io/a@{D}\n"), |e| {
-                matches!(e, E::ControlOrSpace)
+                matches!(e, E::ControlOrSpace { .. })
             }),
             (format!("quay.io/a\0@{D}"), |e| {
-                matches!(e, E::ControlOrSpace)
+                matches!(e, E::ControlOrSpace { .. })
             }),
             (format!("docker://quay.io/a@{D}"), |e| {
                 matches!(e, E::TransportPrefix { .. })
@@ -157,7 +157,7 @@ mod tests {
                 |e| matches!(e, E::InvalidDigest { .. }),
             ),
             (format!("quay.io/a@sha512:{}", "0".repeat(128)), |e| {
-                matches!(e, E::NotPinned { .. })
+                matches!(e, E::UnsupportedDigest { .. })
             }),
             (format!("quay.io/Acme@{D}"), |e| {
                 matches!(e, E::InvalidPathComponent { .. })

@@ -5,6 +5,7 @@ set -euo pipefail
 
 PKGS=(
   etcd-server          # etcd 3.4 for the test control plane
+  etcd-client          # etcdctl: the disruption recorder replays etcd's history
   docker-registry      # the real OCI registry the tests push to
   apache2-utils        # htpasswd, for the registry's basic auth
   skopeo               # pushes test images with a real registry client

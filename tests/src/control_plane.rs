@@ -22,6 +22,11 @@ pub const CONTROLLER_USER: &str = "system:serviceaccount:bootc-operator:bootc-co
 /// The user the daemon's token authenticates as (its ServiceAccount).
 pub const DAEMON_USER: &str = "system:serviceaccount:bootc-operator:bootc-daemon";
 
+/// The daemon's static token, and a second one for the same user with
+/// another uid (`daemon-rotated-uid`), to see a token rotation in the audit log.
+pub const DAEMON_TOKEN: &str = "daemon-token";
+pub const DAEMON_ROTATED_TOKEN: &str = "daemon-token-rotated";
+
 /// Who a kubeconfig authenticates as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Identity {
@@ -38,7 +43,7 @@ impl Identity {
         match self {
             Identity::Admin => "admin-token",
             Identity::Controller => "controller-token",
-            Identity::Daemon => "daemon-token",
+            Identity::Daemon => DAEMON_TOKEN,
         }
     }
 }
@@ -58,6 +63,7 @@ pub struct ControlPlane {
     apiserver_args: Vec<String>,
     apiserver_bin: PathBuf,
     port: u16,
+    etcd_port: u16,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -125,6 +131,9 @@ fn write_tokens(dir: &Path) -> Result<()> {
         format!(
             "{},{DAEMON_USER},daemon-uid,\"system:serviceaccounts,system:serviceaccounts:bootc-operator\"",
             Identity::Daemon.token()
+        ),
+        format!(
+            "{DAEMON_ROTATED_TOKEN},{DAEMON_USER},daemon-rotated-uid,\"system:serviceaccounts,system:serviceaccounts:bootc-operator\""
         ),
     ];
     std::fs::write(dir.join("tokens.csv"), lines.join("\n") + "\n")?;
@@ -233,6 +242,10 @@ impl ControlPlane {
             "--enable-priority-and-fairness=false".into(),
             "--profiling=false".into(),
             "--v=0".into(),
+            // The disruption recorder replays etcd's whole history: objects
+            // are stored as JSON it can read, and nothing is compacted away.
+            "--storage-media-type=application/json".into(),
+            "--etcd-compaction-interval=0".into(),
         ];
         if options.audit {
             std::fs::write(d.join("audit-policy.yaml"), AUDIT_POLICY)?;
@@ -254,6 +267,7 @@ impl ControlPlane {
             apiserver_args: args,
             apiserver_bin,
             port,
+            etcd_port,
         };
         cp.write_kubeconfigs()?;
         cp.start_apiserver().await?;
@@ -283,6 +297,27 @@ impl ControlPlane {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Freezes the API server (SIGSTOP): connections are accepted by the
+    /// kernel but never answered, like a server that hangs. etcd goes on.
+    pub fn pause_apiserver(&self) -> Result<()> {
+        self.signal_apiserver(nix::sys::signal::Signal::SIGSTOP)
+    }
+
+    /// Lets a paused API server go on (SIGCONT).
+    pub fn resume_apiserver(&self) -> Result<()> {
+        self.signal_apiserver(nix::sys::signal::Signal::SIGCONT)
+    }
+
+    fn signal_apiserver(&self, signal: nix::sys::signal::Signal) -> Result<()> {
+        let child = self
+            .apiserver
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("the API server is not running"))?;
+        let pid = i32::try_from(child.id())?;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)?;
+        Ok(())
     }
 
     async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
@@ -361,9 +396,24 @@ impl ControlPlane {
         self.client(Identity::Admin).await
     }
 
+    /// The API server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The CA certificate that signed the API server's serving certificate.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
     /// The directory holding certificates, logs and kubeconfigs.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// etcd's client URL (plain HTTP on loopback).
+    pub fn etcd_endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.etcd_port)
     }
 
     /// The audit log (present when started with `Options { audit: true }`).

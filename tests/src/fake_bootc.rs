@@ -469,10 +469,17 @@ fn apply(layout: &Layout, soft: bool) -> std::io::Result<Outcome> {
     state.booted = Some(staged);
     layout.write_state(&state)?;
     let old_boot_id = layout.read_boot_id();
-    let new_boot_id = new_boot_id();
-    // In place (same inode): the fake host bind-mounts this file over
-    // /proc/sys/kernel/random/boot_id.
-    std::fs::write(layout.boot_id(), format!("{new_boot_id}\n"))?;
+    // A systemd soft reboot restarts userspace on the same kernel: the
+    // kernel's boot id stays. Only a full reboot gets a new one.
+    let new_boot_id = if soft {
+        old_boot_id.clone()
+    } else {
+        let id = new_boot_id();
+        // In place (same inode): the fake host bind-mounts this file over
+        // /proc/sys/kernel/random/boot_id.
+        std::fs::write(layout.boot_id(), format!("{id}\n"))?;
+        id
+    };
     append_jsonl(
         &layout.reboots(),
         &Reboot {

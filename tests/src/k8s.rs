@@ -12,7 +12,7 @@ use kube::runtime::wait::{await_condition, conditions};
 /// established.
 pub async fn install_crds(client: &kube::Client) -> Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for (_, yaml) in api::crd_yaml() {
+    for (_, yaml) in api::crd_yaml()? {
         let crd: CustomResourceDefinition = serde_yaml::from_str(&yaml)?;
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.create(&PostParams::default(), &crd)

@@ -7,6 +7,7 @@ pub mod daemon_proc;
 pub mod display;
 pub mod fake_bootc;
 pub mod fake_host;
+pub mod freeze_proxy;
 pub mod image_pull;
 pub mod k8s;
 pub mod node_agent;

@@ -2,6 +2,7 @@
 //! `bootc-daemon` (with its real `bootc-helper`) watching its BootcNode on a
 //! real API server as the daemon's ServiceAccount.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -89,6 +90,52 @@ impl Agent {
         options: &AgentOptions,
         log_dir: &Path,
     ) -> Result<Agent> {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--pdeathsig", "KILL", "--"]);
+        Self::spawn(cmd, Some(kubeconfig), host, options, log_dir)
+    }
+
+    /// Starts the daemon for `host` the way a pod runs it: no kubeconfig,
+    /// `KUBERNETES_SERVICE_HOST`/`PORT` in the environment, and the service
+    /// account's `token`, `ca.crt` and `namespace` at the fixed in-cluster
+    /// path. That path is made in a private mount namespace of the daemon
+    /// (a tmpfs on `/run`, `service_account_dir` bound on
+    /// `/run/secrets/kubernetes.io/serviceaccount`), so the production code
+    /// path runs unchanged and the machine's own `/run` is not touched.
+    pub fn start_in_cluster(
+        service_account_dir: &Path,
+        api_host: &str,
+        api_port: u16,
+        host: &FakeHost,
+        options: &AgentOptions,
+        log_dir: &Path,
+    ) -> Result<Agent> {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--pdeathsig", "KILL", "--"])
+            .args(["unshare", "--mount", "--propagation", "private", "--"])
+            .args([
+                "sh",
+                "-ec",
+                "mount -t tmpfs -o mode=0755 tmpfs /run\n\
+                 mkdir -p /run/secrets/kubernetes.io/serviceaccount\n\
+                 mount --bind \"$0\" /run/secrets/kubernetes.io/serviceaccount\n\
+                 exec \"$@\"",
+            ])
+            .arg(service_account_dir)
+            .env("KUBERNETES_SERVICE_HOST", api_host)
+            .env("KUBERNETES_SERVICE_PORT", api_port.to_string())
+            .env_remove("KUBECONFIG");
+        Self::spawn(cmd, None, host, options, log_dir)
+    }
+
+    /// Runs bootc-daemon (and its arguments) after `cmd`'s own arguments.
+    fn spawn(
+        mut cmd: Command,
+        kubeconfig: Option<&Path>,
+        host: &FakeHost,
+        options: &AgentOptions,
+        log_dir: &Path,
+    ) -> Result<Agent> {
         let log = log_dir.join(format!("daemon-{}.log", options.node_name));
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -98,8 +145,7 @@ impl Agent {
             Some(dir) => dir.join(name),
             None => bin(name),
         };
-        let child = Command::new("setpriv")
-            .args(["--pdeathsig", "KILL", "--"])
+        let child = cmd
             .arg(binary("bootc-daemon"))
             .arg("--helper")
             .arg(binary("bootc-helper"))
@@ -115,8 +161,12 @@ impl Agent {
                 &options.poll_interval.as_secs().max(1).to_string(),
             ])
             .args(["--node-name", &options.node_name])
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
+            .args(
+                kubeconfig
+                    .map(|k| [OsStr::new("--kubeconfig"), k.as_os_str()])
+                    .into_iter()
+                    .flatten(),
+            )
             .env(
                 "RUST_LOG",
                 std::env::var("BOOTC_TEST_DAEMON_LOG").unwrap_or_else(|_| "info".into()),

@@ -1,24 +1,28 @@
-//! Records every change to Nodes and BootcNodes for a whole test, then
-//! replays them in etcd order (resourceVersion) to prove the disruption
-//! bound: at no moment were more nodes disrupted than allowed.
+//! Replays etcd's own history of Nodes and BootcNodes to prove the
+//! disruption bound: at no revision were more nodes disrupted than allowed.
 //!
-//! A node counts as disrupted at a moment when its BootcNode holds a reboot
-//! slot (`bootc.dev/in-reboot-slot`) or is approved to boot
+//! A node counts as disrupted at a revision when its BootcNode holds a
+//! reboot slot (`bootc.dev/in-reboot-slot`) or is approved to boot
 //! (`desiredImageState: Booted`), or its Node is cordoned without the test
-//! having cordoned it. The two watches are separate streams; replaying by
-//! resourceVersion (one etcd, one revision counter) puts them back in the
-//! order the server applied them.
+//! having cordoned it.
+//!
+//! The history comes from etcd (`etcdctl watch --rev=1`), not from API
+//! watches: a watch that breaks (an API server restart, a 410 Expired) and
+//! relists sees only the latest state and loses the writes in between,
+//! which would make the replay wrong in either direction. etcd keeps every
+//! revision (the test API server stores JSON and never compacts), and a
+//! resourceVersion is an etcd revision, so the replay is exact.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
+use anyhow::{Context, bail};
 use api::labels::IN_REBOOT_SLOT_ANNOTATION;
-use api::{BootcNode, DesiredImageState};
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
-use kube::ResourceExt;
-use kube::api::Api;
-use kube::runtime::watcher;
+use base64::Engine;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::control_plane::ControlPlane;
 
 #[derive(Clone, Debug)]
 enum Obs {
@@ -53,179 +57,190 @@ pub struct Peak {
     pub resource_version: u64,
 }
 
-/// Watches Nodes and BootcNodes until dropped.
+/// Reads Node and BootcNode history from the control plane's etcd.
 pub struct Recorder {
-    log: Arc<Mutex<Vec<Obs>>>,
-    seen: Arc<tokio::sync::Notify>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    etcd: String,
+    /// The revision when the recorder started: earlier writes are the test's
+    /// set-up, replayed for state but not judged.
+    start: u64,
+    log: Mutex<Vec<Obs>>,
 }
 
-/// The name of the marker objects [`Recorder::sync`] writes (no Node of
-/// that name is ever managed: nothing selects it).
-pub const MARKER: &str = "zz-recorder-marker";
+const NODE_PREFIX: &str = "/registry/minions/";
+const BOOTC_NODE_PREFIX: &str = "/registry/node.bootc.dev/bootcnodes/";
 
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
+/// One etcd event as the recorder sees it; None for keys it ignores.
+fn observe(key: &str, rv: u64, value: Option<&Value>) -> Option<Obs> {
+    let deleted = value.is_none();
+    if let Some(name) = key.strip_prefix(NODE_PREFIX) {
+        let cordoned = value
+            .and_then(|v| v.pointer("/spec/unschedulable"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        return Some(Obs::Node {
+            rv,
+            name: name.to_owned(),
+            cordoned,
+            deleted,
+        });
     }
-}
-
-fn rv_of<K: kube::Resource>(obj: &K) -> u64 {
-    obj.meta()
-        .resource_version
-        .as_deref()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(0)
-}
-
-fn node_obs(n: &Node, deleted: bool) -> Obs {
-    Obs::Node {
-        rv: rv_of(n),
-        name: n.name_any(),
-        cordoned: n
-            .spec
-            .as_ref()
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false),
+    let name = key.strip_prefix(BOOTC_NODE_PREFIX)?;
+    let slot = value
+        .and_then(|v| v.pointer("/metadata/annotations"))
+        .and_then(Value::as_object)
+        .is_some_and(|a| a.contains_key(IN_REBOOT_SLOT_ANNOTATION));
+    let approved = value
+        .and_then(|v| v.pointer("/spec/desiredImageState"))
+        .and_then(Value::as_str)
+        == Some("Booted");
+    Some(Obs::Bootc {
+        rv,
+        name: name.to_owned(),
+        slot,
+        approved,
         deleted,
-    }
+    })
 }
 
-fn bn_obs(b: &BootcNode, deleted: bool) -> Obs {
-    Obs::Bootc {
-        rv: rv_of(b),
-        name: b.name_any(),
-        slot: b.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION),
-        approved: b.spec.desired_image_state == DesiredImageState::Booted,
-        deleted,
+/// Parses one line of `etcdctl watch -w json`: the response's header
+/// revision and its events.
+fn parse_watch_line(line: &str) -> anyhow::Result<(u64, Vec<Obs>, u64)> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let resp: Value = serde_json::from_str(line).context("etcdctl output is not JSON")?;
+    let header_rev = resp
+        .pointer("/Header/revision")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    let mut last = 0;
+    for ev in resp
+        .get("Events")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let kv = ev.get("kv").context("etcd event without kv")?;
+        let key = kv.get("key").and_then(Value::as_str).unwrap_or_default();
+        let key = String::from_utf8(b64.decode(key)?)?;
+        let rev = kv
+            .get("mod_revision")
+            .and_then(Value::as_u64)
+            .context("etcd event without mod_revision")?;
+        last = last.max(rev);
+        let is_delete = ev.get("type").and_then(Value::as_u64) == Some(1);
+        let value = if is_delete {
+            None
+        } else {
+            let raw = b64.decode(kv.get("value").and_then(Value::as_str).unwrap_or(""))?;
+            if !(key.starts_with(NODE_PREFIX) || key.starts_with(BOOTC_NODE_PREFIX)) {
+                continue;
+            }
+            Some(serde_json::from_slice::<Value>(&raw).with_context(|| {
+                format!("{key} at revision {rev} is not JSON (API server storage media type?)")
+            })?)
+        };
+        out.extend(observe(&key, rev, value.as_ref()));
     }
+    Ok((header_rev, out, last))
+}
+
+async fn etcd_revision(endpoint: &str) -> anyhow::Result<u64> {
+    let out = tokio::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args([
+            &format!("--endpoints={endpoint}"),
+            "endpoint",
+            "status",
+            "-w",
+            "json",
+        ])
+        .output()
+        .await
+        .context("running etcdctl (tests/scripts/install-deps.sh installs it)")?;
+    if !out.status.success() {
+        bail!(
+            "etcdctl endpoint status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let v: Value = serde_json::from_slice(&out.stdout)?;
+    v.pointer("/0/Status/header/revision")
+        .and_then(Value::as_u64)
+        .context("etcdctl endpoint status without a revision")
 }
 
 impl Recorder {
-    /// Starts both watches and returns once both listed the current state.
-    pub async fn start(client: kube::Client) -> anyhow::Result<Self> {
-        let log: Arc<Mutex<Vec<Obs>>> = Arc::default();
-        let seen = Arc::new(tokio::sync::Notify::new());
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(2);
-        let mut tasks = Vec::new();
-        {
-            let log = log.clone();
-            let seen = seen.clone();
-            let tx = tx.clone();
-            let api: Api<Node> = Api::all(client.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut s = watcher(api, watcher::Config::default()).boxed();
-                while let Some(ev) = s.next().await {
-                    let obs = match ev {
-                        Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
-                            node_obs(&n, false)
-                        }
-                        Ok(watcher::Event::Delete(n)) => node_obs(&n, true),
-                        Ok(watcher::Event::InitDone) => {
-                            let _ = tx.send(()).await;
-                            continue;
-                        }
-                        _ => continue,
-                    };
-                    if let Ok(mut l) = log.lock() {
-                        l.push(obs);
-                    }
-                    seen.notify_waiters();
-                }
-            }));
-        }
-        {
-            let log = log.clone();
-            let seen = seen.clone();
-            let api: Api<BootcNode> = Api::all(client.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut s = watcher(api, watcher::Config::default()).boxed();
-                while let Some(ev) = s.next().await {
-                    let obs = match ev {
-                        Ok(watcher::Event::Apply(b) | watcher::Event::InitApply(b)) => {
-                            bn_obs(&b, false)
-                        }
-                        Ok(watcher::Event::Delete(b)) => bn_obs(&b, true),
-                        Ok(watcher::Event::InitDone) => {
-                            let _ = tx.send(()).await;
-                            continue;
-                        }
-                        _ => continue,
-                    };
-                    if let Ok(mut l) = log.lock() {
-                        l.push(obs);
-                    }
-                    seen.notify_waiters();
-                }
-            }));
-        }
-        for _ in 0..2 {
-            rx.recv().await;
-        }
-        Ok(Recorder { log, seen, tasks })
+    /// Starts recording from the current revision.
+    pub async fn start(cp: &ControlPlane) -> anyhow::Result<Self> {
+        let etcd = cp.etcd_endpoint();
+        let start = etcd_revision(&etcd).await?;
+        Ok(Recorder {
+            etcd,
+            start,
+            log: Mutex::new(Vec::new()),
+        })
     }
 
-    /// Makes sure both watches delivered everything written before this
-    /// call: writes a marker Node and a marker BootcNode and waits until the
-    /// recorder has seen both writes.
-    pub async fn sync(&self, client: &kube::Client) -> anyhow::Result<()> {
-        use kube::api::{Patch, PatchParams};
-        let stamp = jiff::Timestamp::now().as_nanosecond().to_string();
-        let params = PatchParams::apply("recorder").force();
-        let node: Node = Api::<Node>::all(client.clone())
-            .patch(
-                MARKER,
-                &params,
-                &Patch::Apply(serde_json::json!({
-                    "apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": MARKER, "annotations": {"recorder/stamp": stamp}},
-                })),
-            )
-            .await?;
-        let bn: BootcNode = Api::<BootcNode>::all(client.clone())
-            .patch(
-                MARKER,
-                &params,
-                &Patch::Apply(serde_json::json!({
-                    "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
-                    "metadata": {"name": MARKER, "annotations": {"recorder/stamp": stamp}},
-                    "spec": {"desiredImage": format!("example.invalid/marker@sha256:{}", "0".repeat(64))},
-                })),
-            )
-            .await?;
-        let (want_node, want_bn) = (rv_of(&node), rv_of(&bn));
-        let caught_up = || {
-            let l = self.log.lock().map(|l| l.clone()).unwrap_or_default();
-            let node_ok = l.iter().any(
-                |o| matches!(o, Obs::Node { name, rv, .. } if name == MARKER && *rv >= want_node),
-            );
-            let bn_ok = l.iter().any(
-                |o| matches!(o, Obs::Bootc { name, rv, .. } if name == MARKER && *rv >= want_bn),
-            );
-            node_ok && bn_ok
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(60), async {
-            loop {
-                let notified = self.seen.notified();
-                if caught_up() {
-                    return;
+    /// Reads the history up to now (every write made before this call).
+    async fn sync(&self) -> anyhow::Result<()> {
+        let mut child = tokio::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args([
+                &format!("--endpoints={}", self.etcd),
+                "watch",
+                "--prefix",
+                "--rev=1",
+                "-w",
+                "json",
+                "",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .context("running etcdctl watch")?;
+        let stdout = child.stdout.take().context("etcdctl stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let mut log = Vec::new();
+        // The first response's header carries the revision at the time of
+        // the call: read until an event at or past it.
+        let mut until = None;
+        let read = async {
+            while let Some(line) = lines.next_line().await? {
+                if line.trim().is_empty() {
+                    continue;
                 }
-                notified.await;
+                let (header_rev, obs, last) = parse_watch_line(&line)?;
+                let want = *until.get_or_insert(header_rev);
+                log.extend(obs);
+                if last >= want {
+                    return Ok(());
+                }
             }
-        })
-        .await
-        .map_err(|_| anyhow::anyhow!("recorder did not catch up within 60s"))
+            bail!("etcdctl watch ended before the history was read")
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(60), read)
+            .await
+            .context("reading etcd's history took over 60 s")??;
+        let _ = child.kill().await;
+        log.sort_by_key(Obs::rv);
+        if let Ok(mut l) = self.log.lock() {
+            *l = log;
+        }
+        Ok(())
     }
 
     /// Replays everything seen so far in resourceVersion order and returns
     /// the moment with the most disrupted nodes among `nodes` (all nodes when
     /// empty). Nodes in `admin_cordoned` were cordoned by the test itself:
     /// their cordon alone does not count.
-    pub fn peak(&self, nodes: &BTreeSet<String>, admin_cordoned: &BTreeSet<String>) -> Peak {
-        let mut log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
-        log.sort_by_key(Obs::rv);
+    pub async fn peak(
+        &self,
+        nodes: &BTreeSet<String>,
+        admin_cordoned: &BTreeSet<String>,
+    ) -> anyhow::Result<Peak> {
+        self.sync().await?;
+        let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
         let mut cordoned: BTreeMap<String, bool> = BTreeMap::new();
         let mut held: BTreeMap<String, bool> = BTreeMap::new();
         let mut peak = Peak::default();
@@ -258,7 +273,7 @@ impl Recorder {
                 .filter(|(n, v)| **v && (nodes.is_empty() || nodes.contains(*n)))
                 .map(|(n, _)| n.clone())
                 .collect();
-            if now.len() > peak.count {
+            if obs.rv() >= self.start && now.len() > peak.count {
                 peak = Peak {
                     count: now.len(),
                     nodes: now,
@@ -266,13 +281,13 @@ impl Recorder {
                 };
             }
         }
-        peak
+        Ok(peak)
     }
 
-    /// The observations up to `rv` (the last `n`), for failure messages.
+    /// The observations up to `rv` (the last `n`) as last read, for failure
+    /// messages.
     pub fn timeline(&self, rv: u64, n: usize) -> String {
-        let mut log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
-        log.sort_by_key(Obs::rv);
+        let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
         let upto: Vec<String> = log
             .iter()
             .filter(|o| o.rv() <= rv)
@@ -281,14 +296,21 @@ impl Recorder {
         upto[upto.len().saturating_sub(n)..].join("\n")
     }
 
-    /// Every approval to boot (a BootcNode going from not approved to
-    /// approved), in order: a node rebooted twice appears twice.
-    pub fn approvals(&self) -> Vec<String> {
-        let mut log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
-        log.sort_by_key(Obs::rv);
+    /// Every approval to boot since the recorder started (a BootcNode going
+    /// from not approved to approved, or approved when it started), in
+    /// order: a node rebooted twice appears twice.
+    pub async fn approvals(&self) -> anyhow::Result<Vec<String>> {
+        self.sync().await?;
+        let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
         let mut state: BTreeMap<String, bool> = BTreeMap::new();
         let mut out = Vec::new();
+        let mut at_start_counted = false;
         for obs in log {
+            if !at_start_counted && obs.rv() >= self.start {
+                // Approved at the start counts as an approval seen.
+                out.extend(state.iter().filter(|(_, a)| **a).map(|(n, _)| n.clone()));
+                at_start_counted = true;
+            }
             if let Obs::Bootc {
                 name,
                 approved,
@@ -298,11 +320,53 @@ impl Recorder {
             {
                 let now = approved && !deleted;
                 let before = state.insert(name.clone(), now).unwrap_or(false);
-                if now && !before {
+                if now && !before && at_start_counted {
                     out.push(name);
                 }
             }
         }
-        out
+        if !at_start_counted {
+            out.extend(state.iter().filter(|(_, a)| **a).map(|(n, _)| n.clone()));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    #[test]
+    fn reads_etcdctl_watch_json() {
+        // The shape `etcdctl watch -w json` prints (etcd 3.4): keys and
+        // values base64, PUT events without a type, DELETE with type 1.
+        let node = r#"{"spec":{"unschedulable":true}}"#;
+        let bn = r#"{"metadata":{"annotations":{"bootc.dev/in-reboot-slot":"x"}},"spec":{"desiredImageState":"Booted"}}"#;
+        let line = serde_json::json!({
+            "Header": {"revision": 12},
+            "Events": [
+                {"kv": {"key": b64("/registry/minions/n1"), "mod_revision": 10, "value": b64(node)}},
+                {"kv": {"key": b64("/registry/node.bootc.dev/bootcnodes/n1"), "mod_revision": 11, "value": b64(bn)}},
+                {"kv": {"key": b64("/registry/leases/x"), "mod_revision": 11, "value": b64("\u{0}binary")}},
+                {"type": 1, "kv": {"key": b64("/registry/node.bootc.dev/bootcnodes/n2"), "mod_revision": 12}},
+            ],
+        })
+        .to_string();
+        let (header, obs, last) = parse_watch_line(&line).unwrap();
+        assert_eq!((header, last), (12, 12));
+        let shown: Vec<String> = obs.iter().map(|o| format!("{o:?}")).collect();
+        assert_eq!(
+            shown,
+            [
+                r#"Node { rv: 10, name: "n1", cordoned: true, deleted: false }"#,
+                r#"Bootc { rv: 11, name: "n1", slot: true, approved: true, deleted: false }"#,
+                r#"Bootc { rv: 12, name: "n2", slot: false, approved: false, deleted: true }"#,
+            ]
+        );
     }
 }

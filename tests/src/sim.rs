@@ -172,8 +172,10 @@ impl Sim {
         }))?;
         secrets.create(&PostParams::default(), &secret).await?;
 
+        // BOOTC_SIM_KEEP_LOGS=1 keeps every process's log after the run.
         let logs = tempfile::Builder::new()
             .prefix("bootc-sim-logs-")
+            .disable_cleanup(std::env::var_os("BOOTC_SIM_KEEP_LOGS").is_some())
             .tempdir()?;
         let mut sim = Sim {
             cp,

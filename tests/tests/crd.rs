@@ -108,6 +108,32 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "spec.image.ref",
         ),
         (
+            // The grammar allows sha512; the controller and the helper refuse
+            // it, so the schema does too.
+            "image-sha512",
+            with(
+                &["image", "ref"],
+                json!(format!("quay.io/acme/os@sha512:{}", "a".repeat(128))),
+            ),
+            "spec.image.ref",
+        ),
+        (
+            "selector-operator-unknown",
+            with(
+                &["nodeSelector"],
+                json!({"matchExpressions": [{"key": "pool", "operator": "Equals", "values": ["a"]}]}),
+            ),
+            "spec.nodeSelector.matchExpressions",
+        ),
+        (
+            "selector-operator-lowercase",
+            with(
+                &["nodeSelector"],
+                json!({"matchExpressions": [{"key": "pool", "operator": "in", "values": ["a"]}]}),
+            ),
+            "operator",
+        ),
+        (
             "image-leading-dash",
             with(&["image", "ref"], json!("--apply")),
             "spec.image.ref",
@@ -161,6 +187,27 @@ async fn invalid_pools_are_rejected_naming_the_field() {
     let obj: kube::api::DynamicObject =
         serde_json::from_value(pool("valid", valid_spec())).unwrap();
     pools.create(&PostParams::default(), &obj).await.unwrap();
+    // Every selector operator the controller understands is accepted.
+    for op in api::SELECTOR_OPERATORS {
+        let values = if op.ends_with("In") {
+            json!(["a"])
+        } else {
+            json!(null)
+        };
+        let name = format!("valid-op-{}", op.to_lowercase());
+        let obj: kube::api::DynamicObject = serde_json::from_value(pool(
+            &name,
+            with(
+                &["nodeSelector"],
+                json!({"matchExpressions": [{"key": "pool", "operator": op, "values": values}]}),
+            ),
+        ))
+        .unwrap();
+        pools
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("operator {op} rejected: {e}"));
+    }
     for ok in [json!(3), json!("25%"), json!("100%"), json!("1%")] {
         let name = format!(
             "valid-{}",
@@ -342,4 +389,112 @@ fn pool_json_minimal() -> Value {
 fn jiff_now() -> jiff::Timestamp {
     // Whole seconds: the API server stores times at second precision.
     jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap()
+}
+
+/// YAML's empty value is null: `maxUnavailable:` with nothing after it (and
+/// any other field left empty) must not leave a null the controller cannot
+/// read. The schema says these fields are not nullable, so the API server
+/// drops the null and applies the default; every pool still lists as a
+/// typed object (a kube watcher fails its whole LIST on one bad object).
+#[tokio::test]
+async fn empty_yaml_values_are_defaulted_not_stored_as_null() {
+    let cp = ControlPlane::start().await.unwrap();
+    let client = cp.admin().await.unwrap();
+    k8s::install_crds(&client).await.unwrap();
+
+    let manifest = "\
+apiVersion: node.bootc.dev/v1alpha1
+kind: BootcNodePool
+metadata:
+  name: empty-values
+spec:
+  nodeSelector:
+    matchLabels:
+      pool: workers
+  image:
+    ref: quay.io/acme/os:prod
+  rollout:
+    maxUnavailable:
+    paused:
+    drainTimeoutSeconds:
+  disruption:
+    rebootPolicy:
+";
+    let path = cp.dir().join("empty-values.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    let out = cp
+        .kubectl()
+        .args(["apply", "-f"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // kubectl may drop the nulls itself: also send them as they are, through
+    // a create and a server-side apply.
+    let dynamic: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::erase::<BootcNodePool>(&()),
+    );
+    let nulls = json!({
+        "nodeSelector": {"matchLabels": {"pool": "workers"}},
+        "image": {"ref": "quay.io/acme/os:prod"},
+        "rollout": {"maxUnavailable": null, "paused": null, "drainTimeoutSeconds": null},
+        "disruption": {"rebootPolicy": null},
+    });
+    let obj: kube::api::DynamicObject =
+        serde_json::from_value(pool("null-create", nulls.clone())).unwrap();
+    dynamic.create(&PostParams::default(), &obj).await.unwrap();
+    dynamic
+        .patch(
+            "null-apply",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(pool("null-apply", nulls)),
+        )
+        .await
+        .unwrap();
+
+    // The API server itself stored the default, not the null.
+    for name in ["null-create", "null-apply"] {
+        let raw = dynamic.get(name).await.unwrap();
+        assert_eq!(
+            raw.data["spec"]["rollout"]["maxUnavailable"],
+            json!(1),
+            "{name}: {}",
+            raw.data["spec"]
+        );
+    }
+
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let listed = pools
+        .list(&Default::default())
+        .await
+        .expect("a pool with null values breaks the typed LIST");
+    for name in ["empty-values", "null-create", "null-apply"] {
+        let pool = listed
+            .items
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+            .unwrap();
+        assert_eq!(
+            pool.spec.rollout.max_unavailable,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1),
+            "{name}"
+        );
+        assert!(!pool.spec.rollout.paused, "{name}");
+        assert_eq!(
+            pool.spec.rollout.drain_timeout_seconds,
+            api::DEFAULT_DRAIN_TIMEOUT_SECONDS,
+            "{name}"
+        );
+        assert_eq!(
+            pool.spec.disruption.reboot_policy,
+            api::RebootPolicy::RebootOnly,
+            "{name}"
+        );
+    }
 }

@@ -15,6 +15,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tests::fake_bootc::{Fault, Invocation};
 use tests::fake_host::{FakeHost, image};
+use tests::freeze_proxy::FreezeProxy;
 use tests::node_agent::{Agent, AgentOptions, create_bootc_node, install_daemon_rbac};
 use tests::{ControlPlane, k8s, require_root};
 
@@ -353,6 +354,187 @@ async fn rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     );
 }
 
+/// A soft reboot keeps the kernel's boot id. One that comes back on the old
+/// deployment must still be seen as a failed reboot: degraded, and neither
+/// staged nor applied again (that would be a soft-reboot loop).
+#[tokio::test]
+async fn soft_rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    let boot_id = host.layout.read_boot_id();
+    let mut s = spec(&b);
+    s.desired_image_state = DesiredImageState::Booted;
+    s.reboot_policy = RebootPolicy::AllowSoftReboot;
+    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
+    let mut agent =
+        Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
+        phase(bn) == Some("Rebooting")
+    })
+    .await;
+    wait_for_reboot(&host, || format!("no reboot:\n{}", agent.log_text())).await;
+    agent.kill();
+    let reboot = &host.layout.read_reboots()[0];
+    assert!(reboot.soft, "AllowSoftReboot on a capable host: {reboot:?}");
+    assert_eq!(
+        host.layout.read_boot_id(),
+        boot_id,
+        "a soft reboot keeps the boot id"
+    );
+    let stages_before = stages(&host).len();
+    // Userspace came back on the old deployment; the staged one is gone.
+    let mut state = host.layout.read_state().unwrap();
+    state.booted = state.rollback.take();
+    state.staged = None;
+    host.layout.write_state(&state).unwrap();
+
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let message = degraded(&bn).unwrap();
+    assert!(
+        message.contains(&a) && message.contains(&b),
+        "both images must be named: {message}"
+    );
+    assert_eq!(
+        bn.status.as_ref().unwrap().boot_id.as_deref(),
+        Some(boot_id.as_str())
+    );
+    assert_eq!(
+        applies(&host).len(),
+        1,
+        "re-applied after the failed soft reboot"
+    );
+    assert_eq!(
+        stages(&host).len(),
+        stages_before,
+        "restaged after a failed soft reboot:\n{}",
+        agent.log_text()
+    );
+}
+
+/// The apply is decided on the watch's copy of the BootcNode, which can be
+/// stale: the daemon re-reads the object before it applies. Here the
+/// approval is revoked while the daemon is busy re-staging, and everything
+/// the API server sends is held back (a proxy), so the watch event arrives
+/// only after the daemon has decided to apply on its stale copy. Only the
+/// fresh read (`approval_still_holds`) can stop the apply.
+#[tokio::test]
+async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    create_bootc_node(&w.admin, "node-1", spec(&b))
+        .await
+        .unwrap();
+    let mut agent =
+        Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
+        phase(bn) == Some("Staged")
+    })
+    .await;
+    agent.kill();
+    // Approved while the daemon is down: the next daemon stages again (the
+    // helper applies only what it staged itself), slowly, then applies.
+    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
+    std::fs::write(host.layout.stage_delay(), "2000").unwrap();
+    let stages_before = stages(&host).len();
+
+    let upstream = w.cp.url().trim_start_matches("https://").parse().unwrap();
+    let proxy = FreezeProxy::start(upstream).await.unwrap();
+    let kubeconfig = w.logs.path().join("daemon-via-proxy.kubeconfig");
+    let text = std::fs::read_to_string(w.cp.kubeconfig(tests::Identity::Daemon)).unwrap();
+    std::fs::write(&kubeconfig, text.replace(&w.cp.url(), &proxy.url())).unwrap();
+    let agent = Agent::start_with_kubeconfig(
+        &kubeconfig,
+        &host,
+        &AgentOptions::new("node-1"),
+        w.logs.path(),
+    )
+    .unwrap();
+
+    // The daemon is inside the slow re-stage: it has read its watch for the
+    // last time before deciding to apply.
+    let deadline = std::time::Instant::now() + WAIT;
+    while stages(&host).len() == stages_before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never staged again:\n{}",
+            agent.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.freeze();
+    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Staged"})).await;
+    // Hold the revocation back until the daemon has decided: it asks the
+    // server something (the fresh read), or it has applied.
+    let deadline = std::time::Instant::now() + WAIT;
+    while proxy.sent_while_frozen() == 0 && applies(&host).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon neither asked nor applied:\n{}",
+            agent.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.thaw();
+
+    // Either outcome ends the wait; only one passes.
+    wait_bn(&w.nodes, "node-1", "Staged after the revocation", |bn| {
+        (phase(bn) == Some("Staged") && bn.spec.desired_image_state == DesiredImageState::Staged)
+            || !applies(&host).is_empty()
+    })
+    .await;
+    assert!(
+        applies(&host).is_empty(),
+        "applied on a stale approval:\n{}",
+        agent.log_text()
+    );
+    assert!(host.layout.read_reboots().is_empty());
+}
+
+/// A bootc without `--download-only` stages unlocked: the BootcNode says so
+/// (Staged "unlocked: ...", downloadOnlySupported false), and the approved
+/// image is still applied.
+#[tokio::test]
+async fn an_old_bootc_stages_unlocked_and_says_so() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    std::fs::write(host.layout.old_bootc(), "").unwrap();
+    create_bootc_node(&w.admin, "node-1", spec(&b))
+        .await
+        .unwrap();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Staged", |bn| {
+        phase(bn) == Some("Staged")
+    })
+    .await;
+    let status = bn.status.unwrap();
+    assert_eq!(status.download_only_supported, Some(false));
+    assert!(!status.staged.unwrap().download_only);
+    let idle = conditions::find(&status.conditions, reasons::IDLE).unwrap();
+    assert!(
+        idle.message.contains("unlocked"),
+        "{}\n{}",
+        idle.message,
+        agent.log_text()
+    );
+    assert!(
+        stages(&host)
+            .iter()
+            .all(|i| !i.argv.iter().any(|a| a == "--download-only")),
+        "an old bootc has no --download-only"
+    );
+
+    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
+    wait_for_reboot(&host, || format!("never applied:\n{}", agent.log_text())).await;
+    assert_eq!(host.layout.read_reboots()[0].image, b);
+}
+
 #[tokio::test]
 async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     require_root!();
@@ -555,6 +737,118 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
         );
     }
     drop(agent);
+}
+
+/// The production auth path: no kubeconfig, the in-cluster service account
+/// (environment plus token, CA and namespace files at the fixed path), read
+/// after the privilege drop and under the seccomp filter. A rotated token is
+/// picked up by the running daemon (the client re-reads the file about once
+/// a minute: this test waits that long).
+#[tokio::test]
+async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
+    use std::os::unix::fs::PermissionsExt;
+    use tests::control_plane::{DAEMON_ROTATED_TOKEN, DAEMON_TOKEN};
+    require_root!();
+    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
+        .await
+        .unwrap();
+    let admin = cp.admin().await.unwrap();
+    k8s::install_crds(&admin).await.unwrap();
+    install_daemon_rbac(&cp).unwrap();
+    let nodes: Api<BootcNode> = Api::all(admin.clone());
+    let logs = tempfile::tempdir().unwrap();
+
+    // What the kubelet projects into a pod: world-readable files.
+    let sa = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(sa.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let write = |name: &str, content: &[u8]| {
+        let tmp = sa.path().join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, content).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::rename(&tmp, sa.path().join(name)).unwrap();
+    };
+    write("token", DAEMON_TOKEN.as_bytes());
+    write("ca.crt", &std::fs::read(cp.ca_file()).unwrap());
+    write("namespace", b"bootc-operator");
+
+    let a = image('a');
+    let host = FakeHost::start(Some(&a)).unwrap();
+    create_bootc_node(&admin, "node-1", spec(&a)).await.unwrap();
+    let agent = Agent::start_in_cluster(
+        sa.path(),
+        "127.0.0.1",
+        cp.port(),
+        &host,
+        &AgentOptions::new("node-1"),
+        logs.path(),
+    )
+    .unwrap();
+    wait_bn(&nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let uids = |cp: &ControlPlane| daemon_uids(cp);
+    assert!(
+        uids(&cp).contains("daemon-uid") && !uids(&cp).contains("daemon-rotated-uid"),
+        "{:?}\n{}",
+        uids(&cp),
+        agent.log_text()
+    );
+    assert!(
+        agent.log_text().contains("privileges dropped"),
+        "{}",
+        agent.log_text()
+    );
+
+    // The kubelet rotates the token (atomically); the daemon keeps running.
+    write("token", DAEMON_ROTATED_TOKEN.as_bytes());
+    // Each spec change makes the daemon write its status once (a request
+    // with whatever token it holds). The client re-reads the token file
+    // within about a minute of its first read: poll until a request carries
+    // the rotated one.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut policy = RebootPolicy::AllowSoftReboot;
+    while !uids(&cp).contains("daemon-rotated-uid") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rotated token was never used: {:?}\n{}",
+            uids(&cp),
+            agent.log_text()
+        );
+        let generation = patch_spec_generation(&nodes, json!({"rebootPolicy": policy})).await;
+        wait_bn(&nodes, "node-1", "status for the new generation", |bn| {
+            bn.status.as_ref().and_then(|s| s.observed_generation) == Some(generation)
+        })
+        .await;
+        policy = match policy {
+            RebootPolicy::AllowSoftReboot => RebootPolicy::RebootOnly,
+            RebootPolicy::RebootOnly => RebootPolicy::AllowSoftReboot,
+        };
+        // The token is re-read on a clock, not on an event: wait between
+        // nudges (this is the poll's interval, not a synchronisation).
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    drop(agent);
+}
+
+async fn patch_spec_generation(api: &Api<BootcNode>, spec: serde_json::Value) -> i64 {
+    api.patch(
+        "node-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": spec})),
+    )
+    .await
+    .unwrap()
+    .metadata
+    .generation
+    .unwrap()
+}
+
+/// The user uids (one per static token) the daemon's requests carried.
+fn daemon_uids(cp: &ControlPlane) -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(cp.audit_log()).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["user"]["username"] == tests::control_plane::DAEMON_USER)
+        .filter_map(|e| e["user"]["uid"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// `verb uri` of every request the daemon's identity made (one entry per

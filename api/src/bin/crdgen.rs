@@ -9,7 +9,8 @@ fn main() -> std::io::Result<()> {
         .nth(1)
         .map_or_else(|| PathBuf::from("deploy/crds"), PathBuf::from);
     std::fs::create_dir_all(&dir)?;
-    for (file, yaml) in api::crd_yaml() {
+    let crds = api::crd_yaml().map_err(std::io::Error::other)?;
+    for (file, yaml) in crds {
         std::fs::write(dir.join(file), yaml)?;
     }
     Ok(())

@@ -142,6 +142,14 @@ impl ControllerProc {
             .unwrap()
     }
 
+    /// Waits (at most [`WAIT`]) for the process to exit by itself.
+    pub async fn wait(&mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("controller exits by itself")
+            .unwrap()
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
