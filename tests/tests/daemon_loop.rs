@@ -207,8 +207,17 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
         phase(bn) != Some("Idle")
     })
     .await;
-    let log = agent.log_text();
-    let phases = written_phases(&log[before_restart..]);
+    // The daemon logs a write once the API server answered it, which may be
+    // after the test saw it: wait for the line.
+    let deadline = std::time::Instant::now() + WAIT;
+    let (log, phases) = loop {
+        let log = agent.log_text();
+        let phases = written_phases(&log[before_restart..]);
+        if phases.len() >= 2 || std::time::Instant::now() > deadline {
+            break (log, phases);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(
         phases.get(..2),
         Some(&["Idle".to_owned(), "Staging".to_owned()][..]),
@@ -799,12 +808,13 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
 
     // The kubelet rotates the token (atomically); the daemon keeps running.
     write("token", DAEMON_ROTATED_TOKEN.as_bytes());
-    // Each spec change makes the daemon write its status once (a request
-    // with whatever token it holds). The client re-reads the token file
-    // within about a minute of its first read: poll until a request carries
-    // the rotated one.
+    // Each change of the desired image makes the daemon write its status (a
+    // request with whatever token it holds; a spec change that leaves it Idle
+    // is not acknowledged). The client re-reads the token file within about
+    // a minute of its first read: poll until a request carries the rotated one.
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let mut policy = RebootPolicy::AllowSoftReboot;
+    let b = image('b');
+    let mut desired = &b;
     while !uids(&cp).contains("daemon-rotated-uid") {
         assert!(
             std::time::Instant::now() < deadline,
@@ -812,15 +822,12 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
             uids(&cp),
             agent.log_text()
         );
-        let generation = patch_spec_generation(&nodes, json!({"rebootPolicy": policy})).await;
+        let generation = patch_spec_generation(&nodes, json!({"desiredImage": desired})).await;
         wait_bn(&nodes, "node-1", "status for the new generation", |bn| {
             bn.status.as_ref().and_then(|s| s.observed_generation) == Some(generation)
         })
         .await;
-        policy = match policy {
-            RebootPolicy::AllowSoftReboot => RebootPolicy::RebootOnly,
-            RebootPolicy::RebootOnly => RebootPolicy::AllowSoftReboot,
-        };
+        desired = if desired == &a { &b } else { &a };
         // The token is re-read on a clock, not on an event: wait between
         // nudges (this is the poll's interval, not a synchronisation).
         tokio::time::sleep(Duration::from_secs(2)).await;
