@@ -112,6 +112,21 @@ async fn nothing_cordoned(sim: &Sim) {
     }
 }
 
+/// Replays the whole run and fails, with the timeline, if more than `max`
+/// nodes were ever disrupted at once; returns the peak.
+async fn assert_disruption_at_most(recorder: &Recorder, max: usize) -> tests::recorder::Peak {
+    let peak = recorder
+        .peak(&BTreeSet::new(), &BTreeSet::new())
+        .await
+        .unwrap();
+    assert!(
+        peak.count <= max,
+        "more than {max} nodes disrupted at once: {peak:?}\n{}",
+        recorder.timeline(peak.resource_version, 30)
+    );
+    peak
+}
+
 async fn started(options: SimOptions, nodes: usize) -> (Sim, Recorder, String) {
     let mut sim = Sim::start(options).await.unwrap();
     let recorder = Recorder::start(&sim.cp).await.unwrap();
@@ -146,15 +161,7 @@ async fn rollout_then_rollback_never_exceeds_max_unavailable() {
     booted_everywhere(&sim, &sim.pinned(&v1)).await;
     nothing_cordoned(&sim).await;
 
-    let peak = recorder
-        .peak(&BTreeSet::new(), &BTreeSet::new())
-        .await
-        .unwrap();
-    assert!(
-        peak.count <= 2,
-        "more than maxUnavailable disrupted at once: {peak:?}\n{}",
-        recorder.timeline(peak.resource_version, 30)
-    );
+    let peak = assert_disruption_at_most(&recorder, 2).await;
     assert!(peak.count >= 1, "the recorder saw no disruption at all");
     // Every node rebooted exactly once per update.
     let approvals = recorder.approvals().await.unwrap();
@@ -302,15 +309,7 @@ async fn controller_killed_and_daemon_killed_mid_staging_the_rollout_completes()
     wait_rolled(&sim, &v2, 4).await;
     booted_everywhere(&sim, &sim.pinned(&v2)).await;
     nothing_cordoned(&sim).await;
-    let peak = recorder
-        .peak(&BTreeSet::new(), &BTreeSet::new())
-        .await
-        .unwrap();
-    assert!(
-        peak.count <= 1,
-        "maxUnavailable 1 exceeded: {peak:?}\n{}",
-        recorder.timeline(peak.resource_version, 30)
-    );
+    assert_disruption_at_most(&recorder, 1).await;
 }
 
 /// The API server is restarted with two nodes done: its RBAC cache answers
@@ -334,15 +333,7 @@ async fn api_server_restarted_mid_rollout_the_rollout_completes() {
     sim.cp.restart_apiserver().await.unwrap();
     wait_rolled(&sim, &v2, 4).await;
     nothing_cordoned(&sim).await;
-    let peak = recorder
-        .peak(&BTreeSet::new(), &BTreeSet::new())
-        .await
-        .unwrap();
-    assert!(
-        peak.count <= 1,
-        "maxUnavailable 1 exceeded: {peak:?}\n{}",
-        recorder.timeline(peak.resource_version, 30)
-    );
+    assert_disruption_at_most(&recorder, 1).await;
 }
 
 #[tokio::test]
@@ -455,15 +446,7 @@ async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
         .unwrap();
     wait_rolled(&sim, &v2, 3).await;
     nothing_cordoned(&sim).await;
-    let peak = recorder
-        .peak(&BTreeSet::new(), &BTreeSet::new())
-        .await
-        .unwrap();
-    assert!(
-        peak.count <= 1,
-        "{peak:?}\n{}",
-        recorder.timeline(peak.resource_version, 30)
-    );
+    assert_disruption_at_most(&recorder, 1).await;
 }
 
 #[tokio::test]
