@@ -556,17 +556,35 @@ impl NodeLoop {
             "status": status,
         });
         let name = self.config.node_name.clone();
-        self.nodes
-            .patch_status(
-                &name,
-                &PatchParams::apply(labels::DAEMON_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map_err(|source| LoopError::StatusWrite {
-                node: name.clone(),
-                source,
-            })?;
+        // A status lost to a passing API outage (a restart: refused
+        // connections, then 403s while its RBAC cache warms) is retried with
+        // backoff; only a lasting or non-transient failure ends the loop.
+        let deadline = Instant::now() + STATUS_WRITE_PATIENCE;
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match self
+                .nodes
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(labels::DAEMON_MANAGER).force(),
+                    &Patch::Apply(&patch),
+                )
+                .await
+            {
+                Ok(_) => break,
+                Err(source) if transient(&source) && Instant::now() + delay < deadline => {
+                    tracing::warn!(error = %source, retry_in = ?delay, "status write failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                Err(source) => {
+                    return Err(LoopError::StatusWrite {
+                        node: name.clone(),
+                        source,
+                    });
+                }
+            }
+        }
         tracing::info!(
             phase = decision.phase.reason(),
             degraded = decision.degraded.is_some(),
@@ -575,6 +593,19 @@ impl NodeLoop {
         );
         self.last_written = Some(status);
         Ok(())
+    }
+}
+
+/// How long a status write is retried before the daemon gives up (and is
+/// restarted by its DaemonSet).
+const STATUS_WRITE_PATIENCE: Duration = Duration::from_secs(120);
+
+/// Worth retrying: no answer at all, a server error, throttling, or the
+/// 403 a restarted API server gives while its RBAC cache warms.
+fn transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429 || status.code == 403,
+        _ => true,
     }
 }
 
