@@ -145,18 +145,18 @@ pub struct PlannedEvent {
     pub node: Option<String>,
 }
 
-/// Event reasons. A node's update tells its story in two Normal events, one
-/// when it is disrupted and one when it is back; the others are Warnings
+/// Event reasons. A rollout tells its story in two Normal events about the
+/// pool, when it starts and when it is complete; the others are Warnings
 /// about something that needs attention, a retry after one, or a node
 /// leaving the pool.
-/// What is visible elsewhere has no event: the approval is the BootcNode's
-/// `desiredImageState`, the reboot the daemon's `Rebooting`, the cordon the
-/// Node's own state.
+/// A healthy node's update has no event of its own: its steps are the
+/// BootcNode's state (`kubectl get bn`), and per-node events would cost two
+/// API writes per node, beyond the budget of DESIGN.md section 7.
 pub mod event_reasons {
-    /// A node took a reboot slot: it is cordoned and drained next.
-    pub const SLOT_ASSIGNED: &str = "SlotAssigned";
-    /// A node runs the target, is Ready and left its slot.
-    pub const NODE_UPDATED: &str = "NodeUpdated";
+    /// The pool has a new target that some members do not run yet.
+    pub const ROLLOUT_STARTED: &str = "RolloutStarted";
+    /// Every member runs the target.
+    pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
     /// A drain starts again after it failed.
     pub const DRAIN_RETRIED: &str = "DrainRetried";
@@ -749,15 +749,6 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             .or_default()
                             .push(Write::CancelDrain { node: name.clone() });
                     }
-                    out.events.push(PlannedEvent {
-                        reason: event_reasons::NODE_UPDATED,
-                        message: format!(
-                            "node {name} runs {} and is Ready; reboot slot released",
-                            target.image
-                        ),
-                        warning: false,
-                        node: Some(name.clone()),
-                    });
                 } else {
                     holders += 1;
                     // Rule 3 counts Degraded nodes, and NotReady ones unless
@@ -890,18 +881,6 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     });
                 }
                 writes.push(Write::StartDrain { node: name.clone() });
-                out.events.push(PlannedEvent {
-                    reason: event_reasons::SLOT_ASSIGNED,
-                    message: format!(
-                        "node {name} took a reboot slot ({} of {slots}) to boot {}; cordoning and draining (timeout {}s)",
-                        holders + 1,
-                        target.image,
-                        pool.spec.rollout.drain_timeout_seconds
-                    ),
-                    warning: false,
-                    node: Some(name.clone()),
-                });
-                holders += 1;
             }
         }
         // A cordon of ours on a node outside any slot (its slot record was
@@ -1043,7 +1022,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     };
 
     let total = members.len();
-    let breakdown = {
+    let breakdown = if total == 0 {
+        "0 nodes: no node is a member (none matches spec.nodeSelector, or each one that does is in conflict)".to_owned()
+    } else {
         let mut s = format!(
             "{}/{} updated; {} staging, {} staged, {} rebooting",
             counts.updated, total, counts.staging, counts.staged, counts.rebooting
@@ -1086,8 +1067,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     if all_run_target && let Some(t) = &target {
         status.deployed_digest = Some(t.digest.clone());
     }
-    status.update_available =
-        status.target_digest.is_some() && status.target_digest != status.deployed_digest;
+    // An empty pool has nothing to update, whatever it last deployed.
+    status.update_available = total > 0
+        && status.target_digest.is_some()
+        && status.target_digest != status.deployed_digest;
     let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
     status.node_count = count(total);
     status.updated_count = count(counts.updated);
@@ -1097,6 +1080,16 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let now = Time(input.now);
     conditions::apply(&mut status.conditions, &up_to_date, generation, &now);
     conditions::apply(&mut status.conditions, &degraded_cond, generation, &now);
+    if let Some(t) = &target {
+        out.events.extend(milestones(
+            &current,
+            t,
+            total,
+            counts.updated,
+            slots,
+            paused,
+        ));
+    }
     if status != current {
         let since_last = input
             .last_status_write
@@ -1112,6 +1105,42 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     }
     out.requeue_after = requeue;
     out
+}
+
+/// The pool's Normal events: a rollout starts when the pool adopts a target
+/// that some members do not run, and is complete when they all do.
+fn milestones(
+    current: &BootcNodePoolStatus,
+    target: &Target,
+    total: usize,
+    updated: usize,
+    slots: usize,
+    paused: bool,
+) -> Option<PlannedEvent> {
+    let adopted_now = current.target_digest.as_deref() != Some(target.digest.as_str());
+    let behind = total.saturating_sub(updated);
+    if adopted_now && behind > 0 {
+        return Some(PlannedEvent {
+            reason: event_reasons::ROLLOUT_STARTED,
+            message: format!(
+                "rolling out {} to {behind} of {total} nodes, at most {slots} at a time{}",
+                target.image,
+                if paused { " (paused)" } else { "" }
+            ),
+            warning: false,
+            node: None,
+        });
+    }
+    let was_complete =
+        conditions::reason(&current.conditions, reasons::UP_TO_DATE) == Some(reasons::ALL_UPDATED);
+    // A pool seen for the first time already up to date rolled nothing out.
+    let rolled = current.target_digest.is_some() && !was_complete;
+    (total > 0 && behind == 0 && rolled).then(|| PlannedEvent {
+        reason: event_reasons::ROLLOUT_COMPLETE,
+        message: format!("all {total} nodes run {}", target.image),
+        warning: false,
+        node: None,
+    })
 }
 
 /// Do `old` and `new` differ only in the node counts and the UpToDate

@@ -475,11 +475,6 @@ fn slot_rule_1_only_healthy_staged_nodes_take_slots() {
             .map(String::as_str),
         Some("false")
     );
-    assert!(
-        p.events
-            .iter()
-            .any(|e| e.reason == event_reasons::SLOT_ASSIGNED)
-    );
     // Unhealthy nodes outside slots do not block; the pool reports them.
     assert_eq!(degraded_reason(&p), reasons::NODE_DEGRADED);
     assert!(degraded_message(&p).contains("degraded"));
@@ -554,7 +549,14 @@ fn a_drained_node_is_approved_unless_paused() {
     let a = applied(&p, "w1").unwrap();
     assert_eq!(a.spec.desired_image_state, DesiredImageState::Booted);
     assert!(a.in_slot());
-    assert!(p.events.is_empty(), "approval is no event: {:?}", p.events);
+    // This pool's first plan announces the rollout; the approval is no event.
+    assert!(
+        p.events
+            .iter()
+            .all(|e| e.reason == event_reasons::ROLLOUT_STARTED),
+        "approval is no event: {:?}",
+        p.events
+    );
 
     let mut paused = w;
     paused.pool.spec.rollout.paused = true;
@@ -645,11 +647,6 @@ fn slot_rule_2_release_only_when_updated_healthy_and_ready() {
     assert!(a.annotations.is_empty());
     assert_eq!(a.spec.desired_image_state, DesiredImageState::Staged);
     assert_eq!(slotted(&p), vec!["w2".to_owned()]);
-    assert!(
-        p.events
-            .iter()
-            .any(|e| e.reason == event_reasons::NODE_UPDATED)
-    );
 
     // Was cordoned by the admin before: stays cordoned.
     let w = World::new(pool("a", IntOrString::Int(1), false))
@@ -1258,20 +1255,12 @@ fn a_released_slot_is_written_before_the_next_one_is_taken() {
     assert_eq!(slotted(&p), vec!["w1".to_owned()]);
 }
 
-/// One node's whole update, step by step: two events (disrupted, back), one
-/// BootcNode write per decision (target, slot, approval, release), and the
-/// cordon and uncordon.
+/// One node's whole update, step by step, each step planned on the pool
+/// status the step before wrote: one BootcNode write per decision (target,
+/// slot, approval, release), the cordon and the uncordon, and two events about
+/// the pool (the rollout starts, every member runs the target), none per node.
 #[test]
 fn one_node_update_writes_and_events() {
-    let step = |b: Bn, cordoned: bool, ready: bool, drain: Option<DrainPhase>| {
-        let mut w = World::new(pool("a", IntOrString::Int(1), false))
-            .node(node("w1", "a", ready, cordoned))
-            .bn(b);
-        if let Some(d) = drain {
-            w = w.drain("w1", d);
-        }
-        w.plan()
-    };
     let bn_writes = |p: &Plan| {
         p.writes
             .iter()
@@ -1284,32 +1273,47 @@ fn one_node_update_writes_and_events() {
             .filter(|w| matches!(w, Write::PatchNode { .. }))
             .count()
     };
-    let reasons_of = |p: &Plan| p.events.iter().map(|e| e.reason).collect::<Vec<_>>();
-    let rows: Vec<(&str, Plan, usize, usize, Vec<&str>)> = vec![
+    type Step = (&'static str, Bn, bool, bool, Option<DrainPhase>);
+    let steps: Vec<(Step, usize, usize, Vec<&str>)> = vec![
         (
-            "new target",
-            step(bn("w1", OLD, Daemon::Idle(OLD)), false, true, None),
+            (
+                "new target",
+                bn("w1", OLD, Daemon::Idle(OLD)),
+                false,
+                true,
+                None,
+            ),
             1,
+            0,
+            vec![event_reasons::ROLLOUT_STARTED],
+        ),
+        (
+            (
+                "staging",
+                bn("w1", NEW, Daemon::Staging(OLD)),
+                false,
+                true,
+                None,
+            ),
+            0,
             0,
             vec![],
         ),
         (
-            "staging",
-            step(bn("w1", NEW, Daemon::Staging(OLD)), false, true, None),
-            0,
-            0,
+            (
+                "staged: slot, cordon, drain",
+                bn("w1", NEW, Daemon::Staged(OLD)),
+                false,
+                true,
+                None,
+            ),
+            1,
+            1,
             vec![],
         ),
         (
-            "staged: slot, cordon, drain",
-            step(bn("w1", NEW, Daemon::Staged(OLD)), false, true, None),
-            1,
-            1,
-            vec![event_reasons::SLOT_ASSIGNED],
-        ),
-        (
-            "draining",
-            step(
+            (
+                "draining",
                 bn("w1", NEW, Daemon::Staged(OLD)).slot(false),
                 true,
                 true,
@@ -1320,8 +1324,8 @@ fn one_node_update_writes_and_events() {
             vec![],
         ),
         (
-            "drained: approval",
-            step(
+            (
+                "drained: approval",
                 bn("w1", NEW, Daemon::Staged(OLD)).slot(false),
                 true,
                 true,
@@ -1332,8 +1336,8 @@ fn one_node_update_writes_and_events() {
             vec![],
         ),
         (
-            "rebooting",
-            step(
+            (
+                "rebooting",
                 bn("w1", NEW, Daemon::Rebooting(OLD)).slot(false).approved(),
                 true,
                 false,
@@ -1344,8 +1348,8 @@ fn one_node_update_writes_and_events() {
             vec![],
         ),
         (
-            "back but not Ready: the slot is held",
-            step(
+            (
+                "back but not Ready: the slot is held",
                 bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(),
                 true,
                 false,
@@ -1353,11 +1357,11 @@ fn one_node_update_writes_and_events() {
             ),
             0,
             0,
-            vec![],
+            vec![event_reasons::ROLLOUT_COMPLETE],
         ),
         (
-            "Ready: uncordon and release",
-            step(
+            (
+                "Ready: uncordon and release",
                 bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(),
                 true,
                 true,
@@ -1365,26 +1369,88 @@ fn one_node_update_writes_and_events() {
             ),
             1,
             1,
-            vec![event_reasons::NODE_UPDATED],
+            vec![],
         ),
         (
-            "done",
-            step(bn("w1", NEW, Daemon::Idle(NEW)), false, true, None),
+            ("done", bn("w1", NEW, Daemon::Idle(NEW)), false, true, None),
             0,
             0,
             vec![],
         ),
     ];
+    let mut status: Option<BootcNodePoolStatus> = None;
     let (mut total_bn, mut total_node, mut total_events) = (0, 0, 0);
-    for (name, p, bn_want, node_want, events_want) in rows {
+    for ((name, b, cordoned, ready, drain), bn_want, node_want, events_want) in steps {
+        let mut w = World::new(pool("a", IntOrString::Int(1), false))
+            .node(node("w1", "a", ready, cordoned))
+            .bn(b);
+        w.pool.status = status.clone();
+        if let Some(d) = drain {
+            w = w.drain("w1", d);
+        }
+        let p = w.plan();
+        let reasons: Vec<&str> = p.events.iter().map(|e| e.reason).collect();
         assert_eq!(bn_writes(&p), bn_want, "{name}: {:?}", p.writes);
         assert_eq!(node_writes(&p), node_want, "{name}: {:?}", p.writes);
-        assert_eq!(reasons_of(&p), events_want, "{name}");
+        assert_eq!(reasons, events_want, "{name}: {:?}", p.events);
+        assert!(p.events.iter().all(|e| e.node.is_none()), "{name}");
+        if p.status.is_some() {
+            status = p.status;
+        }
         total_bn += bn_want;
         total_node += node_want;
         total_events += events_want.len();
     }
     assert_eq!((total_bn, total_node, total_events), (4, 2, 2));
+}
+
+/// The rollout's events name the image, how many nodes it concerns and the
+/// pace; a pool seen for the first time already up to date has none, and an
+/// empty pool has no update available.
+#[test]
+fn rollout_events_and_the_empty_pool() {
+    let w = World::new(pool("a", IntOrString::Int(2), false))
+        .node(node("w1", "a", true, false))
+        .node(node("w2", "a", true, false))
+        .node(node("w3", "a", true, false))
+        .bn(bn("w1", OLD, Daemon::Idle(OLD)))
+        .bn(bn("w2", OLD, Daemon::Idle(OLD)))
+        .bn(bn("w3", NEW, Daemon::Idle(NEW)));
+    let p = w.plan();
+    let started: Vec<&str> = p.events.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(
+        started,
+        [format!(
+            "rolling out {} to 2 of 3 nodes, at most 2 at a time",
+            image(NEW)
+        )
+        .as_str()]
+    );
+    // Replanned on the status it wrote: nothing new to say.
+    let mut again = World::new(pool("a", IntOrString::Int(2), false))
+        .node(node("w1", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Staging(OLD)));
+    again.pool.status = p.status.clone();
+    assert!(again.plan().events.is_empty());
+
+    let fresh = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)));
+    let p = fresh.plan();
+    assert!(p.events.is_empty(), "{:?}", p.events);
+    let status = p.status.expect("first status");
+    assert!(!status.update_available);
+
+    let empty = World::new(pool("a", IntOrString::Int(1), false));
+    let status = empty.plan().status.expect("first status");
+    assert!(!status.update_available, "{status:?}");
+    assert_eq!(status.node_count, 0);
+    let up = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == reasons::UP_TO_DATE)
+        .expect("UpToDate");
+    assert!(up.message.contains("no node is a member"), "{}", up.message);
 }
 
 /// Count-only changes of the pool status are coalesced: written at most once
