@@ -1,4 +1,8 @@
-//! Makes the planner's writes, in order, stopping at the first failure.
+//! Makes the planner's writes. Each node's writes are made in the planner's
+//! order, stopping at the node's first failure; different nodes' writes run
+//! concurrently, in two waves: everything that lifts or keeps a disruption
+//! (releases, approvals, new targets) before anything that adds one (a
+//! cordon, a drain), so that a slot is freed before the next one is taken.
 //!
 //! BootcNodes and the pool status are written with server-side apply as
 //! `bootc-controller` (the controller owns those fields). Nodes belong to
@@ -8,6 +12,8 @@
 //! planner asks only for differences.
 
 use std::collections::HashMap;
+
+use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 
 use api::labels::{CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, MANAGED_LABEL};
@@ -157,109 +163,143 @@ impl Actuator {
         ok
     }
 
-    /// Makes `writes` in order. Returns how many API writes were made.
+    /// Makes `writes`: each node's in order, different nodes' concurrently,
+    /// the disruptive ones last (see the module note). Returns how many API
+    /// writes were made; on a failure, the first error (what the other nodes'
+    /// writes did stays done: every write is idempotent and replanned).
     pub async fn write(
         &self,
         pool: &BootcNodePool,
         writes: &[Write],
     ) -> Result<usize, ActuatorError> {
+        let mut count = 0;
+        for wave in waves(writes) {
+            // The futures are made first: a stream adapter's closure over
+            // borrowed writes would not be provably Send in the runtime.
+            let per_node: Vec<_> = wave
+                .into_iter()
+                .map(|one_node| self.write_in_order(pool, one_node))
+                .collect();
+            // Every started write is seen through (and recorded for the
+            // cache catch-up) before an error is returned: a write dropped in
+            // flight may have landed unrecorded.
+            let made: Vec<Result<usize, ActuatorError>> = futures::stream::iter(per_node)
+                .buffer_unordered(WRITE_CONCURRENCY)
+                .collect()
+                .await;
+            for m in made {
+                count += m?;
+            }
+        }
+        Ok(count)
+    }
+
+    async fn write_in_order(
+        &self,
+        pool: &BootcNodePool,
+        writes: Vec<&Write>,
+    ) -> Result<usize, ActuatorError> {
+        let mut count = 0;
+        for w in writes {
+            count += self.write_one(pool, w).await?;
+        }
+        Ok(count)
+    }
+
+    /// Makes one write; returns how many API writes it took (0 or 1).
+    async fn write_one(&self, pool: &BootcNodePool, w: &Write) -> Result<usize, ActuatorError> {
         let bns: Api<BootcNode> = Api::all(self.client.clone());
         let nodes: Api<Node> = Api::all(self.client.clone());
         let mut count = 0;
-        for w in writes {
-            match w {
-                Write::ApplyBootcNode(bn) => {
-                    let name = bn.name.clone();
-                    let body = json!({
-                        "apiVersion": BootcNode::api_version(&()),
-                        "kind": BootcNode::kind(&()),
-                        "metadata": {
-                            "name": name,
-                            "annotations": bn.annotations,
-                            "ownerReferences": [bn.owner],
-                        },
-                        "spec": bn.spec,
-                    });
-                    let out = bns
-                        .patch(&name, &apply_params(), &Patch::Apply(&body))
-                        .await
-                        .map_err(|source| ActuatorError::ApplyBootcNode {
+        match w {
+            Write::ApplyBootcNode(bn) => {
+                let name = bn.name.clone();
+                let body = json!({
+                    "apiVersion": BootcNode::api_version(&()),
+                    "kind": BootcNode::kind(&()),
+                    "metadata": {
+                        "name": name,
+                        "annotations": bn.annotations,
+                        "ownerReferences": [bn.owner],
+                    },
+                    "spec": bn.spec,
+                });
+                let out = bns
+                    .patch(&name, &apply_params(), &Patch::Apply(&body))
+                    .await
+                    .map_err(|source| ActuatorError::ApplyBootcNode {
+                        name: name.clone(),
+                        source,
+                    })?;
+                self.record(pool, Written::BootcNode(name.clone()), rv_of(&out.metadata));
+                tracing::debug!(pool = %pool.name_any(), bootcnode = %name, "applied BootcNode");
+                count += 1;
+            }
+            Write::DeleteBootcNode { name } => {
+                match bns.delete(name, &DeleteParams::default()).await {
+                    Ok(either) => {
+                        // Caught up once the cache has lost it (a created
+                        // BootcNode the cache lacks would wait instead).
+                        if let Some(obj) = either.left() {
+                            self.record(
+                                pool,
+                                Written::DeletedBootcNode(name.clone()),
+                                rv_of(&obj.metadata),
+                            );
+                        }
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(source) => {
+                        return Err(ActuatorError::DeleteBootcNode {
                             name: name.clone(),
                             source,
-                        })?;
-                    self.record(pool, Written::BootcNode(name.clone()), rv_of(&out.metadata));
-                    tracing::debug!(pool = %pool.name_any(), bootcnode = %name, "applied BootcNode");
-                    count += 1;
-                }
-                Write::DeleteBootcNode { name } => {
-                    match bns.delete(name, &DeleteParams::default()).await {
-                        Ok(either) => {
-                            // Caught up once the cache has lost it (a created
-                            // BootcNode the cache lacks would wait instead).
-                            if let Some(obj) = either.left() {
-                                self.record(
-                                    pool,
-                                    Written::DeletedBootcNode(name.clone()),
-                                    rv_of(&obj.metadata),
-                                );
-                            }
-                        }
-                        Err(kube::Error::Api(s)) if s.code == 404 => {}
-                        Err(source) => {
-                            return Err(ActuatorError::DeleteBootcNode {
-                                name: name.clone(),
-                                source,
-                            });
-                        }
-                    }
-                    tracing::info!(pool = %pool.name_any(), bootcnode = %name, "deleted BootcNode");
-                    count += 1;
-                }
-                Write::PatchNode { name, patch } => {
-                    let mut body = json!({});
-                    if let Some(managed) = patch.managed {
-                        body["metadata"] = json!({"labels": {
-                            MANAGED_LABEL: if managed { json!("") } else { json!(null) }
-                        }});
-                    }
-                    if let Some(unschedulable) = patch.unschedulable {
-                        body["spec"] = json!({
-                            "unschedulable": if unschedulable { json!(true) } else { json!(null) }
                         });
-                        // The mark of our own cordon goes and comes with it.
-                        let mark = match (unschedulable, patch.ours) {
-                            (true, true) => Some(json!(pool.name_any())),
-                            (false, _) => Some(json!(null)),
-                            (true, false) => None,
-                        };
-                        if let Some(mark) = mark {
-                            body["metadata"]["annotations"] =
-                                json!({ CORDONED_BY_ANNOTATION: mark });
-                        }
                     }
-                    let params = PatchParams {
-                        field_manager: Some(CONTROLLER_MANAGER.to_owned()),
-                        ..PatchParams::default()
-                    };
-                    match nodes.patch(name, &params, &Patch::Merge(&body)).await {
-                        Ok(out) => {
-                            self.record(pool, Written::Node(name.clone()), rv_of(&out.metadata))
-                        }
-                        // The node is gone: nothing to restore on it.
-                        Err(kube::Error::Api(s)) if s.code == 404 => {}
-                        Err(source) => {
-                            return Err(ActuatorError::PatchNode {
-                                name: name.clone(),
-                                source,
-                            });
-                        }
-                    }
-                    tracing::info!(pool = %pool.name_any(), node = %name, ?patch, "patched Node");
-                    count += 1;
                 }
-                Write::StartDrain { node } => self.drains.start(pool, node),
-                Write::CancelDrain { node } => self.drains.cancel(node),
+                tracing::info!(pool = %pool.name_any(), bootcnode = %name, "deleted BootcNode");
+                count += 1;
             }
+            Write::PatchNode { name, patch } => {
+                let mut body = json!({});
+                if let Some(managed) = patch.managed {
+                    body["metadata"] = json!({"labels": {
+                        MANAGED_LABEL: if managed { json!("") } else { json!(null) }
+                    }});
+                }
+                if let Some(unschedulable) = patch.unschedulable {
+                    body["spec"] = json!({
+                        "unschedulable": if unschedulable { json!(true) } else { json!(null) }
+                    });
+                    // The mark of our own cordon goes and comes with it.
+                    let mark = match (unschedulable, patch.ours) {
+                        (true, true) => Some(json!(pool.name_any())),
+                        (false, _) => Some(json!(null)),
+                        (true, false) => None,
+                    };
+                    if let Some(mark) = mark {
+                        body["metadata"]["annotations"] = json!({ CORDONED_BY_ANNOTATION: mark });
+                    }
+                }
+                let params = PatchParams {
+                    field_manager: Some(CONTROLLER_MANAGER.to_owned()),
+                    ..PatchParams::default()
+                };
+                match nodes.patch(name, &params, &Patch::Merge(&body)).await {
+                    Ok(out) => self.record(pool, Written::Node(name.clone()), rv_of(&out.metadata)),
+                    // The node is gone: nothing to restore on it.
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(source) => {
+                        return Err(ActuatorError::PatchNode {
+                            name: name.clone(),
+                            source,
+                        });
+                    }
+                }
+                tracing::info!(pool = %pool.name_any(), node = %name, ?patch, "patched Node");
+                count += 1;
+            }
+            Write::StartDrain { node } => self.drains.start(pool, node),
+            Write::CancelDrain { node } => self.drains.cancel(node),
         }
         Ok(count)
     }
@@ -305,4 +345,44 @@ impl Actuator {
         }
         Ok(count)
     }
+}
+
+/// How many nodes' writes run at once: enough to take a wave of slots in one
+/// round trip's time at scale, few enough not to crowd the API server.
+const WRITE_CONCURRENCY: usize = 16;
+
+/// The node a write is about.
+pub(crate) fn node_of(w: &Write) -> &str {
+    match w {
+        Write::ApplyBootcNode(bn) => &bn.name,
+        Write::DeleteBootcNode { name } | Write::PatchNode { name, .. } => name,
+        Write::StartDrain { node } | Write::CancelDrain { node } => node,
+    }
+}
+
+/// Does this write add a disruption (a cordon, a drain)?
+fn disrupts(w: &Write) -> bool {
+    match w {
+        Write::PatchNode { patch, .. } => patch.unschedulable == Some(true),
+        Write::StartDrain { .. } => true,
+        _ => false,
+    }
+}
+
+/// The writes per node, in the planner's order for each node, split into two
+/// waves: nodes with no disruptive write first, then the others.
+pub(crate) fn waves(writes: &[Write]) -> [Vec<Vec<&Write>>; 2] {
+    let mut per_node: Vec<(&str, Vec<&Write>)> = Vec::new();
+    for w in writes {
+        let node = node_of(w);
+        match per_node.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, ws)) => ws.push(w),
+            None => per_node.push((node, vec![w])),
+        }
+    }
+    let (second, first): (Vec<_>, Vec<_>) = per_node
+        .into_iter()
+        .map(|(_, ws)| ws)
+        .partition(|ws| ws.iter().any(|w| disrupts(w)));
+    [first, second]
 }

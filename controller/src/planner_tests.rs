@@ -1255,6 +1255,51 @@ fn a_released_slot_is_written_before_the_next_one_is_taken() {
     assert_eq!(slotted(&p), vec!["w1".to_owned()]);
 }
 
+/// The actuator runs different nodes' writes concurrently: its waves keep
+/// every node's own order and still free a slot before taking the next one.
+#[test]
+fn the_actuators_waves_keep_the_release_before_the_new_slot() {
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .node(node("w2", "a", true, false))
+        .node(node("w9", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)))
+        .bn(bn("w2", OLD, Daemon::Idle(OLD)))
+        .bn(bn("w9", NEW, Daemon::Idle(NEW)).approved().slot(false));
+    let p = w.plan();
+    let [first, second] = crate::actuator::waves(&p.writes);
+    let names = |wave: &[Vec<&Write>]| -> Vec<String> {
+        wave.iter()
+            .map(|ws| crate::actuator::node_of(ws[0]).to_owned())
+            .collect()
+    };
+    // w9's release and w2's new target lift or add nothing; w1's slot does.
+    assert_eq!(names(&first), ["w9", "w2"], "{:#?}", p.writes);
+    assert_eq!(names(&second), ["w1"]);
+    // Each node's writes keep the planner's order.
+    for wave in [&first, &second] {
+        for ws in wave {
+            let node = crate::actuator::node_of(ws[0]);
+            let planned: Vec<&Write> = p
+                .writes
+                .iter()
+                .filter(|w| crate::actuator::node_of(w) == node)
+                .collect();
+            assert_eq!(*ws, planned, "{node}");
+        }
+    }
+    let w1: Vec<&str> = second[0]
+        .iter()
+        .map(|w| match w {
+            Write::ApplyBootcNode(_) => "slot",
+            Write::PatchNode { .. } => "cordon",
+            Write::StartDrain { .. } => "drain",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(w1, ["slot", "cordon", "drain"]);
+}
+
 /// One node's whole update, step by step, each step planned on the pool
 /// status the step before wrote: one BootcNode write per decision (target,
 /// slot, approval, release), the cordon and the uncordon, and two events about
