@@ -110,7 +110,7 @@ struct NodeLoop {
     /// loop only waits (it does not report what the half-rebooted host says).
     rebooting_since: Option<Instant>,
     /// The image this helper staged (it applies only what it staged itself,
-    /// so after a restart the daemon stages again: a no-op for bootc).
+    /// so after a restart the decision is to stage again: a no-op for bootc).
     staged_by_me: Option<String>,
     /// The last status written, so that an identical one is not re-sent
     /// while the watch has not yet delivered our own write.
@@ -191,6 +191,11 @@ async fn sleep_until(at: Option<Instant>) {
 impl NodeLoop {
     fn now_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Did this daemon's helper stage the node's desired image?
+    fn staged_here(&self, node: &BootcNode) -> bool {
+        self.staged_by_me.as_deref() == Some(node.spec.desired_image.as_str())
     }
 
     fn on_watch_event(&mut self, event: watcher::Event<BootcNode>) {
@@ -276,6 +281,7 @@ impl NodeLoop {
                 host: &host,
                 failure: self.failure.as_ref(),
                 now_ms: self.now_ms(),
+                staged_here: self.staged_here(&node),
             });
             let decision = self.with_auth_failure(decision);
             self.write_status(&node, &host, &decision).await?;
@@ -293,6 +299,9 @@ impl NodeLoop {
                             image: image.clone(),
                         })
                         .await;
+                    // The helper forgets what it staged before it stages:
+                    // after a failure it has nothing to apply.
+                    self.staged_by_me = result.is_ok().then(|| image.clone());
                     self.record(Operation::Stage, &image, result.map(|r| {
                         if !r.into_inner().locked {
                             tracing::warn!(%image, "staged unlocked: this bootc has no --download-only");
@@ -304,24 +313,6 @@ impl NodeLoop {
                     // The one disruptive step: confirm the approval against
                     // a fresh read, not the watch's possibly stale copy.
                     if !self.approval_still_holds(&node).await {
-                        continue;
-                    }
-                    let image = node.spec.desired_image.clone();
-                    if self.staged_by_me.as_deref() != Some(image.as_str()) {
-                        // Staged by an earlier daemon (we restarted while
-                        // approved): the helper applies only what it staged.
-                        tracing::info!(%image, "staging again before applying (staged before a restart)");
-                        let result = self
-                            .helper
-                            .stage(proto::StageRequest {
-                                image: image.clone(),
-                            })
-                            .await;
-                        if result.is_ok() {
-                            self.staged_by_me = Some(image.clone());
-                        }
-                        self.record(Operation::Stage, &image, result.map(|_| ()))?;
-                        self.refresh_host().await?;
                         continue;
                     }
                     tracing::info!(soft_reboot, image = %node.spec.desired_image, "applying the staged image");
@@ -532,6 +523,7 @@ impl NodeLoop {
             host,
             failure: None,
             now_ms: 0,
+            staged_here: self.staged_here(node),
         };
         let (mut status, updates) = machine::status_for(decision, &inputs);
         let now = Time(jiff::Timestamp::now());

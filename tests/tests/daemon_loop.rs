@@ -892,9 +892,22 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     })
     .await;
     agent.kill();
-    // Approved while the daemon is down; the new daemon applies.
+    let before_restart = agent.log_text().len();
+    // Approved while the daemon is down; the new daemon stages again (the
+    // helper applies only what it staged itself), then applies. The
+    // re-stage is slow here, as a pull on a real host can be: the node says
+    // Staging meanwhile, not Rebooting.
     patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
+    std::fs::write(host.layout.stage_delay(), "1000").unwrap();
+    let stages_before = stages(&host).len();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Staging again", |bn| {
+        phase(bn) == Some("Staging")
+    })
+    .await;
+    let idle = conditions::find(&bn.status.as_ref().unwrap().conditions, reasons::IDLE).unwrap();
+    assert!(idle.message.contains(&b), "{}", idle.message);
+    assert!(applies(&host).is_empty(), "applied before staging again");
     wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
         phase(bn) == Some("Rebooting")
     })
@@ -902,4 +915,22 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     wait_for_reboot(&host, || format!("never applied:\n{}", agent.log_text())).await;
     assert_eq!(host.layout.read_reboots()[0].image, b);
     assert_eq!(applies(&host).len(), 1);
+    assert_eq!(stages(&host).len(), stages_before + 1, "staged again once");
+    // The new daemon's writes, in order (it logs each once the API server
+    // answered, before it asks for the apply).
+    let deadline = std::time::Instant::now() + WAIT;
+    let (log, phases) = loop {
+        let log = agent.log_text();
+        let phases = written_phases(&log[before_restart..]);
+        if phases.len() >= 2 || std::time::Instant::now() > deadline {
+            break (log, phases);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        phases,
+        ["Staging", "Rebooting"],
+        "status writes after the restart:\n{}",
+        &log[before_restart..]
+    );
 }
