@@ -84,11 +84,18 @@ pub fn host_view(status: proto::StatusResponse) -> HostView {
     }
 }
 
-/// Which pull secret the host's auth file holds, by reference and hash.
+/// Which pull secret the host's auth file was last written from, and for
+/// which spec of which BootcNode. The file is written again on every spec
+/// change (a new `metadata.generation`), not only when the reference or
+/// hash changes: something on the host may have removed or replaced it
+/// (`/run` is a tmpfs), and it must be there before bootc pulls.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct AuthWritten {
     reference: SecretReference,
     hash: Option<String>,
+    /// The BootcNode's uid: a re-created object starts its generations anew.
+    uid: Option<String>,
+    generation: Option<i64>,
 }
 
 type WatchStream =
@@ -425,8 +432,10 @@ impl NodeLoop {
         decision
     }
 
-    /// Writes the node's pull secret to the host when its reference or
-    /// hash changed: one GET, checked against the hash, then WriteAuth.
+    /// Writes the node's pull secret to the host on start-up and on every
+    /// change of the BootcNode's spec (its reference or hash, and any other
+    /// field): one GET, checked against the hash, then WriteAuth. A failure
+    /// is retried after its backoff, not on every wake-up.
     async fn sync_pull_secret(&mut self, node: &BootcNode) -> Result<(), LoopError> {
         let Some(reference) = node.spec.pull_secret_ref.clone() else {
             if self
@@ -441,6 +450,8 @@ impl NodeLoop {
         let wanted = AuthWritten {
             reference: reference.clone(),
             hash: node.spec.pull_secret_hash.clone(),
+            uid: node.metadata.uid.clone(),
+            generation: node.metadata.generation,
         };
         if self.auth_written.as_ref() == Some(&wanted) {
             return Ok(());
@@ -468,7 +479,7 @@ impl NodeLoop {
         let ok = result.is_ok();
         self.record(Operation::WriteAuth, &label, result)?;
         if ok {
-            tracing::info!(secret = %label, "pull secret written to the host");
+            tracing::info!(secret = %label, generation = ?wanted.generation, "pull secret written to the host");
             self.auth_written = Some(wanted);
         }
         Ok(())
