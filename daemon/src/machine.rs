@@ -9,6 +9,10 @@
 //!    │                            └──┴──── staged != desired ◄───────────────┘
 //!    └──────────── reboot into desired (new boot id) ◄──────────── Rebooting
 //! ```
+//!
+//! The helper applies only what it staged itself: an approved image staged
+//! by an earlier daemon (one that restarted) goes through Staging again
+//! (a no-op for bootc) before Rebooting.
 
 use std::time::Duration;
 
@@ -118,6 +122,10 @@ pub struct Inputs<'a> {
     pub host: &'a HostView,
     pub failure: Option<&'a Failure>,
     pub now_ms: u64,
+    /// Did this daemon's helper stage the desired image? The helper applies
+    /// only what it staged itself, so an image staged before a daemon
+    /// restart is staged again (a no-op for bootc) before it is applied.
+    pub staged_here: bool,
 }
 
 fn is(entry: Option<&BootEntryStatus>, image: &str) -> bool {
@@ -233,6 +241,25 @@ pub fn decide(inputs: &Inputs<'_>) -> Decision {
             "unlocked: this bootc cannot stage without applying on the next boot"
         };
         if inputs.spec.desired_image_state == DesiredImageState::Booted {
+            if !inputs.staged_here {
+                // Staged by an earlier daemon (it restarted while approved):
+                // report the re-stage as what it is, which on a real host
+                // can take minutes, not as Rebooting.
+                let (degraded, action) = gate(
+                    Operation::Stage,
+                    Action::Stage {
+                        image: desired.to_owned(),
+                    },
+                );
+                return Decision {
+                    phase: Phase::Staging,
+                    phase_message: format!(
+                        "Staging {desired} again before applying it (staged before the daemon restarted)"
+                    ),
+                    degraded,
+                    action,
+                };
+            }
             let soft_reboot = inputs.spec.reboot_policy == RebootPolicy::AllowSoftReboot
                 && staged.is_some_and(|s| s.soft_reboot_capable);
             let (degraded, action) = gate(Operation::Apply, Action::Apply { soft_reboot });
@@ -399,6 +426,8 @@ mod tests {
         host: HostView,
         previous: Option<BootcNodeStatus>,
         failure: Option<Failure>,
+        /// This daemon's helper staged the desired image.
+        staged_here: bool,
         phase: Phase,
         degraded: bool,
         action: Action,
@@ -422,6 +451,7 @@ mod tests {
                 host: host(NEW, None, "b1"),
                 previous: None,
                 failure: None,
+                staged_here: true,
                 phase: Phase::Idle,
                 degraded: false,
                 action: Action::None,
@@ -432,6 +462,7 @@ mod tests {
                 host: host(NEW, None, "b1"),
                 previous: None,
                 failure: None,
+                staged_here: true,
                 phase: Phase::Idle,
                 degraded: false,
                 action: Action::None,
@@ -442,6 +473,7 @@ mod tests {
                 host: host(OLD, None, "b1"),
                 previous: None,
                 failure: None,
+                staged_here: true,
                 phase: Phase::Staging,
                 degraded: false,
                 action: Action::Stage { image: NEW.into() },
@@ -452,6 +484,7 @@ mod tests {
                 host: host(OLD, Some(entry(NEW, true, true)), "b1"),
                 previous: None,
                 failure: None,
+                staged_here: true,
                 phase: Phase::Staged,
                 degraded: false,
                 action: Action::None,
@@ -462,6 +495,7 @@ mod tests {
                 host: host(OLD, Some(entry(NEW, true, true)), "b1"),
                 previous: None,
                 failure: None,
+                staged_here: true,
                 phase: Phase::Staging,
                 degraded: false,
                 action: Action::Stage {
@@ -474,6 +508,7 @@ mod tests {
                 host: host(OLD, Some(entry(NEW, true, true)), "b1"),
                 previous: None,
                 failure: None,
+                staged_here: true,
                 phase: Phase::Staging,
                 degraded: false,
                 action: Action::Stage {
@@ -486,6 +521,7 @@ mod tests {
                 host: host(OLD, Some(entry(NEW, true, true)), "b1"),
                 previous: None,
                 failure: None,
+                staged_here: true,
                 phase: Phase::Rebooting,
                 degraded: false,
                 action: Action::Apply { soft_reboot: false },
@@ -496,6 +532,7 @@ mod tests {
                 host: host(OLD, Some(entry(NEW, true, true)), "b1"),
                 previous: None,
                 failure: None,
+                staged_here: true,
                 phase: Phase::Rebooting,
                 degraded: false,
                 action: Action::Apply { soft_reboot: true },
@@ -506,6 +543,7 @@ mod tests {
                 host: host(OLD, Some(entry(NEW, false, true)), "b1"),
                 previous: None,
                 failure: None,
+                staged_here: true,
                 phase: Phase::Rebooting,
                 degraded: false,
                 action: Action::Apply { soft_reboot: false },
@@ -516,6 +554,7 @@ mod tests {
                 host: host(OLD, Some(entry(NEW, false, true)), "b1"),
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
+                staged_here: true,
                 phase: Phase::Rebooting,
                 degraded: false,
                 action: Action::Apply { soft_reboot: false },
@@ -526,6 +565,7 @@ mod tests {
                 host: host(OLD, Some(entry(NEW, false, true)), "b2"),
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
+                staged_here: true,
                 phase: Phase::Rebooting,
                 degraded: true,
                 action: Action::None,
@@ -536,6 +576,7 @@ mod tests {
                 host: host(NEWER, None, "b1"),
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
+                staged_here: true,
                 phase: Phase::Rebooting,
                 degraded: true,
                 action: Action::None,
@@ -546,6 +587,7 @@ mod tests {
                 host: host(OLD, None, "b1"),
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
+                staged_here: true,
                 phase: Phase::Rebooting,
                 degraded: true,
                 action: Action::None,
@@ -556,6 +598,7 @@ mod tests {
                 host: host(NEW, None, "b1"),
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
+                staged_here: true,
                 phase: Phase::Idle,
                 degraded: false,
                 action: Action::None,
@@ -570,6 +613,7 @@ mod tests {
                     ..rebooting_status("b1", 3)
                 }),
                 failure: None,
+                staged_here: true,
                 phase: Phase::Rebooting,
                 degraded: false,
                 action: Action::Apply { soft_reboot: false },
@@ -580,6 +624,7 @@ mod tests {
                 host: host(OLD, Some(entry(NEW, false, true)), "b2"),
                 previous: Some(rebooting_status("b1", 2)),
                 failure: None,
+                staged_here: true,
                 phase: Phase::Staging,
                 degraded: false,
                 action: Action::Stage {
@@ -592,6 +637,7 @@ mod tests {
                 host: host(NEW, None, "b2"),
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
+                staged_here: true,
                 phase: Phase::Idle,
                 degraded: false,
                 action: Action::None,
@@ -602,6 +648,7 @@ mod tests {
                 host: host(OLD, None, "b1"),
                 previous: None,
                 failure: Some(failure(Operation::Stage, NEW, 5_000)),
+                staged_here: true,
                 phase: Phase::Staging,
                 degraded: true,
                 action: Action::RetryAfter(Duration::from_millis(4_000)),
@@ -612,6 +659,7 @@ mod tests {
                 host: host(OLD, None, "b1"),
                 previous: None,
                 failure: Some(failure(Operation::Stage, NEW, 500)),
+                staged_here: true,
                 phase: Phase::Staging,
                 degraded: true,
                 action: Action::Stage { image: NEW.into() },
@@ -622,6 +670,7 @@ mod tests {
                 host: host(OLD, None, "b1"),
                 previous: None,
                 failure: Some(failure(Operation::Stage, NEW, 5_000)),
+                staged_here: true,
                 phase: Phase::Staging,
                 degraded: false,
                 action: Action::Stage {
@@ -634,9 +683,76 @@ mod tests {
                 host: host(OLD, Some(entry(NEW, false, true)), "b1"),
                 previous: None,
                 failure: Some(failure(Operation::Apply, NEW, 2_000)),
+                staged_here: true,
                 phase: Phase::Rebooting,
                 degraded: true,
                 action: Action::RetryAfter(Duration::from_millis(1_000)),
+            },
+            Row {
+                name: "restarted while approved, staged by an earlier daemon: Staging, stage again",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
+                previous: None,
+                failure: None,
+                staged_here: false,
+                phase: Phase::Staging,
+                degraded: false,
+                action: Action::Stage { image: NEW.into() },
+            },
+            Row {
+                name: "restarted after writing Rebooting (same boot id), staged by an earlier daemon: Staging, stage again",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(OLD, Some(entry(NEW, false, true)), "b1"),
+                previous: Some(rebooting_status("b1", 3)),
+                failure: None,
+                staged_here: false,
+                phase: Phase::Staging,
+                degraded: false,
+                action: Action::Stage { image: NEW.into() },
+            },
+            Row {
+                name: "re-stage before applying failed: Staging, degraded, back off",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
+                previous: None,
+                failure: Some(failure(Operation::Stage, NEW, 5_000)),
+                staged_here: false,
+                phase: Phase::Staging,
+                degraded: true,
+                action: Action::RetryAfter(Duration::from_millis(4_000)),
+            },
+            Row {
+                name: "staged by an earlier daemon, not approved: Staged, nothing to do",
+                spec: spec(NEW, Staged, RebootOnly),
+                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
+                previous: None,
+                failure: None,
+                staged_here: false,
+                phase: Phase::Staged,
+                degraded: false,
+                action: Action::None,
+            },
+            Row {
+                name: "rebooted into the wrong image under a new daemon: degraded, not staged again",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(OLD, Some(entry(NEW, false, true)), "b2"),
+                previous: Some(rebooting_status("b1", 3)),
+                failure: None,
+                staged_here: false,
+                phase: Phase::Rebooting,
+                degraded: true,
+                action: Action::None,
+            },
+            Row {
+                name: "restarted while approved, desired already booted: idle",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(NEW, None, "b2"),
+                previous: Some(rebooting_status("b1", 3)),
+                failure: None,
+                staged_here: false,
+                phase: Phase::Idle,
+                degraded: false,
+                action: Action::None,
             },
         ];
         for row in rows {
@@ -647,6 +763,7 @@ mod tests {
                 host: &row.host,
                 failure: row.failure.as_ref(),
                 now_ms: 1_000,
+                staged_here: row.staged_here,
             };
             let d = decide(&inputs);
             assert_eq!(d.phase, row.phase, "{}: phase", row.name);
@@ -673,6 +790,7 @@ mod tests {
             host: &host,
             failure: None,
             now_ms: 0,
+            staged_here: true,
         });
         let message = d.degraded.unwrap();
         assert!(
@@ -688,6 +806,7 @@ mod tests {
             host: &host,
             failure: None,
             now_ms: 0,
+            staged_here: true,
         });
         let message = d.degraded.unwrap();
         assert!(
@@ -719,6 +838,7 @@ mod tests {
             host: &host,
             failure: None,
             now_ms: 0,
+            staged_here: true,
         });
         assert_eq!(d.phase, Phase::Idle);
     }
@@ -743,6 +863,7 @@ mod tests {
             host: &host,
             failure: None,
             now_ms: 0,
+            staged_here: true,
         };
         let d = decide(&inputs);
         let (status, [idle, degraded]) = status_for(&d, &inputs);
@@ -778,6 +899,36 @@ mod tests {
     }
 
     #[test]
+    fn restage_after_a_restart_is_reported_as_staging() {
+        let spec = spec(NEW, DesiredImageState::Booted, RebootPolicy::RebootOnly);
+        let host = host(OLD, Some(entry(NEW, true, true)), "b1");
+        let inputs = Inputs {
+            spec: &spec,
+            generation: Some(4),
+            previous: Some(&rebooting_status("b1", 4)),
+            host: &host,
+            failure: None,
+            now_ms: 0,
+            staged_here: false,
+        };
+        let d = decide(&inputs);
+        let (_, [idle, _]) = status_for(&d, &inputs);
+        assert_eq!((idle.status, idle.reason.as_str()), (false, "Staging"));
+        assert!(
+            idle.message.contains(NEW) && idle.message.contains("again"),
+            "{}",
+            idle.message
+        );
+        // Once this daemon staged it, the same inputs apply.
+        let d = decide(&Inputs {
+            staged_here: true,
+            ..inputs
+        });
+        assert_eq!(d.phase, Phase::Rebooting);
+        assert_eq!(d.action, Action::Apply { soft_reboot: false });
+    }
+
+    #[test]
     fn what_is_worth_writing() {
         use DesiredImageState::{Booted, Staged};
         let host_old = host(OLD, Some(entry(NEW, true, true)), "b1");
@@ -791,6 +942,7 @@ mod tests {
                 host,
                 failure: None,
                 now_ms: 0,
+                staged_here: true,
             };
             let (mut status, updates) = status_for(&decide(&inputs), &inputs);
             let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(

@@ -84,11 +84,18 @@ pub fn host_view(status: proto::StatusResponse) -> HostView {
     }
 }
 
-/// Which pull secret the host's auth file holds, by reference and hash.
+/// Which pull secret the host's auth file was last written from, and for
+/// which spec of which BootcNode. The file is written again on every spec
+/// change (a new `metadata.generation`), not only when the reference or
+/// hash changes: something on the host may have removed or replaced it
+/// (`/run` is a tmpfs), and it must be there before bootc pulls.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct AuthWritten {
     reference: SecretReference,
     hash: Option<String>,
+    /// The BootcNode's uid: a re-created object starts its generations anew.
+    uid: Option<String>,
+    generation: Option<i64>,
 }
 
 type WatchStream =
@@ -110,7 +117,7 @@ struct NodeLoop {
     /// loop only waits (it does not report what the half-rebooted host says).
     rebooting_since: Option<Instant>,
     /// The image this helper staged (it applies only what it staged itself,
-    /// so after a restart the daemon stages again: a no-op for bootc).
+    /// so after a restart the decision is to stage again: a no-op for bootc).
     staged_by_me: Option<String>,
     /// The last status written, so that an identical one is not re-sent
     /// while the watch has not yet delivered our own write.
@@ -191,6 +198,11 @@ async fn sleep_until(at: Option<Instant>) {
 impl NodeLoop {
     fn now_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Did this daemon's helper stage the node's desired image?
+    fn staged_here(&self, node: &BootcNode) -> bool {
+        self.staged_by_me.as_deref() == Some(node.spec.desired_image.as_str())
     }
 
     fn on_watch_event(&mut self, event: watcher::Event<BootcNode>) {
@@ -276,6 +288,7 @@ impl NodeLoop {
                 host: &host,
                 failure: self.failure.as_ref(),
                 now_ms: self.now_ms(),
+                staged_here: self.staged_here(&node),
             });
             let decision = self.with_auth_failure(decision);
             self.write_status(&node, &host, &decision).await?;
@@ -293,6 +306,9 @@ impl NodeLoop {
                             image: image.clone(),
                         })
                         .await;
+                    // The helper forgets what it staged before it stages:
+                    // after a failure it has nothing to apply.
+                    self.staged_by_me = result.is_ok().then(|| image.clone());
                     self.record(Operation::Stage, &image, result.map(|r| {
                         if !r.into_inner().locked {
                             tracing::warn!(%image, "staged unlocked: this bootc has no --download-only");
@@ -304,24 +320,6 @@ impl NodeLoop {
                     // The one disruptive step: confirm the approval against
                     // a fresh read, not the watch's possibly stale copy.
                     if !self.approval_still_holds(&node).await {
-                        continue;
-                    }
-                    let image = node.spec.desired_image.clone();
-                    if self.staged_by_me.as_deref() != Some(image.as_str()) {
-                        // Staged by an earlier daemon (we restarted while
-                        // approved): the helper applies only what it staged.
-                        tracing::info!(%image, "staging again before applying (staged before a restart)");
-                        let result = self
-                            .helper
-                            .stage(proto::StageRequest {
-                                image: image.clone(),
-                            })
-                            .await;
-                        if result.is_ok() {
-                            self.staged_by_me = Some(image.clone());
-                        }
-                        self.record(Operation::Stage, &image, result.map(|_| ()))?;
-                        self.refresh_host().await?;
                         continue;
                     }
                     tracing::info!(soft_reboot, image = %node.spec.desired_image, "applying the staged image");
@@ -434,8 +432,10 @@ impl NodeLoop {
         decision
     }
 
-    /// Writes the node's pull secret to the host when its reference or
-    /// hash changed: one GET, checked against the hash, then WriteAuth.
+    /// Writes the node's pull secret to the host on start-up and on every
+    /// change of the BootcNode's spec (its reference or hash, and any other
+    /// field): one GET, checked against the hash, then WriteAuth. A failure
+    /// is retried after its backoff, not on every wake-up.
     async fn sync_pull_secret(&mut self, node: &BootcNode) -> Result<(), LoopError> {
         let Some(reference) = node.spec.pull_secret_ref.clone() else {
             if self
@@ -450,6 +450,8 @@ impl NodeLoop {
         let wanted = AuthWritten {
             reference: reference.clone(),
             hash: node.spec.pull_secret_hash.clone(),
+            uid: node.metadata.uid.clone(),
+            generation: node.metadata.generation,
         };
         if self.auth_written.as_ref() == Some(&wanted) {
             return Ok(());
@@ -477,7 +479,7 @@ impl NodeLoop {
         let ok = result.is_ok();
         self.record(Operation::WriteAuth, &label, result)?;
         if ok {
-            tracing::info!(secret = %label, "pull secret written to the host");
+            tracing::info!(secret = %label, generation = ?wanted.generation, "pull secret written to the host");
             self.auth_written = Some(wanted);
         }
         Ok(())
@@ -532,6 +534,7 @@ impl NodeLoop {
             host,
             failure: None,
             now_ms: 0,
+            staged_here: self.staged_here(node),
         };
         let (mut status, updates) = machine::status_for(decision, &inputs);
         let now = Time(jiff::Timestamp::now());

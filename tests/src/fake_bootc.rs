@@ -6,7 +6,7 @@
 //! <root>/run/                     the host's /run (auth file: run/ostree/auth.json)
 //! <root>/boot_id                  the host's /proc/sys/kernel/random/boot_id
 //! <root>/fake-bootc/state.json    booted / staged / rollback deployments
-//! <root>/fake-bootc/invocations.jsonl  one line per run: argv, mount ns, env
+//! <root>/fake-bootc/invocations.jsonl  one line per run: argv, mount ns, env, auth file
 //! <root>/fake-bootc/fail          failure injection: pull-error | unauthorized | no-space
 //! <root>/fake-bootc/old-bootc     present: behave like a bootc without --download-only
 //! <root>/fake-bootc/park-apply    present: --apply parks (like a real host) for up to 60 s
@@ -83,6 +83,10 @@ pub struct Invocation {
     /// When the run started, microseconds since the Unix epoch (benchmarks).
     #[serde(default)]
     pub unix_micros: u64,
+    /// The host's `run/ostree/auth.json` when the run started (None: absent),
+    /// that is, the credentials a pull by this run would have used.
+    #[serde(default)]
+    pub auth_file: Option<String>,
 }
 
 /// One simulated reboot.
@@ -527,6 +531,7 @@ pub fn main_with(args: Vec<String>) -> i32 {
         env: std::env::vars().map(|(k, v)| format!("{k}={v}")).collect(),
         uid: nix_uid(),
         extra_fds: extra_fds(),
+        auth_file: std::fs::read_to_string(layout.auth()).ok(),
     };
     if let Err(e) = append_jsonl(&layout.invocations(), &invocation) {
         let _ = writeln!(std::io::stderr(), "error: fake bootc cannot log: {e}");

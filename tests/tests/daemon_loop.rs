@@ -544,14 +544,9 @@ async fn an_old_bootc_stages_unlocked_and_says_so() {
     assert_eq!(host.layout.read_reboots()[0].image, b);
 }
 
-#[tokio::test]
-async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
-    require_root!();
-    let w = world().await;
-    let a = image('a');
-    let host = FakeHost::start(Some(&a)).unwrap();
-    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
-    let make = |name: &str, ns: &str, content: &str| Secret {
+/// A `kubernetes.io/dockerconfigjson` Secret holding `content`.
+fn pull_secret(name: &str, ns: &str, content: &str) -> Secret {
+    Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(name.into()),
             namespace: Some(ns.into()),
@@ -563,11 +558,103 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
             ByteString(content.as_bytes().to_vec()),
         )])),
         ..Default::default()
-    };
+    }
+}
+
+/// Waits until the host's auth file holds `content`.
+async fn wait_auth(host: &FakeHost, content: &str, what: impl Fn() -> String) {
+    let auth = host.layout.auth();
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::fs::read_to_string(&auth).unwrap_or_default() != content {
+        assert!(std::time::Instant::now() < deadline, "{}", what());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the fake bootc has started staging `image` and returns that
+/// run (recorded as it starts, with the auth file it found).
+async fn wait_stage_of(host: &FakeHost, image: &str, what: impl Fn() -> String) -> Invocation {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(run) = stages(host)
+            .into_iter()
+            .find(|i| i.argv.last().is_some_and(|a| a == image))
+        {
+            return run;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", what());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The host's auth file is written on every spec change of the BootcNode,
+/// not only when the pull secret's reference or hash changes: removed from
+/// the host (`/run` is a tmpfs; anything may clear it), it is back, with
+/// the Secret's content, before bootc pulls the next image.
+#[tokio::test]
+async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
+    let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;
+    let secret = secrets
+        .create(
+            &PostParams::default(),
+            &pull_secret("pull", "bootc-operator", v1),
+        )
+        .await
+        .unwrap();
+    let mut s = spec(&a);
+    s.pull_secret_ref = Some(SecretReference {
+        name: "pull".into(),
+        namespace: "bootc-operator".into(),
+    });
+    s.pull_secret_hash = Some(api::secret_hash::pull_secret_hash(
+        secret.data.as_ref().unwrap(),
+    ));
+    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    wait_auth(&host, v1, || {
+        format!("auth file not written:\n{}", agent.log_text())
+    })
+    .await;
+
+    // The file disappears from the host; the pull secret is unchanged.
+    std::fs::remove_file(host.layout.auth()).unwrap();
+    patch_spec(&w.nodes, "node-1", json!({"desiredImage": b})).await;
+    let run = wait_stage_of(&host, &b, || {
+        format!("{b} never staged:\n{}", agent.log_text())
+    })
+    .await;
+    assert_eq!(
+        run.auth_file.as_deref(),
+        Some(v1),
+        "bootc staged {b} without the pull secret's auth file:\n{}",
+        agent.log_text()
+    );
+    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
+        phase(bn) == Some("Staged") && degraded(bn).is_none()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
+    require_root!();
+    let w = world().await;
+    let a = image('a');
+    let host = FakeHost::start(Some(&a)).unwrap();
+    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
     let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;
     let v2 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTI6cDI="}}}"#;
     let secret = secrets
-        .create(&PostParams::default(), &make("pull", "bootc-operator", v1))
+        .create(
+            &PostParams::default(),
+            &pull_secret("pull", "bootc-operator", v1),
+        )
         .await
         .unwrap();
     let hash1 = api::secret_hash::pull_secret_hash(secret.data.as_ref().unwrap());
@@ -581,20 +668,15 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
     let auth = host.layout.auth();
-    let deadline = std::time::Instant::now() + WAIT;
-    while std::fs::read_to_string(&auth).unwrap_or_default() != v1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "auth file not written:\n{}",
-            agent.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_auth(&host, v1, || {
+        format!("auth file not written:\n{}", agent.log_text())
+    })
+    .await;
 
     // Rotation: the controller bumps the hash, the file follows.
     let rotated = secrets
         .replace("pull", &PostParams::default(), &{
-            let mut s = make("pull", "bootc-operator", v2);
+            let mut s = pull_secret("pull", "bootc-operator", v2);
             s.metadata.resource_version = secret.metadata.resource_version.clone();
             s
         })
@@ -602,15 +684,10 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
         .unwrap();
     let hash2 = api::secret_hash::pull_secret_hash(rotated.data.as_ref().unwrap());
     patch_spec(&w.nodes, "node-1", json!({"pullSecretHash": hash2})).await;
-    let deadline = std::time::Instant::now() + WAIT;
-    while std::fs::read_to_string(&auth).unwrap_or_default() != v2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "rotation not followed:\n{}",
-            agent.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_auth(&host, v2, || {
+        format!("rotation not followed:\n{}", agent.log_text())
+    })
+    .await;
 
     // A Secret outside the operator namespace is refused and reported.
     patch_spec(
@@ -892,9 +969,22 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     })
     .await;
     agent.kill();
-    // Approved while the daemon is down; the new daemon applies.
+    let before_restart = agent.log_text().len();
+    // Approved while the daemon is down; the new daemon stages again (the
+    // helper applies only what it staged itself), then applies. The
+    // re-stage is slow here, as a pull on a real host can be: the node says
+    // Staging meanwhile, not Rebooting.
     patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
+    std::fs::write(host.layout.stage_delay(), "1000").unwrap();
+    let stages_before = stages(&host).len();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Staging again", |bn| {
+        phase(bn) == Some("Staging")
+    })
+    .await;
+    let idle = conditions::find(&bn.status.as_ref().unwrap().conditions, reasons::IDLE).unwrap();
+    assert!(idle.message.contains(&b), "{}", idle.message);
+    assert!(applies(&host).is_empty(), "applied before staging again");
     wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
         phase(bn) == Some("Rebooting")
     })
@@ -902,4 +992,22 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     wait_for_reboot(&host, || format!("never applied:\n{}", agent.log_text())).await;
     assert_eq!(host.layout.read_reboots()[0].image, b);
     assert_eq!(applies(&host).len(), 1);
+    assert_eq!(stages(&host).len(), stages_before + 1, "staged again once");
+    // The new daemon's writes, in order (it logs each once the API server
+    // answered, before it asks for the apply).
+    let deadline = std::time::Instant::now() + WAIT;
+    let (log, phases) = loop {
+        let log = agent.log_text();
+        let phases = written_phases(&log[before_restart..]);
+        if phases.len() >= 2 || std::time::Instant::now() > deadline {
+            break (log, phases);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        phases,
+        ["Staging", "Rebooting"],
+        "status writes after the restart:\n{}",
+        &log[before_restart..]
+    );
 }
