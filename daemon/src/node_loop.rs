@@ -98,6 +98,14 @@ struct AuthWritten {
     generation: Option<i64>,
 }
 
+/// Why the pull secret could not be read for the host.
+enum AuthProblem {
+    /// The Secret's content is not what the controller announced (it
+    /// changed since, or the announcement is late).
+    NotAnnounced(String),
+    Other(String),
+}
+
 type WatchStream =
     Pin<Box<dyn Stream<Item = Result<watcher::Event<BootcNode>, watcher::Error>> + Send>>;
 
@@ -466,6 +474,12 @@ impl NodeLoop {
         let result = self
             .fetch_auth(&reference, node.spec.pull_secret_hash.as_deref())
             .await;
+        // The host already holds the announced content: a Secret changed
+        // since is the controller's next announcement, not a failure.
+        let holds_announced = self
+            .auth_written
+            .as_ref()
+            .is_some_and(|w| w.reference == wanted.reference && w.hash == wanted.hash);
         let result = match result {
             Ok(json) => self
                 .helper
@@ -474,7 +488,14 @@ impl NodeLoop {
                 })
                 .await
                 .map(|_| ()),
-            Err(message) => Err(tonic::Status::failed_precondition(message)),
+            Err(AuthProblem::NotAnnounced(message)) if holds_announced => {
+                tracing::info!(secret = %label, %message, "keeping the host's auth file until the controller announces the new content");
+                self.auth_written = Some(wanted);
+                return Ok(());
+            }
+            Err(AuthProblem::NotAnnounced(message) | AuthProblem::Other(message)) => {
+                Err(tonic::Status::failed_precondition(message))
+            }
         };
         let ok = result.is_ok();
         self.record(Operation::WriteAuth, &label, result)?;
@@ -489,34 +510,34 @@ impl NodeLoop {
         &self,
         reference: &SecretReference,
         hash: Option<&str>,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, AuthProblem> {
         if reference.namespace != self.config.operator_namespace {
-            return Err(format!(
+            return Err(AuthProblem::Other(format!(
                 "pull secret {}/{} is outside the operator namespace {}; refusing to read it",
                 reference.namespace, reference.name, self.config.operator_namespace
-            ));
+            )));
         }
         let secret = self.secrets.get(&reference.name).await.map_err(|e| {
-            format!(
+            AuthProblem::Other(format!(
                 "reading Secret {}/{}: {e}",
                 reference.namespace, reference.name
-            )
+            ))
         })?;
         let data = secret.data.unwrap_or_default();
         if let Some(want) = hash {
             let have = api::secret_hash::pull_secret_hash(&data);
             if have != want {
-                return Err(format!(
+                return Err(AuthProblem::NotAnnounced(format!(
                     "Secret {}/{} has content {have}, the controller announced {want}; waiting for it to catch up",
                     reference.namespace, reference.name
-                ));
+                )));
             }
         }
         data.get(".dockerconfigjson").map(|v| v.0.clone()).ok_or_else(|| {
-            format!(
+            AuthProblem::Other(format!(
                 "Secret {}/{} has no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)",
                 reference.namespace, reference.name
-            )
+            ))
         })
     }
 

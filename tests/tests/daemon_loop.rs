@@ -641,6 +641,62 @@ async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
     .await;
 }
 
+/// A spec change that arrives after the Secret was rotated but before the
+/// controller announced the new content (its hash) is no failure: the host
+/// keeps the announced content, the node is not Degraded and stages.
+#[tokio::test]
+async fn a_spec_change_before_a_rotation_is_announced_still_stages() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
+    let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;
+    let v2 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTI6cDI="}}}"#;
+    let secret = secrets
+        .create(
+            &PostParams::default(),
+            &pull_secret("pull", "bootc-operator", v1),
+        )
+        .await
+        .unwrap();
+    let mut s = spec(&a);
+    s.pull_secret_ref = Some(SecretReference {
+        name: "pull".into(),
+        namespace: "bootc-operator".into(),
+    });
+    s.pull_secret_hash = Some(api::secret_hash::pull_secret_hash(
+        secret.data.as_ref().unwrap(),
+    ));
+    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    wait_auth(&host, v1, || {
+        format!("auth file not written:\n{}", agent.log_text())
+    })
+    .await;
+
+    // Rotated, not yet announced: the BootcNode still carries v1's hash.
+    secrets
+        .replace(
+            "pull",
+            &PostParams::default(),
+            &pull_secret("pull", "bootc-operator", v2),
+        )
+        .await
+        .unwrap();
+    patch_spec(&w.nodes, "node-1", json!({"desiredImage": b})).await;
+    let run = wait_stage_of(&host, &b, || {
+        format!("{b} never staged:\n{}", agent.log_text())
+    })
+    .await;
+    assert_eq!(run.auth_file.as_deref(), Some(v1), "{}", agent.log_text());
+    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
+        phase(bn) == Some("Staged") && degraded(bn).is_none()
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     require_root!();
