@@ -66,7 +66,7 @@ impl Failure {
     }
 }
 
-/// What the daemon does next (after writing the status of the decision).
+/// What the daemon does next (with or after writing the status of the decision).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     None,

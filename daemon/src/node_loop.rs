@@ -220,6 +220,11 @@ impl NodeLoop {
                 if node.status.is_some() {
                     self.last_written = None;
                 }
+                let generation = node.metadata.generation;
+                if self.node.as_ref().map(|n| n.metadata.generation) != Some(generation) {
+                    // The start of "spec change seen -> Stage" (DESIGN.md 7).
+                    tracing::info!(?generation, desired = %node.spec.desired_image, "spec seen");
+                }
                 self.node = Some(node);
             }
             watcher::Event::Delete(_) => {
@@ -299,8 +304,11 @@ impl NodeLoop {
                 staged_here: self.staged_here(&node),
             });
             let decision = self.with_auth_failure(decision);
-            self.write_status(&node, &host, &decision).await?;
-            match decision.action {
+            // A Staging report goes out with the pull (below), not before it.
+            if !matches!(decision.action, Action::Stage { .. }) {
+                self.write_status(&node, &host, &decision).await?;
+            }
+            match decision.action.clone() {
                 Action::None => return Ok(()),
                 Action::RetryAfter(after) => {
                     self.retry_at = Some(Instant::now() + after);
@@ -308,12 +316,18 @@ impl NodeLoop {
                 }
                 Action::Stage { image } => {
                     tracing::info!(%image, "staging");
-                    let result = self
-                        .helper
-                        .stage(proto::StageRequest {
-                            image: image.clone(),
-                        })
-                        .await;
+                    // The pull starts with the Staging report rather than
+                    // after its round trip: it disrupts nothing, and the
+                    // report is written whatever the pull's outcome.
+                    let mut helper = self.helper.clone();
+                    let request = proto::StageRequest {
+                        image: image.clone(),
+                    };
+                    let (written, result) = tokio::join!(
+                        self.write_status(&node, &host, &decision),
+                        helper.stage(request)
+                    );
+                    written?;
                     // The helper forgets what it staged before it stages:
                     // after a failure it has nothing to apply.
                     self.staged_by_me = result.is_ok().then(|| image.clone());

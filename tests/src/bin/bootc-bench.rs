@@ -699,10 +699,21 @@ fn unix_micros_now() -> u64 {
 }
 
 /// Daemon log lines "staging" with their timestamps (µs since the epoch), by image.
+/// When the daemon logged that it saw each desired image, by image.
+fn seen_log_times(log: &str) -> BTreeMap<String, u64> {
+    log_times(log, " spec seen", "desired=")
+}
+
+/// When the daemon logged "staging" (just before the Stage RPC), by image.
 fn staging_log_times(log: &str) -> BTreeMap<String, u64> {
+    log_times(log, " staging", "image=")
+}
+
+/// The first time of each value of `field` on log lines containing `marker`.
+fn log_times(log: &str, marker: &str, field: &str) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for line in log.lines() {
-        if !line.contains(" staging") || line.contains("again") {
+        if !line.contains(marker) || line.contains("again") {
             continue;
         }
         let Some(ts) = line.split_whitespace().next() else {
@@ -711,10 +722,7 @@ fn staging_log_times(log: &str) -> BTreeMap<String, u64> {
         let Ok(t) = ts.parse::<jiff::Timestamp>() else {
             continue;
         };
-        let Some(image) = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("image="))
-        else {
+        let Some(image) = line.split_whitespace().find_map(|w| w.strip_prefix(field)) else {
             continue;
         };
         let micros = u64::try_from(t.as_microsecond()).unwrap_or(0);
@@ -760,9 +768,17 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
     .await?;
     let mut to_stage = Vec::new();
     let mut to_log = Vec::new();
+    let mut seen_to_stage = Vec::new();
+    let mut to_seen = Vec::new();
+    let mut patch_round_trip = Vec::new();
     for i in 0..changes {
         let image = pinned(i + 2);
         let seen = host.layout.read_invocations().len();
+        // The admin's connection is opened before the clock starts: waiting
+        // on the watch above leaves the client without an idle connection,
+        // and a debug-build TLS handshake (about 40 ms) is the benchmark's
+        // cost, not the operator's.
+        nodes.get("bench-node").await?;
         let t0 = unix_micros_now();
         nodes
             .patch(
@@ -771,6 +787,8 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
                 &Patch::Merge(json!({"spec": {"desiredImage": image}})),
             )
             .await?;
+        let t1 = unix_micros_now();
+        patch_round_trip.push(t1.saturating_sub(t0) as f64 / 1000.0);
         // The fake bootc records each run with its start time; poll its file.
         let deadline = Instant::now() + Duration::from_secs(30);
         let staged_at = loop {
@@ -809,35 +827,75 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
             },
         )
         .await?;
-        if let Some(t) = staging_log_times(&agent.log_text()).get(&image) {
+        let log = agent.log_text();
+        if let Some(t) = staging_log_times(&log).get(&image) {
             to_log.push(t.saturating_sub(t0) as f64 / 1000.0);
+            if let Some(seen) = seen_log_times(&log).get(&image) {
+                seen_to_stage.push(t.saturating_sub(*seen) as f64 / 1000.0);
+                to_seen.push(seen.saturating_sub(t0) as f64 / 1000.0);
+            }
         }
     }
+    seen_to_stage.sort_by(f64::total_cmp);
+    to_seen.sort_by(f64::total_cmp);
+    patch_round_trip.sort_by(f64::total_cmp);
     to_stage.sort_by(f64::total_cmp);
     to_log.sort_by(f64::total_cmp);
-    let p99 = percentile(&to_stage, 99.0);
+    // DESIGN.md section 7: from the daemon seeing the change to the Stage
+    // RPC it issues (its "spec seen" and "staging" log lines).
+    let p99 = percentile(&seen_to_stage, 99.0);
     report.push(row(
         format!(
-            "spec change -> bootc switch --download-only, p50 (n={})",
+            "spec change seen by the daemon -> Stage RPC issued, p50 / p99 (n={})",
+            seen_to_stage.len()
+        ),
+        format!("{:.1} / {p99:.1} ms", percentile(&seen_to_stage, 50.0)),
+        "p99 < 100 ms",
+        Some(seen_to_stage.len() == changes && p99 < 100.0),
+    ));
+    report.push(row(
+        format!(
+            "admin PATCH sent -> bootc switch --download-only runs, p50 / p99 (n={})",
             to_stage.len()
         ),
-        format!("{:.1} ms", percentile(&to_stage, 50.0)),
+        format!(
+            "{:.1} / {:.1} ms",
+            percentile(&to_stage, 50.0),
+            percentile(&to_stage, 99.0)
+        ),
         "",
         None,
     ));
     report.push(row(
         format!(
-            "spec change -> bootc switch --download-only, p99 (n={})",
-            to_stage.len()
+            "  of which the admin's PATCH round trip, p50 / p99 (n={})",
+            patch_round_trip.len()
         ),
-        format!("{p99:.1} ms"),
-        "< 100 ms",
-        Some(p99 < 100.0),
+        format!(
+            "{:.1} / {:.1} ms",
+            percentile(&patch_round_trip, 50.0),
+            percentile(&patch_round_trip, 99.0)
+        ),
+        "",
+        None,
+    ));
+    report.push(row(
+        format!(
+            "  admin PATCH sent -> daemon logs \"spec seen\", p50 / p99 (n={})",
+            to_seen.len()
+        ),
+        format!(
+            "{:.1} / {:.1} ms",
+            percentile(&to_seen, 50.0),
+            percentile(&to_seen, 99.0)
+        ),
+        "",
+        None,
     ));
     if !to_log.is_empty() {
         report.push(row(
             format!(
-                "spec change -> daemon logs \"staging\", p50 / p99 (n={})",
+                "admin PATCH sent -> daemon logs \"staging\", p50 / p99 (n={})",
                 to_log.len()
             ),
             format!(
@@ -850,7 +908,7 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
         ));
     }
     report.details.push(format!(
-        "### Spec change to Stage\n\nFrom the return of the PATCH of `spec.desiredImage` (admin) to the start of the fake bootc's `switch --download-only` (its own timestamp, after the daemon's watch event, the Stage RPC, the helper's fork, setns and exec, and the wrapper script), over {} changes on one real daemon + helper (debug builds). max {:.1} ms.\n",
+        "### Spec change to Stage\n\nOver {} changes of `spec.desiredImage` on one real daemon + helper (debug builds). The judged figure runs from the daemon's log line of the watch event that carries the new spec (`spec seen`) to its `staging` line, written just before the Stage RPC; the Staging status write goes out together with the RPC. The end-to-end figures run from the moment the admin's PATCH is sent on an open connection (its round trip and the API server's watch delivery included) to the start of the fake bootc's `switch --download-only` (its own timestamp, after the Stage RPC, the helper's fork, setns and exec, and the wrapper script); max {:.1} ms.\n",
         to_stage.len(),
         to_stage.last().copied().unwrap_or(f64::NAN)
     ));
