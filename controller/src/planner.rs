@@ -932,7 +932,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         // Emit per-node writes in order: pre, apply, post. Nodes leaving a
         // slot go first, so that their uncordon and slot release land before
         // any new slot is taken: at no instant are more nodes disrupted than
-        // maxUnavailable, even between two writes of this plan.
+        // maxUnavailable, even between two writes of this plan. (The actuator
+        // runs nodes concurrently but keeps this: see `actuator::waves`.)
         let was_in_slot = |name: &String| bns.get(name).is_some_and(|bn| Owned::of(bn).in_slot);
         let mut order: Vec<(&String, &Owned)> = desired.iter().collect();
         let releasing = |name: &String, owned: &Owned| was_in_slot(name) && !owned.in_slot;
