@@ -1036,6 +1036,15 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         if counts.degraded > 0 {
             s.push_str(&format!(", {} degraded", counts.degraded));
         }
+        // Which nodes are disrupted now (a pause names them its own way).
+        let slotted: Vec<&str> = desired
+            .iter()
+            .filter(|(_, o)| o.in_slot)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        if !slotted.is_empty() && !paused {
+            s.push_str(&format!("; in reboot slots: {}", slotted.join(", ")));
+        }
         s
     };
     let up_to_date = if target.is_some() && counts.updated == total {

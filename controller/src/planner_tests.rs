@@ -986,7 +986,10 @@ fn status_message_counts_and_deployed_digest() {
     let (status, reason, message) = up_to_date(&p);
     assert_eq!(status, "False");
     assert_eq!(reason, reasons::ROLLOUT_IN_PROGRESS);
-    assert_eq!(message, "5/10 updated; 2 staging, 2 staged, 1 rebooting");
+    assert_eq!(
+        message,
+        "5/10 updated; 2 staging, 2 staged, 1 rebooting; in reboot slots: r1"
+    );
     let s = p.status.clone().unwrap();
     assert_eq!(
         (
@@ -1587,6 +1590,6 @@ fn count_only_status_changes_are_coalesced() {
     let p = world(bn("w2", NEW, Daemon::Staged(OLD)), Some(6)).plan();
     assert_eq!(
         up_to_date(&p).2,
-        "1/2 updated; 0 staging, 1 staged, 0 rebooting"
+        "1/2 updated; 0 staging, 1 staged, 0 rebooting; in reboot slots: w2"
     );
 }
