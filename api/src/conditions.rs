@@ -42,6 +42,11 @@ pub fn reason<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a str> {
     find(conditions, type_).map(|c| c.reason.as_str())
 }
 
+/// The message of the condition of `type_`, if present.
+pub fn message<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a str> {
+    find(conditions, type_).map(|c| c.message.as_str())
+}
+
 fn status_str(status: bool) -> &'static str {
     if status { "True" } else { "False" }
 }

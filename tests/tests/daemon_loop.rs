@@ -465,9 +465,15 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     .unwrap();
 
     // The daemon is inside the slow re-stage: it has read its watch for the
-    // last time before deciding to apply.
+    // last time before deciding to apply. Its Staging report, sent with the
+    // stage, has its answer (the daemon logs the write once answered): a
+    // freeze must not catch that answer in flight.
     let deadline = std::time::Instant::now() + WAIT;
-    while stages(&host).len() == stages_before {
+    while stages(&host).len() == stages_before
+        || !agent
+            .log_text()
+            .contains(r#"status written phase="Staging""#)
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "never staged again:\n{}",

@@ -83,6 +83,9 @@ async fn wait_rolled(sim: &Sim, digest: &str, nodes: i32) -> BootcNodePool {
             s.deployed_digest.as_deref() == Some(d.as_str())
                 && s.updated_count == nodes
                 && s.node_count == nodes
+                // Every slot released, too (the message names slot holders).
+                && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                    .is_some_and(|m| !m.contains("in reboot slots"))
         })
     })
     .await

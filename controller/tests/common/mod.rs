@@ -235,7 +235,7 @@ pub async fn wait_pool(
 /// still holding its slot, waiting to be Ready).
 pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -> BootcNodePool {
     let d = digest.to_owned();
-    let p = wait_pool(admin, pool, "rollout complete", move |p| {
+    wait_pool(admin, pool, "rollout complete", move |p| {
         p.status.as_ref().is_some_and(|s| {
             s.deployed_digest.as_deref() == Some(d.as_str())
                 && s.updated_count == count
@@ -273,7 +273,13 @@ pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -
         .await
         .unwrap();
     }
-    p
+    // The status names nodes in slots; its last change (count-only, so
+    // coalesced for up to 5 s) lands after the last release.
+    wait_pool(admin, pool, "status without reboot slots", |p| {
+        condition(p, "UpToDate")
+            .is_some_and(|c| c.1 == "AllUpdated" && !c.2.contains("in reboot slots"))
+    })
+    .await
 }
 
 pub async fn bootc_node(admin: &Client, name: &str) -> Option<BootcNode> {

@@ -356,6 +356,9 @@ fn rolled_to(pool: &BootcNodePool, digest: &str, nodes: usize) -> bool {
         s.deployed_digest.as_deref() == Some(digest)
             && usize::try_from(s.updated_count).ok() == Some(nodes)
             && usize::try_from(s.node_count).ok() == Some(nodes)
+            // The last release is written too (the message names slot holders).
+            && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                .is_some_and(|m| !m.contains("in reboot slots"))
     })
 }
 
