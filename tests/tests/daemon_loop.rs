@@ -593,6 +593,41 @@ async fn wait_stage_of(host: &FakeHost, image: &str, what: impl Fn() -> String) 
     }
 }
 
+/// A BootcNode `node-1` on `image` with pull secret `pull` holding
+/// `content` (and its hash), and a daemon that has written the host's auth
+/// file and reported Idle.
+async fn idle_with_pull_secret(
+    w: &World,
+    host: &FakeHost,
+    image: &str,
+    content: &str,
+) -> (Api<Secret>, Agent) {
+    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
+    let secret = secrets
+        .create(
+            &PostParams::default(),
+            &pull_secret("pull", "bootc-operator", content),
+        )
+        .await
+        .unwrap();
+    let mut s = spec(image);
+    s.pull_secret_ref = Some(SecretReference {
+        name: "pull".into(),
+        namespace: "bootc-operator".into(),
+    });
+    s.pull_secret_hash = Some(api::secret_hash::pull_secret_hash(
+        secret.data.as_ref().unwrap(),
+    ));
+    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
+    let agent = Agent::start(&w.cp, host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    wait_auth(host, content, || {
+        format!("auth file not written:\n{}", agent.log_text())
+    })
+    .await;
+    (secrets, agent)
+}
+
 /// The host's auth file is written on every spec change of the BootcNode,
 /// not only when the pull secret's reference or hash changes: removed from
 /// the host (`/run` is a tmpfs; anything may clear it), it is back, with
@@ -603,30 +638,8 @@ async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
     let w = world().await;
     let (a, b) = (image('a'), image('b'));
     let host = FakeHost::start(Some(&a)).unwrap();
-    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
     let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;
-    let secret = secrets
-        .create(
-            &PostParams::default(),
-            &pull_secret("pull", "bootc-operator", v1),
-        )
-        .await
-        .unwrap();
-    let mut s = spec(&a);
-    s.pull_secret_ref = Some(SecretReference {
-        name: "pull".into(),
-        namespace: "bootc-operator".into(),
-    });
-    s.pull_secret_hash = Some(api::secret_hash::pull_secret_hash(
-        secret.data.as_ref().unwrap(),
-    ));
-    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
-    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
-    wait_auth(&host, v1, || {
-        format!("auth file not written:\n{}", agent.log_text())
-    })
-    .await;
+    let (_secrets, agent) = idle_with_pull_secret(&w, &host, &a, v1).await;
 
     // The file disappears from the host; the pull secret is unchanged.
     std::fs::remove_file(host.layout.auth()).unwrap();
@@ -656,31 +669,9 @@ async fn a_spec_change_before_a_rotation_is_announced_still_stages() {
     let w = world().await;
     let (a, b) = (image('a'), image('b'));
     let host = FakeHost::start(Some(&a)).unwrap();
-    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
     let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;
     let v2 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTI6cDI="}}}"#;
-    let secret = secrets
-        .create(
-            &PostParams::default(),
-            &pull_secret("pull", "bootc-operator", v1),
-        )
-        .await
-        .unwrap();
-    let mut s = spec(&a);
-    s.pull_secret_ref = Some(SecretReference {
-        name: "pull".into(),
-        namespace: "bootc-operator".into(),
-    });
-    s.pull_secret_hash = Some(api::secret_hash::pull_secret_hash(
-        secret.data.as_ref().unwrap(),
-    ));
-    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
-    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
-    wait_auth(&host, v1, || {
-        format!("auth file not written:\n{}", agent.log_text())
-    })
-    .await;
+    let (secrets, agent) = idle_with_pull_secret(&w, &host, &a, v1).await;
 
     // Rotated, not yet announced: the BootcNode still carries v1's hash.
     secrets
@@ -709,39 +700,18 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     let w = world().await;
     let a = image('a');
     let host = FakeHost::start(Some(&a)).unwrap();
-    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
     let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;
     let v2 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTI6cDI="}}}"#;
-    let secret = secrets
-        .create(
-            &PostParams::default(),
-            &pull_secret("pull", "bootc-operator", v1),
-        )
-        .await
-        .unwrap();
-    let hash1 = api::secret_hash::pull_secret_hash(secret.data.as_ref().unwrap());
-    let mut s = spec(&a);
-    s.pull_secret_ref = Some(SecretReference {
-        name: "pull".into(),
-        namespace: "bootc-operator".into(),
-    });
-    s.pull_secret_hash = Some(hash1);
-    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
-    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let (secrets, agent) = idle_with_pull_secret(&w, &host, &a, v1).await;
     let auth = host.layout.auth();
-    wait_auth(&host, v1, || {
-        format!("auth file not written:\n{}", agent.log_text())
-    })
-    .await;
 
     // Rotation: the controller bumps the hash, the file follows.
     let rotated = secrets
-        .replace("pull", &PostParams::default(), &{
-            let mut s = pull_secret("pull", "bootc-operator", v2);
-            s.metadata.resource_version = secret.metadata.resource_version.clone();
-            s
-        })
+        .replace(
+            "pull",
+            &PostParams::default(),
+            &pull_secret("pull", "bootc-operator", v2),
+        )
         .await
         .unwrap();
     let hash2 = api::secret_hash::pull_secret_hash(rotated.data.as_ref().unwrap());
