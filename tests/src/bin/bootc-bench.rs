@@ -356,10 +356,26 @@ fn rolled_to(pool: &BootcNodePool, digest: &str, nodes: usize) -> bool {
         s.deployed_digest.as_deref() == Some(digest)
             && usize::try_from(s.updated_count).ok() == Some(nodes)
             && usize::try_from(s.node_count).ok() == Some(nodes)
-            // The last release is written too (the message names slot holders).
-            && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
-                .is_some_and(|m| !m.contains("in reboot slots"))
     })
+}
+
+/// Waits until the pool's status says no node holds a reboot slot: the last
+/// release is written (a count-only change, coalesced for up to 5 s).
+async fn wait_settled(admin: &kube::Client, timeout: Duration) -> Result<()> {
+    k8s::wait_for(
+        Api::<BootcNodePool>::all(admin.clone()),
+        POOL,
+        timeout,
+        "no reboot slots in the pool's status",
+        |p: Option<&BootcNodePool>| {
+            p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                    .is_some_and(|m| !m.contains("in reboot slots"))
+            })
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 async fn wait_rolled(
@@ -521,6 +537,7 @@ async fn sim_rollout(
         }
     }
     let rollout_seconds = started.elapsed().as_secs_f64();
+    wait_settled(&admin, Duration::from_secs(60)).await?;
     // The last daemons restarted after their reboot report once more.
     tokio::time::sleep(Duration::from_secs(5)).await;
     during = merge(during, sample_agents(&sim).await);
