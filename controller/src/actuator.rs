@@ -12,12 +12,11 @@
 //! planner asks only for differences.
 
 use std::collections::HashMap;
-
-use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 
 use api::labels::{CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, MANAGED_LABEL};
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
