@@ -371,17 +371,18 @@ fn disrupts(w: &Write) -> bool {
 /// The writes per node, in the planner's order for each node, split into two
 /// waves: nodes with no disruptive write first, then the others.
 pub(crate) fn waves(writes: &[Write]) -> [Vec<Vec<&Write>>; 2] {
-    let mut per_node: Vec<(&str, Vec<&Write>)> = Vec::new();
+    // Nodes in order of first appearance; a new target touches every node.
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut per_node: Vec<Vec<&Write>> = Vec::new();
     for w in writes {
-        let node = node_of(w);
-        match per_node.iter_mut().find(|(n, _)| *n == node) {
-            Some((_, ws)) => ws.push(w),
-            None => per_node.push((node, vec![w])),
-        }
+        let i = *index.entry(node_of(w)).or_insert_with(|| {
+            per_node.push(Vec::new());
+            per_node.len() - 1
+        });
+        per_node[i].push(w);
     }
     let (second, first): (Vec<_>, Vec<_>) = per_node
         .into_iter()
-        .map(|(_, ws)| ws)
         .partition(|ws| ws.iter().any(|w| disrupts(w)));
     [first, second]
 }

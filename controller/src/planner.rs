@@ -114,6 +114,21 @@ pub struct NodePatch {
     pub ours: bool,
 }
 
+impl NodePatch {
+    /// Lift a cordon (our mark goes with it).
+    pub const UNCORDON: NodePatch = NodePatch {
+        managed: None,
+        unschedulable: Some(false),
+        ours: false,
+    };
+    /// Cordon for a reboot slot, marked as ours.
+    pub const SLOT_CORDON: NodePatch = NodePatch {
+        managed: None,
+        unschedulable: Some(true),
+        ours: true,
+    };
+}
+
 /// One write, in the order the actuator must make them.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
@@ -734,11 +749,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     {
                         pre.entry(name.clone()).or_default().push(Write::PatchNode {
                             name: name.clone(),
-                            patch: NodePatch {
-                                managed: None,
-                                unschedulable: Some(false),
-                                ours: false,
-                            },
+                            patch: NodePatch::UNCORDON,
                         });
                     }
                     owned.in_slot = false;
@@ -782,11 +793,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                 .or_default()
                                 .push(Write::PatchNode {
                                     name: name.clone(),
-                                    patch: NodePatch {
-                                        managed: None,
-                                        unschedulable: Some(true),
-                                        ours: true,
-                                    },
+                                    patch: NodePatch::SLOT_CORDON,
                                 });
                         }
                         match drain {
@@ -873,11 +880,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 if !node_unschedulable(node) {
                     writes.push(Write::PatchNode {
                         name: name.clone(),
-                        patch: NodePatch {
-                            managed: None,
-                            unschedulable: Some(true),
-                            ours: true,
-                        },
+                        patch: NodePatch::SLOT_CORDON,
                     });
                 }
                 writes.push(Write::StartDrain { node: name.clone() });
@@ -897,11 +900,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             if !owned.in_slot && !uncordoning && cordoned_by(node, &pool_name) {
                 pre.entry(name.clone()).or_default().push(Write::PatchNode {
                     name: name.clone(),
-                    patch: NodePatch {
-                        managed: None,
-                        unschedulable: Some(false),
-                        ours: false,
-                    },
+                    patch: NodePatch::UNCORDON,
                 });
             }
         }

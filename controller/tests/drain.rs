@@ -20,6 +20,33 @@ fn pdb_api(admin: &kube::Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(admin.clone(), ns, &ar)
 }
 
+/// A PodDisruptionBudget in `apps` that allows no eviction of the `app=web`
+/// pod (minAvailable 1). Returns the API to change it.
+async fn budget_for_web(admin: &kube::Client) -> Api<DynamicObject> {
+    let pdbs = pdb_api(admin, "apps");
+    let pdb: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    pdbs
+}
+
+/// Waits for the controller's report that the budget refused the eviction.
+async fn wait_drain_blocked(admin: &kube::Client, ctl: &ControllerProc) {
+    if tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        wait_event(admin, "DrainBlocked", "apps/web"),
+    )
+    .await
+    .is_err()
+    {
+        panic!("no DrainBlocked event; controller log:\n{}", ctl.log_text());
+    }
+}
+
 #[tokio::test]
 async fn a_budget_blocks_the_drain_then_allows_it() {
     let env = env().await;
@@ -39,14 +66,7 @@ async fn a_budget_blocks_the_drain_then_allows_it() {
     )
     .await
     .unwrap();
-    let pdbs = pdb_api(&env.admin, "apps");
-    let pdb: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
-        "metadata": {"name": "web"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-    }))
-    .unwrap();
-    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let pdbs = budget_for_web(&env.admin).await;
     let _kubelet = kubelet_deletes(&env.admin, "apps", set(&["web"]));
     let _player = DaemonPlayer::start(
         env.admin.clone(),
@@ -56,22 +76,10 @@ async fn a_budget_blocks_the_drain_then_allows_it() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(
-        &env.admin,
-        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
-    )
-    .await;
+    create_pool(&env.admin, &workers_pool(1)).await;
 
     // The budget refuses: the drain says so and waits; no approval yet.
-    if tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        wait_event(&env.admin, "DrainBlocked", "apps/web"),
-    )
-    .await
-    .is_err()
-    {
-        panic!("no DrainBlocked event; controller log:\n{}", ctl.log_text());
-    }
+    wait_drain_blocked(&env.admin, &ctl).await;
     let bn = bootc_node(&env.admin, "n1").await.unwrap();
     assert_eq!(bn.spec.desired_image_state, api::DesiredImageState::Staged);
     assert!(is_cordoned(&node(&env.admin, "n1").await));
@@ -116,7 +124,7 @@ async fn a_pod_that_never_leaves_times_the_drain_out() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    let mut p = pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1));
+    let mut p = workers_pool(1);
     p.spec.rollout.drain_timeout_seconds = 2;
     create_pool(&env.admin, &p).await;
     let p = wait_pool(&env.admin, "workers", "DrainTimedOut", |p| {
@@ -143,14 +151,7 @@ async fn pool_deleted_mid_drain_stops_the_drain_and_restores_the_node() {
     create_node(&env.admin, "n1", &[("pool", "workers")], false).await;
     create_namespace(&env.admin, "apps").await;
     create_pod(&env.admin, "apps", "web", "n1", json!({"app": "web"})).await;
-    let pdbs = pdb_api(&env.admin, "apps");
-    let pdb: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
-        "metadata": {"name": "web"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-    }))
-    .unwrap();
-    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    budget_for_web(&env.admin).await;
     let _player = DaemonPlayer::start(
         env.admin.clone(),
         PlayerOptions {
@@ -159,20 +160,8 @@ async fn pool_deleted_mid_drain_stops_the_drain_and_restores_the_node() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(
-        &env.admin,
-        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
-    )
-    .await;
-    if tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        wait_event(&env.admin, "DrainBlocked", "apps/web"),
-    )
-    .await
-    .is_err()
-    {
-        panic!("no DrainBlocked event; controller log:\n{}", ctl.log_text());
-    }
+    create_pool(&env.admin, &workers_pool(1)).await;
+    wait_drain_blocked(&env.admin, &ctl).await;
     assert!(is_cordoned(&node(&env.admin, "n1").await));
 
     let pools = Api::<api::BootcNodePool>::all(env.admin.clone());

@@ -72,11 +72,7 @@ async fn leader_election_hands_over_on_sigterm() {
     assert_eq!(http_get(&addr, "/healthz").await, 200);
     assert_eq!(http_get(&addr, "/readyz").await, 200);
     assert_eq!(http_get(&addr, "/nope").await, 404);
-    create_pool(
-        &env.admin,
-        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
-    )
-    .await;
+    create_pool(&env.admin, &workers_pool(1)).await;
     wait_rolled(&env.admin, "workers", NEW, 2).await;
     let standby = b.log_text();
     assert!(standby.contains("waiting for the lease"), "{standby}");
@@ -118,11 +114,7 @@ async fn nothing_is_written_while_nothing_changes() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(
-        &env.admin,
-        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
-    )
-    .await;
+    create_pool(&env.admin, &workers_pool(1)).await;
     wait_rolled(&env.admin, "workers", NEW, 3).await;
     drop(player);
     let per_node = controller_write_lines(&env)
@@ -209,11 +201,7 @@ async fn runs_in_process_until_cancelled() {
         controller::Options::new("in-process"),
         stop.clone(),
     ));
-    create_pool(
-        &env.admin,
-        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
-    )
-    .await;
+    create_pool(&env.admin, &workers_pool(1)).await;
     wait_rolled(&env.admin, "workers", NEW, 1).await;
     stop.cancel();
     task.await.unwrap().unwrap();
@@ -236,6 +224,10 @@ async fn a_leader_that_cannot_renew_stops_before_the_lease_expires() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut a = ControllerProc::spawn(&env, "replica-a", &args);
     wait_holder(&env.admin, Some("replica-a")).await;
+    // The stored holder is not enough: under load the acquiring write can
+    // land after the replica's own 2 s timeout, and the replica then does
+    // not know it leads until its next attempt.
+    a.wait_log("became leader").await;
     let mut b = ControllerProc::spawn(&env, "replica-b", &args);
 
     env.cp.pause_apiserver().unwrap();

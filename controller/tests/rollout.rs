@@ -32,11 +32,7 @@ async fn five_nodes_roll_two_at_a_time() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(
-        &env.admin,
-        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(2)),
-    )
-    .await;
+    create_pool(&env.admin, &workers_pool(2)).await;
 
     let p = wait_rolled(&env.admin, "workers", NEW, 5).await;
     let s = p.status.unwrap();
@@ -143,11 +139,7 @@ async fn restart_mid_rollout_keeps_slots() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl1", &[]);
-    create_pool(
-        &env.admin,
-        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
-    )
-    .await;
+    create_pool(&env.admin, &workers_pool(1)).await;
     tests::k8s::wait_for(
         Api::<api::BootcNode>::all(env.admin.clone()),
         "n2",
@@ -199,11 +191,7 @@ async fn bootc_node_deleted_mid_slot_leaves_nothing_cordoned() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(
-        &env.admin,
-        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
-    )
-    .await;
+    create_pool(&env.admin, &workers_pool(1)).await;
     let bns = Api::<api::BootcNode>::all(env.admin.clone());
     let slotted = |b: &api::BootcNode| {
         b.annotations()
@@ -280,11 +268,7 @@ async fn label_removed_mid_rollout_releases_the_node() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(
-        &env.admin,
-        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1)),
-    )
-    .await;
+    create_pool(&env.admin, &workers_pool(1)).await;
     tests::k8s::wait_for(
         Api::<api::BootcNode>::all(env.admin.clone()),
         "n1",
@@ -401,11 +385,7 @@ async fn two_failed_nodes_halt_the_rollout() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(
-        &env.admin,
-        &pool("workers", json!({"pool": "workers"}), &image(NEW), json!(2)),
-    )
-    .await;
+    create_pool(&env.admin, &workers_pool(2)).await;
     wait_pool(&env.admin, "workers", "RolloutHalted, two degraded", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
             && p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
@@ -460,7 +440,7 @@ async fn pause_resume_rollback_and_delete() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    let mut p = pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1));
+    let mut p = workers_pool(1);
     p.spec.rollout.paused = true;
     create_pool(&env.admin, &p).await;
     let p = wait_pool(&env.admin, "workers", "paused with all staged", |p| {
@@ -553,7 +533,7 @@ async fn pull_secret_rotation_bumps_the_hash() {
         .await
         .unwrap();
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    let mut p = pool("workers", json!({"pool": "workers"}), &image(NEW), json!(1));
+    let mut p = workers_pool(1);
     p.spec.pull_secret_ref = Some(api::SecretReference {
         name: "pull".into(),
         namespace: "bootc-operator".into(),

@@ -314,6 +314,40 @@ async fn soft_reboot_only_when_allowed_and_capable() {
     }
 }
 
+/// The host came back on the deployment it ran before (as a failed boot
+/// would): the staged one is gone.
+fn fall_back_to_the_old_deployment(host: &FakeHost) {
+    let mut state = host.layout.read_state().unwrap();
+    state.booted = state.rollback.take();
+    state.staged = None;
+    host.layout.write_state(&state).unwrap();
+}
+
+/// A new daemon after a reboot into `old` instead of `new`: Degraded, naming
+/// both, and it neither applies (once was all) nor stages again.
+async fn failed_reboot_is_degraded_and_not_retried(
+    w: &World,
+    host: &FakeHost,
+    (old, new): (&str, &str),
+    stages_before: usize,
+) -> BootcNode {
+    let agent = Agent::start(&w.cp, host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let message = degraded(&bn).unwrap();
+    assert!(
+        message.contains(old) && message.contains(new),
+        "both images must be named: {message}"
+    );
+    assert_eq!(applies(host).len(), 1, "re-applied after the failed reboot");
+    assert_eq!(
+        stages(host).len(),
+        stages_before,
+        "restaged after a failed reboot:\n{}",
+        agent.log_text()
+    );
+    bn
+}
+
 #[tokio::test]
 async fn rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     require_root!();
@@ -333,34 +367,14 @@ async fn rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     agent.kill();
     let stages_before = stages(&host).len();
     // The boot fell back to the old deployment (as a failed boot would).
-    let mut state = host.layout.read_state().unwrap();
-    state.booted = state.rollback.take();
-    state.staged = None;
-    host.layout.write_state(&state).unwrap();
+    fall_back_to_the_old_deployment(&host);
     std::fs::write(
         host.layout.boot_id(),
         format!("{}\n", tests::fake_bootc::new_boot_id()),
     )
     .unwrap();
 
-    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
-    let message = degraded(&bn).unwrap();
-    assert!(
-        message.contains(&a) && message.contains(&b),
-        "both images must be named: {message}"
-    );
-    assert_eq!(
-        applies(&host).len(),
-        1,
-        "re-applied after the failed reboot"
-    );
-    assert_eq!(
-        stages(&host).len(),
-        stages_before,
-        "restaged after a failed reboot:\n{}",
-        agent.log_text()
-    );
+    failed_reboot_is_degraded_and_not_retried(&w, &host, (&a, &b), stages_before).await;
 }
 
 /// A soft reboot keeps the kernel's boot id. One that comes back on the old
@@ -394,32 +408,12 @@ async fn soft_rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     );
     let stages_before = stages(&host).len();
     // Userspace came back on the old deployment; the staged one is gone.
-    let mut state = host.layout.read_state().unwrap();
-    state.booted = state.rollback.take();
-    state.staged = None;
-    host.layout.write_state(&state).unwrap();
+    fall_back_to_the_old_deployment(&host);
 
-    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
-    let message = degraded(&bn).unwrap();
-    assert!(
-        message.contains(&a) && message.contains(&b),
-        "both images must be named: {message}"
-    );
+    let bn = failed_reboot_is_degraded_and_not_retried(&w, &host, (&a, &b), stages_before).await;
     assert_eq!(
         bn.status.as_ref().unwrap().boot_id.as_deref(),
         Some(boot_id.as_str())
-    );
-    assert_eq!(
-        applies(&host).len(),
-        1,
-        "re-applied after the failed soft reboot"
-    );
-    assert_eq!(
-        stages(&host).len(),
-        stages_before,
-        "restaged after a failed soft reboot:\n{}",
-        agent.log_text()
     );
 }
 

@@ -144,14 +144,30 @@ impl ControllerProc {
 
     /// Waits (at most [`WAIT`]) for the process to exit by itself.
     pub async fn wait(&mut self) -> std::process::ExitStatus {
-        tokio::time::timeout(WAIT, self.child.wait())
-            .await
-            .expect("controller exits by itself")
-            .unwrap()
+        match tokio::time::timeout(WAIT, self.child.wait()).await {
+            Ok(status) => status.unwrap(),
+            Err(_) => panic!(
+                "the controller did not exit by itself within {WAIT:?}; its log:\n{}",
+                self.log_text()
+            ),
+        }
     }
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits (at most [`WAIT`]) until the controller has logged `needle`.
+    pub async fn wait_log(&self, needle: &str) {
+        let deadline = std::time::Instant::now() + WAIT;
+        while !self.log_text().contains(needle) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the controller never logged {needle:?}; its log:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -189,6 +205,16 @@ pub fn pool(
         },
     }))
     .unwrap()
+}
+
+/// The pool most tests use: nodes labelled `pool=workers`, image NEW.
+pub fn workers_pool(max_unavailable: i32) -> BootcNodePool {
+    pool(
+        "workers",
+        json!({"pool": "workers"}),
+        &image(NEW),
+        json!(max_unavailable),
+    )
 }
 
 pub async fn create_pool(admin: &Client, p: &BootcNodePool) {
