@@ -15,6 +15,7 @@ pub mod kubeconf;
 pub mod machine;
 pub mod node_loop;
 pub mod privdrop;
+pub mod sandbox;
 pub mod seccomp;
 pub mod selftest;
 pub mod spawn;
@@ -56,12 +57,30 @@ pub enum StartError {
     Watch(#[from] watch::WatchError),
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
     #[error("tokio: {0}")]
     Runtime(#[from] std::io::Error),
     #[error(transparent)]
     Connect(#[from] helper_client::ConnectError),
     #[error(transparent)]
     Kube(#[from] kubeconf::KubeconfError),
+}
+
+/// Everything that confines the daemon, in order: the privilege drop, the
+/// Landlock sandbox (which needs no_new_privs), then the seccomp filter
+/// (which refuses the Landlock calls). Single-threaded only.
+pub fn confine(uid: u32, gid: u32) -> Result<sandbox::Protections, StartError> {
+    privdrop::drop_privileges(uid, gid)?;
+    let landlock = sandbox::install()?;
+    if !matches!(landlock, sandbox::LandlockState::Full { .. }) {
+        tracing::warn!(%landlock, "Landlock sandbox not fully in force; the seccomp filter still refuses every open for writing");
+    }
+    seccomp::install()?;
+    Ok(sandbox::Protections {
+        landlock,
+        seccomp: true,
+    })
 }
 
 /// The daemon's whole life. Returns the process exit code.
@@ -82,11 +101,15 @@ fn start(opts: &DaemonOptions) -> Result<ExitCode, StartError> {
     let watch = watch::HostWatch::open(&opts.host_root)?;
     // Credentials may live where the unprivileged uid cannot read.
     let kube_source = kubeconf::preload(opts.kubeconfig.as_deref())?;
-    privdrop::drop_privileges(opts.uid, opts.gid)?;
-    seccomp::install()?;
+    let protections = confine(opts.uid, opts.gid)?;
     tracing::info!(
         uid = opts.uid,
         gid = opts.gid,
+        capabilities = "none",
+        no_new_privs = true,
+        dumpable = false,
+        landlock = %protections.landlock,
+        seccomp = protections.seccomp,
         "privileges dropped, seccomp filter installed"
     );
 

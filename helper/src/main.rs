@@ -24,6 +24,8 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // Die with the daemon. Set first, then check the parent: if the daemon
     // died before the prctl, the parent is already someone else.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+    // It holds pull-secret bytes: no core dump, no /proc access by others.
+    nix::sys::prctl::set_dumpable(false)?;
     let parent = nix::unistd::getppid().as_raw();
     if parent != args.parent_pid {
         return Err(format!(
@@ -48,13 +50,24 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         apply_window: args.apply_window,
         ..Limits::default()
     };
-    let engine = Arc::new(Engine::new(
-        Runner {
-            host_pid: args.host_pid,
-        },
-        limits,
-    ));
-    tracing::info!(host_pid = args.host_pid, "bootc-helper serving on fd 3");
+    if args.policy.allowed_repositories.is_empty() {
+        tracing::warn!("no --allowed-repository: Stage accepts an image from any repository");
+    }
+    tracing::info!(
+        host_pid = args.host_pid,
+        allowed_repositories = ?args.policy.allowed_repositories,
+        enforce_container_sigpolicy = args.enforce_sigpolicy,
+        "bootc-helper serving on fd 3"
+    );
+    let engine = Arc::new(
+        Engine::new(
+            Runner {
+                host_pid: args.host_pid,
+            },
+            limits,
+        )
+        .with_policy(args.policy, args.enforce_sigpolicy),
+    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -171,10 +171,23 @@ pub struct TestHelper {
 impl FakeHost {
     /// Starts `bootc-helper` against this host and connects to it.
     pub async fn helper(&self, apply_window: std::time::Duration) -> anyhow::Result<TestHelper> {
+        self.helper_with(daemon::spawn::HelperOptions {
+            apply_window,
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// [`FakeHost::helper`] with more options (allowed repositories,
+    /// signature policy); path and host pid are filled in.
+    pub async fn helper_with(
+        &self,
+        options: daemon::spawn::HelperOptions,
+    ) -> anyhow::Result<TestHelper> {
         let (process, socket) = daemon::spawn::start(&daemon::spawn::HelperOptions {
             path: bin("bootc-helper"),
             host_pid: self.pid(),
-            apply_window,
+            ..options
         })?;
         let client = daemon::helper_client::connect(socket).await?;
         Ok(TestHelper { process, client })
