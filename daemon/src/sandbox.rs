@@ -9,9 +9,9 @@
 //!
 //! Everything else, notably every other process's `/proc/<pid>/{environ,
 //! root,fd,mem}` and the host's root, is refused by the kernel even where
-//! the uid would allow it. Landlock also keeps the daemon from signalling
-//! processes outside its sandbox, from connecting to abstract Unix sockets
-//! made outside it, and from binding TCP ports.
+//! the uid would allow it. Landlock also keeps the daemon from connecting to
+//! abstract Unix sockets made outside its sandbox, and from binding TCP
+//! ports.
 //!
 //! Kernels without Landlock (before 5.13, or booted without it in `lsm=`)
 //! run the daemon without this layer: the seccomp filter's `openat` flag
@@ -124,7 +124,12 @@ pub fn install() -> Result<LandlockState, SandboxError> {
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(TARGET_ABI))?
         .handle_access(AccessNet::BindTcp)?
-        .scope(Scope::from_all(TARGET_ABI))?
+        // Not Scope::Signal: it also stops the kernel's parent-death signal,
+        // sent from the dying daemon's context, from reaching the helper
+        // (which started outside the sandbox). The seccomp filter keeps the
+        // daemon from signalling anyone else (no kill, tgkill only itself,
+        // no F_SETOWN).
+        .scope(Scope::AbstractUnixSocket)?
         .create()?
         .add_rules(path_beneath_rules(paths, read))?
         .restrict_self()?;

@@ -23,6 +23,9 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args = Args::parse(std::env::args().skip(1))?;
     // Die with the daemon. Set first, then check the parent: if the daemon
     // died before the prctl, the parent is already someone else.
+    // The kernel refuses this signal once the daemon has dropped to its
+    // uid (the dying parent may not signal a root process): it covers the
+    // daemon's start-up only. The pidfd below covers its whole life.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
     // It holds pull-secret bytes: no core dump, no /proc access by others.
     nix::sys::prctl::set_dumpable(false)?;
@@ -45,6 +48,13 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             args.parent_pid
         )
         .into());
+    }
+    // Opened after fd 3 is adopted (it would take that number otherwise),
+    // then the parent checked again: if it is still the daemon, the pidfd
+    // is the daemon's.
+    let daemon = helper::sys::pidfd(args.parent_pid)?;
+    if nix::unistd::getppid().as_raw() != args.parent_pid {
+        return Err("the daemon exited during start-up; exiting".into());
     }
     let limits = Limits {
         apply_window: args.apply_window,
@@ -73,9 +83,18 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .build()?;
     // Either way the daemon is gone (it never closes the connection while
     // it lives), so the helper's work is over.
-    match rt.block_on(helper::server::serve(socket, engine)) {
-        Ok(()) => tracing::info!("daemon closed the connection; exiting"),
-        Err(e) => tracing::info!(error = %e, "connection to the daemon ended; exiting"),
-    }
+    rt.block_on(async move {
+        let daemon = helper::sys::watch_exit(daemon)?;
+        tokio::select! {
+            served = helper::server::serve(socket, engine) => match served {
+                Ok(()) => tracing::info!("daemon closed the connection; exiting"),
+                Err(e) => tracing::info!(error = %e, "connection to the daemon ended; exiting"),
+            },
+            // Readable once the daemon has exited, even if its end of the
+            // socket lives on somewhere.
+            _ = daemon.readable() => tracing::info!("the daemon exited; exiting"),
+        }
+        Ok::<_, std::io::Error>(())
+    })?;
     Ok(())
 }

@@ -439,18 +439,17 @@ fn kill_9_of_the_daemon_leaves_no_helper() {
     d.wait_for_log(READY, T).unwrap();
     let helper = d.helper_pid().expect("helper running");
     // Keep the daemon's end of the socketpair open here: the helper then
-    // never sees EOF, and only its parent-death signal can end it.
+    // never sees EOF, and only its watch on the daemon (a pidfd) ends it.
+    // (PR_SET_PDEATHSIG cannot: the kernel refuses a signal from the dying
+    // unprivileged daemon to the root helper.)
     let held = hold_sockets_of(d.pid());
     assert!(!held.is_empty());
     kill(Pid::from_raw(d.pid()), Signal::SIGKILL).unwrap();
     d.wait_exit(T).unwrap();
     let status = wait_pid(Pid::from_raw(helper), Duration::from_secs(2))
         .expect("the helper must be gone within 2 s of the daemon's death");
-    assert_eq!(
-        status.signal(),
-        Some(Signal::SIGKILL as i32),
-        "killed by PR_SET_PDEATHSIG: {status:?}"
-    );
+    assert!(status.success(), "{status:?}");
+    d.wait_for_log("the daemon exited; exiting", T).unwrap();
     assert!(!std::path::Path::new(&format!("/proc/{helper}")).exists());
     drop(held);
 }
