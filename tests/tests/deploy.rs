@@ -114,6 +114,11 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         "the daemon must mount no host path: {}",
         pod["volumes"]
     );
+    assert_eq!(
+        pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"],
+        true,
+        "the daemon writes nothing to its container's filesystem"
+    );
     let env = pod["containers"][0]["env"].as_array().unwrap();
     assert!(
         env.iter().any(|e| e["name"] == "NODE_NAME"
