@@ -27,11 +27,10 @@ pub struct Args {
     pub host_pid: i32,
     /// Apply's wait for an early bootc failure.
     pub apply_window: Duration,
-    /// Which repositories Stage accepts (`--allowed-repository`, repeated).
+    /// Which repositories Stage accepts (`--allowed-repository`, repeated)
+    /// and whether bootc enforces the signature policy
+    /// (`--enforce-container-sigpolicy`).
     pub policy: validate::ImagePolicy,
-    /// Pass `--enforce-container-sigpolicy` to bootc when staging, so that
-    /// the host's `containers-policy.json` decides (signatures).
-    pub enforce_sigpolicy: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -45,7 +44,7 @@ pub enum ArgsError {
     #[error("--parent-pid is required")]
     NoParent,
     #[error(
-        "--allowed-repository {0:?}: expected a repository (registry/path) or a namespace (registry/path/), without tag or digest"
+        "--allowed-repository {0:?}: not a repository (registry/path) or namespace (registry/path/)"
     )]
     Repository(String),
 }
@@ -64,43 +63,25 @@ impl Args {
     /// Parses `--parent-pid N [--host-pid N] [--apply-window-ms N]
     /// [--allowed-repository R]... [--enforce-container-sigpolicy]`.
     pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, ArgsError> {
-        let mut parent_pid = None;
-        let mut host_pid = 1;
+        let (mut parent_pid, mut host_pid) = (None, 1);
         let mut apply_window = crate::service::Limits::default().apply_window;
         let mut policy = validate::ImagePolicy::default();
-        let mut enforce_sigpolicy = false;
         let mut it = args.into_iter();
         while let Some(flag) = it.next() {
-            match flag.as_str() {
-                "--enforce-container-sigpolicy" => {
-                    enforce_sigpolicy = true;
-                    continue;
-                }
-                "--allowed-repository" => {
-                    let v = it
-                        .next()
-                        .ok_or_else(|| ArgsError::Missing { flag: flag.clone() })?;
-                    policy.allowed_repositories.push(allowed_repository(v)?);
-                    continue;
-                }
-                _ => {}
-            }
-            let mut value = |flag: &str| -> Result<i64, ArgsError> {
-                let v = it.next().ok_or_else(|| ArgsError::Missing {
-                    flag: flag.to_owned(),
-                })?;
-                v.parse::<i64>()
-                    .ok()
-                    .filter(|n| *n > 0 && *n <= i64::from(i32::MAX))
-                    .ok_or(ArgsError::Number {
-                        flag: flag.to_owned(),
-                        value: v,
-                    })
+            let mut value = || {
+                it.next()
+                    .ok_or_else(|| ArgsError::Missing { flag: flag.clone() })
             };
             match flag.as_str() {
-                "--parent-pid" => parent_pid = Some(value(&flag)? as i32),
-                "--host-pid" => host_pid = value(&flag)? as i32,
-                "--apply-window-ms" => apply_window = Duration::from_millis(value(&flag)? as u64),
+                "--parent-pid" => parent_pid = Some(number(&flag, value()?)? as i32),
+                "--host-pid" => host_pid = number(&flag, value()?)? as i32,
+                "--apply-window-ms" => {
+                    apply_window = Duration::from_millis(number(&flag, value()?)? as u64)
+                }
+                "--allowed-repository" => policy
+                    .allowed_repositories
+                    .push(allowed_repository(value()?)?),
+                "--enforce-container-sigpolicy" => policy.enforce_sigpolicy = true,
                 _ => return Err(ArgsError::Unknown(flag)),
             }
         }
@@ -109,35 +90,47 @@ impl Args {
             host_pid,
             apply_window,
             policy,
-            enforce_sigpolicy,
         })
     }
+}
 
-    /// The argv the daemon passes (inverse of [`Args::parse`]).
-    pub fn to_argv(&self) -> Vec<String> {
-        let mut argv = vec![
-            "--parent-pid".into(),
-            self.parent_pid.to_string(),
-            "--host-pid".into(),
-            self.host_pid.to_string(),
-            "--apply-window-ms".into(),
-            self.apply_window.as_millis().to_string(),
-        ];
-        for repository in &self.policy.allowed_repositories {
-            argv.push("--allowed-repository".into());
-            argv.push(repository.clone());
-        }
-        if self.enforce_sigpolicy {
-            argv.push("--enforce-container-sigpolicy".into());
-        }
-        argv
-    }
+/// A positive number that fits a pid.
+fn number(flag: &str, v: String) -> Result<i64, ArgsError> {
+    v.parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0 && *n <= i64::from(i32::MAX))
+        .ok_or(ArgsError::Number {
+            flag: flag.to_owned(),
+            value: v,
+        })
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    impl Args {
+        /// The argv the daemon passes (inverse of [`Args::parse`]).
+        pub fn to_argv(&self) -> Vec<String> {
+            let mut argv = vec![
+                "--parent-pid".into(),
+                self.parent_pid.to_string(),
+                "--host-pid".into(),
+                self.host_pid.to_string(),
+                "--apply-window-ms".into(),
+                self.apply_window.as_millis().to_string(),
+            ];
+            for repository in &self.policy.allowed_repositories {
+                argv.push("--allowed-repository".into());
+                argv.push(repository.clone());
+            }
+            if self.policy.enforce_sigpolicy {
+                argv.push("--enforce-container-sigpolicy".into());
+            }
+            argv
+        }
+    }
 
     #[test]
     fn args_round_trip_and_reject() {
@@ -146,11 +139,10 @@ mod tests {
             host_pid: 7,
             apply_window: Duration::from_millis(300),
             policy: validate::ImagePolicy::default(),
-            enforce_sigpolicy: false,
         };
         assert_eq!(Args::parse(a.to_argv()).unwrap(), a);
         a.policy.allowed_repositories = vec!["quay.io/acme/os".into(), "localhost:5000/os/".into()];
-        a.enforce_sigpolicy = true;
+        a.policy.enforce_sigpolicy = true;
         assert_eq!(Args::parse(a.to_argv()).unwrap(), a);
         let p = |v: &[&str]| Args::parse(v.iter().map(|s| s.to_string()));
         assert_eq!(p(&[]), Err(ArgsError::NoParent));

@@ -29,14 +29,7 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
     // It holds pull-secret bytes: no core dump, no /proc access by others.
     nix::sys::prctl::set_dumpable(false)?;
-    let parent = nix::unistd::getppid().as_raw();
-    if parent != args.parent_pid {
-        return Err(format!(
-            "parent is pid {parent}, not the daemon ({}); exiting",
-            args.parent_pid
-        )
-        .into());
-    }
+    check_parent(args.parent_pid)?;
     let socket = helper::sys::inherited_socket(SOCKET_FD)?;
     // A socketpair's peer credentials are those of the process that made
     // it: that must be the daemon.
@@ -52,10 +45,14 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // Opened after fd 3 is adopted (it would take that number otherwise),
     // then the parent checked again: if it is still the daemon, the pidfd
     // is the daemon's.
-    let daemon = helper::sys::pidfd(args.parent_pid)?;
-    if nix::unistd::getppid().as_raw() != args.parent_pid {
-        return Err("the daemon exited during start-up; exiting".into());
-    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let daemon = {
+        let _runtime = rt.enter();
+        helper::sys::watch_exit(args.parent_pid)?
+    };
+    check_parent(args.parent_pid)?;
     let limits = Limits {
         apply_window: args.apply_window,
         ..Limits::default()
@@ -66,25 +63,19 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     tracing::info!(
         host_pid = args.host_pid,
         allowed_repositories = ?args.policy.allowed_repositories,
-        enforce_container_sigpolicy = args.enforce_sigpolicy,
+        enforce_container_sigpolicy = args.policy.enforce_sigpolicy,
         "bootc-helper serving on fd 3"
     );
-    let engine = Arc::new(
-        Engine::new(
-            Runner {
-                host_pid: args.host_pid,
-            },
-            limits,
-        )
-        .with_policy(args.policy, args.enforce_sigpolicy),
-    );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let engine = Arc::new(Engine::new(
+        Runner {
+            host_pid: args.host_pid,
+        },
+        limits,
+        args.policy,
+    ));
     // Either way the daemon is gone (it never closes the connection while
     // it lives), so the helper's work is over.
     rt.block_on(async move {
-        let daemon = helper::sys::watch_exit(daemon)?;
         tokio::select! {
             served = helper::server::serve(socket, engine) => match served {
                 Ok(()) => tracing::info!("daemon closed the connection; exiting"),
@@ -94,7 +85,14 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             // socket lives on somewhere.
             _ = daemon.readable() => tracing::info!("the daemon exited; exiting"),
         }
-        Ok::<_, std::io::Error>(())
-    })?;
+    });
     Ok(())
+}
+
+/// The helper's parent must be the daemon that started it.
+fn check_parent(daemon: i32) -> Result<(), String> {
+    let parent = nix::unistd::getppid().as_raw();
+    (parent == daemon)
+        .then_some(())
+        .ok_or_else(|| format!("parent is pid {parent}, not the daemon ({daemon}); exiting"))
 }

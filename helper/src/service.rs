@@ -99,27 +99,20 @@ pub struct Engine {
     runner: Runner,
     limits: Limits,
     policy: validate::ImagePolicy,
-    enforce_sigpolicy: bool,
     state: Mutex<State>,
 }
 
 impl Engine {
-    pub fn new(runner: Runner, limits: Limits) -> Self {
+    /// Stage accepts only what `policy` allows (and bootc checks the host's
+    /// signature policy for every image it fetches, if it says so).
+    pub fn new(runner: Runner, limits: Limits, policy: validate::ImagePolicy) -> Self {
+        let state = Mutex::new(State::default());
         Engine {
             runner,
             limits,
-            policy: validate::ImagePolicy::default(),
-            enforce_sigpolicy: false,
-            state: Mutex::new(State::default()),
+            policy,
+            state,
         }
-    }
-
-    /// Stage accepts only what `policy` allows, and with `enforce_sigpolicy`
-    /// bootc checks the host's signature policy for every image it fetches.
-    pub fn with_policy(mut self, policy: validate::ImagePolicy, enforce_sigpolicy: bool) -> Self {
-        self.policy = policy;
-        self.enforce_sigpolicy = enforce_sigpolicy;
-        self
     }
 
     async fn download_only(&self, state: &mut State) -> Result<bool, HelperError> {
@@ -169,7 +162,10 @@ impl Engine {
         let locked = self.download_only(&mut state).await?;
         // Forget the previous image first: a failed stage may have replaced it.
         state.last_staged = None;
-        let argv = sigpolicy(bootc::stage_argv(&image, locked), self.enforce_sigpolicy);
+        let argv = sigpolicy(
+            bootc::stage_argv(&image, locked),
+            self.policy.enforce_sigpolicy,
+        );
         self.runner.run(&argv, self.limits.stage).await?;
         state.last_staged = Some(Staged { image, locked });
         Ok(proto::StageResponse { locked })
@@ -191,7 +187,7 @@ impl Engine {
         }
         let argv = sigpolicy(
             bootc::apply_argv(&staged.image, staged.locked, soft_reboot),
-            self.enforce_sigpolicy,
+            self.policy.enforce_sigpolicy,
         );
         match self.runner.apply(&argv, self.limits.apply_window).await? {
             ApplyOutcome::Exited => tracing::info!("bootc apply exited 0"),

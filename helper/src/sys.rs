@@ -39,26 +39,19 @@ pub fn inherited_socket(fd: RawFd) -> io::Result<std::os::unix::net::UnixStream>
     Ok(std::os::unix::net::UnixStream::from(owned))
 }
 
-/// A pidfd for process `pid` (pidfd_open, Linux 5.3): it becomes readable
-/// when that process exits, whoever holds the other end of any socket.
-pub fn pidfd(pid: i32) -> io::Result<OwnedFd> {
+/// A pidfd for process `pid` (pidfd_open, Linux 5.3), registered with the
+/// current tokio runtime: `readable()` resolves once that process has exited,
+/// whoever holds the other end of any socket.
+pub fn watch_exit(pid: i32) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
-    // (owned here, nothing else knows it) or -1.
+    // or -1.
     let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
-    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from_raw_os_error(0))?;
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// [`pidfd`] registered with the current tokio runtime: `readable()`
-/// resolves once the process has exited.
-pub fn watch_exit(pidfd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
-    // SAFETY: the AsyncFd owns the descriptor, which stays open and the same
-    // for as long as it is registered.
-    Ok(unsafe { tokio::io::unix::AsyncFd::register(pidfd) }?)
+    // SAFETY: a fresh descriptor (it fits an int) that nothing else owns;
+    // the AsyncFd owns it, open and the same while registered.
+    Ok(unsafe { tokio::io::unix::AsyncFd::register(OwnedFd::from_raw_fd(fd as RawFd)) }?)
 }
 
 /// Makes the child join the mount namespace `ns` (an open

@@ -14,9 +14,7 @@ pub const AUTH_MAX_BYTES: usize = 64 * 1024;
 pub enum ValidationError {
     #[error("stage: invalid image: {0}")]
     Image(#[from] ImageRefError),
-    #[error(
-        "stage: repository {repository:?} is not allowed by the helper's --allowed-repository rule (allowed: {allowed:?})"
-    )]
+    #[error("stage: repository {repository:?} is not allowed (--allowed-repository {allowed:?})")]
     RepositoryNotAllowed {
         repository: String,
         allowed: Vec<String>,
@@ -37,6 +35,9 @@ pub struct ImagePolicy {
     /// Repositories (`registry/path`, matched exactly) and namespaces
     /// (`registry/path/`, matching every repository below). Empty: any.
     pub allowed_repositories: Vec<String>,
+    /// Pass `--enforce-container-sigpolicy` to bootc when staging, so that
+    /// the host's `containers-policy.json` decides (signatures).
+    pub enforce_sigpolicy: bool,
 }
 
 impl ImagePolicy {
@@ -132,16 +133,12 @@ pub fn auth_payload(payload: &[u8]) -> Result<Vec<u8>, ValidationError> {
 /// credential, for a string where an object was expected) or key: only its
 /// kind and position.
 fn json_error_position(e: &serde_json::Error) -> String {
-    let kind = match e.classify() {
-        serde_json::error::Category::Io => "unreadable",
-        serde_json::error::Category::Syntax => "invalid JSON",
-        serde_json::error::Category::Data => {
-            "not the docker config shape (auths: registry -> auth, username, password, identitytoken, registrytoken, email)"
-        }
-        serde_json::error::Category::Eof => "truncated JSON",
-    };
-    format!("{kind} at line {} column {}", e.line(), e.column())
+    let (kind, line, column) = (e.classify(), e.line(), e.column());
+    format!("{kind:?} error at line {line} column {column} (expected {DOCKER_CONFIG_SHAPE})")
 }
+
+/// What [`DockerConfig`] accepts, for error messages.
+const DOCKER_CONFIG_SHAPE: &str = r#"{"auths": {"<registry>": {"auth", "username", "password", "identitytoken", "registrytoken", "email"}}}"#;
 
 #[cfg(test)]
 mod tests {
@@ -231,6 +228,7 @@ mod tests {
     fn stage_refuses_repositories_outside_the_allow_list() {
         let policy = ImagePolicy {
             allowed_repositories: vec!["quay.io/acme/os".into(), "registry.example.com/os/".into()],
+            enforce_sigpolicy: false,
         };
         for ok in [
             format!("quay.io/acme/os@{D}"),

@@ -115,8 +115,7 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         pod["volumes"]
     );
     assert_eq!(
-        pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"],
-        true,
+        pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"], true,
         "the daemon writes nothing to its container's filesystem"
     );
     let env = pod["containers"][0]["env"].as_array().unwrap();
