@@ -23,3 +23,27 @@ fn helper_stays_within_its_crate_and_line_budgets() {
     );
     assert!(lines > 100, "{lines}: counted nothing?");
 }
+
+/// In CI (`./dev test`), every test that starts the helper runs the binary
+/// built on its own (`cargo build -p helper` into its own target
+/// directory), not the workspace build.
+#[test]
+fn integration_tests_run_the_shipped_helper() {
+    use tests::fake_host::{SHIPPED_HELPER_ENV, bin, target_dir};
+    let Some(shipped) = std::env::var_os(SHIPPED_HELPER_ENV) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the tests through ./dev test, which sets {SHIPPED_HELPER_ENV}"
+        );
+        eprintln!("SKIPPED: {SHIPPED_HELPER_ENV} unset (not run through ./dev test)");
+        return;
+    };
+    let helper = bin("bootc-helper");
+    assert_eq!(helper, std::path::PathBuf::from(&shipped));
+    assert!(helper.is_file(), "{}", helper.display());
+    assert!(
+        !helper.starts_with(target_dir()),
+        "{} is the workspace build",
+        helper.display()
+    );
+}
