@@ -1,13 +1,14 @@
 //! bootc-daemon: the unprivileged node agent.
 //!
-//! Process model (DESIGN.md section 3): `main` stays single-threaded while it
+//! Process model (SECURITY.md section 2): `main` stays single-threaded while it
 //! creates a socketpair, forks and execs `bootc-helper` with one end as fd 3,
 //! opens the inotify watch on the host's `ostree/bootc`, drops every
 //! privilege ([`privdrop`]) and installs the seccomp allow-list
 //! ([`seccomp`]); only then does it start tokio and run [`agent::run`] with a
 //! gRPC client of the helper ([`helper_client::connect`]) and the watch
 //! ([`watch::HostEvents`]). If the helper exits, the daemon exits non-zero;
-//! if the daemon dies, the kernel kills the helper (PR_SET_PDEATHSIG).
+//! if the daemon dies, the helper exits (it watches a pidfd of the daemon:
+//! the kernel refuses PR_SET_PDEATHSIG from the unprivileged daemon to it).
 
 pub mod agent;
 pub mod helper_client;

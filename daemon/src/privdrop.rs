@@ -1,5 +1,5 @@
 //! Giving up every privilege before the daemon starts tokio, in the order
-//! DESIGN.md section 3 requires: bounding set (needs CAP_SETPCAP, so first),
+//! SECURITY.md section 2 gives: bounding set (needs CAP_SETPCAP, so first),
 //! ambient, inheritable, then groups / gid / uid (leaving uid 0 empties the
 //! permitted and effective sets), then a check that all five sets read zero,
 //! then no_new_privs. The seccomp filter comes after (see seccomp.rs).

@@ -19,8 +19,8 @@
 //! limits; `fcntl` only descriptor and status flags (no F_SETOWN, which
 //! would aim SIGIO at another process).
 //!
-//! The list started from DESIGN.md section 3 (a kube + tokio + rustls client
-//! measured with `strace -f -c`) minus start-up-only calls (execve, access,
+//! The list started from a kube + tokio + rustls client measured with
+//! `strace -f -c` minus start-up-only calls (execve, access,
 //! arch_prctl...), plus what the daemon's own paths use; the integration tests
 //! run the daemon under it.
 

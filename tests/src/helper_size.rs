@@ -15,7 +15,14 @@ pub const LINE_BUDGET: usize = 1000;
 /// the compiler, not in the root process).
 pub fn linked_crates(repo: &Path) -> anyhow::Result<Vec<String>> {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["tree", "--locked", "-p", "helper", "-e", "normal,no-proc-macro"])
+        .args([
+            "tree",
+            "--locked",
+            "-p",
+            "helper",
+            "-e",
+            "normal,no-proc-macro",
+        ])
         .args(["--prefix", "none"])
         .current_dir(repo)
         .output()?;

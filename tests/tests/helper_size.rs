@@ -15,7 +15,10 @@ fn helper_stays_within_its_crate_and_line_budgets() {
         crates.join("\n")
     );
     // Not an empty or truncated listing.
-    assert!(crates.iter().any(|c| c.starts_with("helper ")), "{crates:?}");
+    assert!(
+        crates.iter().any(|c| c.starts_with("helper ")),
+        "{crates:?}"
+    );
     let lines = helper_code_lines(&repo).unwrap();
     assert!(
         lines <= LINE_BUDGET,
