@@ -128,7 +128,7 @@ pub fn write(host_root: &Path, content: &[u8]) -> Result<PathBuf, AuthWriteError
         .map_err(|e| AuthWriteError::Io {
             op: "write",
             path: tmp_shown.clone(),
-            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)),
         });
     if let Err(e) = written {
         let _ = unlinkat(&dir, AUTH_TMP, UnlinkatFlags::NoRemoveDir);
@@ -141,13 +141,9 @@ pub fn write(host_root: &Path, content: &[u8]) -> Result<PathBuf, AuthWriteError
         .map_err(|e| AuthWriteError::Io {
             op: "fsync",
             path: shown.clone(),
-            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)),
         })?;
     Ok(target)
-}
-
-fn libc_eio() -> i32 {
-    Errno::EIO as i32
 }
 
 #[cfg(test)]

@@ -165,16 +165,17 @@ impl Runner {
         cmd.kill_on_drop(true);
         tracing::info!(?argv, "running bootc");
         let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+        let group = child.id();
         let stdout = read_bounded(child.stdout.take(), STDOUT_MAX);
         let stderr = read_bounded(child.stderr.take(), STDERR_MAX);
         let all = async { tokio::join!(child.wait(), stdout, stderr) };
-        let (status, stdout, stderr) =
-            tokio::time::timeout(timeout, all)
-                .await
-                .map_err(|_| RunError::Timeout {
-                    argv: argv.to_vec(),
-                    timeout,
-                })?;
+        let (status, stdout, stderr) = tokio::time::timeout(timeout, all).await.map_err(|_| {
+            group.into_iter().for_each(crate::sys::kill_group);
+            RunError::Timeout {
+                argv: argv.to_vec(),
+                timeout,
+            }
+        })?;
         let status = status.map_err(RunError::Wait)?;
         if !status.success() {
             return Err(RunError::Failed {

@@ -342,7 +342,13 @@ fn touch(dir: &Path) -> std::io::Result<()> {
 /// Runs the fake bootc on `args` (without argv[0]) against `layout`.
 pub fn run(layout: &Layout, args: &[String]) -> std::io::Result<Outcome> {
     let old = layout.flag(layout.old_bootc());
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    // Like bootc: `switch` takes --enforce-container-sigpolicy anywhere;
+    // the argv is recorded as given (Invocation).
+    let a: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--enforce-container-sigpolicy")
+        .collect();
     match a.as_slice() {
         ["status", "--format=json", "--format-version=1"] => {
             let state = layout.read_state()?;

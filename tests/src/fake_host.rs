@@ -31,10 +31,20 @@ pub fn target_dir() -> PathBuf {
     dir
 }
 
+/// Where `./dev test` puts the helper it builds on its own (`cargo build
+/// -p helper`, its own feature set: what ships), for the tests to run
+/// instead of the workspace build (whose features cargo unifies with the
+/// daemon's and the tests').
+pub const SHIPPED_HELPER_ENV: &str = "BOOTC_HELPER_SHIPPED";
+
 /// A workspace binary built next to the tests (bootc-daemon, bootc-helper,
-/// fake-bootc).
+/// fake-bootc); for bootc-helper, the shipped build when
+/// [`SHIPPED_HELPER_ENV`] names one.
 pub fn bin(name: &str) -> PathBuf {
-    target_dir().join(name)
+    match std::env::var_os(SHIPPED_HELPER_ENV) {
+        Some(shipped) if name == "bootc-helper" => PathBuf::from(shipped),
+        _ => target_dir().join(name),
+    }
 }
 
 /// Whether the tests can create namespaces and drop privilege. CI runs as
@@ -171,10 +181,23 @@ pub struct TestHelper {
 impl FakeHost {
     /// Starts `bootc-helper` against this host and connects to it.
     pub async fn helper(&self, apply_window: std::time::Duration) -> anyhow::Result<TestHelper> {
+        self.helper_with(daemon::spawn::HelperOptions {
+            apply_window,
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// [`FakeHost::helper`] with more options (allowed repositories,
+    /// signature policy); path and host pid are filled in.
+    pub async fn helper_with(
+        &self,
+        options: daemon::spawn::HelperOptions,
+    ) -> anyhow::Result<TestHelper> {
         let (process, socket) = daemon::spawn::start(&daemon::spawn::HelperOptions {
             path: bin("bootc-helper"),
             host_pid: self.pid(),
-            apply_window,
+            ..options
         })?;
         let client = daemon::helper_client::connect(socket).await?;
         Ok(TestHelper { process, client })

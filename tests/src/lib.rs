@@ -9,6 +9,7 @@ pub mod display;
 pub mod fake_bootc;
 pub mod fake_host;
 pub mod freeze_proxy;
+pub mod helper_size;
 pub mod image_pull;
 pub mod k8s;
 pub mod node_agent;

@@ -456,3 +456,120 @@ async fn helper_exits_when_the_daemon_end_closes() {
         "clean exit on EOF: {status:?} (pid {pid})"
     );
 }
+
+#[tokio::test]
+async fn only_allowed_repositories_are_staged_and_bootc_enforces_the_sigpolicy() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host
+        .helper_with(daemon::spawn::HelperOptions {
+            apply_window: Duration::from_secs(5),
+            allowed_repositories: vec!["127.0.0.1:5000/os".into()],
+            enforce_sigpolicy: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let other = format!("127.0.0.1:5000/other@sha256:{}", "c".repeat(64));
+    let err = h
+        .client
+        .stage(proto::StageRequest {
+            image: other.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert!(
+        err.message()
+            .contains("\"127.0.0.1:5000/other\" is not allowed")
+            && err.message().contains("--allowed-repository"),
+        "{}",
+        err.message()
+    );
+    assert!(host.invocations().is_empty(), "bootc never ran for it");
+    h.client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap();
+    assert_eq!(
+        argvs(&host).last().unwrap(),
+        &v(&[
+            "switch",
+            "--download-only",
+            "--enforce-container-sigpolicy",
+            "--",
+            &image('b')
+        ])
+    );
+}
+
+#[tokio::test]
+async fn write_auth_errors_never_echo_credentials() {
+    require_root!();
+    const SECRET: &str = "dXNlcjpodW50ZXIyLXNlY3JldA";
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    for payload in [
+        format!(r#"{{"auths":{{"quay.io":"{SECRET}"}}}}"#),
+        format!(r#"{{"auths":{{"quay.io":{{"{SECRET}":"x"}}}}}}"#),
+        format!(r#"{{"auths":{{"quay.io":{{"auth":"{SECRET}""#),
+    ] {
+        let err = h
+            .client
+            .write_auth(proto::WriteAuthRequest {
+                docker_config_json: payload.clone().into_bytes(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert!(
+            !err.message().contains(SECRET),
+            "{payload}: {}",
+            err.message()
+        );
+    }
+}
+
+#[tokio::test]
+async fn bootc_dies_with_the_helper() {
+    require_root!();
+    // Orphans come to this process, so they can be awaited.
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    std::fs::write(host.layout.park_apply(), "").unwrap();
+    let mut h = host.helper(Duration::from_millis(300)).await.unwrap();
+    h.client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap();
+    h.client
+        .apply(proto::ApplyRequest { soft_reboot: false })
+        .await
+        .unwrap();
+    let parked: Vec<i32> = processes_mentioning(&host.root().display().to_string())
+        .into_iter()
+        .filter(|p| *p != host.pid())
+        .collect();
+    assert!(!parked.is_empty(), "bootc --apply is still running");
+    let helper = nix::unistd::Pid::from_raw(h.process.pid() as i32);
+    nix::sys::signal::kill(helper, nix::sys::signal::SIGKILL).unwrap();
+    // Reaped: its children are this process's now.
+    tokio::time::timeout(Duration::from_secs(5), h.process.exited())
+        .await
+        .unwrap()
+        .unwrap();
+    for pid in parked {
+        // Parked for 60 s unless its parent-death signal ends it.
+        let status =
+            tests::daemon_proc::wait_pid(nix::unistd::Pid::from_raw(pid), Duration::from_secs(5))
+                .unwrap_or_else(|e| {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::SIGKILL,
+                    );
+                    panic!("bootc outlived the helper: {e}")
+                });
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9), "{status:?}");
+    }
+}
