@@ -17,6 +17,14 @@ pub const WAS_CORDONED_ANNOTATION: &str = "bootc.dev/was-cordoned";
 /// cordon and removed with the uncordon, so that a cordon of ours is known
 /// even if the BootcNode (and its was-cordoned record) is lost.
 pub const CORDONED_BY_ANNOTATION: &str = "bootc.dev/cordoned-by";
+/// On a Node: the pool whose reboot slot disrupted it. Written with the
+/// slot's cordon (alone on a node an admin had cordoned) and removed only
+/// once the node is back (Ready, uncordoned unless an admin had cordoned
+/// it, no reboot in flight), so that the node keeps counting against the
+/// pool's `maxUnavailable` while it reboots even if it left the pool, its
+/// BootcNode was deleted, the pool's target changed or the controller
+/// restarted.
+pub const DISRUPTED_BY_ANNOTATION: &str = "bootc.dev/disrupted-by";
 /// On a BootcNodePool: cleanup (uncordon, unlabel) runs before deletion.
 pub const POOL_FINALIZER: &str = "node.bootc.dev/pool-cleanup";
 /// Field manager used by the controller for server-side apply.

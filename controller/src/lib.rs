@@ -1,6 +1,8 @@
 //! The bootc pool controller.
 //!
 //! * [`planner`]: the pool reconciler's decisions as a pure function;
+//! * [`disruption`]: the disruption bound (who counts as disrupted, when a
+//!   node is back, when a new slot may be handed out);
 //! * [`actuator`]: makes the planner's writes;
 //! * [`drain`]: node drains through the Eviction API;
 //! * [`target`]: the `resolve_target` step (digest references; the seam for
@@ -27,6 +29,7 @@
 //! events.k8s.io events create/patch.
 
 pub mod actuator;
+pub mod disruption;
 pub mod drain;
 pub mod events;
 pub mod lease;

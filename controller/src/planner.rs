@@ -31,6 +31,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::core::{Expression, Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
+use crate::disruption::{
+    self, Budget, cordoned_by, is_cordoned as node_unschedulable, is_ready as node_ready,
+};
+
 /// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
 pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
 /// Degraded reason: `spec.pullSecretRef` names a Secret that does not exist.
@@ -112,21 +116,37 @@ pub struct NodePatch {
     /// A cordon of our own (a reboot slot): mark the Node with
     /// `bootc.dev/cordoned-by: <pool>`. An uncordon always removes the mark.
     pub ours: bool,
+    /// Some(true): write the pool's disruption record
+    /// (`bootc.dev/disrupted-by`); Some(false): remove it (the node is back).
+    pub disrupted: Option<bool>,
 }
 
 impl NodePatch {
-    /// Lift a cordon (our mark goes with it).
+    /// Lift a cordon of ours: the node is back (the mark and the
+    /// disruption record go with it).
     pub const UNCORDON: NodePatch = NodePatch {
         managed: None,
         unschedulable: Some(false),
         ours: false,
+        disrupted: Some(false),
     };
-    /// Cordon for a reboot slot, marked as ours.
+    /// Cordon for a reboot slot, marked as ours, with the disruption record.
     pub const SLOT_CORDON: NodePatch = NodePatch {
         managed: None,
         unschedulable: Some(true),
         ours: true,
+        disrupted: Some(true),
     };
+    /// The disruption record alone: on a node an admin had cordoned (its
+    /// slot starts), or off it (back, and the cordon stays the admin's).
+    pub const fn record(disrupted: bool) -> NodePatch {
+        NodePatch {
+            managed: None,
+            unschedulable: None,
+            ours: false,
+            disrupted: Some(disrupted),
+        }
+    }
 }
 
 /// One write, in the order the actuator must make them.
@@ -203,14 +223,6 @@ pub enum NodeState {
     Rebooting,
 }
 
-fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True")
-}
-
 /// Since when the Node has been not Ready (its Ready condition's last
 /// transition), if it is not Ready.
 fn not_ready_since(node: &Node) -> Option<jiff::Timestamp> {
@@ -228,22 +240,6 @@ fn not_ready_since(node: &Node) -> Option<jiff::Timestamp> {
         ),
         None => Some(jiff::Timestamp::UNIX_EPOCH),
     }
-}
-
-/// Is the Node cordoned by this pool's own reboot slot (by its mark)?
-fn cordoned_by(node: &Node, pool: &str) -> bool {
-    node_unschedulable(node)
-        && node
-            .annotations()
-            .get(api::labels::CORDONED_BY_ANNOTATION)
-            .is_some_and(|p| p == pool)
-}
-
-fn node_unschedulable(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
 }
 
 fn bn_degraded(bn: &BootcNode) -> bool {
@@ -461,6 +457,9 @@ fn leave_writes(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
         if node.labels().contains_key(api::labels::MANAGED_LABEL) {
             patch.managed = Some(false);
         }
+        if owner_pool(bn).is_some_and(|(pool, _)| disruption::recorded_for(node, &pool)) {
+            patch.disrupted = Some(false);
+        }
         match was_cordoned(bn) {
             Some(prior) if prior != node_unschedulable(node) => {
                 patch.unschedulable = Some(prior);
@@ -484,40 +483,193 @@ fn leave_writes(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
     writes.push(Write::DeleteBootcNode { name });
 }
 
+/// Owned BootcNodes whose node is gone or no longer selected leave the pool
+/// (writes and a `NodeLeft` event into `out`), except a node this pool
+/// disrupted that is not back yet (see [`disruption`]): it keeps its
+/// BootcNode, its label and its slot, and leaves once it is back. Returns
+/// those nodes.
+fn plan_leavers(
+    pool: &BootcNodePool,
+    nodes: &BTreeMap<String, &Node>,
+    bns: &BTreeMap<String, &BootcNode>,
+    members: &BTreeSet<&String>,
+    conflicts: &BTreeMap<String, BTreeSet<String>>,
+    out: &mut Plan,
+) -> Vec<String> {
+    let pool_name = pool.name_any();
+    let mut not_back = Vec::new();
+    for (name, bn) in bns {
+        if !owned_by(bn, pool) || members.contains(name) || conflicts.contains_key(name) {
+            continue;
+        }
+        let node = nodes.get(name).copied();
+        if let Some(node) = node
+            && holds_slot(node, bn, &pool_name)
+            && !disruption::is_back(node, Some(bn))
+        {
+            not_back.push(name.clone());
+            continue;
+        }
+        leave_writes(bn, node, &mut out.writes);
+        out.events.push(PlannedEvent {
+            reason: event_reasons::NODE_LEFT,
+            message: format!("node {name} left pool {pool_name}"),
+            warning: false,
+            node: Some(name.clone()),
+        });
+    }
+    // A node with this pool's record and neither membership nor BootcNode
+    // (both lost mid-reboot): back once Ready, then restored.
+    for (name, node) in nodes {
+        if bns.contains_key(name)
+            || members.contains(name)
+            || !disruption::recorded_for(node, &pool_name)
+        {
+            continue;
+        }
+        if !disruption::is_back(node, None) {
+            not_back.push(name.clone());
+        } else if let Some(patch) = back_patch(node, &pool_name, None) {
+            out.writes.push(Write::PatchNode {
+                name: name.clone(),
+                patch,
+            });
+        }
+    }
+    not_back
+}
+
+/// Does the node hold a slot of `pool` (its BootcNode's slot record, or the
+/// Node's disruption record)?
+fn holds_slot(node: &Node, bn: &BootcNode, pool: &str) -> bool {
+    bn.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION) || disruption::recorded_for(node, pool)
+}
+
+/// Was the Node cordoned before `pool`'s slot? A cordon with our mark is
+/// ours (from a slot whose BootcNode record was lost): it was not.
+fn prior_cordon(node: &Node, pool: &str) -> bool {
+    node_unschedulable(node) && !cordoned_by(node, pool)
+}
+
+/// The patch that keeps a slotted node cordoned and recorded, if needed.
+fn slot_patch(node: &Node, pool: &str) -> Option<NodePatch> {
+    if !node_unschedulable(node) {
+        Some(NodePatch::SLOT_CORDON)
+    } else if !disruption::recorded_for(node, pool) {
+        Some(NodePatch::record(true))
+    } else {
+        None
+    }
+}
+
+/// The patch that ends a node's disruption once it is back: lift our cordon
+/// (unless `was_cordoned` says an admin's was there first) and remove the
+/// record, in one write.
+fn back_patch(node: &Node, pool: &str, was_cordoned: Option<&str>) -> Option<NodePatch> {
+    let ours = match was_cordoned {
+        Some(prior) => prior != "true",
+        None => cordoned_by(node, pool),
+    };
+    if ours && node_unschedulable(node) {
+        Some(NodePatch::UNCORDON)
+    } else if disruption::recorded_for(node, pool) {
+        Some(NodePatch::record(false))
+    } else {
+        None
+    }
+}
+
+/// Hands free reboot slots to `candidates` within the disruption budget
+/// (already unavailable candidates first): the slot record on the
+/// BootcNode, then the cordon with the disruption record, then the drain.
+fn assign_slots(
+    candidates: &[String],
+    budget: &mut Budget,
+    nodes: &BTreeMap<String, &Node>,
+    pool: &str,
+    desired: &mut BTreeMap<String, Owned>,
+    post: &mut BTreeMap<String, Vec<Write>>,
+) {
+    let mut ordered = candidates.to_vec();
+    budget.order(&mut ordered);
+    for name in ordered {
+        let (Some(node), Some(owned)) = (nodes.get(&name), desired.get_mut(&name)) else {
+            continue;
+        };
+        if !budget.admits(&name) {
+            continue;
+        }
+        budget.take(&name);
+        owned.in_slot = true;
+        owned.was_cordoned = Some(prior_cordon(node, pool).to_string());
+        let writes = post.entry(name.clone()).or_default();
+        if let Some(patch) = slot_patch(node, pool) {
+            writes.push(Write::PatchNode {
+                name: name.clone(),
+                patch,
+            });
+        }
+        writes.push(Write::StartDrain { node: name });
+    }
+}
+
+/// What a deleted pool's cleanup does now, and what it waits for.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cleanup {
+    pub writes: Vec<Write>,
+    /// Nodes this pool disrupted that are not back yet: their cleanup (and
+    /// the pool's finalizer) waits for them, so that they keep counting as
+    /// disrupted while they reboot.
+    pub waiting: Vec<String>,
+}
+
 /// The writes that undo everything the pool did, for its deletion.
-pub fn plan_cleanup(input: &PlanInput<'_>) -> Vec<Write> {
+pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
     let nodes: BTreeMap<String, &Node> = input.nodes.iter().map(|n| (n.name_any(), *n)).collect();
-    let mut writes = Vec::new();
+    let pool_name = input.pool.name_any();
+    let mut out = Cleanup::default();
     for bn in input
         .bootc_nodes
         .iter()
         .filter(|bn| owned_by(bn, input.pool))
     {
-        leave_writes(bn, nodes.get(&bn.name_any()).copied(), &mut writes);
+        let node = nodes.get(&bn.name_any()).copied();
+        if let Some(node) = node
+            && holds_slot(node, bn, &pool_name)
+            && !disruption::is_back(node, Some(bn))
+        {
+            out.waiting.push(bn.name_any());
+            continue;
+        }
+        leave_writes(bn, node, &mut out.writes);
     }
-    // A node still carrying this pool's cordon mark without a BootcNode
-    // (deleted and not yet recreated) is restored by the mark alone.
-    let pool_name = input.pool.name_any();
+    // A node still carrying this pool's cordon mark or disruption record
+    // without a BootcNode (deleted and not yet recreated) is restored by the
+    // mark alone, once it is back.
     for (name, node) in &nodes {
         let has_bn = input
             .bootc_nodes
             .iter()
             .any(|bn| bn.name_any() == *name && owned_by(bn, input.pool));
-        if !has_bn && cordoned_by(node, &pool_name) {
-            writes.push(Write::PatchNode {
-                name: name.clone(),
-                patch: NodePatch {
-                    managed: node
-                        .labels()
-                        .contains_key(api::labels::MANAGED_LABEL)
-                        .then_some(false),
-                    unschedulable: Some(false),
-                    ours: false,
-                },
-            });
+        let ours = cordoned_by(node, &pool_name) || disruption::recorded_for(node, &pool_name);
+        if has_bn || !ours {
+            continue;
         }
+        if !disruption::is_back(node, None) {
+            out.waiting.push(name.clone());
+            continue;
+        }
+        let mut patch = back_patch(node, &pool_name, None).unwrap_or_default();
+        patch.managed = node
+            .labels()
+            .contains_key(api::labels::MANAGED_LABEL)
+            .then_some(false);
+        out.writes.push(Write::PatchNode {
+            name: name.clone(),
+            patch,
+        });
     }
-    writes
+    out
 }
 
 /// Per-state counts for the status message.
@@ -651,18 +803,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         }
     }
     let member_set: BTreeSet<&String> = members.iter().collect();
-    // Owned BootcNodes whose node is gone or no longer selected leave.
-    for (name, bn) in &bns {
-        if owned_by(bn, pool) && !member_set.contains(name) && !conflicts.contains_key(name) {
-            leave_writes(bn, nodes.get(name).copied(), &mut out.writes);
-            out.events.push(PlannedEvent {
-                reason: event_reasons::NODE_LEFT,
-                message: format!("node {name} left pool {}", pool.name_any()),
-                warning: false,
-                node: Some(name.clone()),
-            });
-        }
-    }
+    let not_back = plan_leavers(pool, &nodes, &bns, &member_set, &conflicts, &mut out);
 
     // Drains of nodes that are no longer slotted members are stopped below.
     let slots = match max_unavailable(&pool.spec.rollout.max_unavailable, members.len()) {
@@ -675,7 +816,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let paused = pool.spec.rollout.paused;
 
     let mut counts = Counts::default();
-    let mut holders = 0usize;
+    let mut budget = Budget::new(slots);
+    for name in &not_back {
+        budget.hold(name);
+    }
     let mut unhealthy_in_slots: Vec<String> = Vec::new();
     let mut drain_failures: Vec<String> = Vec::new();
     let mut candidates: Vec<String> = Vec::new();
@@ -689,6 +833,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let mut post: BTreeMap<String, Vec<Write>> = BTreeMap::new();
     let mut requeue: Option<Duration> = None;
     let mut all_run_target = !members.is_empty();
+    // Slots are free but the pool's own unavailable nodes use the budget up.
+    let mut waiting_for_budget: Option<String> = None;
 
     if let Some(target) = &target {
         for name in &members {
@@ -739,18 +885,33 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             let degraded = state == NodeState::Degraded;
             let healthy = ready && !degraded;
             let drain = input.drains.get(name);
+            let recorded = node.is_some_and(|n| disruption::recorded_for(n, &pool_name));
+            if let Some(node) = node {
+                if recorded && !owned.in_slot {
+                    // Disrupted by our slot, whose BootcNode record was lost
+                    // (deleted, recreated): the slot is taken back.
+                    owned.in_slot = true;
+                    owned.was_cordoned = Some(prior_cordon(node, &pool_name).to_string());
+                }
+            }
 
             if owned.in_slot {
-                if runs && healthy {
-                    // Rule 2: release only when updated, not Degraded, Ready.
-                    if let Some(node) = node
-                        && owned.was_cordoned.as_deref() != Some("true")
-                        && node_unschedulable(node)
-                    {
-                        pre.entry(name.clone()).or_default().push(Write::PatchNode {
-                            name: name.clone(),
-                            patch: NodePatch::UNCORDON,
-                        });
+                let in_flight = existing.is_none_or(disruption::reboot_in_flight);
+                if runs && healthy && !in_flight {
+                    // Rule 2: release only when updated, not Degraded, Ready,
+                    // and with no reboot in flight: the node is back.
+                    if let Some(node) = node {
+                        let patch = back_patch(node, &pool_name, owned.was_cordoned.as_deref());
+                        if patch.as_ref().is_none_or(|p| p.unschedulable.is_none()) {
+                            // Still cordoned (an admin's cordon): unavailable.
+                            budget.member(name, node);
+                        }
+                        if let Some(patch) = patch {
+                            pre.entry(name.clone()).or_default().push(Write::PatchNode {
+                                name: name.clone(),
+                                patch,
+                            });
+                        }
                     }
                     owned.in_slot = false;
                     owned.was_cordoned = None;
@@ -761,7 +922,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             .push(Write::CancelDrain { node: name.clone() });
                     }
                 } else {
-                    holders += 1;
+                    budget.hold(name);
                     // Rule 3 counts Degraded nodes, and NotReady ones unless
                     // they are simply rebooting (approved, not yet on the
                     // target) within REBOOT_GRACE.
@@ -785,15 +946,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         if paused {
                             held_by_pause.push(name.clone());
                         }
-                        // Keep the node cordoned and drained until approval.
-                        if let Some(node) = node
-                            && !node_unschedulable(node)
-                        {
+                        // Keep the node cordoned, recorded and drained
+                        // until approval.
+                        if let Some(patch) = node.and_then(|n| slot_patch(n, &pool_name)) {
                             post.entry(name.clone())
                                 .or_default()
                                 .push(Write::PatchNode {
                                     name: name.clone(),
-                                    patch: NodePatch::SLOT_CORDON,
+                                    patch,
                                 });
                         }
                         match drain {
@@ -825,6 +985,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     }
                 }
             } else {
+                if let Some(node) = node {
+                    budget.member(name, node);
+                }
                 // Approval belongs to a slot.
                 owned.spec.desired_image_state = DesiredImageState::Staged;
                 if drain.is_some() {
@@ -851,8 +1014,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         name: name.clone(),
                         patch: NodePatch {
                             managed: Some(true),
-                            unschedulable: None,
-                            ours: false,
+                            ..NodePatch::default()
                         },
                     },
                 );
@@ -863,27 +1025,20 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         // Rule 3: two unhealthy slotted nodes stop new assignments.
         let halted = unhealthy_in_slots.len() >= 2;
         if !paused && !halted {
-            let free = slots.saturating_sub(holders);
-            for name in candidates.iter().take(free) {
-                let Some(node) = nodes.get(name) else {
-                    continue;
-                };
-                let Some(owned) = desired.get_mut(name) else {
-                    continue;
-                };
-                // A cordon with our mark is ours from a slot whose record was
-                // lost: the node was schedulable before.
-                let cordoned = node_unschedulable(node) && !cordoned_by(node, &pool_name);
-                owned.in_slot = true;
-                owned.was_cordoned = Some(cordoned.to_string());
-                let writes = post.entry(name.clone()).or_default();
-                if !node_unschedulable(node) {
-                    writes.push(Write::PatchNode {
-                        name: name.clone(),
-                        patch: NodePatch::SLOT_CORDON,
-                    });
-                }
-                writes.push(Write::StartDrain { node: name.clone() });
+            assign_slots(
+                &candidates,
+                &mut budget,
+                &nodes,
+                &pool_name,
+                &mut desired,
+                &mut post,
+            );
+            if let Some(others) = budget.blocked_by_others().filter(|_| {
+                candidates
+                    .iter()
+                    .any(|c| desired.get(c).is_some_and(|o| !o.in_slot))
+            }) {
+                waiting_for_budget = Some(others);
             }
         }
         // A cordon of ours on a node outside any slot (its slot record was
@@ -1043,6 +1198,17 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             .collect();
         if !slotted.is_empty() && !paused {
             s.push_str(&format!("; in reboot slots: {}", slotted.join(", ")));
+        }
+        if !not_back.is_empty() {
+            s.push_str(&format!(
+                "; left the pool, leaving once back from their reboot: {}",
+                not_back.join(", ")
+            ));
+        }
+        if let Some(others) = &waiting_for_budget {
+            s.push_str(&format!(
+                "; no new reboot slot while these nodes are unavailable: {others}"
+            ));
         }
         s
     };

@@ -230,11 +230,37 @@ impl World {
         self.drains.insert(node.into(), phase);
         self
     }
+    /// The Nodes as the actuator leaves them: a node whose BootcNode holds
+    /// a slot carries the pool's disruption record, and our cordon mark
+    /// when the cordon is ours.
+    fn recorded_nodes(&self) -> Vec<Node> {
+        let mut nodes = self.nodes.clone();
+        for bn in &self.bns {
+            let ann = bn.annotations();
+            if !ann.contains_key(IN_REBOOT_SLOT_ANNOTATION) {
+                continue;
+            }
+            let Some((pool, _)) = owner_pool(bn) else {
+                continue;
+            };
+            let ours = ann.get(WAS_CORDONED_ANNOTATION).map(String::as_str) == Some("false");
+            for n in nodes.iter_mut().filter(|n| n.name_any() == bn.name_any()) {
+                n.annotations_mut()
+                    .insert(api::labels::DISRUPTED_BY_ANNOTATION.into(), pool.clone());
+                if ours && node_unschedulable(n) {
+                    n.annotations_mut()
+                        .insert(api::labels::CORDONED_BY_ANNOTATION.into(), pool.clone());
+                }
+            }
+        }
+        nodes
+    }
     fn plan(&self) -> Plan {
+        let nodes = self.recorded_nodes();
         plan(&PlanInput {
             pool: &self.pool,
             target: self.target.clone(),
-            nodes: self.nodes.iter().collect(),
+            nodes: nodes.iter().collect(),
             bootc_nodes: self.bns.iter().collect(),
             other_pools: self.others.iter().collect(),
             pull_secret_hash: self.secret_hash.clone(),
@@ -493,11 +519,16 @@ fn an_admin_cordoned_node_is_recorded_and_not_cordoned_again() {
             .map(String::as_str),
         Some("true")
     );
-    assert!(
-        !p.writes
-            .iter()
-            .any(|w| matches!(w, Write::PatchNode { .. }))
-    );
+    // Not cordoned again: only the disruption record is written.
+    let patches: Vec<&NodePatch> = p
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::PatchNode { patch, .. } => Some(patch),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(patches, [&NodePatch::record(true)]);
     assert_eq!(slotted(&p), vec!["w1".to_owned()]);
 }
 
@@ -653,11 +684,9 @@ fn slot_rule_2_release_only_when_updated_healthy_and_ready() {
         .node(node("w1", "a", true, true))
         .bn(bn("w1", NEW, Daemon::Idle(NEW)).approved().slot(true));
     let p = w.plan();
-    assert!(
-        !p.writes
-            .iter()
-            .any(|w| matches!(w, Write::PatchNode { .. }))
-    );
+    // Only the disruption record goes; the cordon stays the admin's.
+    assert!(p.writes.iter().all(|w| !matches!(w,
+        Write::PatchNode { patch, .. } if *patch != NodePatch::record(false))));
     assert!(applied(&p, "w1").unwrap().annotations.is_empty());
 }
 
@@ -892,13 +921,12 @@ fn a_cordon_of_ours_is_known_by_its_mark_when_the_bootc_node_was_lost() {
         now: Timestamp::UNIX_EPOCH,
     };
     assert_eq!(
-        plan_cleanup(&input),
+        plan_cleanup(&input).writes,
         vec![Write::PatchNode {
             name: "w1".into(),
             patch: NodePatch {
                 managed: Some(false),
-                unschedulable: Some(false),
-                ours: false
+                ..NodePatch::UNCORDON
             }
         }]
     );
@@ -935,8 +963,7 @@ fn leaving_restores_cordon_removes_label_and_deletes_in_that_order() {
                 name: "w1".into(),
                 patch: NodePatch {
                     managed: Some(false),
-                    unschedulable: Some(false),
-                    ours: false
+                    ..NodePatch::UNCORDON
                 }
             },
             Write::DeleteBootcNode { name: "w1".into() },
@@ -1102,13 +1129,14 @@ fn cleanup_restores_everything() {
         last_status_write: None,
         now: Timestamp::UNIX_EPOCH,
     };
-    let writes = plan_cleanup(&input);
+    let writes = plan_cleanup(&input).writes;
     assert!(writes.contains(&Write::PatchNode {
         name: "w1".into(),
         patch: NodePatch {
             managed: Some(false),
             unschedulable: Some(false),
-            ours: false
+            ours: false,
+            disrupted: None,
         }
     }));
     assert!(writes.contains(&Write::PatchNode {
@@ -1116,7 +1144,8 @@ fn cleanup_restores_everything() {
         patch: NodePatch {
             managed: Some(false),
             unschedulable: None,
-            ours: false
+            ours: false,
+            disrupted: None,
         }
     }));
     assert!(writes.contains(&Write::DeleteBootcNode { name: "w1".into() }));

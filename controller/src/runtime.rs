@@ -83,6 +83,8 @@ pub enum Error {
     NotReady,
     #[error("caches have not yet seen the controller's own last writes; cleanup retried")]
     CachesBehind,
+    #[error("cleanup waits for nodes the pool disrupted to be back: {}", nodes.join(", "))]
+    CleanupWaiting { nodes: Vec<String> },
     #[error("lost the leader lease")]
     LeaseLost,
     #[error("building a client: {0}")]
@@ -207,8 +209,9 @@ where
 fn strip_node(node: &mut Node) {
     node.managed_fields_mut().clear();
     // Annotations are dropped to save memory, except our cordon mark.
-    node.annotations_mut()
-        .retain(|k, _| k == api::labels::CORDONED_BY_ANNOTATION);
+    node.annotations_mut().retain(|k, _| {
+        k == api::labels::CORDONED_BY_ANNOTATION || k == api::labels::DISRUPTED_BY_ANNOTATION
+    });
     if let Some(status) = node.status.as_mut() {
         status.images = None;
         status.volumes_attached = None;
@@ -242,6 +245,10 @@ fn pools_for_node(
         && let Some((owner, _)) = planner::owner_pool(&bn)
     {
         out.push(ObjectRef::new(&owner));
+    }
+    // The pool that disrupted it, until it is back.
+    if let Some(pool) = crate::disruption::recorded_by(node) {
+        out.push(ObjectRef::new(pool));
     }
     out
 }
@@ -287,6 +294,7 @@ impl Ctx {
             .map(AsRef::as_ref)
             .filter(|n| {
                 owned_names.contains(&n.name_any())
+                    || crate::disruption::recorded_for(n, &pool.name_any())
                     || selector.as_ref().is_some_and(|s| {
                         use kube::core::SelectorExt;
                         s.matches(n.labels())
@@ -437,8 +445,14 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
             message: "pool is being deleted".into(),
         }),
     );
-    let writes = planner::plan_cleanup(&input);
-    let n = ctx.actuator.write(&pool, &writes).await?;
+    let cleanup = planner::plan_cleanup(&input);
+    let n = ctx.actuator.write(&pool, &cleanup.writes).await?;
+    if !cleanup.waiting.is_empty() {
+        tracing::info!(pool = %pool.name_any(), writes = n, waiting = ?cleanup.waiting, "pool deleted: waiting for nodes it disrupted to be back");
+        return Err(Error::CleanupWaiting {
+            nodes: cleanup.waiting,
+        });
+    }
     tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
     Ok(Action::await_change())
 }
@@ -469,6 +483,10 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Er
 }
 
 fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+    if let Error::CleanupWaiting { .. } = error {
+        tracing::debug!(pool = %pool.name_any(), %error, "cleanup waiting");
+        return Action::requeue(Duration::from_secs(2));
+    }
     tracing::warn!(pool = %pool.name_any(), %error, "reconcile failed; retrying");
     Action::requeue(Duration::from_secs(2))
 }
