@@ -94,6 +94,8 @@ struct Bn {
     daemon: Daemon,
     degraded: bool,
     slot: Option<bool>,
+    /// The daemon's last report is for an older spec generation.
+    behind: bool,
 }
 
 fn bn(name: &'static str, desired: &'static str, daemon: Daemon) -> Bn {
@@ -105,6 +107,7 @@ fn bn(name: &'static str, desired: &'static str, daemon: Daemon) -> Bn {
         daemon,
         degraded: false,
         slot: None,
+        behind: false,
     }
 }
 
@@ -119,6 +122,10 @@ impl Bn {
     }
     fn approved(mut self) -> Self {
         self.booted_state = DesiredImageState::Booted;
+        self
+    }
+    fn behind(mut self) -> Self {
+        self.behind = true;
         self
     }
     fn owned_by(mut self, pool: &'static str) -> Self {
@@ -173,7 +180,11 @@ impl Bn {
                 cond("Idle", false, "Rebooting"),
             ),
         };
+        if self.behind {
+            b.metadata.generation = Some(5);
+        }
         b.status = Some(BootcNodeStatus {
+            observed_generation: self.behind.then_some(4),
             booted: Some(booted),
             staged,
             conditions: vec![
@@ -1621,4 +1632,330 @@ fn count_only_status_changes_are_coalesced() {
         up_to_date(&p).2,
         "1/2 updated; 0 staging, 1 staged, 0 rebooting; in reboot slots: w2"
     );
+}
+
+// The disruption bound: a node disrupted by a slot keeps counting until it
+// is back, whatever happens to its slot's other records.
+
+/// A node this pool's slot cordoned (our mark and the disruption record),
+/// NotReady: it is rebooting.
+fn rebooting_node(name: &str, pool_label: &str) -> Node {
+    let mut n = marked(down_for(node(name, pool_label, true, true), 20), "a");
+    n.annotations_mut()
+        .insert(api::labels::DISRUPTED_BY_ANNOTATION.into(), "a".into());
+    n
+}
+
+fn node_writes<'a>(plan: &'a Plan, name: &str) -> Vec<&'a Write> {
+    plan.writes
+        .iter()
+        .filter(|w| crate::actuator::node_of(w) == name)
+        .collect()
+}
+
+#[test]
+fn a_node_that_leaves_the_pool_mid_reboot_keeps_its_slot_until_back() {
+    let mut moved = rebooting_node("r", "elsewhere");
+    moved
+        .labels_mut()
+        .insert(MANAGED_LABEL.into(), String::new());
+    let world = |r: Node, daemon: Daemon| {
+        World::new(pool("a", IntOrString::Int(1), false))
+            .node(r)
+            .node(node("next", "a", true, false))
+            .bn(bn("r", NEW, daemon).approved().slot(false))
+            .bn(bn("next", NEW, Daemon::Staged(OLD)))
+    };
+    // Rebooting: it keeps its BootcNode, label, cordon and slot.
+    let p = world(moved.clone(), Daemon::Rebooting(OLD)).plan();
+    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    assert!(
+        slotted(&p).is_empty(),
+        "a second node disrupted: {:?}",
+        p.writes
+    );
+    let (_, _, message) = up_to_date(&p);
+    assert!(
+        message.contains("leaving once back from their reboot: r"),
+        "{message}"
+    );
+    // Ready but still approved for an image it does not run: about to go.
+    let mut ready = moved.clone();
+    ready.status = node("r", "x", true, true).status;
+    let p = world(ready.clone(), Daemon::Rebooting(OLD)).plan();
+    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    assert!(slotted(&p).is_empty());
+    // Back on the image it was told to boot: it leaves (cordon, mark and
+    // record in one patch), and the slot goes to the next node.
+    let p = world(ready, Daemon::Idle(NEW)).plan();
+    assert_eq!(
+        node_writes(&p, "r"),
+        [
+            &Write::CancelDrain { node: "r".into() },
+            &Write::PatchNode {
+                name: "r".into(),
+                patch: NodePatch {
+                    managed: Some(false),
+                    ..NodePatch::UNCORDON
+                }
+            },
+            &Write::DeleteBootcNode { name: "r".into() },
+        ]
+    );
+    assert_eq!(slotted(&p), ["next"]);
+}
+
+#[test]
+fn a_bootc_node_deleted_mid_reboot_takes_its_slot_back() {
+    // The BootcNode is gone: recreated, its slot taken back from the Node's
+    // record, the cordon kept, no other slot.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    let a = applied(&p, "r").expect("recreated");
+    assert!(a.in_slot(), "{a:?}");
+    assert_eq!(
+        a.annotations
+            .get(WAS_CORDONED_ANNOTATION)
+            .map(String::as_str),
+        Some("false")
+    );
+    assert!(!uncordons(&p, "r"), "{:?}", p.writes);
+    assert!(!slotted(&p).contains(&"next".to_owned()), "{:?}", p.writes);
+    // Recreated and its daemon not yet back: still held.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Nothing))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(!uncordons(&p, "r"), "{:?}", p.writes);
+    assert!(!slotted(&p).contains(&"next".to_owned()), "{:?}", p.writes);
+    // Back on the target and Ready: released, and the next node goes.
+    let mut back = rebooting_node("r", "a");
+    back.status = node("r", "a", true, true).status;
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(back)
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Idle(NEW)))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(node_writes(&p, "r").contains(&&Write::PatchNode {
+        name: "r".into(),
+        patch: NodePatch::UNCORDON
+    }));
+    assert_eq!(slotted(&p), ["next"]);
+}
+
+#[test]
+fn a_target_withdrawn_mid_reboot_keeps_the_slot_until_the_daemon_answers() {
+    // Approved for NEW, the pool rolled back to OLD, which the node runs.
+    // Its daemon's last word (Staged, for the approving spec) may have been
+    // followed by the apply: the slot is kept.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("r", "a", true, true))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", OLD, Daemon::Staged(OLD)).slot(false).behind())
+        .bn(bn("next", NEW, Daemon::Staged(OLD)));
+    w.target = Ok(target(OLD));
+    let p = w.plan();
+    assert!(!uncordons(&p, "r"), "{:?}", p.writes);
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    // Same while it says Rebooting.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("r", "a", true, true))
+        .bn(bn("r", OLD, Daemon::Rebooting(OLD)).slot(false).behind());
+    w.target = Ok(target(OLD));
+    assert!(!uncordons(&w.plan(), "r"));
+    // The daemon answered the new spec (Idle on OLD): released.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("r", "a", true, true))
+        .bn(bn("r", OLD, Daemon::Idle(OLD)).slot(false).behind());
+    w.target = Ok(target(OLD));
+    assert!(uncordons(&w.plan(), "r"));
+}
+
+#[test]
+fn a_pause_mid_reboot_keeps_the_slot() {
+    let p = World::new(pool("a", IntOrString::Int(1), true))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    // Resumed: the slot is still taken.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+}
+
+#[test]
+fn a_pool_deleted_mid_reboot_waits_for_the_node_to_be_back() {
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("done", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("done", NEW, Daemon::Idle(NEW)));
+    let nodes = w.recorded_nodes();
+    let input = PlanInput {
+        pool: &w.pool,
+        target: w.target.clone(),
+        nodes: nodes.iter().collect(),
+        bootc_nodes: w.bns.iter().collect(),
+        other_pools: vec![],
+        pull_secret_hash: None,
+        drains: BTreeMap::new(),
+        operator_namespace: api::labels::OPERATOR_NAMESPACE,
+        last_status_write: None,
+        now: now(),
+    };
+    let cleanup = plan_cleanup(&input);
+    assert_eq!(cleanup.waiting, ["r"]);
+    assert!(
+        cleanup
+            .writes
+            .iter()
+            .all(|w| crate::actuator::node_of(w) == "done"),
+        "{:?}",
+        cleanup.writes
+    );
+    // The record alone (BootcNode gone too) waits the same way.
+    let input = PlanInput {
+        bootc_nodes: vec![],
+        ..input
+    };
+    assert_eq!(plan_cleanup(&input).waiting, ["r"]);
+}
+
+#[test]
+fn a_recorded_node_outside_the_pool_counts_until_ready() {
+    // Neither a member nor a BootcNode (both lost mid-reboot, or a
+    // restarted controller finding only the Node): the record holds a slot.
+    let mut gone = rebooting_node("r", "elsewhere");
+    gone.labels_mut().remove(MANAGED_LABEL);
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(gone.clone())
+        .node(node("next", "a", true, false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    assert!(slotted(&p).is_empty());
+    // Ready: restored (our cordon and the record go), the slot is free.
+    gone.status = node("r", "x", true, true).status;
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(gone)
+        .node(node("next", "a", true, false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert_eq!(
+        node_writes(&p, "r"),
+        [&Write::PatchNode {
+            name: "r".into(),
+            patch: NodePatch::UNCORDON
+        }]
+    );
+    assert_eq!(slotted(&p), ["next"]);
+}
+
+#[test]
+fn the_pools_own_unavailable_nodes_use_the_budget() {
+    // A member NotReady on its own: no new slot, and the message says why.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("down", "a", false, false))
+        .node(node("next", "a", true, false))
+        .bn(bn("down", NEW, Daemon::Idle(OLD)))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    let (_, _, message) = up_to_date(&p);
+    assert!(
+        message
+            .ends_with("; no new reboot slot while these nodes are unavailable: down (NotReady)"),
+        "{message}"
+    );
+    // Two slots: one left for the others.
+    let p = World::new(pool("a", IntOrString::Int(2), false))
+        .node(node("down", "a", false, false))
+        .node(node("n1", "a", true, false))
+        .node(node("n2", "a", true, false))
+        .bn(bn("down", NEW, Daemon::Idle(OLD)))
+        .bn(bn("n1", NEW, Daemon::Staged(OLD)))
+        .bn(bn("n2", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert_eq!(slotted(&p), ["n1"]);
+    // An admin's cordon on an up-to-date member uses the budget too...
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("adm", "a", true, true))
+        .node(node("next", "a", true, false))
+        .bn(bn("adm", NEW, Daemon::Idle(NEW)))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    assert!(up_to_date(&p).2.ends_with("adm (cordoned)"));
+    // ...and an admin-cordoned node that needs the update takes the slot
+    // first: it disrupts nothing more.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("a-next", "a", true, false))
+        .node(node("adm", "a", true, true))
+        .bn(bn("a-next", NEW, Daemon::Staged(OLD)))
+        .bn(bn("adm", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert_eq!(slotted(&p), ["adm"]);
+}
+
+#[test]
+fn reboot_in_flight_table() {
+    let rows: Vec<(&str, Bn, bool)> = vec![
+        (
+            "approved, not on it yet",
+            bn("n", NEW, Daemon::Staged(OLD)).approved(),
+            true,
+        ),
+        (
+            "approved, rebooting",
+            bn("n", NEW, Daemon::Rebooting(OLD)).approved(),
+            true,
+        ),
+        (
+            "approved, on it",
+            bn("n", NEW, Daemon::Idle(NEW)).approved(),
+            false,
+        ),
+        (
+            "approved, gave up (Degraded)",
+            bn("n", NEW, Daemon::Rebooting(OLD)).approved().degraded(),
+            false,
+        ),
+        (
+            "not approved, answered",
+            bn("n", NEW, Daemon::Staged(OLD)),
+            false,
+        ),
+        (
+            "approval withdrawn, daemon behind (Staged)",
+            bn("n", OLD, Daemon::Staged(OLD)).behind(),
+            true,
+        ),
+        (
+            "approval withdrawn, daemon behind (Rebooting)",
+            bn("n", OLD, Daemon::Rebooting(OLD)).behind(),
+            true,
+        ),
+        (
+            "released: Idle, not acknowledged",
+            bn("n", NEW, Daemon::Idle(NEW)).behind(),
+            false,
+        ),
+        ("no status", bn("n", NEW, Daemon::Nothing), false),
+    ];
+    for (name, b, want) in rows {
+        assert_eq!(disruption::reboot_in_flight(&b.build()), want, "{name}");
+    }
 }
