@@ -328,6 +328,9 @@ pub mod reasons {
     pub const NODE_CONFLICT: &str = "NodeConflict";
     pub const NODE_DEGRADED: &str = "NodeDegraded";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// A node past its phase's deadline (the message names the node, the
+    /// phase, for how long, and the next step).
+    pub const NODE_STUCK: &str = "NodeStuck";
     pub const INVALID_SPEC: &str = "InvalidSpec";
     pub const HEALTHY: &str = "Healthy";
 

@@ -3,6 +3,7 @@
 //! * [`planner`]: the pool reconciler's decisions as a pure function;
 //! * [`disruption`]: the disruption bound (who counts as disrupted, when a
 //!   node is back, when a new slot may be handed out);
+//! * [`stuck`]: each phase a node waits in, its deadline and next step;
 //! * [`actuator`]: makes the planner's writes;
 //! * [`drain`]: node drains through the Eviction API;
 //! * [`target`]: the `resolve_target` step (digest references; the seam for
@@ -37,6 +38,7 @@ pub mod planner;
 pub mod registry;
 pub mod resolver;
 pub mod runtime;
+pub mod stuck;
 pub mod tag_policy;
 pub mod target;
 

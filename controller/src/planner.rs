@@ -34,6 +34,7 @@ use kube::{Resource, ResourceExt};
 use crate::disruption::{
     self, Budget, cordoned_by, is_cordoned as node_unschedulable, is_ready as node_ready,
 };
+use crate::stuck::{self, Stuck};
 
 /// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
 pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
@@ -104,6 +105,9 @@ pub struct PlanInput<'a> {
     /// it started).
     pub last_status_write: Option<Timestamp>,
     pub now: Timestamp,
+    /// When each member entered the phase it waits in, as far as the
+    /// controller remembers (see [`stuck`]).
+    pub phase_clock: stuck::Clock,
 }
 
 /// Changes to a Node's `bootc.dev/managed` label and `spec.unschedulable`.
@@ -199,6 +203,8 @@ pub mod event_reasons {
     /// A PodDisruptionBudget refused an eviction; the drain retries.
     pub const DRAIN_BLOCKED: &str = "DrainBlocked";
     pub const NODE_LEFT: &str = "NodeLeft";
+    /// A node passed its phase's deadline (see `stuck`).
+    pub const NODE_STUCK: &str = "NodeStuck";
 }
 
 /// The planner's answer.
@@ -210,6 +216,8 @@ pub struct Plan {
     pub status: Option<BootcNodePoolStatus>,
     /// Reconcile again after this long even if nothing changes (a drain retry).
     pub requeue_after: Option<Duration>,
+    /// The phase each member waits in (the runtime's clock ticks with it).
+    pub phases: BTreeMap<String, stuck::Phase>,
 }
 
 /// Where a node is in its update cycle, as the controller sees it.
@@ -835,6 +843,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let mut all_run_target = !members.is_empty();
     // Slots are free but the pool's own unavailable nodes use the budget up.
     let mut waiting_for_budget: Option<String> = None;
+    let mut stuck_nodes: Vec<Stuck> = Vec::new();
 
     if let Some(target) = &target {
         for name in &members {
@@ -1019,6 +1028,24 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     },
                 );
             }
+            let facts = stuck::Facts {
+                in_slot: owned.in_slot,
+                approved: owned.spec.desired_image_state == DesiredImageState::Booted,
+                ready,
+                runs_target: runs,
+                degraded,
+                staging: state == NodeState::Staging,
+                daemon_behind: existing.is_some_and(daemon_behind),
+            };
+            watch_phase(
+                name,
+                facts,
+                node,
+                input,
+                &mut out.phases,
+                &mut stuck_nodes,
+                &mut requeue,
+            );
             desired.insert(name.clone(), owned);
         }
 
@@ -1150,6 +1177,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             .collect();
         problems.push((reasons::NODE_CONFLICT, text.join("; ")));
     }
+    report_stuck(&stuck_nodes, &current, &mut problems, &mut out.events);
     if !drain_failures.is_empty() {
         problems.push((DRAIN_TIMED_OUT, drain_failures.join("; ")));
     }
@@ -1163,8 +1191,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         reasons::INVALID_SPEC => 0,
         reasons::NODE_CONFLICT => 2,
         reasons::ROLLOUT_HALTED => 3,
-        DRAIN_TIMED_OUT => 4,
-        reasons::NODE_DEGRADED => 5,
+        reasons::NODE_STUCK => 4,
+        DRAIN_TIMED_OUT => 5,
+        reasons::NODE_DEGRADED => 6,
         _ => 1,
     };
     problems.sort_by_key(|(r, _)| rank(r));
@@ -1280,6 +1309,72 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     }
     out.requeue_after = requeue;
     out
+}
+
+/// Has the daemon not reported on its BootcNode's current spec?
+fn daemon_behind(bn: &BootcNode) -> bool {
+    match &bn.status {
+        None => true,
+        Some(s) => matches!(
+            (s.observed_generation, bn.metadata.generation),
+            (Some(seen), Some(generation)) if seen < generation
+        ),
+    }
+}
+
+/// Times a member's phase (see [`stuck`]): past its deadline it is stuck;
+/// before, the pool is looked at again when it would be.
+fn watch_phase(
+    name: &str,
+    facts: stuck::Facts,
+    node: Option<&Node>,
+    input: &PlanInput<'_>,
+    phases: &mut BTreeMap<String, stuck::Phase>,
+    stuck_nodes: &mut Vec<Stuck>,
+    requeue: &mut Option<Duration>,
+) {
+    let Some(phase) = stuck::phase_of(facts) else {
+        return;
+    };
+    phases.insert(name.to_owned(), phase);
+    let since = if phase.clocked() {
+        match input.phase_clock.get(name) {
+            Some((seen, since)) if *seen == phase => *since,
+            _ => input.now,
+        }
+    } else {
+        node.and_then(not_ready_since).unwrap_or(input.now)
+    };
+    match stuck::assess(name, phase, since, input.now) {
+        Ok(s) => stuck_nodes.push(s),
+        Err(left) => *requeue = Some(requeue.map_or(left, |r| r.min(left))),
+    }
+}
+
+/// Stuck nodes go on the pool's Degraded condition, and each one newly
+/// stuck in its phase gets one Warning Event.
+fn report_stuck(
+    stuck_nodes: &[Stuck],
+    current: &BootcNodePoolStatus,
+    problems: &mut Vec<(&'static str, String)>,
+    events: &mut Vec<PlannedEvent>,
+) {
+    if stuck_nodes.is_empty() {
+        return;
+    }
+    let reported = conditions::message(&current.conditions, reasons::DEGRADED).unwrap_or("");
+    for s in stuck_nodes {
+        if !reported.contains(&s.key()) {
+            events.push(PlannedEvent {
+                reason: event_reasons::NODE_STUCK,
+                message: s.message(),
+                warning: true,
+                node: Some(s.node.clone()),
+            });
+        }
+    }
+    let messages: Vec<String> = stuck_nodes.iter().map(Stuck::message).collect();
+    problems.push((reasons::NODE_STUCK, messages.join("; ")));
 }
 
 /// The pool's Normal events: a rollout starts when the pool adopts a target

@@ -210,6 +210,7 @@ struct World {
     target: Result<Target, TargetProblem>,
     secret_hash: Option<String>,
     last_status_write: Option<Timestamp>,
+    clock: stuck::Clock,
 }
 
 fn now() -> Timestamp {
@@ -227,6 +228,7 @@ impl World {
             target: Ok(target(NEW)),
             secret_hash: None,
             last_status_write: None,
+            clock: stuck::Clock::new(),
         }
     }
     fn node(mut self, n: Node) -> Self {
@@ -279,6 +281,7 @@ impl World {
             operator_namespace: api::labels::OPERATOR_NAMESPACE,
             last_status_write: self.last_status_write,
             now: now(),
+            phase_clock: self.clock.clone(),
         })
     }
 }
@@ -930,6 +933,7 @@ fn a_cordon_of_ours_is_known_by_its_mark_when_the_bootc_node_was_lost() {
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
         last_status_write: None,
         now: Timestamp::UNIX_EPOCH,
+        phase_clock: stuck::Clock::new(),
     };
     assert_eq!(
         plan_cleanup(&input).writes,
@@ -1139,6 +1143,7 @@ fn cleanup_restores_everything() {
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
         last_status_write: None,
         now: Timestamp::UNIX_EPOCH,
+        phase_clock: stuck::Clock::new(),
     };
     let writes = plan_cleanup(&input).writes;
     assert!(writes.contains(&Write::PatchNode {
@@ -1469,8 +1474,9 @@ fn one_node_update_writes_and_events() {
     let mut status: Option<BootcNodePoolStatus> = None;
     let (mut total_bn, mut total_node, mut total_events) = (0, 0, 0);
     for ((name, b, cordoned, ready, drain), bn_want, node_want, events_want) in steps {
+        let n = node("w1", "a", true, cordoned);
         let mut w = World::new(pool("a", IntOrString::Int(1), false))
-            .node(node("w1", "a", ready, cordoned))
+            .node(if ready { n } else { down_for(n, 30) })
             .bn(b);
         w.pool.status = status.clone();
         if let Some(d) = drain {
@@ -1621,7 +1627,9 @@ fn count_only_status_changes_are_coalesced() {
         let name = row.name;
         let p = world(row.w2, row.last).plan();
         assert_eq!(p.status.is_some(), row.written, "{name}: {:?}", p.status);
-        assert_eq!(p.requeue_after, row.requeue, "{name}");
+        // (Longer requeues are the stuck-phase deadlines'.)
+        let coalescing = p.requeue_after.filter(|d| *d <= COUNTS_MIN_INTERVAL);
+        assert_eq!(coalescing, row.requeue, "{name}");
         if let Some(s) = p.status {
             assert_ne!(s, stored, "{name}");
         }
@@ -1815,6 +1823,7 @@ fn a_pool_deleted_mid_reboot_waits_for_the_node_to_be_back() {
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
         last_status_write: None,
         now: now(),
+        phase_clock: stuck::Clock::new(),
     };
     let cleanup = plan_cleanup(&input);
     assert_eq!(cleanup.waiting, ["r"]);
@@ -1958,4 +1967,81 @@ fn reboot_in_flight_table() {
     for (name, b, want) in rows {
         assert_eq!(disruption::reboot_in_flight(&b.build()), want, "{name}");
     }
+}
+
+#[test]
+fn one_node_stuck_in_its_slot_is_named_on_the_pool_once() {
+    // Rebooting for 11 minutes, alone: no halt, but the pool says so.
+    let w = World::new(pool("a", IntOrString::Int(2), false))
+        .node(down_for(node("r", "a", true, true), 660))
+        .node(node("ok", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("ok", NEW, Daemon::Idle(NEW)));
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::NODE_STUCK);
+    assert!(
+        degraded_message(&p).starts_with("node r rebooting (NotReady) for 11m (deadline 10m): "),
+        "{}",
+        degraded_message(&p)
+    );
+    let stuck: Vec<&PlannedEvent> = p
+        .events
+        .iter()
+        .filter(|e| e.reason == event_reasons::NODE_STUCK)
+        .collect();
+    assert_eq!(stuck.len(), 1, "{:?}", p.events);
+    assert!(stuck[0].warning && stuck[0].node.as_deref() == Some("r"));
+    // Reported already: no second event.
+    let mut again = w;
+    again.pool.status = p.status.clone();
+    assert!(
+        again
+            .plan()
+            .events
+            .iter()
+            .all(|e| e.reason != event_reasons::NODE_STUCK)
+    );
+    // Within the deadline: healthy, and looked at again when it ends.
+    let p = World::new(pool("a", IntOrString::Int(2), false))
+        .node(down_for(node("r", "a", true, true), 60))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .plan();
+    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(540)));
+    assert_eq!(p.phases.get("r"), Some(&stuck::Phase::Rebooting));
+}
+
+#[test]
+fn phases_without_a_timestamp_are_timed_by_the_controllers_clock() {
+    let long_ago = now() - jiff::SignedDuration::from_secs(31 * 60);
+    // Staging for 31 minutes by the clock.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("s", "a", true, false))
+        .bn(bn("s", NEW, Daemon::Staging(OLD)));
+    assert_eq!(degraded_reason(&w.plan()), reasons::HEALTHY, "first sight");
+    assert_eq!(w.plan().phases.get("s"), Some(&stuck::Phase::Staging));
+    w.clock
+        .insert("s".into(), (stuck::Phase::Staging, long_ago));
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::NODE_STUCK);
+    assert!(degraded_message(&p).contains("node s staging for 31m"));
+    // Approved, Ready, not rebooting for 31 minutes.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("a1", "a", true, true))
+        .bn(bn("a1", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .drain("a1", DrainPhase::Succeeded);
+    w.clock
+        .insert("a1".into(), (stuck::Phase::ApprovedNotRebooting, long_ago));
+    assert!(
+        degraded_message(&w.plan()).contains("node a1 approved but not rebooting for 31m"),
+        "{}",
+        degraded_message(&w.plan())
+    );
+    // A daemon that never answered its spec.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("q", "a", true, false))
+        .bn(bn("q", NEW, Daemon::Staged(OLD)).behind());
+    w.clock
+        .insert("q".into(), (stuck::Phase::DaemonSilent, long_ago));
+    assert!(degraded_message(&w.plan()).contains("node q daemon silent"));
 }

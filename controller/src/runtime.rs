@@ -109,6 +109,8 @@ struct Ctx {
     resolver: Arc<dyn Resolve>,
     resync: Duration,
     ready: Arc<AtomicBool>,
+    /// Per pool: when each member entered the phase it waits in.
+    phase_clocks: std::sync::Mutex<BTreeMap<String, crate::stuck::Clock>>,
 }
 
 /// `sha256:<hex>` over a Secret's data (keys sorted, lengths included).
@@ -330,6 +332,12 @@ impl Ctx {
             operator_namespace: &self.namespace,
             last_status_write: self.actuator.last_status_write(&pool.name_any()),
             now: jiff::Timestamp::now(),
+            phase_clock: self
+                .phase_clocks
+                .lock()
+                .ok()
+                .and_then(|c| c.get(&pool.name_any()).cloned())
+                .unwrap_or_default(),
         }
     }
 }
@@ -411,6 +419,10 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     let pools = ctx.pools.state();
     let input = ctx.input(&pool, &nodes, &bns, &pools, resolution.target.clone());
     let plan = planner::plan(&input);
+    if let Ok(mut clocks) = ctx.phase_clocks.lock() {
+        let clock = crate::stuck::tick(&input.phase_clock, &plan.phases, input.now);
+        clocks.insert(name.clone(), clock);
+    }
     let writes = ctx.actuator.execute(&pool, &plan).await?;
     let elapsed_us = started.elapsed().as_micros();
     if writes > 0 {
@@ -703,6 +715,7 @@ async fn run_controller(
         resolver: options.resolver.clone(),
         resync: options.resync,
         ready,
+        phase_clocks: std::sync::Mutex::default(),
     });
 
     let (p1, p2, p3) = (pool_store.clone(), pool_store.clone(), pool_store);
