@@ -332,6 +332,9 @@ pub mod reasons {
     /// phase, for how long, and the next step).
     pub const NODE_STUCK: &str = "NodeStuck";
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The pull Secret is not a docker config (a pool-wide credentials
+    /// problem: reported on the pool, not passed to the nodes).
+    pub const INVALID_PULL_SECRET: &str = "InvalidPullSecret";
     pub const HEALTHY: &str = "Healthy";
 
     // BootcNode Idle reasons.

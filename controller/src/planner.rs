@@ -869,10 +869,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 owned.spec.desired_image_state = DesiredImageState::Staged;
             }
             owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
-            owned.spec.pull_secret_ref = pull_secret_ref.clone();
-            owned.spec.pull_secret_hash = pull_secret_ref
-                .as_ref()
-                .and_then(|_| input.pull_secret_hash.clone());
+            sync_pull_secret(&mut owned.spec, existing, pull_secret_ref.as_ref(), input);
 
             let state = existing.map_or(NodeState::Pending, |bn| classify(bn, target));
             let runs = existing.is_some_and(|bn| runs_target(bn, target));
@@ -1309,6 +1306,35 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     }
     out.requeue_after = requeue;
     out
+}
+
+/// The pull-secret fields of a member's spec. A pool-wide credentials
+/// problem (the referenced Secret missing, or not a docker config) is
+/// reported once on the pool and is not passed on: an existing BootcNode
+/// keeps the fields it has (its host keeps the auth file it has), so that
+/// nodes do not all turn Degraded over it and a node on the target stays
+/// healthy; staging goes on with the credentials each host already has.
+fn sync_pull_secret(
+    spec: &mut BootcNodeSpec,
+    existing: Option<&BootcNode>,
+    pull_secret_ref: Option<&api::SecretReference>,
+    input: &PlanInput<'_>,
+) {
+    let invalid = input
+        .target
+        .as_ref()
+        .is_err_and(|p| p.reason == reasons::INVALID_PULL_SECRET);
+    let broken = pull_secret_ref.is_some() && (input.pull_secret_hash.is_none() || invalid);
+    if broken && let Some(bn) = existing {
+        spec.pull_secret_ref = bn.spec.pull_secret_ref.clone();
+        spec.pull_secret_hash = bn.spec.pull_secret_hash.clone();
+        return;
+    }
+    spec.pull_secret_ref = pull_secret_ref.cloned().filter(|_| !broken);
+    spec.pull_secret_hash = spec
+        .pull_secret_ref
+        .as_ref()
+        .and_then(|_| input.pull_secret_hash.clone());
 }
 
 /// Has the daemon not reported on its BootcNode's current spec?

@@ -2045,3 +2045,65 @@ fn phases_without_a_timestamp_are_timed_by_the_controllers_clock() {
         .insert("q".into(), (stuck::Phase::DaemonSilent, long_ago));
     assert!(degraded_message(&w.plan()).contains("node q daemon silent"));
 }
+
+#[test]
+fn a_pool_wide_credentials_problem_is_not_passed_to_the_nodes() {
+    let secret = SecretReference {
+        name: "pull".into(),
+        namespace: api::labels::OPERATOR_NAMESPACE.into(),
+    };
+    let with_secret = |mut b: BootcNode| {
+        b.spec.pull_secret_ref = Some(secret.clone());
+        b.spec.pull_secret_hash = Some("sha256:old".into());
+        b
+    };
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("done", "a", true, false))
+        .node(node("staging", "a", true, false));
+    w.bns
+        .push(with_secret(bn("done", NEW, Daemon::Idle(NEW)).build()));
+    w.bns
+        .push(with_secret(bn("staging", OLD, Daemon::Idle(OLD)).build()));
+    w.pool.spec.pull_secret_ref = Some(secret.clone());
+    // The Secret deleted: reported on the pool; the node on the target is
+    // not touched, the other moves to the target with the secret it has.
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), PULL_SECRET_NOT_FOUND);
+    assert!(applied(&p, "done").is_none(), "{:?}", p.writes);
+    let a = applied(&p, "staging").unwrap();
+    assert_eq!(a.spec.desired_image, image(NEW));
+    assert_eq!(a.spec.pull_secret_hash.as_deref(), Some("sha256:old"));
+    // Not a docker config: the same.
+    w.secret_hash = Some("sha256:new".into());
+    w.target = Err(TargetProblem {
+        reason: reasons::INVALID_PULL_SECRET,
+        message: "Secret bootc-operator/pull has no .dockerconfigjson".into(),
+    });
+    w.pool.status = Some(BootcNodePoolStatus {
+        target_digest: Some(NEW.into()),
+        target_image: Some(image(NEW)),
+        ..BootcNodePoolStatus::default()
+    });
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::INVALID_PULL_SECRET);
+    assert!(applied(&p, "done").is_none(), "{:?}", p.writes);
+    assert_eq!(
+        applied(&p, "staging")
+            .unwrap()
+            .spec
+            .pull_secret_hash
+            .as_deref(),
+        Some("sha256:old")
+    );
+    // Fixed: the new hash reaches every node.
+    w.target = Ok(target(NEW));
+    let p = w.plan();
+    assert_eq!(
+        applied(&p, "done")
+            .unwrap()
+            .spec
+            .pull_secret_hash
+            .as_deref(),
+        Some("sha256:new")
+    );
+}
