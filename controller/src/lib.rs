@@ -9,6 +9,7 @@
 //! * [`target`]: the `resolve_target` step (digest references; the seam for
 //!   a registry-backed tag resolver);
 //! * [`lease`]: leader election on a Lease;
+//! * [`liveness`]: when `/healthz` fails (a wedged reconcile loop);
 //! * [`runtime`]: caches, watches, reconcile, finalizer, health endpoints.
 //!
 //! In-process use: `controller::run(config, Options::new("me"), token)`
@@ -34,6 +35,7 @@ pub mod disruption;
 pub mod drain;
 pub mod events;
 pub mod lease;
+pub mod liveness;
 pub mod planner;
 pub mod registry;
 pub mod resolver;

@@ -28,6 +28,7 @@ use crate::actuator::{Actuator, ActuatorError, Written};
 use crate::drain::Drains;
 use crate::events::EventSink;
 use crate::lease::{self, LeaseConfig};
+use crate::liveness::Liveness;
 use crate::planner::{self, PlanInput};
 use crate::target::{DigestOnly, Resolve};
 
@@ -111,6 +112,8 @@ struct Ctx {
     ready: Arc<AtomicBool>,
     /// Per pool: when each member entered the phase it waits in.
     phase_clocks: std::sync::Mutex<BTreeMap<String, crate::stuck::Clock>>,
+    /// The reconciles running now, for `/healthz`.
+    liveness: Arc<Liveness>,
 }
 
 /// `sha256:<hex>` over a Secret's data (keys sorted, lengths included).
@@ -470,6 +473,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
 }
 
 async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let _running = ctx.liveness.start();
     ctx.nodes
         .wait_until_ready()
         .await
@@ -503,10 +507,12 @@ fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ctx>) -> Acti
     Action::requeue(Duration::from_secs(2))
 }
 
-/// Serves /healthz (always ok) and /readyz (ok once `ready`).
+/// Serves /healthz (ok unless the reconcile loop is wedged, see
+/// [`crate::liveness`]) and /readyz (ok once `ready`).
 async fn serve_health(
     addr: SocketAddr,
     ready: Arc<AtomicBool>,
+    liveness: Arc<Liveness>,
     stop: CancellationToken,
 ) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(addr)
@@ -525,6 +531,7 @@ async fn serve_health(
             },
         };
         let ready = ready.clone();
+        let wedged = liveness.wedged();
         tokio::spawn(async move {
             let mut buf = [0u8; 1024];
             let n = match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await {
@@ -534,6 +541,7 @@ async fn serve_health(
             let line = String::from_utf8_lossy(&buf[..n]);
             let path = line.split_whitespace().nth(1).unwrap_or("");
             let (code, body) = match path {
+                "/healthz" if wedged => ("503 Service Unavailable", "reconcile loop wedged"),
                 "/healthz" => ("200 OK", "ok"),
                 "/readyz" if ready.load(Ordering::Relaxed) => ("200 OK", "ok"),
                 "/readyz" => ("503 Service Unavailable", "not ready"),
@@ -565,10 +573,11 @@ pub async fn run(
     drain_config.default_retry = false;
     let drain_client = kube::Client::try_from(drain_config).map_err(Error::Client)?;
     let ready = Arc::new(AtomicBool::new(false));
+    let liveness = Arc::new(Liveness::default());
     let health = options.health_addr.map(|addr| {
-        let (ready, stop) = (ready.clone(), shutdown.clone());
+        let (ready, live, stop) = (ready.clone(), liveness.clone(), shutdown.clone());
         tokio::spawn(async move {
-            if let Err(error) = serve_health(addr, ready, stop).await {
+            if let Err(error) = serve_health(addr, ready, live, stop).await {
                 tracing::error!(%error, "health server failed");
             }
         })
@@ -598,6 +607,7 @@ pub async fn run(
         &shutdown,
         &lost,
         ready,
+        liveness,
     )
     .await;
 
@@ -628,6 +638,7 @@ async fn run_controller(
     shutdown: &CancellationToken,
     lost: &CancellationToken,
     ready: Arc<AtomicBool>,
+    liveness: Arc<Liveness>,
 ) -> Result<(), Error> {
     let pools_api: Api<BootcNodePool> = Api::all(client.clone());
     let bn_api: Api<BootcNode> = Api::all(client.clone());
@@ -716,6 +727,7 @@ async fn run_controller(
         resync: options.resync,
         ready,
         phase_clocks: std::sync::Mutex::default(),
+        liveness,
     });
 
     let (p1, p2, p3) = (pool_store.clone(), pool_store.clone(), pool_store);
