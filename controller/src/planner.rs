@@ -891,14 +891,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             let degraded = state == NodeState::Degraded;
             let healthy = ready && !degraded;
             let drain = input.drains.get(name);
-            let recorded = node.is_some_and(|n| disruption::recorded_for(n, &pool_name));
-            if let Some(node) = node {
-                if recorded && !owned.in_slot {
-                    // Disrupted by our slot, whose BootcNode record was lost
-                    // (deleted, recreated): the slot is taken back.
-                    owned.in_slot = true;
-                    owned.was_cordoned = Some(prior_cordon(node, &pool_name).to_string());
-                }
+            if let Some(node) = node
+                && disruption::recorded_for(node, &pool_name)
+                && !owned.in_slot
+            {
+                // Disrupted by our slot, whose BootcNode record was lost
+                // (deleted, recreated): the slot is taken back.
+                owned.in_slot = true;
+                owned.was_cordoned = Some(prior_cordon(node, &pool_name).to_string());
             }
 
             if owned.in_slot {
