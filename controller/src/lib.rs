@@ -3,6 +3,7 @@
 //! * [`planner`]: the pool reconciler's decisions as a pure function;
 //! * [`disruption`]: the disruption bound (who counts as disrupted, when a
 //!   node is back, when a new slot may be handed out);
+//! * [`staging`]: which members are told the target (staging bounds);
 //! * [`stuck`]: each phase a node waits in, its deadline and next step;
 //! * [`actuator`]: makes the planner's writes;
 //! * [`drain`]: node drains through the Eviction API;
@@ -40,6 +41,7 @@ pub mod planner;
 pub mod registry;
 pub mod resolver;
 pub mod runtime;
+pub mod staging;
 pub mod stuck;
 pub mod tag_policy;
 pub mod target;

@@ -34,6 +34,7 @@ use kube::{Resource, ResourceExt};
 use crate::disruption::{
     self, Budget, cordoned_by, is_cordoned as node_unschedulable, is_ready as node_ready,
 };
+use crate::staging;
 use crate::stuck::{self, Stuck};
 
 /// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
@@ -846,6 +847,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let mut stuck_nodes: Vec<Stuck> = Vec::new();
 
     if let Some(target) = &target {
+        let held = not_back.len();
+        let told = told_members(pool, &members, &bns, &nodes, target, slots, held);
         for name in &members {
             let node = nodes.get(name).copied();
             let existing = bns.get(name).copied();
@@ -863,9 +866,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     was_cordoned: None,
                 },
             };
-            // Spec sync.
-            if owned.spec.desired_image != target.image {
-                owned.spec.desired_image = target.image.clone();
+            // Spec sync: the target, or what it runs while it waits to be
+            // told (see `staging`).
+            let image = match existing {
+                Some(bn) if !told.contains(name) => kept_image(bn),
+                _ => target.image.clone(),
+            };
+            if owned.spec.desired_image != image {
+                owned.spec.desired_image = image;
                 owned.spec.desired_image_state = DesiredImageState::Staged;
             }
             owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
@@ -1335,6 +1343,50 @@ fn sync_pull_secret(
         .pull_secret_ref
         .as_ref()
         .and_then(|_| input.pull_secret_hash.clone());
+}
+
+/// The members told the target (see [`staging`]).
+fn told_members(
+    pool: &BootcNodePool,
+    members: &[String],
+    bns: &BTreeMap<String, &BootcNode>,
+    nodes: &BTreeMap<String, &Node>,
+    target: &Target,
+    slots: usize,
+    held_elsewhere: usize,
+) -> BTreeSet<String> {
+    let pool_name = pool.name_any();
+    let view: Vec<staging::Member> = members
+        .iter()
+        .map(|name| {
+            let bn = bns.get(name).copied();
+            let node = nodes.get(name).copied();
+            let status = bn.and_then(|b| b.status.as_ref());
+            staging::Member {
+                name: name.clone(),
+                told: bn.is_none_or(|b| b.spec.desired_image == target.image),
+                runs_target: bn.is_some_and(|b| runs_target(b, target)),
+                staged: bn.is_some_and(|b| classify(b, target) == NodeState::Staged),
+                in_slot: bn
+                    .zip(node)
+                    .is_some_and(|(b, n)| holds_slot(n, b, &pool_name)),
+                unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
+            }
+        })
+        .collect();
+    let holders = view.iter().filter(|m| m.in_slot).count() + held_elsewhere;
+    let bounds = staging::Bounds::of(&pool.spec.rollout);
+    staging::told(&view, bounds, slots.saturating_sub(holders))
+}
+
+/// What a member waiting to be told the target is kept on: the image it
+/// runs (its BootcNode's desired image while it has not reported one).
+fn kept_image(bn: &BootcNode) -> String {
+    bn.status
+        .as_ref()
+        .and_then(|s| s.booted.as_ref())
+        .and_then(|b| b.image.clone())
+        .unwrap_or_else(|| bn.spec.desired_image.clone())
 }
 
 /// Has the daemon not reported on its BootcNode's current spec?

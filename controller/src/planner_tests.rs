@@ -2107,3 +2107,80 @@ fn a_pool_wide_credentials_problem_is_not_passed_to_the_nodes() {
         Some("sha256:new")
     );
 }
+
+#[test]
+fn staging_is_bounded_and_unlocked_hosts_stage_only_for_a_slot() {
+    // One download at a time: the first member is told, the others stay on
+    // what they run.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false));
+    for n in ["n1", "n2", "n3"] {
+        w = w.node(node(n, "a", true, false)).bn(bn(
+            match n {
+                "n1" => "n1",
+                "n2" => "n2",
+                _ => "n3",
+            },
+            OLD,
+            Daemon::Idle(OLD),
+        ));
+    }
+    w.pool.spec.rollout.max_concurrent_staging = Some(1);
+    let p = w.plan();
+    assert_eq!(applied(&p, "n1").unwrap().spec.desired_image, image(NEW));
+    assert!(applied(&p, "n2").is_none() && applied(&p, "n3").is_none());
+    // Unset: every member at once, as before.
+    w.pool.spec.rollout.max_concurrent_staging = None;
+    let p = w.plan();
+    assert!(["n1", "n2", "n3"].iter().all(|n| applied(&p, n).is_some()));
+
+    // A host whose bootc cannot stage locked waits while the slot is held,
+    // and a told one whose target moved away is put back on what it runs.
+    let unlocked = |mut b: BootcNode| {
+        if let Some(s) = b.status.as_mut() {
+            s.download_only_supported = Some(false);
+        }
+        b
+    };
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("holder", "a", true, true))
+        .node(node("u", "a", true, false))
+        .bn(bn("holder", NEW, Daemon::Rebooting(OLD))
+            .approved()
+            .slot(false));
+    w.bns
+        .push(unlocked(bn("u", OLD, Daemon::Idle(OLD)).build()));
+    let p = w.plan();
+    assert!(
+        applied(&p, "u").is_none(),
+        "told while no slot is free: {:?}",
+        p.writes
+    );
+    // The slot free: told.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false)).node(node("u", "a", true, false));
+    w.bns
+        .push(unlocked(bn("u", OLD, Daemon::Idle(OLD)).build()));
+    assert_eq!(
+        applied(&w.plan(), "u").unwrap().spec.desired_image,
+        image(NEW)
+    );
+}
+
+#[test]
+fn a_tag_moving_a_b_a_reboots_nobody_twice() {
+    // B (NEW) was told and staged everywhere, one node took the slot and
+    // was drained but not approved; the tag moves back to A (OLD).
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("slot", "a", true, true))
+        .node(node("s", "a", true, false))
+        .bn(bn("slot", NEW, Daemon::Staged(OLD)).slot(false))
+        .bn(bn("s", NEW, Daemon::Staged(OLD)))
+        .drain("slot", DrainPhase::Succeeded);
+    w.target = Ok(target(OLD));
+    let p = w.plan();
+    for n in ["slot", "s"] {
+        let a = applied(&p, n).unwrap();
+        assert_eq!(a.spec.desired_image, image(OLD), "{n}");
+        assert_eq!(a.spec.desired_image_state, DesiredImageState::Staged, "{n}");
+    }
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+}
