@@ -31,5 +31,15 @@ pub const POOL_FINALIZER: &str = "node.bootc.dev/pool-cleanup";
 pub const CONTROLLER_MANAGER: &str = "bootc-controller";
 /// Field manager used by the daemon for its status writes.
 pub const DAEMON_MANAGER: &str = "bootc-daemon";
+/// On the controller's pods (deploy/controller.yaml): `app.kubernetes.io/name`
+/// is this. A drain leaves such pods in the operator's namespace alone, as it
+/// does DaemonSet pods: evicted from a cordoned node they could only come back
+/// to it (they tolerate the cordon, so that a one-node cluster keeps its
+/// controller) or stay Pending, and on a one-node cluster nobody would then
+/// approve the reboot or lift the cordon. The reboot stops the pod; the
+/// other replica (never on the same node) takes the lease meanwhile.
+pub const CONTROLLER_APP_NAME: &str = "bootc-controller";
+/// The label key [`CONTROLLER_APP_NAME`] is the value of.
+pub const APP_NAME_LABEL: &str = "app.kubernetes.io/name";
 /// Namespace the operator runs in, and the only one pull secrets may live in.
 pub const OPERATOR_NAMESPACE: &str = "bootc-operator";

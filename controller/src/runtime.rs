@@ -647,7 +647,7 @@ async fn run_controller(
 
     let events = EventSink::new(client.clone(), &options.namespace, &options.instance);
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
-    let drains = Drains::new(drain_client, events.clone(), trigger_tx);
+    let drains = Drains::new(drain_client, &options.namespace, events.clone(), trigger_tx);
     let actuator = Actuator::new(client.clone(), drains.clone(), events);
 
     let (bn_store, bn_writer) = reflector::store::<BootcNode>();
