@@ -520,7 +520,7 @@ async fn wait_node(
 }
 
 fn is_ready(node: &Node) -> bool {
-    controller::disruption::is_ready(node)
+    tests::display::node_ready(node)
 }
 
 /// Three nodes on v1, one slot, reboots slow enough to act in the middle
