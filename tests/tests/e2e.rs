@@ -623,3 +623,34 @@ async fn a_target_changed_mid_reboot_keeps_the_node_counted() {
     nothing_cordoned(&sim).await;
     assert_disruption_at_most(&recorder, 1).await;
 }
+
+/// A one-node cluster: the controller's own pod runs on the node it
+/// updates. The drain leaves it alone (evicted, it could only come back to
+/// the cordoned node or stay Pending), the update completes and the node
+/// ends uncordoned.
+#[tokio::test]
+async fn a_one_node_cluster_updates_and_ends_uncordoned() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 1).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(sim.admin.clone(), api::labels::OPERATOR_NAMESPACE);
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": "bootc-controller-0", "labels": {
+            api::labels::APP_NAME_LABEL: api::labels::CONTROLLER_APP_NAME}},
+        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
+                 "containers": [{"name": "controller", "image": "example.invalid/bootc-operator:1"}]},
+    }))
+    .unwrap();
+    pods.create(&kube::api::PostParams::default(), &pod)
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_rolled(&sim, &v2, 1).await;
+    nothing_cordoned(&sim).await;
+    let pod = pods.get("bootc-controller-0").await.unwrap();
+    assert!(
+        pod.metadata.deletion_timestamp.is_none(),
+        "the controller's own pod was evicted"
+    );
+    assert_disruption_at_most(&recorder, 1).await;
+}
