@@ -41,5 +41,9 @@ pub const DAEMON_MANAGER: &str = "bootc-daemon";
 pub const CONTROLLER_APP_NAME: &str = "bootc-controller";
 /// The label key [`CONTROLLER_APP_NAME`] is the value of.
 pub const APP_NAME_LABEL: &str = "app.kubernetes.io/name";
+/// Where Events about pools (cluster-scoped objects) live: the API server
+/// keeps an Event about a cluster-scoped object in `default`, and that is
+/// where `kubectl describe bnp` finds them.
+pub const CLUSTER_EVENTS_NAMESPACE: &str = "default";
 /// Namespace the operator runs in, and the only one pull secrets may live in.
 pub const OPERATOR_NAMESPACE: &str = "bootc-operator";
