@@ -86,6 +86,17 @@ pub struct RolloutSpec {
     #[serde(default = "default_drain_timeout")]
     #[schemars(range(min = 1, max = 86400))]
     pub drain_timeout_seconds: i64,
+    /// At most this many nodes download the new image at once (unset: all
+    /// members stage in parallel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_concurrent_staging: Option<i32>,
+    /// How far staging runs ahead of the reboot slots: at most this many
+    /// nodes beyond the free slots are staging or staged and waiting (unset:
+    /// no limit). With 0 a node stages only when a free slot awaits it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100000))]
+    pub stage_ahead: Option<i32>,
 }
 
 impl Default for RolloutSpec {
@@ -94,6 +105,8 @@ impl Default for RolloutSpec {
             max_unavailable: default_max_unavailable(),
             paused: false,
             drain_timeout_seconds: DEFAULT_DRAIN_TIMEOUT_SECONDS,
+            max_concurrent_staging: None,
+            stage_ahead: None,
         }
     }
 }
@@ -298,7 +311,13 @@ pub mod reasons {
     pub const NODE_CONFLICT: &str = "NodeConflict";
     pub const NODE_DEGRADED: &str = "NodeDegraded";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// A node past its phase's deadline (the message names the node, the
+    /// phase, for how long, and the next step).
+    pub const NODE_STUCK: &str = "NodeStuck";
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The pull Secret is not a docker config (a pool-wide credentials
+    /// problem: reported on the pool, not passed to the nodes).
+    pub const INVALID_PULL_SECRET: &str = "InvalidPullSecret";
     pub const HEALTHY: &str = "Healthy";
 
     // BootcNode Idle reasons.

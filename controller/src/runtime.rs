@@ -28,6 +28,7 @@ use crate::actuator::{Actuator, ActuatorError, Written};
 use crate::drain::Drains;
 use crate::events::EventSink;
 use crate::lease::{self, LeaseConfig};
+use crate::liveness::Liveness;
 use crate::planner::{self, PlanInput};
 use crate::target::{DigestOnly, Resolve};
 
@@ -83,6 +84,8 @@ pub enum Error {
     NotReady,
     #[error("caches have not yet seen the controller's own last writes; cleanup retried")]
     CachesBehind,
+    #[error("cleanup waits for nodes the pool disrupted to be back: {}", nodes.join(", "))]
+    CleanupWaiting { nodes: Vec<String> },
     #[error("lost the leader lease")]
     LeaseLost,
     #[error("building a client: {0}")]
@@ -107,6 +110,10 @@ struct Ctx {
     resolver: Arc<dyn Resolve>,
     resync: Duration,
     ready: Arc<AtomicBool>,
+    /// Per pool: when each member entered the phase it waits in.
+    phase_clocks: std::sync::Mutex<BTreeMap<String, crate::stuck::Clock>>,
+    /// The reconciles running now, for `/healthz`.
+    liveness: Arc<Liveness>,
 }
 
 /// `sha256:<hex>` over a Secret's data (keys sorted, lengths included).
@@ -207,8 +214,9 @@ where
 fn strip_node(node: &mut Node) {
     node.managed_fields_mut().clear();
     // Annotations are dropped to save memory, except our cordon mark.
-    node.annotations_mut()
-        .retain(|k, _| k == api::labels::CORDONED_BY_ANNOTATION);
+    node.annotations_mut().retain(|k, _| {
+        k == api::labels::CORDONED_BY_ANNOTATION || k == api::labels::DISRUPTED_BY_ANNOTATION
+    });
     if let Some(status) = node.status.as_mut() {
         status.images = None;
         status.volumes_attached = None;
@@ -242,6 +250,10 @@ fn pools_for_node(
         && let Some((owner, _)) = planner::owner_pool(&bn)
     {
         out.push(ObjectRef::new(&owner));
+    }
+    // The pool that disrupted it, until it is back.
+    if let Some(pool) = crate::disruption::recorded_by(node) {
+        out.push(ObjectRef::new(pool));
     }
     out
 }
@@ -287,6 +299,7 @@ impl Ctx {
             .map(AsRef::as_ref)
             .filter(|n| {
                 owned_names.contains(&n.name_any())
+                    || crate::disruption::recorded_for(n, &pool.name_any())
                     || selector.as_ref().is_some_and(|s| {
                         use kube::core::SelectorExt;
                         s.matches(n.labels())
@@ -322,6 +335,12 @@ impl Ctx {
             operator_namespace: &self.namespace,
             last_status_write: self.actuator.last_status_write(&pool.name_any()),
             now: jiff::Timestamp::now(),
+            phase_clock: self
+                .phase_clocks
+                .lock()
+                .ok()
+                .and_then(|c| c.get(&pool.name_any()).cloned())
+                .unwrap_or_default(),
         }
     }
 }
@@ -403,6 +422,10 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     let pools = ctx.pools.state();
     let input = ctx.input(&pool, &nodes, &bns, &pools, resolution.target.clone());
     let plan = planner::plan(&input);
+    if let Ok(mut clocks) = ctx.phase_clocks.lock() {
+        let clock = crate::stuck::tick(&input.phase_clock, &plan.phases, input.now);
+        clocks.insert(name.clone(), clock);
+    }
     let writes = ctx.actuator.execute(&pool, &plan).await?;
     let elapsed_us = started.elapsed().as_micros();
     if writes > 0 {
@@ -437,13 +460,20 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
             message: "pool is being deleted".into(),
         }),
     );
-    let writes = planner::plan_cleanup(&input);
-    let n = ctx.actuator.write(&pool, &writes).await?;
+    let cleanup = planner::plan_cleanup(&input);
+    let n = ctx.actuator.write(&pool, &cleanup.writes).await?;
+    if !cleanup.waiting.is_empty() {
+        tracing::info!(pool = %pool.name_any(), writes = n, waiting = ?cleanup.waiting, "pool deleted: waiting for nodes it disrupted to be back");
+        return Err(Error::CleanupWaiting {
+            nodes: cleanup.waiting,
+        });
+    }
     tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
     Ok(Action::await_change())
 }
 
 async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let _running = ctx.liveness.start();
     ctx.nodes
         .wait_until_ready()
         .await
@@ -469,14 +499,20 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Er
 }
 
 fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+    if let Error::CleanupWaiting { .. } = error {
+        tracing::debug!(pool = %pool.name_any(), %error, "cleanup waiting");
+        return Action::requeue(Duration::from_secs(2));
+    }
     tracing::warn!(pool = %pool.name_any(), %error, "reconcile failed; retrying");
     Action::requeue(Duration::from_secs(2))
 }
 
-/// Serves /healthz (always ok) and /readyz (ok once `ready`).
+/// Serves /healthz (ok unless the reconcile loop is wedged, see
+/// [`crate::liveness`]) and /readyz (ok once `ready`).
 async fn serve_health(
     addr: SocketAddr,
     ready: Arc<AtomicBool>,
+    liveness: Arc<Liveness>,
     stop: CancellationToken,
 ) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(addr)
@@ -495,6 +531,7 @@ async fn serve_health(
             },
         };
         let ready = ready.clone();
+        let wedged = liveness.wedged();
         tokio::spawn(async move {
             let mut buf = [0u8; 1024];
             let n = match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await {
@@ -504,6 +541,7 @@ async fn serve_health(
             let line = String::from_utf8_lossy(&buf[..n]);
             let path = line.split_whitespace().nth(1).unwrap_or("");
             let (code, body) = match path {
+                "/healthz" if wedged => ("503 Service Unavailable", "reconcile loop wedged"),
                 "/healthz" => ("200 OK", "ok"),
                 "/readyz" if ready.load(Ordering::Relaxed) => ("200 OK", "ok"),
                 "/readyz" => ("503 Service Unavailable", "not ready"),
@@ -535,10 +573,11 @@ pub async fn run(
     drain_config.default_retry = false;
     let drain_client = kube::Client::try_from(drain_config).map_err(Error::Client)?;
     let ready = Arc::new(AtomicBool::new(false));
+    let liveness = Arc::new(Liveness::default());
     let health = options.health_addr.map(|addr| {
-        let (ready, stop) = (ready.clone(), shutdown.clone());
+        let (ready, live, stop) = (ready.clone(), liveness.clone(), shutdown.clone());
         tokio::spawn(async move {
-            if let Err(error) = serve_health(addr, ready, stop).await {
+            if let Err(error) = serve_health(addr, ready, live, stop).await {
                 tracing::error!(%error, "health server failed");
             }
         })
@@ -568,6 +607,7 @@ pub async fn run(
         &shutdown,
         &lost,
         ready,
+        liveness,
     )
     .await;
 
@@ -598,6 +638,7 @@ async fn run_controller(
     shutdown: &CancellationToken,
     lost: &CancellationToken,
     ready: Arc<AtomicBool>,
+    liveness: Arc<Liveness>,
 ) -> Result<(), Error> {
     let pools_api: Api<BootcNodePool> = Api::all(client.clone());
     let bn_api: Api<BootcNode> = Api::all(client.clone());
@@ -606,7 +647,7 @@ async fn run_controller(
 
     let events = EventSink::new(client.clone(), &options.instance);
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
-    let drains = Drains::new(drain_client, events.clone(), trigger_tx);
+    let drains = Drains::new(drain_client, &options.namespace, events.clone(), trigger_tx);
     let actuator = Actuator::new(client.clone(), drains.clone(), events);
 
     let (bn_store, bn_writer) = reflector::store::<BootcNode>();
@@ -685,6 +726,8 @@ async fn run_controller(
         resolver: options.resolver.clone(),
         resync: options.resync,
         ready,
+        phase_clocks: std::sync::Mutex::default(),
+        liveness,
     });
 
     let (p1, p2, p3) = (pool_store.clone(), pool_store.clone(), pool_store);

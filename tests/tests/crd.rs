@@ -104,6 +104,16 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "spec.rollout.maxUnavailable",
         ),
         (
+            "max-concurrent-staging-zero",
+            with(&["rollout", "maxConcurrentStaging"], json!(0)),
+            "spec.rollout.maxConcurrentStaging",
+        ),
+        (
+            "stage-ahead-negative",
+            with(&["rollout", "stageAhead"], json!(-1)),
+            "spec.rollout.stageAhead",
+        ),
+        (
             "max-unavailable-bare-number-string",
             with(&["rollout", "maxUnavailable"], json!("5")),
             "spec.rollout.maxUnavailable",

@@ -149,6 +149,24 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"],
         true
     );
+    // The two replicas never share a node, and a replica recreated while
+    // its node is cordoned for a reboot may go back to it.
+    let pod_spec = &dep["spec"]["template"]["spec"];
+    let anti = &pod_spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        [0];
+    assert_eq!(anti["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(
+        anti["labelSelector"]["matchLabels"][api::labels::APP_NAME_LABEL],
+        api::labels::CONTROLLER_APP_NAME
+    );
+    assert_eq!(
+        dep["spec"]["template"]["metadata"]["labels"][api::labels::APP_NAME_LABEL],
+        api::labels::CONTROLLER_APP_NAME
+    );
+    assert!(pod_spec["tolerations"].as_array().is_some_and(|t| {
+        t.iter()
+            .any(|t| t["key"] == "node.kubernetes.io/unschedulable")
+    }));
 
     // The example pool is valid and shows in kubectl get.
     ok(cp
