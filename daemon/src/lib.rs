@@ -10,6 +10,7 @@
 //! if the daemon dies, the kernel kills the helper (PR_SET_PDEATHSIG).
 
 pub mod agent;
+pub mod bootc_errors;
 pub mod helper_client;
 pub mod kubeconf;
 pub mod machine;

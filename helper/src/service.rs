@@ -63,9 +63,9 @@ impl From<HelperError> for tonic::Status {
         use tonic::Code;
         let code = match &e {
             HelperError::Invalid(_) => Code::InvalidArgument,
-            HelperError::NothingStaged | HelperError::StagedMismatch { .. } => {
-                Code::FailedPrecondition
-            }
+            HelperError::NothingStaged
+            | HelperError::StagedMismatch { .. }
+            | HelperError::Bootc(RunError::Busy { .. }) => Code::FailedPrecondition,
             HelperError::Bootc(RunError::Failed { .. }) => Code::Aborted,
             HelperError::Bootc(RunError::Timeout { .. }) | HelperError::Timeout { .. } => {
                 Code::DeadlineExceeded
@@ -155,7 +155,11 @@ impl Engine {
         // Forget the previous image first: a failed stage may have replaced it.
         state.last_staged = None;
         self.runner
-            .run(&bootc::stage_argv(&image, locked), self.limits.stage)
+            .run_in_unit(
+                bootc::UnitOp::Stage,
+                &bootc::stage_argv(&image, locked),
+                self.limits.stage,
+            )
             .await?;
         state.last_staged = Some(Staged { image, locked });
         Ok(proto::StageResponse { locked })

@@ -35,12 +35,19 @@ pub fn inherited_socket(fd: RawFd) -> io::Result<std::os::unix::net::UnixStream>
 /// Makes the child join the mount namespace `ns` (an open
 /// `/proc/<pid>/ns/mnt`) after fork and before exec. setns also moves the
 /// child's root and working directory to that namespace's root, so the
-/// program is looked up with the host's PATH on the host's filesystem.
+/// program is looked up with the host's PATH on the host's filesystem. The
+/// child gets SIGKILL when the helper dies (`PR_SET_PDEATHSIG`).
 pub fn join_mount_ns_before_exec(cmd: &mut tokio::process::Command, ns: OwnedFd) {
     // SAFETY: the closure runs in the forked child before exec; it only makes
     // the setns system call (async-signal-safe) on an fd it owns, and
     // allocates nothing.
     unsafe {
-        cmd.pre_exec(move || setns(&ns, CloneFlags::CLONE_NEWNS).map_err(io::Error::from));
+        cmd.pre_exec(move || {
+            setns(&ns, CloneFlags::CLONE_NEWNS).map_err(io::Error::from)?;
+            // Dies with the helper: what must outlive it runs in a systemd
+            // unit, not as the helper's child.
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(io::Error::from)
+        });
     }
 }

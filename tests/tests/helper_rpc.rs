@@ -107,6 +107,7 @@ async fn stage_status_apply_through_setns() {
         .unwrap()
         .display()
         .to_string();
+    let units = host.layout.systemd().history();
     for inv in host.invocations() {
         assert_eq!(
             inv.mount_ns,
@@ -115,8 +116,32 @@ async fn stage_status_apply_through_setns() {
         );
         assert_ne!(inv.mount_ns, own_ns);
         // PWD is set by the /bin/sh wrapper that starts the fake bootc.
-        let env: Vec<_> = inv.env.iter().filter(|e| !e.starts_with("PWD=")).collect();
+        let env: Vec<_> = inv
+            .env
+            .iter()
+            .filter(|e| !e.starts_with("PWD=") && !e.starts_with("INVOCATION_ID="))
+            .collect();
         assert_eq!(env, [FIXED_ENV], "empty environment plus the fixed PATH");
+        // The reads are the helper's children; the stage and the apply run
+        // in their fixed-name transient units (systemd's environment has
+        // the unit's INVOCATION_ID), not as the helper's children.
+        let mutating = inv.argv.first().is_some_and(|a| a == "switch")
+            && !inv.argv.iter().any(|a| a == "--help");
+        let unit = inv
+            .env_var("INVOCATION_ID")
+            .and_then(|id| host.layout.systemd().unit_of_invocation(id, &units));
+        if mutating {
+            let want = if inv.argv.iter().any(|a| a == "--apply") {
+                "bootc-operator-apply.service"
+            } else {
+                "bootc-operator-stage.service"
+            };
+            assert_eq!(unit.as_deref(), Some(want), "{:?}", inv.argv);
+            assert_ne!(inv.ppid, h.process.pid() as i32, "{:?}", inv.argv);
+        } else {
+            assert_eq!(unit, None, "{:?}", inv.argv);
+            assert_eq!(inv.ppid, h.process.pid() as i32, "{:?}", inv.argv);
+        }
         assert_eq!(inv.uid, 0);
         assert!(
             inv.extra_fds.is_empty(),
@@ -369,7 +394,9 @@ async fn stage_failures_return_bootc_stderr() {
 async fn old_bootc_falls_back_to_unlocked_switch() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
-    std::fs::write(host.layout.old_bootc(), "").unwrap();
+    host.layout
+        .set_version(tests::fake_bootc::BootcVersion::V1_16)
+        .unwrap();
     let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
     let s = h
         .client
@@ -416,7 +443,6 @@ fn processes_mentioning(needle: &str) -> Vec<i32> {
 async fn apply_answers_while_bootc_parks() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
-    std::fs::write(host.layout.park_apply(), "").unwrap();
     let mut h = host.helper(Duration::from_millis(300)).await.unwrap();
     h.client
         .stage(proto::StageRequest { image: image('b') })
@@ -434,7 +460,9 @@ async fn apply_answers_while_bootc_parks() {
         .into_iter()
         .filter(|p| *p != host.pid())
         .collect::<Vec<_>>();
-    assert!(!parked.is_empty(), "bootc --apply is still running");
+    // bootc parks until the reboot kills it; the fake machine's reboot
+    // killed it, and systemd-run (waiting for the unit) parks as well.
+    assert!(!parked.is_empty(), "the apply is still under way");
     for pid in parked {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
     }
