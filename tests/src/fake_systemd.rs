@@ -159,9 +159,9 @@ impl FakeSystemd {
     /// The machine goes down: every unit's processes die and systemd's
     /// state is gone (nothing is recorded as finished: nobody is left to see it).
     pub fn stop_all(&self) -> std::io::Result<()> {
-        for unit in self.units() {
+        let units = self.units();
+        for unit in &units {
             self.remove_unit(&unit.name);
-            Self::kill(&unit);
             // For the tests' eyes only (no result for `systemd-run --wait`).
             append_jsonl(
                 &self.dir.join("history.jsonl"),
@@ -175,6 +175,10 @@ impl FakeSystemd {
                     finished_micros: micros(),
                 },
             )?;
+        }
+        // Last: the caller may be one of these units' processes.
+        for unit in &units {
+            Self::kill(unit);
         }
         Ok(())
     }

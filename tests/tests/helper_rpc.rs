@@ -484,3 +484,72 @@ async fn helper_exits_when_the_daemon_end_closes() {
         "clean exit on EOF: {status:?} (pid {pid})"
     );
 }
+
+const STAGE_UNIT: &str = "bootc-operator-stage.service";
+
+/// bootc's pull runs in a transient unit on the host, not as the helper's
+/// child: it survives the helper's death (the daemon's pod killed or
+/// rolled), and the next helper finds it running under its fixed name and
+/// waits for it rather than starting a second bootc next to it.
+#[tokio::test]
+async fn a_stage_outlives_its_helper_and_the_next_helper_waits_for_it() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    std::fs::write(host.layout.stage_delay(), "3000").unwrap();
+    let systemd = host.layout.systemd();
+    let first = host.helper(Duration::from_secs(5)).await.unwrap();
+    let mut client = first.client.clone();
+    let stage = tokio::spawn(async move {
+        client
+            .stage(proto::StageRequest { image: image('b') })
+            .await
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // The unit's start is a file the fake systemd writes: poll it.
+    let unit = loop {
+        if let Some(unit) = systemd.unit(STAGE_UNIT) {
+            break unit;
+        }
+        assert!(std::time::Instant::now() < deadline, "no stage unit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // The helper dies as in a pod kill.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.process.pid() as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = stage.await;
+    assert!(
+        std::path::Path::new(&format!("/proc/{}", unit.main_pid)).exists(),
+        "bootc died with its helper"
+    );
+    assert_eq!(
+        systemd.unit(STAGE_UNIT).map(|u| u.invocation_id),
+        Some(unit.invocation_id.clone())
+    );
+
+    let mut second = host.helper(Duration::from_secs(5)).await.unwrap();
+    let reply = second
+        .client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(reply.locked);
+    let runs: Vec<_> = systemd
+        .history()
+        .into_iter()
+        .filter(|r| r.name == STAGE_UNIT)
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0].invocation_id, unit.invocation_id);
+    assert_eq!(runs[0].result, "success", "the first pull finished");
+    assert!(
+        runs[1].started_micros >= runs[0].finished_micros,
+        "a second bootc ran next to the first: {runs:?}"
+    );
+    let staged = host.state().staged.unwrap();
+    assert_eq!(staged.image, image('b'));
+    assert!(staged.download_only);
+}
