@@ -2,15 +2,17 @@
 //! vectors (pure, unit-tested) and the runner (empty environment, fixed
 //! PATH, bounded output, timeouts).
 //!
-//! The reads (`bootc status`, `bootc switch --help`) run as the helper's
-//! child. The two mutating runs (Stage's pull, Apply) run in a transient
-//! systemd unit on the host (`systemd-run --unit=<fixed name>`), so that
-//! bootc, its image proxy and the pull's page cache live in the host's
-//! cgroup and journal, not the daemon pod's (a pod memory limit would
-//! OOM-kill a pull, and the kubelet kills the pod's processes whenever it
-//! restarts or rolls the DaemonSet). A unit outlives the helper; because
-//! its name is fixed, a restarted helper finds it running and waits for it
-//! instead of starting a second bootc.
+//! Every bootc run is a transient systemd unit on the host, so that bootc,
+//! its image proxy and a pull's page cache live in the host's cgroup and
+//! journal, not the daemon pod's (a pod memory limit would OOM-kill a pull,
+//! and the kubelet kills the pod's processes whenever it restarts or rolls
+//! the DaemonSet); the pod holds only the daemon, the helper and the
+//! short-lived `systemd-run` / `systemctl` clients. The reads (`bootc
+//! status`, `bootc switch --help`) get a generated unit name and their
+//! output piped back. The two mutating runs (Stage's pull, Apply) get a
+//! fixed unit name each and their output in files: such a unit outlives the
+//! helper, and a restarted helper finds it running and waits for it instead
+//! of starting a second bootc.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -92,6 +94,25 @@ pub fn unit_argv(op: UnitOp, bootc_argv: &[String]) -> Vec<String> {
         "--".to_owned(),
         BOOTC.to_owned(),
     ];
+    argv.extend(bootc_argv.iter().cloned());
+    argv
+}
+
+/// `systemd-run` around a read: a transient service with a generated name,
+/// its stdout and stderr piped back to the helper, waited for (its exit
+/// status is bootc's), collected.
+pub fn read_unit_argv(bootc_argv: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = [
+        "--collect",
+        "--wait",
+        "--quiet",
+        "--pipe",
+        "--service-type=exec",
+        "--",
+        BOOTC,
+    ]
+    .map(String::from)
+    .to_vec();
     argv.extend(bootc_argv.iter().cloned());
     argv
 }
@@ -290,11 +311,13 @@ impl Runner {
         Ok((status.map_err(RunError::Wait)?, stdout, stderr))
     }
 
-    /// Runs bootc to completion (killing it at `timeout`), as the helper's
-    /// child: for the reads (status, help).
+    /// Runs a bootc read to completion in a transient unit with its output
+    /// piped back (`systemd-run` is killed at `timeout`; the read is short).
     pub async fn run(&self, argv: &[String], timeout: Duration) -> Result<Output, RunError> {
         tracing::info!(?argv, "running bootc");
-        let (status, stdout, stderr) = self.run_program(BOOTC, argv, timeout).await?;
+        let (status, stdout, stderr) = self
+            .run_program(SYSTEMD_RUN, &read_unit_argv(argv), timeout)
+            .await?;
         if !status.success() {
             return Err(RunError::Failed {
                 argv: argv.to_vec(),

@@ -1,6 +1,6 @@
 //! The fake host's systemd, as far as the helper uses it: `systemd-run`
 //! starting a transient service (`--unit`, `--collect`, `--wait`, `--quiet`,
-//! `--service-type=exec`, `--property=StandardOutput=/StandardError=`), and
+//! `--pipe`, `--service-type=exec`, `--property=StandardOutput=/StandardError=`), and
 //! `systemctl is-active` / `stop` / `reset-failed` on it. A unit's main
 //! process runs detached from whoever started it (its own process group,
 //! under a "unit runner" that is not a child of the helper), so it survives
@@ -224,6 +224,8 @@ struct RunArgs {
     collect: bool,
     wait: bool,
     quiet: bool,
+    /// `--pipe`: the unit's stdio are systemd-run's own.
+    pipe: bool,
     stdout: Option<String>,
     stderr: Option<String>,
     command: Vec<String>,
@@ -256,6 +258,7 @@ fn parse_run(args: &[String]) -> Result<RunArgs, String> {
                 "--collect" | "-G" => out.collect = true,
                 "--wait" | "-W" => out.wait = true,
                 "--quiet" | "-q" => out.quiet = true,
+                "--pipe" | "-P" => out.pipe = true,
                 _ => return Err(format!("systemd-run: unrecognized option '{a}'")),
             }
         }
@@ -316,14 +319,14 @@ fn systemd_run(layout: &Layout, systemd: &FakeSystemd, args: &[String]) -> Resul
         .arg("--fake-root")
         .arg(&layout.root)
         .args(["--as", "unit-runner", &name, &invocation])
-        .arg(args.stdout.clone().unwrap_or_else(|| "journal".into()))
-        .arg(args.stderr.clone().unwrap_or_else(|| "journal".into()))
+        .arg(output_spec(&args, args.stdout.as_ref()))
+        .arg(output_spec(&args, args.stderr.as_ref()))
         .arg(if args.collect { "collect" } else { "keep" })
         .arg("--")
         .args(&args.command)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(if args.pipe { Stdio::inherit() } else { Stdio::null() })
+        .stderr(if args.pipe { Stdio::inherit() } else { Stdio::null() })
         .process_group(0);
     runner
         .spawn()
@@ -384,6 +387,15 @@ fn wait_for(
     }
 }
 
+/// What the runner does with one of the unit's output streams.
+fn output_spec(args: &RunArgs, property: Option<&String>) -> String {
+    match property {
+        Some(p) => p.clone(),
+        None if args.pipe => "inherit".into(),
+        None => "journal".into(),
+    }
+}
+
 fn output_path(spec: &str) -> Option<PathBuf> {
     ["truncate:", "file:", "append:"]
         .iter()
@@ -392,6 +404,9 @@ fn output_path(spec: &str) -> Option<PathBuf> {
 }
 
 fn open_output(spec: &str) -> std::io::Result<Stdio> {
+    if spec == "inherit" {
+        return Ok(Stdio::inherit());
+    }
     let Some(path) = output_path(spec) else {
         return Ok(Stdio::null());
     };
