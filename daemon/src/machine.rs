@@ -187,6 +187,41 @@ fn failed_reboot(inputs: &Inputs<'_>) -> Option<String> {
     ))
 }
 
+/// On its desired (booted) image with another image staged unlocked (a
+/// bootc without `--download-only`, rolled back to the booted image before
+/// its turn): any reboot would boot the staged image. bootc has no "unstage";
+/// staging the booted image replaces it with a redeploy of what runs, which
+/// a reboot leaves as it is. A locked staged image is left alone: no reboot
+/// applies it.
+fn replace_unlocked_staged(inputs: &Inputs<'_>) -> Option<Decision> {
+    let desired = inputs.spec.desired_image.as_str();
+    let staged = inputs
+        .host
+        .staged
+        .as_ref()
+        .filter(|s| !s.download_only && !s.is_image(desired))?;
+    let failure = inputs
+        .failure
+        .filter(|f| f.operation == Operation::Stage && f.image == desired);
+    let action = match failure {
+        Some(f) if f.retry_at_ms > inputs.now_ms => {
+            Action::RetryAfter(Duration::from_millis(f.retry_at_ms - inputs.now_ms))
+        }
+        _ => Action::Stage {
+            image: desired.to_owned(),
+        },
+    };
+    Some(Decision {
+        phase: Phase::Staging,
+        phase_message: format!(
+            "Staging {desired} (booted) over the unlocked staged {}, which any reboot would boot",
+            describe(Some(staged))
+        ),
+        degraded: failure.map(|f| f.message.clone()),
+        action,
+    })
+}
+
 /// The start of the Idle message of a node that booted its desired image
 /// through a reboot nobody asked this daemon for: an unlocked staged
 /// deployment (a bootc without `--download-only`) finalized by an orderly
@@ -242,6 +277,9 @@ pub fn decide(inputs: &Inputs<'_>) -> Decision {
     let host = inputs.host;
 
     if is(host.booted.as_ref(), desired) {
+        if let Some(decision) = replace_unlocked_staged(inputs) {
+            return decision;
+        }
         return Decision {
             phase: Phase::Idle,
             phase_message: unplanned_boot(inputs).unwrap_or_else(|| format!("Running {desired}")),
@@ -977,6 +1015,41 @@ mod tests {
                 assert_eq!(decide(&later).phase_message, d.phase_message, "{name}");
             }
         }
+    }
+
+    #[test]
+    fn rolled_back_to_the_booted_image_replaces_an_unlocked_staged_one() {
+        let spec = spec(OLD, DesiredImageState::Staged, RebootPolicy::RebootOnly);
+        for (locked, action) in [
+            (false, Action::Stage { image: OLD.into() }),
+            (true, Action::None),
+        ] {
+            let host = host(OLD, Some(entry(NEW, false, locked)), "b1");
+            let inputs = Inputs {
+                spec: &spec,
+                generation: Some(2),
+                previous: None,
+                host: &host,
+                failure: None,
+                now_ms: 0,
+                staged_here: false,
+            };
+            let d = decide(&inputs);
+            assert_eq!(d.action, action, "locked={locked}");
+            assert_eq!(d.phase == Phase::Idle, locked, "locked={locked}");
+        }
+        // Once bootc staged the redeploy of the booted image: idle.
+        let host = host(OLD, Some(entry(OLD, false, false)), "b1");
+        let inputs = Inputs {
+            spec: &spec,
+            generation: Some(2),
+            previous: None,
+            host: &host,
+            failure: None,
+            now_ms: 0,
+            staged_here: true,
+        };
+        assert_eq!(decide(&inputs).phase, Phase::Idle);
     }
 
     #[test]

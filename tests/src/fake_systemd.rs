@@ -325,8 +325,16 @@ fn systemd_run(layout: &Layout, systemd: &FakeSystemd, args: &[String]) -> Resul
         .arg("--")
         .args(&args.command)
         .stdin(Stdio::null())
-        .stdout(if args.pipe { Stdio::inherit() } else { Stdio::null() })
-        .stderr(if args.pipe { Stdio::inherit() } else { Stdio::null() })
+        .stdout(if args.pipe {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .stderr(if args.pipe {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .process_group(0);
     runner
         .spawn()
