@@ -24,6 +24,7 @@ use tokio::sync::Mutex;
 
 use crate::control_plane::{ControlPlane, Identity, Options};
 use crate::daemon_player::set_ready;
+use crate::fake_bootc::{BootcVersion, Reboot, UnplannedReboot};
 use crate::fake_host::{FakeHost, bin};
 use crate::node_agent::{Agent, AgentOptions};
 use crate::registry::{TestImage, TestRegistry};
@@ -58,6 +59,9 @@ pub struct SimOptions {
     pub agent_bin_dir: Option<PathBuf>,
     /// The controller binary (default: next to the running binary).
     pub controller_bin: Option<PathBuf>,
+    /// The bootc each new node runs, in turn (node i gets entry i mod len):
+    /// `[V1_16, Pr]` makes a pool of both.
+    pub bootc_versions: Vec<BootcVersion>,
 }
 
 impl Default for SimOptions {
@@ -73,6 +77,7 @@ impl Default for SimOptions {
                 .unwrap_or_else(|_| "info".into()),
             agent_bin_dir: None,
             controller_bin: None,
+            bootc_versions: vec![BootcVersion::Pr],
         }
     }
 }
@@ -227,6 +232,11 @@ impl Sim {
             let name = format!("sim-node-{}", nodes.len() + 1);
             let host = FakeHost::start(Some(&self.pinned(booted_digest)))
                 .context("starting a fake host")?;
+            let versions = &self.options.bootc_versions;
+            if !versions.is_empty() {
+                host.layout
+                    .set_version(versions[nodes.len() % versions.len()])?;
+            }
             std::fs::write(host.layout.pull_from_registry(), "")?;
             let certs = host
                 .root()
@@ -371,6 +381,28 @@ impl Sim {
             self.logs.path(),
         )?);
         Ok(())
+    }
+
+    /// An unplanned reboot of node `name` now (a crash, or an orderly
+    /// reboot nobody asked the operator for), with bootc's outcome for what
+    /// is staged there. The kubelet player then sees it like any reboot:
+    /// the node goes NotReady and its daemon restarts.
+    pub async fn reboot_unplanned(&self, name: &str, kind: UnplannedReboot) -> Result<Reboot> {
+        let nodes = self.nodes.lock().await;
+        let node = nodes
+            .iter()
+            .find(|n| n.name == name)
+            .context("no such node")?;
+        Ok(node.host.layout.reboot_unplanned(kind)?)
+    }
+
+    /// Which bootc node `name` runs.
+    pub async fn bootc_version(&self, name: &str) -> Option<BootcVersion> {
+        let nodes = self.nodes.lock().await;
+        nodes
+            .iter()
+            .find(|n| n.name == name)
+            .map(|n| n.host.layout.version())
     }
 
     /// These nodes stay NotReady after their next reboot (their daemon comes
