@@ -51,39 +51,43 @@ pub fn redact(message: &str, secrets: &[String]) -> String {
     out
 }
 
-/// The credential strings of a docker config JSON, for [`redact`]: every
-/// `auth`, `password`, `identitytoken` and `registrytoken`, the decoded
-/// `auth`, and its password half.
+/// The strings of a pull secret's docker config JSON that must not reach
+/// the API, for [`redact`]: every string value at any depth (passwords,
+/// tokens, `auth`, and whatever a malformed secret holds where a credential
+/// belongs, which a parser's error message may quote), plus each `auth`
+/// decoded and its password half.
 pub fn secret_strings(docker_config_json: &[u8]) -> Vec<String> {
-    use base64::Engine;
     let Ok(config) = serde_json::from_slice::<serde_json::Value>(docker_config_json) else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    let entries = config
-        .get("auths")
-        .and_then(|a| a.as_object())
-        .into_iter()
-        .flat_map(|a| a.values());
-    for entry in entries {
-        for key in ["auth", "password", "identitytoken", "registrytoken"] {
-            if let Some(v) = entry.get(key).and_then(|v| v.as_str()) {
-                out.push(v.to_owned());
-                if key == "auth"
-                    && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(v)
-                    && let Ok(text) = String::from_utf8(bytes)
-                {
-                    if let Some((_, password)) = text.split_once(':') {
-                        out.push(password.to_owned());
-                    }
-                    out.push(text);
-                }
-            }
-        }
-    }
+    collect(&config, None, &mut out);
     // Longest first, so that a secret containing another is replaced whole.
     out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
     out
+}
+
+fn collect(value: &serde_json::Value, key: Option<&str>, out: &mut Vec<String>) {
+    use base64::Engine;
+    match value {
+        serde_json::Value::String(v) => {
+            out.push(v.clone());
+            if key == Some("auth")
+                && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(v)
+                && let Ok(text) = String::from_utf8(bytes)
+            {
+                if let Some((_, password)) = text.split_once(':') {
+                    out.push(password.to_owned());
+                }
+                out.push(text);
+            }
+        }
+        serde_json::Value::Number(n) => out.push(n.to_string()),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, None, out)),
+        serde_json::Value::Object(map) => map.iter().for_each(|(k, v)| collect(v, Some(k), out)),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -148,5 +152,15 @@ mod tests {
         }
         assert!(clean.starts_with("bad ") && clean.ends_with(" end"));
         assert_eq!(redact("nothing secret", &secrets), "nothing secret");
+        // A malformed secret: what sits where a credential belongs is
+        // redacted too (a parser's error message quotes it).
+        let malformed = secret_strings(br#"{"auths":{"r.io":"hunter2-bytes"}}"#);
+        assert_eq!(
+            redact(
+                r#"invalid type: string "hunter2-bytes", expected struct"#,
+                &malformed
+            ),
+            r#"invalid type: string "<redacted>", expected struct"#
+        );
     }
 }

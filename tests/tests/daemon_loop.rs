@@ -1283,3 +1283,44 @@ async fn bootc_errors_reach_the_status_classified() {
         assert!(c.message.contains(&bootcs), "{reason}: {}", c.message);
     }
 }
+
+/// A malformed pull secret is refused by the helper with the parser's
+/// words, which quote what sits where a credential belongs: the BootcNode's
+/// status reports the refusal without those bytes.
+#[tokio::test]
+async fn a_refused_pull_secret_never_puts_its_bytes_in_the_status() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    let secret = "hunter2-not-for-the-api";
+    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
+    secrets
+        .create(
+            &PostParams::default(),
+            &pull_secret(
+                "bad",
+                "bootc-operator",
+                &format!(r#"{{"auths":{{"127.0.0.1:5000":"{secret}"}}}}"#),
+            ),
+        )
+        .await
+        .unwrap();
+    let mut s = spec(&b);
+    s.pull_secret_ref = Some(SecretReference {
+        name: "bad".into(),
+        namespace: "bootc-operator".into(),
+    });
+    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let message = degraded(&bn).unwrap();
+    assert!(message.contains("<redacted>"), "{message}");
+    let whole = serde_json::to_string(&bn.status).unwrap();
+    assert!(!whole.contains(secret), "{whole}");
+    assert!(
+        !agent.log_text().contains(secret),
+        "the daemon's log has it"
+    );
+    assert!(stages(&host).is_empty(), "staged without its pull secret");
+}
