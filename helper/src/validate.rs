@@ -64,6 +64,20 @@ pub struct DockerAuth {
     pub email: Option<String>,
 }
 
+/// Where and how a payload failed to parse, without serde's message: that
+/// quotes the offending value, which in a pull secret may be a credential.
+fn parse_error(e: &serde_json::Error) -> String {
+    let kind = match e.classify() {
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax => "not JSON",
+        serde_json::error::Category::Data => {
+            "not {\"auths\": {<registry>: {auth, username, password, identitytoken, registrytoken, email}}}"
+        }
+        serde_json::error::Category::Eof => "truncated JSON",
+    };
+    format!("{kind} (line {} column {})", e.line(), e.column())
+}
+
 /// Checks a WriteAuth payload and returns the bytes to write: the config
 /// re-serialised from the allow-listed fields (so nothing unvetted reaches
 /// the host).
@@ -78,7 +92,7 @@ pub fn auth_payload(payload: &[u8]) -> Result<Vec<u8>, ValidationError> {
         });
     }
     let config: DockerConfig = serde_json::from_slice(payload)
-        .map_err(|e| ValidationError::AuthNotDockerConfig(e.to_string()))?;
+        .map_err(|e| ValidationError::AuthNotDockerConfig(parse_error(&e)))?;
     for registry in config.auths.keys() {
         if registry.is_empty()
             || registry
@@ -97,6 +111,20 @@ pub fn auth_payload(payload: &[u8]) -> Result<Vec<u8>, ValidationError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn auth_errors_never_quote_the_payload() {
+        for payload in [
+            r#"{"auths":{"r.io":"hunter2-secret"}}"#,
+            r#"{"auths":{"r.io":{"password":["hunter2-secret"]}}}"#,
+            r#"{"auths":{"r.io":{"hunter2-secret":"x"}}}"#,
+            r#"{"hunter2-secret": 1}"#,
+            r#"hunter2-secret"#,
+        ] {
+            let e = auth_payload(payload.as_bytes()).unwrap_err().to_string();
+            assert!(!e.contains("hunter2"), "{payload}: {e}");
+        }
+    }
 
     const D: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
