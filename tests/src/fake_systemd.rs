@@ -527,7 +527,7 @@ fn systemctl(systemd: &FakeSystemd, args: &[String]) -> Result<i32, String> {
                 .unit(&with_suffix(name))
                 .map(|u| u.state)
                 .unwrap_or_else(|| "inactive".into());
-            println!("{state}");
+            let _ = writeln!(std::io::stdout(), "{state}");
             Ok(if state == "active" { 0 } else { 3 })
         }
         ["stop", name] => {
