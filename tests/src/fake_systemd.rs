@@ -375,9 +375,12 @@ fn wait_for(
             if !quiet {
                 let _ = writeln!(std::io::stderr(), "Finished with result: {}", r.result);
             }
+            // systemd-run's own mapping: success 0, the exit status of a
+            // failed main process, EXIT_EXCEPTION (255) for a signal, else 1.
             return Ok(match r.result.as_str() {
                 "success" => 0,
-                "exit-code" => r.exit_status,
+                "exit-code" if r.exit_status > 0 => r.exit_status,
+                "signal" => 255,
                 _ => 1,
             });
         }
