@@ -368,7 +368,7 @@ async fn rebooted_into_the_wrong_image_on(w: &World, version: BootcVersion) {
     create_bootc_node(&w.admin, &name, s).await.unwrap();
     let mut agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
     wait_bn(&w.nodes, &name, "Rebooting", |bn| {
-        phase(bn) == Some("Rebooting")
+        phase(bn) == Some(reasons::REBOOTING)
     })
     .await;
     wait_for_reboot(&host, || "no reboot".to_owned()).await;
@@ -1086,7 +1086,10 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
     for version in BootcVersion::ALL {
         let (name, host, mut agent) = node_on(&w, version, "upd", &a, spec(&b)).await;
         let locked = version.locked_staging();
-        let bn = wait_bn(&w.nodes, &name, "Staged", |bn| phase(bn) == Some("Staged")).await;
+        let bn = wait_bn(&w.nodes, &name, "Staged", |bn| {
+            phase(bn) == Some(reasons::STAGED)
+        })
+        .await;
         let status = bn.status.clone().unwrap();
         assert_eq!(status.download_only_supported, Some(locked), "{version:?}");
         assert_eq!(status.staged.unwrap().download_only, locked, "{version:?}");
@@ -1124,7 +1127,7 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
         drop(agent);
         let agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
         wait_bn(&w.nodes, &name, "Idle on b", |bn| {
-            phase(bn) == Some("Idle")
+            phase(bn) == Some(reasons::REASON_IDLE)
                 && bn
                     .status
                     .as_ref()
@@ -1143,7 +1146,7 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
         )
         .await;
         wait_bn(&w.nodes, &name, "Staged a", |bn| {
-            phase(bn) == Some("Staged")
+            phase(bn) == Some(reasons::STAGED)
         })
         .await;
         patch_spec(&w.nodes, &name, json!({"desiredImageState": "Booted"})).await;
@@ -1179,7 +1182,10 @@ async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
     ] {
         let prefix = format!("unpl-{}", format!("{kind:?}").to_lowercase());
         let (name, host, mut agent) = node_on(&w, version, &prefix, &a, spec(&b)).await;
-        let before = wait_bn(&w.nodes, &name, "Staged", |bn| phase(bn) == Some("Staged")).await;
+        let before = wait_bn(&w.nodes, &name, "Staged", |bn| {
+            phase(bn) == Some(reasons::STAGED)
+        })
+        .await;
         let old_boot = before.status.unwrap().boot_id.unwrap();
         let stages_before = stages(&host).len();
         agent.kill();
@@ -1189,7 +1195,10 @@ async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
         let agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
         let case = format!("{version:?} {kind:?}");
         if boots_b {
-            let bn = wait_bn(&w.nodes, &name, "Idle on b", |bn| phase(bn) == Some("Idle")).await;
+            let bn = wait_bn(&w.nodes, &name, "Idle on b", |bn| {
+                phase(bn) == Some(reasons::REASON_IDLE)
+            })
+            .await;
             let status = bn.status.clone().unwrap();
             assert_eq!(status.booted.unwrap().image.as_deref(), Some(b.as_str()));
             assert_ne!(status.boot_id.as_deref(), Some(old_boot.as_str()));
@@ -1203,7 +1212,7 @@ async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
         } else {
             // Back on a with nothing staged: staged again, and Staged.
             let bn = wait_bn(&w.nodes, &name, "Staged again", |bn| {
-                phase(bn) == Some("Staged")
+                phase(bn) == Some(reasons::STAGED)
                     && bn.status.as_ref().and_then(|s| s.boot_id.as_deref())
                         != Some(old_boot.as_str())
             })
@@ -1229,10 +1238,13 @@ async fn a_rollback_before_the_reboot_leaves_nothing_an_unlocked_reboot_would_bo
     let w = world().await;
     let (a, b) = (image('a'), image('b'));
     let (name, host, _agent) = node_on(&w, BootcVersion::V1_16, "back", &a, spec(&b)).await;
-    wait_bn(&w.nodes, &name, "Staged", |bn| phase(bn) == Some("Staged")).await;
+    wait_bn(&w.nodes, &name, "Staged", |bn| {
+        phase(bn) == Some(reasons::STAGED)
+    })
+    .await;
     patch_spec(&w.nodes, &name, json!({"desiredImage": a})).await;
     let bn = wait_bn(&w.nodes, &name, "Idle, a staged over b", |bn| {
-        phase(bn) == Some("Idle")
+        phase(bn) == Some(reasons::REASON_IDLE)
             && bn
                 .status
                 .as_ref()
