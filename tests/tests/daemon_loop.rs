@@ -254,7 +254,7 @@ async fn stage_failure_degrades_then_recovers_without_restart() {
     let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
     let message = degraded(&bn).unwrap();
     assert!(
-        message.contains("unauthorized: authentication required"),
+        message.contains(&Fault::Unauthorized.message(&b)),
         "bootc's message missing: {message}"
     );
     assert_eq!(phase(&bn), Some("Staging"));
