@@ -203,6 +203,19 @@ fn describe(
                 "reading manifest {what} in {repo}: received unexpected HTTP status: {code} {message}"
             )
         }
+        E::RegistryError { envelope, .. } => {
+            use oci_client::errors::OciErrorCode as C;
+            let code = envelope.errors.first().map(|e| &e.code);
+            match code {
+                Some(C::ManifestUnknown | C::NameUnknown | C::NotFound | C::BlobUnknown) => {
+                    format!("reading manifest {what} in {repo}: manifest unknown")
+                }
+                Some(C::Unauthorized | C::Denied) => {
+                    format!("reading manifest {what} in {repo}: authentication required")
+                }
+                _ => format!("reading manifest {what} in {repo}: {envelope}"),
+            }
+        }
         E::RequestError(e) if e.is_connect() || e.is_timeout() => format!(
             "pinging container registry {registry}: Get \"https://{registry}/v2/\": dial tcp {registry}: connect: connection refused"
         ),
