@@ -123,10 +123,13 @@ impl FakeSystemd {
 
     fn finish(&self, result: &UnitResult) -> std::io::Result<()> {
         std::fs::create_dir_all(self.dir.join("results"))?;
+        let path = self.result_path(&result.invocation_id);
+        let tmp = path.with_extension("tmp");
         std::fs::write(
-            self.result_path(&result.invocation_id),
+            &tmp,
             serde_json::to_vec(result).map_err(std::io::Error::other)?,
         )?;
+        std::fs::rename(tmp, path)?;
         append_jsonl(&self.dir.join("history.jsonl"), result)
     }
 
@@ -141,7 +144,6 @@ impl FakeSystemd {
     /// `systemctl stop <name>`: kills the unit's processes and unloads it.
     pub fn stop(&self, name: &str) -> std::io::Result<()> {
         if let Some(unit) = self.unit(name) {
-            self.remove_unit(name);
             Self::kill(&unit);
             self.finish(&UnitResult {
                 name: unit.name.clone(),
@@ -152,6 +154,7 @@ impl FakeSystemd {
                 started_micros: 0,
                 finished_micros: micros(),
             })?;
+            self.remove_unit(name);
         }
         Ok(())
     }
@@ -384,11 +387,11 @@ fn wait_for(
                 _ => 1,
             });
         }
-        if systemd
+        let gone = systemd
             .unit(name)
-            .is_none_or(|u| u.invocation_id != invocation)
-            && !systemd.result_path(invocation).exists()
-        {
+            .is_none_or(|u| u.invocation_id != invocation);
+        // Looked at again after the unit: it may have ended in between.
+        if gone && !systemd.result_path(invocation).exists() {
             // Gone without an end: the machine went down (a reboot), which
             // would have killed us too. Park like everything else.
             std::thread::sleep(Duration::from_secs(60));
@@ -492,6 +495,9 @@ fn unit_runner(systemd: &FakeSystemd, args: &[String]) -> Result<i32, String> {
     // Stopped by `systemctl stop` or a reboot meanwhile: not ours to record.
     match systemd.unit(name) {
         Some(u) if u.invocation_id == *invocation => {
+            // The result first: `systemd-run --wait` takes a unit gone
+            // without a result for a machine going down.
+            systemd.finish(&result).map_err(|e| e.to_string())?;
             if result.result == "success" || collect == "collect" {
                 systemd.remove_unit(name);
             } else {
@@ -501,7 +507,6 @@ fn unit_runner(systemd: &FakeSystemd, args: &[String]) -> Result<i32, String> {
                 };
                 systemd.write_unit(&failed).map_err(|e| e.to_string())?;
             }
-            systemd.finish(&result).map_err(|e| e.to_string())?;
         }
         None if result.result == "resources" => {
             systemd.finish(&result).map_err(|e| e.to_string())?;

@@ -555,22 +555,35 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
     let (sim, _recorder, _v1) = started(options, 3).await;
     let v2 = sim.push_version("2.0").await.unwrap();
     let target = sim.pinned(&v2);
-    // The first node the daemon reports anything but Idle for (staging or
-    // staged), before it is approved to boot.
+    // A node that has the new image staged while another node holds the
+    // one reboot slot: it cannot be approved before that node has rebooted,
+    // come back and been released (seconds), so the reboot injected now is
+    // one nobody asked for.
     let nodes: Api<BootcNode> = Api::all(sim.admin.clone());
+    let in_slot = |bn: &BootcNode| {
+        bn.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION))
+    };
     let deadline = std::time::Instant::now() + ROLLOUT;
     let victim = loop {
         let list = nodes.list(&Default::default()).await.unwrap().items;
         let staged = list.iter().find(|bn| {
             bn.spec.desired_image == target
                 && bn.spec.desired_image_state == api::DesiredImageState::Staged
+                && !in_slot(bn)
                 && bn
                     .status
                     .as_ref()
                     .and_then(|s| s.staged.as_ref())
                     .is_some_and(|s| s.is_image(&target))
         });
-        if let Some(bn) = staged {
+        if let Some(bn) = staged
+            && list
+                .iter()
+                .any(|other| other.metadata.name != bn.metadata.name && in_slot(other))
+        {
             break bn.metadata.name.clone().unwrap();
         }
         if list.iter().all(|bn| {
@@ -604,8 +617,9 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
             .clone();
         assert!(
             idle.message.starts_with(daemon::machine::UNPLANNED_BOOT),
-            "{victim}: {}",
-            idle.message
+            "{victim}: {}\n{reboot:?}\n{}",
+            idle.message,
+            sim.daemon_logs().get(&victim).cloned().unwrap_or_default()
         );
     }
 }
