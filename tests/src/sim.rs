@@ -29,6 +29,22 @@ use crate::fake_host::{FakeHost, bin};
 use crate::node_agent::{Agent, AgentOptions};
 use crate::registry::{TestImage, TestRegistry};
 
+/// Sets a Node's Ready condition as a kubelet does: again and again until
+/// the API server takes it (it may be restarting), for up to a minute.
+async fn set_ready_patiently(admin: &kube::Client, name: &str, ready: bool) {
+    let mut delay = Duration::from_millis(200);
+    for _ in 0..30 {
+        match set_ready(admin, name, ready).await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::warn!(node = %name, ready, error = %e, "setting Ready failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
 /// The pool the simulator creates.
 pub const POOL: &str = "workers";
 /// The label that makes a Node a member of [`POOL`].
@@ -443,7 +459,7 @@ impl Sim {
                     }
                 }
                 for name in rebooted {
-                    let _ = set_ready(&admin, &name, false).await;
+                    set_ready_patiently(&admin, &name, false).await;
                     let nodes = nodes.clone();
                     let admin = admin.clone();
                     let kubeconfig = daemon_kubeconfig.clone();
@@ -473,7 +489,7 @@ impl Sim {
                         }
                         drop(nodes);
                         if !stays_down {
-                            let _ = set_ready(&admin, &name, true).await;
+                            set_ready_patiently(&admin, &name, true).await;
                         }
                     });
                 }
