@@ -26,15 +26,41 @@ fn valid_spec() -> Value {
     })
 }
 
-#[tokio::test]
-async fn invalid_pools_are_rejected_naming_the_field() {
+/// A control plane with the CRDs installed, and an untyped API of `K` (so
+/// that invalid objects can be sent).
+async fn dynamic_api<K>() -> (ControlPlane, Api<kube::api::DynamicObject>)
+where
+    K: kube::Resource<DynamicType = ()>,
+{
     let cp = ControlPlane::start().await.unwrap();
     let client = cp.admin().await.unwrap();
     k8s::install_crds(&client).await.unwrap();
-    let pools: Api<kube::api::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::erase::<BootcNodePool>(&()),
+    let api = Api::all_with(client, &kube::api::ApiResource::erase::<K>(&()));
+    (cp, api)
+}
+
+/// Creating `obj` fails with an error that names `field` and `rule`.
+async fn assert_refused(
+    api: &Api<kube::api::DynamicObject>,
+    obj: kube::api::DynamicObject,
+    field: &str,
+    rule: &str,
+) {
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let err = api
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect_err(&format!("{name}: {:?} was accepted", obj.data));
+    let text = err.to_string();
+    assert!(
+        text.contains(field) && text.contains(rule),
+        "{name}: error does not name {field} and {rule:?}: {text}"
     );
+}
+
+#[tokio::test]
+async fn invalid_pools_are_rejected_naming_the_field() {
+    let (_cp, pools) = dynamic_api::<BootcNodePool>().await;
 
     let with = |path: &[&str], value: Value| {
         let mut spec = valid_spec();
@@ -169,18 +195,47 @@ async fn invalid_pools_are_rejected_naming_the_field() {
         ),
     ];
 
-    for (name, spec, field) in cases {
-        let obj: kube::api::DynamicObject =
-            serde_json::from_value(pool(name, spec.clone())).unwrap();
-        let err = pools
-            .create(&PostParams::default(), &obj)
-            .await
-            .expect_err(&format!("{name}: {spec} was accepted"));
-        let text = err.to_string();
-        assert!(
-            text.contains(field),
-            "{name}: error does not name {field}: {text}"
-        );
+    // Rules only CEL can say (they span fields), and CEL's messages for
+    // rules a pattern could say but not explain: (name, spec, field, rule).
+    let expression = |operator: &str, values: Value| {
+        with(
+            &["nodeSelector"],
+            json!({"matchExpressions": [{"key": "pool", "operator": operator, "values": values}]}),
+        )
+    };
+    let cel_cases: Vec<(&str, Value, &str, &str)> = vec![
+        (
+            "selector-in-without-values",
+            expression("In", json!([])),
+            "spec.nodeSelector.matchExpressions[0]",
+            "In and NotIn need at least one value",
+        ),
+        (
+            "selector-exists-with-values",
+            expression("Exists", json!(["a"])),
+            "spec.nodeSelector.matchExpressions[0]",
+            "Exists and DoesNotExist take none",
+        ),
+        (
+            "image-transport-explained",
+            with(&["image", "ref"], json!("docker://quay.io/acme/os:1")),
+            "spec.image.ref",
+            "no transport prefix",
+        ),
+        (
+            "max-unavailable-zero-explained",
+            with(&["rollout", "maxUnavailable"], json!(0)),
+            "spec.rollout.maxUnavailable",
+            "a number of nodes of at least 1, or a percentage from 1% to 100%",
+        ),
+    ];
+    let cases = cases
+        .into_iter()
+        .map(|(name, spec, field)| (name, spec, field, ""))
+        .chain(cel_cases);
+    for (name, spec, field, rule) in cases {
+        let obj = serde_json::from_value(pool(name, spec.clone())).unwrap();
+        assert_refused(&pools, obj, field, rule).await;
     }
 
     // The valid one is accepted, so the rejections above are about the field.
@@ -497,4 +552,41 @@ spec:
             "{name}"
         );
     }
+}
+
+#[tokio::test]
+async fn invalid_bootc_nodes_are_rejected_naming_the_field() {
+    let (_cp, nodes) = dynamic_api::<BootcNode>().await;
+    let digest = format!("quay.io/acme/os@sha256:{}", "a".repeat(64));
+    let node = |name: &str, spec: Value| -> kube::api::DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
+            "metadata": {"name": name}, "spec": spec,
+        }))
+        .unwrap()
+    };
+    let cases: Vec<(&str, Value, &str, &str)> = vec![
+        (
+            "tag-only",
+            json!({"desiredImage": "quay.io/acme/os:prod"}),
+            "spec.desiredImage",
+            "must be repository@sha256:<64 hex digits>",
+        ),
+        (
+            "hash-without-secret",
+            json!({"desiredImage": digest, "pullSecretHash": "abc"}),
+            "spec",
+            "pullSecretHash is the hash of pullSecretRef's content: it needs pullSecretRef",
+        ),
+    ];
+    for (name, spec, field, rule) in cases {
+        assert_refused(&nodes, node(name, spec), field, rule).await;
+    }
+    nodes
+        .create(
+            &PostParams::default(),
+            &node("valid", json!({"desiredImage": digest})),
+        )
+        .await
+        .unwrap();
 }

@@ -142,8 +142,10 @@ async fn main() -> Result<()> {
     sim.create_pool().await?;
     sim.start_kubelet();
     let header = format!(
-        "bootc-sim: {nodes} nodes. In another shell:\n  export KUBECONFIG={}\n  kubectl get bnp,bn -w\nlogs: {}\n",
+        "bootc-sim: {nodes} nodes on Kubernetes {}. In another shell:\n  export KUBECONFIG={}\n  {} get bnp,bn -w\nlogs: {}\n",
+        tests::binaries::kube_version()?,
         kubeconfig.display(),
+        tests::binaries::kubectl()?.display(),
         sim.log_dir().display()
     );
     out(&header);
