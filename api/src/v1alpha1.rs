@@ -328,6 +328,17 @@ pub mod reasons {
 
     // BootcNode Degraded reasons.
     pub const ERROR: &str = "Error";
+    /// bootc could not find the image in its registry (404, manifest unknown).
+    pub const IMAGE_NOT_FOUND: &str = "ImageNotFound";
+    /// The registry refused the host's credentials (401).
+    pub const REGISTRY_UNAUTHORIZED: &str = "RegistryUnauthorized";
+    /// The host could not reach the registry.
+    pub const REGISTRY_UNREACHABLE: &str = "RegistryUnreachable";
+    /// Not enough disk space on the host for the image.
+    pub const INSUFFICIENT_SPACE: &str = "InsufficientSpace";
+    /// bootc says this host is not a bootc host (not booted via bootc, or a
+    /// container).
+    pub const NOT_A_BOOTC_HOST: &str = "NotBootcHost";
 }
 
 impl BootEntryStatus {

@@ -11,6 +11,7 @@
 //! the kernel refuses PR_SET_PDEATHSIG from the unprivileged daemon to it).
 
 pub mod agent;
+pub mod bootc_errors;
 pub mod helper_client;
 pub mod kubeconf;
 pub mod machine;

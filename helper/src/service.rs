@@ -66,9 +66,9 @@ impl From<HelperError> for tonic::Status {
                 Code::PermissionDenied
             }
             HelperError::Invalid(_) => Code::InvalidArgument,
-            HelperError::NothingStaged | HelperError::StagedMismatch { .. } => {
-                Code::FailedPrecondition
-            }
+            HelperError::NothingStaged
+            | HelperError::StagedMismatch { .. }
+            | HelperError::Bootc(RunError::Busy { .. }) => Code::FailedPrecondition,
             HelperError::Bootc(RunError::Failed { .. }) => Code::Aborted,
             HelperError::Bootc(RunError::Timeout { .. }) | HelperError::Timeout { .. } => {
                 Code::DeadlineExceeded
@@ -166,7 +166,9 @@ impl Engine {
             bootc::stage_argv(&image, locked),
             self.policy.enforce_sigpolicy,
         );
-        self.runner.run(&argv, self.limits.stage).await?;
+        self.runner
+            .run_in_unit(bootc::UnitOp::Stage, &argv, self.limits.stage)
+            .await?;
         state.last_staged = Some(Staged { image, locked });
         Ok(proto::StageResponse { locked })
     }

@@ -60,9 +60,11 @@ pub fn watch_exit(pid: i32) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
 /// program is looked up with the host's PATH on the host's filesystem.
 ///
 /// After the setns the child also gets SIGKILL as its parent-death signal
-/// (so bootc never outlives the helper; checked against the helper's pid in
-/// case the helper died before the prctl) and a process group of its own
-/// (so that [`kill_group`] reaches whatever bootc started).
+/// (so the client it runs, `systemd-run` or `systemctl`, never outlives the
+/// helper; checked against the helper's pid in case the helper died before
+/// the prctl) and a process group of its own (so that [`kill_group`]
+/// reaches whatever it started). What must outlive the helper, bootc's
+/// mutating runs, lives in a systemd unit, not among the helper's children.
 pub fn join_mount_ns_before_exec(cmd: &mut tokio::process::Command, ns: OwnedFd) {
     let helper = nix::unistd::getpid();
     // SAFETY: the closure runs in the forked child before exec; it only makes
@@ -80,7 +82,7 @@ pub fn join_mount_ns_before_exec(cmd: &mut tokio::process::Command, ns: OwnedFd)
     }
 }
 
-/// SIGKILL to the process group `pid` leads (a bootc started by
+/// SIGKILL to the process group `pid` leads (a client started by
 /// [`join_mount_ns_before_exec`], and what it started).
 pub fn kill_group(pid: u32) {
     if let Ok(pid) = i32::try_from(pid) {

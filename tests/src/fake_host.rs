@@ -2,7 +2,8 @@
 //! and a process holding its own mount namespace in which
 //!
 //! - `/usr/local/sbin` is a private tmpfs whose `bootc` runs the fake bootc
-//!   on this host's directory (found on the helper's fixed PATH),
+//!   on this host's directory, and whose `systemd-run` and `systemctl` run
+//!   the fake host's systemd (found first on the helper's fixed PATH),
 //! - `/run` is the host directory's `run/` (so the auth file lands there),
 //! - `/proc/sys/kernel/random/boot_id` is the host directory's `boot_id`.
 //!
@@ -84,6 +85,8 @@ const SETUP: &str = r#"set -e
 mkdir -p /usr/local/sbin
 mount -t tmpfs -o mode=0755,size=1m fake-bootc /usr/local/sbin
 install -m 0755 "$1/bootc-wrapper" /usr/local/sbin/bootc
+install -m 0755 "$1/systemd-run-wrapper" /usr/local/sbin/systemd-run
+install -m 0755 "$1/systemctl-wrapper" /usr/local/sbin/systemctl
 mount --bind "$1/run" /run
 mount --bind "$1/boot_id" /proc/sys/kernel/random/boot_id
 echo ready
@@ -96,12 +99,18 @@ impl FakeHost {
         let dir = tempfile::Builder::new().prefix("fake-host-").tempdir()?;
         let layout = Layout::new(dir.path());
         layout.init(booted)?;
-        let wrapper = format!(
-            "#!/bin/sh\nexec '{}' --fake-root '{}' \"$@\"\n",
-            bin("fake-bootc").display(),
-            dir.path().display()
-        );
-        std::fs::write(dir.path().join("bootc-wrapper"), wrapper)?;
+        for (file, tool) in [
+            ("bootc-wrapper", ""),
+            ("systemd-run-wrapper", " --as systemd-run"),
+            ("systemctl-wrapper", " --as systemctl"),
+        ] {
+            let wrapper = format!(
+                "#!/bin/sh\nexec '{}' --fake-root '{}'{tool} \"$@\"\n",
+                bin("fake-bootc").display(),
+                dir.path().display()
+            );
+            std::fs::write(dir.path().join(file), wrapper)?;
+        }
         let mut holder = Command::new("unshare")
             .args([
                 "--mount",
@@ -165,6 +174,8 @@ impl FakeHost {
 
 impl Drop for FakeHost {
     fn drop(&mut self) {
+        // The host goes away: so do its transient units.
+        let _ = self.layout.systemd().stop_all();
         drop(self.stdin.take());
         let _ = self.holder.wait();
     }

@@ -107,6 +107,7 @@ async fn stage_status_apply_through_setns() {
         .unwrap()
         .display()
         .to_string();
+    let units = host.layout.systemd().history();
     for inv in host.invocations() {
         assert_eq!(
             inv.mount_ns,
@@ -115,8 +116,35 @@ async fn stage_status_apply_through_setns() {
         );
         assert_ne!(inv.mount_ns, own_ns);
         // PWD is set by the /bin/sh wrapper that starts the fake bootc.
-        let env: Vec<_> = inv.env.iter().filter(|e| !e.starts_with("PWD=")).collect();
+        let env: Vec<_> = inv
+            .env
+            .iter()
+            .filter(|e| !e.starts_with("PWD=") && !e.starts_with("INVOCATION_ID="))
+            .collect();
         assert_eq!(env, [FIXED_ENV], "empty environment plus the fixed PATH");
+        // Every run is a transient unit on the host (systemd's environment
+        // has the unit's INVOCATION_ID), never the helper's child: the reads
+        // under generated names, the stage and the apply under fixed ones.
+        let mutating = inv.argv.first().is_some_and(|a| a == "switch")
+            && !inv.argv.iter().any(|a| a == "--help");
+        let unit = inv
+            .env_var("INVOCATION_ID")
+            .and_then(|id| host.layout.systemd().unit_of_invocation(id, &units));
+        if mutating {
+            let want = if inv.argv.iter().any(|a| a == "--apply") {
+                "bootc-operator-apply.service"
+            } else {
+                "bootc-operator-stage.service"
+            };
+            assert_eq!(unit.as_deref(), Some(want), "{:?}", inv.argv);
+        } else {
+            assert!(
+                unit.as_deref().is_some_and(|u| u.starts_with("run-u")),
+                "{:?} in {unit:?}",
+                inv.argv
+            );
+        }
+        assert_ne!(inv.ppid, h.process.pid() as i32, "{:?}", inv.argv);
         assert_eq!(inv.uid, 0);
         assert!(
             inv.extra_fds.is_empty(),
@@ -369,7 +397,9 @@ async fn stage_failures_return_bootc_stderr() {
 async fn old_bootc_falls_back_to_unlocked_switch() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
-    std::fs::write(host.layout.old_bootc(), "").unwrap();
+    host.layout
+        .set_version(tests::fake_bootc::BootcVersion::V1_16)
+        .unwrap();
     let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
     let s = h
         .client
@@ -416,7 +446,6 @@ fn processes_mentioning(needle: &str) -> Vec<i32> {
 async fn apply_answers_while_bootc_parks() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
-    std::fs::write(host.layout.park_apply(), "").unwrap();
     let mut h = host.helper(Duration::from_millis(300)).await.unwrap();
     h.client
         .stage(proto::StageRequest { image: image('b') })
@@ -434,7 +463,9 @@ async fn apply_answers_while_bootc_parks() {
         .into_iter()
         .filter(|p| *p != host.pid())
         .collect::<Vec<_>>();
-    assert!(!parked.is_empty(), "bootc --apply is still running");
+    // bootc parks until the reboot kills it; the fake machine's reboot
+    // killed it, and systemd-run (waiting for the unit) parks as well.
+    assert!(!parked.is_empty(), "the apply is still under way");
     for pid in parked {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
     }
@@ -572,4 +603,72 @@ async fn bootc_dies_with_the_helper() {
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(9), "{status:?}");
     }
+
+const STAGE_UNIT: &str = "bootc-operator-stage.service";
+
+/// bootc's pull runs in a transient unit on the host, not as the helper's
+/// child: it survives the helper's death (the daemon's pod killed or
+/// rolled), and the next helper finds it running under its fixed name and
+/// waits for it rather than starting a second bootc next to it.
+#[tokio::test]
+async fn a_stage_outlives_its_helper_and_the_next_helper_waits_for_it() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    std::fs::write(host.layout.stage_delay(), "3000").unwrap();
+    let systemd = host.layout.systemd();
+    let first = host.helper(Duration::from_secs(5)).await.unwrap();
+    let mut client = first.client.clone();
+    let stage = tokio::spawn(async move {
+        client
+            .stage(proto::StageRequest { image: image('b') })
+            .await
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // The unit's start is a file the fake systemd writes: poll it.
+    let unit = loop {
+        if let Some(unit) = systemd.unit(STAGE_UNIT) {
+            break unit;
+        }
+        assert!(std::time::Instant::now() < deadline, "no stage unit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // The helper dies as in a pod kill.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.process.pid() as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = stage.await;
+    assert!(
+        std::path::Path::new(&format!("/proc/{}", unit.main_pid)).exists(),
+        "bootc died with its helper"
+    );
+    assert_eq!(
+        systemd.unit(STAGE_UNIT).map(|u| u.invocation_id),
+        Some(unit.invocation_id.clone())
+    );
+
+    let mut second = host.helper(Duration::from_secs(5)).await.unwrap();
+    let reply = second
+        .client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(reply.locked);
+    let runs: Vec<_> = systemd
+        .history()
+        .into_iter()
+        .filter(|r| r.name == STAGE_UNIT)
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0].invocation_id, unit.invocation_id);
+    assert_eq!(runs[0].result, "success", "the first pull finished");
+    assert!(
+        runs[1].started_micros >= runs[0].finished_micros,
+        "a second bootc ran next to the first: {runs:?}"
+    );
+    let staged = host.state().staged.unwrap();
+    assert_eq!(staged.image, image('b'));
+    assert!(staged.download_only);
 }
