@@ -58,6 +58,9 @@ pub async fn detect_eviction_version(client: &kube::Client) -> EvictionVersion {
     }
 }
 
+/// The metrics' reason for an eviction a PodDisruptionBudget refused.
+pub const EVICTION_REFUSED_BY_BUDGET: &str = "PodDisruptionBudget";
+
 /// Why one eviction did not happen.
 enum EvictError {
     /// 429: a PodDisruptionBudget does not allow it now.
@@ -283,6 +286,7 @@ impl Drains {
                 .get_or_init(|| detect_eviction_version(&this.client))
                 .await;
             let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
+            let started = std::time::Instant::now();
             let drain = drain_node(&this.client, version, &node, timeout, move |pod| {
                 let _ = blocked_tx.send(pod);
             });
@@ -291,6 +295,7 @@ impl Drains {
                 tokio::select! {
                     r = &mut drain => break r,
                     Some(pod) = blocked_rx.recv() => {
+                        crate::metrics::global().eviction_refused(EVICTION_REFUSED_BY_BUDGET);
                         tracing::info!(node, %pod, "eviction refused by a PodDisruptionBudget; retrying");
                         this.events
                             .publish(
@@ -322,8 +327,12 @@ impl Drains {
             match &result {
                 // No event: the approval that follows is the news, and it
                 // shows in the BootcNode and the daemon's status.
-                Ok(()) => tracing::info!(node, pool = %pool_name, "drain finished"),
+                Ok(()) => {
+                    crate::metrics::global().drain_succeeded(started.elapsed());
+                    tracing::info!(node, pool = %pool_name, "drain finished");
+                }
                 Err(message) => {
+                    crate::metrics::global().drain_failed(crate::planner::DRAIN_TIMED_OUT);
                     tracing::warn!(node, pool = %pool_name, %message, "drain failed");
                     this.events
                         .publish(

@@ -30,6 +30,7 @@ pub mod actuator;
 pub mod drain;
 pub mod events;
 pub mod lease;
+pub mod metrics;
 pub mod planner;
 pub mod registry;
 pub mod resolver;

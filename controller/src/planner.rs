@@ -190,6 +190,26 @@ pub struct Plan {
     pub status: Option<BootcNodePoolStatus>,
     /// Reconcile again after this long even if nothing changes (a drain retry).
     pub requeue_after: Option<Duration>,
+    /// What the plan saw, for the metrics.
+    pub summary: Summary,
+}
+
+/// The pool as the plan saw it: each member's state and the reboot slots.
+/// Read by the metrics, never by the actuator.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Each member's state, by node name.
+    pub states: BTreeMap<String, NodeState>,
+    /// Slot holders that are cordoned and not yet drained (drain running or
+    /// failed): what a person calls draining.
+    pub draining: BTreeSet<String>,
+    /// The reboot slots `maxUnavailable` allows.
+    pub slots: usize,
+    /// The nodes holding a slot once the plan's writes are made.
+    pub slots_in_use: usize,
+    /// Rule 3 stopped new slots.
+    pub halted: bool,
+    pub paused: bool,
 }
 
 /// Where a node is in its update cycle, as the controller sees it.
@@ -724,6 +744,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             if !runs {
                 all_run_target = false;
             }
+            out.summary.states.insert(name.clone(), state);
             match state {
                 NodeState::Degraded => {
                     counts.degraded += 1;
@@ -797,11 +818,15 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                 });
                         }
                         match drain {
-                            None => post
-                                .entry(name.clone())
-                                .or_default()
-                                .push(Write::StartDrain { node: name.clone() }),
-                            Some(DrainPhase::Running) => {}
+                            None => {
+                                out.summary.draining.insert(name.clone());
+                                post.entry(name.clone())
+                                    .or_default()
+                                    .push(Write::StartDrain { node: name.clone() });
+                            }
+                            Some(DrainPhase::Running) => {
+                                out.summary.draining.insert(name.clone());
+                            }
                             Some(DrainPhase::Succeeded) => {
                                 // No event: SlotAssigned announced the
                                 // disruption, the daemon's Rebooting shows it.
@@ -810,6 +835,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                 }
                             }
                             Some(DrainPhase::Failed { message, at }) => {
+                                out.summary.draining.insert(name.clone());
                                 drain_failures.push(format!("{name}: {message}"));
                                 let since = input.now.duration_since(*at).unsigned_abs();
                                 if since >= DRAIN_RETRY {
@@ -862,6 +888,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
         // Rule 3: two unhealthy slotted nodes stop new assignments.
         let halted = unhealthy_in_slots.len() >= 2;
+        out.summary.halted = halted;
         if !paused && !halted {
             let free = slots.saturating_sub(holders);
             for name in candidates.iter().take(free) {
@@ -884,6 +911,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     });
                 }
                 writes.push(Write::StartDrain { node: name.clone() });
+                out.summary.draining.insert(name.clone());
             }
         }
         // A cordon of ours on a node outside any slot (its slot record was
@@ -969,6 +997,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             ));
         }
     }
+
+    out.summary.slots = slots;
+    out.summary.paused = paused;
+    out.summary.slots_in_use = desired.values().filter(|o| o.in_slot).count();
 
     // Running drains of nodes that hold no slot in this pool stop.
     for (name, phase) in &input.drains {

@@ -1593,3 +1593,43 @@ fn count_only_status_changes_are_coalesced() {
         "1/2 updated; 0 staging, 1 staged, 0 rebooting; in reboot slots: w2"
     );
 }
+
+#[test]
+fn the_summary_tells_states_draining_slots_and_halt() {
+    let w = World::new(pool("a", IntOrString::Int(2), false))
+        .node(node("done", "a", true, false))
+        .node(node("draining", "a", true, true))
+        .node(node("staged", "a", true, false))
+        .node(node("staging", "a", true, false))
+        .bn(bn("done", NEW, Daemon::Idle(NEW)))
+        .bn(bn("draining", NEW, Daemon::Staged(OLD)).slot(false))
+        .bn(bn("staged", NEW, Daemon::Staged(OLD)))
+        .bn(bn("staging", NEW, Daemon::Staging(OLD)))
+        .drain("draining", DrainPhase::Running);
+    let s = w.plan().summary;
+    assert_eq!(
+        s.states,
+        BTreeMap::from([
+            ("done".to_owned(), NodeState::UpToDate),
+            ("draining".to_owned(), NodeState::Staged),
+            ("staged".to_owned(), NodeState::Staged),
+            ("staging".to_owned(), NodeState::Staging),
+        ])
+    );
+    // The slot held, and the one this plan hands out: both draining.
+    assert_eq!(
+        s.draining.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["draining", "staged"]
+    );
+    assert_eq!(
+        (s.slots, s.slots_in_use, s.halted, s.paused),
+        (2, 2, false, false)
+    );
+
+    let w = World::new(pool("a", IntOrString::Int(3), false))
+        .node(node("bad1", "a", false, true))
+        .node(node("bad2", "a", false, true))
+        .bn(bn("bad1", NEW, Daemon::Idle(OLD)).slot(false).degraded())
+        .bn(bn("bad2", NEW, Daemon::Idle(OLD)).slot(false).degraded());
+    assert!(w.plan().summary.halted);
+}

@@ -36,8 +36,10 @@ use crate::target::{DigestOnly, Resolve};
 pub struct Options {
     /// Leader election; None runs without (a single replica, or tests).
     pub lease: Option<LeaseConfig>,
-    /// Serve /healthz and /readyz here.
+    /// Serve /healthz and /readyz here (and /metrics).
     pub health_addr: Option<SocketAddr>,
+    /// Serve /metrics here (and /healthz, /readyz); may equal `health_addr`.
+    pub metrics_addr: Option<SocketAddr>,
     /// Where events go and pull secrets live.
     pub namespace: String,
     /// This replica's name (events, lease).
@@ -53,6 +55,7 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("lease", &self.lease)
             .field("health_addr", &self.health_addr)
+            .field("metrics_addr", &self.metrics_addr)
             .field("namespace", &self.namespace)
             .field("instance", &self.instance)
             .finish()
@@ -65,6 +68,7 @@ impl Options {
         Options {
             lease: None,
             health_addr: None,
+            metrics_addr: None,
             namespace: OPERATOR_NAMESPACE.to_owned(),
             instance: instance.to_owned(),
             resolver: Arc::new(DigestOnly),
@@ -93,6 +97,21 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// A bounded name of the error's kind, for the metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Actuator(_) => "Write",
+            Error::Finalizer(_) => "Finalizer",
+            Error::NotReady => "NotReady",
+            Error::CachesBehind => "CachesBehind",
+            Error::LeaseLost => "LeaseLost",
+            Error::Client(_) => "Client",
+            Error::Health { .. } => "Health",
+        }
+    }
 }
 
 struct Ctx {
@@ -404,6 +423,13 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     let input = ctx.input(&pool, &nodes, &bns, &pools, resolution.target.clone());
     let plan = planner::plan(&input);
     let writes = ctx.actuator.execute(&pool, &plan).await?;
+    let status = plan.status.as_ref().or(pool.status.as_ref());
+    let degraded = status
+        .filter(|s| api::conditions::is_true(&s.conditions, api::reasons::DEGRADED))
+        .and_then(|s| api::conditions::reason(&s.conditions, api::reasons::DEGRADED));
+    let metrics = crate::metrics::global();
+    metrics.observe_plan(&name, &plan.summary, &plan.events, degraded);
+    metrics.reconciled(started.elapsed());
     let elapsed_us = started.elapsed().as_micros();
     if writes > 0 {
         tracing::info!(pool = %pool.name_any(), writes, elapsed_us, "reconciled");
@@ -439,6 +465,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
     );
     let writes = planner::plan_cleanup(&input);
     let n = ctx.actuator.write(&pool, &writes).await?;
+    crate::metrics::global().forget_pool(&pool.name_any());
     tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
     Ok(Action::await_change())
 }
@@ -470,10 +497,27 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Er
 
 fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ctx>) -> Action {
     tracing::warn!(pool = %pool.name_any(), %error, "reconcile failed; retrying");
+    crate::metrics::global().reconcile_failed(error.kind());
     Action::requeue(Duration::from_secs(2))
 }
 
-/// Serves /healthz (always ok) and /readyz (ok once `ready`).
+/// The answer to a GET of `path`: status line, content type, body.
+fn http_answer(path: &str, ready: bool) -> (&'static str, &'static str, String) {
+    const TEXT: &str = "text/plain";
+    match path {
+        "/healthz" => ("200 OK", TEXT, "ok".into()),
+        "/readyz" if ready => ("200 OK", TEXT, "ok".into()),
+        "/readyz" => ("503 Service Unavailable", TEXT, "not ready".into()),
+        "/metrics" => (
+            "200 OK",
+            crate::metrics::CONTENT_TYPE,
+            crate::metrics::global().render(),
+        ),
+        _ => ("404 Not Found", TEXT, "not found".into()),
+    }
+}
+
+/// Serves /healthz (always ok), /readyz (ok once `ready`) and /metrics.
 async fn serve_health(
     addr: SocketAddr,
     ready: Arc<AtomicBool>,
@@ -482,7 +526,7 @@ async fn serve_health(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Health { addr, source })?;
-    tracing::info!(%addr, "health endpoints listening");
+    tracing::info!(%addr, "health and metrics endpoints listening");
     loop {
         let (mut sock, _) = tokio::select! {
             () = stop.cancelled() => return Ok(()),
@@ -503,14 +547,9 @@ async fn serve_health(
             };
             let line = String::from_utf8_lossy(&buf[..n]);
             let path = line.split_whitespace().nth(1).unwrap_or("");
-            let (code, body) = match path {
-                "/healthz" => ("200 OK", "ok"),
-                "/readyz" if ready.load(Ordering::Relaxed) => ("200 OK", "ok"),
-                "/readyz" => ("503 Service Unavailable", "not ready"),
-                _ => ("404 Not Found", "not found"),
-            };
+            let (code, content_type, body) = http_answer(path, ready.load(Ordering::Relaxed));
             let resp = format!(
-                "HTTP/1.1 {code}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {code}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = sock.write_all(resp.as_bytes()).await;
@@ -530,19 +569,26 @@ pub async fn run(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let client = kube::Client::try_from(config.clone()).map_err(Error::Client)?;
+    let client = counted_client(config.clone())?;
     let mut drain_config = config;
     drain_config.default_retry = false;
-    let drain_client = kube::Client::try_from(drain_config).map_err(Error::Client)?;
+    let drain_client = counted_client(drain_config)?;
     let ready = Arc::new(AtomicBool::new(false));
-    let health = options.health_addr.map(|addr| {
-        let (ready, stop) = (ready.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            if let Err(error) = serve_health(addr, ready, stop).await {
-                tracing::error!(%error, "health server failed");
-            }
+    let mut addrs: Vec<SocketAddr> = options.health_addr.into_iter().collect();
+    addrs.extend(options.metrics_addr.filter(|m| !addrs.contains(m)));
+    let servers: Vec<_> = addrs
+        .into_iter()
+        .map(|addr| {
+            let (ready, stop) = (ready.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(error) = serve_health(addr, ready, stop).await {
+                    tracing::error!(%error, "health server failed");
+                }
+            })
         })
-    });
+        .collect();
+    let metrics = crate::metrics::global();
+    metrics.set_leader(false);
 
     let lost = CancellationToken::new();
     if let Some(cfg) = &options.lease {
@@ -561,6 +607,7 @@ pub async fn run(
         ));
     }
 
+    metrics.set_leader(true);
     let result = run_controller(
         client.clone(),
         drain_client,
@@ -582,13 +629,22 @@ pub async fn run(
             Err(_) => tracing::warn!("could not release the lease in time"),
         }
     }
-    if let Some(h) = health {
-        h.abort();
+    metrics.set_leader(false);
+    for server in servers {
+        server.abort();
     }
     if lost.is_cancelled() && !shutdown.is_cancelled() {
         return Err(Error::LeaseLost);
     }
     result
+}
+
+/// A client whose requests are counted in the metrics.
+fn counted_client(config: kube::Config) -> Result<kube::Client, Error> {
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(Error::Client)?;
+    Ok(builder
+        .with_layer(&crate::metrics::request_counter())
+        .build())
 }
 
 async fn run_controller(
@@ -829,6 +885,17 @@ mod tests {
             node_fingerprint(&node(&[("pool", "a")], "True", 1, true)),
             fp
         );
+    }
+
+    #[test]
+    fn metrics_are_served_with_the_health_endpoints() {
+        let (code, content_type, body) = http_answer("/metrics", false);
+        assert_eq!(code, "200 OK");
+        assert_eq!(content_type, crate::metrics::CONTENT_TYPE);
+        assert!(body.contains("# TYPE bootc_leader gauge"), "{body}");
+        assert!(body.ends_with("# EOF\n"), "OpenMetrics: {body}");
+        assert_eq!(http_answer("/readyz", false).0, "503 Service Unavailable");
+        assert_eq!(http_answer("/healthz", false).0, "200 OK");
     }
 
     #[test]

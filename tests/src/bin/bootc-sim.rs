@@ -130,8 +130,9 @@ async fn main() -> Result<()> {
     sim.create_pool().await?;
     sim.start_kubelet();
     let header = format!(
-        "bootc-sim: {nodes} nodes. In another shell:\n  export KUBECONFIG={}\n  kubectl get bnp,bn -w\nlogs: {}\n",
+        "bootc-sim: {nodes} nodes. In another shell:\n  export KUBECONFIG={}\n  kubectl get bnp,bn -w\n  curl -s http://{}/metrics   # the controller's metrics\nlogs: {}\n",
         kubeconfig.display(),
+        sim.metrics_addr,
         sim.log_dir().display()
     );
     out(&header);
