@@ -319,6 +319,18 @@ pub mod reasons {
     pub const DEGRADED: &str = "Degraded";
     pub const IDLE: &str = "Idle";
 
+    // Pool conditions for GitOps tools (kstatus: Flux, Argo CD, cli-utils),
+    // derived from UpToDate and Degraded. Reconciling and Stalled are
+    // "abnormal-true": False when all is well. Their reasons are those of
+    // the condition they come from.
+    /// True when every member runs the target and nothing is degraded.
+    pub const READY: &str = "Ready";
+    /// True while a rollout is making progress (kstatus: InProgress).
+    pub const RECONCILING: &str = "Reconciling";
+    /// True while the pool is Degraded: progress needs a person (kstatus:
+    /// Failed).
+    pub const STALLED: &str = "Stalled";
+
     // Pool UpToDate reasons.
     pub const ALL_UPDATED: &str = "AllUpdated";
     pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";

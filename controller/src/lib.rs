@@ -29,6 +29,7 @@
 pub mod actuator;
 pub mod drain;
 pub mod events;
+pub mod health;
 pub mod lease;
 pub mod metrics;
 pub mod planner;

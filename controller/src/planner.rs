@@ -1121,6 +1121,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let now = Time(input.now);
     conditions::apply(&mut status.conditions, &up_to_date, generation, &now);
     conditions::apply(&mut status.conditions, &degraded_cond, generation, &now);
+    for c in crate::health::kstatus_conditions(&up_to_date, &degraded_cond) {
+        conditions::apply(&mut status.conditions, &c, generation, &now);
+    }
     if let Some(t) = &target {
         out.events.extend(milestones(
             &current,
@@ -1193,8 +1196,11 @@ fn counts_only(old: &BootcNodePoolStatus, new: &BootcNodePoolStatus) -> bool {
         s.updated_count = 0;
         s.updating_count = 0;
         s.degraded_count = 0;
+        // Ready and Reconciling copy UpToDate's message (crate::health).
         for c in &mut s.conditions {
-            if c.type_ == reasons::UP_TO_DATE {
+            if [reasons::UP_TO_DATE, reasons::READY, reasons::RECONCILING]
+                .contains(&c.type_.as_str())
+            {
                 c.message.clear();
             }
         }

@@ -10,6 +10,7 @@ pub mod fake_host;
 pub mod freeze_proxy;
 pub mod image_pull;
 pub mod k8s;
+pub mod kstatus;
 pub mod node_agent;
 pub mod pki;
 pub mod recorder;
