@@ -400,6 +400,7 @@ fn caught_up(ctx: &Ctx, name: &str) -> bool {
     caught_up
 }
 
+#[tracing::instrument(name = "reconcile", skip_all, fields(pool = %pool.name_any()))]
 async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
     let name = pool.name_any();
@@ -446,6 +447,7 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     Ok(Action::requeue(after))
 }
 
+#[tracing::instrument(name = "cleanup", skip_all, fields(pool = %pool.name_any()))]
 async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     // An Ok here removes the finalizer: waiting must be an error.
     if !caught_up(&ctx, &pool.name_any()) {

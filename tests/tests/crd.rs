@@ -365,13 +365,31 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         String::from_utf8_lossy(&out.stderr)
     );
     for column in [
-        "TARGET", "NODES", "UPDATED", "UPDATING", "UPTODATE", "DESIRED", "BOOTED", "STATE",
+        "IMAGE", "NODES", "UPDATED", "UPDATING", "READY", "STATUS", "POOL", "PHASE", "SINCE",
+        "SLOT", "ALLOWED", "VERSION",
     ] {
         assert!(
             text.contains(column),
             "kubectl get is missing column {column}:\n{text}"
         );
     }
+    // A 120-column terminal holds every line; -o wide adds the references.
+    for line in text.lines() {
+        assert!(line.len() <= 120, "{} columns:\n{text}", line.len());
+    }
+    let wide = cp
+        .kubectl()
+        .args(["get", "bootc", "-o", "wide"])
+        .output()
+        .unwrap();
+    let wide = String::from_utf8_lossy(&wide.stdout);
+    for column in ["TARGET", "DEPLOYED", "DESIRED", "BOOTED", "STAGED"] {
+        assert!(wide.contains(column), "-o wide lacks {column}:\n{wide}");
+    }
+    assert!(
+        wide.contains("@sha256:"),
+        "full references in -o wide:\n{wide}"
+    );
     assert!(
         text.contains("Staged"),
         "BootcNode state not shown:\n{text}"
