@@ -4,8 +4,8 @@
 //! resource. No metric is labelled by node, so that a 20,000-node pool is a
 //! handful of series. A slow node is found from the pool's figures:
 //! `bootc_pool_longest_in_phase_seconds{pool,phase}` says that some node has
-//! been in `phase` that long, and `kubectl get bn --sort-by=.status.phaseSince`
-//! (or `kubectl bootc status POOL`) names it.
+//! been in `phase` that long, and the PHASE and SINCE columns of
+//! `kubectl get bn` name it (docs/operations.md).
 //!
 //! The daemon's figures are folded in here rather than served by the daemon:
 //! the controller sees every daemon transition through its BootcNode watch

@@ -14,6 +14,7 @@ PKGS=(
   strace               # syscall inventory for the seccomp allow-list
   python3-jsonschema   # validates the fake bootc's status against bootc's JSON schema
   ca-certificates
+  prometheus           # promtool checks the alert rules; a real Prometheus scrapes the controller
   # to build kube-apiserver from Debian's source package:
   golang-go make rsync dpkg-dev golang-github-modern-go-reflect2-dev
 )
@@ -39,6 +40,8 @@ if ! command -v kubectl >/dev/null; then
 fi
 # The Debian registry package starts a system service on install; the tests
 # run their own instances on their own ports, so keep the system one quiet.
-if command -v systemctl >/dev/null && systemctl is-active --quiet docker-registry 2>/dev/null; then
-  $SUDO systemctl stop docker-registry || true
-fi
+for unit in docker-registry prometheus; do
+  if command -v systemctl >/dev/null && systemctl is-active --quiet "$unit" 2>/dev/null; then
+    $SUDO systemctl stop "$unit" || true
+  fi
+done
