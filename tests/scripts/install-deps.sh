@@ -9,6 +9,7 @@ PKGS=(
   docker-registry      # the real OCI registry the tests push to
   apache2-utils        # htpasswd, for the registry's basic auth
   skopeo               # pushes test images with a real registry client
+  umoci                # builds the operator's OCI image without a container engine (./dev image)
   openssl              # certificates for the API server and the registry
   util-linux           # unshare, nsenter (tests only; the product uses setns)
   strace               # syscall inventory for the seccomp allow-list
