@@ -8,6 +8,7 @@ pub mod display;
 pub mod fake_bootc;
 pub mod fake_host;
 pub mod freeze_proxy;
+pub mod image;
 pub mod image_pull;
 pub mod k8s;
 pub mod kstatus;

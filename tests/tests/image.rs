@@ -13,7 +13,6 @@ use std::process::Command;
 
 use tests::fake_host::bin;
 use tests::registry::TestRegistry;
-use tests::repo_root;
 
 const TAG: &str = "test";
 
@@ -31,21 +30,11 @@ fn run(cmd: &mut Command) -> String {
 /// Builds the image into `layout`; returns its manifest digest.
 fn build(layout: &Path) -> String {
     let bin_dir = bin("bootc-controller").parent().unwrap().to_path_buf();
-    let out = run(
-        Command::new(repo_root().join("tests/scripts/build-image.sh"))
-            .arg(&bin_dir)
-            .arg(layout)
-            .arg(TAG)
-            .env("SOURCE_DATE_EPOCH", "1700000000"),
-    );
-    out.trim().to_owned()
+    tests::image::build(&bin_dir, layout, TAG, 1_700_000_000).unwrap()
 }
 
-fn unpack(image: &str, bundle: &Path) -> PathBuf {
-    run(Command::new("umoci")
-        .args(["unpack", "--image", image])
-        .arg(bundle));
-    bundle.join("rootfs")
+fn unpack(layout: &Path, bundle: &Path) -> PathBuf {
+    tests::image::unpack(layout, TAG, bundle).unwrap()
 }
 
 /// Every file in `root`, relative.
@@ -79,10 +68,7 @@ fn the_image_is_reproducible_and_holds_only_what_the_binaries_need() {
     assert!(first.starts_with("sha256:"), "{first}");
     assert_eq!(first, second, "same inputs, same digest");
 
-    let rootfs = unpack(
-        &format!("{}:{TAG}", dir.path().join("a").display()),
-        &dir.path().join("bundle"),
-    );
+    let rootfs = unpack(&dir.path().join("a"), &dir.path().join("bundle"));
     let all = files(&rootfs);
     let expected_fixed: BTreeSet<String> = [
         "usr/bin/bootc-controller",
@@ -137,10 +123,7 @@ async fn the_pushed_image_runs_from_its_own_root() {
     let index = std::fs::read_to_string(pulled.join("index.json")).unwrap();
     assert!(index.contains(&digest), "{digest} not in {index}");
 
-    let rootfs = unpack(
-        &format!("{}:{TAG}", pulled.display()),
-        &dir.path().join("bundle"),
-    );
+    let rootfs = unpack(&pulled, &dir.path().join("bundle"));
     // The controller as the image's user: its libraries are all there.
     let help = run(Command::new("chroot")
         .arg("--userspec=65532:65532")
