@@ -25,6 +25,19 @@ pub const REFERENCE_MAX_LEN: usize = 512;
 /// Docker Hub, the registry of references that name no domain.
 pub const DEFAULT_DOMAIN: &str = "docker.io";
 
+/// [`IMAGE_REF_PATTERN`] as a literal, for rules built with `concat!`.
+#[macro_export]
+macro_rules! image_ref_pattern {
+    () => {
+        concat!(
+            r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?/)?",
+            r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*",
+            r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?",
+            r"(?:@sha256:[a-f0-9]{64})?$"
+        )
+    };
+}
+
 /// An OpenAPI `pattern` (RE2 and ECMA compatible) that accepts well-formed
 /// references the operator can deploy. It is the first line of defence in the
 /// CRD schema; [`ImageRef::parse`] is the full check (it also enforces length
@@ -33,12 +46,7 @@ pub const DEFAULT_DOMAIN: &str = "docker.io";
 /// Unlike the grammar, the pattern takes `sha256` digests only: the
 /// controller and the helper refuse anything else (bootc and the helper's
 /// `Stage` need `name@sha256:<64 hex>`), so the schema refuses it too.
-pub const IMAGE_REF_PATTERN: &str = concat!(
-    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?/)?",
-    r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*",
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?",
-    r"(?:@sha256:[a-f0-9]{64})?$"
-);
+pub const IMAGE_REF_PATTERN: &str = image_ref_pattern!();
 
 /// A parsed image reference.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

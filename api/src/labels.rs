@@ -23,5 +23,9 @@ pub const POOL_FINALIZER: &str = "node.bootc.dev/pool-cleanup";
 pub const CONTROLLER_MANAGER: &str = "bootc-controller";
 /// Field manager used by the daemon for its status writes.
 pub const DAEMON_MANAGER: &str = "bootc-daemon";
+/// Where Events about pools (cluster-scoped objects) live: the API server
+/// keeps an Event about a cluster-scoped object in `default`, and that is
+/// where `kubectl describe bnp` finds them.
+pub const CLUSTER_EVENTS_NAMESPACE: &str = "default";
 /// Namespace the operator runs in, and the only one pull secrets may live in.
 pub const OPERATOR_NAMESPACE: &str = "bootc-operator";

@@ -1,10 +1,10 @@
 //! `node.bootc.dev/v1alpha1`: BootcNodePool (user-written) and BootcNode
 //! (one per member node: the controller writes spec, the daemon writes status).
 //!
-//! Validation that the API server can enforce lives in the schema (patterns,
-//! enums, minimums, lengths): the test server (1.20) ignores CEL rules, so
-//! nothing here relies on them. Checks a schema cannot express are done by the
-//! controller and reported in the pool's `Degraded/InvalidSpec` condition.
+//! Validation that the API server can enforce lives in the schema (enums,
+//! bounds, and CEL rules: see [`crate::schema`]). Checks that need the
+//! cluster's state are done by the controller and reported in the pool's
+//! `Degraded/InvalidSpec` condition.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -12,7 +12,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::image_ref::IMAGE_REF_PATTERN;
+pub use crate::schema::SELECTOR_OPERATORS;
 
 /// Default for `spec.rollout.drainTimeoutSeconds`.
 pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: i64 = 600;
@@ -47,7 +47,7 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: i64 = 600;
 pub struct BootcNodePoolSpec {
     /// Nodes whose labels match are members of this pool. A node may belong
     /// to one pool only; overlaps are reported as Degraded/NodeConflict.
-    #[schemars(schema_with = "node_selector_schema")]
+    #[schemars(schema_with = "crate::schema::node_selector")]
     pub node_selector: LabelSelector,
     /// The image the members run.
     pub image: ImageSpec,
@@ -63,31 +63,13 @@ pub struct BootcNodePoolSpec {
     pub pull_secret_ref: Option<SecretReference>,
 }
 
-/// The operators a label selector understands. The API server rejects any
-/// other, so a typo is reported on `kubectl apply` rather than as a pool that
-/// cannot select anything.
-pub const SELECTOR_OPERATORS: [&str; 4] = ["In", "NotIn", "Exists", "DoesNotExist"];
-
-/// `LabelSelector`'s own schema, with an `enum` on
-/// `matchExpressions[].operator`.
-fn node_selector_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let mut schema = generator.subschema_for::<LabelSelector>();
-    if let Some(operator) = schema
-        .pointer_mut("/properties/matchExpressions/items/properties/operator")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        operator.insert("enum".into(), serde_json::json!(SELECTOR_OPERATORS));
-    }
-    schema
-}
-
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageSpec {
     /// A tag (`quay.io/acme/os:prod`), a digest (`quay.io/acme/os@sha256:...`)
     /// or both. A tag is resolved and re-polled; a digest never is.
     #[serde(rename = "ref")]
-    #[schemars(length(min = 1, max = 512), regex(pattern = IMAGE_REF_PATTERN))]
+    #[schemars(schema_with = "crate::schema::image_ref")]
     pub reference: String,
 }
 
@@ -100,7 +82,7 @@ pub struct RolloutSpec {
         default = "default_max_unavailable",
         deserialize_with = "max_unavailable_or_default"
     )]
-    #[schemars(schema_with = "max_unavailable_schema")]
+    #[schemars(schema_with = "crate::schema::max_unavailable")]
     pub max_unavailable: IntOrString,
     /// When true no node is given a new reboot slot. Staging and tag
     /// resolution go on.
@@ -140,22 +122,6 @@ where
     D: serde::Deserializer<'de>,
 {
     Ok(Option::<IntOrString>::deserialize(deserializer)?.unwrap_or_else(default_max_unavailable))
-}
-
-/// int-or-string as the 1.20 structural-schema rules accept it: no `anyOf`
-/// with types; `minimum` applies to the integer form and `pattern` to the
-/// string form. `nullable: false` is explicit because kube's schema rewriter
-/// otherwise marks an optional int-or-string nullable, and the API server
-/// keeps a null on a nullable field instead of defaulting it.
-fn max_unavailable_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "x-kubernetes-int-or-string": true,
-        "nullable": false,
-        "minimum": 1,
-        "pattern": "^([1-9][0-9]?|100)%$",
-        "default": 1,
-        "description": "How many nodes may be cordoned and rebooting at once: an integer >= 1, or a percentage (\"25%\") of the pool's nodes, rounded down, at least 1."
-    })
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -251,9 +217,13 @@ pub struct BootcNodePoolStatus {
     printcolumn = r#"{"name":"Staged","type":"string","priority":1,"jsonPath":".status.staged.image"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.pullSecretRef) || !has(self.pullSecretHash)",
+    "message": "pullSecretHash is the hash of pullSecretRef's content: it needs pullSecretRef"
+}]))]
 pub struct BootcNodeSpec {
     /// `repository@sha256:<digest>`: the image this node should run.
-    #[schemars(length(min = 1, max = 512), regex(pattern = IMAGE_REF_PATTERN))]
+    #[schemars(schema_with = "crate::schema::digest_ref")]
     pub desired_image: String,
     /// Staged: download and lock only. Booted: apply the staged image (reboot).
     #[serde(default)]

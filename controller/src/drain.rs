@@ -1,8 +1,7 @@
 //! Draining a node through the Eviction API, without kubectl.
 //!
 //! A drain lists the pods bound to the node, skips mirror pods and pods owned
-//! by a DaemonSet, asks for an eviction of each (policy/v1, or policy/v1beta1
-//! where the server has no v1), retries evictions that a PodDisruptionBudget
+//! by a DaemonSet, asks for an eviction of each (policy/v1), retries evictions that a PodDisruptionBudget
 //! refuses (429) with backoff, and waits until the pods are gone. After the
 //! pool's `drainTimeoutSeconds` it gives up, naming the pods still there.
 //!
@@ -16,47 +15,14 @@ use std::time::Duration;
 
 use api::BootcNodePool;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, EvictParams, ListParams};
 use kube::runtime::reflector::ObjectRef;
-use tokio::sync::{OnceCell, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventSink;
 use crate::planner::{DrainPhase, event_reasons};
-
-/// The Eviction API version the server serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EvictionVersion {
-    V1,
-    V1beta1,
-}
-
-impl EvictionVersion {
-    fn api_version(self) -> &'static str {
-        match self {
-            EvictionVersion::V1 => "policy/v1",
-            EvictionVersion::V1beta1 => "policy/v1beta1",
-        }
-    }
-}
-
-/// Asks the server which policy versions it serves.
-pub async fn detect_eviction_version(client: &kube::Client) -> EvictionVersion {
-    let req = match http::Request::get("/apis/policy").body(Vec::new()) {
-        Ok(r) => r,
-        Err(_) => return EvictionVersion::V1,
-    };
-    match client.request::<APIGroup>(req).await {
-        Ok(group) if !group.versions.iter().any(|v| v.version == "v1") => EvictionVersion::V1beta1,
-        Ok(_) => EvictionVersion::V1,
-        Err(error) => {
-            tracing::warn!(%error, "could not discover policy API versions; using policy/v1");
-            EvictionVersion::V1
-        }
-    }
-}
 
 /// The metrics' reason for an eviction a PodDisruptionBudget refused.
 pub const EVICTION_REFUSED_BY_BUDGET: &str = "PodDisruptionBudget";
@@ -68,24 +34,9 @@ enum EvictError {
     Other(String),
 }
 
-async fn evict(
-    client: &kube::Client,
-    version: EvictionVersion,
-    namespace: &str,
-    name: &str,
-) -> Result<(), EvictError> {
-    let body = serde_json::json!({
-        "apiVersion": version.api_version(),
-        "kind": "Eviction",
-        "metadata": {"name": name, "namespace": namespace},
-    });
-    let req = http::Request::post(format!(
-        "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
-    ))
-    .header(http::header::CONTENT_TYPE, "application/json")
-    .body(serde_json::to_vec(&body).map_err(|e| EvictError::Other(e.to_string()))?)
-    .map_err(|e| EvictError::Other(e.to_string()))?;
-    match client.request_text(req).await {
+async fn evict(client: &kube::Client, namespace: &str, name: &str) -> Result<(), EvictError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    match pods.evict(name, &EvictParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 429 => Err(EvictError::Budget),
@@ -110,7 +61,6 @@ pub fn is_skipped(pod: &Pod) -> bool {
 /// PodDisruptionBudget refuses its eviction.
 pub async fn drain_node(
     client: &kube::Client,
-    version: EvictionVersion,
     node: &str,
     timeout: Duration,
     mut on_blocked: impl FnMut(String),
@@ -138,7 +88,7 @@ pub async fn drain_node(
                     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                     let attempt = tokio::time::timeout(
                         left.max(Duration::from_secs(1)),
-                        evict(client, version, &ns, &name),
+                        evict(client, &ns, &name),
                     )
                     .await
                     .unwrap_or_else(|_| {
@@ -189,7 +139,6 @@ pub struct Drains {
     client: kube::Client,
     events: EventSink,
     trigger: mpsc::UnboundedSender<ObjectRef<BootcNodePool>>,
-    version: Arc<OnceCell<EvictionVersion>>,
     entries: Arc<Mutex<HashMap<String, Entry>>>,
     next_id: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -204,7 +153,6 @@ impl Drains {
             client,
             events,
             trigger,
-            version: Arc::new(OnceCell::new()),
             entries: Arc::default(),
             next_id: Arc::default(),
         }
@@ -283,13 +231,9 @@ impl Drains {
                         )
                         .await;
                 }
-                let version = *this
-                    .version
-                    .get_or_init(|| detect_eviction_version(&this.client))
-                    .await;
-                let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
                 let started = std::time::Instant::now();
-                let drain = drain_node(&this.client, version, &node, timeout, move |pod| {
+                let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
+                let drain = drain_node(&this.client, &node, timeout, move |pod| {
                     let _ = blocked_tx.send(pod);
                 });
                 tokio::pin!(drain);

@@ -1,12 +1,13 @@
 //! Kubernetes Events about pools (and the node concerned), best effort.
 //!
-//! Pools and Nodes are cluster-scoped; their events are written into the
-//! operator's namespace (an event about a cluster-scoped object must live in
-//! some namespace, and the operator's is the one it may write).
+//! Pools and Nodes are cluster-scoped. The API server keeps an event about a
+//! cluster-scoped object in the `default` namespace, with no namespace in its
+//! reference, and that is where `kubectl describe bnp NAME` finds it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use api::BootcNodePool;
+use api::labels::CLUSTER_EVENTS_NAMESPACE;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -17,17 +18,15 @@ use kube::{Resource, ResourceExt};
 #[derive(Clone)]
 pub struct EventSink {
     client: kube::Client,
-    namespace: String,
     instance: String,
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl EventSink {
-    pub fn new(client: kube::Client, namespace: &str, instance: &str) -> Self {
+    pub fn new(client: kube::Client, instance: &str) -> Self {
         EventSink {
             client,
-            namespace: namespace.to_owned(),
             instance: instance.to_owned(),
         }
     }
@@ -49,9 +48,6 @@ impl EventSink {
             kind: Some(BootcNodePool::kind(&()).into_owned()),
             name: Some(pool.name_any()),
             uid: pool.metadata.uid.clone(),
-            // The API server wants the reference's namespace to match the
-            // event's, even for a cluster-scoped object.
-            namespace: Some(self.namespace.clone()),
             ..ObjectReference::default()
         };
         let related = node.map(|n| ObjectReference {
@@ -70,7 +66,7 @@ impl EventSink {
                     now.as_nanosecond(),
                     seq
                 )),
-                namespace: Some(self.namespace.clone()),
+                namespace: Some(CLUSTER_EVENTS_NAMESPACE.into()),
                 ..ObjectMeta::default()
             },
             action: Some(reason.to_owned()),
@@ -87,7 +83,7 @@ impl EventSink {
             type_: Some(if warning { "Warning" } else { "Normal" }.to_owned()),
             ..Event::default()
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let api: Api<Event> = Api::namespaced(self.client.clone(), CLUSTER_EVENTS_NAMESPACE);
         if let Err(error) = api.create(&PostParams::default(), &event).await {
             tracing::warn!(%error, reason, pool = %pool.name_any(), "could not publish event");
         }

@@ -662,7 +662,7 @@ async fn run_controller(
     let node_api: Api<Node> = Api::all(client.clone());
     let secret_api: Api<Secret> = Api::namespaced(client.clone(), &options.namespace);
 
-    let events = EventSink::new(client.clone(), &options.namespace, &options.instance);
+    let events = EventSink::new(client.clone(), &options.instance);
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
     let drains = Drains::new(drain_client, events.clone(), trigger_tx);
     let actuator = Actuator::new(client.clone(), drains.clone(), events);

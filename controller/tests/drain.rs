@@ -1,6 +1,5 @@
-//! Drains through the Eviction API against a real API server (policy/v1beta1
-//! on 1.20): a PodDisruptionBudget that blocks then allows, and a pod that
-//! never leaves.
+//! Drains through the Eviction API (policy/v1) against a real API server: a
+//! PodDisruptionBudget that blocks then allows, and a pod that never leaves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -14,7 +13,7 @@ use tests::daemon_player::{DaemonPlayer, PlayerOptions};
 
 fn pdb_api(admin: &kube::Client, ns: &str) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("policy", "v1beta1", "PodDisruptionBudget"),
+        &GroupVersionKind::gvk("policy", "v1", "PodDisruptionBudget"),
         "poddisruptionbudgets",
     );
     Api::namespaced_with(admin.clone(), ns, &ar)
@@ -25,7 +24,7 @@ fn pdb_api(admin: &kube::Client, ns: &str) -> Api<DynamicObject> {
 async fn budget_for_web(admin: &kube::Client) -> Api<DynamicObject> {
     let pdbs = pdb_api(admin, "apps");
     let pdb: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "web"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
     }))

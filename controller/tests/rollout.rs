@@ -53,11 +53,12 @@ async fn five_nodes_roll_two_at_a_time() {
         assert_eq!(bn.spec.desired_image, image(NEW));
     }
 
-    // Events in the operator namespace tell the rollout's story in two, and a
+    // The pool's Events tell the rollout's story in two, and a
     // healthy node's update adds none (the budget of DESIGN.md section 7).
     // Published just after the status that shows the rollout complete.
     wait_event(&env.admin, "RolloutComplete", "all 5 nodes run").await;
-    let events: Api<Event> = Api::namespaced(env.admin.clone(), "bootc-operator");
+    let events: Api<Event> =
+        Api::namespaced(env.admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
     let mut all = events.list(&ListParams::default()).await.unwrap().items;
     all.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
     let reasons: Vec<String> = all.iter().filter_map(|e| e.reason.clone()).collect();
@@ -78,25 +79,19 @@ async fn five_nodes_roll_two_at_a_time() {
             .as_str()
         )
     );
-    // The command README.md gives for a pool's events.
+    // `kubectl describe bnp` shows them, as README.md says.
     let out = env
         .cp
         .kubectl()
-        .args([
-            "get",
-            "events",
-            "-n",
-            "bootc-operator",
-            "--field-selector",
-            "involvedObject.kind=BootcNodePool,involvedObject.name=workers",
-            "-o",
-            "custom-columns=REASON:.reason",
-        ])
+        .args(["describe", "bnp", "workers"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
+    let events = text.split_once("\nEvents:").map(|(_, e)| e).unwrap_or("");
     assert!(
-        out.status.success() && text.contains("RolloutStarted") && text.contains("RolloutComplete"),
+        out.status.success()
+            && events.contains("RolloutStarted")
+            && events.contains("RolloutComplete"),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::pki;
+use crate::{binaries, pki};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// The user the controller's token authenticates as (its ServiceAccount).
@@ -22,10 +22,14 @@ pub const CONTROLLER_USER: &str = "system:serviceaccount:bootc-operator:bootc-co
 /// The user the daemon's token authenticates as (its ServiceAccount).
 pub const DAEMON_USER: &str = "system:serviceaccount:bootc-operator:bootc-daemon";
 
-/// The daemon's static token, and a second one for the same user with
-/// another uid (`daemon-rotated-uid`), to see a token rotation in the audit log.
+/// The operator's namespace and the daemon's ServiceAccount, as in deploy/.
+const NAMESPACE: &str = "bootc-operator";
+const DAEMON_SERVICE_ACCOUNT: &str = "bootc-daemon";
+
+/// A static token of the daemon's ServiceAccount that, unlike a
+/// kubelet-issued one, names no node (for tests of what such a token may
+/// not do; daemons under test use [`ControlPlane::node_bound_kubeconfig`]).
 pub const DAEMON_TOKEN: &str = "daemon-token";
-pub const DAEMON_ROTATED_TOKEN: &str = "daemon-token-rotated";
 
 /// Who a kubeconfig authenticates as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +38,8 @@ pub enum Identity {
     Admin,
     /// The controller's ServiceAccount: only what deploy/ RBAC grants.
     Controller,
-    /// The daemon's ServiceAccount: only what deploy/ RBAC grants.
+    /// The daemon's ServiceAccount with a static token that names no node:
+    /// what deploy/ RBAC grants, less what the admission policies refuse.
     Daemon,
 }
 
@@ -73,21 +78,6 @@ impl std::fmt::Debug for ControlPlane {
             .field("port", &self.port)
             .finish()
     }
-}
-
-/// Where the API server binary is: `$KUBE_APISERVER`, else the build cache
-/// written by `tests/scripts/build-kube-apiserver.sh`.
-pub fn kube_apiserver_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("KUBE_APISERVER") {
-        return PathBuf::from(p);
-    }
-    let cache = std::env::var_os("BOOTC_OPERATOR_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
-            PathBuf::from(home).join(".cache/bootc-operator")
-        });
-    cache.join("kube-apiserver-1.20.2-p2/kube-apiserver")
 }
 
 /// A free TCP port on loopback (bound then released: a later bind may race,
@@ -132,9 +122,6 @@ fn write_tokens(dir: &Path) -> Result<()> {
             "{},{DAEMON_USER},daemon-uid,\"system:serviceaccounts,system:serviceaccounts:bootc-operator\"",
             Identity::Daemon.token()
         ),
-        format!(
-            "{DAEMON_ROTATED_TOKEN},{DAEMON_USER},daemon-rotated-uid,\"system:serviceaccounts,system:serviceaccounts:bootc-operator\""
-        ),
     ];
     std::fs::write(dir.join("tokens.csv"), lines.join("\n") + "\n")?;
     Ok(())
@@ -158,6 +145,33 @@ pub fn spawn_logged(bin: &Path, args: &[String], log: &Path) -> Result<Child> {
         .stderr(err_file)
         .spawn()
         .with_context(|| format!("starting {}", bin.display()))
+}
+
+/// Where [`ControlPlane::node_bound_kubeconfig`] writes `node`'s kubeconfig
+/// in the control plane's directory `dir`.
+pub fn node_kubeconfig_in(dir: &Path, node: &str) -> PathBuf {
+    dir.join(format!("daemon-{node}.kubeconfig"))
+}
+
+/// Runs `cmd` with `input` on its stdin; its stdout, or an error with its stderr.
+fn run_with_input(mut cmd: Command, input: &str) -> Result<String> {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {cmd:?}"))?;
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(input.as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The last lines of a log file, for error messages.
@@ -185,13 +199,8 @@ impl ControlPlane {
     }
 
     async fn try_start(options: &Options) -> Result<Self> {
-        let apiserver_bin = kube_apiserver_path();
-        if !apiserver_bin.exists() {
-            bail!(
-                "kube-apiserver not found at {}: run tests/scripts/build-kube-apiserver.sh (the README's test command does)",
-                apiserver_bin.display()
-            );
-        }
+        let apiserver_bin = binaries::kube_apiserver()?;
+        let etcd_bin = binaries::etcd()?;
         // tmpfs makes etcd's fsyncs cheap.
         let base = if Path::new("/dev/shm").is_dir() {
             "/dev/shm"
@@ -216,13 +225,16 @@ impl ControlPlane {
             format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"),
             "--log-level=warn".into(),
         ];
-        let etcd = spawn_logged(Path::new("etcd"), &etcd_args, &d.join("etcd.log"))?;
+        let etcd = spawn_logged(&etcd_bin, &etcd_args, &d.join("etcd.log"))?;
 
         let port = free_port()?;
         let mut args: Vec<String> = vec![
             format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
+            // A loopback address is refused by the endpoint reconciler, which
+            // keeps the `kubernetes` Service's endpoints: nothing here needs them.
+            "--endpoint-reconciler-type=none".into(),
             format!("--secure-port={port}"),
             format!("--cert-dir={}", d.join("certs").display()),
             format!("--tls-cert-file={}", d.join("serving.crt").display()),
@@ -358,14 +370,18 @@ impl ControlPlane {
                 ),
                 other => format!("    token: {}\n", other.token()),
             };
-            let text = format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\nusers:\n- name: test\n  user:\n{user}",
-                self.url(),
-                self.dir.path().join("ca.crt").display(),
-            );
-            std::fs::write(self.kubeconfig(identity), text)?;
+            std::fs::write(self.kubeconfig(identity), self.kubeconfig_text(&user))?;
         }
         Ok(())
+    }
+
+    /// A kubeconfig for this server, with `user` (YAML lines of the user).
+    fn kubeconfig_text(&self, user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\nusers:\n- name: test\n  user:\n{user}",
+            self.url(),
+            self.dir.path().join("ca.crt").display(),
+        )
     }
 
     /// `https://127.0.0.1:<port>`.
@@ -381,6 +397,49 @@ impl ControlPlane {
             Identity::Daemon => "daemon.kubeconfig",
         };
         self.dir.path().join(name)
+    }
+
+    /// A kubeconfig for the daemon on `node`, with a node-bound service
+    /// account token as the kubelet hands one to the daemon's pod: a Pod of
+    /// the daemon's ServiceAccount bound to `node` (created here if absent;
+    /// nothing runs it), and a TokenRequest bound to that Pod. The token's
+    /// user carries the node's name (`authentication.kubernetes.io/node-name`)
+    /// and stops working when the Pod is deleted. Needs the namespace and
+    /// ServiceAccount of `deploy/rbac/daemon.yaml`.
+    pub fn node_bound_kubeconfig(&self, node: &str) -> Result<PathBuf> {
+        let token = self.node_bound_token(node)?;
+        let path = node_kubeconfig_in(self.dir.path(), node);
+        std::fs::write(
+            &path,
+            self.kubeconfig_text(&format!("    token: {token}\n")),
+        )?;
+        Ok(path)
+    }
+
+    /// A new node-bound token of the daemon's ServiceAccount for `node` (see
+    /// [`ControlPlane::node_bound_kubeconfig`]); each call returns another
+    /// token, as the kubelet's rotation does.
+    pub fn node_bound_token(&self, node: &str) -> Result<String> {
+        let pod = format!("bootc-daemon-{node}");
+        let manifest = format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{pod}\",\"namespace\":\"{NAMESPACE}\"}},\"spec\":{{\"nodeName\":\"{node}\",\"serviceAccountName\":\"{DAEMON_SERVICE_ACCOUNT}\",\"automountServiceAccountToken\":false,\"containers\":[{{\"name\":\"daemon\",\"image\":\"bootc-operator\"}}]}}}}"
+        );
+        let mut apply = self.kubectl();
+        apply.args(["apply", "-f", "-"]);
+        run_with_input(apply, &manifest).context("creating the daemon's pod")?;
+        let mut request = self.kubectl();
+        request.args([
+            "create",
+            "token",
+            DAEMON_SERVICE_ACCOUNT,
+            "-n",
+            NAMESPACE,
+            "--bound-object-kind=Pod",
+            &format!("--bound-object-name={pod}"),
+            "--duration=24h",
+        ]);
+        let token = run_with_input(request, "").context("requesting a node-bound token")?;
+        Ok(token.trim().to_owned())
     }
 
     /// A client authenticated as `identity`.
@@ -423,7 +482,9 @@ impl ControlPlane {
 
     /// A `kubectl` command pointed at this server as admin.
     pub fn kubectl(&self) -> Command {
-        let mut cmd = Command::new("kubectl");
+        // A missing binary shows as the spawn's error, naming the path.
+        let bin = binaries::kubectl().unwrap_or_else(|_| PathBuf::from("kubectl"));
+        let mut cmd = Command::new(bin);
         cmd.arg("--kubeconfig")
             .arg(self.kubeconfig(Identity::Admin));
         cmd

@@ -1,6 +1,7 @@
 //! Test support for bootc-operator: a real control plane, CRD installation,
 //! and (in later modules) the fake bootc host and the node simulator.
 
+pub mod binaries;
 pub mod control_plane;
 pub mod daemon_player;
 pub mod daemon_proc;

@@ -10,13 +10,17 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use kube::api::{Api, PostParams};
 
-use crate::control_plane::{ControlPlane, Identity};
+use crate::control_plane::ControlPlane;
 use crate::fake_host::{FakeHost, bin};
 
 /// Applies the namespace and the daemon's RBAC from deploy/.
 pub fn install_daemon_rbac(cp: &ControlPlane) -> Result<()> {
     let deploy = crate::repo_root().join("deploy");
-    for file in ["namespace.yaml", "rbac/daemon.yaml"] {
+    for file in [
+        "namespace.yaml",
+        "rbac/daemon.yaml",
+        "admission/daemon-own-node-only.yaml",
+    ] {
         let out = cp
             .kubectl()
             .arg("apply")
@@ -73,14 +77,17 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Starts the daemon for `host`, authenticated as the daemon identity.
+    /// Starts the daemon for `host`, authenticated as the daemon's pod on
+    /// its node would be: with a node-bound token of the daemon's
+    /// ServiceAccount.
     pub fn start(
         cp: &ControlPlane,
         host: &FakeHost,
         options: &AgentOptions,
         log_dir: &Path,
     ) -> Result<Agent> {
-        Self::start_with_kubeconfig(&cp.kubeconfig(Identity::Daemon), host, options, log_dir)
+        let kubeconfig = cp.node_bound_kubeconfig(&options.node_name)?;
+        Self::start_with_kubeconfig(&kubeconfig, host, options, log_dir)
     }
 
     /// Starts the daemon for `host` with the given kubeconfig.

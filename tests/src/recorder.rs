@@ -145,8 +145,7 @@ fn parse_watch_line(line: &str) -> anyhow::Result<(u64, Vec<Obs>, u64)> {
 }
 
 async fn etcd_revision(endpoint: &str) -> anyhow::Result<u64> {
-    let out = tokio::process::Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
+    let out = tokio::process::Command::new(crate::binaries::etcdctl()?)
         .args([
             &format!("--endpoints={endpoint}"),
             "endpoint",
@@ -156,7 +155,7 @@ async fn etcd_revision(endpoint: &str) -> anyhow::Result<u64> {
         ])
         .output()
         .await
-        .context("running etcdctl (tests/scripts/install-deps.sh installs it)")?;
+        .context("running etcdctl")?;
     if !out.status.success() {
         bail!(
             "etcdctl endpoint status: {}",
@@ -183,8 +182,7 @@ impl Recorder {
 
     /// Reads the history up to now (every write made before this call).
     async fn sync(&self) -> anyhow::Result<()> {
-        let mut child = tokio::process::Command::new("etcdctl")
-            .env("ETCDCTL_API", "3")
+        let mut child = tokio::process::Command::new(crate::binaries::etcdctl()?)
             .args([
                 &format!("--endpoints={}", self.etcd),
                 "watch",

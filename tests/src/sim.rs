@@ -151,6 +151,9 @@ impl Sim {
             "crds/node.bootc.dev_bootcnodes.yaml",
             "rbac/controller.yaml",
             "rbac/daemon.yaml",
+            "admission/daemon-own-node-only.yaml",
+            "admission/bootcnode-spec-by-controller-only.yaml",
+            "admission/controller-node-writes.yaml",
         ] {
             kubectl_apply(&cp, &deploy.join(file))?;
         }
@@ -398,7 +401,7 @@ impl Sim {
         let nodes = self.nodes.clone();
         let admin = self.admin.clone();
         let reboot_time = self.options.reboot_time;
-        let daemon_kubeconfig = self.cp.kubeconfig(Identity::Daemon);
+        let cp_dir = self.cp.dir().to_owned();
         let logs = self.logs.path().to_owned();
         let broken = self.broken.clone();
         let bin_dir = self.options.agent_bin_dir.clone();
@@ -425,7 +428,7 @@ impl Sim {
                     let _ = set_ready(&admin, &name, false).await;
                     let nodes = nodes.clone();
                     let admin = admin.clone();
-                    let kubeconfig = daemon_kubeconfig.clone();
+                    let kubeconfig = crate::control_plane::node_kubeconfig_in(&cp_dir, &name);
                     let logs = logs.clone();
                     let stays_down = broken.lock().await.contains(&name);
                     let bin_dir = bin_dir.clone();

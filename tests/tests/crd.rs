@@ -169,7 +169,45 @@ async fn invalid_pools_are_rejected_naming_the_field() {
         ),
     ];
 
-    for (name, spec, field) in cases {
+    // Rules only CEL can say (they span fields), and CEL's messages for
+    // rules a pattern could say but not explain: (name, spec, field, rule).
+    let expression = |operator: &str, values: Value| {
+        with(
+            &["nodeSelector"],
+            json!({"matchExpressions": [{"key": "pool", "operator": operator, "values": values}]}),
+        )
+    };
+    let cel_cases: Vec<(&str, Value, &str, &str)> = vec![
+        (
+            "selector-in-without-values",
+            expression("In", json!([])),
+            "spec.nodeSelector.matchExpressions[0]",
+            "In and NotIn need at least one value",
+        ),
+        (
+            "selector-exists-with-values",
+            expression("Exists", json!(["a"])),
+            "spec.nodeSelector.matchExpressions[0]",
+            "Exists and DoesNotExist take none",
+        ),
+        (
+            "image-transport-explained",
+            with(&["image", "ref"], json!("docker://quay.io/acme/os:1")),
+            "spec.image.ref",
+            "no transport prefix",
+        ),
+        (
+            "max-unavailable-zero-explained",
+            with(&["rollout", "maxUnavailable"], json!(0)),
+            "spec.rollout.maxUnavailable",
+            "a number of nodes of at least 1, or a percentage from 1% to 100%",
+        ),
+    ];
+    let cases = cases
+        .into_iter()
+        .map(|(name, spec, field)| (name, spec, field, ""))
+        .chain(cel_cases);
+    for (name, spec, field, rule) in cases {
         let obj: kube::api::DynamicObject =
             serde_json::from_value(pool(name, spec.clone())).unwrap();
         let err = pools
@@ -178,8 +216,8 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             .expect_err(&format!("{name}: {spec} was accepted"));
         let text = err.to_string();
         assert!(
-            text.contains(field),
-            "{name}: error does not name {field}: {text}"
+            text.contains(field) && text.contains(rule),
+            "{name}: error does not name {field} and {rule:?}: {text}"
         );
     }
 
@@ -515,4 +553,55 @@ spec:
             "{name}"
         );
     }
+}
+
+#[tokio::test]
+async fn invalid_bootc_nodes_are_rejected_naming_the_field() {
+    let cp = ControlPlane::start().await.unwrap();
+    let client = cp.admin().await.unwrap();
+    k8s::install_crds(&client).await.unwrap();
+    let nodes: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::erase::<BootcNode>(&()),
+    );
+    let digest = format!("quay.io/acme/os@sha256:{}", "a".repeat(64));
+    let node = |name: &str, spec: Value| -> kube::api::DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
+            "metadata": {"name": name}, "spec": spec,
+        }))
+        .unwrap()
+    };
+    let cases: Vec<(&str, Value, &str, &str)> = vec![
+        (
+            "tag-only",
+            json!({"desiredImage": "quay.io/acme/os:prod"}),
+            "spec.desiredImage",
+            "must be repository@sha256:<64 hex digits>",
+        ),
+        (
+            "hash-without-secret",
+            json!({"desiredImage": digest, "pullSecretHash": "abc"}),
+            "spec",
+            "pullSecretHash is the hash of pullSecretRef's content: it needs pullSecretRef",
+        ),
+    ];
+    for (name, spec, field, rule) in cases {
+        let err = nodes
+            .create(&PostParams::default(), &node(name, spec.clone()))
+            .await
+            .expect_err(&format!("{name}: {spec} was accepted"));
+        let text = err.to_string();
+        assert!(
+            text.contains(field) && text.contains(rule),
+            "{name}: error does not name {field} and {rule:?}: {text}"
+        );
+    }
+    nodes
+        .create(
+            &PostParams::default(),
+            &node("valid", json!({"desiredImage": digest})),
+        )
+        .await
+        .unwrap();
 }

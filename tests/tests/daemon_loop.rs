@@ -448,7 +448,7 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     let upstream = w.cp.url().trim_start_matches("https://").parse().unwrap();
     let proxy = FreezeProxy::start(upstream).await.unwrap();
     let kubeconfig = w.logs.path().join("daemon-via-proxy.kubeconfig");
-    let text = std::fs::read_to_string(w.cp.kubeconfig(tests::Identity::Daemon)).unwrap();
+    let text = std::fs::read_to_string(w.cp.node_bound_kubeconfig("node-1").unwrap()).unwrap();
     std::fs::write(&kubeconfig, text.replace(&w.cp.url(), &proxy.url())).unwrap();
     let agent = Agent::start_with_kubeconfig(
         &kubeconfig,
@@ -859,7 +859,6 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
 #[tokio::test]
 async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
     use std::os::unix::fs::PermissionsExt;
-    use tests::control_plane::{DAEMON_ROTATED_TOKEN, DAEMON_TOKEN};
     require_root!();
     let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
         .await
@@ -879,7 +878,7 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::rename(&tmp, sa.path().join(name)).unwrap();
     };
-    write("token", DAEMON_TOKEN.as_bytes());
+    write("token", cp.node_bound_token("node-1").unwrap().as_bytes());
     write("ca.crt", &std::fs::read(cp.ca_file()).unwrap());
     write("namespace", b"bootc-operator");
 
@@ -896,13 +895,8 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
     )
     .unwrap();
     wait_bn(&nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
-    let uids = |cp: &ControlPlane| daemon_uids(cp);
-    assert!(
-        uids(&cp).contains("daemon-uid") && !uids(&cp).contains("daemon-rotated-uid"),
-        "{:?}\n{}",
-        uids(&cp),
-        agent.log_text()
-    );
+    let first = daemon_credentials(&cp);
+    assert_eq!(first.len(), 1, "{first:?}\n{}", agent.log_text());
     assert!(
         agent.log_text().contains("privileges dropped"),
         "{}",
@@ -910,7 +904,7 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
     );
 
     // The kubelet rotates the token (atomically); the daemon keeps running.
-    write("token", DAEMON_ROTATED_TOKEN.as_bytes());
+    write("token", cp.node_bound_token("node-1").unwrap().as_bytes());
     // Each change of the desired image makes the daemon write its status (a
     // request with whatever token it holds; a spec change that leaves it Idle
     // is not acknowledged). The client re-reads the token file within about
@@ -918,11 +912,11 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let b = image('b');
     let mut desired = &b;
-    while !uids(&cp).contains("daemon-rotated-uid") {
+    while daemon_credentials(&cp).len() < 2 {
         assert!(
             std::time::Instant::now() < deadline,
             "the rotated token was never used: {:?}\n{}",
-            uids(&cp),
+            daemon_credentials(&cp),
             agent.log_text()
         );
         let generation = patch_spec_generation(&nodes, json!({"desiredImage": desired})).await;
@@ -951,13 +945,18 @@ async fn patch_spec_generation(api: &Api<BootcNode>, spec: serde_json::Value) ->
     .unwrap()
 }
 
-/// The user uids (one per static token) the daemon's requests carried.
-fn daemon_uids(cp: &ControlPlane) -> std::collections::BTreeSet<String> {
+/// The credentials (one id per service account token) the daemon's
+/// requests carried.
+fn daemon_credentials(cp: &ControlPlane) -> std::collections::BTreeSet<String> {
     let text = std::fs::read_to_string(cp.audit_log()).unwrap_or_default();
     text.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|e| e["user"]["username"] == tests::control_plane::DAEMON_USER)
-        .filter_map(|e| e["user"]["uid"].as_str().map(str::to_owned))
+        .filter_map(|e| {
+            e["user"]["extra"]["authentication.kubernetes.io/credential-id"][0]
+                .as_str()
+                .map(str::to_owned)
+        })
         .collect()
 }
 

@@ -66,13 +66,15 @@ async fn setup(cp: ControlPlane) -> Env {
                     .unwrap();
             }
             "Role" => {
-                Api::<Role>::namespaced(admin.clone(), "bootc-operator")
+                let ns = v["metadata"]["namespace"].as_str().unwrap().to_owned();
+                Api::<Role>::namespaced(admin.clone(), &ns)
                     .create(&pp, &serde_json::from_value(v).unwrap())
                     .await
                     .unwrap();
             }
             "RoleBinding" => {
-                Api::<RoleBinding>::namespaced(admin.clone(), "bootc-operator")
+                let ns = v["metadata"]["namespace"].as_str().unwrap().to_owned();
+                Api::<RoleBinding>::namespaced(admin.clone(), &ns)
                     .create(&pp, &serde_json::from_value(v).unwrap())
                     .await
                     .unwrap();
@@ -383,7 +385,7 @@ pub async fn wait_event(
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
     let api: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(admin.clone(), "bootc-operator");
+        Api::namespaced(admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
     let mut s = watcher(api, watcher::Config::default())
         .applied_objects()
         .boxed();

@@ -404,7 +404,7 @@ async fn wait_rolled(
 async fn wait_released(admin: &kube::Client, image: &str, timeout: Duration) -> Result<()> {
     use k8s_openapi::api::events::v1::Event;
     let bns = Api::<BootcNode>::all(admin.clone());
-    let events = Api::<Event>::namespaced(admin.clone(), api::labels::OPERATOR_NAMESPACE);
+    let events = Api::<Event>::namespaced(admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
     let deadline = Instant::now() + timeout;
     loop {
         let slotted = bns

@@ -1,5 +1,6 @@
 //! Starts a throwaway control plane (etcd + kube-apiserver) with the CRDs
-//! installed, prints the KUBECONFIG line, and runs until Ctrl-C.
+//! installed, prints the KUBECONFIG line and the kubectl of the same release,
+//! and runs until Ctrl-C.
 
 use std::io::Write;
 
@@ -10,8 +11,10 @@ async fn main() -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     writeln!(
         out,
-        "export KUBECONFIG={}",
-        cp.kubeconfig(tests::Identity::Admin).display()
+        "# Kubernetes {}\nexport KUBECONFIG={}\nalias kubectl={}",
+        tests::binaries::kube_version()?,
+        cp.kubeconfig(tests::Identity::Admin).display(),
+        tests::binaries::kubectl()?.display()
     )?;
     out.flush()?;
     tokio::signal::ctrl_c().await?;

@@ -1,0 +1,106 @@
+//! The CRDs' validation beyond types: OpenAPI bounds and the CEL rules
+//! (`x-kubernetes-validations`) that the API server checks on every write,
+//! so that a bad pool is refused by `kubectl apply` with a message naming
+//! the field and the rule, instead of being stored and reported later.
+//!
+//! CEL is used where OpenAPI alone cannot say the rule (it spans fields) or
+//! cannot say it clearly (a regular expression is no message). Checks that
+//! need the cluster's state (the pull Secret's namespace is the operator's,
+//! the Secret exists) stay with the controller, in the pool's conditions.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use schemars::{Schema, SchemaGenerator, json_schema};
+use serde_json::{Value, json};
+
+use crate::image_ref::REFERENCE_MAX_LEN;
+use crate::image_ref_pattern;
+
+/// The operators a label selector understands. The API server rejects any
+/// other, so a typo is reported on `kubectl apply` rather than as a pool that
+/// cannot select anything.
+pub const SELECTOR_OPERATORS: [&str; 4] = ["In", "NotIn", "Exists", "DoesNotExist"];
+
+/// Most expressions one selector may have: bounds the CEL rule's cost.
+const MAX_SELECTOR_EXPRESSIONS: u32 = 32;
+
+/// One CEL rule with its message.
+fn rule(rule: &str, message: &str) -> Value {
+    json!({ "rule": rule, "message": message })
+}
+
+/// `spec.nodeSelector`: `LabelSelector`'s own schema, with an `enum` on the
+/// operator and the rule that ties an expression's values to its operator
+/// (what `kubectl` would otherwise learn only from the controller's status).
+pub fn node_selector(generator: &mut SchemaGenerator) -> Schema {
+    let mut schema = generator.subschema_for::<LabelSelector>();
+    if let Some(expressions) = schema
+        .pointer_mut("/properties/matchExpressions")
+        .and_then(Value::as_object_mut)
+    {
+        expressions.insert("maxItems".into(), json!(MAX_SELECTOR_EXPRESSIONS));
+    }
+    if let Some(operator) = schema
+        .pointer_mut("/properties/matchExpressions/items/properties/operator")
+        .and_then(Value::as_object_mut)
+    {
+        operator.insert("enum".into(), json!(SELECTOR_OPERATORS));
+    }
+    if let Some(item) = schema
+        .pointer_mut("/properties/matchExpressions/items")
+        .and_then(Value::as_object_mut)
+    {
+        item.insert(
+            "x-kubernetes-validations".into(),
+            json!([rule(
+                "(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)",
+                "operators In and NotIn need at least one value; Exists and DoesNotExist take none",
+            )]),
+        );
+    }
+    schema
+}
+
+/// `spec.image.ref`: a tag, a digest or both.
+pub fn image_ref(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": REFERENCE_MAX_LEN,
+        "description": "A tag (`quay.io/acme/os:prod`), a digest (`quay.io/acme/os@sha256:...`) or both. A tag is resolved and re-polled; a digest never is.",
+        "x-kubernetes-validations": [rule(
+            concat!("self.matches(r'", image_ref_pattern!(), "')"),
+            "must be an image reference with a tag and/or a sha256 digest, such as quay.io/acme/os:prod: a lower-case repository, no transport prefix (docker://) and no whitespace",
+        )]
+    })
+}
+
+/// `spec.desiredImage` of a BootcNode: always pinned to a digest.
+pub fn digest_ref(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": REFERENCE_MAX_LEN,
+        "description": "`repository@sha256:<digest>`: the image this node should run.",
+        "x-kubernetes-validations": [rule(
+            concat!("self.matches(r'", image_ref_pattern!(), "') && self.contains('@sha256:')"),
+            "must be repository@sha256:<64 hex digits>: a node is only ever told a digest its pool resolved",
+        )]
+    })
+}
+
+/// `spec.rollout.maxUnavailable`: int-or-string. `nullable: false` is
+/// explicit because kube's schema rewriter otherwise marks an optional
+/// int-or-string nullable, and the API server keeps a null on a nullable
+/// field instead of defaulting it.
+pub fn max_unavailable(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "nullable": false,
+        "default": 1,
+        "description": "How many nodes may be cordoned and rebooting at once: an integer >= 1, or a percentage (\"25%\") of the pool's nodes, rounded down, at least 1.",
+        "x-kubernetes-validations": [rule(
+            "type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",
+            "must be a number of nodes of at least 1, or a percentage from 1% to 100% (such as \"25%\")",
+        )]
+    })
+}

@@ -1,0 +1,284 @@
+//! The ValidatingAdmissionPolicies of `deploy/admission/`, installed by
+//! `kubectl apply -k deploy/`, against a real API server: what a daemon's
+//! node-bound token, the controller's ServiceAccount and an admin may write.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use api::{BootcNode, BootcNodeSpec};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tests::{ControlPlane, Identity, repo_root};
+
+const IMAGE_A: &str =
+    "quay.io/acme/os@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const IMAGE_B: &str =
+    "quay.io/acme/os@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+/// A control plane with everything of `deploy/` applied, the CRDs
+/// established, and BootcNodes node-a and node-b written by the controller.
+async fn installed() -> (ControlPlane, kube::Client) {
+    let cp = ControlPlane::start().await.unwrap();
+    let deploy = repo_root().join("deploy");
+    for args in [
+        vec!["apply", "-k", deploy.to_str().unwrap()],
+        vec![
+            "wait",
+            "--for=condition=Established",
+            "crd/bootcnodes.node.bootc.dev",
+            "--timeout=60s",
+        ],
+    ] {
+        let out = cp.kubectl().args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    let controller = cp.client(Identity::Controller).await.unwrap();
+    let bns: Api<BootcNode> = Api::all(controller.clone());
+    for name in ["node-a", "node-b"] {
+        let spec = BootcNodeSpec {
+            desired_image: IMAGE_A.into(),
+            desired_image_state: Default::default(),
+            reboot_policy: Default::default(),
+            pull_secret_ref: None,
+            pull_secret_hash: None,
+        };
+        bns.create(&PostParams::default(), &BootcNode::new(name, spec))
+            .await
+            .unwrap();
+    }
+    (cp, controller)
+}
+
+/// A client with a node-bound token of the daemon's ServiceAccount.
+async fn daemon_on(cp: &ControlPlane, node: &str) -> kube::Client {
+    let path = cp.node_bound_kubeconfig(node).unwrap();
+    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+fn status_patch(phase: &str) -> Patch<Value> {
+    Patch::Merge(json!({"status": {"conditions": [{
+        "type": "Idle", "status": "False", "reason": phase, "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+}
+
+/// The error of a write that must be refused, polled until the policy is
+/// in force: a policy takes effect a moment after it is created, and no
+/// event tells when.
+async fn refused<F, Fut>(what: &str, write: F) -> String
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match write().await {
+            Err(kube::Error::Api(status)) if status.code == 403 || status.code == 422 => {
+                return status.message;
+            }
+            other => assert!(
+                Instant::now() < deadline,
+                "{what} was not refused: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_daemon_writes_only_its_own_nodes_status() {
+    let (cp, _) = installed().await;
+    let daemon_a = daemon_on(&cp, "node-a").await;
+    let as_a: Api<BootcNode> = Api::all(daemon_a.clone());
+    let pp = PatchParams::default();
+
+    let message = refused("node-a's daemon writing node-b's status", || async {
+        as_a.patch_status("node-b", &pp, &status_patch("Staging"))
+            .await
+            .map(|_| ())
+    })
+    .await;
+    assert!(
+        message.contains("only the status of the BootcNode named after its own node (node-a)")
+            && message.contains("node-b"),
+        "{message}"
+    );
+    // Its own status it may write.
+    as_a.patch_status("node-a", &pp, &status_patch("Staging"))
+        .await
+        .unwrap();
+    // No spec, even its own: RBAC already refuses, and so would the policy.
+    let err = as_a
+        .patch(
+            "node-a",
+            &pp,
+            &Patch::Merge(json!({"spec": {"desiredImage": IMAGE_B}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "{err:?}"
+    );
+
+    // A token of the same ServiceAccount that names no node (not one the
+    // kubelet hands out) may write no status at all.
+    let unbound = cp.client(Identity::Daemon).await.unwrap();
+    let as_unbound: Api<BootcNode> = Api::all(unbound);
+    let message = refused("a daemon token naming no node", || async {
+        as_unbound
+            .patch_status("node-a", &pp, &status_patch("Idle"))
+            .await
+            .map(|_| ())
+    })
+    .await;
+    assert!(message.contains("its token names no node"), "{message}");
+}
+
+#[tokio::test]
+async fn only_the_controller_changes_a_bootc_nodes_spec_or_marks() {
+    let (cp, controller) = installed().await;
+    let admin: Api<BootcNode> = Api::all(cp.admin().await.unwrap());
+    let pp = PatchParams::default();
+
+    let message = refused("an admin's edit of desiredImage", || async {
+        admin
+            .patch(
+                "node-a",
+                &pp,
+                &Patch::Merge(json!({"spec": {"desiredImage": IMAGE_B}})),
+            )
+            .await
+            .map(|_| ())
+    })
+    .await;
+    assert!(
+        message.contains("spec of BootcNode node-a is written by bootc-controller only")
+            && message.contains("edit the pool"),
+        "{message}"
+    );
+    let message = refused("an admin's edit of the slot annotation", || async {
+        admin
+            .patch(
+                "node-a",
+                &pp,
+                &Patch::Merge(json!({"metadata": {"annotations": {
+                    api::labels::IN_REBOOT_SLOT_ANNOTATION: "true"}}})),
+            )
+            .await
+            .map(|_| ())
+    })
+    .await;
+    assert!(
+        message.contains(api::labels::IN_REBOOT_SLOT_ANNOTATION),
+        "{message}"
+    );
+    let message = refused("an admin's BootcNode", || async {
+        let spec = BootcNodeSpec {
+            desired_image: IMAGE_B.into(),
+            desired_image_state: Default::default(),
+            reboot_policy: Default::default(),
+            pull_secret_ref: None,
+            pull_secret_hash: None,
+        };
+        admin
+            .create(&PostParams::default(), &BootcNode::new("node-c", spec))
+            .await
+            .map(|_| ())
+    })
+    .await;
+    assert!(
+        message.contains("create or edit a pool instead"),
+        "{message}"
+    );
+
+    // An admin's own annotation is fine, and so is deleting a BootcNode.
+    admin
+        .patch(
+            "node-a",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"annotations": {"example.com/note": "x"}}})),
+        )
+        .await
+        .unwrap();
+    // The controller may change both.
+    let as_controller: Api<BootcNode> = Api::all(controller);
+    as_controller
+        .patch(
+            "node-a",
+            &pp,
+            &Patch::Merge(json!({
+                "metadata": {"annotations": {api::labels::IN_REBOOT_SLOT_ANNOTATION: "true"}},
+                "spec": {"desiredImage": IMAGE_B, "desiredImageState": "Booted"}})),
+        )
+        .await
+        .unwrap();
+    admin.delete("node-b", &Default::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
+    let (cp, controller) = installed().await;
+    let admin: Api<Node> = Api::all(cp.admin().await.unwrap());
+    admin
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "node-a", "labels": {"pool": "workers"}}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(controller);
+    let pp = PatchParams::default();
+
+    let message = refused("a taint by the controller", || async {
+        nodes
+            .patch(
+                "node-a",
+                &pp,
+                &Patch::Merge(json!({"spec": {"taints": [
+                    {"key": "example.com/evil", "effect": "NoSchedule"}]}})),
+            )
+            .await
+            .map(|_| ())
+    })
+    .await;
+    assert!(
+        message.contains("may change only spec.unschedulable of Node node-a"),
+        "{message}"
+    );
+    let message = refused("a foreign label by the controller", || async {
+        nodes
+            .patch(
+                "node-a",
+                &pp,
+                &Patch::Merge(json!({"metadata": {"labels": {"pool": "other"}}})),
+            )
+            .await
+            .map(|_| ())
+    })
+    .await;
+    assert!(message.contains("only bootc.dev/ labels"), "{message}");
+
+    // What the controller does in a rollout: label, cordon with its mark,
+    // uncordon, unlabel.
+    for patch in [
+        json!({"metadata": {"labels": {api::labels::MANAGED_LABEL: ""}}}),
+        json!({"metadata": {"annotations": {api::labels::CORDONED_BY_ANNOTATION: "workers"}},
+               "spec": {"unschedulable": true}}),
+        json!({"metadata": {"annotations": {api::labels::CORDONED_BY_ANNOTATION: null}},
+               "spec": {"unschedulable": false}}),
+        json!({"metadata": {"labels": {api::labels::MANAGED_LABEL: null}}}),
+    ] {
+        nodes
+            .patch("node-a", &pp, &Patch::Merge(patch.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{patch}: {e}"));
+    }
+}
