@@ -31,7 +31,7 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: i64 = 600;
     // `kubectl get bnp` fits 120 columns; `-o wide` adds the digests and
     // the rollout's message. Status is Ready's reason: AllUpdated,
     // RolloutInProgress, Paused, or the Degraded reason.
-    printcolumn = r#"{"name":"Image","type":"string","jsonPath":".spec.image.ref","description":"The image reference the pool follows"}"#,
+    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".status.targetSummary","description":"The target's version and short digest"}"#,
     printcolumn = r#"{"name":"Nodes","type":"integer","jsonPath":".status.nodeCount"}"#,
     printcolumn = r#"{"name":"Updated","type":"integer","jsonPath":".status.updatedCount"}"#,
     printcolumn = r#"{"name":"Updating","type":"integer","jsonPath":".status.updatingCount"}"#,
@@ -39,7 +39,8 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: i64 = 600;
     printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"Degraded","type":"integer","priority":1,"jsonPath":".status.degradedCount"}"#,
-    printcolumn = r#"{"name":"Target","type":"string","priority":1,"jsonPath":".status.targetDigest","description":"Digest being rolled out"}"#,
+    printcolumn = r#"{"name":"Image","type":"string","priority":1,"jsonPath":".spec.image.ref","description":"The image reference the pool follows"}"#,
+    printcolumn = r#"{"name":"Target Digest","type":"string","priority":1,"jsonPath":".status.targetDigest","description":"Digest being rolled out"}"#,
     printcolumn = r#"{"name":"Deployed","type":"string","priority":1,"jsonPath":".status.deployedDigest","description":"The last digest every member ran"}"#,
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"UpToDate\")].message"}"#
 )]
@@ -170,6 +171,11 @@ pub struct BootcNodePoolStatus {
     /// `repository@targetDigest`: what the BootcNodes are told to run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_image: Option<String>,
+    /// The target as a person reads it: the version bootc reports for it
+    /// (once a member runs it) and the digest's first 12 hex digits, e.g.
+    /// `2.0 (sha256:4f1c2a3b4c5d)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_summary: Option<String>,
     /// The last digest every member was running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed_digest: Option<String>,

@@ -1105,6 +1105,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     status.observed_generation = generation;
     status.target_digest = target.as_ref().map(|t| t.digest.clone());
     status.target_image = target.as_ref().map(|t| t.image.clone());
+    status.target_summary = target
+        .as_ref()
+        .map(|t| target_summary(t, &input.bootc_nodes));
     if all_run_target && let Some(t) = &target {
         status.deployed_digest = Some(t.digest.clone());
     }
@@ -1149,6 +1152,20 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     }
     out.requeue_after = requeue;
     out
+}
+
+/// The target as a person reads it: the version label bootc reports for it
+/// (from a node that runs it) and the digest's first 12 hex digits.
+pub fn target_summary(target: &Target, bootc_nodes: &[&BootcNode]) -> String {
+    let short: String = target.digest.chars().take("sha256:".len() + 12).collect();
+    let version = bootc_nodes
+        .iter()
+        .filter(|bn| runs_target(bn, target))
+        .find_map(|bn| bn.status.as_ref()?.booted.as_ref()?.version.clone());
+    match version {
+        Some(v) => format!("{v} ({short})"),
+        None => short,
+    }
 }
 
 /// The pool's Normal events: a rollout starts when the pool adopts a target

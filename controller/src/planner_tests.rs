@@ -1633,3 +1633,21 @@ fn the_summary_tells_states_draining_slots_and_halt() {
         .bn(bn("bad2", NEW, Daemon::Idle(OLD)).slot(false).degraded());
     assert!(w.plan().summary.halted);
 }
+
+#[test]
+fn the_target_summary_is_the_version_and_a_short_digest() {
+    let t = target(NEW);
+    let mut on_new = bn("a", NEW, Daemon::Idle(NEW)).build();
+    assert_eq!(target_summary(&t, &[&on_new]), "sha256:222222222222");
+    if let Some(b) = on_new.status.as_mut().and_then(|s| s.booted.as_mut()) {
+        b.version = Some("2.0".into());
+    }
+    let mut on_old = bn("b", NEW, Daemon::Idle(OLD)).build();
+    if let Some(b) = on_old.status.as_mut().and_then(|s| s.booted.as_mut()) {
+        b.version = Some("1.0".into());
+    }
+    assert_eq!(
+        target_summary(&t, &[&on_old, &on_new]),
+        "2.0 (sha256:222222222222)"
+    );
+}

@@ -304,6 +304,7 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         observed_generation: generation,
         target_digest: Some(digest.clone()),
         target_image: Some(format!("quay.io/acme/os@{digest}")),
+        target_summary: Some("9.4 (sha256:aaaaaaaaaaaa)".into()),
         deployed_digest: None,
         update_available: true,
         node_count: 3,
@@ -403,7 +404,7 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         String::from_utf8_lossy(&out.stderr)
     );
     for column in [
-        "IMAGE", "NODES", "UPDATED", "UPDATING", "READY", "STATUS", "POOL", "PHASE", "SINCE",
+        "TARGET", "NODES", "UPDATED", "UPDATING", "READY", "STATUS", "POOL", "PHASE", "SINCE",
         "SLOT", "ALLOWED", "VERSION",
     ] {
         assert!(
@@ -421,7 +422,14 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         .output()
         .unwrap();
     let wide = String::from_utf8_lossy(&wide.stdout);
-    for column in ["TARGET", "DEPLOYED", "DESIRED", "BOOTED", "STAGED"] {
+    for column in [
+        "IMAGE",
+        "TARGET DIGEST",
+        "DEPLOYED",
+        "DESIRED",
+        "BOOTED",
+        "STAGED",
+    ] {
         assert!(wide.contains(column), "-o wide lacks {column}:\n{wide}");
     }
     assert!(
