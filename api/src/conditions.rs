@@ -76,13 +76,36 @@ pub fn apply(
     generation: Option<i64>,
     now: &Time,
 ) -> bool {
+    apply_with(conditions, update, generation, now, false)
+}
+
+/// Like [`apply`], but `lastTransitionTime` also moves when the reason
+/// changes: for a condition whose reason is a phase (the BootcNode's `Idle`:
+/// Staging, Staged, Rebooting), so that its time says since when the node
+/// is in its phase (`kubectl get bn` shows it).
+pub fn apply_phase(
+    conditions: &mut Vec<Condition>,
+    update: &ConditionUpdate,
+    generation: Option<i64>,
+    now: &Time,
+) -> bool {
+    apply_with(conditions, update, generation, now, true)
+}
+
+fn apply_with(
+    conditions: &mut Vec<Condition>,
+    update: &ConditionUpdate,
+    generation: Option<i64>,
+    now: &Time,
+    reason_is_phase: bool,
+) -> bool {
     if !differs(conditions, update, generation) {
         return false;
     }
     let status = status_str(update.status);
     match conditions.iter_mut().find(|c| c.type_ == update.type_) {
         Some(c) => {
-            if c.status != status {
+            if c.status != status || (reason_is_phase && c.reason != update.reason) {
                 c.last_transition_time = now.clone();
             }
             c.status = status.to_owned();
@@ -100,4 +123,31 @@ pub fn apply(
         }),
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_reason_moves_the_transition_time() {
+        let t = |s| Time(jiff::Timestamp::from_second(s).unwrap_or_default());
+        let staging = ConditionUpdate::new("Idle", false, "Staging", "");
+        let staged = ConditionUpdate::new("Idle", false, "Staged", "");
+        let mut plain = Vec::new();
+        apply(&mut plain, &staging, None, &t(1));
+        apply(&mut plain, &staged, None, &t(2));
+        assert_eq!(plain[0].last_transition_time, t(1), "status did not flip");
+        let mut phase = Vec::new();
+        apply_phase(&mut phase, &staging, None, &t(1));
+        apply_phase(&mut phase, &staged, None, &t(2));
+        assert_eq!(phase[0].last_transition_time, t(2));
+        apply_phase(
+            &mut phase,
+            &ConditionUpdate::new("Idle", false, "Staged", "m"),
+            None,
+            &t(3),
+        );
+        assert_eq!(phase[0].last_transition_time, t(2), "same phase");
+    }
 }

@@ -28,14 +28,21 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: i64 = 600;
     shortname = "bnp",
     category = "bootc",
     status = "BootcNodePoolStatus",
-    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".status.targetDigest","description":"Digest being rolled out"}"#,
+    // `kubectl get bnp` fits 120 columns; `-o wide` adds the digests and
+    // the rollout's message. Status is Ready's reason: AllUpdated,
+    // RolloutInProgress, Paused, or the Degraded reason.
+    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".status.targetSummary","description":"The target's version and short digest"}"#,
     printcolumn = r#"{"name":"Nodes","type":"integer","jsonPath":".status.nodeCount"}"#,
     printcolumn = r#"{"name":"Updated","type":"integer","jsonPath":".status.updatedCount"}"#,
     printcolumn = r#"{"name":"Updating","type":"integer","jsonPath":".status.updatingCount"}"#,
-    printcolumn = r#"{"name":"Degraded","type":"integer","jsonPath":".status.degradedCount"}"#,
-    printcolumn = r#"{"name":"UpToDate","type":"string","jsonPath":".status.conditions[?(@.type==\"UpToDate\")].status"}"#,
-    printcolumn = r#"{"name":"Health","type":"string","jsonPath":".status.conditions[?(@.type==\"Degraded\")].reason"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Degraded","type":"integer","priority":1,"jsonPath":".status.degradedCount"}"#,
+    printcolumn = r#"{"name":"Image","type":"string","priority":1,"jsonPath":".spec.image.ref","description":"The image reference the pool follows"}"#,
+    printcolumn = r#"{"name":"Target Digest","type":"string","priority":1,"jsonPath":".status.targetDigest","description":"Digest being rolled out"}"#,
+    printcolumn = r#"{"name":"Deployed","type":"string","priority":1,"jsonPath":".status.deployedDigest","description":"The last digest every member ran"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"UpToDate\")].message"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BootcNodePoolSpec {
@@ -177,6 +184,11 @@ pub struct BootcNodePoolStatus {
     /// `repository@targetDigest`: what the BootcNodes are told to run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_image: Option<String>,
+    /// The target as a person reads it: the version bootc reports for it
+    /// (once a member runs it) and the digest's first 12 hex digits, e.g.
+    /// `2.0 (sha256:4f1c2a3b4c5d)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_summary: Option<String>,
     /// The last digest every member was running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed_digest: Option<String>,
@@ -207,12 +219,21 @@ pub struct BootcNodePoolStatus {
     shortname = "bn",
     category = "bootc",
     status = "BootcNodeStatus",
-    printcolumn = r#"{"name":"Desired","type":"string","jsonPath":".spec.desiredImage"}"#,
-    printcolumn = r#"{"name":"Booted","type":"string","jsonPath":".status.booted.image"}"#,
-    printcolumn = r#"{"name":"Approved","type":"string","jsonPath":".spec.desiredImageState"}"#,
-    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.conditions[?(@.type==\"Idle\")].reason"}"#,
+    // `kubectl get bn` fits 120 columns: the node's pool, its phase and
+    // since when, whether it holds a reboot slot, what it may do (Staged:
+    // stage only; Booted: reboot into the image), the version bootc reports.
+    // `-o wide` adds the full image references.
+    printcolumn = r#"{"name":"Pool","type":"string","jsonPath":".metadata.ownerReferences[0].name"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.conditions[?(@.type==\"Idle\")].reason"}"#,
+    printcolumn = r#"{"name":"Since","type":"date","jsonPath":".status.conditions[?(@.type==\"Idle\")].lastTransitionTime","description":"When the node entered its phase"}"#,
+    printcolumn = r#"{"name":"Slot","type":"string","jsonPath":".metadata.annotations.bootc\\.dev/in-reboot-slot","description":"Holds a reboot slot"}"#,
+    printcolumn = r#"{"name":"Allowed","type":"string","jsonPath":".spec.desiredImageState","description":"Staged: stage only; Booted: approved to reboot"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.booted.version","description":"The booted image's version label"}"#,
     printcolumn = r#"{"name":"Degraded","type":"string","jsonPath":".status.conditions[?(@.type==\"Degraded\")].status"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Desired","type":"string","priority":1,"jsonPath":".spec.desiredImage"}"#,
+    printcolumn = r#"{"name":"Booted","type":"string","priority":1,"jsonPath":".status.booted.image"}"#,
+    printcolumn = r#"{"name":"Staged","type":"string","priority":1,"jsonPath":".status.staged.image"}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
@@ -302,6 +323,18 @@ pub mod reasons {
     pub const DEGRADED: &str = "Degraded";
     pub const IDLE: &str = "Idle";
 
+    // Pool conditions for GitOps tools (kstatus: Flux, Argo CD, cli-utils),
+    // derived from UpToDate and Degraded. Reconciling and Stalled are
+    // "abnormal-true": False when all is well. Their reasons are those of
+    // the condition they come from.
+    /// True when every member runs the target and nothing is degraded.
+    pub const READY: &str = "Ready";
+    /// True while a rollout is making progress (kstatus: InProgress).
+    pub const RECONCILING: &str = "Reconciling";
+    /// True while the pool is Degraded: progress needs a person (kstatus:
+    /// Failed).
+    pub const STALLED: &str = "Stalled";
+
     // Pool UpToDate reasons.
     pub const ALL_UPDATED: &str = "AllUpdated";
     pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
@@ -368,6 +401,18 @@ mod tests {
 
     const INDEX: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
     const AMD64: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    #[test]
+    fn the_slot_column_reads_the_slot_annotation() {
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(BootcNode::crd()).unwrap();
+        let columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+            .as_array()
+            .unwrap();
+        let slot = columns.iter().find(|c| c["name"] == "Slot").unwrap();
+        let escaped = crate::labels::IN_REBOOT_SLOT_ANNOTATION.replace('.', "\\.");
+        assert_eq!(slot["jsonPath"], format!(".metadata.annotations.{escaped}"));
+    }
 
     #[test]
     fn multi_arch_digest_comparison() {

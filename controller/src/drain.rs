@@ -24,6 +24,9 @@ use tokio_util::sync::CancellationToken;
 use crate::events::EventSink;
 use crate::planner::{DrainPhase, event_reasons};
 
+/// The metrics' reason for an eviction a PodDisruptionBudget refused.
+pub const EVICTION_REFUSED_BY_BUDGET: &str = "PodDisruptionBudget";
+
 /// Why one eviction did not happen.
 enum EvictError {
     /// 429: a PodDisruptionBudget does not allow it now.
@@ -224,80 +227,90 @@ impl Drains {
         let this = self.clone();
         let node = node.to_owned();
         let pool = pool.clone();
-        tokio::spawn(async move {
-            tracing::info!(node, pool = %pool_name, ?timeout, retry, "drain started");
-            // The first drain is announced by SlotAssigned; a retry after
-            // a DrainFailed warning is news.
-            if retry {
-                this.events
-                    .publish(
-                        &pool,
-                        Some(&node),
-                        event_reasons::DRAIN_RETRIED,
-                        &format!(
-                            "draining node {node} again (timeout {}s)",
-                            timeout.as_secs()
-                        ),
-                        false,
-                    )
-                    .await;
-            }
-            let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
-            let drain = drain_node(&this.client, &this.namespace, &node, timeout, move |pod| {
-                let _ = blocked_tx.send(pod);
-            });
-            tokio::pin!(drain);
-            let result = loop {
-                tokio::select! {
-                    r = &mut drain => break r,
-                    Some(pod) = blocked_rx.recv() => {
-                        tracing::info!(node, %pod, "eviction refused by a PodDisruptionBudget; retrying");
-                        this.events
-                            .publish(
-                                &pool,
-                                Some(&node),
-                                event_reasons::DRAIN_BLOCKED,
-                                &format!("eviction of {pod} from node {node} refused by a PodDisruptionBudget; retrying"),
-                                true,
-                            )
-                            .await;
-                    }
-                    () = cancel.cancelled() => return,
-                }
-            };
-            let phase = match &result {
-                Ok(()) => DrainPhase::Succeeded,
-                Err(message) => DrainPhase::Failed {
-                    message: message.clone(),
-                    at: jiff::Timestamp::now(),
-                },
-            };
-            {
-                let mut entries = this.lock();
-                match entries.get_mut(&node) {
-                    Some(e) if e.id == id => e.phase = phase,
-                    _ => return,
-                }
-            }
-            match &result {
-                // No event: the approval that follows is the news, and it
-                // shows in the BootcNode and the daemon's status.
-                Ok(()) => tracing::info!(node, pool = %pool_name, "drain finished"),
-                Err(message) => {
-                    tracing::warn!(node, pool = %pool_name, %message, "drain failed");
+        let span = tracing::info_span!("drain", pool = %pool_name, node = %node);
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                tracing::info!(node, pool = %pool_name, ?timeout, retry, "drain started");
+                // The first drain is announced by SlotAssigned; a retry after
+                // a DrainFailed warning is news.
+                if retry {
                     this.events
                         .publish(
                             &pool,
                             Some(&node),
-                            event_reasons::DRAIN_FAILED,
-                            message,
-                            true,
+                            event_reasons::DRAIN_RETRIED,
+                            &format!(
+                                "draining node {node} again (timeout {}s)",
+                                timeout.as_secs()
+                            ),
+                            false,
                         )
                         .await;
                 }
-            }
-            let _ = this.trigger.send(ObjectRef::from_obj(&pool));
-        });
+                let started = std::time::Instant::now();
+                let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
+                let drain = drain_node(&this.client, &this.namespace, &node, timeout, move |pod| {
+                    let _ = blocked_tx.send(pod);
+                });
+                tokio::pin!(drain);
+                let result = loop {
+                    tokio::select! {
+                        r = &mut drain => break r,
+                        Some(pod) = blocked_rx.recv() => {
+                            crate::metrics::global().eviction_refused(EVICTION_REFUSED_BY_BUDGET);
+                            tracing::info!(node, %pod, "eviction refused by a PodDisruptionBudget; retrying");
+                            this.events
+                                .publish(
+                                    &pool,
+                                    Some(&node),
+                                    event_reasons::DRAIN_BLOCKED,
+                                    &format!("eviction of {pod} from node {node} refused by a PodDisruptionBudget; retrying"),
+                                    true,
+                                )
+                                .await;
+                        }
+                        () = cancel.cancelled() => return,
+                    }
+                };
+                let phase = match &result {
+                    Ok(()) => DrainPhase::Succeeded,
+                    Err(message) => DrainPhase::Failed {
+                        message: message.clone(),
+                        at: jiff::Timestamp::now(),
+                    },
+                };
+                {
+                    let mut entries = this.lock();
+                    match entries.get_mut(&node) {
+                        Some(e) if e.id == id => e.phase = phase,
+                        _ => return,
+                    }
+                }
+                match &result {
+                    // No event: the approval that follows is the news, and it
+                    // shows in the BootcNode and the daemon's status.
+                    Ok(()) => {
+                        crate::metrics::global().drain_succeeded(started.elapsed());
+                        tracing::info!(node, pool = %pool_name, "drain finished");
+                    }
+                    Err(message) => {
+                        crate::metrics::global().drain_failed(crate::planner::DRAIN_TIMED_OUT);
+                        tracing::warn!(node, pool = %pool_name, %message, "drain failed");
+                        this.events
+                            .publish(
+                                &pool,
+                                Some(&node),
+                                event_reasons::DRAIN_FAILED,
+                                message,
+                                true,
+                            )
+                            .await;
+                    }
+                }
+                let _ = this.trigger.send(ObjectRef::from_obj(&pool));
+            },
+            span,
+        ));
     }
 
     /// Stops every drain (shutdown).

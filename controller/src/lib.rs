@@ -35,8 +35,11 @@ pub mod actuator;
 pub mod disruption;
 pub mod drain;
 pub mod events;
+pub mod health;
 pub mod lease;
 pub mod liveness;
+
+pub mod metrics;
 pub mod planner;
 pub mod registry;
 pub mod resolver;

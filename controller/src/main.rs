@@ -33,6 +33,13 @@ struct Args {
     /// Serve /healthz and /readyz on this address ("" disables).
     #[arg(long, default_value = "0.0.0.0:8081")]
     health_addr: String,
+    /// Serve Prometheus metrics (/metrics, OpenMetrics text) on this address
+    /// ("" disables; the health address serves them too).
+    #[arg(long, default_value = "0.0.0.0:8080", env = "BOOTC_METRICS_ADDR")]
+    metrics_addr: String,
+    /// Log lines as text or as JSON objects (one per line).
+    #[arg(long, value_enum, default_value = "text", env = "BOOTC_LOG_FORMAT")]
+    log_format: LogFormat,
     /// Reconcile every pool at least this often, in seconds.
     #[arg(long, default_value_t = 600)]
     resync_seconds: u64,
@@ -48,10 +55,16 @@ struct Args {
     insecure_registries: Vec<String>,
 }
 
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 #[derive(Debug, thiserror::Error)]
 enum MainError {
-    #[error("invalid --health-addr {0:?}: {1}")]
-    HealthAddr(String, std::net::AddrParseError),
+    #[error("invalid --{0} {1:?}: {2}")]
+    Addr(&'static str, String, std::net::AddrParseError),
     #[error("loading the kubeconfig: {0}")]
     Config(String),
     #[error(transparent)]
@@ -62,15 +75,30 @@ enum MainError {
     Signal(std::io::Error),
 }
 
+/// Logs to stderr, as text or JSON; every line carries the fields of the
+/// spans it is in (the pool being reconciled, the node being drained).
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .init(),
+    }
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    match real_main().await {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    match real_main(args).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!(%error, "bootc-controller failed");
@@ -79,26 +107,29 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn real_main() -> Result<(), MainError> {
-    let args = Args::parse();
+/// `addr`, or None for "".
+fn parse_addr(flag: &'static str, addr: &str) -> Result<Option<SocketAddr>, MainError> {
+    if addr.is_empty() {
+        return Ok(None);
+    }
+    addr.parse::<SocketAddr>()
+        .map(Some)
+        .map_err(|e| MainError::Addr(flag, addr.to_owned(), e))
+}
+
+async fn real_main(args: Args) -> Result<(), MainError> {
     let identity = args.identity.clone().unwrap_or_else(|| {
         hostname::get()
             .ok()
             .and_then(|h| h.into_string().ok())
             .unwrap_or_else(|| "bootc-controller".to_owned())
     });
-    let health_addr = if args.health_addr.is_empty() {
-        None
-    } else {
-        Some(
-            args.health_addr
-                .parse::<SocketAddr>()
-                .map_err(|e| MainError::HealthAddr(args.health_addr.clone(), e))?,
-        )
-    };
+    let health_addr = parse_addr("health-addr", &args.health_addr)?;
+    let metrics_addr = parse_addr("metrics-addr", &args.metrics_addr)?;
     let mut options = Options::new(&identity);
     options.namespace = args.namespace.clone();
     options.health_addr = health_addr;
+    options.metrics_addr = metrics_addr;
     options.resync = Duration::from_secs(args.resync_seconds.max(1));
     let ca_bundle = match &args.registry_ca_file {
         Some(path) => Some(

@@ -219,6 +219,26 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
     /// The phase each member waits in (the runtime's clock ticks with it).
     pub phases: BTreeMap<String, stuck::Phase>,
+    /// What the plan saw, for the metrics.
+    pub summary: Summary,
+}
+
+/// The pool as the plan saw it: each member's state and the reboot slots.
+/// Read by the metrics, never by the actuator.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Each member's state, by node name.
+    pub states: BTreeMap<String, NodeState>,
+    /// Slot holders that are cordoned and not yet drained (drain running or
+    /// failed): what a person calls draining.
+    pub draining: BTreeSet<String>,
+    /// The reboot slots `maxUnavailable` allows.
+    pub slots: usize,
+    /// The nodes holding a slot once the plan's writes are made.
+    pub slots_in_use: usize,
+    /// Rule 3 stopped new slots.
+    pub halted: bool,
+    pub paused: bool,
 }
 
 /// Where a node is in its update cycle, as the controller sees it.
@@ -884,6 +904,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             if !runs {
                 all_run_target = false;
             }
+            out.summary.states.insert(name.clone(), state);
             match state {
                 NodeState::Degraded => {
                     counts.degraded += 1;
@@ -971,11 +992,15 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                 });
                         }
                         match drain {
-                            None => post
-                                .entry(name.clone())
-                                .or_default()
-                                .push(Write::StartDrain { node: name.clone() }),
-                            Some(DrainPhase::Running) => {}
+                            None => {
+                                out.summary.draining.insert(name.clone());
+                                post.entry(name.clone())
+                                    .or_default()
+                                    .push(Write::StartDrain { node: name.clone() });
+                            }
+                            Some(DrainPhase::Running) => {
+                                out.summary.draining.insert(name.clone());
+                            }
                             Some(DrainPhase::Succeeded) => {
                                 // No event: SlotAssigned announced the
                                 // disruption, the daemon's Rebooting shows it.
@@ -984,6 +1009,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                 }
                             }
                             Some(DrainPhase::Failed { message, at }) => {
+                                out.summary.draining.insert(name.clone());
                                 drain_failures.push(format!("{name}: {message}"));
                                 let since = input.now.duration_since(*at).unsigned_abs();
                                 if since >= DRAIN_RETRY {
@@ -1056,6 +1082,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
         // Rule 3: two unhealthy slotted nodes stop new assignments.
         let halted = unhealthy_in_slots.len() >= 2;
+        out.summary.halted = halted;
         if !paused && !halted {
             assign_slots(
                 &candidates,
@@ -1064,6 +1091,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 &pool_name,
                 &mut desired,
                 &mut post,
+            );
+            // The new slot holders are cordoned and about to drain.
+            out.summary.draining.extend(
+                candidates
+                    .iter()
+                    .filter(|c| desired.get(*c).is_some_and(|o| o.in_slot))
+                    .cloned(),
             );
             if let Some(others) = budget.blocked_by_others().filter(|_| {
                 candidates
@@ -1156,6 +1190,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             ));
         }
     }
+
+    out.summary.slots = slots;
+    out.summary.paused = paused;
+    out.summary.slots_in_use = desired.values().filter(|o| o.in_slot).count();
 
     // Running drains of nodes that hold no slot in this pool stop.
     for (name, phase) in &input.drains {
@@ -1273,6 +1311,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     status.observed_generation = generation;
     status.target_digest = target.as_ref().map(|t| t.digest.clone());
     status.target_image = target.as_ref().map(|t| t.image.clone());
+    status.target_summary = target
+        .as_ref()
+        .map(|t| target_summary(t, &input.bootc_nodes));
     if all_run_target && let Some(t) = &target {
         status.deployed_digest = Some(t.digest.clone());
     }
@@ -1289,6 +1330,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let now = Time(input.now);
     conditions::apply(&mut status.conditions, &up_to_date, generation, &now);
     conditions::apply(&mut status.conditions, &degraded_cond, generation, &now);
+    for c in crate::health::kstatus_conditions(&up_to_date, &degraded_cond) {
+        conditions::apply(&mut status.conditions, &c, generation, &now);
+    }
     if let Some(t) = &target {
         out.events.extend(milestones(
             &current,
@@ -1455,6 +1499,20 @@ fn report_stuck(
     problems.push((reasons::NODE_STUCK, messages.join("; ")));
 }
 
+/// The target as a person reads it: the version label bootc reports for it
+/// (from a node that runs it) and the digest's first 12 hex digits.
+pub fn target_summary(target: &Target, bootc_nodes: &[&BootcNode]) -> String {
+    let short: String = target.digest.chars().take("sha256:".len() + 12).collect();
+    let version = bootc_nodes
+        .iter()
+        .filter(|bn| runs_target(bn, target))
+        .find_map(|bn| bn.status.as_ref()?.booted.as_ref()?.version.clone());
+    match version {
+        Some(v) => format!("{v} ({short})"),
+        None => short,
+    }
+}
+
 /// The pool's Normal events: a rollout starts when the pool adopts a target
 /// that some members do not run, and is complete when they all do.
 fn milestones(
@@ -1500,8 +1558,11 @@ fn counts_only(old: &BootcNodePoolStatus, new: &BootcNodePoolStatus) -> bool {
         s.updated_count = 0;
         s.updating_count = 0;
         s.degraded_count = 0;
+        // Ready and Reconciling copy UpToDate's message (crate::health).
         for c in &mut s.conditions {
-            if c.type_ == reasons::UP_TO_DATE {
+            if [reasons::UP_TO_DATE, reasons::READY, reasons::RECONCILING]
+                .contains(&c.type_.as_str())
+            {
                 c.message.clear();
             }
         }

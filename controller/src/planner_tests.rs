@@ -2184,3 +2184,61 @@ fn a_tag_moving_a_b_a_reboots_nobody_twice() {
     }
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
 }
+
+#[test]
+fn the_summary_tells_states_draining_slots_and_halt() {
+    let w = World::new(pool("a", IntOrString::Int(2), false))
+        .node(node("done", "a", true, false))
+        .node(node("draining", "a", true, true))
+        .node(node("staged", "a", true, false))
+        .node(node("staging", "a", true, false))
+        .bn(bn("done", NEW, Daemon::Idle(NEW)))
+        .bn(bn("draining", NEW, Daemon::Staged(OLD)).slot(false))
+        .bn(bn("staged", NEW, Daemon::Staged(OLD)))
+        .bn(bn("staging", NEW, Daemon::Staging(OLD)))
+        .drain("draining", DrainPhase::Running);
+    let s = w.plan().summary;
+    assert_eq!(
+        s.states,
+        BTreeMap::from([
+            ("done".to_owned(), NodeState::UpToDate),
+            ("draining".to_owned(), NodeState::Staged),
+            ("staged".to_owned(), NodeState::Staged),
+            ("staging".to_owned(), NodeState::Staging),
+        ])
+    );
+    // The slot held, and the one this plan hands out: both draining.
+    assert_eq!(
+        s.draining.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["draining", "staged"]
+    );
+    assert_eq!(
+        (s.slots, s.slots_in_use, s.halted, s.paused),
+        (2, 2, false, false)
+    );
+
+    let w = World::new(pool("a", IntOrString::Int(3), false))
+        .node(node("bad1", "a", false, true))
+        .node(node("bad2", "a", false, true))
+        .bn(bn("bad1", NEW, Daemon::Idle(OLD)).slot(false).degraded())
+        .bn(bn("bad2", NEW, Daemon::Idle(OLD)).slot(false).degraded());
+    assert!(w.plan().summary.halted);
+}
+
+#[test]
+fn the_target_summary_is_the_version_and_a_short_digest() {
+    let t = target(NEW);
+    let mut on_new = bn("a", NEW, Daemon::Idle(NEW)).build();
+    assert_eq!(target_summary(&t, &[&on_new]), "sha256:222222222222");
+    if let Some(b) = on_new.status.as_mut().and_then(|s| s.booted.as_mut()) {
+        b.version = Some("2.0".into());
+    }
+    let mut on_old = bn("b", NEW, Daemon::Idle(OLD)).build();
+    if let Some(b) = on_old.status.as_mut().and_then(|s| s.booted.as_mut()) {
+        b.version = Some("1.0".into());
+    }
+    assert_eq!(
+        target_summary(&t, &[&on_old, &on_new]),
+        "2.0 (sha256:222222222222)"
+    );
+}

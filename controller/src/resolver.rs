@@ -106,7 +106,9 @@ impl RegistryResolver {
                 }
             }
             TargetStep::Resolve => {
+                let asked = std::time::Instant::now();
                 let result = self.query(&image, pull_secret).await;
+                let took = asked.elapsed();
                 let out = tag_policy::apply_resolution(
                     &current,
                     result,
@@ -143,6 +145,11 @@ impl RegistryResolver {
                         message: "resolution returned no digest".into(),
                     }),
                 };
+                crate::metrics::global().tag_resolution(
+                    &name,
+                    took,
+                    target.as_ref().err().map(|p| p.reason),
+                );
                 match &target {
                     Ok(t) if current.target_digest.as_deref() != Some(t.digest.as_str()) => {
                         tracing::info!(pool = %name, tag = %image, digest = %t.digest, "tag resolved to a new digest");

@@ -37,8 +37,10 @@ use crate::target::{DigestOnly, Resolve};
 pub struct Options {
     /// Leader election; None runs without (a single replica, or tests).
     pub lease: Option<LeaseConfig>,
-    /// Serve /healthz and /readyz here.
+    /// Serve /healthz and /readyz here (and /metrics).
     pub health_addr: Option<SocketAddr>,
+    /// Serve /metrics here (and /healthz, /readyz); may equal `health_addr`.
+    pub metrics_addr: Option<SocketAddr>,
     /// Where events go and pull secrets live.
     pub namespace: String,
     /// This replica's name (events, lease).
@@ -54,6 +56,7 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("lease", &self.lease)
             .field("health_addr", &self.health_addr)
+            .field("metrics_addr", &self.metrics_addr)
             .field("namespace", &self.namespace)
             .field("instance", &self.instance)
             .finish()
@@ -66,6 +69,7 @@ impl Options {
         Options {
             lease: None,
             health_addr: None,
+            metrics_addr: None,
             namespace: OPERATOR_NAMESPACE.to_owned(),
             instance: instance.to_owned(),
             resolver: Arc::new(DigestOnly),
@@ -96,6 +100,22 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// A bounded name of the error's kind, for the metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Actuator(_) => "Write",
+            Error::Finalizer(_) => "Finalizer",
+            Error::NotReady => "NotReady",
+            Error::CachesBehind => "CachesBehind",
+            Error::CleanupWaiting { .. } => "CleanupWaiting",
+            Error::LeaseLost => "LeaseLost",
+            Error::Client(_) => "Client",
+            Error::Health { .. } => "Health",
+        }
+    }
 }
 
 struct Ctx {
@@ -400,6 +420,7 @@ fn caught_up(ctx: &Ctx, name: &str) -> bool {
     caught_up
 }
 
+#[tracing::instrument(name = "reconcile", skip_all, fields(pool = %pool.name_any()))]
 async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
     let name = pool.name_any();
@@ -427,6 +448,13 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
         clocks.insert(name.clone(), clock);
     }
     let writes = ctx.actuator.execute(&pool, &plan).await?;
+    let status = plan.status.as_ref().or(pool.status.as_ref());
+    let degraded = status
+        .filter(|s| api::conditions::is_true(&s.conditions, api::reasons::DEGRADED))
+        .and_then(|s| api::conditions::reason(&s.conditions, api::reasons::DEGRADED));
+    let metrics = crate::metrics::global();
+    metrics.observe_plan(&name, &plan.summary, &plan.events, degraded);
+    metrics.reconciled(started.elapsed());
     let elapsed_us = started.elapsed().as_micros();
     if writes > 0 {
         tracing::info!(pool = %pool.name_any(), writes, elapsed_us, "reconciled");
@@ -443,6 +471,7 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     Ok(Action::requeue(after))
 }
 
+#[tracing::instrument(name = "cleanup", skip_all, fields(pool = %pool.name_any()))]
 async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     // An Ok here removes the finalizer: waiting must be an error.
     if !caught_up(&ctx, &pool.name_any()) {
@@ -468,6 +497,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
             nodes: cleanup.waiting,
         });
     }
+    crate::metrics::global().forget_pool(&pool.name_any());
     tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
     Ok(Action::await_change())
 }
@@ -504,11 +534,29 @@ fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ctx>) -> Acti
         return Action::requeue(Duration::from_secs(2));
     }
     tracing::warn!(pool = %pool.name_any(), %error, "reconcile failed; retrying");
+    crate::metrics::global().reconcile_failed(error.kind());
     Action::requeue(Duration::from_secs(2))
 }
 
+/// The answer to a GET of `path`: status line, content type, body.
+fn http_answer(path: &str, ready: bool, wedged: bool) -> (&'static str, &'static str, String) {
+    const TEXT: &str = "text/plain";
+    match path {
+        "/healthz" if wedged => ("503 Service Unavailable", TEXT, "reconcile loop wedged".into()),
+        "/healthz" => ("200 OK", TEXT, "ok".into()),
+        "/readyz" if ready => ("200 OK", TEXT, "ok".into()),
+        "/readyz" => ("503 Service Unavailable", TEXT, "not ready".into()),
+        "/metrics" => (
+            "200 OK",
+            crate::metrics::CONTENT_TYPE,
+            crate::metrics::global().render(),
+        ),
+        _ => ("404 Not Found", TEXT, "not found".into()),
+    }
+}
+
 /// Serves /healthz (ok unless the reconcile loop is wedged, see
-/// [`crate::liveness`]) and /readyz (ok once `ready`).
+/// [`crate::liveness`]), /readyz (ok once `ready`) and /metrics.
 async fn serve_health(
     addr: SocketAddr,
     ready: Arc<AtomicBool>,
@@ -518,7 +566,7 @@ async fn serve_health(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Health { addr, source })?;
-    tracing::info!(%addr, "health endpoints listening");
+    tracing::info!(%addr, "health and metrics endpoints listening");
     loop {
         let (mut sock, _) = tokio::select! {
             () = stop.cancelled() => return Ok(()),
@@ -540,15 +588,10 @@ async fn serve_health(
             };
             let line = String::from_utf8_lossy(&buf[..n]);
             let path = line.split_whitespace().nth(1).unwrap_or("");
-            let (code, body) = match path {
-                "/healthz" if wedged => ("503 Service Unavailable", "reconcile loop wedged"),
-                "/healthz" => ("200 OK", "ok"),
-                "/readyz" if ready.load(Ordering::Relaxed) => ("200 OK", "ok"),
-                "/readyz" => ("503 Service Unavailable", "not ready"),
-                _ => ("404 Not Found", "not found"),
-            };
+            let (code, content_type, body) =
+                http_answer(path, ready.load(Ordering::Relaxed), wedged);
             let resp = format!(
-                "HTTP/1.1 {code}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {code}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = sock.write_all(resp.as_bytes()).await;
@@ -568,20 +611,27 @@ pub async fn run(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let client = kube::Client::try_from(config.clone()).map_err(Error::Client)?;
+    let client = counted_client(config.clone())?;
     let mut drain_config = config;
     drain_config.default_retry = false;
-    let drain_client = kube::Client::try_from(drain_config).map_err(Error::Client)?;
+    let drain_client = counted_client(drain_config)?;
     let ready = Arc::new(AtomicBool::new(false));
     let liveness = Arc::new(Liveness::default());
-    let health = options.health_addr.map(|addr| {
-        let (ready, live, stop) = (ready.clone(), liveness.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            if let Err(error) = serve_health(addr, ready, live, stop).await {
-                tracing::error!(%error, "health server failed");
-            }
+    let mut addrs: Vec<SocketAddr> = options.health_addr.into_iter().collect();
+    addrs.extend(options.metrics_addr.filter(|m| !addrs.contains(m)));
+    let servers: Vec<_> = addrs
+        .into_iter()
+        .map(|addr| {
+            let (ready, live, stop) = (ready.clone(), liveness.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(error) = serve_health(addr, ready, live, stop).await {
+                    tracing::error!(%error, "health server failed");
+                }
+            })
         })
-    });
+        .collect();
+    let metrics = crate::metrics::global();
+    metrics.set_leader(false);
 
     let lost = CancellationToken::new();
     if let Some(cfg) = &options.lease {
@@ -600,6 +650,7 @@ pub async fn run(
         ));
     }
 
+    metrics.set_leader(true);
     let result = run_controller(
         client.clone(),
         drain_client,
@@ -622,13 +673,22 @@ pub async fn run(
             Err(_) => tracing::warn!("could not release the lease in time"),
         }
     }
-    if let Some(h) = health {
-        h.abort();
+    metrics.set_leader(false);
+    for server in servers {
+        server.abort();
     }
     if lost.is_cancelled() && !shutdown.is_cancelled() {
         return Err(Error::LeaseLost);
     }
     result
+}
+
+/// A client whose requests are counted in the metrics.
+fn counted_client(config: kube::Config) -> Result<kube::Client, Error> {
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(Error::Client)?;
+    Ok(builder
+        .with_layer(&crate::metrics::request_counter())
+        .build())
 }
 
 async fn run_controller(
@@ -871,6 +931,21 @@ mod tests {
         assert_ne!(
             node_fingerprint(&node(&[("pool", "a")], "True", 1, true)),
             fp
+        );
+    }
+
+    #[test]
+    fn metrics_are_served_with_the_health_endpoints() {
+        let (code, content_type, body) = http_answer("/metrics", false, false);
+        assert_eq!(code, "200 OK");
+        assert_eq!(content_type, crate::metrics::CONTENT_TYPE);
+        assert!(body.contains("# TYPE bootc_leader gauge"), "{body}");
+        assert!(body.ends_with("# EOF\n"), "OpenMetrics: {body}");
+        assert_eq!(http_answer("/readyz", false, false).0, "503 Service Unavailable");
+        assert_eq!(http_answer("/healthz", false, false).0, "200 OK");
+        assert_eq!(
+            http_answer("/healthz", true, true).0,
+            "503 Service Unavailable"
         );
     }
 

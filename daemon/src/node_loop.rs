@@ -664,6 +664,11 @@ fn apply_all(
     now: &Time,
 ) {
     for update in updates {
-        conditions::apply(conditions, update, generation, now);
+        // The Idle reason is the node's phase: its time says since when.
+        if update.type_ == api::reasons::IDLE {
+            conditions::apply_phase(conditions, update, generation, now);
+        } else {
+            conditions::apply(conditions, update, generation, now);
+        }
     }
 }

@@ -146,20 +146,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    #[test]
-    fn auth_errors_never_quote_the_payload() {
-        for payload in [
-            r#"{"auths":{"r.io":"hunter2-secret"}}"#,
-            r#"{"auths":{"r.io":{"password":["hunter2-secret"]}}}"#,
-            r#"{"auths":{"r.io":{"hunter2-secret":"x"}}}"#,
-            r#"{"hunter2-secret": 1}"#,
-            r#"hunter2-secret"#,
-        ] {
-            let e = auth_payload(payload.as_bytes()).unwrap_err().to_string();
-            assert!(!e.contains("hunter2"), "{payload}: {e}");
-        }
-    }
-
     const D: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
     #[test]

@@ -7,11 +7,13 @@ PKGS=(
   docker-registry      # the real OCI registry the tests push to
   apache2-utils        # htpasswd, for the registry's basic auth
   skopeo               # pushes test images with a real registry client
+  umoci                # builds the operator's OCI image without a container engine (./dev image)
   openssl              # certificates for the API server and the registry
   util-linux           # unshare, nsenter (tests only; the product uses setns)
   strace               # syscall inventory for the seccomp allow-list
   python3-jsonschema   # validates the fake bootc's status against bootc's JSON schema
   ca-certificates
+  prometheus           # promtool checks the alert rules; a real Prometheus scrapes the controller
 )
 # etcd, kube-apiserver and kubectl are built from Go modules by
 # build-control-plane.sh, not installed from here.
@@ -33,6 +35,8 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
 # The Debian registry package starts a system service on install; the tests
 # run their own instances on their own ports, so keep the system one quiet.
-if command -v systemctl >/dev/null && systemctl is-active --quiet docker-registry 2>/dev/null; then
-  $SUDO systemctl stop docker-registry || true
-fi
+for unit in docker-registry prometheus; do
+  if command -v systemctl >/dev/null && systemctl is-active --quiet "$unit" 2>/dev/null; then
+    $SUDO systemctl stop "$unit" || true
+  fi
+done

@@ -11,8 +11,11 @@ pub mod fake_host;
 pub mod fake_systemd;
 pub mod freeze_proxy;
 pub mod helper_size;
+
+pub mod image;
 pub mod image_pull;
 pub mod k8s;
+pub mod kstatus;
 pub mod node_agent;
 pub mod pki;
 pub mod recorder;

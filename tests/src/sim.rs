@@ -54,6 +54,12 @@ pub const REPO: &str = "acme/os";
 /// The tag the pool follows.
 pub const TAG: &str = "stable";
 
+/// A loopback address with a port free now (the controller binds it later).
+fn free_loopback_addr() -> Result<std::net::SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?)
+}
+
 /// How the simulated cluster is set up.
 #[derive(Clone, Debug)]
 pub struct SimOptions {
@@ -120,6 +126,8 @@ pub struct Sim {
     pub admin: kube::Client,
     pub options: SimOptions,
     controller: Option<Child>,
+    /// Where the controller serves `/metrics` (and its health endpoints).
+    pub metrics_addr: std::net::SocketAddr,
     pub nodes: Arc<Mutex<Vec<SimNode>>>,
     logs: tempfile::TempDir,
     kubelet: Option<tokio::task::JoinHandle<()>>,
@@ -207,6 +215,7 @@ impl Sim {
             admin,
             options,
             controller: None,
+            metrics_addr: free_loopback_addr()?,
             nodes: Arc::new(Mutex::new(Vec::new())),
             logs,
             kubelet: None,
@@ -335,6 +344,8 @@ impl Sim {
                     .unwrap_or_else(|| bin("bootc-controller")),
             )
             .args(["--identity", "sim-controller", "--health-addr", ""])
+            .arg("--metrics-addr")
+            .arg(self.metrics_addr.to_string())
             .arg("--registry-ca-file")
             .arg(self.registry.ca_path())
             .args([

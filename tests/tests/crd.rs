@@ -331,6 +331,7 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         observed_generation: generation,
         target_digest: Some(digest.clone()),
         target_image: Some(format!("quay.io/acme/os@{digest}")),
+        target_summary: Some("9.4 (sha256:aaaaaaaaaaaa)".into()),
         deployed_digest: None,
         update_available: true,
         node_count: 3,
@@ -430,13 +431,38 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         String::from_utf8_lossy(&out.stderr)
     );
     for column in [
-        "TARGET", "NODES", "UPDATED", "UPDATING", "UPTODATE", "DESIRED", "BOOTED", "STATE",
+        "TARGET", "NODES", "UPDATED", "UPDATING", "READY", "STATUS", "POOL", "PHASE", "SINCE",
+        "SLOT", "ALLOWED", "VERSION",
     ] {
         assert!(
             text.contains(column),
             "kubectl get is missing column {column}:\n{text}"
         );
     }
+    // A 120-column terminal holds every line; -o wide adds the references.
+    for line in text.lines() {
+        assert!(line.len() <= 120, "{} columns:\n{text}", line.len());
+    }
+    let wide = cp
+        .kubectl()
+        .args(["get", "bootc", "-o", "wide"])
+        .output()
+        .unwrap();
+    let wide = String::from_utf8_lossy(&wide.stdout);
+    for column in [
+        "IMAGE",
+        "TARGET DIGEST",
+        "DEPLOYED",
+        "DESIRED",
+        "BOOTED",
+        "STAGED",
+    ] {
+        assert!(wide.contains(column), "-o wide lacks {column}:\n{wide}");
+    }
+    assert!(
+        wide.contains("@sha256:"),
+        "full references in -o wide:\n{wide}"
+    );
     assert!(
         text.contains("Staged"),
         "BootcNode state not shown:\n{text}"

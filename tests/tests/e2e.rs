@@ -653,6 +653,7 @@ async fn a_one_node_cluster_updates_and_ends_uncordoned() {
         "the controller's own pod was evicted"
     );
     assert_disruption_at_most(&recorder, 1).await;
+}
 
 /// A pool whose nodes run both bootc versions (1.16 without locked staging,
 /// PR #2342's CLI with it) rolls out like any other: each node is staged and

@@ -561,48 +561,74 @@ async fn write_auth_errors_never_echo_credentials() {
     }
 }
 
+/// What the helper starts (the `systemd-run` / `systemctl` clients) dies
+/// with it; bootc itself runs in a unit, by design (see the next test).
 #[tokio::test]
-async fn bootc_dies_with_the_helper() {
+async fn the_helpers_children_die_with_it() {
     require_root!();
     // Orphans come to this process, so they can be awaited.
     nix::sys::prctl::set_child_subreaper(true).unwrap();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
-    std::fs::write(host.layout.park_apply(), "").unwrap();
-    let mut h = host.helper(Duration::from_millis(300)).await.unwrap();
-    h.client
-        .stage(proto::StageRequest { image: image('b') })
-        .await
-        .unwrap();
-    h.client
-        .apply(proto::ApplyRequest { soft_reboot: false })
-        .await
-        .unwrap();
-    let parked: Vec<i32> = processes_mentioning(&host.root().display().to_string())
-        .into_iter()
-        .filter(|p| *p != host.pid())
-        .collect();
-    assert!(!parked.is_empty(), "bootc --apply is still running");
-    let helper = nix::unistd::Pid::from_raw(h.process.pid() as i32);
+    std::fs::write(host.layout.stage_delay(), "3000").unwrap();
+    let systemd = host.layout.systemd();
+    let h = host.helper(Duration::from_secs(5)).await.unwrap();
+    let mut client = h.client.clone();
+    let stage = tokio::spawn(async move {
+        client
+            .stage(proto::StageRequest { image: image('b') })
+            .await
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // The unit's start is a file the fake systemd writes: poll it.
+    while systemd.unit(STAGE_UNIT).is_none() {
+        assert!(std::time::Instant::now() < deadline, "no stage unit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let helper_pid = h.process.pid() as i32;
+    // `systemd-run --wait` for the stage unit.
+    let children = children_of(helper_pid);
+    assert!(!children.is_empty(), "the stage's client is running");
+    let helper = nix::unistd::Pid::from_raw(helper_pid);
     nix::sys::signal::kill(helper, nix::sys::signal::SIGKILL).unwrap();
+    let _ = stage.await;
     // Reaped: its children are this process's now.
     tokio::time::timeout(Duration::from_secs(5), h.process.exited())
         .await
         .unwrap()
         .unwrap();
-    for pid in parked {
-        // Parked for 60 s unless its parent-death signal ends it.
+    for pid in children {
+        // Waiting on its unit for 3 s unless its parent-death signal ends it.
         let status =
-            tests::daemon_proc::wait_pid(nix::unistd::Pid::from_raw(pid), Duration::from_secs(5))
+            tests::daemon_proc::wait_pid(nix::unistd::Pid::from_raw(pid), Duration::from_secs(2))
                 .unwrap_or_else(|e| {
                     let _ = nix::sys::signal::kill(
                         nix::unistd::Pid::from_raw(pid),
                         nix::sys::signal::SIGKILL,
                     );
-                    panic!("bootc outlived the helper: {e}")
+                    panic!("a child of the helper outlived it: {e}")
                 });
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(9), "{status:?}");
     }
+}
+
+/// The pids whose parent is `parent`.
+fn children_of(parent: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("PPid:").map(|v| v.trim().parse::<i32>()))
+                })
+                .is_some_and(|p| p.ok() == Some(parent))
+        })
+        .collect()
+}
 
 const STAGE_UNIT: &str = "bootc-operator-stage.service";
 

@@ -105,6 +105,9 @@ impl ControllerProc {
         if !extra.contains(&"--health-addr") {
             args.extend(["--health-addr", ""]);
         }
+        if !extra.contains(&"--metrics-addr") {
+            args.extend(["--metrics-addr", ""]);
+        }
         let child = tokio::process::Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
             .arg(env!("CARGO_BIN_EXE_bootc-controller"))

@@ -10,7 +10,9 @@
 //!   builds the simulator runs, and the release builds when present);
 //! - `latency`: BootcNode spec change -> the fake bootc's
 //!   `switch --download-only`, on one real daemon + helper;
-//! - `sizes`: release binary sizes, the helper's linked crates and code lines;
+//! - `sizes`: release binary sizes, the helper's linked crates and code
+//!   lines, and the operator image's size (compressed and unpacked) built
+//!   from the binaries;
 //! - `scale`: the real controller with N nodes played by the DaemonPlayer.
 
 use std::collections::BTreeMap;
@@ -983,6 +985,28 @@ fn sizes(report: &mut Report, release_dir: &Path) {
     }
 }
 
+/// The operator's image built from the release binaries (what `./dev image`
+/// builds): its size compressed (what a node pulls) and unpacked.
+fn image_size(report: &mut Report, release_dir: &Path) {
+    let measured = (|| -> Result<(u64, u64)> {
+        let dir = tempfile::tempdir()?;
+        let layout = dir.path().join("oci");
+        let digest = tests::image::build(release_dir, &layout, "bench", 0)?;
+        tests::image::sizes(&layout, "bench", &digest)
+    })();
+    let figure = |what| format!("operator image size, {what} (./dev image)");
+    match measured {
+        Ok((compressed, unpacked)) => {
+            report.push(row(figure("compressed"), mib(compressed / 1024), "", None));
+            report.push(row(figure("unpacked"), mib(unpacked / 1024), "", None));
+        }
+        Err(error) => {
+            report.push(row(figure("compressed"), "not built", "", None));
+            report.notes.push(format!("operator image: {error:#}"));
+        }
+    }
+}
+
 // ---------------------------------------------------------------- scale
 
 /// The pool size whose per-wave time is the scale section's floor.
@@ -1323,6 +1347,7 @@ async fn main() -> Result<()> {
     }
     if has("sizes") {
         sizes(&mut report, &release_dir);
+        image_size(&mut report, &release_dir);
     }
     if has("scale") {
         let timeout = Duration::from_secs(cli.scale_timeout_seconds);

@@ -142,10 +142,11 @@ async fn main() -> Result<()> {
     sim.create_pool().await?;
     sim.start_kubelet();
     let header = format!(
-        "bootc-sim: {nodes} nodes on Kubernetes {}. In another shell:\n  export KUBECONFIG={}\n  {} get bnp,bn -w\nlogs: {}\n",
+        "bootc-sim: {nodes} nodes on Kubernetes {}. In another shell:\n  export KUBECONFIG={}\n  {} get bnp,bn -w\n  curl -s http://{}/metrics   # the controller's metrics\nlogs: {}\n",
         tests::binaries::kube_version()?,
         kubeconfig.display(),
         tests::binaries::kubectl()?.display(),
+        sim.metrics_addr,
         sim.log_dir().display()
     );
     out(&header);

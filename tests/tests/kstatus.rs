@@ -1,0 +1,211 @@
+//! What GitOps tools say of a pool: kstatus (the real Go library, built from
+//! tests/kstatus) judges pool states the controller's planner produces, and
+//! must agree with what a person would say: a rollout going on (or paused
+//! half-way) is InProgress, a finished one Current, a halted or
+//! misconfigured pool Failed, and a spec the controller has not yet seen
+//! InProgress.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use api::{BootcNode, BootcNodePool};
+use controller::planner::{self, DrainPhase, PlanInput, Target, TargetProblem};
+use k8s_openapi::api::core::v1::Node;
+use serde_json::{Value, json};
+
+const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const NEW: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+fn image(d: &str) -> String {
+    format!("registry.test/acme/os@{d}")
+}
+
+fn pool(paused: bool) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": "w", "uid": "uid-w", "generation": 3},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"pool": "w"}},
+            "image": {"ref": image(NEW)},
+            "rollout": {"maxUnavailable": 2, "paused": paused},
+        },
+    }))
+    .unwrap()
+}
+
+fn node(name: &str, ready: bool, cordoned: bool) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"pool": "w", "bootc.dev/managed": ""}},
+        "spec": {"unschedulable": cordoned},
+        "status": {"conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]},
+    }))
+    .unwrap()
+}
+
+/// A member's BootcNode: booted `booted`, the daemon in `phase` (an Idle
+/// reason), possibly Degraded, possibly in a reboot slot.
+fn bn(name: &str, booted: &str, phase: &str, degraded: bool, slot: bool) -> BootcNode {
+    let mut annotations = serde_json::Map::new();
+    if slot {
+        annotations.insert(api::labels::IN_REBOOT_SLOT_ANNOTATION.into(), "true".into());
+        annotations.insert(api::labels::WAS_CORDONED_ANNOTATION.into(), "false".into());
+    }
+    let t = "2026-01-01T00:00:00Z";
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "annotations": annotations,
+            "ownerReferences": [{"apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+                                 "name": "w", "uid": "uid-w", "controller": true}],
+        },
+        "spec": {"desiredImage": image(NEW), "desiredImageState": "Staged", "rebootPolicy": "RebootOnly"},
+        "status": {
+            "booted": {"image": image(booted), "imageDigest": booted},
+            "staged": (phase == "Staged").then(|| json!({"image": image(NEW), "imageDigest": NEW})),
+            "conditions": [
+                {"type": "Idle", "status": if phase == "Idle" {"True"} else {"False"}, "reason": phase,
+                 "message": "", "lastTransitionTime": t},
+                {"type": "Degraded", "status": if degraded {"True"} else {"False"},
+                 "reason": if degraded {"Error"} else {"Healthy"}, "message": "", "lastTransitionTime": t},
+            ],
+        },
+    }))
+    .unwrap()
+}
+
+/// The pool as the controller leaves it after planning once for this world.
+fn planned(
+    mut pool: BootcNodePool,
+    nodes: &[Node],
+    bns: &[BootcNode],
+    target: Result<Target, TargetProblem>,
+    drains: &[(&str, DrainPhase)],
+) -> BootcNodePool {
+    let plan = planner::plan(&PlanInput {
+        pool: &pool,
+        target,
+        nodes: nodes.iter().collect(),
+        bootc_nodes: bns.iter().collect(),
+        other_pools: vec![],
+        pull_secret_hash: None,
+        drains: drains
+            .iter()
+            .map(|(n, p)| ((*n).to_owned(), p.clone()))
+            .collect::<BTreeMap<_, _>>(),
+        operator_namespace: api::labels::OPERATOR_NAMESPACE,
+        last_status_write: None,
+        now: jiff::Timestamp::now(),
+        phase_clock: controller::stuck::Clock::new(),
+    });
+    pool.status = plan.status.or(pool.status);
+    pool
+}
+
+fn new_target() -> Result<Target, TargetProblem> {
+    Ok(Target {
+        digest: NEW.into(),
+        image: image(NEW),
+    })
+}
+
+fn named(mut pool: BootcNodePool, name: &str) -> Value {
+    pool.metadata.name = Some(name.into());
+    serde_json::to_value(pool).unwrap()
+}
+
+#[test]
+fn kstatus_agrees_with_a_person_on_every_pool_state() {
+    let nodes = [
+        node("a", true, false),
+        node("b", true, false),
+        node("c", true, false),
+    ];
+    let staging = [
+        bn("a", OLD, "Staging", false, false),
+        bn("b", OLD, "Staged", false, false),
+        bn("c", NEW, "Idle", false, false),
+    ];
+    let done = [
+        bn("a", NEW, "Idle", false, false),
+        bn("b", NEW, "Idle", false, false),
+        bn("c", NEW, "Idle", false, false),
+    ];
+    let in_progress = planned(pool(false), &nodes, &staging, new_target(), &[]);
+    let all_updated = planned(pool(false), &nodes, &done, new_target(), &[]);
+    let paused = planned(pool(true), &nodes, &staging, new_target(), &[]);
+    // Two nodes in slots came back Degraded: rule 3 halts the rollout.
+    let halted = planned(
+        pool(false),
+        &[
+            node("a", true, true),
+            node("b", true, true),
+            node("c", true, false),
+        ],
+        &[
+            bn("a", OLD, "Idle", true, true),
+            bn("b", OLD, "Idle", true, true),
+            bn("c", OLD, "Staged", false, false),
+        ],
+        new_target(),
+        &[],
+    );
+    let draining = planned(
+        pool(false),
+        &[
+            node("a", true, true),
+            node("b", true, false),
+            node("c", true, false),
+        ],
+        &[
+            bn("a", OLD, "Staged", false, true),
+            bn("b", OLD, "Staged", false, false),
+            bn("c", NEW, "Idle", false, false),
+        ],
+        new_target(),
+        &[("a", DrainPhase::Running)],
+    );
+    let unresolvable = planned(
+        pool(false),
+        &nodes,
+        &[],
+        Err(TargetProblem {
+            reason: "ImageNotFound",
+            message: "registry.test/acme/os:prod: manifest unknown".into(),
+        }),
+        &[],
+    );
+    // A spec change the controller has not planned for yet.
+    let mut changed = all_updated.clone();
+    changed.metadata.generation = Some(4);
+
+    let cases = [
+        (named(in_progress, "in-progress"), "InProgress"),
+        (named(draining, "draining"), "InProgress"),
+        (named(all_updated, "all-updated"), "Current"),
+        // Nodes are behind and stay so: not done, like a paused Deployment.
+        (named(paused, "paused"), "InProgress"),
+        (named(halted, "halted"), "Failed"),
+        (named(unresolvable, "unresolvable"), "Failed"),
+        (named(changed, "spec-changed"), "InProgress"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let program = tests::kstatus::build(dir.path()).unwrap();
+    let objects: Vec<Value> = cases.iter().map(|(o, _)| o.clone()).collect();
+    let got = tests::kstatus::verdicts(&program, &objects).unwrap();
+    let want: Vec<(String, String)> = cases
+        .iter()
+        .map(|(o, s)| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_owned(),
+                (*s).to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        want,
+        "pools: {}",
+        serde_json::to_string_pretty(&objects).unwrap()
+    );
+}
