@@ -471,7 +471,9 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     // The daemon is inside the slow re-stage: it has read its watch for the
     // last time before deciding to apply. Its Staging report, sent with the
     // stage, has its answer (the daemon logs the write once answered): a
-    // freeze must not catch that answer in flight.
+    // freeze must not catch that answer in flight, or the daemon waits for
+    // it and neither asks nor applies. `log_text` is this daemon's log
+    // only: the node's first daemon logged a Staging write of its own.
     let deadline = std::time::Instant::now() + WAIT;
     while stages(&host).len() == stages_before
         || !agent
