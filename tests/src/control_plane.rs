@@ -420,9 +420,11 @@ impl ControlPlane {
     /// [`ControlPlane::node_bound_kubeconfig`]); each call returns another
     /// token, as the kubelet's rotation does.
     pub fn node_bound_token(&self, node: &str) -> Result<String> {
+        // Owned by a DaemonSet, as the real daemon's pod is: drains leave it
+        // alone (without a kubelet an evicted pod stays Terminating).
         let pod = format!("bootc-daemon-{node}");
         let manifest = format!(
-            "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{pod}\",\"namespace\":\"{NAMESPACE}\"}},\"spec\":{{\"nodeName\":\"{node}\",\"serviceAccountName\":\"{DAEMON_SERVICE_ACCOUNT}\",\"automountServiceAccountToken\":false,\"containers\":[{{\"name\":\"daemon\",\"image\":\"bootc-operator\"}}]}}}}"
+            "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{pod}\",\"namespace\":\"{NAMESPACE}\",\"ownerReferences\":[{{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"name\":\"bootc-daemon\",\"uid\":\"00000000-0000-0000-0000-000000000001\",\"controller\":true}}]}},\"spec\":{{\"nodeName\":\"{node}\",\"serviceAccountName\":\"{DAEMON_SERVICE_ACCOUNT}\",\"automountServiceAccountToken\":false,\"containers\":[{{\"name\":\"daemon\",\"image\":\"bootc-operator\"}}]}}}}"
         );
         let mut apply = self.kubectl();
         apply.args(["apply", "-f", "-"]);
