@@ -104,7 +104,9 @@ mod tests {
     #[test]
     fn staging_bounds_table() {
         let four = || vec![m("a"), m("b"), m("c"), m("d")];
-        let rows: Vec<(&str, Vec<Member>, Bounds, usize, Vec<&str>)> = vec![
+        // (name, members, bounds, free slots, told)
+        type Row = (&'static str, Vec<Member>, Bounds, usize, Vec<&'static str>);
+        let rows: Vec<Row> = vec![
             (
                 "unbounded: all at once",
                 four(),

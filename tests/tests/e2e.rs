@@ -594,10 +594,17 @@ async fn a_pool_paused_mid_reboot_holds_the_others_until_resumed() {
         .unwrap();
     // The rebooting node comes back and gives its slot back; nobody else
     // takes one while paused.
-    wait_pool(&sim, "paused, the first node updated and released", |p| {
-        condition(p, "UpToDate").is_some_and(|c| {
-            c.1 == "Paused" && c.2.starts_with("1/3 updated") && !c.2.contains("held cordoned")
-        })
+    wait_node(&sim, FIRST, "back and uncordoned", |n| {
+        is_ready(n)
+            && !n
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false)
+    })
+    .await;
+    wait_pool(&sim, "paused, the first node updated", |p| {
+        condition(p, "UpToDate").is_some_and(|c| c.1 == "Paused" && c.2.starts_with("1/3 updated"))
     })
     .await;
     nothing_cordoned(&sim).await;
