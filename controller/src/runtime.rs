@@ -542,7 +542,11 @@ fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ctx>) -> Acti
 fn http_answer(path: &str, ready: bool, wedged: bool) -> (&'static str, &'static str, String) {
     const TEXT: &str = "text/plain";
     match path {
-        "/healthz" if wedged => ("503 Service Unavailable", TEXT, "reconcile loop wedged".into()),
+        "/healthz" if wedged => (
+            "503 Service Unavailable",
+            TEXT,
+            "reconcile loop wedged".into(),
+        ),
         "/healthz" => ("200 OK", TEXT, "ok".into()),
         "/readyz" if ready => ("200 OK", TEXT, "ok".into()),
         "/readyz" => ("503 Service Unavailable", TEXT, "not ready".into()),
@@ -941,7 +945,10 @@ mod tests {
         assert_eq!(content_type, crate::metrics::CONTENT_TYPE);
         assert!(body.contains("# TYPE bootc_leader gauge"), "{body}");
         assert!(body.ends_with("# EOF\n"), "OpenMetrics: {body}");
-        assert_eq!(http_answer("/readyz", false, false).0, "503 Service Unavailable");
+        assert_eq!(
+            http_answer("/readyz", false, false).0,
+            "503 Service Unavailable"
+        );
         assert_eq!(http_answer("/healthz", false, false).0, "200 OK");
         assert_eq!(
             http_answer("/healthz", true, true).0,

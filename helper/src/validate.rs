@@ -100,7 +100,6 @@ pub struct DockerAuth {
     pub email: Option<String>,
 }
 
-
 /// Checks a WriteAuth payload and returns the bytes to write: the config
 /// re-serialised from the allow-listed fields (so nothing unvetted reaches
 /// the host).
