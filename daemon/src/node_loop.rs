@@ -226,7 +226,7 @@ impl NodeLoop {
                 }
                 let generation = node.metadata.generation;
                 if self.node.as_ref().map(|n| n.metadata.generation) != Some(generation) {
-                    // The start of "spec change seen -> Stage" (DESIGN.md 7).
+                    // The start of "spec change seen -> Stage" (a performance target).
                     tracing::info!(?generation, desired = %node.spec.desired_image, "spec seen");
                 }
                 self.node = Some(node);

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! The helper's dependency tree is part of its audit surface (DESIGN.md
-//! section 2): no Kubernetes client, no TLS, no HTTP client.
+//! The helper's dependency tree is part of its audit surface (SECURITY.md):
+//! no Kubernetes client, no TLS, no HTTP client.
 
 use std::process::Command;
 

@@ -1,4 +1,4 @@
-//! `bootc-bench`: the numbers of DESIGN.md section 7, measured on the
+//! `bootc-bench`: the README's performance targets, measured on the
 //! simulated cluster and printed against their targets; the table is also
 //! written to BENCHMARKS.md.
 //!
@@ -37,7 +37,7 @@ use tests::{ControlPlane, k8s};
 #[derive(Parser, Debug)]
 #[command(
     name = "bootc-bench",
-    about = "Benchmarks of bootc-operator against the targets of DESIGN.md section 7"
+    about = "Benchmarks of bootc-operator against the performance targets in README.md"
 )]
 struct Cli {
     /// Sections to run: api, rss, latency, sizes, scale.
@@ -579,7 +579,7 @@ fn report_api(report: &mut Report, r: &RolloutResult, nodes: usize, idle: Durati
     let cw = r.update.total("controller", true);
     let dw = r.update.total("daemon", true);
     let writes = per(cw + dw);
-    // DESIGN.md section 7 counts a node's update: stage, slot, drain, reboot,
+    // The write target counts a node's update: stage, slot, drain, reboot,
     // release. Those are the writes to the node's own objects; the pool's
     // status and Events are per pool, shared by its nodes (see the scale rows).
     let node_objects =
@@ -677,7 +677,7 @@ fn report_rss(report: &mut Report, label: &str, r: &RolloutResult, judged: bool)
     let d = r.steady.daemon_rss_max;
     let h = r.steady.helper_rss_max;
     let (dt, ht) = if judged {
-        ("<= 15 MiB", "<= 5 MiB")
+        ("<= 8 MiB", "<= 3 MiB")
     } else {
         ("(release)", "(release)")
     };
@@ -685,7 +685,7 @@ fn report_rss(report: &mut Report, label: &str, r: &RolloutResult, judged: bool)
         format!("daemon RSS, steady ({label}; max VmRSS over nodes)"),
         mib(d),
         dt,
-        judged.then_some(d > 0 && d <= 15 * 1024),
+        judged.then_some(d > 0 && d <= 8 * 1024),
     ));
     report.push(row(
         format!("daemon peak (VmHWM) during the update ({label})"),
@@ -697,7 +697,7 @@ fn report_rss(report: &mut Report, label: &str, r: &RolloutResult, judged: bool)
         format!("helper RSS, steady ({label}; max VmRSS over nodes)"),
         mib(h),
         ht,
-        judged.then_some(h > 0 && h <= 5 * 1024),
+        judged.then_some(h > 0 && h <= 3 * 1024),
     ));
     report.push(row(
         format!("helper peak (VmHWM) during the update ({label})"),
@@ -863,7 +863,7 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
     patch_round_trip.sort_by(f64::total_cmp);
     to_stage.sort_by(f64::total_cmp);
     to_log.sort_by(f64::total_cmp);
-    // DESIGN.md section 7: from the daemon seeing the change to the Stage
+    // The latency target: from the daemon seeing the change to the Stage
     // RPC it issues (its "spec seen" and "staging" log lines).
     let p99 = percentile(&seen_to_stage, 99.0);
     report.push(row(
@@ -1397,7 +1397,7 @@ async fn main() -> Result<()> {
             .unwrap_or_else(|| tests::repo_root().join("BENCHMARKS.md"));
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         let mut text = format!(
-            "# Benchmarks\n\nMeasured by `./dev bench` (`tests/src/bin/bootc-bench.rs`) against the targets of DESIGN.md section 7.\n\n- Date: {}\n- Machine: {}\n- Command: `{}`\n\n{}\n",
+            "# Benchmarks\n\nMeasured by `./dev bench` (`tests/src/bin/bootc-bench.rs`) against the performance targets in README.md.\n\n- Date: {}\n- Machine: {}\n- Command: `{}`\n\n{}\n",
             started.strftime("%Y-%m-%d %H:%M UTC"),
             machine(),
             command,
