@@ -537,6 +537,7 @@ fn plan_leavers(
             && !disruption::is_back(node, Some(bn))
         {
             not_back.push(name.clone());
+            out.writes.extend(withdraw_approval(bn, pool));
             continue;
         }
         leave_writes(bn, node, &mut out.writes);
@@ -566,6 +567,21 @@ fn plan_leavers(
         }
     }
     not_back
+}
+
+/// A node leaving mid-slot (the pool, or a deleted pool) is told not to
+/// boot: either its daemon already started the reboot (it says Rebooting,
+/// and the node is waited for), or it answers the withdrawal and the node
+/// is back at once (see `disruption::reboot_in_flight`).
+fn withdraw_approval(bn: &BootcNode, pool: &BootcNodePool) -> Option<Write> {
+    let mut owned = Owned::of(bn);
+    if owned.spec.desired_image_state != DesiredImageState::Booted {
+        return None;
+    }
+    owned.spec.desired_image_state = DesiredImageState::Staged;
+    Some(Write::ApplyBootcNode(Box::new(
+        owned.to_apply(&bn.name_any(), pool),
+    )))
 }
 
 /// Does the node hold a slot of `pool` (its BootcNode's slot record, or the
@@ -668,6 +684,7 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
             && !disruption::is_back(node, Some(bn))
         {
             out.waiting.push(bn.name_any());
+            out.writes.extend(withdraw_approval(bn, input.pool));
             continue;
         }
         leave_writes(bn, node, &mut out.writes);
@@ -1126,27 +1143,12 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             }
         }
         if halted {
-            problems.push((
-                reasons::ROLLOUT_HALTED,
-                format!(
-                    "rollout halted: {} nodes in reboot slots are unhealthy (Degraded or not Ready): {}",
-                    unhealthy_in_slots.len(),
-                    unhealthy_in_slots.join(", ")
-                ),
-            ));
-            if conditions::reason(&current.conditions, reasons::DEGRADED)
-                != Some(reasons::ROLLOUT_HALTED)
-            {
-                out.events.push(PlannedEvent {
-                    reason: event_reasons::ROLLOUT_HALTED,
-                    message: format!(
-                        "no new reboot slots: unhealthy nodes in slots: {}",
-                        unhealthy_in_slots.join(", ")
-                    ),
-                    warning: true,
-                    node: None,
-                });
-            }
+            report_halt(
+                &unhealthy_in_slots,
+                &current,
+                &mut problems,
+                &mut out.events,
+            );
         }
 
         // Emit per-node writes in order: pre, apply, post. Nodes leaving a
@@ -1230,60 +1232,21 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             format!("degraded nodes: {}", degraded_nodes.join(", ")),
         ));
     }
-    let rank = |r: &str| match r {
-        reasons::INVALID_SPEC => 0,
-        reasons::NODE_CONFLICT => 2,
-        reasons::ROLLOUT_HALTED => 3,
-        reasons::NODE_STUCK => 4,
-        DRAIN_TIMED_OUT => 5,
-        reasons::NODE_DEGRADED => 6,
-        _ => 1,
-    };
-    problems.sort_by_key(|(r, _)| rank(r));
-    let degraded_cond = match problems.first() {
-        Some((reason, _)) => {
-            let message: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
-            ConditionUpdate::new(reasons::DEGRADED, true, reason, message.join("; "))
-        }
-        None => ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "no issues"),
-    };
+    let degraded_cond = degraded_condition(&mut problems);
 
     let total = members.len();
-    let breakdown = if total == 0 {
-        "0 nodes: no node is a member (none matches spec.nodeSelector, or each one that does is in conflict)".to_owned()
-    } else {
-        let mut s = format!(
-            "{}/{} updated; {} staging, {} staged, {} rebooting",
-            counts.updated, total, counts.staging, counts.staged, counts.rebooting
-        );
-        if counts.pending > 0 {
-            s.push_str(&format!(", {} pending", counts.pending));
-        }
-        if counts.degraded > 0 {
-            s.push_str(&format!(", {} degraded", counts.degraded));
-        }
-        // Which nodes are disrupted now (a pause names them its own way).
-        let slotted: Vec<&str> = desired
-            .iter()
-            .filter(|(_, o)| o.in_slot)
-            .map(|(n, _)| n.as_str())
-            .collect();
-        if !slotted.is_empty() && !paused {
-            s.push_str(&format!("; in reboot slots: {}", slotted.join(", ")));
-        }
-        if !not_back.is_empty() {
-            s.push_str(&format!(
-                "; left the pool, leaving once back from their reboot: {}",
-                not_back.join(", ")
-            ));
-        }
-        if let Some(others) = &waiting_for_budget {
-            s.push_str(&format!(
-                "; no new reboot slot while these nodes are unavailable: {others}"
-            ));
-        }
-        s
-    };
+    let slotted: Vec<&str> = desired
+        .iter()
+        .filter(|(_, o)| o.in_slot && !paused)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let breakdown = breakdown(
+        &counts,
+        total,
+        &slotted,
+        &not_back,
+        waiting_for_budget.as_deref(),
+    );
     let up_to_date = if target.is_some() && counts.updated == total {
         ConditionUpdate::new(reasons::UP_TO_DATE, true, reasons::ALL_UPDATED, breakdown)
     } else if paused {
@@ -1473,6 +1436,35 @@ fn watch_phase(
     }
 }
 
+/// Rule 3's halt on the pool's Degraded condition, and one Warning Event
+/// when it starts.
+fn report_halt(
+    unhealthy_in_slots: &[String],
+    current: &BootcNodePoolStatus,
+    problems: &mut Vec<(&'static str, String)>,
+    events: &mut Vec<PlannedEvent>,
+) {
+    problems.push((
+        reasons::ROLLOUT_HALTED,
+        format!(
+            "rollout halted: {} nodes in reboot slots are unhealthy (Degraded or not Ready): {}",
+            unhealthy_in_slots.len(),
+            unhealthy_in_slots.join(", ")
+        ),
+    ));
+    if conditions::reason(&current.conditions, reasons::DEGRADED) != Some(reasons::ROLLOUT_HALTED) {
+        events.push(PlannedEvent {
+            reason: event_reasons::ROLLOUT_HALTED,
+            message: format!(
+                "no new reboot slots: unhealthy nodes in slots: {}",
+                unhealthy_in_slots.join(", ")
+            ),
+            warning: true,
+            node: None,
+        });
+    }
+}
+
 /// Stuck nodes go on the pool's Degraded condition, and each one newly
 /// stuck in its phase gets one Warning Event.
 fn report_stuck(
@@ -1511,6 +1503,68 @@ pub fn target_summary(target: &Target, bootc_nodes: &[&BootcNode]) -> String {
         Some(v) => format!("{v} ({short})"),
         None => short,
     }
+}
+
+/// The Degraded condition: the most important problem's reason, and every
+/// problem's message.
+fn degraded_condition(problems: &mut [(&'static str, String)]) -> ConditionUpdate {
+    let rank = |r: &str| match r {
+        reasons::INVALID_SPEC => 0,
+        reasons::NODE_CONFLICT => 2,
+        reasons::ROLLOUT_HALTED => 3,
+        reasons::NODE_STUCK => 4,
+        DRAIN_TIMED_OUT => 5,
+        reasons::NODE_DEGRADED => 6,
+        _ => 1,
+    };
+    problems.sort_by_key(|(r, _)| rank(r));
+    match problems.first() {
+        Some((reason, _)) => {
+            let message: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
+            ConditionUpdate::new(reasons::DEGRADED, true, reason, message.join("; "))
+        }
+        None => ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "no issues"),
+    }
+}
+
+/// "5/10 updated; 2 staging, 2 staged, 1 rebooting" and what holds the
+/// rollout: the nodes in reboot slots (`slotted`; a pause names them its
+/// own way), nodes that left mid-reboot, the pool's own unavailable nodes.
+fn breakdown(
+    counts: &Counts,
+    total: usize,
+    slotted: &[&str],
+    not_back: &[String],
+    waiting_for_budget: Option<&str>,
+) -> String {
+    if total == 0 {
+        return "0 nodes: no node is a member (none matches spec.nodeSelector, or each one that does is in conflict)".to_owned();
+    }
+    let mut s = format!(
+        "{}/{} updated; {} staging, {} staged, {} rebooting",
+        counts.updated, total, counts.staging, counts.staged, counts.rebooting
+    );
+    if counts.pending > 0 {
+        s.push_str(&format!(", {} pending", counts.pending));
+    }
+    if counts.degraded > 0 {
+        s.push_str(&format!(", {} degraded", counts.degraded));
+    }
+    if !slotted.is_empty() {
+        s.push_str(&format!("; in reboot slots: {}", slotted.join(", ")));
+    }
+    if !not_back.is_empty() {
+        s.push_str(&format!(
+            "; left the pool, leaving once back from their reboot: {}",
+            not_back.join(", ")
+        ));
+    }
+    if let Some(others) = waiting_for_budget {
+        s.push_str(&format!(
+            "; no new reboot slot while these nodes are unavailable: {others}"
+        ));
+    }
+    s
 }
 
 /// The pool's Normal events: a rollout starts when the pool adopts a target

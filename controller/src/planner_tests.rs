@@ -1661,6 +1661,13 @@ fn node_writes<'a>(plan: &'a Plan, name: &str) -> Vec<&'a Write> {
         .collect()
 }
 
+/// The node's only write withdraws its approval, keeping its slot.
+fn only_withdrawal(plan: &Plan, name: &str) -> bool {
+    matches!(node_writes(plan, name).as_slice(),
+        [Write::ApplyBootcNode(b)] if b.in_slot()
+            && b.spec.desired_image_state == DesiredImageState::Staged)
+}
+
 #[test]
 fn a_node_that_leaves_the_pool_mid_reboot_keeps_its_slot_until_back() {
     let mut moved = rebooting_node("r", "elsewhere");
@@ -1674,9 +1681,10 @@ fn a_node_that_leaves_the_pool_mid_reboot_keeps_its_slot_until_back() {
             .bn(bn("r", NEW, daemon).approved().slot(false))
             .bn(bn("next", NEW, Daemon::Staged(OLD)))
     };
-    // Rebooting: it keeps its BootcNode, label, cordon and slot.
+    // Rebooting: it keeps its BootcNode, label, cordon and slot; the
+    // approval is withdrawn (its daemon answers it, or reboots).
     let p = world(moved.clone(), Daemon::Rebooting(OLD)).plan();
-    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    assert!(only_withdrawal(&p, "r"), "{:?}", p.writes);
     assert!(
         slotted(&p).is_empty(),
         "a second node disrupted: {:?}",
@@ -1691,7 +1699,7 @@ fn a_node_that_leaves_the_pool_mid_reboot_keeps_its_slot_until_back() {
     let mut ready = moved.clone();
     ready.status = node("r", "x", true, true).status;
     let p = world(ready.clone(), Daemon::Rebooting(OLD)).plan();
-    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    assert!(only_withdrawal(&p, "r"), "{:?}", p.writes);
     assert!(slotted(&p).is_empty());
     // Back on the image it was told to boot: it leaves (cordon, mark and
     // record in one patch), and the slot goes to the next node.
@@ -1827,14 +1835,18 @@ fn a_pool_deleted_mid_reboot_waits_for_the_node_to_be_back() {
     };
     let cleanup = plan_cleanup(&input);
     assert_eq!(cleanup.waiting, ["r"]);
+    let (r, done): (Vec<&Write>, Vec<&Write>) = cleanup
+        .writes
+        .iter()
+        .partition(|w| crate::actuator::node_of(w) == "r");
     assert!(
-        cleanup
-            .writes
-            .iter()
-            .all(|w| crate::actuator::node_of(w) == "done"),
-        "{:?}",
-        cleanup.writes
+        matches!(r.as_slice(), [Write::ApplyBootcNode(b)]
+            if b.spec.desired_image_state == DesiredImageState::Staged),
+        "only the approval withdrawn: {r:?}"
     );
+    assert!(done.contains(&&Write::DeleteBootcNode {
+        name: "done".into()
+    }));
     // The record alone (BootcNode gone too) waits the same way.
     let input = PlanInput {
         bootc_nodes: vec![],

@@ -438,7 +438,9 @@ async fn pause_resume_rollback_and_delete() {
         },
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    let mut p = workers_pool(1);
+    // n2 is cordoned by the admin: it uses one of the two slots' worth of
+    // the budget (see controller/src/disruption.rs), one is left to roll.
+    let mut p = workers_pool(2);
     p.spec.rollout.paused = true;
     create_pool(&env.admin, &p).await;
     let p = wait_pool(&env.admin, "workers", "paused with all staged", |p| {
@@ -499,7 +501,7 @@ async fn pause_resume_rollback_and_delete() {
         .await
         .unwrap();
     assert!(
-        peak.count <= 1,
+        peak.count <= 2,
         "{peak:?}\n{}\n{}",
         recorder.timeline(peak.resource_version, 25),
         ctl.log_text()
