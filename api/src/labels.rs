@@ -17,12 +17,30 @@ pub const WAS_CORDONED_ANNOTATION: &str = "bootc.dev/was-cordoned";
 /// cordon and removed with the uncordon, so that a cordon of ours is known
 /// even if the BootcNode (and its was-cordoned record) is lost.
 pub const CORDONED_BY_ANNOTATION: &str = "bootc.dev/cordoned-by";
+/// On a Node: the pool whose reboot slot disrupted it. Written with the
+/// slot's cordon (alone on a node an admin had cordoned) and removed only
+/// once the node is back (Ready, uncordoned unless an admin had cordoned
+/// it, no reboot in flight), so that the node keeps counting against the
+/// pool's `maxUnavailable` while it reboots even if it left the pool, its
+/// BootcNode was deleted, the pool's target changed or the controller
+/// restarted.
+pub const DISRUPTED_BY_ANNOTATION: &str = "bootc.dev/disrupted-by";
 /// On a BootcNodePool: cleanup (uncordon, unlabel) runs before deletion.
 pub const POOL_FINALIZER: &str = "node.bootc.dev/pool-cleanup";
 /// Field manager used by the controller for server-side apply.
 pub const CONTROLLER_MANAGER: &str = "bootc-controller";
 /// Field manager used by the daemon for its status writes.
 pub const DAEMON_MANAGER: &str = "bootc-daemon";
+/// On the controller's pods (deploy/controller.yaml): `app.kubernetes.io/name`
+/// is this. A drain leaves such pods in the operator's namespace alone, as it
+/// does DaemonSet pods: evicted from a cordoned node they could only come back
+/// to it (they tolerate the cordon, so that a one-node cluster keeps its
+/// controller) or stay Pending, and on a one-node cluster nobody would then
+/// approve the reboot or lift the cordon. The reboot stops the pod; the
+/// other replica (never on the same node) takes the lease meanwhile.
+pub const CONTROLLER_APP_NAME: &str = "bootc-controller";
+/// The label key [`CONTROLLER_APP_NAME`] is the value of.
+pub const APP_NAME_LABEL: &str = "app.kubernetes.io/name";
 /// Where Events about pools (cluster-scoped objects) live: the API server
 /// keeps an Event about a cluster-scoped object in `default`, and that is
 /// where `kubectl describe bnp` finds them.

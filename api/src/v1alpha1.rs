@@ -93,6 +93,17 @@ pub struct RolloutSpec {
     #[serde(default = "default_drain_timeout")]
     #[schemars(range(min = 1, max = 86400))]
     pub drain_timeout_seconds: i64,
+    /// At most this many nodes download the new image at once (unset: all
+    /// members stage in parallel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_concurrent_staging: Option<i32>,
+    /// How far staging runs ahead of the reboot slots: at most this many
+    /// nodes beyond the free slots are staging or staged and waiting (unset:
+    /// no limit). With 0 a node stages only when a free slot awaits it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100000))]
+    pub stage_ahead: Option<i32>,
 }
 
 impl Default for RolloutSpec {
@@ -101,6 +112,8 @@ impl Default for RolloutSpec {
             max_unavailable: default_max_unavailable(),
             paused: false,
             drain_timeout_seconds: DEFAULT_DRAIN_TIMEOUT_SECONDS,
+            max_concurrent_staging: None,
+            stage_ahead: None,
         }
     }
 }
@@ -331,7 +344,13 @@ pub mod reasons {
     pub const NODE_CONFLICT: &str = "NodeConflict";
     pub const NODE_DEGRADED: &str = "NodeDegraded";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// A node past its phase's deadline (the message names the node, the
+    /// phase, for how long, and the next step).
+    pub const NODE_STUCK: &str = "NodeStuck";
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The pull Secret is not a docker config (a pool-wide credentials
+    /// problem: reported on the pool, not passed to the nodes).
+    pub const INVALID_PULL_SECRET: &str = "InvalidPullSecret";
     pub const HEALTHY: &str = "Healthy";
 
     // BootcNode Idle reasons.
@@ -342,6 +361,17 @@ pub mod reasons {
 
     // BootcNode Degraded reasons.
     pub const ERROR: &str = "Error";
+    /// bootc could not find the image in its registry (404, manifest unknown).
+    pub const IMAGE_NOT_FOUND: &str = "ImageNotFound";
+    /// The registry refused the host's credentials (401).
+    pub const REGISTRY_UNAUTHORIZED: &str = "RegistryUnauthorized";
+    /// The host could not reach the registry.
+    pub const REGISTRY_UNREACHABLE: &str = "RegistryUnreachable";
+    /// Not enough disk space on the host for the image.
+    pub const INSUFFICIENT_SPACE: &str = "InsufficientSpace";
+    /// bootc says this host is not a bootc host (not booted via bootc, or a
+    /// container).
+    pub const NOT_A_BOOTC_HOST: &str = "NotBootcHost";
 }
 
 impl BootEntryStatus {

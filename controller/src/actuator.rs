@@ -14,7 +14,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use api::labels::{CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, MANAGED_LABEL};
+use api::labels::{
+    CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, MANAGED_LABEL,
+};
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -24,7 +26,7 @@ use serde_json::json;
 
 use crate::drain::Drains;
 use crate::events::EventSink;
-use crate::planner::{Plan, Write};
+use crate::planner::{NodePatch, Plan, Write};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActuatorError {
@@ -86,6 +88,45 @@ type OwnWrites = HashMap<Written, (u64, std::time::Instant)>;
 /// caches say (an object created and deleted by someone else before the
 /// cache saw it would otherwise block forever).
 const CATCH_UP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The merge patch for a [`NodePatch`] of `pool`.
+fn node_patch_body(patch: &NodePatch, pool: &str) -> serde_json::Value {
+    let mut labels = serde_json::Map::new();
+    let mut annotations = serde_json::Map::new();
+    let mut body = json!({});
+    if let Some(managed) = patch.managed {
+        labels.insert(
+            MANAGED_LABEL.into(),
+            if managed { json!("") } else { json!(null) },
+        );
+    }
+    if let Some(unschedulable) = patch.unschedulable {
+        body["spec"] = json!({
+            "unschedulable": if unschedulable { json!(true) } else { json!(null) }
+        });
+        // The mark of our own cordon goes and comes with it.
+        match (unschedulable, patch.ours) {
+            (true, true) => {
+                annotations.insert(CORDONED_BY_ANNOTATION.into(), json!(pool));
+            }
+            (false, _) => {
+                annotations.insert(CORDONED_BY_ANNOTATION.into(), json!(null));
+            }
+            (true, false) => {}
+        }
+    }
+    if let Some(disrupted) = patch.disrupted {
+        let value = if disrupted { json!(pool) } else { json!(null) };
+        annotations.insert(DISRUPTED_BY_ANNOTATION.into(), value);
+    }
+    if !labels.is_empty() {
+        body["metadata"]["labels"] = labels.into();
+    }
+    if !annotations.is_empty() {
+        body["metadata"]["annotations"] = annotations.into();
+    }
+    body
+}
 
 fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
     meta.resource_version
@@ -259,26 +300,7 @@ impl Actuator {
                 count += 1;
             }
             Write::PatchNode { name, patch } => {
-                let mut body = json!({});
-                if let Some(managed) = patch.managed {
-                    body["metadata"] = json!({"labels": {
-                        MANAGED_LABEL: if managed { json!("") } else { json!(null) }
-                    }});
-                }
-                if let Some(unschedulable) = patch.unschedulable {
-                    body["spec"] = json!({
-                        "unschedulable": if unschedulable { json!(true) } else { json!(null) }
-                    });
-                    // The mark of our own cordon goes and comes with it.
-                    let mark = match (unschedulable, patch.ours) {
-                        (true, true) => Some(json!(pool.name_any())),
-                        (false, _) => Some(json!(null)),
-                        (true, false) => None,
-                    };
-                    if let Some(mark) = mark {
-                        body["metadata"]["annotations"] = json!({ CORDONED_BY_ANNOTATION: mark });
-                    }
-                }
+                let body = node_patch_body(patch, &pool.name_any());
                 let params = PatchParams {
                     field_manager: Some(CONTROLLER_MANAGER.to_owned()),
                     ..PatchParams::default()
@@ -362,7 +384,9 @@ pub(crate) fn node_of(w: &Write) -> &str {
 /// Does this write add a disruption (a cordon, a drain)?
 fn disrupts(w: &Write) -> bool {
     match w {
-        Write::PatchNode { patch, .. } => patch.unschedulable == Some(true),
+        Write::PatchNode { patch, .. } => {
+            patch.unschedulable == Some(true) || patch.disrupted == Some(true)
+        }
         Write::StartDrain { .. } => true,
         _ => false,
     }

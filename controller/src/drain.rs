@@ -44,8 +44,10 @@ async fn evict(client: &kube::Client, namespace: &str, name: &str) -> Result<(),
     }
 }
 
-/// Pods a drain leaves alone: mirror pods and DaemonSet pods.
-pub fn is_skipped(pod: &Pod) -> bool {
+/// Pods a drain leaves alone: mirror pods, DaemonSet pods, and the
+/// controller's own pods in the operator's namespace (see
+/// `api::labels::CONTROLLER_APP_NAME`).
+pub fn is_skipped(pod: &Pod, operator_namespace: &str) -> bool {
     let mirror = pod
         .annotations()
         .contains_key("kubernetes.io/config.mirror");
@@ -53,7 +55,12 @@ pub fn is_skipped(pod: &Pod) -> bool {
         .owner_references()
         .iter()
         .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
-    mirror || daemonset
+    let controller = pod.namespace().as_deref() == Some(operator_namespace)
+        && pod
+            .labels()
+            .get(api::labels::APP_NAME_LABEL)
+            .is_some_and(|v| v == api::labels::CONTROLLER_APP_NAME);
+    mirror || daemonset || controller
 }
 
 /// Drains `node`, giving up after `timeout`. The error names the pods still
@@ -61,6 +68,7 @@ pub fn is_skipped(pod: &Pod) -> bool {
 /// PodDisruptionBudget refuses its eviction.
 pub async fn drain_node(
     client: &kube::Client,
+    operator_namespace: &str,
     node: &str,
     timeout: Duration,
     mut on_blocked: impl FnMut(String),
@@ -74,7 +82,11 @@ pub async fn drain_node(
         let mut remaining: Vec<String> = Vec::new();
         match pods.list(&lp).await {
             Ok(list) => {
-                let targets: Vec<&Pod> = list.items.iter().filter(|p| !is_skipped(p)).collect();
+                let targets: Vec<&Pod> = list
+                    .items
+                    .iter()
+                    .filter(|p| !is_skipped(p, operator_namespace))
+                    .collect();
                 if targets.is_empty() {
                     return Ok(());
                 }
@@ -137,6 +149,8 @@ struct Entry {
 #[derive(Clone)]
 pub struct Drains {
     client: kube::Client,
+    /// The operator's namespace (its own pods are not evicted).
+    namespace: String,
     events: EventSink,
     trigger: mpsc::UnboundedSender<ObjectRef<BootcNodePool>>,
     entries: Arc<Mutex<HashMap<String, Entry>>>,
@@ -146,11 +160,13 @@ pub struct Drains {
 impl Drains {
     pub fn new(
         client: kube::Client,
+        namespace: &str,
         events: EventSink,
         trigger: mpsc::UnboundedSender<ObjectRef<BootcNodePool>>,
     ) -> Self {
         Drains {
             client,
+            namespace: namespace.to_owned(),
             events,
             trigger,
             entries: Arc::default(),
@@ -233,7 +249,7 @@ impl Drains {
                 }
                 let started = std::time::Instant::now();
                 let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
-                let drain = drain_node(&this.client, &node, timeout, move |pod| {
+                let drain = drain_node(&this.client, &this.namespace, &node, timeout, move |pod| {
                     let _ = blocked_tx.send(pod);
                 });
                 tokio::pin!(drain);
@@ -326,9 +342,21 @@ mod tests {
             serde_json::json!({"metadata": {"name": "r", "ownerReferences": [
             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": true}]}}),
         );
-        assert!(!is_skipped(&plain));
-        assert!(is_skipped(&mirror));
-        assert!(is_skipped(&ds));
-        assert!(!is_skipped(&rs));
+        let ns = api::labels::OPERATOR_NAMESPACE;
+        let controller = |namespace: &str| {
+            pod(
+                serde_json::json!({"metadata": {"name": "c", "namespace": namespace,
+                "labels": {"app.kubernetes.io/name": "bootc-controller"}}}),
+            )
+        };
+        assert!(!is_skipped(&plain, ns));
+        assert!(is_skipped(&mirror, ns));
+        assert!(is_skipped(&ds, ns));
+        assert!(!is_skipped(&rs, ns));
+        assert!(is_skipped(&controller(ns), ns), "the controller's own pod");
+        assert!(
+            !is_skipped(&controller("default"), ns),
+            "a look-alike elsewhere"
+        );
     }
 }

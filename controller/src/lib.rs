@@ -1,11 +1,16 @@
 //! The bootc pool controller.
 //!
 //! * [`planner`]: the pool reconciler's decisions as a pure function;
+//! * [`disruption`]: the disruption bound (who counts as disrupted, when a
+//!   node is back, when a new slot may be handed out);
+//! * [`staging`]: which members are told the target (staging bounds);
+//! * [`stuck`]: each phase a node waits in, its deadline and next step;
 //! * [`actuator`]: makes the planner's writes;
 //! * [`drain`]: node drains through the Eviction API;
 //! * [`target`]: the `resolve_target` step (digest references; the seam for
 //!   a registry-backed tag resolver);
 //! * [`lease`]: leader election on a Lease;
+//! * [`liveness`]: when `/healthz` fails (a wedged reconcile loop);
 //! * [`runtime`]: caches, watches, reconcile, finalizer, health endpoints.
 //!
 //! In-process use: `controller::run(config, Options::new("me"), token)`
@@ -27,15 +32,20 @@
 //! events.k8s.io events create/patch.
 
 pub mod actuator;
+pub mod disruption;
 pub mod drain;
 pub mod events;
 pub mod health;
 pub mod lease;
+pub mod liveness;
+
 pub mod metrics;
 pub mod planner;
 pub mod registry;
 pub mod resolver;
 pub mod runtime;
+pub mod staging;
+pub mod stuck;
 pub mod tag_policy;
 pub mod target;
 

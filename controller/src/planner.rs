@@ -31,6 +31,12 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::core::{Expression, Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
+use crate::disruption::{
+    self, Budget, cordoned_by, is_cordoned as node_unschedulable, is_ready as node_ready,
+};
+use crate::staging;
+use crate::stuck::{self, Stuck};
+
 /// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
 pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
 /// Degraded reason: `spec.pullSecretRef` names a Secret that does not exist.
@@ -100,6 +106,9 @@ pub struct PlanInput<'a> {
     /// it started).
     pub last_status_write: Option<Timestamp>,
     pub now: Timestamp,
+    /// When each member entered the phase it waits in, as far as the
+    /// controller remembers (see [`stuck`]).
+    pub phase_clock: stuck::Clock,
 }
 
 /// Changes to a Node's `bootc.dev/managed` label and `spec.unschedulable`.
@@ -112,21 +121,37 @@ pub struct NodePatch {
     /// A cordon of our own (a reboot slot): mark the Node with
     /// `bootc.dev/cordoned-by: <pool>`. An uncordon always removes the mark.
     pub ours: bool,
+    /// Some(true): write the pool's disruption record
+    /// (`bootc.dev/disrupted-by`); Some(false): remove it (the node is back).
+    pub disrupted: Option<bool>,
 }
 
 impl NodePatch {
-    /// Lift a cordon (our mark goes with it).
+    /// Lift a cordon of ours: the node is back (the mark and the
+    /// disruption record go with it).
     pub const UNCORDON: NodePatch = NodePatch {
         managed: None,
         unschedulable: Some(false),
         ours: false,
+        disrupted: Some(false),
     };
-    /// Cordon for a reboot slot, marked as ours.
+    /// Cordon for a reboot slot, marked as ours, with the disruption record.
     pub const SLOT_CORDON: NodePatch = NodePatch {
         managed: None,
         unschedulable: Some(true),
         ours: true,
+        disrupted: Some(true),
     };
+    /// The disruption record alone: on a node an admin had cordoned (its
+    /// slot starts), or off it (back, and the cordon stays the admin's).
+    pub const fn record(disrupted: bool) -> NodePatch {
+        NodePatch {
+            managed: None,
+            unschedulable: None,
+            ours: false,
+            disrupted: Some(disrupted),
+        }
+    }
 }
 
 /// One write, in the order the actuator must make them.
@@ -179,6 +204,8 @@ pub mod event_reasons {
     /// A PodDisruptionBudget refused an eviction; the drain retries.
     pub const DRAIN_BLOCKED: &str = "DrainBlocked";
     pub const NODE_LEFT: &str = "NodeLeft";
+    /// A node passed its phase's deadline (see `stuck`).
+    pub const NODE_STUCK: &str = "NodeStuck";
 }
 
 /// The planner's answer.
@@ -190,6 +217,8 @@ pub struct Plan {
     pub status: Option<BootcNodePoolStatus>,
     /// Reconcile again after this long even if nothing changes (a drain retry).
     pub requeue_after: Option<Duration>,
+    /// The phase each member waits in (the runtime's clock ticks with it).
+    pub phases: BTreeMap<String, stuck::Phase>,
     /// What the plan saw, for the metrics.
     pub summary: Summary,
 }
@@ -223,14 +252,6 @@ pub enum NodeState {
     Rebooting,
 }
 
-fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True")
-}
-
 /// Since when the Node has been not Ready (its Ready condition's last
 /// transition), if it is not Ready.
 fn not_ready_since(node: &Node) -> Option<jiff::Timestamp> {
@@ -248,22 +269,6 @@ fn not_ready_since(node: &Node) -> Option<jiff::Timestamp> {
         ),
         None => Some(jiff::Timestamp::UNIX_EPOCH),
     }
-}
-
-/// Is the Node cordoned by this pool's own reboot slot (by its mark)?
-fn cordoned_by(node: &Node, pool: &str) -> bool {
-    node_unschedulable(node)
-        && node
-            .annotations()
-            .get(api::labels::CORDONED_BY_ANNOTATION)
-            .is_some_and(|p| p == pool)
-}
-
-fn node_unschedulable(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
 }
 
 fn bn_degraded(bn: &BootcNode) -> bool {
@@ -481,6 +486,9 @@ fn leave_writes(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
         if node.labels().contains_key(api::labels::MANAGED_LABEL) {
             patch.managed = Some(false);
         }
+        if owner_pool(bn).is_some_and(|(pool, _)| disruption::recorded_for(node, &pool)) {
+            patch.disrupted = Some(false);
+        }
         match was_cordoned(bn) {
             Some(prior) if prior != node_unschedulable(node) => {
                 patch.unschedulable = Some(prior);
@@ -504,40 +512,193 @@ fn leave_writes(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
     writes.push(Write::DeleteBootcNode { name });
 }
 
+/// Owned BootcNodes whose node is gone or no longer selected leave the pool
+/// (writes and a `NodeLeft` event into `out`), except a node this pool
+/// disrupted that is not back yet (see [`disruption`]): it keeps its
+/// BootcNode, its label and its slot, and leaves once it is back. Returns
+/// those nodes.
+fn plan_leavers(
+    pool: &BootcNodePool,
+    nodes: &BTreeMap<String, &Node>,
+    bns: &BTreeMap<String, &BootcNode>,
+    members: &BTreeSet<&String>,
+    conflicts: &BTreeMap<String, BTreeSet<String>>,
+    out: &mut Plan,
+) -> Vec<String> {
+    let pool_name = pool.name_any();
+    let mut not_back = Vec::new();
+    for (name, bn) in bns {
+        if !owned_by(bn, pool) || members.contains(name) || conflicts.contains_key(name) {
+            continue;
+        }
+        let node = nodes.get(name).copied();
+        if let Some(node) = node
+            && holds_slot(node, bn, &pool_name)
+            && !disruption::is_back(node, Some(bn))
+        {
+            not_back.push(name.clone());
+            continue;
+        }
+        leave_writes(bn, node, &mut out.writes);
+        out.events.push(PlannedEvent {
+            reason: event_reasons::NODE_LEFT,
+            message: format!("node {name} left pool {pool_name}"),
+            warning: false,
+            node: Some(name.clone()),
+        });
+    }
+    // A node with this pool's record and neither membership nor BootcNode
+    // (both lost mid-reboot): back once Ready, then restored.
+    for (name, node) in nodes {
+        if bns.contains_key(name)
+            || members.contains(name)
+            || !disruption::recorded_for(node, &pool_name)
+        {
+            continue;
+        }
+        if !disruption::is_back(node, None) {
+            not_back.push(name.clone());
+        } else if let Some(patch) = back_patch(node, &pool_name, None) {
+            out.writes.push(Write::PatchNode {
+                name: name.clone(),
+                patch,
+            });
+        }
+    }
+    not_back
+}
+
+/// Does the node hold a slot of `pool` (its BootcNode's slot record, or the
+/// Node's disruption record)?
+fn holds_slot(node: &Node, bn: &BootcNode, pool: &str) -> bool {
+    bn.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION) || disruption::recorded_for(node, pool)
+}
+
+/// Was the Node cordoned before `pool`'s slot? A cordon with our mark is
+/// ours (from a slot whose BootcNode record was lost): it was not.
+fn prior_cordon(node: &Node, pool: &str) -> bool {
+    node_unschedulable(node) && !cordoned_by(node, pool)
+}
+
+/// The patch that keeps a slotted node cordoned and recorded, if needed.
+fn slot_patch(node: &Node, pool: &str) -> Option<NodePatch> {
+    if !node_unschedulable(node) {
+        Some(NodePatch::SLOT_CORDON)
+    } else if !disruption::recorded_for(node, pool) {
+        Some(NodePatch::record(true))
+    } else {
+        None
+    }
+}
+
+/// The patch that ends a node's disruption once it is back: lift our cordon
+/// (unless `was_cordoned` says an admin's was there first) and remove the
+/// record, in one write.
+fn back_patch(node: &Node, pool: &str, was_cordoned: Option<&str>) -> Option<NodePatch> {
+    let ours = match was_cordoned {
+        Some(prior) => prior != "true",
+        None => cordoned_by(node, pool),
+    };
+    if ours && node_unschedulable(node) {
+        Some(NodePatch::UNCORDON)
+    } else if disruption::recorded_for(node, pool) {
+        Some(NodePatch::record(false))
+    } else {
+        None
+    }
+}
+
+/// Hands free reboot slots to `candidates` within the disruption budget
+/// (already unavailable candidates first): the slot record on the
+/// BootcNode, then the cordon with the disruption record, then the drain.
+fn assign_slots(
+    candidates: &[String],
+    budget: &mut Budget,
+    nodes: &BTreeMap<String, &Node>,
+    pool: &str,
+    desired: &mut BTreeMap<String, Owned>,
+    post: &mut BTreeMap<String, Vec<Write>>,
+) {
+    let mut ordered = candidates.to_vec();
+    budget.order(&mut ordered);
+    for name in ordered {
+        let (Some(node), Some(owned)) = (nodes.get(&name), desired.get_mut(&name)) else {
+            continue;
+        };
+        if !budget.admits(&name) {
+            continue;
+        }
+        budget.take(&name);
+        owned.in_slot = true;
+        owned.was_cordoned = Some(prior_cordon(node, pool).to_string());
+        let writes = post.entry(name.clone()).or_default();
+        if let Some(patch) = slot_patch(node, pool) {
+            writes.push(Write::PatchNode {
+                name: name.clone(),
+                patch,
+            });
+        }
+        writes.push(Write::StartDrain { node: name });
+    }
+}
+
+/// What a deleted pool's cleanup does now, and what it waits for.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cleanup {
+    pub writes: Vec<Write>,
+    /// Nodes this pool disrupted that are not back yet: their cleanup (and
+    /// the pool's finalizer) waits for them, so that they keep counting as
+    /// disrupted while they reboot.
+    pub waiting: Vec<String>,
+}
+
 /// The writes that undo everything the pool did, for its deletion.
-pub fn plan_cleanup(input: &PlanInput<'_>) -> Vec<Write> {
+pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
     let nodes: BTreeMap<String, &Node> = input.nodes.iter().map(|n| (n.name_any(), *n)).collect();
-    let mut writes = Vec::new();
+    let pool_name = input.pool.name_any();
+    let mut out = Cleanup::default();
     for bn in input
         .bootc_nodes
         .iter()
         .filter(|bn| owned_by(bn, input.pool))
     {
-        leave_writes(bn, nodes.get(&bn.name_any()).copied(), &mut writes);
+        let node = nodes.get(&bn.name_any()).copied();
+        if let Some(node) = node
+            && holds_slot(node, bn, &pool_name)
+            && !disruption::is_back(node, Some(bn))
+        {
+            out.waiting.push(bn.name_any());
+            continue;
+        }
+        leave_writes(bn, node, &mut out.writes);
     }
-    // A node still carrying this pool's cordon mark without a BootcNode
-    // (deleted and not yet recreated) is restored by the mark alone.
-    let pool_name = input.pool.name_any();
+    // A node still carrying this pool's cordon mark or disruption record
+    // without a BootcNode (deleted and not yet recreated) is restored by the
+    // mark alone, once it is back.
     for (name, node) in &nodes {
         let has_bn = input
             .bootc_nodes
             .iter()
             .any(|bn| bn.name_any() == *name && owned_by(bn, input.pool));
-        if !has_bn && cordoned_by(node, &pool_name) {
-            writes.push(Write::PatchNode {
-                name: name.clone(),
-                patch: NodePatch {
-                    managed: node
-                        .labels()
-                        .contains_key(api::labels::MANAGED_LABEL)
-                        .then_some(false),
-                    unschedulable: Some(false),
-                    ours: false,
-                },
-            });
+        let ours = cordoned_by(node, &pool_name) || disruption::recorded_for(node, &pool_name);
+        if has_bn || !ours {
+            continue;
         }
+        if !disruption::is_back(node, None) {
+            out.waiting.push(name.clone());
+            continue;
+        }
+        let mut patch = back_patch(node, &pool_name, None).unwrap_or_default();
+        patch.managed = node
+            .labels()
+            .contains_key(api::labels::MANAGED_LABEL)
+            .then_some(false);
+        out.writes.push(Write::PatchNode {
+            name: name.clone(),
+            patch,
+        });
     }
-    writes
+    out
 }
 
 /// Per-state counts for the status message.
@@ -671,18 +832,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         }
     }
     let member_set: BTreeSet<&String> = members.iter().collect();
-    // Owned BootcNodes whose node is gone or no longer selected leave.
-    for (name, bn) in &bns {
-        if owned_by(bn, pool) && !member_set.contains(name) && !conflicts.contains_key(name) {
-            leave_writes(bn, nodes.get(name).copied(), &mut out.writes);
-            out.events.push(PlannedEvent {
-                reason: event_reasons::NODE_LEFT,
-                message: format!("node {name} left pool {}", pool.name_any()),
-                warning: false,
-                node: Some(name.clone()),
-            });
-        }
-    }
+    let not_back = plan_leavers(pool, &nodes, &bns, &member_set, &conflicts, &mut out);
 
     // Drains of nodes that are no longer slotted members are stopped below.
     let slots = match max_unavailable(&pool.spec.rollout.max_unavailable, members.len()) {
@@ -695,7 +845,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let paused = pool.spec.rollout.paused;
 
     let mut counts = Counts::default();
-    let mut holders = 0usize;
+    let mut budget = Budget::new(slots);
+    for name in &not_back {
+        budget.hold(name);
+    }
     let mut unhealthy_in_slots: Vec<String> = Vec::new();
     let mut drain_failures: Vec<String> = Vec::new();
     let mut candidates: Vec<String> = Vec::new();
@@ -709,8 +862,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let mut post: BTreeMap<String, Vec<Write>> = BTreeMap::new();
     let mut requeue: Option<Duration> = None;
     let mut all_run_target = !members.is_empty();
+    // Slots are free but the pool's own unavailable nodes use the budget up.
+    let mut waiting_for_budget: Option<String> = None;
+    let mut stuck_nodes: Vec<Stuck> = Vec::new();
 
     if let Some(target) = &target {
+        let held = not_back.len();
+        let told = told_members(pool, &members, &bns, &nodes, target, slots, held);
         for name in &members {
             let node = nodes.get(name).copied();
             let existing = bns.get(name).copied();
@@ -728,16 +886,18 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     was_cordoned: None,
                 },
             };
-            // Spec sync.
-            if owned.spec.desired_image != target.image {
-                owned.spec.desired_image = target.image.clone();
+            // Spec sync: the target, or what it runs while it waits to be
+            // told (see `staging`).
+            let image = match existing {
+                Some(bn) if !told.contains(name) => kept_image(bn),
+                _ => target.image.clone(),
+            };
+            if owned.spec.desired_image != image {
+                owned.spec.desired_image = image;
                 owned.spec.desired_image_state = DesiredImageState::Staged;
             }
             owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
-            owned.spec.pull_secret_ref = pull_secret_ref.clone();
-            owned.spec.pull_secret_hash = pull_secret_ref
-                .as_ref()
-                .and_then(|_| input.pull_secret_hash.clone());
+            sync_pull_secret(&mut owned.spec, existing, pull_secret_ref.as_ref(), input);
 
             let state = existing.map_or(NodeState::Pending, |bn| classify(bn, target));
             let runs = existing.is_some_and(|bn| runs_target(bn, target));
@@ -760,18 +920,33 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             let degraded = state == NodeState::Degraded;
             let healthy = ready && !degraded;
             let drain = input.drains.get(name);
+            if let Some(node) = node
+                && disruption::recorded_for(node, &pool_name)
+                && !owned.in_slot
+            {
+                // Disrupted by our slot, whose BootcNode record was lost
+                // (deleted, recreated): the slot is taken back.
+                owned.in_slot = true;
+                owned.was_cordoned = Some(prior_cordon(node, &pool_name).to_string());
+            }
 
             if owned.in_slot {
-                if runs && healthy {
-                    // Rule 2: release only when updated, not Degraded, Ready.
-                    if let Some(node) = node
-                        && owned.was_cordoned.as_deref() != Some("true")
-                        && node_unschedulable(node)
-                    {
-                        pre.entry(name.clone()).or_default().push(Write::PatchNode {
-                            name: name.clone(),
-                            patch: NodePatch::UNCORDON,
-                        });
+                let in_flight = existing.is_none_or(disruption::reboot_in_flight);
+                if runs && healthy && !in_flight {
+                    // Rule 2: release only when updated, not Degraded, Ready,
+                    // and with no reboot in flight: the node is back.
+                    if let Some(node) = node {
+                        let patch = back_patch(node, &pool_name, owned.was_cordoned.as_deref());
+                        if patch.as_ref().is_none_or(|p| p.unschedulable.is_none()) {
+                            // Still cordoned (an admin's cordon): unavailable.
+                            budget.member(name, node);
+                        }
+                        if let Some(patch) = patch {
+                            pre.entry(name.clone()).or_default().push(Write::PatchNode {
+                                name: name.clone(),
+                                patch,
+                            });
+                        }
                     }
                     owned.in_slot = false;
                     owned.was_cordoned = None;
@@ -782,7 +957,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             .push(Write::CancelDrain { node: name.clone() });
                     }
                 } else {
-                    holders += 1;
+                    budget.hold(name);
                     // Rule 3 counts Degraded nodes, and NotReady ones unless
                     // they are simply rebooting (approved, not yet on the
                     // target) within REBOOT_GRACE.
@@ -806,15 +981,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         if paused {
                             held_by_pause.push(name.clone());
                         }
-                        // Keep the node cordoned and drained until approval.
-                        if let Some(node) = node
-                            && !node_unschedulable(node)
-                        {
+                        // Keep the node cordoned, recorded and drained
+                        // until approval.
+                        if let Some(patch) = node.and_then(|n| slot_patch(n, &pool_name)) {
                             post.entry(name.clone())
                                 .or_default()
                                 .push(Write::PatchNode {
                                     name: name.clone(),
-                                    patch: NodePatch::SLOT_CORDON,
+                                    patch,
                                 });
                         }
                         match drain {
@@ -851,6 +1025,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     }
                 }
             } else {
+                if let Some(node) = node {
+                    budget.member(name, node);
+                }
                 // Approval belongs to a slot.
                 owned.spec.desired_image_state = DesiredImageState::Staged;
                 if drain.is_some() {
@@ -877,12 +1054,29 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         name: name.clone(),
                         patch: NodePatch {
                             managed: Some(true),
-                            unschedulable: None,
-                            ours: false,
+                            ..NodePatch::default()
                         },
                     },
                 );
             }
+            let facts = stuck::Facts {
+                in_slot: owned.in_slot,
+                approved: owned.spec.desired_image_state == DesiredImageState::Booted,
+                ready,
+                runs_target: runs,
+                degraded,
+                staging: state == NodeState::Staging,
+                daemon_behind: existing.is_some_and(daemon_behind),
+            };
+            watch_phase(
+                name,
+                facts,
+                node,
+                input,
+                &mut out.phases,
+                &mut stuck_nodes,
+                &mut requeue,
+            );
             desired.insert(name.clone(), owned);
         }
 
@@ -890,28 +1084,27 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         let halted = unhealthy_in_slots.len() >= 2;
         out.summary.halted = halted;
         if !paused && !halted {
-            let free = slots.saturating_sub(holders);
-            for name in candidates.iter().take(free) {
-                let Some(node) = nodes.get(name) else {
-                    continue;
-                };
-                let Some(owned) = desired.get_mut(name) else {
-                    continue;
-                };
-                // A cordon with our mark is ours from a slot whose record was
-                // lost: the node was schedulable before.
-                let cordoned = node_unschedulable(node) && !cordoned_by(node, &pool_name);
-                owned.in_slot = true;
-                owned.was_cordoned = Some(cordoned.to_string());
-                let writes = post.entry(name.clone()).or_default();
-                if !node_unschedulable(node) {
-                    writes.push(Write::PatchNode {
-                        name: name.clone(),
-                        patch: NodePatch::SLOT_CORDON,
-                    });
-                }
-                writes.push(Write::StartDrain { node: name.clone() });
-                out.summary.draining.insert(name.clone());
+            assign_slots(
+                &candidates,
+                &mut budget,
+                &nodes,
+                &pool_name,
+                &mut desired,
+                &mut post,
+            );
+            // The new slot holders are cordoned and about to drain.
+            out.summary.draining.extend(
+                candidates
+                    .iter()
+                    .filter(|c| desired.get(*c).is_some_and(|o| o.in_slot))
+                    .cloned(),
+            );
+            if let Some(others) = budget.blocked_by_others().filter(|_| {
+                candidates
+                    .iter()
+                    .any(|c| desired.get(c).is_some_and(|o| !o.in_slot))
+            }) {
+                waiting_for_budget = Some(others);
             }
         }
         // A cordon of ours on a node outside any slot (its slot record was
@@ -1027,6 +1220,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             .collect();
         problems.push((reasons::NODE_CONFLICT, text.join("; ")));
     }
+    report_stuck(&stuck_nodes, &current, &mut problems, &mut out.events);
     if !drain_failures.is_empty() {
         problems.push((DRAIN_TIMED_OUT, drain_failures.join("; ")));
     }
@@ -1040,8 +1234,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         reasons::INVALID_SPEC => 0,
         reasons::NODE_CONFLICT => 2,
         reasons::ROLLOUT_HALTED => 3,
-        DRAIN_TIMED_OUT => 4,
-        reasons::NODE_DEGRADED => 5,
+        reasons::NODE_STUCK => 4,
+        DRAIN_TIMED_OUT => 5,
+        reasons::NODE_DEGRADED => 6,
         _ => 1,
     };
     problems.sort_by_key(|(r, _)| rank(r));
@@ -1075,6 +1270,17 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             .collect();
         if !slotted.is_empty() && !paused {
             s.push_str(&format!("; in reboot slots: {}", slotted.join(", ")));
+        }
+        if !not_back.is_empty() {
+            s.push_str(&format!(
+                "; left the pool, leaving once back from their reboot: {}",
+                not_back.join(", ")
+            ));
+        }
+        if let Some(others) = &waiting_for_budget {
+            s.push_str(&format!(
+                "; no new reboot slot while these nodes are unavailable: {others}"
+            ));
         }
         s
     };
@@ -1152,6 +1358,145 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     }
     out.requeue_after = requeue;
     out
+}
+
+/// The pull-secret fields of a member's spec. A pool-wide credentials
+/// problem (the referenced Secret missing, or not a docker config) is
+/// reported once on the pool and is not passed on: an existing BootcNode
+/// keeps the fields it has (its host keeps the auth file it has), so that
+/// nodes do not all turn Degraded over it and a node on the target stays
+/// healthy; staging goes on with the credentials each host already has.
+fn sync_pull_secret(
+    spec: &mut BootcNodeSpec,
+    existing: Option<&BootcNode>,
+    pull_secret_ref: Option<&api::SecretReference>,
+    input: &PlanInput<'_>,
+) {
+    let invalid = input
+        .target
+        .as_ref()
+        .is_err_and(|p| p.reason == reasons::INVALID_PULL_SECRET);
+    let broken = pull_secret_ref.is_some() && (input.pull_secret_hash.is_none() || invalid);
+    if broken && let Some(bn) = existing {
+        spec.pull_secret_ref = bn.spec.pull_secret_ref.clone();
+        spec.pull_secret_hash = bn.spec.pull_secret_hash.clone();
+        return;
+    }
+    spec.pull_secret_ref = pull_secret_ref.cloned().filter(|_| !broken);
+    spec.pull_secret_hash = spec
+        .pull_secret_ref
+        .as_ref()
+        .and_then(|_| input.pull_secret_hash.clone());
+}
+
+/// The members told the target (see [`staging`]).
+fn told_members(
+    pool: &BootcNodePool,
+    members: &[String],
+    bns: &BTreeMap<String, &BootcNode>,
+    nodes: &BTreeMap<String, &Node>,
+    target: &Target,
+    slots: usize,
+    held_elsewhere: usize,
+) -> BTreeSet<String> {
+    let pool_name = pool.name_any();
+    let view: Vec<staging::Member> = members
+        .iter()
+        .map(|name| {
+            let bn = bns.get(name).copied();
+            let node = nodes.get(name).copied();
+            let status = bn.and_then(|b| b.status.as_ref());
+            staging::Member {
+                name: name.clone(),
+                told: bn.is_none_or(|b| b.spec.desired_image == target.image),
+                runs_target: bn.is_some_and(|b| runs_target(b, target)),
+                staged: bn.is_some_and(|b| classify(b, target) == NodeState::Staged),
+                in_slot: bn
+                    .zip(node)
+                    .is_some_and(|(b, n)| holds_slot(n, b, &pool_name)),
+                unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
+            }
+        })
+        .collect();
+    let holders = view.iter().filter(|m| m.in_slot).count() + held_elsewhere;
+    let bounds = staging::Bounds::of(&pool.spec.rollout);
+    staging::told(&view, bounds, slots.saturating_sub(holders))
+}
+
+/// What a member waiting to be told the target is kept on: the image it
+/// runs (its BootcNode's desired image while it has not reported one).
+fn kept_image(bn: &BootcNode) -> String {
+    bn.status
+        .as_ref()
+        .and_then(|s| s.booted.as_ref())
+        .and_then(|b| b.image.clone())
+        .unwrap_or_else(|| bn.spec.desired_image.clone())
+}
+
+/// Has the daemon not reported on its BootcNode's current spec?
+fn daemon_behind(bn: &BootcNode) -> bool {
+    match &bn.status {
+        None => true,
+        Some(s) => matches!(
+            (s.observed_generation, bn.metadata.generation),
+            (Some(seen), Some(generation)) if seen < generation
+        ),
+    }
+}
+
+/// Times a member's phase (see [`stuck`]): past its deadline it is stuck;
+/// before, the pool is looked at again when it would be.
+fn watch_phase(
+    name: &str,
+    facts: stuck::Facts,
+    node: Option<&Node>,
+    input: &PlanInput<'_>,
+    phases: &mut BTreeMap<String, stuck::Phase>,
+    stuck_nodes: &mut Vec<Stuck>,
+    requeue: &mut Option<Duration>,
+) {
+    let Some(phase) = stuck::phase_of(facts) else {
+        return;
+    };
+    phases.insert(name.to_owned(), phase);
+    let since = if phase.clocked() {
+        match input.phase_clock.get(name) {
+            Some((seen, since)) if *seen == phase => *since,
+            _ => input.now,
+        }
+    } else {
+        node.and_then(not_ready_since).unwrap_or(input.now)
+    };
+    match stuck::assess(name, phase, since, input.now) {
+        Ok(s) => stuck_nodes.push(s),
+        Err(left) => *requeue = Some(requeue.map_or(left, |r| r.min(left))),
+    }
+}
+
+/// Stuck nodes go on the pool's Degraded condition, and each one newly
+/// stuck in its phase gets one Warning Event.
+fn report_stuck(
+    stuck_nodes: &[Stuck],
+    current: &BootcNodePoolStatus,
+    problems: &mut Vec<(&'static str, String)>,
+    events: &mut Vec<PlannedEvent>,
+) {
+    if stuck_nodes.is_empty() {
+        return;
+    }
+    let reported = conditions::message(&current.conditions, reasons::DEGRADED).unwrap_or("");
+    for s in stuck_nodes {
+        if !reported.contains(&s.key()) {
+            events.push(PlannedEvent {
+                reason: event_reasons::NODE_STUCK,
+                message: s.message(),
+                warning: true,
+                node: Some(s.node.clone()),
+            });
+        }
+    }
+    let messages: Vec<String> = stuck_nodes.iter().map(Stuck::message).collect();
+    problems.push((reasons::NODE_STUCK, messages.join("; ")));
 }
 
 /// The target as a person reads it: the version label bootc reports for it

@@ -94,6 +94,8 @@ struct Bn {
     daemon: Daemon,
     degraded: bool,
     slot: Option<bool>,
+    /// The daemon's last report is for an older spec generation.
+    behind: bool,
 }
 
 fn bn(name: &'static str, desired: &'static str, daemon: Daemon) -> Bn {
@@ -105,6 +107,7 @@ fn bn(name: &'static str, desired: &'static str, daemon: Daemon) -> Bn {
         daemon,
         degraded: false,
         slot: None,
+        behind: false,
     }
 }
 
@@ -119,6 +122,10 @@ impl Bn {
     }
     fn approved(mut self) -> Self {
         self.booted_state = DesiredImageState::Booted;
+        self
+    }
+    fn behind(mut self) -> Self {
+        self.behind = true;
         self
     }
     fn owned_by(mut self, pool: &'static str) -> Self {
@@ -173,7 +180,11 @@ impl Bn {
                 cond("Idle", false, "Rebooting"),
             ),
         };
+        if self.behind {
+            b.metadata.generation = Some(5);
+        }
         b.status = Some(BootcNodeStatus {
+            observed_generation: self.behind.then_some(4),
             booted: Some(booted),
             staged,
             conditions: vec![
@@ -199,6 +210,7 @@ struct World {
     target: Result<Target, TargetProblem>,
     secret_hash: Option<String>,
     last_status_write: Option<Timestamp>,
+    clock: stuck::Clock,
 }
 
 fn now() -> Timestamp {
@@ -216,6 +228,7 @@ impl World {
             target: Ok(target(NEW)),
             secret_hash: None,
             last_status_write: None,
+            clock: stuck::Clock::new(),
         }
     }
     fn node(mut self, n: Node) -> Self {
@@ -230,11 +243,37 @@ impl World {
         self.drains.insert(node.into(), phase);
         self
     }
+    /// The Nodes as the actuator leaves them: a node whose BootcNode holds
+    /// a slot carries the pool's disruption record, and our cordon mark
+    /// when the cordon is ours.
+    fn recorded_nodes(&self) -> Vec<Node> {
+        let mut nodes = self.nodes.clone();
+        for bn in &self.bns {
+            let ann = bn.annotations();
+            if !ann.contains_key(IN_REBOOT_SLOT_ANNOTATION) {
+                continue;
+            }
+            let Some((pool, _)) = owner_pool(bn) else {
+                continue;
+            };
+            let ours = ann.get(WAS_CORDONED_ANNOTATION).map(String::as_str) == Some("false");
+            for n in nodes.iter_mut().filter(|n| n.name_any() == bn.name_any()) {
+                n.annotations_mut()
+                    .insert(api::labels::DISRUPTED_BY_ANNOTATION.into(), pool.clone());
+                if ours && node_unschedulable(n) {
+                    n.annotations_mut()
+                        .insert(api::labels::CORDONED_BY_ANNOTATION.into(), pool.clone());
+                }
+            }
+        }
+        nodes
+    }
     fn plan(&self) -> Plan {
+        let nodes = self.recorded_nodes();
         plan(&PlanInput {
             pool: &self.pool,
             target: self.target.clone(),
-            nodes: self.nodes.iter().collect(),
+            nodes: nodes.iter().collect(),
             bootc_nodes: self.bns.iter().collect(),
             other_pools: self.others.iter().collect(),
             pull_secret_hash: self.secret_hash.clone(),
@@ -242,6 +281,7 @@ impl World {
             operator_namespace: api::labels::OPERATOR_NAMESPACE,
             last_status_write: self.last_status_write,
             now: now(),
+            phase_clock: self.clock.clone(),
         })
     }
 }
@@ -493,11 +533,16 @@ fn an_admin_cordoned_node_is_recorded_and_not_cordoned_again() {
             .map(String::as_str),
         Some("true")
     );
-    assert!(
-        !p.writes
-            .iter()
-            .any(|w| matches!(w, Write::PatchNode { .. }))
-    );
+    // Not cordoned again: only the disruption record is written.
+    let patches: Vec<&NodePatch> = p
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::PatchNode { patch, .. } => Some(patch),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(patches, [&NodePatch::record(true)]);
     assert_eq!(slotted(&p), vec!["w1".to_owned()]);
 }
 
@@ -653,11 +698,9 @@ fn slot_rule_2_release_only_when_updated_healthy_and_ready() {
         .node(node("w1", "a", true, true))
         .bn(bn("w1", NEW, Daemon::Idle(NEW)).approved().slot(true));
     let p = w.plan();
-    assert!(
-        !p.writes
-            .iter()
-            .any(|w| matches!(w, Write::PatchNode { .. }))
-    );
+    // Only the disruption record goes; the cordon stays the admin's.
+    assert!(p.writes.iter().all(|w| !matches!(w,
+        Write::PatchNode { patch, .. } if *patch != NodePatch::record(false))));
     assert!(applied(&p, "w1").unwrap().annotations.is_empty());
 }
 
@@ -890,15 +933,15 @@ fn a_cordon_of_ours_is_known_by_its_mark_when_the_bootc_node_was_lost() {
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
         last_status_write: None,
         now: Timestamp::UNIX_EPOCH,
+        phase_clock: stuck::Clock::new(),
     };
     assert_eq!(
-        plan_cleanup(&input),
+        plan_cleanup(&input).writes,
         vec![Write::PatchNode {
             name: "w1".into(),
             patch: NodePatch {
                 managed: Some(false),
-                unschedulable: Some(false),
-                ours: false
+                ..NodePatch::UNCORDON
             }
         }]
     );
@@ -935,8 +978,7 @@ fn leaving_restores_cordon_removes_label_and_deletes_in_that_order() {
                 name: "w1".into(),
                 patch: NodePatch {
                     managed: Some(false),
-                    unschedulable: Some(false),
-                    ours: false
+                    ..NodePatch::UNCORDON
                 }
             },
             Write::DeleteBootcNode { name: "w1".into() },
@@ -1101,14 +1143,16 @@ fn cleanup_restores_everything() {
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
         last_status_write: None,
         now: Timestamp::UNIX_EPOCH,
+        phase_clock: stuck::Clock::new(),
     };
-    let writes = plan_cleanup(&input);
+    let writes = plan_cleanup(&input).writes;
     assert!(writes.contains(&Write::PatchNode {
         name: "w1".into(),
         patch: NodePatch {
             managed: Some(false),
             unschedulable: Some(false),
-            ours: false
+            ours: false,
+            disrupted: None,
         }
     }));
     assert!(writes.contains(&Write::PatchNode {
@@ -1116,7 +1160,8 @@ fn cleanup_restores_everything() {
         patch: NodePatch {
             managed: Some(false),
             unschedulable: None,
-            ours: false
+            ours: false,
+            disrupted: None,
         }
     }));
     assert!(writes.contains(&Write::DeleteBootcNode { name: "w1".into() }));
@@ -1429,8 +1474,9 @@ fn one_node_update_writes_and_events() {
     let mut status: Option<BootcNodePoolStatus> = None;
     let (mut total_bn, mut total_node, mut total_events) = (0, 0, 0);
     for ((name, b, cordoned, ready, drain), bn_want, node_want, events_want) in steps {
+        let n = node("w1", "a", true, cordoned);
         let mut w = World::new(pool("a", IntOrString::Int(1), false))
-            .node(node("w1", "a", ready, cordoned))
+            .node(if ready { n } else { down_for(n, 30) })
             .bn(b);
         w.pool.status = status.clone();
         if let Some(d) = drain {
@@ -1581,7 +1627,9 @@ fn count_only_status_changes_are_coalesced() {
         let name = row.name;
         let p = world(row.w2, row.last).plan();
         assert_eq!(p.status.is_some(), row.written, "{name}: {:?}", p.status);
-        assert_eq!(p.requeue_after, row.requeue, "{name}");
+        // (Longer requeues are the stuck-phase deadlines'.)
+        let coalescing = p.requeue_after.filter(|d| *d <= COUNTS_MIN_INTERVAL);
+        assert_eq!(coalescing, row.requeue, "{name}");
         if let Some(s) = p.status {
             assert_ne!(s, stored, "{name}");
         }
@@ -1592,6 +1640,549 @@ fn count_only_status_changes_are_coalesced() {
         up_to_date(&p).2,
         "1/2 updated; 0 staging, 1 staged, 0 rebooting; in reboot slots: w2"
     );
+}
+
+// The disruption bound: a node disrupted by a slot keeps counting until it
+// is back, whatever happens to its slot's other records.
+
+/// A node this pool's slot cordoned (our mark and the disruption record),
+/// NotReady: it is rebooting.
+fn rebooting_node(name: &str, pool_label: &str) -> Node {
+    let mut n = marked(down_for(node(name, pool_label, true, true), 20), "a");
+    n.annotations_mut()
+        .insert(api::labels::DISRUPTED_BY_ANNOTATION.into(), "a".into());
+    n
+}
+
+fn node_writes<'a>(plan: &'a Plan, name: &str) -> Vec<&'a Write> {
+    plan.writes
+        .iter()
+        .filter(|w| crate::actuator::node_of(w) == name)
+        .collect()
+}
+
+#[test]
+fn a_node_that_leaves_the_pool_mid_reboot_keeps_its_slot_until_back() {
+    let mut moved = rebooting_node("r", "elsewhere");
+    moved
+        .labels_mut()
+        .insert(MANAGED_LABEL.into(), String::new());
+    let world = |r: Node, daemon: Daemon| {
+        World::new(pool("a", IntOrString::Int(1), false))
+            .node(r)
+            .node(node("next", "a", true, false))
+            .bn(bn("r", NEW, daemon).approved().slot(false))
+            .bn(bn("next", NEW, Daemon::Staged(OLD)))
+    };
+    // Rebooting: it keeps its BootcNode, label, cordon and slot.
+    let p = world(moved.clone(), Daemon::Rebooting(OLD)).plan();
+    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    assert!(
+        slotted(&p).is_empty(),
+        "a second node disrupted: {:?}",
+        p.writes
+    );
+    let (_, _, message) = up_to_date(&p);
+    assert!(
+        message.contains("leaving once back from their reboot: r"),
+        "{message}"
+    );
+    // Ready but still approved for an image it does not run: about to go.
+    let mut ready = moved.clone();
+    ready.status = node("r", "x", true, true).status;
+    let p = world(ready.clone(), Daemon::Rebooting(OLD)).plan();
+    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    assert!(slotted(&p).is_empty());
+    // Back on the image it was told to boot: it leaves (cordon, mark and
+    // record in one patch), and the slot goes to the next node.
+    let p = world(ready, Daemon::Idle(NEW)).plan();
+    assert_eq!(
+        node_writes(&p, "r"),
+        [
+            &Write::CancelDrain { node: "r".into() },
+            &Write::PatchNode {
+                name: "r".into(),
+                patch: NodePatch {
+                    managed: Some(false),
+                    ..NodePatch::UNCORDON
+                }
+            },
+            &Write::DeleteBootcNode { name: "r".into() },
+        ]
+    );
+    assert_eq!(slotted(&p), ["next"]);
+}
+
+#[test]
+fn a_bootc_node_deleted_mid_reboot_takes_its_slot_back() {
+    // The BootcNode is gone: recreated, its slot taken back from the Node's
+    // record, the cordon kept, no other slot.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    let a = applied(&p, "r").expect("recreated");
+    assert!(a.in_slot(), "{a:?}");
+    assert_eq!(
+        a.annotations
+            .get(WAS_CORDONED_ANNOTATION)
+            .map(String::as_str),
+        Some("false")
+    );
+    assert!(!uncordons(&p, "r"), "{:?}", p.writes);
+    assert!(!slotted(&p).contains(&"next".to_owned()), "{:?}", p.writes);
+    // Recreated and its daemon not yet back: still held.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Nothing))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(!uncordons(&p, "r"), "{:?}", p.writes);
+    assert!(!slotted(&p).contains(&"next".to_owned()), "{:?}", p.writes);
+    // Back on the target and Ready: released, and the next node goes.
+    let mut back = rebooting_node("r", "a");
+    back.status = node("r", "a", true, true).status;
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(back)
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Idle(NEW)))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(node_writes(&p, "r").contains(&&Write::PatchNode {
+        name: "r".into(),
+        patch: NodePatch::UNCORDON
+    }));
+    assert_eq!(slotted(&p), ["next"]);
+}
+
+#[test]
+fn a_target_withdrawn_mid_reboot_keeps_the_slot_until_the_daemon_answers() {
+    // Approved for NEW, the pool rolled back to OLD, which the node runs.
+    // Its daemon's last word (Staged, for the approving spec) may have been
+    // followed by the apply: the slot is kept.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("r", "a", true, true))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", OLD, Daemon::Staged(OLD)).slot(false).behind())
+        .bn(bn("next", NEW, Daemon::Staged(OLD)));
+    w.target = Ok(target(OLD));
+    let p = w.plan();
+    assert!(!uncordons(&p, "r"), "{:?}", p.writes);
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    // Same while it says Rebooting.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("r", "a", true, true))
+        .bn(bn("r", OLD, Daemon::Rebooting(OLD)).slot(false).behind());
+    w.target = Ok(target(OLD));
+    assert!(!uncordons(&w.plan(), "r"));
+    // The daemon answered the new spec (Idle on OLD): released.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("r", "a", true, true))
+        .bn(bn("r", OLD, Daemon::Idle(OLD)).slot(false).behind());
+    w.target = Ok(target(OLD));
+    assert!(uncordons(&w.plan(), "r"));
+}
+
+#[test]
+fn a_pause_mid_reboot_keeps_the_slot() {
+    let p = World::new(pool("a", IntOrString::Int(1), true))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    // Resumed: the slot is still taken.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+}
+
+#[test]
+fn a_pool_deleted_mid_reboot_waits_for_the_node_to_be_back() {
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("done", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("done", NEW, Daemon::Idle(NEW)));
+    let nodes = w.recorded_nodes();
+    let input = PlanInput {
+        pool: &w.pool,
+        target: w.target.clone(),
+        nodes: nodes.iter().collect(),
+        bootc_nodes: w.bns.iter().collect(),
+        other_pools: vec![],
+        pull_secret_hash: None,
+        drains: BTreeMap::new(),
+        operator_namespace: api::labels::OPERATOR_NAMESPACE,
+        last_status_write: None,
+        now: now(),
+        phase_clock: stuck::Clock::new(),
+    };
+    let cleanup = plan_cleanup(&input);
+    assert_eq!(cleanup.waiting, ["r"]);
+    assert!(
+        cleanup
+            .writes
+            .iter()
+            .all(|w| crate::actuator::node_of(w) == "done"),
+        "{:?}",
+        cleanup.writes
+    );
+    // The record alone (BootcNode gone too) waits the same way.
+    let input = PlanInput {
+        bootc_nodes: vec![],
+        ..input
+    };
+    assert_eq!(plan_cleanup(&input).waiting, ["r"]);
+}
+
+#[test]
+fn a_recorded_node_outside_the_pool_counts_until_ready() {
+    // Neither a member nor a BootcNode (both lost mid-reboot, or a
+    // restarted controller finding only the Node): the record holds a slot.
+    let mut gone = rebooting_node("r", "elsewhere");
+    gone.labels_mut().remove(MANAGED_LABEL);
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(gone.clone())
+        .node(node("next", "a", true, false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    assert!(slotted(&p).is_empty());
+    // Ready: restored (our cordon and the record go), the slot is free.
+    gone.status = node("r", "x", true, true).status;
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(gone)
+        .node(node("next", "a", true, false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert_eq!(
+        node_writes(&p, "r"),
+        [&Write::PatchNode {
+            name: "r".into(),
+            patch: NodePatch::UNCORDON
+        }]
+    );
+    assert_eq!(slotted(&p), ["next"]);
+}
+
+#[test]
+fn the_pools_own_unavailable_nodes_use_the_budget() {
+    // A member NotReady on its own: no new slot, and the message says why.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("down", "a", false, false))
+        .node(node("next", "a", true, false))
+        .bn(bn("down", NEW, Daemon::Idle(OLD)))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    let (_, _, message) = up_to_date(&p);
+    assert!(
+        message
+            .ends_with("; no new reboot slot while these nodes are unavailable: down (NotReady)"),
+        "{message}"
+    );
+    // Two slots: one left for the others.
+    let p = World::new(pool("a", IntOrString::Int(2), false))
+        .node(node("down", "a", false, false))
+        .node(node("n1", "a", true, false))
+        .node(node("n2", "a", true, false))
+        .bn(bn("down", NEW, Daemon::Idle(OLD)))
+        .bn(bn("n1", NEW, Daemon::Staged(OLD)))
+        .bn(bn("n2", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert_eq!(slotted(&p), ["n1"]);
+    // An admin's cordon on an up-to-date member uses the budget too...
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("adm", "a", true, true))
+        .node(node("next", "a", true, false))
+        .bn(bn("adm", NEW, Daemon::Idle(NEW)))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    assert!(up_to_date(&p).2.ends_with("adm (cordoned)"));
+    // ...and an admin-cordoned node that needs the update takes the slot
+    // first: it disrupts nothing more.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("a-next", "a", true, false))
+        .node(node("adm", "a", true, true))
+        .bn(bn("a-next", NEW, Daemon::Staged(OLD)))
+        .bn(bn("adm", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert_eq!(slotted(&p), ["adm"]);
+}
+
+#[test]
+fn reboot_in_flight_table() {
+    let rows: Vec<(&str, Bn, bool)> = vec![
+        (
+            "approved, not on it yet",
+            bn("n", NEW, Daemon::Staged(OLD)).approved(),
+            true,
+        ),
+        (
+            "approved, rebooting",
+            bn("n", NEW, Daemon::Rebooting(OLD)).approved(),
+            true,
+        ),
+        (
+            "approved, on it",
+            bn("n", NEW, Daemon::Idle(NEW)).approved(),
+            false,
+        ),
+        (
+            "approved, gave up (Degraded)",
+            bn("n", NEW, Daemon::Rebooting(OLD)).approved().degraded(),
+            false,
+        ),
+        (
+            "not approved, answered",
+            bn("n", NEW, Daemon::Staged(OLD)),
+            false,
+        ),
+        (
+            "approval withdrawn, daemon behind (Staged)",
+            bn("n", OLD, Daemon::Staged(OLD)).behind(),
+            true,
+        ),
+        (
+            "approval withdrawn, daemon behind (Rebooting)",
+            bn("n", OLD, Daemon::Rebooting(OLD)).behind(),
+            true,
+        ),
+        (
+            "released: Idle, not acknowledged",
+            bn("n", NEW, Daemon::Idle(NEW)).behind(),
+            false,
+        ),
+        ("no status", bn("n", NEW, Daemon::Nothing), false),
+    ];
+    for (name, b, want) in rows {
+        assert_eq!(disruption::reboot_in_flight(&b.build()), want, "{name}");
+    }
+}
+
+#[test]
+fn one_node_stuck_in_its_slot_is_named_on_the_pool_once() {
+    // Rebooting for 11 minutes, alone: no halt, but the pool says so.
+    let w = World::new(pool("a", IntOrString::Int(2), false))
+        .node(down_for(node("r", "a", true, true), 660))
+        .node(node("ok", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("ok", NEW, Daemon::Idle(NEW)));
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::NODE_STUCK);
+    assert!(
+        degraded_message(&p).starts_with("node r rebooting (NotReady) for 11m (deadline 10m): "),
+        "{}",
+        degraded_message(&p)
+    );
+    let stuck: Vec<&PlannedEvent> = p
+        .events
+        .iter()
+        .filter(|e| e.reason == event_reasons::NODE_STUCK)
+        .collect();
+    assert_eq!(stuck.len(), 1, "{:?}", p.events);
+    assert!(stuck[0].warning && stuck[0].node.as_deref() == Some("r"));
+    // Reported already: no second event.
+    let mut again = w;
+    again.pool.status = p.status.clone();
+    assert!(
+        again
+            .plan()
+            .events
+            .iter()
+            .all(|e| e.reason != event_reasons::NODE_STUCK)
+    );
+    // Within the deadline: healthy, and looked at again when it ends.
+    let p = World::new(pool("a", IntOrString::Int(2), false))
+        .node(down_for(node("r", "a", true, true), 60))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .plan();
+    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(540)));
+    assert_eq!(p.phases.get("r"), Some(&stuck::Phase::Rebooting));
+}
+
+#[test]
+fn phases_without_a_timestamp_are_timed_by_the_controllers_clock() {
+    let long_ago = now() - jiff::SignedDuration::from_secs(31 * 60);
+    // Staging for 31 minutes by the clock.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("s", "a", true, false))
+        .bn(bn("s", NEW, Daemon::Staging(OLD)));
+    assert_eq!(degraded_reason(&w.plan()), reasons::HEALTHY, "first sight");
+    assert_eq!(w.plan().phases.get("s"), Some(&stuck::Phase::Staging));
+    w.clock
+        .insert("s".into(), (stuck::Phase::Staging, long_ago));
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::NODE_STUCK);
+    assert!(degraded_message(&p).contains("node s staging for 31m"));
+    // Approved, Ready, not rebooting for 31 minutes.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("a1", "a", true, true))
+        .bn(bn("a1", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .drain("a1", DrainPhase::Succeeded);
+    w.clock
+        .insert("a1".into(), (stuck::Phase::ApprovedNotRebooting, long_ago));
+    assert!(
+        degraded_message(&w.plan()).contains("node a1 approved but not rebooting for 31m"),
+        "{}",
+        degraded_message(&w.plan())
+    );
+    // A daemon that never answered its spec.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("q", "a", true, false))
+        .bn(bn("q", NEW, Daemon::Staged(OLD)).behind());
+    w.clock
+        .insert("q".into(), (stuck::Phase::DaemonSilent, long_ago));
+    assert!(degraded_message(&w.plan()).contains("node q daemon silent"));
+}
+
+#[test]
+fn a_pool_wide_credentials_problem_is_not_passed_to_the_nodes() {
+    let secret = SecretReference {
+        name: "pull".into(),
+        namespace: api::labels::OPERATOR_NAMESPACE.into(),
+    };
+    let with_secret = |mut b: BootcNode| {
+        b.spec.pull_secret_ref = Some(secret.clone());
+        b.spec.pull_secret_hash = Some("sha256:old".into());
+        b
+    };
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("done", "a", true, false))
+        .node(node("staging", "a", true, false));
+    w.bns
+        .push(with_secret(bn("done", NEW, Daemon::Idle(NEW)).build()));
+    w.bns
+        .push(with_secret(bn("staging", OLD, Daemon::Idle(OLD)).build()));
+    w.pool.spec.pull_secret_ref = Some(secret.clone());
+    // The Secret deleted: reported on the pool; the node on the target is
+    // not touched, the other moves to the target with the secret it has.
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), PULL_SECRET_NOT_FOUND);
+    assert!(applied(&p, "done").is_none(), "{:?}", p.writes);
+    let a = applied(&p, "staging").unwrap();
+    assert_eq!(a.spec.desired_image, image(NEW));
+    assert_eq!(a.spec.pull_secret_hash.as_deref(), Some("sha256:old"));
+    // Not a docker config: the same.
+    w.secret_hash = Some("sha256:new".into());
+    w.target = Err(TargetProblem {
+        reason: reasons::INVALID_PULL_SECRET,
+        message: "Secret bootc-operator/pull has no .dockerconfigjson".into(),
+    });
+    w.pool.status = Some(BootcNodePoolStatus {
+        target_digest: Some(NEW.into()),
+        target_image: Some(image(NEW)),
+        ..BootcNodePoolStatus::default()
+    });
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::INVALID_PULL_SECRET);
+    assert!(applied(&p, "done").is_none(), "{:?}", p.writes);
+    assert_eq!(
+        applied(&p, "staging")
+            .unwrap()
+            .spec
+            .pull_secret_hash
+            .as_deref(),
+        Some("sha256:old")
+    );
+    // Fixed: the new hash reaches every node.
+    w.target = Ok(target(NEW));
+    let p = w.plan();
+    assert_eq!(
+        applied(&p, "done")
+            .unwrap()
+            .spec
+            .pull_secret_hash
+            .as_deref(),
+        Some("sha256:new")
+    );
+}
+
+#[test]
+fn staging_is_bounded_and_unlocked_hosts_stage_only_for_a_slot() {
+    // One download at a time: the first member is told, the others stay on
+    // what they run.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false));
+    for n in ["n1", "n2", "n3"] {
+        w = w.node(node(n, "a", true, false)).bn(bn(
+            match n {
+                "n1" => "n1",
+                "n2" => "n2",
+                _ => "n3",
+            },
+            OLD,
+            Daemon::Idle(OLD),
+        ));
+    }
+    w.pool.spec.rollout.max_concurrent_staging = Some(1);
+    let p = w.plan();
+    assert_eq!(applied(&p, "n1").unwrap().spec.desired_image, image(NEW));
+    assert!(applied(&p, "n2").is_none() && applied(&p, "n3").is_none());
+    // Unset: every member at once, as before.
+    w.pool.spec.rollout.max_concurrent_staging = None;
+    let p = w.plan();
+    assert!(["n1", "n2", "n3"].iter().all(|n| applied(&p, n).is_some()));
+
+    // A host whose bootc cannot stage locked waits while the slot is held,
+    // and a told one whose target moved away is put back on what it runs.
+    let unlocked = |mut b: BootcNode| {
+        if let Some(s) = b.status.as_mut() {
+            s.download_only_supported = Some(false);
+        }
+        b
+    };
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("holder", "a", true, true))
+        .node(node("u", "a", true, false))
+        .bn(bn("holder", NEW, Daemon::Rebooting(OLD))
+            .approved()
+            .slot(false));
+    w.bns
+        .push(unlocked(bn("u", OLD, Daemon::Idle(OLD)).build()));
+    let p = w.plan();
+    assert!(
+        applied(&p, "u").is_none(),
+        "told while no slot is free: {:?}",
+        p.writes
+    );
+    // The slot free: told.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false)).node(node("u", "a", true, false));
+    w.bns
+        .push(unlocked(bn("u", OLD, Daemon::Idle(OLD)).build()));
+    assert_eq!(
+        applied(&w.plan(), "u").unwrap().spec.desired_image,
+        image(NEW)
+    );
+}
+
+#[test]
+fn a_tag_moving_a_b_a_reboots_nobody_twice() {
+    // B (NEW) was told and staged everywhere, one node took the slot and
+    // was drained but not approved; the tag moves back to A (OLD).
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("slot", "a", true, true))
+        .node(node("s", "a", true, false))
+        .bn(bn("slot", NEW, Daemon::Staged(OLD)).slot(false))
+        .bn(bn("s", NEW, Daemon::Staged(OLD)))
+        .drain("slot", DrainPhase::Succeeded);
+    w.target = Ok(target(OLD));
+    let p = w.plan();
+    for n in ["slot", "s"] {
+        let a = applied(&p, n).unwrap();
+        assert_eq!(a.spec.desired_image, image(OLD), "{n}");
+        assert_eq!(a.spec.desired_image_state, DesiredImageState::Staged, "{n}");
+    }
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
 }
 
 #[test]

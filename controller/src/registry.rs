@@ -63,7 +63,7 @@ impl RegistryError {
             RegistryError::Unreachable { .. } => "RegistryUnreachable",
             RegistryError::UnsupportedArchitecture { .. } => "UnsupportedArchitecture",
             RegistryError::InvalidManifest { .. } => "InvalidManifest",
-            RegistryError::InvalidPullSecret { .. } => "InvalidPullSecret",
+            RegistryError::InvalidPullSecret { .. } => api::reasons::INVALID_PULL_SECRET,
             RegistryError::Other { .. } => "RegistryError",
         }
     }

@@ -28,6 +28,7 @@ use crate::actuator::{Actuator, ActuatorError, Written};
 use crate::drain::Drains;
 use crate::events::EventSink;
 use crate::lease::{self, LeaseConfig};
+use crate::liveness::Liveness;
 use crate::planner::{self, PlanInput};
 use crate::target::{DigestOnly, Resolve};
 
@@ -87,6 +88,8 @@ pub enum Error {
     NotReady,
     #[error("caches have not yet seen the controller's own last writes; cleanup retried")]
     CachesBehind,
+    #[error("cleanup waits for nodes the pool disrupted to be back: {}", nodes.join(", "))]
+    CleanupWaiting { nodes: Vec<String> },
     #[error("lost the leader lease")]
     LeaseLost,
     #[error("building a client: {0}")]
@@ -107,6 +110,7 @@ impl Error {
             Error::Finalizer(_) => "Finalizer",
             Error::NotReady => "NotReady",
             Error::CachesBehind => "CachesBehind",
+            Error::CleanupWaiting { .. } => "CleanupWaiting",
             Error::LeaseLost => "LeaseLost",
             Error::Client(_) => "Client",
             Error::Health { .. } => "Health",
@@ -126,6 +130,10 @@ struct Ctx {
     resolver: Arc<dyn Resolve>,
     resync: Duration,
     ready: Arc<AtomicBool>,
+    /// Per pool: when each member entered the phase it waits in.
+    phase_clocks: std::sync::Mutex<BTreeMap<String, crate::stuck::Clock>>,
+    /// The reconciles running now, for `/healthz`.
+    liveness: Arc<Liveness>,
 }
 
 /// `sha256:<hex>` over a Secret's data (keys sorted, lengths included).
@@ -226,8 +234,9 @@ where
 fn strip_node(node: &mut Node) {
     node.managed_fields_mut().clear();
     // Annotations are dropped to save memory, except our cordon mark.
-    node.annotations_mut()
-        .retain(|k, _| k == api::labels::CORDONED_BY_ANNOTATION);
+    node.annotations_mut().retain(|k, _| {
+        k == api::labels::CORDONED_BY_ANNOTATION || k == api::labels::DISRUPTED_BY_ANNOTATION
+    });
     if let Some(status) = node.status.as_mut() {
         status.images = None;
         status.volumes_attached = None;
@@ -261,6 +270,10 @@ fn pools_for_node(
         && let Some((owner, _)) = planner::owner_pool(&bn)
     {
         out.push(ObjectRef::new(&owner));
+    }
+    // The pool that disrupted it, until it is back.
+    if let Some(pool) = crate::disruption::recorded_by(node) {
+        out.push(ObjectRef::new(pool));
     }
     out
 }
@@ -306,6 +319,7 @@ impl Ctx {
             .map(AsRef::as_ref)
             .filter(|n| {
                 owned_names.contains(&n.name_any())
+                    || crate::disruption::recorded_for(n, &pool.name_any())
                     || selector.as_ref().is_some_and(|s| {
                         use kube::core::SelectorExt;
                         s.matches(n.labels())
@@ -341,6 +355,12 @@ impl Ctx {
             operator_namespace: &self.namespace,
             last_status_write: self.actuator.last_status_write(&pool.name_any()),
             now: jiff::Timestamp::now(),
+            phase_clock: self
+                .phase_clocks
+                .lock()
+                .ok()
+                .and_then(|c| c.get(&pool.name_any()).cloned())
+                .unwrap_or_default(),
         }
     }
 }
@@ -423,6 +443,10 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     let pools = ctx.pools.state();
     let input = ctx.input(&pool, &nodes, &bns, &pools, resolution.target.clone());
     let plan = planner::plan(&input);
+    if let Ok(mut clocks) = ctx.phase_clocks.lock() {
+        let clock = crate::stuck::tick(&input.phase_clock, &plan.phases, input.now);
+        clocks.insert(name.clone(), clock);
+    }
     let writes = ctx.actuator.execute(&pool, &plan).await?;
     let status = plan.status.as_ref().or(pool.status.as_ref());
     let degraded = status
@@ -465,14 +489,21 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
             message: "pool is being deleted".into(),
         }),
     );
-    let writes = planner::plan_cleanup(&input);
-    let n = ctx.actuator.write(&pool, &writes).await?;
+    let cleanup = planner::plan_cleanup(&input);
+    let n = ctx.actuator.write(&pool, &cleanup.writes).await?;
+    if !cleanup.waiting.is_empty() {
+        tracing::info!(pool = %pool.name_any(), writes = n, waiting = ?cleanup.waiting, "pool deleted: waiting for nodes it disrupted to be back");
+        return Err(Error::CleanupWaiting {
+            nodes: cleanup.waiting,
+        });
+    }
     crate::metrics::global().forget_pool(&pool.name_any());
     tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
     Ok(Action::await_change())
 }
 
 async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let _running = ctx.liveness.start();
     ctx.nodes
         .wait_until_ready()
         .await
@@ -498,15 +529,24 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Er
 }
 
 fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+    if let Error::CleanupWaiting { .. } = error {
+        tracing::debug!(pool = %pool.name_any(), %error, "cleanup waiting");
+        return Action::requeue(Duration::from_secs(2));
+    }
     tracing::warn!(pool = %pool.name_any(), %error, "reconcile failed; retrying");
     crate::metrics::global().reconcile_failed(error.kind());
     Action::requeue(Duration::from_secs(2))
 }
 
 /// The answer to a GET of `path`: status line, content type, body.
-fn http_answer(path: &str, ready: bool) -> (&'static str, &'static str, String) {
+fn http_answer(path: &str, ready: bool, wedged: bool) -> (&'static str, &'static str, String) {
     const TEXT: &str = "text/plain";
     match path {
+        "/healthz" if wedged => (
+            "503 Service Unavailable",
+            TEXT,
+            "reconcile loop wedged".into(),
+        ),
         "/healthz" => ("200 OK", TEXT, "ok".into()),
         "/readyz" if ready => ("200 OK", TEXT, "ok".into()),
         "/readyz" => ("503 Service Unavailable", TEXT, "not ready".into()),
@@ -519,10 +559,12 @@ fn http_answer(path: &str, ready: bool) -> (&'static str, &'static str, String) 
     }
 }
 
-/// Serves /healthz (always ok), /readyz (ok once `ready`) and /metrics.
+/// Serves /healthz (ok unless the reconcile loop is wedged, see
+/// [`crate::liveness`]), /readyz (ok once `ready`) and /metrics.
 async fn serve_health(
     addr: SocketAddr,
     ready: Arc<AtomicBool>,
+    liveness: Arc<Liveness>,
     stop: CancellationToken,
 ) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(addr)
@@ -541,6 +583,7 @@ async fn serve_health(
             },
         };
         let ready = ready.clone();
+        let wedged = liveness.wedged();
         tokio::spawn(async move {
             let mut buf = [0u8; 1024];
             let n = match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await {
@@ -549,7 +592,8 @@ async fn serve_health(
             };
             let line = String::from_utf8_lossy(&buf[..n]);
             let path = line.split_whitespace().nth(1).unwrap_or("");
-            let (code, content_type, body) = http_answer(path, ready.load(Ordering::Relaxed));
+            let (code, content_type, body) =
+                http_answer(path, ready.load(Ordering::Relaxed), wedged);
             let resp = format!(
                 "HTTP/1.1 {code}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
@@ -576,14 +620,15 @@ pub async fn run(
     drain_config.default_retry = false;
     let drain_client = counted_client(drain_config)?;
     let ready = Arc::new(AtomicBool::new(false));
+    let liveness = Arc::new(Liveness::default());
     let mut addrs: Vec<SocketAddr> = options.health_addr.into_iter().collect();
     addrs.extend(options.metrics_addr.filter(|m| !addrs.contains(m)));
     let servers: Vec<_> = addrs
         .into_iter()
         .map(|addr| {
-            let (ready, stop) = (ready.clone(), shutdown.clone());
+            let (ready, live, stop) = (ready.clone(), liveness.clone(), shutdown.clone());
             tokio::spawn(async move {
-                if let Err(error) = serve_health(addr, ready, stop).await {
+                if let Err(error) = serve_health(addr, ready, live, stop).await {
                     tracing::error!(%error, "health server failed");
                 }
             })
@@ -617,6 +662,7 @@ pub async fn run(
         &shutdown,
         &lost,
         ready,
+        liveness,
     )
     .await;
 
@@ -656,6 +702,7 @@ async fn run_controller(
     shutdown: &CancellationToken,
     lost: &CancellationToken,
     ready: Arc<AtomicBool>,
+    liveness: Arc<Liveness>,
 ) -> Result<(), Error> {
     let pools_api: Api<BootcNodePool> = Api::all(client.clone());
     let bn_api: Api<BootcNode> = Api::all(client.clone());
@@ -664,7 +711,7 @@ async fn run_controller(
 
     let events = EventSink::new(client.clone(), &options.instance);
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
-    let drains = Drains::new(drain_client, events.clone(), trigger_tx);
+    let drains = Drains::new(drain_client, &options.namespace, events.clone(), trigger_tx);
     let actuator = Actuator::new(client.clone(), drains.clone(), events);
 
     let (bn_store, bn_writer) = reflector::store::<BootcNode>();
@@ -743,6 +790,8 @@ async fn run_controller(
         resolver: options.resolver.clone(),
         resync: options.resync,
         ready,
+        phase_clocks: std::sync::Mutex::default(),
+        liveness,
     });
 
     let (p1, p2, p3) = (pool_store.clone(), pool_store.clone(), pool_store);
@@ -891,13 +940,20 @@ mod tests {
 
     #[test]
     fn metrics_are_served_with_the_health_endpoints() {
-        let (code, content_type, body) = http_answer("/metrics", false);
+        let (code, content_type, body) = http_answer("/metrics", false, false);
         assert_eq!(code, "200 OK");
         assert_eq!(content_type, crate::metrics::CONTENT_TYPE);
         assert!(body.contains("# TYPE bootc_leader gauge"), "{body}");
         assert!(body.ends_with("# EOF\n"), "OpenMetrics: {body}");
-        assert_eq!(http_answer("/readyz", false).0, "503 Service Unavailable");
-        assert_eq!(http_answer("/healthz", false).0, "200 OK");
+        assert_eq!(
+            http_answer("/readyz", false, false).0,
+            "503 Service Unavailable"
+        );
+        assert_eq!(http_answer("/healthz", false, false).0, "200 OK");
+        assert_eq!(
+            http_answer("/healthz", true, true).0,
+            "503 Service Unavailable"
+        );
     }
 
     #[test]

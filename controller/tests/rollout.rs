@@ -39,7 +39,10 @@ async fn five_nodes_roll_two_at_a_time() {
     assert_eq!(s.target_digest.as_deref(), Some(NEW));
     assert!(!s.update_available);
     assert_eq!(s.observed_generation, p.metadata.generation);
-    let peak = recorder.peak(&set(&names), &set(&["n3"])).await.unwrap();
+    let peak = recorder
+        .worst_peak(&set(&names), &set(&["n3"]))
+        .await
+        .unwrap();
     assert!(peak.count <= 2, "disruption bound broken: {peak:?}");
     assert!(peak.count >= 1);
     assert_eq!(recorder.approvals().await.unwrap().len(), 5);
@@ -156,7 +159,7 @@ async fn restart_mid_rollout_keeps_slots() {
     );
     let mut ctl2 = ControllerProc::spawn(&env, "ctl2", &[]);
     wait_rolled(&env.admin, "workers", NEW, 4).await;
-    let peak = recorder.peak(&set(&names), &set(&[])).await.unwrap();
+    let peak = recorder.worst_peak(&set(&names), &set(&[])).await.unwrap();
     assert!(peak.count <= 1, "bound broken across the restart: {peak:?}");
     let approvals = recorder.approvals().await.unwrap();
     assert_eq!(approvals.len(), 4, "one approval per node: {approvals:?}");
@@ -297,7 +300,7 @@ async fn label_removed_mid_rollout_releases_the_node() {
     assert!(!is_cordoned(&n1), "cordon restored");
 
     wait_rolled(&env.admin, "workers", NEW, 2).await;
-    let peak = recorder.peak(&set(&names), &set(&[])).await.unwrap();
+    let peak = recorder.worst_peak(&set(&names), &set(&[])).await.unwrap();
     assert!(peak.count <= 1, "{peak:?}");
     ctl.terminate().await;
 }
@@ -491,7 +494,10 @@ async fn pause_resume_rollback_and_delete() {
             "{n} BootcNode deleted"
         );
     }
-    let peak = recorder.peak(&set(&names), &set(&["n2"])).await.unwrap();
+    let peak = recorder
+        .worst_peak(&set(&names), &set(&["n2"]))
+        .await
+        .unwrap();
     assert!(
         peak.count <= 1,
         "{peak:?}\n{}\n{}",

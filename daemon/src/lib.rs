@@ -1,20 +1,23 @@
 //! bootc-daemon: the unprivileged node agent.
 //!
-//! Process model (DESIGN.md section 3): `main` stays single-threaded while it
+//! Process model (SECURITY.md section 2): `main` stays single-threaded while it
 //! creates a socketpair, forks and execs `bootc-helper` with one end as fd 3,
 //! opens the inotify watch on the host's `ostree/bootc`, drops every
 //! privilege ([`privdrop`]) and installs the seccomp allow-list
 //! ([`seccomp`]); only then does it start tokio and run [`agent::run`] with a
 //! gRPC client of the helper ([`helper_client::connect`]) and the watch
 //! ([`watch::HostEvents`]). If the helper exits, the daemon exits non-zero;
-//! if the daemon dies, the kernel kills the helper (PR_SET_PDEATHSIG).
+//! if the daemon dies, the helper exits (it watches a pidfd of the daemon:
+//! the kernel refuses PR_SET_PDEATHSIG from the unprivileged daemon to it).
 
 pub mod agent;
+pub mod bootc_errors;
 pub mod helper_client;
 pub mod kubeconf;
 pub mod machine;
 pub mod node_loop;
 pub mod privdrop;
+pub mod sandbox;
 pub mod seccomp;
 pub mod selftest;
 pub mod spawn;
@@ -56,12 +59,30 @@ pub enum StartError {
     Watch(#[from] watch::WatchError),
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
     #[error("tokio: {0}")]
     Runtime(#[from] std::io::Error),
     #[error(transparent)]
     Connect(#[from] helper_client::ConnectError),
     #[error(transparent)]
     Kube(#[from] kubeconf::KubeconfError),
+}
+
+/// Everything that confines the daemon, in order: the privilege drop, the
+/// Landlock sandbox (which needs no_new_privs), then the seccomp filter
+/// (which refuses the Landlock calls). Single-threaded only.
+pub fn confine(uid: u32, gid: u32) -> Result<sandbox::Protections, StartError> {
+    privdrop::drop_privileges(uid, gid)?;
+    let landlock = sandbox::install()?;
+    if !matches!(landlock, sandbox::LandlockState::Full { .. }) {
+        tracing::warn!(%landlock, "Landlock sandbox not fully in force; the seccomp filter still refuses every open for writing");
+    }
+    seccomp::install()?;
+    Ok(sandbox::Protections {
+        landlock,
+        seccomp: true,
+    })
 }
 
 /// The daemon's whole life. Returns the process exit code.
@@ -82,11 +103,15 @@ fn start(opts: &DaemonOptions) -> Result<ExitCode, StartError> {
     let watch = watch::HostWatch::open(&opts.host_root)?;
     // Credentials may live where the unprivileged uid cannot read.
     let kube_source = kubeconf::preload(opts.kubeconfig.as_deref())?;
-    privdrop::drop_privileges(opts.uid, opts.gid)?;
-    seccomp::install()?;
+    let protections = confine(opts.uid, opts.gid)?;
     tracing::info!(
         uid = opts.uid,
         gid = opts.gid,
+        capabilities = "none",
+        no_new_privs = true,
+        dumpable = false,
+        landlock = %protections.landlock,
+        seccomp = protections.seccomp,
         "privileges dropped, seccomp filter installed"
     );
 

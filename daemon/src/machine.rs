@@ -187,6 +187,85 @@ fn failed_reboot(inputs: &Inputs<'_>) -> Option<String> {
     ))
 }
 
+/// On its desired (booted) image with another image staged unlocked (a
+/// bootc without `--download-only`, rolled back to the booted image before
+/// its turn): any reboot would boot the staged image. bootc has no "unstage";
+/// staging the booted image replaces it with a redeploy of what runs, which
+/// a reboot leaves as it is. A locked staged image is left alone: no reboot
+/// applies it.
+fn replace_unlocked_staged(inputs: &Inputs<'_>) -> Option<Decision> {
+    let desired = inputs.spec.desired_image.as_str();
+    let staged = inputs
+        .host
+        .staged
+        .as_ref()
+        .filter(|s| !s.download_only && !s.is_image(desired))?;
+    let failure = inputs
+        .failure
+        .filter(|f| f.operation == Operation::Stage && f.image == desired);
+    let action = match failure {
+        Some(f) if f.retry_at_ms > inputs.now_ms => {
+            Action::RetryAfter(Duration::from_millis(f.retry_at_ms - inputs.now_ms))
+        }
+        _ => Action::Stage {
+            image: desired.to_owned(),
+        },
+    };
+    Some(Decision {
+        phase: Phase::Staging,
+        phase_message: format!(
+            "Staging {desired} (booted) over the unlocked staged {}, which any reboot would boot",
+            describe(Some(staged))
+        ),
+        degraded: failure.map(|f| f.message.clone()),
+        action,
+    })
+}
+
+/// The start of the Idle message of a node that booted its desired image
+/// through a reboot nobody asked this daemon for: an unlocked staged
+/// deployment (a bootc without `--download-only`) finalized by an orderly
+/// reboot outside any reboot slot.
+pub const UNPLANNED_BOOT: &str = "Booted outside a reboot slot";
+
+/// Did the node reach its desired image through an unplanned reboot? The
+/// last status (written by this daemon or its predecessor) said the image
+/// was staged or being staged, not that it was being applied, and the host
+/// has rebooted since (a new boot id) onto it. Kept while the node stays on
+/// that deployment, so that the report is not rewritten away.
+fn unplanned_boot(inputs: &Inputs<'_>) -> Option<String> {
+    let previous = inputs.previous?;
+    let host = inputs.host;
+    let idle = api::conditions::find(&previous.conditions, reasons::IDLE);
+    let reason = idle.map(|c| c.reason.as_str());
+    let message = idle.map(|c| c.message.as_str()).unwrap_or_default();
+    if message.starts_with(UNPLANNED_BOOT)
+        && previous
+            .booted
+            .as_ref()
+            .is_some_and(|b| same_deployment(b, host.booted.as_ref()))
+    {
+        return Some(message.to_owned());
+    }
+    let was_staged = matches!(reason, Some(r) if r == reasons::STAGED || r == reasons::STAGING);
+    let rebooted = previous
+        .boot_id
+        .as_deref()
+        .is_some_and(|b| b != host.boot_id);
+    let moved = previous
+        .booted
+        .as_ref()
+        .is_some_and(|b| !same_deployment(b, host.booted.as_ref()));
+    (was_staged && rebooted && moved).then(|| {
+        format!(
+            "{UNPLANNED_BOOT}: the host rebooted (boot id {} -> {}) and booted {} from an unlocked staged deployment, without an apply from this daemon",
+            previous.boot_id.as_deref().unwrap_or_default(),
+            host.boot_id,
+            inputs.spec.desired_image
+        )
+    })
+}
+
 /// Are `before` and `now` the same deployment, as far as the status tells?
 fn same_deployment(before: &BootEntryStatus, now: Option<&BootEntryStatus>) -> bool {
     now.is_some_and(|now| now.image == before.image && now.image_digest == before.image_digest)
@@ -198,9 +277,12 @@ pub fn decide(inputs: &Inputs<'_>) -> Decision {
     let host = inputs.host;
 
     if is(host.booted.as_ref(), desired) {
+        if let Some(decision) = replace_unlocked_staged(inputs) {
+            return decision;
+        }
         return Decision {
             phase: Phase::Idle,
-            phase_message: format!("Running {desired}"),
+            phase_message: unplanned_boot(inputs).unwrap_or_else(|| format!("Running {desired}")),
             degraded: None,
             action: Action::None,
         };
@@ -318,9 +400,12 @@ pub fn status_for(
         decision.phase_message.clone(),
     );
     let degraded = match &decision.degraded {
-        Some(message) => {
-            ConditionUpdate::new(reasons::DEGRADED, true, reasons::ERROR, message.clone())
-        }
+        Some(message) => ConditionUpdate::new(
+            reasons::DEGRADED,
+            true,
+            crate::bootc_errors::reason_for(message),
+            message.clone(),
+        ),
         None => ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "No errors"),
     };
     (status, [idle, degraded])
@@ -850,6 +935,149 @@ mod tests {
         assert_eq!(Failure::backoff(4), Duration::from_secs(40));
         assert_eq!(Failure::backoff(7), Duration::from_secs(300));
         assert_eq!(Failure::backoff(200), Duration::from_secs(300));
+    }
+
+    /// A status as written for `phase` on a host booted into OLD with NEW staged.
+    fn phase_status(reason: &str, boot_id: &str) -> BootcNodeStatus {
+        let mut status = rebooting_status(boot_id, 3);
+        status.conditions.clear();
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
+        api::conditions::apply(
+            &mut status.conditions,
+            &ConditionUpdate::new(reasons::IDLE, false, reason, "m"),
+            Some(3),
+            &now,
+        );
+        status
+    }
+
+    #[test]
+    fn an_unplanned_boot_into_the_staged_image_is_reported() {
+        let spec = spec(NEW, DesiredImageState::Staged, RebootPolicy::RebootOnly);
+        let rebooted = host(NEW, None, "b2");
+        for (name, previous, unplanned) in [
+            (
+                "staged, then a reboot nobody asked for",
+                phase_status(reasons::STAGED, "b1"),
+                true,
+            ),
+            (
+                "staging, then a reboot",
+                phase_status(reasons::STAGING, "b1"),
+                true,
+            ),
+            (
+                "applied by this daemon",
+                phase_status(reasons::REBOOTING, "b1"),
+                false,
+            ),
+            (
+                "same boot (status from before the stage)",
+                phase_status(reasons::STAGED, "b2"),
+                false,
+            ),
+        ] {
+            let inputs = Inputs {
+                spec: &spec,
+                generation: Some(3),
+                previous: Some(&previous),
+                host: &rebooted,
+                failure: None,
+                now_ms: 0,
+                staged_here: false,
+            };
+            let d = decide(&inputs);
+            assert_eq!(
+                (d.phase, d.action.clone()),
+                (Phase::Idle, Action::None),
+                "{name}"
+            );
+            assert_eq!(
+                d.phase_message.starts_with(UNPLANNED_BOOT),
+                unplanned,
+                "{name}: {}",
+                d.phase_message
+            );
+            if unplanned {
+                // Reported once, then kept (not rewritten away).
+                let (mut status, updates) = status_for(&d, &inputs);
+                let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    jiff::Timestamp::UNIX_EPOCH,
+                );
+                for u in &updates {
+                    api::conditions::apply(&mut status.conditions, u, Some(4), &now);
+                }
+                let later = Inputs {
+                    generation: Some(4),
+                    previous: Some(&status),
+                    ..inputs
+                };
+                assert_eq!(decide(&later).phase_message, d.phase_message, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn rolled_back_to_the_booted_image_replaces_an_unlocked_staged_one() {
+        let spec = spec(OLD, DesiredImageState::Staged, RebootPolicy::RebootOnly);
+        for (locked, action) in [
+            (false, Action::Stage { image: OLD.into() }),
+            (true, Action::None),
+        ] {
+            let host = host(OLD, Some(entry(NEW, false, locked)), "b1");
+            let inputs = Inputs {
+                spec: &spec,
+                generation: Some(2),
+                previous: None,
+                host: &host,
+                failure: None,
+                now_ms: 0,
+                staged_here: false,
+            };
+            let d = decide(&inputs);
+            assert_eq!(d.action, action, "locked={locked}");
+            assert_eq!(d.phase == Phase::Idle, locked, "locked={locked}");
+        }
+        // Once bootc staged the redeploy of the booted image: idle.
+        let host = host(OLD, Some(entry(OLD, false, false)), "b1");
+        let inputs = Inputs {
+            spec: &spec,
+            generation: Some(2),
+            previous: None,
+            host: &host,
+            failure: None,
+            now_ms: 0,
+            staged_here: true,
+        };
+        assert_eq!(decide(&inputs).phase, Phase::Idle);
+    }
+
+    #[test]
+    fn degraded_reason_names_the_bootc_error() {
+        let spec = spec(NEW, DesiredImageState::Staged, RebootPolicy::RebootOnly);
+        let host = host(OLD, None, "b1");
+        let failure = Failure {
+            operation: Operation::Stage,
+            image: NEW.into(),
+            message: "staging failed: error: Switching: Switching (ostree): Preparing import: Fetching manifest: failed to invoke method OpenImage: reading manifest sha256:11 in r.io/os: manifest unknown".into(),
+            attempts: 1,
+            retry_at_ms: 10,
+        };
+        let inputs = Inputs {
+            spec: &spec,
+            generation: Some(1),
+            previous: None,
+            host: &host,
+            failure: Some(&failure),
+            now_ms: 0,
+            staged_here: false,
+        };
+        let (_, [_, degraded]) = status_for(&decide(&inputs), &inputs);
+        assert_eq!(
+            (degraded.status, degraded.reason.as_str()),
+            (true, reasons::IMAGE_NOT_FOUND)
+        );
+        assert!(degraded.message.contains("manifest unknown"));
     }
 
     #[test]

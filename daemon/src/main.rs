@@ -18,12 +18,21 @@ struct Cli {
     /// The process whose mount namespace is the host's (the helper runs bootc there).
     #[arg(long, default_value_t = 1)]
     host_pid: i32,
-    /// Unprivileged uid to switch to.
-    #[arg(long, default_value_t = 65534)]
+    /// Unprivileged uid to switch to: one no other process on the node uses
+    /// (0 and 65534 are refused).
+    #[arg(long, default_value_t = daemon::privdrop::DEFAULT_UID)]
     uid: u32,
-    /// Unprivileged gid to switch to.
-    #[arg(long, default_value_t = 65534)]
+    /// Unprivileged gid to switch to (0 and 65534 are refused).
+    #[arg(long, default_value_t = daemon::privdrop::DEFAULT_GID)]
     gid: u32,
+    /// A repository (`registry/path`) or namespace (`registry/path/`) the
+    /// helper may stage images from; repeat for more. None: any repository.
+    #[arg(long = "allowed-repository", value_name = "REPOSITORY")]
+    allowed_repositories: Vec<String>,
+    /// Have bootc enforce the host's container signature policy
+    /// (`bootc switch --enforce-container-sigpolicy`).
+    #[arg(long)]
+    enforce_container_sigpolicy: bool,
     /// How long the helper's Apply waits for an early bootc failure.
     #[arg(long, default_value_t = 5000)]
     apply_window_ms: u64,
@@ -47,7 +56,12 @@ struct Cli {
 enum Command {
     /// Test only: drop privilege, install the filter, make one system call.
     #[command(hide = true)]
-    SeccompSelftest { case: String },
+    SeccompSelftest {
+        /// Which layers to install after the drop (control runs: none).
+        #[arg(long, default_value = "all")]
+        layers: daemon::selftest::Layers,
+        case: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -60,8 +74,8 @@ fn main() -> ExitCode {
         )
         .init();
     let cli = Cli::parse();
-    if let Some(Command::SeccompSelftest { case }) = &cli.command {
-        return daemon::selftest::run(case, cli.uid, cli.gid);
+    if let Some(Command::SeccompSelftest { case, layers }) = &cli.command {
+        return daemon::selftest::run(case, cli.uid, cli.gid, *layers);
     }
     if cli.node_name.is_empty() {
         tracing::error!(
@@ -76,6 +90,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(daemon::spawn::default_helper_path),
             host_pid: cli.host_pid,
             apply_window: Duration::from_millis(cli.apply_window_ms),
+            allowed_repositories: cli.allowed_repositories,
+            enforce_sigpolicy: cli.enforce_container_sigpolicy,
         },
         host_root: cli.host_root,
         uid: cli.uid,

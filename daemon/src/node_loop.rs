@@ -130,6 +130,9 @@ struct NodeLoop {
     /// The last status written, so that an identical one is not re-sent
     /// while the watch has not yet delivered our own write.
     last_written: Option<BootcNodeStatus>,
+    /// The credential strings of the pull secret last read: removed from
+    /// every message before it can reach the BootcNode's status.
+    redact: Vec<String>,
 }
 
 /// Runs until the helper goes away or the watch ends for good.
@@ -165,6 +168,7 @@ pub async fn run(
         rebooting_since: None,
         staged_by_me: None,
         last_written: None,
+        redact: Vec::new(),
     };
     me.refresh_host().await?;
     tracing::info!(node = %me.config.node_name, "watching BootcNode");
@@ -420,9 +424,12 @@ impl NodeLoop {
                     Operation::Apply => "applying",
                     Operation::WriteAuth => "writing the pull secret for",
                 };
-                let message = format!(
-                    "{verb} {image} failed (attempt {attempts}): {}",
-                    status.message()
+                let message = crate::bootc_errors::redact(
+                    &format!(
+                        "{verb} {image} failed (attempt {attempts}): {}",
+                        status.message()
+                    ),
+                    &self.redact,
                 );
                 tracing::warn!(%message, retry_in = ?delay, "bootc command failed");
                 self.failure = Some(Failure {
@@ -494,6 +501,9 @@ impl NodeLoop {
             .auth_written
             .as_ref()
             .is_some_and(|w| w.reference == wanted.reference && w.hash == wanted.hash);
+        if let Ok(json) = &result {
+            self.redact = crate::bootc_errors::secret_strings(json);
+        }
         let result = match result {
             Ok(json) => self
                 .helper

@@ -7,10 +7,20 @@
 //!    mount, exec, tracing, kernel-loading calls): the process dies with SIGSYS;
 //! 3. `clone3` fails with ENOSYS, so glibc falls back to `clone`, whose flags a
 //!    filter can see (clone3 passes them in memory): the allow-list admits
-//!    `clone` only without any CLONE_NEW* flag.
+//!    `clone` only for a thread (CLONE_VM and CLONE_THREAD, no CLONE_NEW*).
 //!
-//! The list started from DESIGN.md section 3 (a kube + tokio + rustls client
-//! measured with `strace -f -c`) minus start-up-only calls (execve, access,
+//! Argument checks narrow what is allowed to what a Kubernetes client needs:
+//! `openat` never for writing (no O_WRONLY, O_RDWR, O_CREAT, O_TRUNC,
+//! O_APPEND, O_TMPFILE: after the drop the daemon opens nothing to write,
+//! so neither another process's `/proc/<pid>/mem` nor any file); `socket`
+//! only AF_INET / AF_INET6 (the API server; not AF_UNIX, so no host D-Bus or
+//! container-runtime socket, and no AF_NETLINK, AF_ALG, AF_VSOCK... whose
+//! kernel code would be reachable); `prlimit64` only reading its own
+//! limits; `fcntl` only descriptor and status flags (no F_SETOWN, which
+//! would aim SIGIO at another process).
+//!
+//! The list started from a kube + tokio + rustls client measured with
+//! `strace -f -c` minus start-up-only calls (execve, access,
 //! arch_prctl...), plus what the daemon's own paths use; the integration tests
 //! run the daemon under it.
 
@@ -44,7 +54,7 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_madvise: "malloc returns memory",
     SYS_mremap: "realloc of large buffers",
     // threads and synchronisation
-    SYS_clone: "glibc pthread_create after clone3 is refused (namespace flags filtered)",
+    SYS_clone: "glibc pthread_create after clone3 is refused (threads only: CLONE_VM|CLONE_THREAD, no CLONE_NEW*)",
     SYS_futex: "mutexes, condition variables, thread parking",
     SYS_set_robust_list: "glibc thread start",
     SYS_rseq: "glibc thread start",
@@ -75,9 +85,9 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_writev: "sockets, logs",
     SYS_pread64: "file reads",
     SYS_close: "every fd",
-    SYS_fcntl: "non-blocking and close-on-exec flags",
+    SYS_fcntl: "F_GETFD/F_SETFD/F_GETFL/F_SETFL/F_DUPFD_CLOEXEC only (non-blocking, close-on-exec)",
     SYS_ioctl: "FIONBIO / FIOCLEX only",
-    SYS_openat: "service-account token and CA re-reads",
+    SYS_openat: "service-account token and CA re-reads; read-only flags only",
     SYS_newfstatat: "file metadata",
     SYS_fstat: "file metadata",
     SYS_statx: "file metadata (std)",
@@ -86,13 +96,13 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_readlinkat: "path resolution in std",
     SYS_getdents64: "listing a directory (e.g. a CA certificate directory)",
     SYS_getrandom: "hash map seeds, TLS",
-    SYS_prlimit64: "std start-up queries of limits",
+    SYS_prlimit64: "glibc reads its own stack limit when starting a thread (pid 0, no new limit only)",
     SYS_uname: "library version checks",
     SYS_prctl: "PR_SET_NAME / PR_GET_NAME only (thread names)",
     SYS_wait4: "reap the helper when it exits",
     SYS_waitid: "reap the helper when it exits",
     // networking (the API server; the helper's socketpair)
-    SYS_socket: "connections to the API server",
+    SYS_socket: "connections to the API server (AF_INET / AF_INET6 only)",
     SYS_socketpair: "tokio signal driver",
     SYS_connect: "connections to the API server",
     SYS_getsockopt: "socket errors after a non-blocking connect",
@@ -101,8 +111,6 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_getsockname: "connection info",
     SYS_recvfrom: "socket reads",
     SYS_sendto: "socket writes",
-    SYS_recvmsg: "socket reads",
-    SYS_sendmsg: "socket writes",
     SYS_sendmmsg: "glibc's DNS resolver sends the A and AAAA queries at once",
     SYS_shutdown: "closing connections",
     // time
@@ -162,6 +170,29 @@ pub const KILLED: &[Allowed] = allow![
     SYS_swapoff: "no swap changes",
 ];
 
+/// What `clone` must have: a thread shares memory and thread group.
+const CLONE_THREAD_FLAGS: u64 = (libc::CLONE_VM | libc::CLONE_THREAD) as u64;
+
+/// `openat` flags that open for writing (or create).
+pub const OPEN_WRITE_FLAGS: u64 = (libc::O_WRONLY
+    | libc::O_RDWR
+    | libc::O_CREAT
+    | libc::O_TRUNC
+    | libc::O_APPEND
+    | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u64;
+
+/// The address families `socket` accepts.
+pub const SOCKET_FAMILIES: [i32; 2] = [libc::AF_INET, libc::AF_INET6];
+
+/// The `fcntl` commands allowed.
+const FCNTL_CMDS: [i32; 5] = [
+    libc::F_GETFD,
+    libc::F_SETFD,
+    libc::F_GETFL,
+    libc::F_SETFL,
+    libc::F_DUPFD_CLOEXEC,
+];
+
 /// Any of these in clone's flags is refused.
 const CLONE_NS_FLAGS: u64 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWCGROUP
@@ -206,12 +237,45 @@ fn allow_rules(pid: i32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError
     rules.insert(libc::SYS_clone3, Vec::new());
     rules.insert(
         libc::SYS_clone,
+        vec![only(vec![
+            cond(0, Qword, SeccompCmpOp::MaskedEq(CLONE_NS_FLAGS), 0)?,
+            cond(
+                0,
+                Qword,
+                SeccompCmpOp::MaskedEq(CLONE_THREAD_FLAGS),
+                CLONE_THREAD_FLAGS,
+            )?,
+        ])?],
+    );
+    rules.insert(
+        libc::SYS_openat,
         vec![only(vec![cond(
-            0,
-            Qword,
-            SeccompCmpOp::MaskedEq(CLONE_NS_FLAGS),
+            2,
+            Dword,
+            SeccompCmpOp::MaskedEq(OPEN_WRITE_FLAGS),
             0,
         )?])?],
+    );
+    rules.insert(
+        libc::SYS_socket,
+        SOCKET_FAMILIES
+            .iter()
+            .map(|f| only(vec![cond(0, Dword, SeccompCmpOp::Eq, *f as u64)?]))
+            .collect::<Result<_, _>>()?,
+    );
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![only(vec![
+            cond(0, Dword, SeccompCmpOp::Eq, 0)?,
+            cond(2, Qword, SeccompCmpOp::Eq, 0)?,
+        ])?],
+    );
+    rules.insert(
+        libc::SYS_fcntl,
+        FCNTL_CMDS
+            .iter()
+            .map(|c| only(vec![cond(1, Dword, SeccompCmpOp::Eq, *c as u64)?]))
+            .collect::<Result<_, _>>()?,
     );
     rules.insert(
         libc::SYS_tgkill,

@@ -1,8 +1,11 @@
-//! `bootc-daemon seccomp-selftest <case>` (hidden): drops privilege and
-//! installs the daemon's exact filter, then makes one system call, so tests
-//! can see what the filter does to it. Exit codes: [`REFUSED_EPERM`],
-//! [`REFUSED_ENOSYS`], [`ALLOWED`], [`OTHER_ERROR`]; a killed process dies
-//! of SIGSYS. The case `panic` panics (exit 101 expected, not SIGSYS).
+//! `bootc-daemon seccomp-selftest [--layers L] <case>` (hidden): drops
+//! privilege, installs the daemon's exact sandbox and filter (or, for
+//! control runs, only some of them: `--layers all|seccomp|landlock|none`),
+//! then makes one system call, so tests can see what each layer does to it
+//! and that the kernel alone would have allowed it. Exit codes:
+//! [`REFUSED_EPERM`], [`REFUSED_EACCES`], [`REFUSED_ENOSYS`], [`ALLOWED`],
+//! [`OTHER_ERROR`]; a killed process dies of SIGSYS. The case `panic`
+//! panics (exit 101 expected, not SIGSYS).
 #![allow(unsafe_code)]
 
 use std::process::ExitCode;
@@ -15,8 +18,36 @@ pub const ALLOWED: u8 = 11;
 pub const OTHER_ERROR: u8 = 12;
 /// The call returned ENOSYS (clone3).
 pub const REFUSED_ENOSYS: u8 = 13;
+/// The call returned EACCES (Landlock, or the kernel's own permission checks).
+pub const REFUSED_EACCES: u8 = 14;
 /// Setting up the drop or the filter failed.
 pub const SETUP_FAILED: u8 = 20;
+
+/// Which confinement layers a self-test installs after the privilege drop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layers {
+    /// Landlock and seccomp, as the daemon runs.
+    All,
+    /// The seccomp filter only (control run for Landlock's share).
+    Seccomp,
+    /// The Landlock sandbox only (control run for seccomp's share).
+    Landlock,
+    /// Neither: what the kernel alone does to the dropped process.
+    None,
+}
+
+impl std::str::FromStr for Layers {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "all" => Layers::All,
+            "seccomp" => Layers::Seccomp,
+            "landlock" => Layers::Landlock,
+            "none" => Layers::None,
+            _ => return Err(format!("{s:?}: expected all, seccomp, landlock or none")),
+        })
+    }
+}
 
 /// Every case the self-test knows.
 pub const CASES: &[&str] = &[
@@ -43,10 +74,83 @@ pub const CASES: &[&str] = &[
     "open_by_handle_at",
     "clone_newuser",
     "clone3",
-    "kill",
-    "setuid0",
-    "socket_netlink_ok",
+    "kill_self",
+    "setresuid_same",
+    "fork",
+    "prlimit_self",
+    "sendmsg",
+    "socket:inet",
+    "socket:inet6",
+    "socket:unix",
+    "socket:netlink",
+    "socket:alg",
+    "socket:vsock",
+    "read:<path>",
+    "open_rw:<path>",
+    "prlimit:<pid>",
+    "dns_localhost",
+    "tokio",
+    "tcp_connect:<port>",
 ];
+
+/// The address family a `socket:<name>` case names.
+fn family(name: &str) -> Option<libc::c_int> {
+    Some(match name {
+        "inet" => libc::AF_INET,
+        "inet6" => libc::AF_INET6,
+        "unix" => libc::AF_UNIX,
+        "netlink" => libc::AF_NETLINK,
+        "alg" => libc::AF_ALG,
+        "vsock" => libc::AF_VSOCK,
+        _ => return None,
+    })
+}
+
+/// The cases that take an argument: `socket:<family>`, `read:<path>`,
+/// `open_rw:<path>`, `prlimit:<pid>`.
+fn raw_with_arg(case: &str) -> Option<libc::c_long> {
+    let (name, arg) = case.split_once(':')?;
+    let path = std::ffi::CString::new(arg).ok()?;
+    let mut limit = libc::rlimit64 {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain integers, a NUL-terminated path that outlives the call,
+    // a live rlimit64 to write into, and a stack buffer with its true length.
+    unsafe {
+        Some(match name {
+            "socket" => {
+                let family = family(arg)?;
+                // The type each family takes (so that the kernel alone
+                // would create the socket).
+                let kind = match family {
+                    libc::AF_NETLINK => libc::SOCK_RAW,
+                    libc::AF_ALG => libc::SOCK_SEQPACKET,
+                    _ => libc::SOCK_STREAM,
+                };
+                libc::syscall(libc::SYS_socket, family, kind | libc::SOCK_CLOEXEC, 0)
+            }
+            "read" => {
+                let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Some(-1);
+                }
+                let mut buf = [0u8; 64];
+                let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                n as libc::c_long
+            }
+            "open_rw" => libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) as libc::c_long,
+            "prlimit" => libc::syscall(
+                libc::SYS_prlimit64,
+                arg.parse::<libc::pid_t>().ok()?,
+                libc::RLIMIT_NOFILE,
+                std::ptr::null::<libc::rlimit64>(),
+                &mut limit as *mut libc::rlimit64,
+            ),
+            _ => return None,
+        })
+    }
+}
 
 fn raw(case: &str) -> Option<libc::c_long> {
     let null = std::ptr::null::<libc::c_void>();
@@ -99,27 +203,67 @@ fn raw(case: &str) -> Option<libc::c_long> {
                 rc
             }
             "clone3" => libc::syscall(libc::SYS_clone3, null, 0),
-            "kill" => libc::syscall(libc::SYS_kill, 1, 0),
-            "setuid0" => libc::syscall(libc::SYS_setuid, 0),
-            "socket_netlink_ok" => libc::syscall(
-                libc::SYS_socket,
-                libc::AF_UNIX,
-                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                0,
-            ),
-            _ => return None,
+            // Calls the kernel allows an unprivileged process, so that a
+            // refusal can only come from the filter.
+            "kill_self" => libc::syscall(libc::SYS_kill, libc::getpid(), 0),
+            "setresuid_same" => libc::syscall(libc::SYS_setresuid, -1, -1, -1),
+            "fork" => {
+                let rc = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0);
+                if rc == 0 {
+                    libc::_exit(ALLOWED as i32);
+                }
+                rc
+            }
+            "prlimit_self" => {
+                let mut limit = libc::rlimit64 {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::syscall(
+                    libc::SYS_prlimit64,
+                    0,
+                    libc::RLIMIT_NOFILE,
+                    null,
+                    &mut limit as *mut libc::rlimit64,
+                )
+            }
+            "sendmsg" => {
+                let mut fds = [0 as libc::c_int; 2];
+                if libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) != 0 {
+                    return Some(-1);
+                }
+                let mut byte = 0u8;
+                let mut iov = libc::iovec {
+                    iov_base: (&mut byte as *mut u8).cast(),
+                    iov_len: 1,
+                };
+                let mut msg: libc::msghdr = std::mem::zeroed();
+                msg.msg_iov = &mut iov;
+                msg.msg_iovlen = 1;
+                libc::syscall(libc::SYS_sendmsg, fds[0], &msg as *const libc::msghdr, 0)
+            }
+            _ => return raw_with_arg(case),
         })
     }
 }
 
-/// Runs one case under the daemon's drop and filter.
-pub fn run(case: &str, uid: u32, gid: u32) -> ExitCode {
-    if let Err(e) = crate::privdrop::drop_privileges(uid, gid) {
-        tracing::error!(error = %e, "self-test: privilege drop failed");
-        return ExitCode::from(SETUP_FAILED);
+/// Drops privilege, then installs `layers`.
+fn confine(uid: u32, gid: u32, layers: Layers) -> Result<(), String> {
+    crate::privdrop::drop_privileges(uid, gid).map_err(|e| e.to_string())?;
+    if matches!(layers, Layers::All | Layers::Landlock) {
+        let state = crate::sandbox::install().map_err(|e| e.to_string())?;
+        tracing::info!(landlock = %state, "self-test: sandbox");
     }
-    if let Err(e) = crate::seccomp::install() {
-        tracing::error!(error = %e, "self-test: seccomp failed");
+    if matches!(layers, Layers::All | Layers::Seccomp) {
+        crate::seccomp::install().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Runs one case under the daemon's drop and `layers`.
+pub fn run(case: &str, uid: u32, gid: u32, layers: Layers) -> ExitCode {
+    if let Err(error) = confine(uid, gid, layers) {
+        tracing::error!(%error, "self-test: confinement failed");
         return ExitCode::from(SETUP_FAILED);
     }
     if let Some(port) = case.strip_prefix("tcp_connect:") {
@@ -157,6 +301,7 @@ pub fn run(case: &str, uid: u32, gid: u32) -> ExitCode {
     tracing::info!(case, errno, "self-test call refused");
     ExitCode::from(match errno {
         libc::EPERM => REFUSED_EPERM,
+        libc::EACCES => REFUSED_EACCES,
         libc::ENOSYS => REFUSED_ENOSYS,
         _ => OTHER_ERROR,
     })

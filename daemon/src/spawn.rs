@@ -18,23 +18,36 @@ pub enum SpawnError {
 }
 
 /// What the helper is told (see helper::Args).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct HelperOptions {
     pub path: PathBuf,
     pub host_pid: i32,
     pub apply_window: Duration,
+    /// Repositories (or `registry/path/` namespaces) the helper may stage
+    /// from; empty: any.
+    pub allowed_repositories: Vec<String>,
+    /// Have bootc enforce the host's container signature policy.
+    pub enforce_sigpolicy: bool,
 }
 
 /// The helper's command line, given the daemon's pid.
 pub fn helper_argv(opts: &HelperOptions, daemon_pid: u32) -> Vec<String> {
-    vec![
+    let mut argv: Vec<String> = vec![
         "--parent-pid".into(),
         daemon_pid.to_string(),
         "--host-pid".into(),
         opts.host_pid.to_string(),
         "--apply-window-ms".into(),
         opts.apply_window.as_millis().to_string(),
-    ]
+    ];
+    for repository in &opts.allowed_repositories {
+        argv.push("--allowed-repository".into());
+        argv.push(repository.clone());
+    }
+    if opts.enforce_sigpolicy {
+        argv.push("--enforce-container-sigpolicy".into());
+    }
+    argv
 }
 
 /// Where the helper is by default: beside the daemon's own binary.
@@ -105,10 +118,11 @@ mod tests {
 
     #[test]
     fn argv() {
-        let o = HelperOptions {
+        let mut o = HelperOptions {
             path: "/x".into(),
             host_pid: 1,
             apply_window: Duration::from_millis(5000),
+            ..HelperOptions::default()
         };
         assert_eq!(
             helper_argv(&o, 9),
@@ -119,6 +133,16 @@ mod tests {
                 "1",
                 "--apply-window-ms",
                 "5000"
+            ]
+        );
+        o.allowed_repositories = vec!["quay.io/a/os".into()];
+        o.enforce_sigpolicy = true;
+        assert_eq!(
+            helper_argv(&o, 9)[6..],
+            [
+                "--allowed-repository",
+                "quay.io/a/os",
+                "--enforce-container-sigpolicy"
             ]
         );
     }

@@ -75,9 +75,13 @@ fn open_dir_nofollow(dir: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd,
     })
 }
 
-/// Writes `content` to `<host_root>/run/ostree/auth.json`. `host_root` itself
-/// may be a symlink (it is `/proc/<pid>/root`); nothing below it may be.
-pub fn write(host_root: &Path, content: &[u8]) -> Result<PathBuf, AuthWriteError> {
+/// Opens `<host_root>/<dirs...>` as a directory, creating missing parts
+/// (0755) and refusing a symlink anywhere below `host_root`. Returns the
+/// directory and its path (for messages).
+pub fn open_host_dir(
+    host_root: &Path,
+    dirs: &[&str],
+) -> Result<(OwnedFd, PathBuf), AuthWriteError> {
     let mut dir: OwnedFd = openat(
         nix::fcntl::AT_FDCWD,
         host_root,
@@ -86,10 +90,41 @@ pub fn write(host_root: &Path, content: &[u8]) -> Result<PathBuf, AuthWriteError
     )
     .map_err(io("open", host_root))?;
     let mut shown = host_root.to_path_buf();
-    for name in AUTH_DIRS {
+    for name in dirs {
         shown.push(name);
         dir = open_dir_nofollow(&dir, name, &shown)?;
     }
+    Ok((dir, shown))
+}
+
+/// Reads at most `max` bytes of the tail of the regular file `name` in
+/// `dir`, without following a symlink. A missing file reads as empty.
+pub fn read_tail_nofollow(dir: &OwnedFd, name: &str, max: usize) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(fd) = openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+        Mode::empty(),
+    ) else {
+        return Vec::new();
+    };
+    let mut file = std::fs::File::from(fd);
+    let regular = file.metadata().is_ok_and(|m| m.is_file());
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let max64 = u64::try_from(max).unwrap_or(u64::MAX);
+    if !regular || (len > max64 && file.seek(SeekFrom::Start(len - max64)).is_err()) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let _ = file.take(max64).read_to_end(&mut out);
+    out
+}
+
+/// Writes `content` to `<host_root>/run/ostree/auth.json`. `host_root` itself
+/// may be a symlink (it is `/proc/<pid>/root`); nothing below it may be.
+pub fn write(host_root: &Path, content: &[u8]) -> Result<PathBuf, AuthWriteError> {
+    let (dir, shown) = open_host_dir(host_root, &AUTH_DIRS)?;
     let target = shown.join(AUTH_FILE);
     match fstatat(&dir, AUTH_FILE, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK => {
@@ -128,7 +163,7 @@ pub fn write(host_root: &Path, content: &[u8]) -> Result<PathBuf, AuthWriteError
         .map_err(|e| AuthWriteError::Io {
             op: "write",
             path: tmp_shown.clone(),
-            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)),
         });
     if let Err(e) = written {
         let _ = unlinkat(&dir, AUTH_TMP, UnlinkatFlags::NoRemoveDir);
@@ -141,13 +176,9 @@ pub fn write(host_root: &Path, content: &[u8]) -> Result<PathBuf, AuthWriteError
         .map_err(|e| AuthWriteError::Io {
             op: "fsync",
             path: shown.clone(),
-            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)),
         })?;
     Ok(target)
-}
-
-fn libc_eio() -> i32 {
-    Errno::EIO as i32
 }
 
 #[cfg(test)]

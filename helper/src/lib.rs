@@ -27,6 +27,10 @@ pub struct Args {
     pub host_pid: i32,
     /// Apply's wait for an early bootc failure.
     pub apply_window: Duration,
+    /// Which repositories Stage accepts (`--allowed-repository`, repeated)
+    /// and whether bootc enforces the signature policy
+    /// (`--enforce-container-sigpolicy`).
+    pub policy: validate::ImagePolicy,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -39,32 +43,45 @@ pub enum ArgsError {
     Number { flag: String, value: String },
     #[error("--parent-pid is required")]
     NoParent,
+    #[error(
+        "--allowed-repository {0:?}: not a repository (registry/path) or namespace (registry/path/)"
+    )]
+    Repository(String),
+}
+
+/// Checks an `--allowed-repository` value: a repository name under the
+/// reference grammar, optionally ending in `/` (a namespace).
+fn allowed_repository(value: String) -> Result<String, ArgsError> {
+    let name = value.strip_suffix('/').unwrap_or(&value);
+    match api::image_ref::ImageRef::parse(name) {
+        Ok(r) if r.tag.is_none() && r.digest.is_none() && r.repository() == name => Ok(value),
+        _ => Err(ArgsError::Repository(value)),
+    }
 }
 
 impl Args {
-    /// Parses `--parent-pid N [--host-pid N] [--apply-window-ms N]`.
+    /// Parses `--parent-pid N [--host-pid N] [--apply-window-ms N]
+    /// [--allowed-repository R]... [--enforce-container-sigpolicy]`.
     pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, ArgsError> {
-        let mut parent_pid = None;
-        let mut host_pid = 1;
+        let (mut parent_pid, mut host_pid) = (None, 1);
         let mut apply_window = crate::service::Limits::default().apply_window;
+        let mut policy = validate::ImagePolicy::default();
         let mut it = args.into_iter();
         while let Some(flag) = it.next() {
-            let mut value = |flag: &str| -> Result<i64, ArgsError> {
-                let v = it.next().ok_or_else(|| ArgsError::Missing {
-                    flag: flag.to_owned(),
-                })?;
-                v.parse::<i64>()
-                    .ok()
-                    .filter(|n| *n > 0 && *n <= i64::from(i32::MAX))
-                    .ok_or(ArgsError::Number {
-                        flag: flag.to_owned(),
-                        value: v,
-                    })
+            let mut value = || {
+                it.next()
+                    .ok_or_else(|| ArgsError::Missing { flag: flag.clone() })
             };
             match flag.as_str() {
-                "--parent-pid" => parent_pid = Some(value(&flag)? as i32),
-                "--host-pid" => host_pid = value(&flag)? as i32,
-                "--apply-window-ms" => apply_window = Duration::from_millis(value(&flag)? as u64),
+                "--parent-pid" => parent_pid = Some(number(&flag, value()?)? as i32),
+                "--host-pid" => host_pid = number(&flag, value()?)? as i32,
+                "--apply-window-ms" => {
+                    apply_window = Duration::from_millis(number(&flag, value()?)? as u64)
+                }
+                "--allowed-repository" => policy
+                    .allowed_repositories
+                    .push(allowed_repository(value()?)?),
+                "--enforce-container-sigpolicy" => policy.enforce_sigpolicy = true,
                 _ => return Err(ArgsError::Unknown(flag)),
             }
         }
@@ -72,20 +89,20 @@ impl Args {
             parent_pid: parent_pid.ok_or(ArgsError::NoParent)?,
             host_pid,
             apply_window,
+            policy,
         })
     }
+}
 
-    /// The argv the daemon passes (inverse of [`Args::parse`]).
-    pub fn to_argv(&self) -> Vec<String> {
-        vec![
-            "--parent-pid".into(),
-            self.parent_pid.to_string(),
-            "--host-pid".into(),
-            self.host_pid.to_string(),
-            "--apply-window-ms".into(),
-            self.apply_window.as_millis().to_string(),
-        ]
-    }
+/// A positive number that fits a pid.
+fn number(flag: &str, v: String) -> Result<i64, ArgsError> {
+    v.parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0 && *n <= i64::from(i32::MAX))
+        .ok_or(ArgsError::Number {
+            flag: flag.to_owned(),
+            value: v,
+        })
 }
 
 #[cfg(test)]
@@ -93,13 +110,39 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    impl Args {
+        /// The argv the daemon passes (inverse of [`Args::parse`]).
+        pub fn to_argv(&self) -> Vec<String> {
+            let mut argv = vec![
+                "--parent-pid".into(),
+                self.parent_pid.to_string(),
+                "--host-pid".into(),
+                self.host_pid.to_string(),
+                "--apply-window-ms".into(),
+                self.apply_window.as_millis().to_string(),
+            ];
+            for repository in &self.policy.allowed_repositories {
+                argv.push("--allowed-repository".into());
+                argv.push(repository.clone());
+            }
+            if self.policy.enforce_sigpolicy {
+                argv.push("--enforce-container-sigpolicy".into());
+            }
+            argv
+        }
+    }
+
     #[test]
     fn args_round_trip_and_reject() {
-        let a = Args {
+        let mut a = Args {
             parent_pid: 42,
             host_pid: 7,
             apply_window: Duration::from_millis(300),
+            policy: validate::ImagePolicy::default(),
         };
+        assert_eq!(Args::parse(a.to_argv()).unwrap(), a);
+        a.policy.allowed_repositories = vec!["quay.io/acme/os".into(), "localhost:5000/os/".into()];
+        a.policy.enforce_sigpolicy = true;
         assert_eq!(Args::parse(a.to_argv()).unwrap(), a);
         let p = |v: &[&str]| Args::parse(v.iter().map(|s| s.to_string()));
         assert_eq!(p(&[]), Err(ArgsError::NoParent));
@@ -113,5 +156,19 @@ mod tests {
             Err(ArgsError::Number { .. })
         ));
         assert_eq!(p(&["--parent-pid", "5"]).unwrap().host_pid, 1);
+        for bad in [
+            "",
+            "quay.io/a:v1",
+            "quay.io/A",
+            "quay.io/a@sha256:00",
+            "-x",
+            "quay.io/a//",
+        ] {
+            assert_eq!(
+                p(&["--parent-pid", "5", "--allowed-repository", bad]),
+                Err(ArgsError::Repository(bad.to_owned())),
+                "{bad:?}"
+            );
+        }
     }
 }

@@ -23,15 +23,13 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args = Args::parse(std::env::args().skip(1))?;
     // Die with the daemon. Set first, then check the parent: if the daemon
     // died before the prctl, the parent is already someone else.
+    // The kernel refuses this signal once the daemon has dropped to its
+    // uid (the dying parent may not signal a root process): it covers the
+    // daemon's start-up only. The pidfd below covers its whole life.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
-    let parent = nix::unistd::getppid().as_raw();
-    if parent != args.parent_pid {
-        return Err(format!(
-            "parent is pid {parent}, not the daemon ({}); exiting",
-            args.parent_pid
-        )
-        .into());
-    }
+    // It holds pull-secret bytes: no core dump, no /proc access by others.
+    nix::sys::prctl::set_dumpable(false)?;
+    check_parent(args.parent_pid)?;
     let socket = helper::sys::inherited_socket(SOCKET_FD)?;
     // A socketpair's peer credentials are those of the process that made
     // it: that must be the daemon.
@@ -44,25 +42,57 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         )
         .into());
     }
+    // Opened after fd 3 is adopted (it would take that number otherwise),
+    // then the parent checked again: if it is still the daemon, the pidfd
+    // is the daemon's.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let daemon = {
+        let _runtime = rt.enter();
+        helper::sys::watch_exit(args.parent_pid)?
+    };
+    check_parent(args.parent_pid)?;
     let limits = Limits {
         apply_window: args.apply_window,
         ..Limits::default()
     };
+    if args.policy.allowed_repositories.is_empty() {
+        tracing::warn!("no --allowed-repository: Stage accepts an image from any repository");
+    }
+    tracing::info!(
+        host_pid = args.host_pid,
+        allowed_repositories = ?args.policy.allowed_repositories,
+        enforce_container_sigpolicy = args.policy.enforce_sigpolicy,
+        "bootc-helper serving on fd 3"
+    );
     let engine = Arc::new(Engine::new(
         Runner {
             host_pid: args.host_pid,
         },
         limits,
+        args.policy,
     ));
-    tracing::info!(host_pid = args.host_pid, "bootc-helper serving on fd 3");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     // Either way the daemon is gone (it never closes the connection while
     // it lives), so the helper's work is over.
-    match rt.block_on(helper::server::serve(socket, engine)) {
-        Ok(()) => tracing::info!("daemon closed the connection; exiting"),
-        Err(e) => tracing::info!(error = %e, "connection to the daemon ended; exiting"),
-    }
+    rt.block_on(async move {
+        tokio::select! {
+            served = helper::server::serve(socket, engine) => match served {
+                Ok(()) => tracing::info!("daemon closed the connection; exiting"),
+                Err(e) => tracing::info!(error = %e, "connection to the daemon ended; exiting"),
+            },
+            // Readable once the daemon has exited, even if its end of the
+            // socket lives on somewhere.
+            _ = daemon.readable() => tracing::info!("the daemon exited; exiting"),
+        }
+    });
     Ok(())
+}
+
+/// The helper's parent must be the daemon that started it.
+fn check_parent(daemon: i32) -> Result<(), String> {
+    let parent = nix::unistd::getppid().as_raw();
+    (parent == daemon)
+        .then_some(())
+        .ok_or_else(|| format!("parent is pid {parent}, not the daemon ({daemon}); exiting"))
 }

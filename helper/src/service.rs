@@ -62,10 +62,13 @@ impl From<HelperError> for tonic::Status {
     fn from(e: HelperError) -> Self {
         use tonic::Code;
         let code = match &e {
-            HelperError::Invalid(_) => Code::InvalidArgument,
-            HelperError::NothingStaged | HelperError::StagedMismatch { .. } => {
-                Code::FailedPrecondition
+            HelperError::Invalid(ValidationError::RepositoryNotAllowed { .. }) => {
+                Code::PermissionDenied
             }
+            HelperError::Invalid(_) => Code::InvalidArgument,
+            HelperError::NothingStaged
+            | HelperError::StagedMismatch { .. }
+            | HelperError::Bootc(RunError::Busy { .. }) => Code::FailedPrecondition,
             HelperError::Bootc(RunError::Failed { .. }) => Code::Aborted,
             HelperError::Bootc(RunError::Timeout { .. }) | HelperError::Timeout { .. } => {
                 Code::DeadlineExceeded
@@ -95,15 +98,20 @@ struct State {
 pub struct Engine {
     runner: Runner,
     limits: Limits,
+    policy: validate::ImagePolicy,
     state: Mutex<State>,
 }
 
 impl Engine {
-    pub fn new(runner: Runner, limits: Limits) -> Self {
+    /// Stage accepts only what `policy` allows (and bootc checks the host's
+    /// signature policy for every image it fetches, if it says so).
+    pub fn new(runner: Runner, limits: Limits, policy: validate::ImagePolicy) -> Self {
+        let state = Mutex::new(State::default());
         Engine {
             runner,
             limits,
-            state: Mutex::new(State::default()),
+            policy,
+            state,
         }
     }
 
@@ -149,13 +157,17 @@ impl Engine {
     }
 
     pub async fn stage(&self, image: &str) -> Result<proto::StageResponse, HelperError> {
-        let image = validate::stage_image(image)?;
+        let image = validate::stage_image(image, &self.policy)?;
         let mut state = self.state.lock().await;
         let locked = self.download_only(&mut state).await?;
         // Forget the previous image first: a failed stage may have replaced it.
         state.last_staged = None;
+        let argv = sigpolicy(
+            bootc::stage_argv(&image, locked),
+            self.policy.enforce_sigpolicy,
+        );
         self.runner
-            .run(&bootc::stage_argv(&image, locked), self.limits.stage)
+            .run_in_unit(bootc::UnitOp::Stage, &argv, self.limits.stage)
             .await?;
         state.last_staged = Some(Staged { image, locked });
         Ok(proto::StageResponse { locked })
@@ -175,7 +187,10 @@ impl Engine {
                 found: found.map(str::to_owned),
             });
         }
-        let argv = bootc::apply_argv(&staged.image, staged.locked, soft_reboot);
+        let argv = sigpolicy(
+            bootc::apply_argv(&staged.image, staged.locked, soft_reboot),
+            self.policy.enforce_sigpolicy,
+        );
         match self.runner.apply(&argv, self.limits.apply_window).await? {
             ApplyOutcome::Exited => tracing::info!("bootc apply exited 0"),
             ApplyOutcome::StillRunning => {
@@ -205,6 +220,16 @@ impl Engine {
         tracing::info!(path = %path.display(), "wrote registry credentials");
         Ok(proto::WriteAuthResponse {})
     }
+}
+
+/// Adds `--enforce-container-sigpolicy` to a `switch` that names an image
+/// (right before `--`), when asked. `--from-downloaded` fetches nothing, so
+/// it gets none.
+pub fn sigpolicy(mut argv: Vec<String>, enforce: bool) -> Vec<String> {
+    if let Some(i) = argv.iter().position(|a| a == "--").filter(|_| enforce) {
+        argv.insert(i, "--enforce-container-sigpolicy".to_owned());
+    }
+    argv
 }
 
 /// The tonic service over an [`Engine`].
@@ -269,5 +294,44 @@ impl proto::helper_server::Helper for HelperService {
             self.0.write_auth(&request.get_ref().docker_config_json),
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigpolicy_goes_before_the_image_only() {
+        let img = "quay.io/a@sha256:00";
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            sigpolicy(bootc::stage_argv(img, true), true),
+            v(&[
+                "switch",
+                "--download-only",
+                "--enforce-container-sigpolicy",
+                "--",
+                img
+            ])
+        );
+        assert_eq!(
+            sigpolicy(bootc::apply_argv(img, false, false), true),
+            v(&[
+                "switch",
+                "--apply",
+                "--enforce-container-sigpolicy",
+                "--",
+                img
+            ])
+        );
+        assert_eq!(
+            sigpolicy(bootc::apply_argv(img, true, true), true),
+            bootc::apply_argv(img, true, true)
+        );
+        assert_eq!(
+            sigpolicy(bootc::stage_argv(img, true), false),
+            bootc::stage_argv(img, true)
+        );
     }
 }

@@ -7,33 +7,25 @@ use serde::Deserialize;
 
 /// The parts of bootc's `Host` the helper reads.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct Host {
-    #[serde(default)]
     pub status: Option<HostStatus>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct HostStatus {
-    #[serde(default)]
     pub staged: Option<BootEntry>,
-    #[serde(default)]
     pub booted: Option<BootEntry>,
-    #[serde(default)]
     pub rollback: Option<BootEntry>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct BootEntry {
-    #[serde(default)]
     pub image: Option<ImageStatus>,
-    #[serde(default)]
     pub incompatible: bool,
-    #[serde(default)]
     pub soft_reboot_capable: bool,
-    #[serde(default)]
     pub download_only: bool,
 }
 
@@ -70,14 +62,10 @@ pub fn parse(json: &[u8]) -> Result<Host, ParseError> {
 const FIELD_MAX: usize = 1024;
 
 fn clip(s: &str) -> String {
-    if s.len() <= FIELD_MAX {
-        return s.to_owned();
-    }
-    let mut end = FIELD_MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
+    let end = (0..=FIELD_MAX.min(s.len()))
+        .rev()
+        .find(|i| s.is_char_boundary(*i));
+    s[..end.unwrap_or(0)].to_owned()
 }
 
 /// Maps one deployment to the protocol. A deployment without an image

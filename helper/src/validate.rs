@@ -14,19 +14,55 @@ pub const AUTH_MAX_BYTES: usize = 64 * 1024;
 pub enum ValidationError {
     #[error("stage: invalid image: {0}")]
     Image(#[from] ImageRefError),
+    #[error("stage: repository {repository:?} is not allowed (--allowed-repository {allowed:?})")]
+    RepositoryNotAllowed {
+        repository: String,
+        allowed: Vec<String>,
+    },
     #[error("write-auth: payload is {len} bytes; at most {max} are allowed")]
     AuthTooLarge { len: usize, max: usize },
     #[error("write-auth: payload is empty")]
     AuthEmpty,
+    /// Never carries payload bytes: only where and what kind of problem.
     #[error("write-auth: payload is not a docker config JSON: {0}")]
     AuthNotDockerConfig(String),
 }
 
+/// Which images Stage may stage: fixed on the helper's command line (from
+/// the DaemonSet) before any untrusted byte is read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImagePolicy {
+    /// Repositories (`registry/path`, matched exactly) and namespaces
+    /// (`registry/path/`, matching every repository below). Empty: any.
+    pub allowed_repositories: Vec<String>,
+    /// Pass `--enforce-container-sigpolicy` to bootc when staging, so that
+    /// the host's `containers-policy.json` decides (signatures).
+    pub enforce_sigpolicy: bool,
+}
+
+impl ImagePolicy {
+    /// Whether `repository` (`registry/path`, no tag or digest) may be staged.
+    pub fn allows(&self, repository: &str) -> bool {
+        self.allowed_repositories.is_empty()
+            || self.allowed_repositories.iter().any(|rule| {
+                rule == repository || (rule.ends_with('/') && repository.starts_with(rule.as_str()))
+            })
+    }
+}
+
 /// Checks a Stage image: exactly `name@sha256:<64 lowercase hex>` under the
 /// distribution reference grammar. Returns the canonical string to hand to
-/// bootc (identical to the input: the grammar admits one spelling).
-pub fn stage_image(input: &str) -> Result<String, ValidationError> {
+/// bootc (identical to the input: the grammar admits one spelling). Its
+/// repository must be one `policy` allows.
+pub fn stage_image(input: &str, policy: &ImagePolicy) -> Result<String, ValidationError> {
     let parsed = ImageRef::parse_pinned(input)?;
+    let repository = parsed.repository();
+    if !policy.allows(&repository) {
+        return Err(ValidationError::RepositoryNotAllowed {
+            repository,
+            allowed: policy.allowed_repositories.clone(),
+        });
+    }
     let canonical = parsed.to_string();
     // parse_pinned accepted it, so Display reproduces it; belt and braces.
     if canonical != input {
@@ -78,20 +114,31 @@ pub fn auth_payload(payload: &[u8]) -> Result<Vec<u8>, ValidationError> {
         });
     }
     let config: DockerConfig = serde_json::from_slice(payload)
-        .map_err(|e| ValidationError::AuthNotDockerConfig(e.to_string()))?;
-    for registry in config.auths.keys() {
-        if registry.is_empty()
+        .map_err(|e| ValidationError::AuthNotDockerConfig(json_error_position(&e)))?;
+    if config.auths.keys().any(|registry| {
+        registry.is_empty()
             || registry
                 .chars()
                 .any(|c| c.is_control() || c.is_whitespace())
-        {
-            return Err(ValidationError::AuthNotDockerConfig(format!(
-                "registry key {registry:?} is empty or has whitespace"
-            )));
-        }
+    }) {
+        return Err(ValidationError::AuthNotDockerConfig(
+            "a registry key is empty or has whitespace".to_owned(),
+        ));
     }
-    serde_json::to_vec(&config).map_err(|e| ValidationError::AuthNotDockerConfig(e.to_string()))
+    serde_json::to_vec(&config)
+        .map_err(|e| ValidationError::AuthNotDockerConfig(json_error_position(&e)))
 }
+
+/// A JSON error without serde's text, which quotes the offending value (a
+/// credential, for a string where an object was expected) or key: only its
+/// kind and position.
+fn json_error_position(e: &serde_json::Error) -> String {
+    let (kind, line, column) = (e.classify(), e.line(), e.column());
+    format!("{kind:?} error at line {line} column {column} (expected {DOCKER_CONFIG_SHAPE})")
+}
+
+/// What [`DockerConfig`] accepts, for error messages.
+const DOCKER_CONFIG_SHAPE: &str = r#"{"auths": {"<registry>": {"auth", "username", "password", "identitytoken", "registrytoken", "email"}}}"#;
 
 #[cfg(test)]
 mod tests {
@@ -107,7 +154,7 @@ mod tests {
             format!("localhost:5000/os@{D}"),
             format!("os@{D}"),
         ] {
-            assert_eq!(stage_image(&ok).unwrap(), ok);
+            assert_eq!(stage_image(&ok, &ImagePolicy::default()).unwrap(), ok);
         }
     }
 
@@ -168,12 +215,78 @@ mod tests {
             }),
         ];
         for (input, check) in cases {
-            match stage_image(&input) {
+            match stage_image(&input, &ImagePolicy::default()) {
                 Err(ValidationError::Image(e)) => {
                     assert!(check(&e), "{input:?}: unexpected error {e:?}")
                 }
                 other => panic!("{input:?}: expected an image error, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn stage_refuses_repositories_outside_the_allow_list() {
+        let policy = ImagePolicy {
+            allowed_repositories: vec!["quay.io/acme/os".into(), "registry.example.com/os/".into()],
+            enforce_sigpolicy: false,
+        };
+        for ok in [
+            format!("quay.io/acme/os@{D}"),
+            format!("registry.example.com/os/base@{D}"),
+            format!("registry.example.com/os/a/b@{D}"),
+        ] {
+            assert_eq!(stage_image(&ok, &policy).unwrap(), ok);
+        }
+        for (bad, repository) in [
+            (format!("quay.io/acme/os2@{D}"), "quay.io/acme/os2"),
+            (format!("quay.io/acme@{D}"), "quay.io/acme"),
+            (format!("quay.io/evil/os@{D}"), "quay.io/evil/os"),
+            (
+                format!("registry.example.com/os@{D}"),
+                "registry.example.com/os",
+            ),
+            (
+                format!("registry.example.com/osx/a@{D}"),
+                "registry.example.com/osx/a",
+            ),
+            (format!("acme/os@{D}"), "acme/os"),
+        ] {
+            let err = stage_image(&bad, &policy).unwrap_err();
+            assert_eq!(
+                err,
+                ValidationError::RepositoryNotAllowed {
+                    repository: repository.into(),
+                    allowed: policy.allowed_repositories.clone()
+                },
+                "{bad}"
+            );
+            assert!(err.to_string().contains("--allowed-repository"), "{err}");
+        }
+    }
+
+    #[test]
+    fn auth_errors_never_quote_the_payload() {
+        const SECRET: &str = "c2VjcmV0LXVzZXI6aHVudGVyMg";
+        for bad in [
+            format!(r#"{{"auths":{{"quay.io":"{SECRET}"}}}}"#),
+            format!(r#"{{"auths":{{"quay.io":{{"auth":{SECRET}}}}}}}"#),
+            format!(r#"{{"auths":{{"quay.io":{{"{SECRET}":"x"}}}}}}"#),
+            format!(r#"{{"{SECRET}":{{}}}}"#),
+            format!(r#"{{"auths":{{"{SECRET} x":{{}}}}}}"#),
+            format!(r#"{{"auths":{{"quay.io":{{"auth":"{SECRET}"#),
+            format!(r#"{{"auths":{{"quay.io":{{"auth":1}}}},"x":"{SECRET}"}}"#),
+            format!(r#"["{SECRET}"]"#),
+            SECRET.to_owned(),
+        ] {
+            let err = auth_payload(bad.as_bytes()).unwrap_err().to_string();
+            assert!(
+                !err.contains(SECRET) && !err.contains("c2Vj"),
+                "{bad}: {err}"
+            );
+            assert!(
+                err.starts_with("write-auth: payload is not a docker config JSON"),
+                "{err}"
+            );
         }
     }
 

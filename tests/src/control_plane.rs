@@ -22,6 +22,10 @@ pub const CONTROLLER_USER: &str = "system:serviceaccount:bootc-operator:bootc-co
 /// The user the daemon's token authenticates as (its ServiceAccount).
 pub const DAEMON_USER: &str = "system:serviceaccount:bootc-operator:bootc-daemon";
 
+/// The owner of the daemon's pods, as the DaemonSet controller sets it (a
+/// drain leaves DaemonSet pods alone; there is no DaemonSet controller here).
+const DAEMONSET_OWNER: &str = r#"{"apiVersion":"apps/v1","kind":"DaemonSet","name":"bootc-daemon","uid":"6b6f6f74-632d-6461-656d-6f6e00000000","controller":true}"#;
+
 /// The operator's namespace and the daemon's ServiceAccount, as in deploy/.
 const NAMESPACE: &str = "bootc-operator";
 const DAEMON_SERVICE_ACCOUNT: &str = "bootc-daemon";
@@ -401,8 +405,8 @@ impl ControlPlane {
 
     /// A kubeconfig for the daemon on `node`, with a node-bound service
     /// account token as the kubelet hands one to the daemon's pod: a Pod of
-    /// the daemon's ServiceAccount bound to `node` (created here if absent;
-    /// nothing runs it), and a TokenRequest bound to that Pod. The token's
+    /// the daemon's ServiceAccount bound to `node`, owned by the DaemonSet
+    /// (created here if absent; nothing runs it), and a TokenRequest bound to that Pod. The token's
     /// user carries the node's name (`authentication.kubernetes.io/node-name`)
     /// and stops working when the Pod is deleted. Needs the namespace and
     /// ServiceAccount of `deploy/rbac/daemon.yaml`.
@@ -422,7 +426,7 @@ impl ControlPlane {
     pub fn node_bound_token(&self, node: &str) -> Result<String> {
         let pod = format!("bootc-daemon-{node}");
         let manifest = format!(
-            "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{pod}\",\"namespace\":\"{NAMESPACE}\"}},\"spec\":{{\"nodeName\":\"{node}\",\"serviceAccountName\":\"{DAEMON_SERVICE_ACCOUNT}\",\"automountServiceAccountToken\":false,\"containers\":[{{\"name\":\"daemon\",\"image\":\"bootc-operator\"}}]}}}}"
+            "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{pod}\",\"namespace\":\"{NAMESPACE}\",\"ownerReferences\":[{DAEMONSET_OWNER}]}},\"spec\":{{\"nodeName\":\"{node}\",\"serviceAccountName\":\"{DAEMON_SERVICE_ACCOUNT}\",\"automountServiceAccountToken\":false,\"containers\":[{{\"name\":\"daemon\",\"image\":\"bootc-operator\"}}]}}}}"
         );
         let mut apply = self.kubectl();
         apply.args(["apply", "-f", "-"]);

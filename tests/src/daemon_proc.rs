@@ -49,6 +49,14 @@ impl DaemonProcess {
     /// Starts the daemon against `host` (host root = the host directory,
     /// helper targeting the host's namespace holder).
     pub fn start(host: &FakeHost) -> std::io::Result<DaemonProcess> {
+        Self::start_with_helper(host, &bin("bootc-helper"))
+    }
+
+    /// [`DaemonProcess::start`] with another `--helper` (e.g. `fd-probe`).
+    pub fn start_with_helper(
+        host: &FakeHost,
+        helper: &std::path::Path,
+    ) -> std::io::Result<DaemonProcess> {
         let kubeconfig = tempfile::NamedTempFile::new()?;
         std::fs::write(kubeconfig.path(), NO_API_SERVER)?;
         let mut child = Command::new(bin("bootc-daemon"))
@@ -56,7 +64,7 @@ impl DaemonProcess {
             .arg("--kubeconfig")
             .arg(kubeconfig.path())
             .arg("--helper")
-            .arg(bin("bootc-helper"))
+            .arg(helper)
             .arg("--host-root")
             .arg(host.root())
             .args(["--host-pid", &host.pid().to_string()])

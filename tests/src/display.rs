@@ -19,6 +19,9 @@ pub struct NodeRow {
     pub cordoned: bool,
     pub ready: bool,
     pub degraded: Option<String>,
+    /// What the node's bootc offers: locked staging (`--download-only`),
+    /// or unlocked (a reboot before its turn boots what is staged).
+    pub staging: &'static str,
 }
 
 /// The version-ish tail of an image: the tag, or the digest's first 12 hex.
@@ -67,6 +70,11 @@ pub fn rows(bootc_nodes: &[BootcNode], nodes: &[Node]) -> Vec<NodeRow> {
                 degraded: conditions::find(conds, reasons::DEGRADED)
                     .filter(|c| c.status == "True")
                     .map(|c| c.message.clone()),
+                staging: match status.and_then(|s| s.download_only_supported) {
+                    Some(true) => "locked",
+                    Some(false) => "unlocked",
+                    None => "-",
+                },
             }
         })
         .collect();
@@ -119,17 +127,18 @@ pub fn render(pool: &BootcNodePool, rows: &[NodeRow]) -> String {
     }
     let _ = writeln!(
         out,
-        "\n  {:<14} {:<13} {:<13} {:<10} {:<5} {:<9} {:<6} DEGRADED",
-        "NODE", "BOOTED", "DESIRED", "STATE", "SLOT", "CORDONED", "READY"
+        "\n  {:<14} {:<13} {:<13} {:<10} {:<8} {:<5} {:<9} {:<6} DEGRADED",
+        "NODE", "BOOTED", "DESIRED", "STATE", "STAGING", "SLOT", "CORDONED", "READY"
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "  {:<14} {:<13} {:<13} {:<10} {:<5} {:<9} {:<6} {}",
+            "  {:<14} {:<13} {:<13} {:<10} {:<8} {:<5} {:<9} {:<6} {}",
             r.name,
             r.booted,
             r.desired,
             r.state,
+            r.staging,
             if r.in_slot {
                 if r.approved { "boot" } else { "drain" }
             } else {

@@ -2,7 +2,8 @@
 //! and a process holding its own mount namespace in which
 //!
 //! - `/usr/local/sbin` is a private tmpfs whose `bootc` runs the fake bootc
-//!   on this host's directory (found on the helper's fixed PATH),
+//!   on this host's directory, and whose `systemd-run` and `systemctl` run
+//!   the fake host's systemd (found first on the helper's fixed PATH),
 //! - `/run` is the host directory's `run/` (so the auth file lands there),
 //! - `/proc/sys/kernel/random/boot_id` is the host directory's `boot_id`.
 //!
@@ -31,10 +32,20 @@ pub fn target_dir() -> PathBuf {
     dir
 }
 
+/// Where `./dev test` puts the helper it builds on its own (`cargo build
+/// -p helper`, its own feature set: what ships), for the tests to run
+/// instead of the workspace build (whose features cargo unifies with the
+/// daemon's and the tests').
+pub const SHIPPED_HELPER_ENV: &str = "BOOTC_HELPER_SHIPPED";
+
 /// A workspace binary built next to the tests (bootc-daemon, bootc-helper,
-/// fake-bootc).
+/// fake-bootc); for bootc-helper, the shipped build when
+/// [`SHIPPED_HELPER_ENV`] names one.
 pub fn bin(name: &str) -> PathBuf {
-    target_dir().join(name)
+    match std::env::var_os(SHIPPED_HELPER_ENV) {
+        Some(shipped) if name == "bootc-helper" => PathBuf::from(shipped),
+        _ => target_dir().join(name),
+    }
 }
 
 /// Whether the tests can create namespaces and drop privilege. CI runs as
@@ -74,6 +85,8 @@ const SETUP: &str = r#"set -e
 mkdir -p /usr/local/sbin
 mount -t tmpfs -o mode=0755,size=1m fake-bootc /usr/local/sbin
 install -m 0755 "$1/bootc-wrapper" /usr/local/sbin/bootc
+install -m 0755 "$1/systemd-run-wrapper" /usr/local/sbin/systemd-run
+install -m 0755 "$1/systemctl-wrapper" /usr/local/sbin/systemctl
 mount --bind "$1/run" /run
 mount --bind "$1/boot_id" /proc/sys/kernel/random/boot_id
 echo ready
@@ -86,12 +99,18 @@ impl FakeHost {
         let dir = tempfile::Builder::new().prefix("fake-host-").tempdir()?;
         let layout = Layout::new(dir.path());
         layout.init(booted)?;
-        let wrapper = format!(
-            "#!/bin/sh\nexec '{}' --fake-root '{}' \"$@\"\n",
-            bin("fake-bootc").display(),
-            dir.path().display()
-        );
-        std::fs::write(dir.path().join("bootc-wrapper"), wrapper)?;
+        for (file, tool) in [
+            ("bootc-wrapper", ""),
+            ("systemd-run-wrapper", " --as systemd-run"),
+            ("systemctl-wrapper", " --as systemctl"),
+        ] {
+            let wrapper = format!(
+                "#!/bin/sh\nexec '{}' --fake-root '{}'{tool} \"$@\"\n",
+                bin("fake-bootc").display(),
+                dir.path().display()
+            );
+            std::fs::write(dir.path().join(file), wrapper)?;
+        }
         let mut holder = Command::new("unshare")
             .args([
                 "--mount",
@@ -155,6 +174,8 @@ impl FakeHost {
 
 impl Drop for FakeHost {
     fn drop(&mut self) {
+        // The host goes away: so do its transient units.
+        let _ = self.layout.systemd().stop_all();
         drop(self.stdin.take());
         let _ = self.holder.wait();
     }
@@ -171,10 +192,23 @@ pub struct TestHelper {
 impl FakeHost {
     /// Starts `bootc-helper` against this host and connects to it.
     pub async fn helper(&self, apply_window: std::time::Duration) -> anyhow::Result<TestHelper> {
+        self.helper_with(daemon::spawn::HelperOptions {
+            apply_window,
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// [`FakeHost::helper`] with more options (allowed repositories,
+    /// signature policy); path and host pid are filled in.
+    pub async fn helper_with(
+        &self,
+        options: daemon::spawn::HelperOptions,
+    ) -> anyhow::Result<TestHelper> {
         let (process, socket) = daemon::spawn::start(&daemon::spawn::HelperOptions {
             path: bin("bootc-helper"),
             host_pid: self.pid(),
-            apply_window,
+            ..options
         })?;
         let client = daemon::helper_client::connect(socket).await?;
         Ok(TestHelper { process, client })

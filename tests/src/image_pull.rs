@@ -1,9 +1,10 @@
 //! What the fake bootc does where real bootc pulls: fetch the manifest (and,
 //! for a multi-arch index, the manifest for this host's architecture) and the
-//! config from the registry named in the reference, with the credentials in
-//! the host's `run/ostree/auth.json` and the CA in
-//! `etc/containers/certs.d/<registry>/ca.crt`. A wrong pull secret then fails
-//! with the registry's 401 and a missing image with its 404, end to end.
+//! config from the registry named in the reference, with the credentials of
+//! the host's auth file (the first of bootc's three that exists, chosen by
+//! the caller) and the CA in `etc/containers/certs.d/<registry>/ca.crt`. A
+//! wrong pull secret then fails with the registry's 401 and a missing image
+//! with its 404, end to end, in the words containers/image uses.
 
 use std::path::Path;
 
@@ -72,24 +73,39 @@ struct ContainerConfig {
 }
 
 /// Pulls the metadata of `reference` (`registry/repo@sha256:...`) as a
-/// host whose root is `host_root` and whose architecture is `arch`.
-pub async fn pull(reference: &str, host_root: &Path, arch: &str) -> Result<PulledImage> {
+/// host whose root is `host_root` and whose architecture is `arch`, with
+/// the credentials in `auth_file` (None: anonymous, as bootc when none of
+/// its auth files exists). Errors read as containers/image words them
+/// (what bootc prints after `failed to invoke method OpenImage: `).
+pub async fn pull(
+    reference: &str,
+    host_root: &Path,
+    auth_file: Option<&Path>,
+    arch: &str,
+) -> Result<PulledImage> {
     install_crypto_provider();
     let parsed: Reference = reference
         .parse()
         .with_context(|| format!("invalid reference {reference}"))?;
     let registry = parsed.resolve_registry().to_owned();
+    let repo = format!("{registry}/{}", parsed.repository());
+    let what = parsed
+        .digest()
+        .or(parsed.tag())
+        .unwrap_or_default()
+        .to_owned();
 
-    let auth_path = host_root.join("run/ostree/auth.json");
-    let auth = match std::fs::read(&auth_path) {
-        Ok(json) => {
-            match controller::registry::credentials_for(&json, &registry, "/run/ostree/auth.json")?
-            {
+    let auth = match auth_file.map(std::fs::read) {
+        Some(Ok(json)) => {
+            let shown = auth_file
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            match controller::registry::credentials_for(&json, &registry, &shown)? {
                 Some(c) => RegistryAuth::Basic(c.username, c.password),
                 None => RegistryAuth::Anonymous,
             }
         }
-        Err(_) => RegistryAuth::Anonymous,
+        _ => RegistryAuth::Anonymous,
     };
     let mut config = ClientConfig {
         platform_resolver: None,
@@ -110,7 +126,7 @@ pub async fn pull(reference: &str, host_root: &Path, arch: &str) -> Result<Pulle
     let (body, digest) = client
         .pull_manifest_raw(&parsed, &auth, ACCEPTED)
         .await
-        .map_err(|e| anyhow!("fetching manifest of {reference}: {}", describe(&e)))?;
+        .map_err(|e| anyhow!("{}", describe(&e, &what, &repo, &registry)))?;
     let manifest: Manifest = serde_json::from_slice(&body).context("parsing the manifest")?;
     let (manifest, manifest_digest) = match manifest.manifests {
         Some(entries) => {
@@ -127,12 +143,7 @@ pub async fn pull(reference: &str, host_root: &Path, arch: &str) -> Result<Pulle
             let (body, d) = client
                 .pull_manifest_raw(&by_digest, &auth, ACCEPTED)
                 .await
-                .map_err(|e| {
-                    anyhow!(
-                        "fetching the {arch} manifest of {reference}: {}",
-                        describe(&e)
-                    )
-                })?;
+                .map_err(|e| anyhow!("{}", describe(&e, &entry.digest, &repo, &registry)))?;
             (
                 serde_json::from_slice::<Manifest>(&body)
                     .context("parsing the platform manifest")?,
@@ -149,7 +160,7 @@ pub async fn pull(reference: &str, host_root: &Path, arch: &str) -> Result<Pulle
     client
         .pull_blob(&parsed, config_digest.as_str(), &mut blob)
         .await
-        .map_err(|e| anyhow!("fetching the config of {reference}: {}", describe(&e)))?;
+        .map_err(|e| anyhow!("{}", describe(&e, config_digest.as_str(), &repo, &registry)))?;
     let image_config: ImageConfig =
         serde_json::from_slice(&blob).context("parsing the image config")?;
     let version = image_config
@@ -163,14 +174,51 @@ pub async fn pull(reference: &str, host_root: &Path, arch: &str) -> Result<Pulle
     })
 }
 
-/// The registry's answer in the words a user greps for (status code first).
-fn describe(err: &oci_client::errors::OciDistributionError) -> String {
+/// The registry's answer in containers/image's words: `reading manifest
+/// <tag or digest> in <registry/repo>: manifest unknown` for a 404,
+/// `...: authentication required` for distribution's basic-auth 401, and
+/// `pinging container registry <host>: ...` when it cannot be reached.
+fn describe(
+    err: &oci_client::errors::OciDistributionError,
+    what: &str,
+    repo: &str,
+    registry: &str,
+) -> String {
     use oci_client::errors::OciDistributionError as E;
     match err {
-        E::UnauthorizedError { url } => format!("401 Unauthorized from {url}"),
-        E::AuthenticationFailure(m) => format!("401 Unauthorized: {m}"),
-        E::ImageManifestNotFoundError(m) => format!("404 Not Found: {m}"),
-        E::ServerError { code, url, message } => format!("{code} from {url}: {message}"),
+        E::UnauthorizedError { .. } | E::AuthenticationFailure(_) => {
+            format!("reading manifest {what} in {repo}: authentication required")
+        }
+        E::ImageManifestNotFoundError(_) => {
+            format!("reading manifest {what} in {repo}: manifest unknown")
+        }
+        E::ServerError { code: 404, .. } => {
+            format!("reading manifest {what} in {repo}: manifest unknown")
+        }
+        E::ServerError { code: 401, .. } => {
+            format!("reading manifest {what} in {repo}: authentication required")
+        }
+        E::ServerError { code, message, .. } => {
+            format!(
+                "reading manifest {what} in {repo}: received unexpected HTTP status: {code} {message}"
+            )
+        }
+        E::RegistryError { envelope, .. } => {
+            use oci_client::errors::OciErrorCode as C;
+            let code = envelope.errors.first().map(|e| &e.code);
+            match code {
+                Some(C::ManifestUnknown | C::NameUnknown | C::NotFound | C::BlobUnknown) => {
+                    format!("reading manifest {what} in {repo}: manifest unknown")
+                }
+                Some(C::Unauthorized | C::Denied) => {
+                    format!("reading manifest {what} in {repo}: authentication required")
+                }
+                _ => format!("reading manifest {what} in {repo}: {envelope}"),
+            }
+        }
+        E::RequestError(e) if e.is_connect() || e.is_timeout() => format!(
+            "pinging container registry {registry}: Get \"https://{registry}/v2/\": dial tcp {registry}: connect: connection refused"
+        ),
         other => other.to_string(),
     }
 }

@@ -73,7 +73,10 @@ impl AgentOptions {
 #[derive(Debug)]
 pub struct Agent {
     pub child: Child,
+    /// The node's daemon log, shared by every daemon of that node (appended).
     pub log: PathBuf,
+    /// Where this daemon's part of the log starts.
+    log_start: u64,
 }
 
 impl Agent {
@@ -148,6 +151,7 @@ impl Agent {
             .create(true)
             .append(true)
             .open(&log)?;
+        let log_start = file.metadata()?.len();
         let binary = |name: &str| match &options.bin_dir {
             Some(dir) => dir.join(name),
             None => bin(name),
@@ -184,7 +188,11 @@ impl Agent {
             .stderr(file)
             .spawn()
             .context("starting bootc-daemon")?;
-        Ok(Agent { child, log })
+        Ok(Agent {
+            child,
+            log,
+            log_start,
+        })
     }
 
     /// SIGKILL, as a power cut or reboot would.
@@ -193,8 +201,18 @@ impl Agent {
         let _ = self.child.wait();
     }
 
-    /// The daemon's log so far.
+    /// This daemon's log so far (not the node's earlier daemons': a test
+    /// waiting for this daemon's line must not find a predecessor's).
     pub fn log_text(&self) -> String {
+        let all = std::fs::read(&self.log).unwrap_or_default();
+        let start = usize::try_from(self.log_start)
+            .unwrap_or(usize::MAX)
+            .min(all.len());
+        String::from_utf8_lossy(&all[start..]).into_owned()
+    }
+
+    /// The node's whole daemon log, every daemon of it (for diagnostics).
+    pub fn node_log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }

@@ -1,10 +1,16 @@
 //! Replays etcd's own history of Nodes and BootcNodes to prove the
 //! disruption bound: at no revision were more nodes disrupted than allowed.
 //!
-//! A node counts as disrupted at a revision when its BootcNode holds a
-//! reboot slot (`bootc.dev/in-reboot-slot`) or is approved to boot
-//! (`desiredImageState: Booted`), or its Node is cordoned without the test
-//! having cordoned it.
+//! Two judges replay the same history:
+//!
+//! * what the cluster sees ([`Recorder::peak`]): a node is disrupted at a
+//!   revision when its Node is NotReady (once it has been Ready: a node
+//!   still joining is not yet available to lose) or cordoned without the
+//!   test having cordoned it, whatever the operator's records say;
+//! * the operator's records ([`Recorder::peak_records`]): its BootcNode
+//!   holds a reboot slot (`bootc.dev/in-reboot-slot`) or is approved to boot
+//!   (`desiredImageState: Booted`), or its Node is cordoned without the test
+//!   having cordoned it.
 //!
 //! The history comes from etcd (`etcdctl watch --rev=1`), not from API
 //! watches: a watch that breaks (an API server restart, a 410 Expired) and
@@ -30,6 +36,8 @@ enum Obs {
         rv: u64,
         name: String,
         cordoned: bool,
+        /// The Ready condition: None while the Node has none.
+        ready: Option<bool>,
         deleted: bool,
     },
     Bootc {
@@ -45,6 +53,34 @@ impl Obs {
     fn rv(&self) -> u64 {
         match self {
             Obs::Node { rv, .. } | Obs::Bootc { rv, .. } => *rv,
+        }
+    }
+}
+
+/// Which view of disruption a replay judges by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Judge {
+    /// Node Ready and `spec.unschedulable`: what the cluster sees.
+    Cluster,
+    /// The operator's slot and approval records, and cordons.
+    Records,
+}
+
+/// One node's state during a replay.
+#[derive(Clone, Copy, Debug, Default)]
+struct NodeState {
+    cordoned: bool,
+    not_ready: bool,
+    was_ready: bool,
+    /// A slot or an approval on its BootcNode.
+    held: bool,
+}
+
+impl NodeState {
+    fn disrupted(self, judge: Judge) -> bool {
+        match judge {
+            Judge::Cluster => self.cordoned || self.not_ready,
+            Judge::Records => self.cordoned || self.held,
         }
     }
 }
@@ -77,10 +113,19 @@ fn observe(key: &str, rv: u64, value: Option<&Value>) -> Option<Obs> {
             .and_then(|v| v.pointer("/spec/unschedulable"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        let ready = value
+            .and_then(|v| v.pointer("/status/conditions"))
+            .and_then(Value::as_array)
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+            })
+            .map(|c| c.get("status").and_then(Value::as_str) == Some("True"));
         return Some(Obs::Node {
             rv,
             name: name.to_owned(),
             cordoned,
+            ready,
             deleted,
         });
     }
@@ -229,31 +274,69 @@ impl Recorder {
     }
 
     /// Replays everything seen so far in resourceVersion order and returns
-    /// the moment with the most disrupted nodes among `nodes` (all nodes when
-    /// empty). Nodes in `admin_cordoned` were cordoned by the test itself:
+    /// the moment when the cluster saw the most disrupted nodes among
+    /// `nodes` (all nodes when empty): NotReady (after having been Ready) or
+    /// cordoned. Nodes in `admin_cordoned` were cordoned by the test itself:
     /// their cordon alone does not count.
     pub async fn peak(
         &self,
         nodes: &BTreeSet<String>,
         admin_cordoned: &BTreeSet<String>,
     ) -> anyhow::Result<Peak> {
+        self.replay(nodes, admin_cordoned, Judge::Cluster).await
+    }
+
+    /// The same replay, judged by the operator's records: a slot, an
+    /// approval, or a cordon (not the test's).
+    pub async fn peak_records(
+        &self,
+        nodes: &BTreeSet<String>,
+        admin_cordoned: &BTreeSet<String>,
+    ) -> anyhow::Result<Peak> {
+        self.replay(nodes, admin_cordoned, Judge::Records).await
+    }
+
+    /// The higher of the two judges' peaks (the cluster's, the records').
+    pub async fn worst_peak(
+        &self,
+        nodes: &BTreeSet<String>,
+        admin_cordoned: &BTreeSet<String>,
+    ) -> anyhow::Result<Peak> {
+        let seen = self.peak(nodes, admin_cordoned).await?;
+        let recorded = self.peak_records(nodes, admin_cordoned).await?;
+        Ok(if recorded.count > seen.count {
+            recorded
+        } else {
+            seen
+        })
+    }
+
+    async fn replay(
+        &self,
+        nodes: &BTreeSet<String>,
+        admin_cordoned: &BTreeSet<String>,
+        judge: Judge,
+    ) -> anyhow::Result<Peak> {
         self.sync().await?;
         let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
-        let mut cordoned: BTreeMap<String, bool> = BTreeMap::new();
-        let mut held: BTreeMap<String, bool> = BTreeMap::new();
+        let mut state: BTreeMap<String, NodeState> = BTreeMap::new();
         let mut peak = Peak::default();
         for obs in &log {
             match obs {
                 Obs::Node {
                     name,
-                    cordoned: c,
+                    cordoned,
+                    ready,
                     deleted,
                     ..
                 } => {
-                    cordoned.insert(
-                        name.clone(),
-                        *c && !*deleted && !admin_cordoned.contains(name),
-                    );
+                    let s = state.entry(name.clone()).or_default();
+                    s.cordoned = *cordoned && !*deleted && !admin_cordoned.contains(name);
+                    s.was_ready |= *ready == Some(true);
+                    s.not_ready = !*deleted && s.was_ready && *ready != Some(true);
+                    if *deleted {
+                        s.was_ready = false;
+                    }
                 }
                 Obs::Bootc {
                     name,
@@ -262,13 +345,12 @@ impl Recorder {
                     deleted,
                     ..
                 } => {
-                    held.insert(name.clone(), (*slot || *approved) && !*deleted);
+                    state.entry(name.clone()).or_default().held = (*slot || *approved) && !*deleted;
                 }
             }
-            let now: BTreeSet<String> = cordoned
+            let now: BTreeSet<String> = state
                 .iter()
-                .chain(held.iter())
-                .filter(|(n, v)| **v && (nodes.is_empty() || nodes.contains(*n)))
+                .filter(|(n, s)| s.disrupted(judge) && (nodes.is_empty() || nodes.contains(*n)))
                 .map(|(n, _)| n.clone())
                 .collect();
             if obs.rv() >= self.start && now.len() > peak.count {
@@ -343,7 +425,7 @@ mod tests {
     fn reads_etcdctl_watch_json() {
         // The shape `etcdctl watch -w json` prints (etcd 3.4): keys and
         // values base64, PUT events without a type, DELETE with type 1.
-        let node = r#"{"spec":{"unschedulable":true}}"#;
+        let node = r#"{"spec":{"unschedulable":true},"status":{"conditions":[{"type":"Ready","status":"False"}]}}"#;
         let bn = r#"{"metadata":{"annotations":{"bootc.dev/in-reboot-slot":"x"}},"spec":{"desiredImageState":"Booted"}}"#;
         let line = serde_json::json!({
             "Header": {"revision": 12},
@@ -361,7 +443,7 @@ mod tests {
         assert_eq!(
             shown,
             [
-                r#"Node { rv: 10, name: "n1", cordoned: true, deleted: false }"#,
+                r#"Node { rv: 10, name: "n1", cordoned: true, ready: Some(false), deleted: false }"#,
                 r#"Bootc { rv: 11, name: "n1", slot: true, approved: true, deleted: false }"#,
                 r#"Bootc { rv: 12, name: "n2", slot: false, approved: false, deleted: true }"#,
             ]

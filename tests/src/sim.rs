@@ -24,9 +24,26 @@ use tokio::sync::Mutex;
 
 use crate::control_plane::{ControlPlane, Identity, Options};
 use crate::daemon_player::set_ready;
+use crate::fake_bootc::{BootcVersion, Reboot, UnplannedReboot};
 use crate::fake_host::{FakeHost, bin};
 use crate::node_agent::{Agent, AgentOptions};
 use crate::registry::{TestImage, TestRegistry};
+
+/// Sets a Node's Ready condition as a kubelet does: again and again until
+/// the API server takes it (it may be restarting), for up to a minute.
+async fn set_ready_patiently(admin: &kube::Client, name: &str, ready: bool) {
+    let mut delay = Duration::from_millis(200);
+    for _ in 0..30 {
+        match set_ready(admin, name, ready).await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::warn!(node = %name, ready, error = %e, "setting Ready failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
 
 /// The pool the simulator creates.
 pub const POOL: &str = "workers";
@@ -64,6 +81,9 @@ pub struct SimOptions {
     pub agent_bin_dir: Option<PathBuf>,
     /// The controller binary (default: next to the running binary).
     pub controller_bin: Option<PathBuf>,
+    /// The bootc each new node runs, in turn (node i gets entry i mod len):
+    /// `[V1_16, Pr]` makes a pool of both.
+    pub bootc_versions: Vec<BootcVersion>,
 }
 
 impl Default for SimOptions {
@@ -79,6 +99,7 @@ impl Default for SimOptions {
                 .unwrap_or_else(|_| "info".into()),
             agent_bin_dir: None,
             controller_bin: None,
+            bootc_versions: vec![BootcVersion::Pr],
         }
     }
 }
@@ -239,6 +260,11 @@ impl Sim {
             let name = format!("sim-node-{}", nodes.len() + 1);
             let host = FakeHost::start(Some(&self.pinned(booted_digest)))
                 .context("starting a fake host")?;
+            let versions = &self.options.bootc_versions;
+            if !versions.is_empty() {
+                host.layout
+                    .set_version(versions[nodes.len() % versions.len()])?;
+            }
             std::fs::write(host.layout.pull_from_registry(), "")?;
             let certs = host
                 .root()
@@ -387,6 +413,28 @@ impl Sim {
         Ok(())
     }
 
+    /// An unplanned reboot of node `name` now (a crash, or an orderly
+    /// reboot nobody asked the operator for), with bootc's outcome for what
+    /// is staged there. The kubelet player then sees it like any reboot:
+    /// the node goes NotReady and its daemon restarts.
+    pub async fn reboot_unplanned(&self, name: &str, kind: UnplannedReboot) -> Result<Reboot> {
+        let nodes = self.nodes.lock().await;
+        let node = nodes
+            .iter()
+            .find(|n| n.name == name)
+            .context("no such node")?;
+        Ok(node.host.layout.reboot_unplanned(kind)?)
+    }
+
+    /// Which bootc node `name` runs.
+    pub async fn bootc_version(&self, name: &str) -> Option<BootcVersion> {
+        let nodes = self.nodes.lock().await;
+        nodes
+            .iter()
+            .find(|n| n.name == name)
+            .map(|n| n.host.layout.version())
+    }
+
     /// These nodes stay NotReady after their next reboot (their daemon comes
     /// back; the kubelet does not), as with an image that breaks the node.
     pub async fn break_after_reboot(&self, names: &[&str]) {
@@ -425,7 +473,7 @@ impl Sim {
                     }
                 }
                 for name in rebooted {
-                    let _ = set_ready(&admin, &name, false).await;
+                    set_ready_patiently(&admin, &name, false).await;
                     let nodes = nodes.clone();
                     let admin = admin.clone();
                     let kubeconfig = crate::control_plane::node_kubeconfig_in(&cp_dir, &name);
@@ -455,7 +503,7 @@ impl Sim {
                         }
                         drop(nodes);
                         if !stays_down {
-                            let _ = set_ready(&admin, &name, true).await;
+                            set_ready_patiently(&admin, &name, true).await;
                         }
                     });
                 }

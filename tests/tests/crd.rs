@@ -26,15 +26,41 @@ fn valid_spec() -> Value {
     })
 }
 
-#[tokio::test]
-async fn invalid_pools_are_rejected_naming_the_field() {
+/// A control plane with the CRDs installed, and an untyped API of `K` (so
+/// that invalid objects can be sent).
+async fn dynamic_api<K>() -> (ControlPlane, Api<kube::api::DynamicObject>)
+where
+    K: kube::Resource<DynamicType = ()>,
+{
     let cp = ControlPlane::start().await.unwrap();
     let client = cp.admin().await.unwrap();
     k8s::install_crds(&client).await.unwrap();
-    let pools: Api<kube::api::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::erase::<BootcNodePool>(&()),
+    let api = Api::all_with(client, &kube::api::ApiResource::erase::<K>(&()));
+    (cp, api)
+}
+
+/// Creating `obj` fails with an error that names `field` and `rule`.
+async fn assert_refused(
+    api: &Api<kube::api::DynamicObject>,
+    obj: kube::api::DynamicObject,
+    field: &str,
+    rule: &str,
+) {
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let err = api
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect_err(&format!("{name}: {:?} was accepted", obj.data));
+    let text = err.to_string();
+    assert!(
+        text.contains(field) && text.contains(rule),
+        "{name}: error does not name {field} and {rule:?}: {text}"
     );
+}
+
+#[tokio::test]
+async fn invalid_pools_are_rejected_naming_the_field() {
+    let (_cp, pools) = dynamic_api::<BootcNodePool>().await;
 
     let with = |path: &[&str], value: Value| {
         let mut spec = valid_spec();
@@ -76,6 +102,16 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "max-unavailable-word",
             with(&["rollout", "maxUnavailable"], json!("abc")),
             "spec.rollout.maxUnavailable",
+        ),
+        (
+            "max-concurrent-staging-zero",
+            with(&["rollout", "maxConcurrentStaging"], json!(0)),
+            "spec.rollout.maxConcurrentStaging",
+        ),
+        (
+            "stage-ahead-negative",
+            with(&["rollout", "stageAhead"], json!(-1)),
+            "spec.rollout.stageAhead",
         ),
         (
             "max-unavailable-bare-number-string",
@@ -208,17 +244,8 @@ async fn invalid_pools_are_rejected_naming_the_field() {
         .map(|(name, spec, field)| (name, spec, field, ""))
         .chain(cel_cases);
     for (name, spec, field, rule) in cases {
-        let obj: kube::api::DynamicObject =
-            serde_json::from_value(pool(name, spec.clone())).unwrap();
-        let err = pools
-            .create(&PostParams::default(), &obj)
-            .await
-            .expect_err(&format!("{name}: {spec} was accepted"));
-        let text = err.to_string();
-        assert!(
-            text.contains(field) && text.contains(rule),
-            "{name}: error does not name {field} and {rule:?}: {text}"
-        );
+        let obj = serde_json::from_value(pool(name, spec.clone())).unwrap();
+        assert_refused(&pools, obj, field, rule).await;
     }
 
     // The valid one is accepted, so the rejections above are about the field.
@@ -565,13 +592,7 @@ spec:
 
 #[tokio::test]
 async fn invalid_bootc_nodes_are_rejected_naming_the_field() {
-    let cp = ControlPlane::start().await.unwrap();
-    let client = cp.admin().await.unwrap();
-    k8s::install_crds(&client).await.unwrap();
-    let nodes: Api<kube::api::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::erase::<BootcNode>(&()),
-    );
+    let (_cp, nodes) = dynamic_api::<BootcNode>().await;
     let digest = format!("quay.io/acme/os@sha256:{}", "a".repeat(64));
     let node = |name: &str, spec: Value| -> kube::api::DynamicObject {
         serde_json::from_value(json!({
@@ -595,15 +616,7 @@ async fn invalid_bootc_nodes_are_rejected_naming_the_field() {
         ),
     ];
     for (name, spec, field, rule) in cases {
-        let err = nodes
-            .create(&PostParams::default(), &node(name, spec.clone()))
-            .await
-            .expect_err(&format!("{name}: {spec} was accepted"));
-        let text = err.to_string();
-        assert!(
-            text.contains(field) && text.contains(rule),
-            "{name}: error does not name {field} and {rule:?}: {text}"
-        );
+        assert_refused(&nodes, node(name, spec), field, rule).await;
     }
     nodes
         .create(

@@ -13,7 +13,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tests::fake_bootc::{Fault, Invocation};
+use tests::fake_bootc::{BootcVersion, Fault, Invocation, UnplannedReboot};
 use tests::fake_host::{FakeHost, image};
 use tests::freeze_proxy::FreezeProxy;
 use tests::node_agent::{Agent, AgentOptions, create_bootc_node, install_daemon_rbac};
@@ -182,7 +182,6 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
 
     // The node comes back: a new daemon reads the status and reports Idle.
     agent.kill();
-    let before_restart = agent.log_text().len();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Idle after reboot", |bn| {
         phase(bn) == Some("Idle")
@@ -212,7 +211,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     let deadline = std::time::Instant::now() + WAIT;
     let (log, phases) = loop {
         let log = agent.log_text();
-        let phases = written_phases(&log[before_restart..]);
+        let phases = written_phases(&log);
         if phases.len() >= 2 || std::time::Instant::now() > deadline {
             break (log, phases);
         }
@@ -222,7 +221,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
         phases.get(..2),
         Some(&["Idle".to_owned(), "Staging".to_owned()][..]),
         "status writes after the reboot: {phases:?}\n{}",
-        &log[before_restart..]
+        log
     );
 }
 
@@ -255,7 +254,7 @@ async fn stage_failure_degrades_then_recovers_without_restart() {
     let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
     let message = degraded(&bn).unwrap();
     assert!(
-        message.contains("unauthorized: authentication required"),
+        message.contains(&Fault::Unauthorized.message(&b)),
         "bootc's message missing: {message}"
     );
     assert_eq!(phase(&bn), Some("Staging"));
@@ -328,11 +327,12 @@ fn fall_back_to_the_old_deployment(host: &FakeHost) {
 async fn failed_reboot_is_degraded_and_not_retried(
     w: &World,
     host: &FakeHost,
+    name: &str,
     (old, new): (&str, &str),
     stages_before: usize,
 ) -> BootcNode {
-    let agent = Agent::start(&w.cp, host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let agent = Agent::start(&w.cp, host, &AgentOptions::new(name), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, name, "Degraded", |bn| degraded(bn).is_some()).await;
     let message = degraded(&bn).unwrap();
     assert!(
         message.contains(old) && message.contains(new),
@@ -348,19 +348,27 @@ async fn failed_reboot_is_degraded_and_not_retried(
     bn
 }
 
+/// On both bootc versions.
 #[tokio::test]
 async fn rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     require_root!();
     let w = world().await;
+    for version in BootcVersion::ALL {
+        rebooted_into_the_wrong_image_on(&w, version).await;
+    }
+}
+
+async fn rebooted_into_the_wrong_image_on(w: &World, version: BootcVersion) {
+    let name = format!("node-{}", version.name().replace('.', "-"));
     let (a, b) = (image('a'), image('b'));
     let host = FakeHost::start(Some(&a)).unwrap();
+    host.layout.set_version(version).unwrap();
     let mut s = spec(&b);
     s.desired_image_state = DesiredImageState::Booted;
-    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
-    let mut agent =
-        Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
-        phase(bn) == Some("Rebooting")
+    create_bootc_node(&w.admin, &name, s).await.unwrap();
+    let mut agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, &name, "Rebooting", |bn| {
+        phase(bn) == Some(reasons::REBOOTING)
     })
     .await;
     wait_for_reboot(&host, || "no reboot".to_owned()).await;
@@ -374,7 +382,7 @@ async fn rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     )
     .unwrap();
 
-    failed_reboot_is_degraded_and_not_retried(&w, &host, (&a, &b), stages_before).await;
+    failed_reboot_is_degraded_and_not_retried(w, &host, &name, (&a, &b), stages_before).await;
 }
 
 /// A soft reboot keeps the kernel's boot id. One that comes back on the old
@@ -410,7 +418,9 @@ async fn soft_rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     // Userspace came back on the old deployment; the staged one is gone.
     fall_back_to_the_old_deployment(&host);
 
-    let bn = failed_reboot_is_degraded_and_not_retried(&w, &host, (&a, &b), stages_before).await;
+    let bn =
+        failed_reboot_is_degraded_and_not_retried(&w, &host, "node-1", (&a, &b), stages_before)
+            .await;
     assert_eq!(
         bn.status.as_ref().unwrap().boot_id.as_deref(),
         Some(boot_id.as_str())
@@ -461,7 +471,9 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     // The daemon is inside the slow re-stage: it has read its watch for the
     // last time before deciding to apply. Its Staging report, sent with the
     // stage, has its answer (the daemon logs the write once answered): a
-    // freeze must not catch that answer in flight.
+    // freeze must not catch that answer in flight, or the daemon waits for
+    // it and neither asks nor applies. `log_text` is this daemon's log
+    // only: the node's first daemon logged a Staging write of its own.
     let deadline = std::time::Instant::now() + WAIT;
     while stages(&host).len() == stages_before
         || !agent
@@ -513,7 +525,9 @@ async fn an_old_bootc_stages_unlocked_and_says_so() {
     let w = world().await;
     let (a, b) = (image('a'), image('b'));
     let host = FakeHost::start(Some(&a)).unwrap();
-    std::fs::write(host.layout.old_bootc(), "").unwrap();
+    host.layout
+        .set_version(tests::fake_bootc::BootcVersion::V1_16)
+        .unwrap();
     create_bootc_node(&w.admin, "node-1", spec(&b))
         .await
         .unwrap();
@@ -994,7 +1008,6 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     })
     .await;
     agent.kill();
-    let before_restart = agent.log_text().len();
     // Approved while the daemon is down; the new daemon stages again (the
     // helper applies only what it staged itself), then applies. The
     // re-stage is slow here, as a pull on a real host can be: the node says
@@ -1023,7 +1036,7 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     let deadline = std::time::Instant::now() + WAIT;
     let (log, phases) = loop {
         let log = agent.log_text();
-        let phases = written_phases(&log[before_restart..]);
+        let phases = written_phases(&log);
         if phases.len() >= 2 || std::time::Instant::now() > deadline {
             break (log, phases);
         }
@@ -1033,6 +1046,294 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
         phases,
         ["Staging", "Rebooting"],
         "status writes after the restart:\n{}",
-        &log[before_restart..]
+        log
     );
+}
+
+/// A node named after its bootc version, booted into `booted`, wanting
+/// `desired`, with its daemon running.
+async fn node_on(
+    w: &World,
+    version: BootcVersion,
+    prefix: &str,
+    booted: &str,
+    desired: BootcNodeSpec,
+) -> (String, FakeHost, Agent) {
+    let name = format!("{prefix}-{}", version.name().replace('.', "-"));
+    let host = FakeHost::start(Some(booted)).unwrap();
+    host.layout.set_version(version).unwrap();
+    create_bootc_node(&w.admin, &name, desired).await.unwrap();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
+    (name, host, agent)
+}
+
+fn idle_message(bn: &BootcNode) -> String {
+    bn.status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, reasons::IDLE))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// Every step of an update on both bootc versions: staging (locked only
+/// where bootc can), the report of it, a daemon restart while approved (the
+/// image is staged again: a no-op for bootc), the apply with each
+/// version's argv, the reboot, and a rollback to the old image the same way.
+#[tokio::test]
+async fn an_update_and_a_rollback_on_both_bootc_versions() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    for version in BootcVersion::ALL {
+        let (name, host, mut agent) = node_on(&w, version, "upd", &a, spec(&b)).await;
+        let locked = version.locked_staging();
+        let bn = wait_bn(&w.nodes, &name, "Staged", |bn| {
+            phase(bn) == Some(reasons::STAGED)
+        })
+        .await;
+        let status = bn.status.clone().unwrap();
+        assert_eq!(status.download_only_supported, Some(locked), "{version:?}");
+        assert_eq!(status.staged.unwrap().download_only, locked, "{version:?}");
+        assert_eq!(
+            idle_message(&bn).contains("unlocked"),
+            !locked,
+            "{version:?}"
+        );
+        let download_only = stages(&host)
+            .iter()
+            .all(|i| i.argv.iter().any(|a| a == "--download-only"));
+        assert_eq!(download_only, locked, "{version:?}");
+
+        // Approved while the daemon is down: the next one stages again
+        // (bootc: "Image specification is unchanged.", lock kept), applies.
+        agent.kill();
+        patch_spec(&w.nodes, &name, json!({"desiredImageState": "Booted"})).await;
+        let agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
+        wait_for_reboot(&host, || {
+            format!("{version:?}: no reboot:\n{}", agent.log_text())
+        })
+        .await;
+        let apply = applies(&host).pop().unwrap().argv;
+        let want: Vec<String> = if locked {
+            vec![
+                "switch".into(),
+                "--from-downloaded".into(),
+                "--apply".into(),
+            ]
+        } else {
+            vec!["switch".into(), "--apply".into(), "--".into(), b.clone()]
+        };
+        assert_eq!(apply, want, "{version:?}");
+        assert_eq!(host.state().booted.unwrap().image, b, "{version:?}");
+        drop(agent);
+        let agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
+        wait_bn(&w.nodes, &name, "Idle on b", |bn| {
+            phase(bn) == Some(reasons::REASON_IDLE)
+                && bn
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.booted.as_ref())
+                    .and_then(|b| b.image.as_deref())
+                    == Some(b.as_str())
+        })
+        .await;
+
+        // Rolled back to a (the rollback deployment): staged and booted
+        // like any other image.
+        patch_spec(
+            &w.nodes,
+            &name,
+            json!({"desiredImage": a, "desiredImageState": "Staged"}),
+        )
+        .await;
+        wait_bn(&w.nodes, &name, "Staged a", |bn| {
+            phase(bn) == Some(reasons::STAGED)
+        })
+        .await;
+        patch_spec(&w.nodes, &name, json!({"desiredImageState": "Booted"})).await;
+        let deadline = std::time::Instant::now() + WAIT;
+        while host.layout.read_reboots().len() < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{version:?}: never rebooted back:\n{}",
+                agent.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(host.state().booted.unwrap().image, a, "{version:?}");
+    }
+}
+
+/// An unplanned reboot while an image is staged and not yet approved. With
+/// locked staging nothing changes: the node boots what it ran, the staged
+/// deployment is gone, and the daemon stages it again. Without it (bootc
+/// 1.16), an orderly reboot boots the staged image outside any reboot slot:
+/// the node is on its desired image, and its status says how it got there;
+/// a crash boots nothing new.
+#[tokio::test]
+async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    for (version, kind) in [
+        (BootcVersion::Pr, UnplannedReboot::Orderly),
+        (BootcVersion::Pr, UnplannedReboot::Crash),
+        (BootcVersion::V1_16, UnplannedReboot::Orderly),
+        (BootcVersion::V1_16, UnplannedReboot::Crash),
+    ] {
+        let prefix = format!("unpl-{}", format!("{kind:?}").to_lowercase());
+        let (name, host, mut agent) = node_on(&w, version, &prefix, &a, spec(&b)).await;
+        let before = wait_bn(&w.nodes, &name, "Staged", |bn| {
+            phase(bn) == Some(reasons::STAGED)
+        })
+        .await;
+        let old_boot = before.status.unwrap().boot_id.unwrap();
+        let stages_before = stages(&host).len();
+        agent.kill();
+        let reboot = host.layout.reboot_unplanned(kind).unwrap();
+        let boots_b = !version.locked_staging() && kind == UnplannedReboot::Orderly;
+        assert_eq!(reboot.applied_staged, boots_b, "{version:?} {kind:?}");
+        let agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
+        let case = format!("{version:?} {kind:?}");
+        if boots_b {
+            let bn = wait_bn(&w.nodes, &name, "Idle on b", |bn| {
+                phase(bn) == Some(reasons::REASON_IDLE)
+            })
+            .await;
+            let status = bn.status.clone().unwrap();
+            assert_eq!(status.booted.unwrap().image.as_deref(), Some(b.as_str()));
+            assert_ne!(status.boot_id.as_deref(), Some(old_boot.as_str()));
+            let message = idle_message(&bn);
+            assert!(
+                message.starts_with(daemon::machine::UNPLANNED_BOOT),
+                "{case}: {message}\n{}",
+                agent.log_text()
+            );
+            assert!(degraded(&bn).is_none(), "{case}");
+        } else {
+            // Back on a with nothing staged: staged again, and Staged.
+            let bn = wait_bn(&w.nodes, &name, "Staged again", |bn| {
+                phase(bn) == Some(reasons::STAGED)
+                    && bn.status.as_ref().and_then(|s| s.boot_id.as_deref())
+                        != Some(old_boot.as_str())
+            })
+            .await;
+            let status = bn.status.unwrap();
+            assert_eq!(
+                status.booted.unwrap().image.as_deref(),
+                Some(a.as_str()),
+                "{case}"
+            );
+            assert_eq!(stages(&host).len(), stages_before + 1, "{case}");
+        }
+        assert!(applies(&host).is_empty(), "{case}: nothing was applied");
+    }
+}
+
+/// Rolled back to the booted image while another image is staged unlocked
+/// (bootc 1.16): any reboot would boot the staged one, so the daemon stages
+/// the booted image over it; a reboot then changes nothing.
+#[tokio::test]
+async fn a_rollback_before_the_reboot_leaves_nothing_an_unlocked_reboot_would_boot() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let (name, host, _agent) = node_on(&w, BootcVersion::V1_16, "back", &a, spec(&b)).await;
+    wait_bn(&w.nodes, &name, "Staged", |bn| {
+        phase(bn) == Some(reasons::STAGED)
+    })
+    .await;
+    patch_spec(&w.nodes, &name, json!({"desiredImage": a})).await;
+    let bn = wait_bn(&w.nodes, &name, "Idle, a staged over b", |bn| {
+        phase(bn) == Some(reasons::REASON_IDLE)
+            && bn
+                .status
+                .as_ref()
+                .and_then(|s| s.staged.as_ref())
+                .and_then(|s| s.image.as_deref())
+                == Some(a.as_str())
+    })
+    .await;
+    assert!(degraded(&bn).is_none());
+    host.layout
+        .reboot_unplanned(UnplannedReboot::Orderly)
+        .unwrap();
+    assert_eq!(host.state().booted.unwrap().image, a);
+}
+
+/// bootc's errors reach the BootcNode's Degraded condition classified, with
+/// bootc's own message.
+#[tokio::test]
+async fn bootc_errors_reach_the_status_classified() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let mut running = Vec::new();
+    for (fault, reason) in [
+        (Some(Fault::NotFound), reasons::IMAGE_NOT_FOUND),
+        (Some(Fault::Unauthorized), reasons::REGISTRY_UNAUTHORIZED),
+        (Some(Fault::PullError), reasons::REGISTRY_UNREACHABLE),
+        (Some(Fault::NoSpace), reasons::INSUFFICIENT_SPACE),
+        (None, reasons::NOT_A_BOOTC_HOST),
+    ] {
+        let name = format!("err-{}", reason.to_lowercase());
+        let host = FakeHost::start(fault.map(|_| a.as_str())).unwrap();
+        host.layout.set_fault(fault).unwrap();
+        create_bootc_node(&w.admin, &name, spec(&b)).await.unwrap();
+        let agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
+        running.push((name, reason, fault, host, agent));
+    }
+    for (name, reason, fault, _host, agent) in &running {
+        let bn = wait_bn(&w.nodes, name, "Degraded", |bn| degraded(bn).is_some()).await;
+        let c = conditions::find(&bn.status.as_ref().unwrap().conditions, reasons::DEGRADED)
+            .unwrap()
+            .clone();
+        assert_eq!(c.reason, *reason, "{}\n{}", c.message, agent.log_text());
+        let bootcs = match fault {
+            Some(f) => f.message(&b),
+            None => "error: Switching: Initializing storage: System not booted via bootc".into(),
+        };
+        assert!(c.message.contains(&bootcs), "{reason}: {}", c.message);
+    }
+}
+
+/// A malformed pull secret is refused by the helper with the parser's
+/// words, which quote what sits where a credential belongs: the BootcNode's
+/// status reports the refusal without those bytes.
+#[tokio::test]
+async fn a_refused_pull_secret_never_puts_its_bytes_in_the_status() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    let secret = "hunter2-not-for-the-api";
+    let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
+    secrets
+        .create(
+            &PostParams::default(),
+            &pull_secret(
+                "bad",
+                "bootc-operator",
+                &format!(r#"{{"auths":{{"127.0.0.1:5000":"{secret}"}}}}"#),
+            ),
+        )
+        .await
+        .unwrap();
+    let mut s = spec(&b);
+    s.pull_secret_ref = Some(SecretReference {
+        name: "bad".into(),
+        namespace: "bootc-operator".into(),
+    });
+    create_bootc_node(&w.admin, "node-1", s).await.unwrap();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let message = degraded(&bn).unwrap();
+    assert!(message.contains("not a docker config JSON"), "{message}");
+    let whole = serde_json::to_string(&bn.status).unwrap();
+    assert!(!whole.contains(secret), "{whole}");
+    assert!(
+        !agent.log_text().contains(secret),
+        "the daemon's log has it"
+    );
+    assert!(stages(&host).is_empty(), "staged without its pull secret");
 }

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
 //! The daemon's process model: what it holds after the drop, what its
 //! seccomp filter does, and that daemon and helper live and die together.
 
@@ -70,6 +70,15 @@ fn the_helper_inherits_nothing_but_its_socket() {
     let helper = d.helper_pid().unwrap();
     let targets = fd_targets(helper);
     assert!(!targets.contains(&leaked), "{targets:?}");
+    // The exact set at exec: stdio and the socket, nothing else (whatever
+    // the daemon inherited or opened). fd-probe prints it and then runs
+    // the real helper.
+    drop(d);
+    let mut d = DaemonProcess::start_with_helper(&host, &bin("fd-probe")).unwrap();
+    let line = d.wait_for_log("fd-probe: fds=", T).unwrap();
+    assert!(line.ends_with("fd-probe: fds=[0, 1, 2, 3]"), "{line}");
+    d.wait_for_log(READY, T).unwrap();
+    let helper = d.helper_pid().unwrap();
     assert!(
         std::fs::read_link(format!("/proc/{helper}/fd/3"))
             .unwrap()
@@ -97,64 +106,238 @@ fn daemon_sees_host_changes_through_inotify() {
 }
 
 fn selftest(case: &str) -> std::process::Output {
+    selftest_with("all", &[], case)
+}
+
+/// The self-test with only `layers` installed after the drop ("none": the
+/// control run, what the kernel alone does) and extra daemon flags.
+fn selftest_with(layers: &str, flags: &[&str], case: &str) -> std::process::Output {
     Command::new(bin("bootc-daemon"))
-        .args(["seccomp-selftest", case])
+        .args(flags)
+        .args(["seccomp-selftest", "--layers", layers, case])
         .output()
         .unwrap()
+}
+
+fn code(out: &std::process::Output) -> Option<u8> {
+    out.status.code().map(|c| c as u8)
+}
+
+/// Asserts the self-test's exit code for `case` under `layers`.
+fn expect(layers: &str, flags: &[&str], case: &str, want: u8) {
+    let out = selftest_with(layers, flags, case);
+    assert_eq!(
+        code(&out),
+        Some(want),
+        "{case} under {layers} {flags:?}: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn forbidden_syscalls_die_with_sigsys_or_get_eperm() {
     require_root!();
-    // (case, killed outright?)
-    let cases = [
-        ("ptrace", true),
-        ("setns", true),
-        ("unshare", true),
-        ("mount", true),
-        ("umount2", true),
-        ("chroot", true),
-        ("pivot_root", true),
-        ("execve", true),
-        ("execveat", true),
-        ("bpf", true),
-        ("init_module", true),
-        ("kexec_load", true),
-        ("reboot", true),
-        ("keyctl", true),
-        ("perf_event_open", true),
-        ("userfaultfd", true),
-        ("process_vm_readv", true),
-        ("open_by_handle_at", true),
-        ("clone_newuser", false),
-        ("kill", false),
-        ("setuid0", false),
-    ];
-    for (case, killed) in cases {
+    for case in [
+        "ptrace",
+        "setns",
+        "unshare",
+        "mount",
+        "umount2",
+        "chroot",
+        "pivot_root",
+        "execve",
+        "execveat",
+        "bpf",
+        "init_module",
+        "kexec_load",
+        "reboot",
+        "keyctl",
+        "perf_event_open",
+        "userfaultfd",
+        "process_vm_readv",
+        "open_by_handle_at",
+    ] {
         let out = selftest(case);
-        if killed {
-            assert_eq!(
-                out.status.signal(),
-                Some(libc_sigsys()),
-                "{case}: {:?} {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        } else {
-            assert_eq!(
-                out.status.code(),
-                Some(i32::from(selftest::REFUSED_EPERM)),
-                "{case}: {:?} {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        assert_eq!(
+            out.status.signal(),
+            Some(libc_sigsys()),
+            "{case}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    // clone3 gets ENOSYS (so glibc falls back to clone, whose flags are checked).
-    assert_eq!(
-        selftest("clone3").status.code(),
-        Some(i32::from(selftest::REFUSED_ENOSYS))
+    // Calls the kernel allows the dropped process (the control run without
+    // any layer says so): only the filter refuses them.
+    for case in [
+        "clone_newuser",
+        "fork",
+        "kill_self",
+        "setresuid_same",
+        "sendmsg",
+    ] {
+        expect("none", &[], case, selftest::ALLOWED);
+        expect("seccomp", &[], case, selftest::REFUSED_EPERM);
+        expect("all", &[], case, selftest::REFUSED_EPERM);
+    }
+    // clone3 gets ENOSYS (so glibc falls back to clone, whose flags are
+    // checked); the kernel itself answers otherwise (EINVAL for a null
+    // argument).
+    assert_ne!(
+        code(&selftest_with("none", &[], "clone3")),
+        Some(selftest::REFUSED_ENOSYS)
     );
+    expect("all", &[], "clone3", selftest::REFUSED_ENOSYS);
+}
+
+#[test]
+fn only_inet_sockets_can_be_created() {
+    require_root!();
+    for family in ["inet", "inet6"] {
+        expect("all", &[], &format!("socket:{family}"), selftest::ALLOWED);
+    }
+    for family in ["unix", "netlink", "alg", "vsock"] {
+        let case = format!("socket:{family}");
+        // The kernel alone answers something other than EPERM (the socket,
+        // or EAFNOSUPPORT where the family is not built in)...
+        let control = selftest_with("none", &[], &case);
+        assert_ne!(
+            code(&control),
+            Some(selftest::REFUSED_EPERM),
+            "{case}: {}",
+            String::from_utf8_lossy(&control.stderr)
+        );
+        // ...so the filter's EPERM is the filter's.
+        expect("all", &[], &case, selftest::REFUSED_EPERM);
+    }
+    // AF_UNIX and AF_NETLINK exist on every Linux: the kernel gives them.
+    expect("none", &[], "socket:unix", selftest::ALLOWED);
+    expect("none", &[], "socket:netlink", selftest::ALLOWED);
+}
+
+/// A process next to the daemon: `sleep` as `uid`/`gid`, with a secret in
+/// its environment and a file only its uid (and root) can read, reachable
+/// through `/proc/<pid>/root`.
+struct Victim {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl Victim {
+    fn start(uid: u32, gid: u32) -> Victim {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "victim-file-secret").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        nix::unistd::chown(&secret, Some(uid.into()), Some(gid.into())).unwrap();
+        // spawn() returns once sleep has been executed: its environ is set.
+        let child = Command::new("sleep")
+            .arg("600")
+            .env_clear()
+            .env("VICTIM_TOKEN", "victim-env-secret")
+            .uid(uid)
+            .gid(gid)
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Victim { child, dir }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn environ(&self) -> String {
+        format!("read:/proc/{}/environ", self.pid())
+    }
+
+    fn root_file(&self) -> String {
+        format!(
+            "read:/proc/{}/root{}",
+            self.pid(),
+            self.dir.path().join("secret").display()
+        )
+    }
+
+    fn mem(&self) -> String {
+        format!("open_rw:/proc/{}/mem", self.pid())
+    }
+
+    fn limits(&self) -> String {
+        format!("prlimit:{}", self.pid())
+    }
+}
+
+impl Drop for Victim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_process_of_the_daemons_own_uid_is_out_of_reach() {
+    require_root!();
+    use daemon::privdrop::{DEFAULT_GID, DEFAULT_UID};
+    let v = Victim::start(DEFAULT_UID, DEFAULT_GID);
+    let (environ, root, mem, limits) = (v.environ(), v.root_file(), v.mem(), v.limits());
+    // Control: the kernel lets a process of the same uid read its
+    // environment and files, open its memory for writing, read its limits.
+    for case in [&environ, &root, &mem, &limits] {
+        expect("none", &[], case, selftest::ALLOWED);
+    }
+    // Landlock: nothing outside the daemon's read-only set, its own /proc
+    // included.
+    expect("landlock", &[], &environ, selftest::REFUSED_EACCES);
+    expect("landlock", &[], &root, selftest::REFUSED_EACCES);
+    expect("landlock", &[], &mem, selftest::REFUSED_EACCES);
+    // seccomp: no open for writing, no prlimit64 on another process.
+    expect("seccomp", &[], &mem, selftest::REFUSED_EPERM);
+    expect("seccomp", &[], &limits, selftest::REFUSED_EPERM);
+    // The daemon as it runs: all of it refused.
+    expect("all", &[], &environ, selftest::REFUSED_EACCES);
+    expect("all", &[], &root, selftest::REFUSED_EACCES);
+    expect("all", &[], &mem, selftest::REFUSED_EPERM);
+    expect("all", &[], &limits, selftest::REFUSED_EPERM);
+    // What a Kubernetes client needs still reads.
+    expect("all", &[], "read:/proc/self/status", selftest::ALLOWED);
+    expect("all", &[], "read:/etc/hosts", selftest::ALLOWED);
+    expect("all", &[], "prlimit_self", selftest::ALLOWED);
+}
+
+#[test]
+fn a_nobody_process_is_out_of_reach_of_the_default_uid() {
+    require_root!();
+    let v = Victim::start(65534, 65534);
+    // Without any layer, the default uid alone keeps the kernel from
+    // giving a 65534 process's environment, files or memory away (it did
+    // when the daemon ran as 65534).
+    for case in [v.environ(), v.root_file(), v.mem()] {
+        expect("none", &[], &case, selftest::REFUSED_EACCES);
+        let all = selftest_with("all", &[], &case);
+        assert!(
+            matches!(
+                code(&all),
+                Some(selftest::REFUSED_EACCES | selftest::REFUSED_EPERM)
+            ),
+            "{case}: {:?}",
+            all.status
+        );
+    }
+    expect("none", &[], &v.limits(), selftest::REFUSED_EPERM);
+    // And the daemon refuses to become 65534 (or root).
+    for flags in [["--uid", "65534"], ["--gid", "65534"], ["--uid", "0"]] {
+        let out = selftest_with("none", &flags, "getpid");
+        assert_eq!(code(&out), Some(selftest::SETUP_FAILED), "{flags:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("refusing"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 fn libc_sigsys() -> i32 {
@@ -167,7 +350,8 @@ fn allowed_calls_and_threads_work_under_the_filter() {
     for case in [
         "getpid",
         "thread",
-        "socket_netlink_ok",
+        "prlimit_self",
+        "socket:inet",
         "dns_localhost",
         "tokio",
     ] {
@@ -214,6 +398,37 @@ fn a_panic_under_the_filter_is_still_a_panic() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("self-test panic under the filter"));
 }
 
+/// Duplicates every socket the process `pid` holds into this process
+/// (pidfd_getfd, Linux 5.6), so that none of their peers ever sees EOF.
+fn hold_sockets_of(pid: i32) -> Vec<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags; the returned fd is owned here.
+    let pidfd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
+    assert!(
+        pidfd >= 0,
+        "pidfd_open: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: a fresh descriptor nothing else owns.
+    let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd as i32) };
+    let mut held = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+        let entry = entry.unwrap();
+        let target = std::fs::read_link(entry.path()).unwrap_or_default();
+        if !target.display().to_string().starts_with("socket:") {
+            continue;
+        }
+        let n: i32 = entry.file_name().to_string_lossy().parse().unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: plain integers; the returned fd is owned here.
+        let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), n, 0) };
+        assert!(fd >= 0, "pidfd_getfd: {}", std::io::Error::last_os_error());
+        // SAFETY: a fresh descriptor nothing else owns.
+        held.push(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) });
+    }
+    held
+}
+
 #[test]
 fn kill_9_of_the_daemon_leaves_no_helper() {
     require_root!();
@@ -223,17 +438,20 @@ fn kill_9_of_the_daemon_leaves_no_helper() {
     let mut d = DaemonProcess::start(&host).unwrap();
     d.wait_for_log(READY, T).unwrap();
     let helper = d.helper_pid().expect("helper running");
+    // Keep the daemon's end of the socketpair open here: the helper then
+    // never sees EOF, and only its watch on the daemon (a pidfd) ends it.
+    // (PR_SET_PDEATHSIG cannot: the kernel refuses a signal from the dying
+    // unprivileged daemon to the root helper.)
+    let held = hold_sockets_of(d.pid());
+    assert!(!held.is_empty());
     kill(Pid::from_raw(d.pid()), Signal::SIGKILL).unwrap();
     d.wait_exit(T).unwrap();
     let status = wait_pid(Pid::from_raw(helper), Duration::from_secs(2))
         .expect("the helper must be gone within 2 s of the daemon's death");
-    // Killed by PR_SET_PDEATHSIG, or it saw the socket close first (the
-    // kernel closes the daemon's fds before it signals the children).
-    assert!(
-        status.signal() == Some(Signal::SIGKILL as i32) || status.success(),
-        "{status:?}"
-    );
+    assert!(status.success(), "{status:?}");
+    d.wait_for_log("the daemon exited; exiting", T).unwrap();
     assert!(!std::path::Path::new(&format!("/proc/{helper}")).exists());
+    drop(held);
 }
 
 #[test]

@@ -114,6 +114,10 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         "the daemon must mount no host path: {}",
         pod["volumes"]
     );
+    assert_eq!(
+        pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"], true,
+        "the daemon writes nothing to its container's filesystem"
+    );
     let env = pod["containers"][0]["env"].as_array().unwrap();
     assert!(
         env.iter().any(|e| e["name"] == "NODE_NAME"
@@ -145,6 +149,24 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"],
         true
     );
+    // The two replicas never share a node, and a replica recreated while
+    // its node is cordoned for a reboot may go back to it.
+    let pod_spec = &dep["spec"]["template"]["spec"];
+    let anti = &pod_spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        [0];
+    assert_eq!(anti["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(
+        anti["labelSelector"]["matchLabels"][api::labels::APP_NAME_LABEL],
+        api::labels::CONTROLLER_APP_NAME
+    );
+    assert_eq!(
+        dep["spec"]["template"]["metadata"]["labels"][api::labels::APP_NAME_LABEL],
+        api::labels::CONTROLLER_APP_NAME
+    );
+    assert!(pod_spec["tolerations"].as_array().is_some_and(|t| {
+        t.iter()
+            .any(|t| t["key"] == "node.kubernetes.io/unschedulable")
+    }));
 
     // The example pool is valid and shows in kubectl get.
     ok(cp
@@ -285,4 +307,84 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         }
     }
     assert!(wrong.is_empty(), "RBAC differs:\n{}", wrong.join("\n"));
+
+    // Not a sample: everything each identity may do, compared whole (less
+    // what every authenticated user may do, which differs between
+    // Kubernetes versions: discovery, self reviews).
+    let mut wrong = Vec::new();
+    for (user, namespace, expected) in [
+        (CONTROLLER_USER, "bootc-operator", CONTROLLER_IN_OPERATOR_NS),
+        (CONTROLLER_USER, "default", CONTROLLER_ELSEWHERE),
+        (DAEMON_USER, "bootc-operator", DAEMON_IN_OPERATOR_NS),
+        (DAEMON_USER, "default", DAEMON_ELSEWHERE),
+    ] {
+        let mut got = can_i_list(&cp, user, namespace);
+        for everyone in can_i_list(&cp, NOBODY, namespace) {
+            if let Some(i) = got.iter().position(|g| *g == everyone) {
+                got.remove(i);
+            }
+        }
+        if got != expected {
+            wrong.push(format!(
+                "kubectl auth can-i --list --as {user} -n {namespace}:\n  got  {got:#?}\n  want {expected:#?}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// A service account with no binding at all: what every authenticated user
+/// may do.
+const NOBODY: &str = "system:serviceaccount:bootc-operator:no-bindings";
+
+/// `kubectl auth can-i --list` for `user` in `namespace`, one rule a line
+/// (`resource [non-resource URLs] [resource names] [verbs]`, columns joined
+/// by single spaces), sorted, without the header.
+fn can_i_list(cp: &ControlPlane, user: &str, namespace: &str) -> Vec<String> {
+    let text = ok(cp
+        .kubectl()
+        .args(["auth", "can-i", "--list", "--as", user, "-n", namespace]));
+    let mut rows: Vec<String> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The controller's whole grant in its own namespace (sorted as printed):
+/// its ClusterRole plus the Role for Secrets and Leases.
+const CONTROLLER_IN_OPERATOR_NS: &[&str] = &[
+    "bootcnodepools.node.bootc.dev [] [] [get list watch patch update]",
+    "bootcnodepools.node.bootc.dev/finalizers [] [] [update]",
+    "bootcnodepools.node.bootc.dev/status [] [] [get patch update]",
+    "bootcnodes.node.bootc.dev [] [] [get list watch create patch update delete]",
+    "leases.coordination.k8s.io [] [] [get create update]",
+    "nodes [] [] [get list watch patch]",
+    "pods [] [] [get list]",
+    "pods/eviction [] [] [create]",
+    "secrets [] [] [get list watch]",
+];
+/// Elsewhere: the ClusterRole, and events (where the evicted pods live).
+const CONTROLLER_ELSEWHERE: &[&str] = &[
+    "bootcnodepools.node.bootc.dev [] [] [get list watch patch update]",
+    "bootcnodepools.node.bootc.dev/finalizers [] [] [update]",
+    "bootcnodepools.node.bootc.dev/status [] [] [get patch update]",
+    "bootcnodes.node.bootc.dev [] [] [get list watch create patch update delete]",
+    "events.events.k8s.io [] [] [create patch]",
+    "nodes [] [] [get list watch patch]",
+    "pods [] [] [get list]",
+    "pods/eviction [] [] [create]",
+];
+/// The daemon: BootcNodes, their status, and Secrets by name here only.
+const DAEMON_IN_OPERATOR_NS: &[&str] = &[
+    "bootcnodes.node.bootc.dev [] [] [get list watch]",
+    "bootcnodes.node.bootc.dev/status [] [] [patch]",
+    "secrets [] [] [get]",
+];
+const DAEMON_ELSEWHERE: &[&str] = &[
+    "bootcnodes.node.bootc.dev [] [] [get list watch]",
+    "bootcnodes.node.bootc.dev/status [] [] [patch]",
+];

@@ -11,7 +11,7 @@ use api::{BootcNode, BootcNodePool};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use serde_json::json;
-use tests::fake_bootc::Fault;
+use tests::fake_bootc::{BootcVersion, Fault, UnplannedReboot};
 use tests::recorder::Recorder;
 use tests::sim::{POOL, Sim, SimOptions};
 use tests::{k8s, require_root};
@@ -116,18 +116,23 @@ async fn nothing_cordoned(sim: &Sim) {
 }
 
 /// Replays the whole run and fails, with the timeline, if more than `max`
-/// nodes were ever disrupted at once; returns the peak.
+/// nodes were ever disrupted at once, as the cluster saw it (NotReady or
+/// cordoned) or as the operator's records say; returns the cluster's peak.
 async fn assert_disruption_at_most(recorder: &Recorder, max: usize) -> tests::recorder::Peak {
-    let peak = recorder
-        .peak(&BTreeSet::new(), &BTreeSet::new())
-        .await
-        .unwrap();
+    let all = BTreeSet::new();
+    let seen = recorder.peak(&all, &all).await.unwrap();
     assert!(
-        peak.count <= max,
-        "more than {max} nodes disrupted at once: {peak:?}\n{}",
-        recorder.timeline(peak.resource_version, 30)
+        seen.count <= max,
+        "the cluster saw more than {max} nodes disrupted at once: {seen:?}\n{}",
+        recorder.timeline(seen.resource_version, 30)
     );
-    peak
+    let recorded = recorder.peak_records(&all, &all).await.unwrap();
+    assert!(
+        recorded.count <= max,
+        "the records say more than {max} nodes disrupted at once: {recorded:?}\n{}",
+        recorder.timeline(recorded.resource_version, 30)
+    );
+    seen
 }
 
 async fn started(options: SimOptions, nodes: usize) -> (Sim, Recorder, String) {
@@ -213,6 +218,7 @@ async fn staging_failures_on_two_nodes_degrade_the_pool_and_block_nobody_else() 
         !approved.contains("sim-node-1") && !approved.contains("sim-node-2"),
         "a failed node was rebooted: {approved:?}"
     );
+    assert_disruption_at_most(&recorder, 1).await;
 }
 
 #[tokio::test]
@@ -268,6 +274,7 @@ async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
         2,
         "a third node was rebooted"
     );
+    assert_disruption_at_most(&recorder, 2).await;
 }
 
 #[tokio::test]
@@ -460,13 +467,14 @@ async fn allow_soft_reboot_is_soft_on_capable_nodes_only() {
         max_unavailable: json!("100%"),
         ..SimOptions::default()
     };
-    let (sim, _recorder, _v1) = started(options, 2).await;
+    let (sim, recorder, _v1) = started(options, 2).await;
     {
         let nodes = sim.nodes.lock().await;
         std::fs::write(nodes[1].host.layout.no_soft_reboot(), "").unwrap();
     }
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_rolled(&sim, &v2, 2).await;
+    assert_disruption_at_most(&recorder, 2).await;
     let nodes = sim.nodes.lock().await;
     let soft: Vec<Vec<bool>> = nodes
         .iter()
@@ -484,4 +492,310 @@ async fn allow_soft_reboot_is_soft_on_capable_nodes_only() {
         vec![vec![true], vec![false]],
         "capable node soft, incapable node full"
     );
+}
+
+// Every way a node can leave its slot mid-reboot: it keeps counting as
+// disrupted until it is back, as the cluster sees it.
+
+/// The node that takes the first slot (candidates go in name order).
+const FIRST: &str = "sim-node-1";
+
+async fn wait_node(
+    sim: &Sim,
+    name: &str,
+    what: &str,
+    cond: impl Fn(&Node) -> bool + Send + 'static,
+) {
+    let result = k8s::wait_for(
+        Api::<Node>::all(sim.admin.clone()),
+        name,
+        ROLLOUT,
+        what,
+        move |n: Option<&Node>| n.is_some_and(&cond),
+    )
+    .await;
+    if let Err(e) = result {
+        panic!("{e}\n{}", diagnostics(sim).await);
+    }
+}
+
+fn is_ready(node: &Node) -> bool {
+    tests::display::node_ready(node)
+}
+
+/// Three nodes on v1, one slot, reboots slow enough to act in the middle
+/// of one: v2 is pushed and this returns once the first node is NotReady.
+async fn first_node_rebooting() -> (Sim, Recorder, String, String) {
+    let options = SimOptions {
+        reboot_time: Duration::from_secs(6),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, v1) = started(options, 3).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_node(&sim, FIRST, "NotReady (rebooting)", |n| !is_ready(n)).await;
+    (sim, recorder, v1, v2)
+}
+
+#[tokio::test]
+async fn a_node_that_leaves_the_pool_mid_reboot_counts_until_it_is_back() {
+    require_root!();
+    let (sim, recorder, _v1, v2) = first_node_rebooting().await;
+    Api::<Node>::all(sim.admin.clone())
+        .patch(
+            FIRST,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"labels": {tests::sim::POOL_LABEL: null}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 2).await;
+    // It left once it was back: unlabelled, uncordoned, its BootcNode gone.
+    wait_node(&sim, FIRST, "left the pool", |n| {
+        is_ready(n)
+            && !n
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false)
+            && !n
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(api::labels::MANAGED_LABEL))
+    })
+    .await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+#[tokio::test]
+async fn a_bootc_node_deleted_mid_reboot_counts_until_it_is_back() {
+    require_root!();
+    let (sim, recorder, _v1, v2) = first_node_rebooting().await;
+    Api::<BootcNode>::all(sim.admin.clone())
+        .delete(FIRST, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+#[tokio::test]
+async fn a_pool_paused_mid_reboot_holds_the_others_until_resumed() {
+    require_root!();
+    let (sim, recorder, _v1, v2) = first_node_rebooting().await;
+    let approvals = recorder.approvals().await.unwrap().len();
+    sim.patch_pool(json!({"rollout": {"paused": true}}))
+        .await
+        .unwrap();
+    // The rebooting node comes back and gives its slot back; nobody else
+    // takes one while paused.
+    wait_node(&sim, FIRST, "back and uncordoned", |n| {
+        is_ready(n)
+            && !n
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false)
+    })
+    .await;
+    wait_pool(&sim, "paused, the first node updated", |p| {
+        condition(p, "UpToDate").is_some_and(|c| c.1 == "Paused" && c.2.starts_with("1/3 updated"))
+    })
+    .await;
+    nothing_cordoned(&sim).await;
+    assert_eq!(recorder.approvals().await.unwrap().len(), approvals);
+    sim.patch_pool(json!({"rollout": {"paused": false}}))
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+#[tokio::test]
+async fn a_target_changed_mid_reboot_keeps_the_node_counted() {
+    require_root!();
+    let (sim, recorder, v1, _v2) = first_node_rebooting().await;
+    // Roll back to v1 while the first node boots v2.
+    sim.patch_pool(json!({"image": {"ref": sim.pinned(&v1)}}))
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v1, 3).await;
+    booted_everywhere(&sim, &sim.pinned(&v1)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// A one-node cluster: the controller's own pod runs on the node it
+/// updates. The drain leaves it alone (evicted, it could only come back to
+/// the cordoned node or stay Pending), the update completes and the node
+/// ends uncordoned.
+#[tokio::test]
+async fn a_one_node_cluster_updates_and_ends_uncordoned() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 1).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(sim.admin.clone(), api::labels::OPERATOR_NAMESPACE);
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": "bootc-controller-0", "labels": {
+            api::labels::APP_NAME_LABEL: api::labels::CONTROLLER_APP_NAME}},
+        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
+                 "containers": [{"name": "controller", "image": "example.invalid/bootc-operator:1"}]},
+    }))
+    .unwrap();
+    pods.create(&kube::api::PostParams::default(), &pod)
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_rolled(&sim, &v2, 1).await;
+    nothing_cordoned(&sim).await;
+    let pod = pods.get("bootc-controller-0").await.unwrap();
+    assert!(
+        pod.metadata.deletion_timestamp.is_none(),
+        "the controller's own pod was evicted"
+    );
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// A pool whose nodes run both bootc versions (1.16 without locked staging,
+/// PR #2342's CLI with it) rolls out like any other: each node is staged and
+/// applied with its own bootc's commands, and says which staging it has.
+#[tokio::test]
+async fn a_pool_mixing_bootc_versions_rolls_out() {
+    require_root!();
+    let options = SimOptions {
+        bootc_versions: vec![BootcVersion::V1_16, BootcVersion::Pr],
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 4).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_rolled(&sim, &v2, 4).await;
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+    let bns: Vec<BootcNode> = Api::<BootcNode>::all(sim.admin.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let nodes = sim.nodes.lock().await;
+    let mut seen = BTreeSet::new();
+    for node in nodes.iter() {
+        let version = node.host.layout.version();
+        seen.insert(version.name());
+        let bn = bns
+            .iter()
+            .find(|b| b.metadata.name.as_deref() == Some(node.name.as_str()))
+            .unwrap();
+        assert_eq!(
+            bn.status.as_ref().unwrap().download_only_supported,
+            Some(version.locked_staging()),
+            "{}",
+            node.name
+        );
+        let applies: Vec<Vec<String>> = node
+            .host
+            .layout
+            .read_invocations()
+            .into_iter()
+            .map(|i| i.argv)
+            .filter(|a| a.iter().any(|x| x == "--apply"))
+            .collect();
+        assert_eq!(applies.len(), 1, "{}: {applies:?}", node.name);
+        assert_eq!(
+            applies[0].iter().any(|a| a == "--from-downloaded"),
+            version.locked_staging(),
+            "{}: {applies:?}",
+            node.name
+        );
+    }
+    assert_eq!(seen.len(), 2, "both versions in the pool");
+}
+
+/// An unplanned reboot injected on a node in the middle of a rollout (an
+/// orderly one on a bootc 1.16 node, which boots whatever is staged there):
+/// the rollout still completes with every node on the new image, and a node
+/// that booted it outside a reboot slot says so in its status.
+#[tokio::test]
+async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
+    require_root!();
+    let options = SimOptions {
+        bootc_versions: vec![BootcVersion::V1_16],
+        ..SimOptions::default()
+    };
+    let (sim, _recorder, _v1) = started(options, 3).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = sim.pinned(&v2);
+    // A node that has the new image staged while another node holds the
+    // one reboot slot: it cannot be approved before that node has rebooted,
+    // come back and been released (seconds), so the reboot injected now is
+    // one nobody asked for.
+    let nodes: Api<BootcNode> = Api::all(sim.admin.clone());
+    let in_slot = |bn: &BootcNode| {
+        bn.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION))
+    };
+    let deadline = std::time::Instant::now() + ROLLOUT;
+    let victim = loop {
+        let list = nodes.list(&Default::default()).await.unwrap().items;
+        let staged = list.iter().find(|bn| {
+            bn.spec.desired_image == target
+                && bn.spec.desired_image_state == api::DesiredImageState::Staged
+                && !in_slot(bn)
+                && bn
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.staged.as_ref())
+                    .is_some_and(|s| s.is_image(&target))
+        });
+        if let Some(bn) = staged
+            && list
+                .iter()
+                .any(|other| other.metadata.name != bn.metadata.name && in_slot(other))
+        {
+            break bn.metadata.name.clone().unwrap();
+        }
+        if list.iter().all(|bn| {
+            bn.status
+                .as_ref()
+                .and_then(|s| s.booted.as_ref())
+                .is_some_and(|b| b.is_image(&target))
+        }) {
+            // Nothing was ever staged ahead of its turn (the controller
+            // holds unlocked nodes back): inject on the last node anyway.
+            break list.last().unwrap().metadata.name.clone().unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            diagnostics(&sim).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let reboot = sim
+        .reboot_unplanned(&victim, UnplannedReboot::Orderly)
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    booted_everywhere(&sim, &target).await;
+    nothing_cordoned(&sim).await;
+    if reboot.applied_staged {
+        let bn = nodes.get(&victim).await.unwrap();
+        let idle = api::conditions::find(&bn.status.unwrap().conditions, api::reasons::IDLE)
+            .unwrap()
+            .clone();
+        assert!(
+            idle.message.starts_with(daemon::machine::UNPLANNED_BOOT),
+            "{victim}: {}\n{reboot:?}\n{}",
+            idle.message,
+            sim.daemon_logs().get(&victim).cloned().unwrap_or_default()
+        );
+    }
 }

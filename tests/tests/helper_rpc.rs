@@ -107,6 +107,7 @@ async fn stage_status_apply_through_setns() {
         .unwrap()
         .display()
         .to_string();
+    let units = host.layout.systemd().history();
     for inv in host.invocations() {
         assert_eq!(
             inv.mount_ns,
@@ -115,8 +116,35 @@ async fn stage_status_apply_through_setns() {
         );
         assert_ne!(inv.mount_ns, own_ns);
         // PWD is set by the /bin/sh wrapper that starts the fake bootc.
-        let env: Vec<_> = inv.env.iter().filter(|e| !e.starts_with("PWD=")).collect();
+        let env: Vec<_> = inv
+            .env
+            .iter()
+            .filter(|e| !e.starts_with("PWD=") && !e.starts_with("INVOCATION_ID="))
+            .collect();
         assert_eq!(env, [FIXED_ENV], "empty environment plus the fixed PATH");
+        // Every run is a transient unit on the host (systemd's environment
+        // has the unit's INVOCATION_ID), never the helper's child: the reads
+        // under generated names, the stage and the apply under fixed ones.
+        let mutating = inv.argv.first().is_some_and(|a| a == "switch")
+            && !inv.argv.iter().any(|a| a == "--help");
+        let unit = inv
+            .env_var("INVOCATION_ID")
+            .and_then(|id| host.layout.systemd().unit_of_invocation(id, &units));
+        if mutating {
+            let want = if inv.argv.iter().any(|a| a == "--apply") {
+                "bootc-operator-apply.service"
+            } else {
+                "bootc-operator-stage.service"
+            };
+            assert_eq!(unit.as_deref(), Some(want), "{:?}", inv.argv);
+        } else {
+            assert!(
+                unit.as_deref().is_some_and(|u| u.starts_with("run-u")),
+                "{:?} in {unit:?}",
+                inv.argv
+            );
+        }
+        assert_ne!(inv.ppid, h.process.pid() as i32, "{:?}", inv.argv);
         assert_eq!(inv.uid, 0);
         assert!(
             inv.extra_fds.is_empty(),
@@ -369,7 +397,9 @@ async fn stage_failures_return_bootc_stderr() {
 async fn old_bootc_falls_back_to_unlocked_switch() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
-    std::fs::write(host.layout.old_bootc(), "").unwrap();
+    host.layout
+        .set_version(tests::fake_bootc::BootcVersion::V1_16)
+        .unwrap();
     let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
     let s = h
         .client
@@ -416,7 +446,6 @@ fn processes_mentioning(needle: &str) -> Vec<i32> {
 async fn apply_answers_while_bootc_parks() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
-    std::fs::write(host.layout.park_apply(), "").unwrap();
     let mut h = host.helper(Duration::from_millis(300)).await.unwrap();
     h.client
         .stage(proto::StageRequest { image: image('b') })
@@ -434,7 +463,9 @@ async fn apply_answers_while_bootc_parks() {
         .into_iter()
         .filter(|p| *p != host.pid())
         .collect::<Vec<_>>();
-    assert!(!parked.is_empty(), "bootc --apply is still running");
+    // bootc parks until the reboot kills it; the fake machine's reboot
+    // killed it, and systemd-run (waiting for the unit) parks as well.
+    assert!(!parked.is_empty(), "the apply is still under way");
     for pid in parked {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
     }
@@ -455,4 +486,215 @@ async fn helper_exits_when_the_daemon_end_closes() {
         status.success(),
         "clean exit on EOF: {status:?} (pid {pid})"
     );
+}
+
+#[tokio::test]
+async fn only_allowed_repositories_are_staged_and_bootc_enforces_the_sigpolicy() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host
+        .helper_with(daemon::spawn::HelperOptions {
+            apply_window: Duration::from_secs(5),
+            allowed_repositories: vec!["127.0.0.1:5000/os".into()],
+            enforce_sigpolicy: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let other = format!("127.0.0.1:5000/other@sha256:{}", "c".repeat(64));
+    let err = h
+        .client
+        .stage(proto::StageRequest {
+            image: other.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert!(
+        err.message()
+            .contains("\"127.0.0.1:5000/other\" is not allowed")
+            && err.message().contains("--allowed-repository"),
+        "{}",
+        err.message()
+    );
+    assert!(host.invocations().is_empty(), "bootc never ran for it");
+    h.client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap();
+    assert_eq!(
+        argvs(&host).last().unwrap(),
+        &v(&[
+            "switch",
+            "--download-only",
+            "--enforce-container-sigpolicy",
+            "--",
+            &image('b')
+        ])
+    );
+}
+
+#[tokio::test]
+async fn write_auth_errors_never_echo_credentials() {
+    require_root!();
+    const SECRET: &str = "dXNlcjpodW50ZXIyLXNlY3JldA";
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    for payload in [
+        format!(r#"{{"auths":{{"quay.io":"{SECRET}"}}}}"#),
+        format!(r#"{{"auths":{{"quay.io":{{"{SECRET}":"x"}}}}}}"#),
+        format!(r#"{{"auths":{{"quay.io":{{"auth":"{SECRET}""#),
+    ] {
+        let err = h
+            .client
+            .write_auth(proto::WriteAuthRequest {
+                docker_config_json: payload.clone().into_bytes(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert!(
+            !err.message().contains(SECRET),
+            "{payload}: {}",
+            err.message()
+        );
+    }
+}
+
+/// What the helper starts (the `systemd-run` / `systemctl` clients) dies
+/// with it; bootc itself runs in a unit, by design (see the next test).
+#[tokio::test]
+async fn the_helpers_children_die_with_it() {
+    require_root!();
+    // Orphans come to this process, so they can be awaited.
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    std::fs::write(host.layout.stage_delay(), "3000").unwrap();
+    let systemd = host.layout.systemd();
+    let h = host.helper(Duration::from_secs(5)).await.unwrap();
+    let mut client = h.client.clone();
+    let stage = tokio::spawn(async move {
+        client
+            .stage(proto::StageRequest { image: image('b') })
+            .await
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // The unit's start is a file the fake systemd writes: poll it.
+    while systemd.unit(STAGE_UNIT).is_none() {
+        assert!(std::time::Instant::now() < deadline, "no stage unit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let helper_pid = h.process.pid() as i32;
+    // `systemd-run --wait` for the stage unit.
+    let children = children_of(helper_pid);
+    assert!(!children.is_empty(), "the stage's client is running");
+    let helper = nix::unistd::Pid::from_raw(helper_pid);
+    nix::sys::signal::kill(helper, nix::sys::signal::SIGKILL).unwrap();
+    let _ = stage.await;
+    // Reaped: its children are this process's now.
+    tokio::time::timeout(Duration::from_secs(5), h.process.exited())
+        .await
+        .unwrap()
+        .unwrap();
+    for pid in children {
+        // Waiting on its unit for 3 s unless its parent-death signal ends it.
+        let status =
+            tests::daemon_proc::wait_pid(nix::unistd::Pid::from_raw(pid), Duration::from_secs(2))
+                .unwrap_or_else(|e| {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::SIGKILL,
+                    );
+                    panic!("a child of the helper outlived it: {e}")
+                });
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9), "{status:?}");
+    }
+}
+
+/// The pids whose parent is `parent`.
+fn children_of(parent: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("PPid:").map(|v| v.trim().parse::<i32>()))
+                })
+                .is_some_and(|p| p.ok() == Some(parent))
+        })
+        .collect()
+}
+
+const STAGE_UNIT: &str = "bootc-operator-stage.service";
+
+/// bootc's pull runs in a transient unit on the host, not as the helper's
+/// child: it survives the helper's death (the daemon's pod killed or
+/// rolled), and the next helper finds it running under its fixed name and
+/// waits for it rather than starting a second bootc next to it.
+#[tokio::test]
+async fn a_stage_outlives_its_helper_and_the_next_helper_waits_for_it() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    std::fs::write(host.layout.stage_delay(), "3000").unwrap();
+    let systemd = host.layout.systemd();
+    let first = host.helper(Duration::from_secs(5)).await.unwrap();
+    let mut client = first.client.clone();
+    let stage = tokio::spawn(async move {
+        client
+            .stage(proto::StageRequest { image: image('b') })
+            .await
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // The unit's start is a file the fake systemd writes: poll it.
+    let unit = loop {
+        if let Some(unit) = systemd.unit(STAGE_UNIT) {
+            break unit;
+        }
+        assert!(std::time::Instant::now() < deadline, "no stage unit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // The helper dies as in a pod kill.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.process.pid() as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = stage.await;
+    assert!(
+        std::path::Path::new(&format!("/proc/{}", unit.main_pid)).exists(),
+        "bootc died with its helper"
+    );
+    assert_eq!(
+        systemd.unit(STAGE_UNIT).map(|u| u.invocation_id),
+        Some(unit.invocation_id.clone())
+    );
+
+    let mut second = host.helper(Duration::from_secs(5)).await.unwrap();
+    let reply = second
+        .client
+        .stage(proto::StageRequest { image: image('b') })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(reply.locked);
+    let runs: Vec<_> = systemd
+        .history()
+        .into_iter()
+        .filter(|r| r.name == STAGE_UNIT)
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0].invocation_id, unit.invocation_id);
+    assert_eq!(runs[0].result, "success", "the first pull finished");
+    assert!(
+        runs[1].started_micros >= runs[0].finished_micros,
+        "a second bootc ran next to the first: {runs:?}"
+    );
+    let staged = host.state().staged.unwrap();
+    assert_eq!(staged.image, image('b'));
+    assert!(staged.download_only);
 }

@@ -1,18 +1,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! bootc's status format: the helper's parser takes every upstream fixture,
-//! and the fake bootc's output is valid against bootc's JSON schema.
+//! and the fake bootc's output is valid against bootc's JSON schema. bootc's
+//! schema and fixtures are read from the shared fixtures
+//! (`tests::bootc_fixtures`), never copied into this repository.
 
-use std::path::PathBuf;
+use std::path::Path;
 use tests::fake_bootc::{Deployment, State, status_json};
-
-fn fixtures() -> PathBuf {
-    tests::repo_root().join("tests/fixtures/bootc")
-}
 
 #[test]
 fn status_parser_accepts_every_upstream_fixture() {
+    let fixtures = tests::require_bootc_fixtures!();
     let mut seen = 0;
-    for entry in std::fs::read_dir(fixtures()).unwrap() {
+    for entry in std::fs::read_dir(&fixtures).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         if !name.starts_with("spec-") {
@@ -50,8 +49,8 @@ fn status_parser_accepts_every_upstream_fixture() {
     assert_eq!(seen, 16, "every spec-* fixture parsed");
 }
 
-fn validate_against_schema(json: &serde_json::Value) -> Result<(), String> {
-    let schema = fixtures().join("host-v1.schema.json");
+fn validate_against_schema(fixtures: &Path, json: &serde_json::Value) -> Result<(), String> {
+    let schema = fixtures.join("host-v1.schema.json");
     let script = "import json,sys,jsonschema\n\
         schema=json.load(open(sys.argv[1]))\n\
         jsonschema.Draft202012Validator.check_schema(schema)\n\
@@ -89,6 +88,7 @@ fn validate_against_schema(json: &serde_json::Value) -> Result<(), String> {
 
 #[test]
 fn fake_bootc_status_is_valid_against_bootc_schema() {
+    let fixtures = tests::require_bootc_fixtures!();
     let a = "127.0.0.1:5000/os@sha256:".to_owned() + &"a".repeat(64);
     let b = "127.0.0.1:5000/os@sha256:".to_owned() + &"b".repeat(64);
     let mut staged = Deployment::of(&b);
@@ -105,11 +105,12 @@ fn fake_bootc_status_is_valid_against_bootc_schema() {
             booted: Some(Deployment::of(&a)),
             staged: Some(staged),
             rollback: Some(Deployment::of(&b)),
+            nextroot: false,
         },
     ];
     for state in &states {
         let json = status_json(state);
-        validate_against_schema(&json).unwrap_or_else(|e| panic!("{state:?}: {e}"));
+        validate_against_schema(&fixtures, &json).unwrap_or_else(|e| panic!("{state:?}: {e}"));
         // And the helper reads back what it says.
         let host = helper::status::parse(json.to_string().as_bytes()).unwrap();
         let reply = helper::status::response(&host);
@@ -121,5 +122,5 @@ fn fake_bootc_status_is_valid_against_bootc_schema() {
     // The schema check itself has teeth.
     let mut bad = status_json(&states[1]);
     bad["status"]["booted"]["incompatible"] = serde_json::json!("no");
-    assert!(validate_against_schema(&bad).is_err());
+    assert!(validate_against_schema(&fixtures, &bad).is_err());
 }

@@ -96,6 +96,7 @@ fn planned(
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
         last_status_write: None,
         now: jiff::Timestamp::now(),
+        phase_clock: controller::stuck::Clock::new(),
     });
     pool.status = plan.status.or(pool.status);
     pool

@@ -10,8 +10,9 @@
 //!   builds the simulator runs, and the release builds when present);
 //! - `latency`: BootcNode spec change -> the fake bootc's
 //!   `switch --download-only`, on one real daemon + helper;
-//! - `sizes`: release binary sizes, and the operator image's size
-//!   (compressed and unpacked) built from them;
+//! - `sizes`: release binary sizes, the helper's linked crates and code
+//!   lines, and the operator image's size (compressed and unpacked) built
+//!   from the binaries;
 //! - `scale`: the real controller with N nodes played by the DaemonPlayer.
 
 use std::collections::BTreeMap;
@@ -939,6 +940,26 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
 // ---------------------------------------------------------------- sizes
 
 fn sizes(report: &mut Report, release_dir: &Path) {
+    use tests::helper_size::{CRATE_BUDGET, LINE_BUDGET, helper_code_lines, linked_crates};
+    let repo = tests::repo_root();
+    match linked_crates(&repo) {
+        Ok(crates) => report.push(row(
+            "bootc-helper: linked crates (workspace's included)",
+            crates.len().to_string(),
+            &format!("<= {CRATE_BUDGET}"),
+            Some(crates.len() <= CRATE_BUDGET),
+        )),
+        Err(e) => report.notes.push(format!("helper crates: {e}")),
+    }
+    match helper_code_lines(&repo) {
+        Ok(lines) => report.push(row(
+            "bootc-helper: non-test code lines (helper/src)",
+            lines.to_string(),
+            &format!("<= {LINE_BUDGET}"),
+            Some(lines <= LINE_BUDGET),
+        )),
+        Err(e) => report.notes.push(format!("helper lines: {e}")),
+    }
     for name in ["bootc-controller", "bootc-daemon", "bootc-helper"] {
         let path = release_dir.join(name);
         match std::fs::metadata(&path) {

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use tests::display;
+use tests::fake_bootc::BootcVersion;
 use tests::sim::{Sim, SimOptions};
 
 #[derive(Parser, Debug)]
@@ -46,7 +47,16 @@ enum Cmd {
         /// Exit once the rollout to v2 completes instead of waiting for Ctrl-C.
         #[arg(long)]
         exit_when_done: bool,
+        /// The bootc the nodes run, assigned in turn: "1.16" (no locked
+        /// staging), "pr" (bootc PR #2342's --download-only), or a mix such
+        /// as "1.16,pr".
+        #[arg(long, default_value = "pr", value_delimiter = ',', value_parser = parse_version)]
+        bootc_versions: Vec<BootcVersion>,
     },
+}
+
+fn parse_version(s: &str) -> Result<BootcVersion, String> {
+    BootcVersion::parse(s).ok_or_else(|| format!("unknown bootc version {s:?} (1.16 or pr)"))
 }
 
 fn out(text: &str) {
@@ -90,6 +100,7 @@ async fn main() -> Result<()> {
         soft_reboot,
         fail_nodes,
         exit_when_done,
+        bootc_versions,
     } = cli.command;
     if !tests::fake_host::is_root() {
         bail!(
@@ -110,6 +121,7 @@ async fn main() -> Result<()> {
             "RebootOnly"
         }
         .into(),
+        bootc_versions,
         ..SimOptions::default()
     };
     out("starting etcd, kube-apiserver, the registry and bootc-controller...\n");

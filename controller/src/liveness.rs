@@ -1,0 +1,87 @@
+//! Is the reconcile loop wedged? `/healthz` answers 503 (and the kubelet
+//! restarts the controller) when a reconcile has been running for longer
+//! than [`WEDGED_AFTER`]: a reconcile takes milliseconds, its slowest part
+//! is a registry request (30 s timeout) and its writes are bounded by the
+//! client's timeouts, so one that runs for minutes waits on something that
+//! will not come (a lock, a hung connection), and every pool behind it
+//! waits too.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long one reconcile may run before the loop counts as wedged.
+pub const WEDGED_AFTER: Duration = Duration::from_secs(300);
+
+/// Is a loop whose oldest running reconcile is `oldest` old wedged?
+pub fn is_wedged(oldest: Option<Duration>) -> bool {
+    oldest.is_some_and(|age| age >= WEDGED_AFTER)
+}
+
+/// The reconciles running now, with their start.
+#[derive(Debug, Default)]
+pub struct Liveness {
+    next: AtomicU64,
+    running: Mutex<BTreeMap<u64, Instant>>,
+}
+
+/// A running reconcile; dropped when it ends (whichever way).
+#[derive(Debug)]
+pub struct Running {
+    id: u64,
+    liveness: Arc<Liveness>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.liveness.running.lock() {
+            running.remove(&self.id);
+        }
+    }
+}
+
+impl Liveness {
+    /// Marks a reconcile as started.
+    pub fn start(self: &Arc<Self>) -> Running {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(id, Instant::now());
+        }
+        Running {
+            id,
+            liveness: self.clone(),
+        }
+    }
+
+    /// How long the oldest running reconcile has been running.
+    pub fn oldest(&self) -> Option<Duration> {
+        let running = self.running.lock().ok()?;
+        running.values().min().map(Instant::elapsed)
+    }
+
+    /// Should `/healthz` fail?
+    pub fn wedged(&self) -> bool {
+        is_wedged(self.oldest())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reconcile_running_too_long_is_a_wedged_loop() {
+        assert!(!is_wedged(None));
+        assert!(!is_wedged(Some(Duration::from_secs(1))));
+        assert!(is_wedged(Some(WEDGED_AFTER)));
+        let l = Arc::new(Liveness::default());
+        let a = l.start();
+        let b = l.start();
+        assert!(l.oldest().is_some());
+        drop(a);
+        drop(b);
+        assert_eq!(l.oldest(), None, "ended reconciles are forgotten");
+        assert!(!l.wedged());
+    }
+}

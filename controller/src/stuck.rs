@@ -1,0 +1,303 @@
+//! Stuck is never silent: every phase a node of a pool can wait in has a
+//! name and a deadline, and a node past its phase's deadline is named on the
+//! pool (Degraded, reason `NodeStuck`: the node, the phase, for how long and
+//! the next step) and by one Warning Event. Pure; the planner calls it.
+//!
+//! | Phase | Deadline | Since | What the controller does | Next step for the admin |
+//! |---|---|---|---|---|
+//! | staging | 30 min | first seen | nothing: the node holds no slot, others go on | the BootcNode's Degraded message (registry, disk) |
+//! | draining | `drainTimeoutSeconds` | the drain | `DrainTimedOut`, retried, slot kept | the blocking pods and their budgets |
+//! | approved, not rebooting | 10 min | first seen | slot kept | the daemon's log on the node |
+//! | rebooting (NotReady) | 10 min | NotReady | slot kept; counts for the two-unhealthy halt | the node's console |
+//! | back, not on the target (Degraded) | 5 min | first seen | slot kept; counts for the halt | point the pool at another image |
+//! | daemon silent | 5 min | first seen | nothing new is asked of the node | the daemon pod on the node |
+//!
+//! "First seen" phases are timed by the controller's memory (their objects
+//! carry no timestamp of the phase): a restarted controller starts their
+//! clocks again, so it reports late, never early.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+/// A phase a node can wait in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    Staging,
+    ApprovedNotRebooting,
+    Rebooting,
+    BackNotOnTarget,
+    DaemonSilent,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Staging => "staging",
+            Phase::ApprovedNotRebooting => "approved but not rebooting",
+            Phase::Rebooting => "rebooting (NotReady)",
+            Phase::BackNotOnTarget => "back but not on the target",
+            Phase::DaemonSilent => "daemon silent (no status for its spec)",
+        }
+    }
+
+    /// The default deadlines, defined here and nowhere else.
+    pub fn deadline(self) -> Duration {
+        match self {
+            Phase::Staging => Duration::from_secs(30 * 60),
+            Phase::ApprovedNotRebooting | Phase::Rebooting => Duration::from_secs(10 * 60),
+            Phase::BackNotOnTarget | Phase::DaemonSilent => Duration::from_secs(5 * 60),
+        }
+    }
+
+    /// What to look at next (the table in the module docs).
+    pub fn next_step(self) -> &'static str {
+        match self {
+            Phase::Staging => "see the BootcNode's Degraded message (registry, disk)",
+            Phase::ApprovedNotRebooting => "the slot is kept; see the bootc-daemon log on the node",
+            Phase::Rebooting => {
+                "the slot is kept and counts toward the two-unhealthy halt; check the node's console"
+            }
+            Phase::BackNotOnTarget => {
+                "the slot is kept; point the pool at another image (roll back or forward)"
+            }
+            Phase::DaemonSilent => "check that the bootc-daemon pod runs on the node",
+        }
+    }
+
+    /// Is this phase timed from the controller's first sight of it (no
+    /// object carries its start)?
+    pub fn clocked(self) -> bool {
+        self != Phase::Rebooting
+    }
+}
+
+/// What the planner knows of one member, for [`phase_of`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    pub in_slot: bool,
+    pub approved: bool,
+    pub ready: bool,
+    pub runs_target: bool,
+    pub degraded: bool,
+    /// The daemon reports Staging.
+    pub staging: bool,
+    /// The daemon's last report is for an older spec.
+    pub daemon_behind: bool,
+}
+
+/// The phase a member waits in, if any.
+pub fn phase_of(f: Facts) -> Option<Phase> {
+    if f.in_slot && !f.ready {
+        return Some(Phase::Rebooting);
+    }
+    if f.runs_target {
+        return None;
+    }
+    if f.daemon_behind {
+        return Some(Phase::DaemonSilent);
+    }
+    if f.in_slot && f.degraded {
+        return Some(Phase::BackNotOnTarget);
+    }
+    if f.in_slot && f.approved {
+        return Some(Phase::ApprovedNotRebooting);
+    }
+    f.staging.then_some(Phase::Staging)
+}
+
+/// A node past its phase's deadline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stuck {
+    pub node: String,
+    pub phase: Phase,
+    pub since: Duration,
+}
+
+impl Stuck {
+    /// "node n2 rebooting (NotReady) for 12m (deadline 10m): <next step>".
+    pub fn message(&self) -> String {
+        format!(
+            "node {} {} for {} (deadline {}): {}",
+            self.node,
+            self.phase.name(),
+            minutes(self.since),
+            minutes(self.phase.deadline()),
+            self.phase.next_step()
+        )
+    }
+
+    /// The part of [`Stuck::message`] that names the node and its phase
+    /// (to tell whether the pool already reports it).
+    pub fn key(&self) -> String {
+        format!("node {} {} for ", self.node, self.phase.name())
+    }
+}
+
+fn minutes(d: Duration) -> String {
+    let m = d.as_secs() / 60;
+    if m >= 1 {
+        format!("{m}m")
+    } else {
+        format!("{}s", d.as_secs())
+    }
+}
+
+/// Judges one node: stuck now, or when to look again.
+pub fn assess(
+    node: &str,
+    phase: Phase,
+    since: Timestamp,
+    now: Timestamp,
+) -> Result<Stuck, Duration> {
+    let elapsed = now.duration_since(since).unsigned_abs();
+    if elapsed >= phase.deadline() {
+        Ok(Stuck {
+            node: node.to_owned(),
+            phase,
+            since: elapsed,
+        })
+    } else {
+        Err(phase.deadline().saturating_sub(elapsed))
+    }
+}
+
+/// The controller's memory of when each node of a pool entered its clocked
+/// phase: node -> (phase, since).
+pub type Clock = BTreeMap<String, (Phase, Timestamp)>;
+
+/// The clock after a plan that saw `phases` at `now`: a phase seen again
+/// keeps its start, a new one starts now, a node in none is forgotten.
+pub fn tick(clock: &Clock, phases: &BTreeMap<String, Phase>, now: Timestamp) -> Clock {
+    phases
+        .iter()
+        .filter(|(_, p)| p.clocked())
+        .map(|(node, phase)| {
+            let since = match clock.get(node) {
+                Some((seen, since)) if seen == phase => *since,
+                _ => now,
+            };
+            (node.clone(), (*phase, since))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn phase_table() {
+        let base = Facts {
+            ready: true,
+            ..Facts::default()
+        };
+        let slot = Facts {
+            in_slot: true,
+            approved: true,
+            ..base
+        };
+        let rows: Vec<(&str, Facts, Option<Phase>)> = vec![
+            (
+                "idle on target",
+                Facts {
+                    runs_target: true,
+                    ..base
+                },
+                None,
+            ),
+            ("waiting for a slot", base, None),
+            (
+                "staging",
+                Facts {
+                    staging: true,
+                    ..base
+                },
+                Some(Phase::Staging),
+            ),
+            (
+                "approved and down",
+                Facts {
+                    ready: false,
+                    ..slot
+                },
+                Some(Phase::Rebooting),
+            ),
+            (
+                "on the target, NotReady in its slot",
+                Facts {
+                    ready: false,
+                    runs_target: true,
+                    ..slot
+                },
+                Some(Phase::Rebooting),
+            ),
+            (
+                "approved, still up",
+                slot,
+                Some(Phase::ApprovedNotRebooting),
+            ),
+            (
+                "approved, never answered",
+                Facts {
+                    daemon_behind: true,
+                    ..slot
+                },
+                Some(Phase::DaemonSilent),
+            ),
+            (
+                "rebooted onto the wrong image",
+                Facts {
+                    degraded: true,
+                    ..slot
+                },
+                Some(Phase::BackNotOnTarget),
+            ),
+            (
+                "released",
+                Facts {
+                    runs_target: true,
+                    ..slot
+                },
+                None,
+            ),
+        ];
+        for (name, facts, want) in rows {
+            assert_eq!(phase_of(facts), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn deadlines_and_the_clock() {
+        let t0 = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1000);
+        let later = |s: i64| t0 + jiff::SignedDuration::from_secs(s);
+        assert_eq!(
+            assess("n", Phase::Rebooting, t0, later(60)),
+            Err(Duration::from_secs(540))
+        );
+        let stuck = assess("n", Phase::Rebooting, t0, later(720)).unwrap();
+        assert_eq!(
+            stuck.message(),
+            "node n rebooting (NotReady) for 12m (deadline 10m): the slot is kept and counts toward the two-unhealthy halt; check the node's console"
+        );
+        assert!(stuck.message().starts_with(&stuck.key()));
+
+        let phases = BTreeMap::from([
+            ("a".to_owned(), Phase::Staging),
+            ("b".to_owned(), Phase::Rebooting),
+        ]);
+        let c1 = tick(&Clock::new(), &phases, t0);
+        assert_eq!(c1.get("a"), Some(&(Phase::Staging, t0)));
+        assert!(!c1.contains_key("b"), "the Node's Ready condition times it");
+        let c2 = tick(&c1, &phases, later(10));
+        assert_eq!(c2.get("a"), Some(&(Phase::Staging, t0)), "kept");
+        let next = BTreeMap::from([("a".to_owned(), Phase::DaemonSilent)]);
+        assert_eq!(
+            tick(&c2, &next, later(20)).get("a"),
+            Some(&(Phase::DaemonSilent, later(20)))
+        );
+        assert!(tick(&c2, &BTreeMap::new(), later(20)).is_empty());
+    }
+}
