@@ -254,7 +254,6 @@ fn prometheus_api(addr: &str, path: &str) -> serde_json::Value {
 /// it scraped (the failure counters appear with a first failure, which this
 /// scenario does not have).
 #[tokio::test]
-#[ignore = "on the simulated cluster of the 1.37 control plane drains never finish (each node's bootc-daemon-<node> token Pod is evicted and stays Terminating; e2e's halt test fails the same way), so the rollout never halts; run with --ignored once that is fixed"]
 async fn a_real_prometheus_fires_the_halt_and_stuck_node_alerts_on_the_simulated_cluster() {
     use api::BootcNodePool;
     use kube::runtime::wait::await_condition;
