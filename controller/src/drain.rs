@@ -227,7 +227,7 @@ impl Drains {
         let this = self.clone();
         let node = node.to_owned();
         let pool = pool.clone();
-        let span = tracing::info_span!("drain", pool = %pool_name, node = %node);
+        let span = tracing::info_span!(parent: None, "drain", pool = %pool_name, node = %node);
         tokio::spawn(tracing::Instrument::instrument(
             async move {
                 tracing::info!(node, pool = %pool_name, ?timeout, retry, "drain started");

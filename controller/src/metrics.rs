@@ -304,8 +304,18 @@ impl Metrics {
         self
     }
 
-    /// The OpenMetrics text of every metric.
+    /// The OpenMetrics text of every metric. The time in phase is taken
+    /// now: between two reconciles a stuck node keeps getting older.
     pub fn render(&self) -> String {
+        let longest = {
+            let clock = self.clock.lock().unwrap_or_else(|e| e.into_inner());
+            clock.longest(Instant::now())
+        };
+        for ((pool, phase), waited) in longest {
+            self.pool_longest
+                .get_or_create(&PoolPhaseLabels { pool, phase })
+                .set(waited.as_secs_f64());
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -607,6 +617,23 @@ pub struct PhaseClock {
 }
 
 impl PhaseClock {
+    /// Per pool and phase (UpToDate aside), how long its longest-waiting
+    /// node has been in it at `now` (0 for a phase with no node).
+    pub fn longest(&self, now: Instant) -> BTreeMap<(String, Phase), Duration> {
+        let mut out = BTreeMap::new();
+        for (pool, clock) in &self.pools {
+            for phase in Phase::ALL.into_iter().filter(|p| *p != Phase::UpToDate) {
+                out.insert((pool.clone(), phase), Duration::ZERO);
+            }
+            for node in clock.nodes.values().filter(|n| n.phase != Phase::UpToDate) {
+                let waited = now.saturating_duration_since(node.since);
+                let entry = out.entry((pool.clone(), node.phase)).or_default();
+                *entry = (*entry).max(waited);
+            }
+        }
+        out
+    }
+
     /// Compares `summary` with the last one of `pool` at `now`.
     pub fn observe(
         &mut self,
@@ -770,6 +797,12 @@ mod tests {
         assert_eq!(
             o.longest.get(&Phase::Rebooting),
             Some(&Duration::from_secs(30))
+        );
+        // Between reconciles, the time in phase goes on.
+        let key = ("p".to_owned(), Phase::Rebooting);
+        assert_eq!(
+            clock.longest(at(70)).get(&key),
+            Some(&Duration::from_secs(50))
         );
         let o = clock.observe(
             "p",

@@ -177,7 +177,7 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
     let table = ok(cp.kubectl().args(["get", "bnp"]));
     assert!(table.contains("workers"), "{table}");
     for column in [
-        "TARGET", "NODES", "UPDATED", "UPDATING", "DEGRADED", "UPTODATE", "AGE",
+        "TARGET", "NODES", "UPDATED", "UPDATING", "READY", "STATUS", "AGE",
     ] {
         assert!(table.contains(column), "column {column} missing:\n{table}");
     }

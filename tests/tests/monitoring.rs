@@ -231,13 +231,18 @@ fn rules_in_seconds() -> serde_yaml::Value {
     spec
 }
 
-/// GET `path` from `addr` (HTTP/1.0: a body without chunks); the body.
+/// GET `path` from `addr` (HTTP/1.0: a body without chunks); the body, or
+/// "" while the server does not answer yet.
 fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    let answered = std::net::TcpStream::connect(addr).and_then(|mut stream| {
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+        stream.read_to_string(&mut response)
+    });
+    if answered.is_err() {
+        return String::new();
+    }
     response
         .split_once("\r\n\r\n")
         .map(|(_, body)| body.to_owned())
@@ -254,7 +259,7 @@ fn prometheus_api(addr: &str, path: &str) -> serde_json::Value {
 /// it scraped (the failure counters appear with a first failure, which this
 /// scenario does not have).
 #[tokio::test]
-#[ignore = "on the merged simulated cluster drains never finish (a pod evicted from each slotted node stays Terminating), so the rollout never reaches its halt; run with --ignored once that is fixed"]
+#[ignore = "unfinished: BootcRolloutHalted and BootcPoolDegraded fire, BootcNodeStuckInPhase{phase=Rebooting} does not within 150 s; why the slow simulated reboot does not show as a Rebooting phase is not yet found"]
 async fn a_real_prometheus_fires_the_halt_and_stuck_node_alerts_on_the_simulated_cluster() {
     use api::BootcNodePool;
     use kube::runtime::wait::await_condition;
