@@ -25,6 +25,13 @@ pub const CORDONED_BY_ANNOTATION: &str = "bootc.dev/cordoned-by";
 /// BootcNode was deleted, the pool's target changed or the controller
 /// restarted.
 pub const DISRUPTED_BY_ANNOTATION: &str = "bootc.dev/disrupted-by";
+/// On a BootcNode: a person asks for its failed reboot to be tried again
+/// (`kubectl bootc retry NODE`; the value is when, for the record). The
+/// controller consumes it: it removes the annotation and, if the node is
+/// approved to boot and Degraded ([`crate::BootcNode::awaits_retry`]),
+/// withdraws the approval, so that the daemon stages the target again under
+/// a new spec and the node is approved again like any other in its slot.
+pub const RETRY_ANNOTATION: &str = "bootc.dev/retry";
 /// On a BootcNodePool: cleanup (uncordon, unlabel) runs before deletion.
 pub const POOL_FINALIZER: &str = "node.bootc.dev/pool-cleanup";
 /// Field manager used by the controller for server-side apply.

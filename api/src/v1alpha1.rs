@@ -374,6 +374,45 @@ pub mod reasons {
     pub const NOT_A_BOOTC_HOST: &str = "NotBootcHost";
 }
 
+/// The reasons of the controller's Events about a pool. A rollout tells its
+/// story in two Normal events about the pool, when it starts and when it is
+/// complete; the others are Warnings about something that needs attention, a
+/// retry after one, or a node leaving the pool. A healthy node's update has
+/// no event of its own: its steps are the BootcNode's state (`kubectl get
+/// bn`), and per-node events would cost two API writes per node, beyond the
+/// write budget (README, performance targets).
+pub mod event_reasons {
+    /// The pool has a new target that some members do not run yet.
+    pub const ROLLOUT_STARTED: &str = "RolloutStarted";
+    /// Every member runs the target.
+    pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
+    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// A drain starts again after it failed.
+    pub const DRAIN_RETRIED: &str = "DrainRetried";
+    pub const DRAIN_FAILED: &str = "DrainFailed";
+    /// A PodDisruptionBudget refused an eviction; the drain retries.
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+    pub const NODE_LEFT: &str = "NodeLeft";
+    /// A node passed its phase's deadline (see the controller's `stuck`).
+    pub const NODE_STUCK: &str = "NodeStuck";
+}
+
+impl BootcNode {
+    /// Approved to boot (`desiredImageState: Booted`) and Degraded: its
+    /// reboot or apply failed. After a reboot into the wrong image the
+    /// daemon does not apply again for the same spec (that could loop), so
+    /// only a person moves such a node: a new image for the pool, or a retry
+    /// ([`crate::labels::RETRY_ANNOTATION`]). Every other failure is retried
+    /// on its own (a download with backoff, a drain by the controller).
+    pub fn awaits_retry(&self) -> bool {
+        self.spec.desired_image_state == DesiredImageState::Booted
+            && self
+                .status
+                .as_ref()
+                .is_some_and(|s| crate::conditions::is_true(&s.conditions, reasons::DEGRADED))
+    }
+}
+
 impl BootEntryStatus {
     /// Is this deployment the image `desired` (`repository@digest`)?
     ///

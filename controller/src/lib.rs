@@ -9,6 +9,7 @@
 //! * [`drain`]: node drains through the Eviction API;
 //! * [`target`]: the `resolve_target` step (digest references; the seam for
 //!   a registry-backed tag resolver);
+//! * [`retry`]: a person's retry of a node whose reboot failed;
 //! * [`lease`]: leader election on a Lease;
 //! * [`liveness`]: when `/healthz` fails (a wedged reconcile loop);
 //! * [`runtime`]: caches, watches, reconcile, finalizer, health endpoints.
@@ -43,6 +44,7 @@ pub mod metrics;
 pub mod planner;
 pub mod registry;
 pub mod resolver;
+pub mod retry;
 pub mod runtime;
 pub mod staging;
 pub mod stuck;

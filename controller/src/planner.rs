@@ -185,28 +185,8 @@ pub struct PlannedEvent {
     pub node: Option<String>,
 }
 
-/// Event reasons. A rollout tells its story in two Normal events about the
-/// pool, when it starts and when it is complete; the others are Warnings
-/// about something that needs attention, a retry after one, or a node
-/// leaving the pool.
-/// A healthy node's update has no event of its own: its steps are the
-/// BootcNode's state (`kubectl get bn`), and per-node events would cost two
-/// API writes per node, beyond the write budget (README, performance targets).
-pub mod event_reasons {
-    /// The pool has a new target that some members do not run yet.
-    pub const ROLLOUT_STARTED: &str = "RolloutStarted";
-    /// Every member runs the target.
-    pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
-    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
-    /// A drain starts again after it failed.
-    pub const DRAIN_RETRIED: &str = "DrainRetried";
-    pub const DRAIN_FAILED: &str = "DrainFailed";
-    /// A PodDisruptionBudget refused an eviction; the drain retries.
-    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
-    pub const NODE_LEFT: &str = "NodeLeft";
-    /// A node passed its phase's deadline (see `stuck`).
-    pub const NODE_STUCK: &str = "NodeStuck";
-}
+/// Event reasons (in `api`, where `kubectl bootc history` reads them too).
+pub use api::event_reasons;
 
 /// The planner's answer.
 #[derive(Clone, Debug, Default, PartialEq)]

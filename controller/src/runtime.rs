@@ -94,6 +94,8 @@ pub enum Error {
     LeaseLost,
     #[error("building a client: {0}")]
     Client(#[source] kube::Error),
+    #[error("answering a retry request: {0}")]
+    Retry(#[source] kube::Error),
     #[error("health server on {addr}: {source}")]
     Health {
         addr: SocketAddr,
@@ -113,6 +115,7 @@ impl Error {
             Error::CleanupWaiting { .. } => "CleanupWaiting",
             Error::LeaseLost => "LeaseLost",
             Error::Client(_) => "Client",
+            Error::Retry(_) => "Retry",
             Error::Health { .. } => "Health",
         }
     }
@@ -435,6 +438,14 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     });
     let nodes = ctx.nodes.state();
     let bns = ctx.bootc_nodes.state();
+    // A person's retry request first: its write re-triggers the pool.
+    if crate::retry::honour(&ctx.client, &pool, &bns)
+        .await
+        .map_err(Error::Retry)?
+        > 0
+    {
+        return Ok(Action::requeue(ctx.resync));
+    }
     let architectures = member_architectures(&pool, &nodes, &bns);
     let resolution = ctx
         .resolver

@@ -138,6 +138,9 @@ fn describe(entry: Option<&BootEntryStatus>) -> String {
         .unwrap_or_else(|| "nothing".to_owned())
 }
 
+/// The phase message of a node whose reboot did not land on its image.
+pub const FAILED_REBOOT: &str = "Reboot finished on the wrong image";
+
 /// Did the host reboot after this daemon asked it to, without landing on
 /// the image it was asked for? Judged against the status written before the
 /// apply (reason Rebooting, with the boot id, booted and staged deployments
@@ -158,6 +161,13 @@ fn failed_reboot(inputs: &Inputs<'_>) -> Option<String> {
     let same_spec = previous.observed_generation == inputs.generation;
     if !rebooting || !same_spec {
         return None;
+    }
+    // Already reported: that status records the host as it came back (new
+    // boot id, nothing staged), which no longer shows the failed reboot.
+    // The report stands until a new spec (or a retry, which is one).
+    if api::conditions::message(&previous.conditions, reasons::IDLE) == Some(FAILED_REBOOT) {
+        let reported = api::conditions::message(&previous.conditions, reasons::DEGRADED);
+        return Some(reported.unwrap_or(FAILED_REBOOT).to_owned());
     }
     let host = inputs.host;
     let desired = inputs.spec.desired_image.as_str();
@@ -291,7 +301,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Decision {
     if let Some(message) = failed_reboot(inputs) {
         return Decision {
             phase: Phase::Rebooting,
-            phase_message: "Reboot finished on the wrong image".to_owned(),
+            phase_message: FAILED_REBOOT.to_owned(),
             degraded: Some(message),
             action: Action::None,
         };
@@ -651,6 +661,38 @@ mod tests {
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
                 staged_here: true,
+                phase: Phase::Rebooting,
+                degraded: true,
+                action: Action::None,
+            },
+            Row {
+                name: "the failed reboot already reported (the host as it came back): still degraded, no loop",
+                spec: spec(NEW, Booted, RebootOnly),
+                host: host(OLD, None, "b2"),
+                previous: Some({
+                    let mut reported = BootcNodeStatus {
+                        boot_id: Some("b2".into()),
+                        staged: None,
+                        ..rebooting_status("b1", 3)
+                    };
+                    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        jiff::Timestamp::UNIX_EPOCH,
+                    );
+                    for (type_, status, reason, message) in [
+                        (reasons::IDLE, false, reasons::REBOOTING, FAILED_REBOOT),
+                        (reasons::DEGRADED, true, reasons::ERROR, "rebooted into OLD"),
+                    ] {
+                        api::conditions::apply(
+                            &mut reported.conditions,
+                            &ConditionUpdate::new(type_, status, reason, message),
+                            Some(3),
+                            &now,
+                        );
+                    }
+                    reported
+                }),
+                failure: None,
+                staged_here: false,
                 phase: Phase::Rebooting,
                 degraded: true,
                 action: Action::None,

@@ -3,16 +3,19 @@
 //! they need, a CA bundle and the users; pushed to a real registry with
 //! skopeo, pulled back, unpacked, and its binaries run from its own root
 //! file system (the controller as its non-root user, the daemon's privilege
-//! drop and seccomp filter). The tests build it from the binaries cargo
-//! built for them; `./dev image` from the release ones.
+//! drop and seccomp filter); the image's daemon and helper then run a node
+//! of a real API server. The tests build it from the binaries cargo built
+//! for them; `./dev image` from the release ones.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tests::fake_host::bin;
+use tests::fake_host::{FakeHost, bin, image};
+use tests::node_agent::{Agent, AgentOptions, create_bootc_node, install_daemon_rbac};
 use tests::registry::TestRegistry;
+use tests::{ControlPlane, k8s};
 
 const TAG: &str = "test";
 
@@ -163,4 +166,76 @@ async fn the_pushed_image_runs_from_its_own_root() {
         !String::from_utf8_lossy(&helper.stderr).contains("error while loading shared libraries"),
         "{helper:?}"
     );
+    the_images_daemon_runs_a_node(&rootfs).await;
+}
+
+/// The executable behind `pid`.
+fn exe(pid: u32) -> PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/exe")).unwrap()
+}
+
+/// The image's `bootc-daemon` and `bootc-helper` (the files pulled from the
+/// registry, not cargo's) run a node of a real API server, as the DaemonSet
+/// runs them: the daemon starts the helper, drops every privilege and
+/// reports the fake host's bootc status on its BootcNode with a node-bound
+/// token. (They run on the machine's own shared libraries, which the image
+/// copies: the chroot runs above show the image's copies load.)
+async fn the_images_daemon_runs_a_node(rootfs: &Path) {
+    use api::{BootcNode, BootcNodeSpec};
+    tests::require_root!();
+    let cp = ControlPlane::start().await.unwrap();
+    let admin = cp.admin().await.unwrap();
+    k8s::install_crds(&admin).await.unwrap();
+    install_daemon_rbac(&cp).unwrap();
+    let booted = image('a');
+    let host = FakeHost::start(Some(&booted)).unwrap();
+    let spec = BootcNodeSpec {
+        desired_image: booted.clone(),
+        desired_image_state: api::DesiredImageState::Staged,
+        reboot_policy: api::RebootPolicy::RebootOnly,
+        pull_secret_ref: None,
+        pull_secret_hash: None,
+    };
+    create_bootc_node(&admin, "node-1", spec).await.unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let options = AgentOptions {
+        bin_dir: Some(rootfs.join("usr/bin")),
+        ..AgentOptions::new("node-1")
+    };
+    let agent = Agent::start(&cp, &host, &options, logs.path()).unwrap();
+    let idle = k8s::wait_for(
+        kube::Api::<BootcNode>::all(admin.clone()),
+        "node-1",
+        std::time::Duration::from_secs(60),
+        "the image's daemon reports Idle",
+        |bn| {
+            bn.and_then(|b| b.status.as_ref())
+                .and_then(|s| api::conditions::reason(&s.conditions, api::reasons::IDLE))
+                == Some(api::reasons::REASON_IDLE)
+        },
+    )
+    .await;
+    let log = agent.log_text();
+    let bn = idle.unwrap_or_else(|e| panic!("{e}\n{log}")).unwrap();
+    let status = bn.status.unwrap();
+    assert_eq!(
+        status.booted.unwrap().image.as_deref(),
+        Some(booted.as_str())
+    );
+
+    let daemon = agent.child.id();
+    assert_eq!(exe(daemon), rootfs.join("usr/bin/bootc-daemon"));
+    let proc_status = std::fs::read_to_string(format!("/proc/{daemon}/status")).unwrap();
+    daemon::privdrop::check_unprivileged(&proc_status, true)
+        .unwrap_or_else(|e| panic!("the image's daemon kept a privilege: {e}\n{proc_status}"));
+    assert!(log.contains("privileges dropped"), "{log}");
+    let helper: u32 = std::fs::read_to_string(format!("/proc/{daemon}/task/{daemon}/children"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap_or_else(|| panic!("the daemon has no helper child:\n{log}"))
+        .parse()
+        .unwrap();
+    assert_eq!(exe(helper), rootfs.join("usr/bin/bootc-helper"));
+    assert!(log.contains("bootc-helper serving"), "{log}");
 }

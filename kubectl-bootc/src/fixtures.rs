@@ -1,0 +1,235 @@
+//! Objects for the table tests: a pool `workers` rolling out 2.0 over 1.0,
+//! at 16:03, every phase entered at 16:00.
+#![allow(clippy::unwrap_used)]
+
+use api::conditions::ConditionUpdate;
+use api::labels::{CORDONED_BY_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION};
+use api::{BootEntryStatus, BootcNode, BootcNodePool, BootcNodeStatus, DesiredImageState, reasons};
+use k8s_openapi::api::core::v1::{Event, Node, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::Snapshot;
+
+pub const V1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+pub const V2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+const REPO: &str = "r.example/acme/os";
+
+#[derive(Clone, Copy)]
+pub enum Phase {
+    Idle,
+    Staging,
+    Staged,
+    Rebooting,
+}
+
+pub fn at(seconds: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_second(1_795_449_600 + seconds).unwrap()
+}
+
+/// 16:03, three minutes after every phase began.
+pub fn now() -> jiff::Timestamp {
+    at(180)
+}
+
+pub fn snapshot(
+    pools: Vec<BootcNodePool>,
+    bootc_nodes: Vec<BootcNode>,
+    nodes: Vec<Node>,
+) -> Snapshot {
+    Snapshot {
+        pools,
+        bootc_nodes,
+        nodes,
+        events: Vec::new(),
+    }
+}
+
+fn condition(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    type_: &'static str,
+    status: bool,
+    reason: &str,
+    message: &str,
+) {
+    api::conditions::apply(
+        conditions,
+        &ConditionUpdate::new(type_, status, reason, message),
+        None,
+        &Time(at(0)),
+    );
+}
+
+pub fn pool(name: &str, paused: bool) -> BootcNodePool {
+    let mut p: BootcNodePool = serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+        "metadata": {"name": name, "uid": format!("uid-{name}")},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"pool": name}},
+            "image": {"ref": format!("{REPO}:stable")},
+            "rollout": {"paused": paused},
+        },
+        "status": {
+            "targetDigest": V2,
+            "targetImage": format!("{REPO}@{V2}"),
+            "targetSummary": "2.0 (sha256:222222222222)",
+        },
+    }))
+    .unwrap();
+    let status = p.status.as_mut().unwrap();
+    condition(
+        &mut status.conditions,
+        reasons::UP_TO_DATE,
+        false,
+        reasons::ROLLOUT_IN_PROGRESS,
+        "1/3 updated; 1 staged, 1 rebooting; in reboot slots: n3",
+    );
+    condition(
+        &mut status.conditions,
+        reasons::DEGRADED,
+        false,
+        reasons::HEALTHY,
+        "",
+    );
+    p
+}
+
+fn degraded_pool(mut p: BootcNodePool, reason: &str, message: &str) -> BootcNodePool {
+    let status = p.status.as_mut().unwrap();
+    status.conditions.retain(|c| c.type_ != reasons::DEGRADED);
+    condition(
+        &mut status.conditions,
+        reasons::DEGRADED,
+        true,
+        reason,
+        message,
+    );
+    p
+}
+
+pub fn halted(p: BootcNodePool, message: &str) -> BootcNodePool {
+    degraded_pool(p, reasons::ROLLOUT_HALTED, message)
+}
+
+pub fn stuck(p: BootcNodePool, node: &str) -> BootcNodePool {
+    let message = format!("{node} has been rebooting (NotReady) for 12m; check the node's console");
+    degraded_pool(p, reasons::NODE_STUCK, &message)
+}
+
+pub fn staging_bound(mut p: BootcNodePool, n: i32) -> BootcNodePool {
+    p.spec.rollout.max_concurrent_staging = Some(n);
+    p
+}
+
+pub fn bn(name: &str, booted: &str, phase: Phase) -> BootcNode {
+    let mut bn: BootcNode = serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
+        "metadata": {"name": name, "generation": 2},
+        "spec": {"desiredImage": format!("{REPO}@{V2}")},
+    }))
+    .unwrap();
+    bn.metadata.owner_references = Some(vec![
+        pool("workers", false).controller_owner_ref(&()).unwrap(),
+    ]);
+    let version = if booted == V2 { "2.0" } else { "1.0" };
+    let mut status = BootcNodeStatus {
+        observed_generation: Some(2),
+        booted: Some(BootEntryStatus {
+            image: Some(format!("{REPO}@{booted}")),
+            image_digest: Some(booted.to_owned()),
+            version: Some(version.to_owned()),
+            ..BootEntryStatus::default()
+        }),
+        ..BootcNodeStatus::default()
+    };
+    let (idle, reason) = match phase {
+        Phase::Idle => (true, reasons::REASON_IDLE),
+        Phase::Staging => (false, reasons::STAGING),
+        Phase::Staged => (false, reasons::STAGED),
+        Phase::Rebooting => (false, reasons::REBOOTING),
+    };
+    condition(&mut status.conditions, reasons::IDLE, idle, reason, "");
+    condition(
+        &mut status.conditions,
+        reasons::DEGRADED,
+        false,
+        reasons::HEALTHY,
+        "",
+    );
+    bn.status = Some(status);
+    bn
+}
+
+pub fn slotted(mut bn: BootcNode, approved: bool) -> BootcNode {
+    bn.annotations_mut()
+        .insert(IN_REBOOT_SLOT_ANNOTATION.into(), "true".into());
+    if approved {
+        bn.spec.desired_image_state = DesiredImageState::Booted;
+    }
+    bn
+}
+
+pub fn degrade(mut bn: BootcNode, message: &str) -> BootcNode {
+    let status = bn.status.as_mut().unwrap();
+    status.conditions.retain(|c| c.type_ != reasons::DEGRADED);
+    condition(
+        &mut status.conditions,
+        reasons::DEGRADED,
+        true,
+        reasons::ERROR,
+        message,
+    );
+    bn
+}
+
+pub fn behind(mut bn: BootcNode) -> BootcNode {
+    bn.metadata.generation = Some(3);
+    bn
+}
+
+/// Told `digest` rather than the target.
+pub fn told(mut bn: BootcNode, digest: &str) -> BootcNode {
+    bn.spec.desired_image = format!("{REPO}@{digest}");
+    bn
+}
+
+pub fn node(name: &str, ready: bool, cordoned: bool) -> Node {
+    let mut node: Node = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"unschedulable": cordoned},
+        "status": {"conditions": [{
+            "type": "Ready",
+            "status": if ready { "True" } else { "False" },
+            "lastTransitionTime": "2026-11-23T16:00:00Z",
+        }]},
+    }))
+    .unwrap();
+    if cordoned {
+        node.annotations_mut()
+            .insert(CORDONED_BY_ANNOTATION.into(), "workers".into());
+    }
+    node
+}
+
+pub fn event(pool: &str, reason: &str, node: Option<&str>, seconds: i64, message: &str) -> Event {
+    let warning = reason == api::event_reasons::DRAIN_BLOCKED;
+    Event {
+        involved_object: ObjectReference {
+            api_version: Some("node.bootc.dev/v1alpha1".into()),
+            kind: Some("BootcNodePool".into()),
+            name: Some(pool.into()),
+            ..ObjectReference::default()
+        },
+        related: node.map(|n| ObjectReference {
+            kind: Some("Node".into()),
+            name: Some(n.into()),
+            ..ObjectReference::default()
+        }),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+        event_time: Some(MicroTime(at(seconds))),
+        ..Event::default()
+    }
+}

@@ -1,0 +1,166 @@
+//! `kubectl bootc history POOL`: what the pool's status and Events tell of
+//! its rollouts. The status keeps the present (the target, the last digest
+//! every member ran); the Events keep the story (RolloutStarted with the
+//! image and how many nodes, RolloutComplete, halts, drain problems, stuck
+//! nodes, nodes leaving), for as long as the API server keeps Events (one
+//! hour by default: `--event-ttl`).
+
+use api::{event_reasons, labels::GROUP};
+use k8s_openapi::api::core::v1::Event;
+use kube::ResourceExt;
+
+use crate::Snapshot;
+
+/// When an event last happened.
+fn when(e: &Event) -> Option<jiff::Timestamp> {
+    e.series
+        .as_ref()
+        .and_then(|s| s.last_observed_time.as_ref().map(|t| t.0))
+        .or(e.event_time.as_ref().map(|t| t.0))
+        .or(e.last_timestamp.as_ref().map(|t| t.0))
+        .or(e.first_timestamp.as_ref().map(|t| t.0))
+        .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+/// The Events about `pool`, oldest first.
+pub fn pool_events<'a>(snap: &'a Snapshot, pool: &str) -> Vec<&'a Event> {
+    let mut events: Vec<&Event> = snap
+        .events
+        .iter()
+        .filter(|e| {
+            let o = &e.involved_object;
+            o.kind.as_deref() == Some("BootcNodePool")
+                && o.name.as_deref() == Some(pool)
+                && o.api_version
+                    .as_deref()
+                    .is_none_or(|v| v.starts_with(&format!("{GROUP}/")))
+        })
+        .collect();
+    events.sort_by_key(|e| when(e));
+    events
+}
+
+/// The history of `pool`.
+pub fn history(snap: &Snapshot, pool: &str) -> String {
+    let Some(p) = snap.pool(pool) else {
+        return format!("no BootcNodePool named {pool}\n");
+    };
+    let status = p.status.clone().unwrap_or_default();
+    let mut out = format!(
+        "Pool {}: follows {}\n",
+        p.name_any(),
+        p.spec.image.reference
+    );
+    let target = status
+        .target_summary
+        .or(status.target_image)
+        .unwrap_or_else(|| "none yet".to_owned());
+    out.push_str(&format!("  target now:     {target}\n"));
+    out.push_str(&format!(
+        "  last deployed:  {} (the last digest every member ran)\n",
+        status.deployed_digest.as_deref().unwrap_or("none yet")
+    ));
+    let events = pool_events(snap, pool);
+    let count = |reason: &str| {
+        events
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .count()
+    };
+    out.push_str(&format!(
+        "  rollouts:       {} started, {} complete in the Events kept\n\n",
+        count(event_reasons::ROLLOUT_STARTED),
+        count(event_reasons::ROLLOUT_COMPLETE)
+    ));
+    if events.is_empty() {
+        out.push_str(
+            "no Events kept about this pool (the API server keeps them an hour by default)\n",
+        );
+        return out;
+    }
+    let rows: Vec<[String; 5]> = events
+        .iter()
+        .map(|e| {
+            [
+                when(e).map_or(String::new(), |t| {
+                    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+                }),
+                e.type_.clone().unwrap_or_default(),
+                e.reason.clone().unwrap_or_default(),
+                e.related
+                    .as_ref()
+                    .and_then(|r| r.name.clone())
+                    .unwrap_or_default(),
+                e.message.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let header = ["TIME", "TYPE", "REASON", "NODE", "MESSAGE"].map(str::to_owned);
+    let all: Vec<&[String; 5]> = std::iter::once(&header).chain(rows.iter()).collect();
+    let widths: Vec<usize> = (0..4)
+        .map(|i| all.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in all {
+        for (i, w) in widths.iter().enumerate() {
+            out.push_str(&format!("{:<w$}   ", row[i], w = *w));
+        }
+        out.push_str(&row[4]);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+
+    #[test]
+    fn the_rollouts_in_the_order_they_happened() {
+        let mut snap = snapshot(vec![pool("workers", false)], vec![], vec![]);
+        snap.events = vec![
+            event(
+                "workers",
+                event_reasons::ROLLOUT_COMPLETE,
+                None,
+                30,
+                "every member runs 2.0",
+            ),
+            event(
+                "workers",
+                event_reasons::ROLLOUT_STARTED,
+                None,
+                10,
+                "rolling out 2.0 to 3 nodes, 1 at a time",
+            ),
+            event(
+                "workers",
+                event_reasons::DRAIN_BLOCKED,
+                Some("n2"),
+                20,
+                "pod web-1: PDB web",
+            ),
+            event(
+                "other",
+                event_reasons::ROLLOUT_STARTED,
+                None,
+                15,
+                "not this pool",
+            ),
+        ];
+        let text = history(&snap, "workers");
+        let want = "\
+Pool workers: follows r.example/acme/os:stable
+  target now:     2.0 (sha256:222222222222)
+  last deployed:  none yet (the last digest every member ran)
+  rollouts:       1 started, 1 complete in the Events kept
+
+TIME                   TYPE      REASON            NODE   MESSAGE
+2026-11-23T16:00:10Z   Normal    RolloutStarted           rolling out 2.0 to 3 nodes, 1 at a time
+2026-11-23T16:00:20Z   Warning   DrainBlocked      n2     pod web-1: PDB web
+2026-11-23T16:00:30Z   Normal    RolloutComplete          every member runs 2.0
+";
+        assert_eq!(text, want, "\n{text}");
+        assert!(history(&snap, "nope").starts_with("no BootcNodePool named nope"));
+    }
+}

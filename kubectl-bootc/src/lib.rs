@@ -1,0 +1,174 @@
+//! `kubectl bootc`: the rollout as a person asks about it.
+//!
+//! Everything here is pure: functions from the objects the API server holds
+//! (a [`Snapshot`]: pools, BootcNodes, Nodes, the pools' Events) to text.
+//! `main.rs` reads the objects, makes the one write a command needs (pause,
+//! resume, retry) and prints. The words are the `api` crate's: phases,
+//! reasons, annotations and event reasons come from there.
+//!
+//! * [`status`]: a pool's rollout at a glance, one line per node;
+//! * [`why`]: the chain of reasons a node is not updating;
+//! * [`history`]: what the pool's status and Events tell of its rollouts;
+//! * [`retry_refusal`]: whether a node awaits a retry (`kubectl bootc retry`).
+
+pub mod history;
+pub mod status;
+pub mod why;
+
+use api::labels::IN_REBOOT_SLOT_ANNOTATION;
+use api::{BootcNode, BootcNodePool, reasons};
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::ResourceExt;
+
+pub use history::history;
+pub use status::status;
+pub use why::why;
+
+/// What the commands read: every pool, BootcNode and Node, and the Events
+/// about the pools (kept by the API server in the `default` namespace).
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub pools: Vec<BootcNodePool>,
+    pub bootc_nodes: Vec<BootcNode>,
+    pub nodes: Vec<Node>,
+    pub events: Vec<Event>,
+}
+
+impl Snapshot {
+    pub fn pool(&self, name: &str) -> Option<&BootcNodePool> {
+        self.pools.iter().find(|p| p.name_any() == name)
+    }
+
+    pub fn bootc_node(&self, name: &str) -> Option<&BootcNode> {
+        self.bootc_nodes.iter().find(|b| b.name_any() == name)
+    }
+
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.name_any() == name)
+    }
+
+    /// The pool's BootcNodes, by name.
+    pub fn members<'a>(&'a self, pool: &'a str) -> impl Iterator<Item = &'a BootcNode> + 'a {
+        let mut members: Vec<&BootcNode> = self
+            .bootc_nodes
+            .iter()
+            .filter(|b| pool_of(b) == Some(pool))
+            .collect();
+        members.sort_by_key(|b| b.name_any());
+        members.into_iter()
+    }
+}
+
+/// The pool that owns `bn`.
+pub fn pool_of(bn: &BootcNode) -> Option<&str> {
+    bn.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.kind == "BootcNodePool")
+        .map(|o| o.name.as_str())
+}
+
+/// The daemon's phase: the reason of the BootcNode's `Idle` condition.
+pub fn phase(bn: &BootcNode) -> Option<&str> {
+    let status = bn.status.as_ref()?;
+    api::conditions::reason(&status.conditions, reasons::IDLE)
+}
+
+/// Since when the BootcNode is in its phase.
+pub fn phase_since(bn: &BootcNode) -> Option<jiff::Timestamp> {
+    let status = bn.status.as_ref()?;
+    api::conditions::find(&status.conditions, reasons::IDLE).map(|c| c.last_transition_time.0)
+}
+
+pub fn in_slot(bn: &BootcNode) -> bool {
+    bn.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION)
+}
+
+pub fn approved(bn: &BootcNode) -> bool {
+    bn.spec.desired_image_state == api::DesiredImageState::Booted
+}
+
+/// The BootcNode's `Degraded` condition when it is True: (reason, message).
+pub fn degraded(bn: &BootcNode) -> Option<(&str, &str)> {
+    let status = bn.status.as_ref()?;
+    api::conditions::find(&status.conditions, reasons::DEGRADED)
+        .filter(|c| c.status == "True")
+        .map(|c| (c.reason.as_str(), c.message.as_str()))
+}
+
+/// Does the node run its pool's target?
+pub fn runs_target(bn: &BootcNode, pool: &BootcNodePool) -> bool {
+    let target = pool.status.as_ref().and_then(|s| s.target_image.as_deref());
+    let booted = bn.status.as_ref().and_then(|s| s.booted.as_ref());
+    matches!((target, booted), (Some(t), Some(b)) if b.is_image(t))
+}
+
+/// The Node's Ready condition: None when Ready, else since when it is not.
+pub fn not_ready_since(node: &Node) -> Option<Option<jiff::Timestamp>> {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => None,
+        Some(c) => Some(c.last_transition_time.as_ref().map(|t| t.0)),
+        None => Some(None),
+    }
+}
+
+pub fn cordoned(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// The pool's condition of `type_` when it is True: (reason, message).
+pub fn pool_condition<'a>(pool: &'a BootcNodePool, type_: &str) -> Option<(&'a str, &'a str)> {
+    let status = pool.status.as_ref()?;
+    api::conditions::find(&status.conditions, type_)
+        .filter(|c| c.status == "True")
+        .map(|c| (c.reason.as_str(), c.message.as_str()))
+}
+
+/// The pool's condition of `type_` whatever its status: (reason, message).
+pub fn pool_condition_any<'a>(pool: &'a BootcNodePool, type_: &str) -> Option<(&'a str, &'a str)> {
+    let status = pool.status.as_ref()?;
+    api::conditions::find(&status.conditions, type_)
+        .map(|c| (c.reason.as_str(), c.message.as_str()))
+}
+
+/// A duration as `kubectl get` prints ages: 45s, 3m, 2h, 4d.
+pub fn age(since: jiff::Timestamp, now: jiff::Timestamp) -> String {
+    let secs = now.duration_since(since).as_secs().max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 2 * 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+/// Why `kubectl bootc retry` refuses: None when the node awaits a retry
+/// (approved to boot and Degraded, see [`BootcNode::awaits_retry`]), else
+/// what the node is doing instead.
+pub fn retry_refusal(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Option<String> {
+    match snap.bootc_node(name) {
+        Some(bn) if bn.awaits_retry() => None,
+        Some(_) => Some(format!(
+            "{name} does not await a retry: {}. Only a node approved to boot whose reboot \
+             failed (Degraded) needs one; a failed download is retried by its daemon and a \
+             failed drain by the controller, on their own.",
+            why(snap, name, now).first().map_or("", String::as_str)
+        )),
+        None => Some(format!(
+            "{name} has no BootcNode: {}",
+            why(snap, name, now).first().map_or("", String::as_str)
+        )),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures;

@@ -1,0 +1,183 @@
+//! `kubectl-bootc`: a kubectl plugin (`kubectl bootc ...` once on PATH).
+//! The I/O around the pure text of the library: read the objects, make the
+//! one write a command needs, print.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use api::labels::{CLUSTER_EVENTS_NAMESPACE, RETRY_ANNOTATION};
+use api::{BootcNode, BootcNodePool};
+use clap::{Parser, Subcommand};
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kubectl_bootc::Snapshot;
+
+/// The field manager of the plugin's writes.
+const MANAGER: &str = "kubectl-bootc";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubectl-bootc",
+    about = "bootc-operator rollouts: status, pause/resume, retry, history, why",
+    long_about = "bootc-operator rollouts at a glance. Uses KUBECONFIG (or ~/.kube/config) \
+                  like kubectl; installed on PATH it runs as `kubectl bootc`."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The rollout at a glance: nodes, phases, slots, what blocks progress.
+    Status {
+        /// One pool (default: every pool).
+        pool: Option<String>,
+    },
+    /// Hand out no new reboot slot (spec.rollout.paused: true).
+    Pause { pool: String },
+    /// Hand out reboot slots again (spec.rollout.paused: false).
+    Resume { pool: String },
+    /// Try again a node whose reboot failed (approved to boot and Degraded).
+    Retry { node: String },
+    /// The pool's rollouts: its status and Events.
+    History { pool: String },
+    /// Why a node is not updating.
+    Why { node: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("connecting to the cluster (KUBECONFIG): {0}")]
+    Connect(#[source] kube::Error),
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("no BootcNodePool named {0}")]
+    NoPool(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("writing the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Api { what, source }
+}
+
+async fn list<K>(api: Api<K>, what: &str) -> Result<Vec<K>, Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error(format!("listing {what}")))?
+        .items)
+}
+
+async fn snapshot(client: &kube::Client) -> Result<Snapshot, Error> {
+    let events: Api<Event> = Api::namespaced(client.clone(), CLUSTER_EVENTS_NAMESPACE);
+    let pool_events = events
+        .list(&ListParams::default().fields("involvedObject.kind=BootcNodePool"))
+        .await
+        .map_err(api_error("listing the pools' Events"))?
+        .items;
+    Ok(Snapshot {
+        pools: list(Api::<BootcNodePool>::all(client.clone()), "BootcNodePools").await?,
+        bootc_nodes: list(Api::<BootcNode>::all(client.clone()), "BootcNodes").await?,
+        nodes: list(Api::<Node>::all(client.clone()), "Nodes").await?,
+        events: pool_events,
+    })
+}
+
+async fn set_paused(client: &kube::Client, pool: &str, paused: bool) -> Result<String, Error> {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let body = serde_json::json!({"spec": {"rollout": {"paused": paused}}});
+    let params = PatchParams {
+        field_manager: Some(MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    match pools.patch(pool, &params, &Patch::Merge(&body)).await {
+        Ok(_) => Ok(if paused {
+            format!(
+                "pool {pool} paused: no new reboot slot is handed out (slots already held are kept; staging goes on)\n"
+            )
+        } else {
+            format!("pool {pool} resumed: reboot slots are handed out again\n")
+        }),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::NoPool(pool.to_owned())),
+        Err(e) => Err(api_error(format!("patching pool {pool}"))(e)),
+    }
+}
+
+async fn retry(client: &kube::Client, node: &str) -> Result<String, Error> {
+    let snap = snapshot(client).await?;
+    let now = jiff::Timestamp::now();
+    if let Some(refusal) = kubectl_bootc::retry_refusal(&snap, node, now) {
+        return Err(Error::Refused(refusal));
+    }
+    let bns: Api<BootcNode> = Api::all(client.clone());
+    let body =
+        serde_json::json!({"metadata": {"annotations": {RETRY_ANNOTATION: now.to_string()}}});
+    let params = PatchParams {
+        field_manager: Some(MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    bns.patch(node, &params, &Patch::Merge(&body))
+        .await
+        .map_err(api_error(format!("annotating BootcNode {node}")))?;
+    Ok(format!(
+        "retry requested for {node}: the controller withdraws its approval; the node stages \
+         the target again and is approved again in its reboot slot\n"
+    ))
+}
+
+async fn run(cli: Cli) -> Result<String, Error> {
+    let client = kube::Client::try_default().await.map_err(Error::Connect)?;
+    let now = jiff::Timestamp::now();
+    match cli.command {
+        Command::Status { pool } => {
+            let snap = snapshot(&client).await?;
+            Ok(kubectl_bootc::status(&snap, pool.as_deref(), now))
+        }
+        Command::Pause { pool } => set_paused(&client, &pool, true).await,
+        Command::Resume { pool } => set_paused(&client, &pool, false).await,
+        Command::Retry { node } => retry(&client, &node).await,
+        Command::History { pool } => {
+            let snap = snapshot(&client).await?;
+            if snap.pool(&pool).is_none() {
+                return Err(Error::NoPool(pool));
+            }
+            Ok(kubectl_bootc::history(&snap, &pool))
+        }
+        Command::Why { node } => {
+            let snap = snapshot(&client).await?;
+            let lines = kubectl_bootc::why(&snap, &node, now);
+            Ok(lines.iter().map(|l| format!("{l}\n")).collect())
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = run(cli).await.and_then(|text| {
+        std::io::stdout().lock().write_all(text.as_bytes())?;
+        Ok(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "kubectl bootc: {e}");
+            match e {
+                Error::Refused(_) => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! `kubectl bootc status [POOL]`: the rollout at a glance. Per pool: what it
+//! follows and when the tag is checked, the target, the controller's
+//! summary, what is wrong, the reboot slots; then one line per node with
+//! its phase, since when, its slot and the headline of [`crate::why`].
+
+use api::{BootcNodePool, reasons};
+use kube::ResourceExt;
+
+use crate::{
+    Snapshot, age, approved, in_slot, not_ready_since, phase, phase_since, pool_condition,
+    pool_condition_any, why,
+};
+
+/// The status of `pool`, or of every pool when None.
+pub fn status(snap: &Snapshot, pool: Option<&str>, now: jiff::Timestamp) -> String {
+    let mut pools: Vec<&BootcNodePool> = snap
+        .pools
+        .iter()
+        .filter(|p| pool.is_none_or(|name| p.name_any() == name))
+        .collect();
+    pools.sort_by_key(|p| p.name_any());
+    if pools.is_empty() {
+        return match pool {
+            Some(name) => format!("no BootcNodePool named {name}\n"),
+            None => "no BootcNodePools\n".to_owned(),
+        };
+    }
+    pools
+        .into_iter()
+        .map(|p| pool_status(snap, p, now))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> String {
+    let name = pool.name_any();
+    let status = pool.status.clone().unwrap_or_default();
+    let reference = &pool.spec.image.reference;
+    let mut rows = vec![
+        ("Pool", name.clone()),
+        ("Image", format!("{reference} ({})", tag_check(reference))),
+        (
+            "Target",
+            status
+                .target_summary
+                .clone()
+                .or(status.target_digest.clone())
+                .unwrap_or_else(|| "none yet".to_owned()),
+        ),
+    ];
+    if let Some(deployed) = &status.deployed_digest {
+        rows.push(("Deployed", deployed.clone()));
+    }
+    let progress = pool_condition_any(pool, reasons::UP_TO_DATE)
+        .map_or("not reconciled yet".to_owned(), |(r, m)| {
+            format!("{r}: {m}")
+        });
+    rows.push(("Progress", progress));
+    if let Some((reason, message)) = pool_condition(pool, reasons::DEGRADED) {
+        rows.push(("Degraded", format!("{reason}: {message}")));
+    }
+    if pool.spec.rollout.paused {
+        rows.push((
+            "Paused",
+            format!("yes: no new reboot slot until `kubectl bootc resume {name}`"),
+        ));
+    }
+    rows.push(("Slots", crate::why::slot_holders(snap, pool)));
+    let mut out = String::new();
+    for (key, value) in rows {
+        out.push_str(&format!("{:<10}{value}\n", format!("{key}:")));
+    }
+    out.push('\n');
+    out.push_str(&node_table(snap, &name, now));
+    out
+}
+
+/// When the controller looks at the reference again.
+fn tag_check(reference: &str) -> String {
+    if reference.contains('@') {
+        "a digest: never re-resolved".to_owned()
+    } else {
+        "a tag: re-resolved by the controller every --tag-resolution-interval-seconds, \
+         300 s by default, and at once when the pool changes"
+            .to_owned()
+    }
+}
+
+fn node_table(snap: &Snapshot, pool: &str, now: jiff::Timestamp) -> String {
+    let header = [
+        "NODE", "PHASE", "SINCE", "SLOT", "ALLOWED", "VERSION", "READY", "WHY",
+    ];
+    let mut rows: Vec<[String; 8]> = vec![header.map(str::to_owned)];
+    for bn in snap.members(pool) {
+        let name = bn.name_any();
+        let ready = snap.node(&name).map_or("?", |n| {
+            if not_ready_since(n).is_some() {
+                "False"
+            } else {
+                "True"
+            }
+        });
+        let version = bn
+            .status
+            .as_ref()
+            .and_then(|s| s.booted.as_ref())
+            .and_then(|b| b.version.clone())
+            .unwrap_or_default();
+        rows.push([
+            name.clone(),
+            phase(bn).unwrap_or("").to_owned(),
+            phase_since(bn).map_or(String::new(), |t| age(t, now)),
+            if in_slot(bn) { "yes" } else { "" }.to_owned(),
+            if approved(bn) { "Booted" } else { "Staged" }.to_owned(),
+            version,
+            ready.to_owned(),
+            why(snap, &name, now).into_iter().next().unwrap_or_default(),
+        ]);
+    }
+    if rows.len() == 1 {
+        return "no member nodes\n".to_owned();
+    }
+    let widths: Vec<usize> = (0..header.len() - 1)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            match widths.get(i) {
+                Some(w) => out.push_str(&format!("{cell:<w$}   ", w = *w)),
+                None => out.push_str(cell),
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+
+    #[test]
+    fn a_rollout_in_progress_at_a_glance() {
+        let snap = snapshot(
+            vec![pool("workers", false)],
+            vec![
+                bn("n1", V2, Phase::Idle),
+                bn("n2", V1, Phase::Staged),
+                slotted(bn("n3", V1, Phase::Rebooting), true),
+            ],
+            vec![
+                node("n1", true, false),
+                node("n2", true, false),
+                node("n3", false, true),
+            ],
+        );
+        let text = status(&snap, Some("workers"), now());
+        let want = "\
+Pool:     workers
+Image:    r.example/acme/os:stable (a tag: re-resolved by the controller every --tag-resolution-interval-seconds, 300 s by default, and at once when the pool changes)
+Target:   2.0 (sha256:222222222222)
+Progress: RolloutInProgress: 1/3 updated; 1 staged, 1 rebooting; in reboot slots: n3
+Slots:    maxUnavailable 1; slots held by n3 (Rebooting)
+
+NODE   PHASE       SINCE   SLOT   ALLOWED   VERSION   READY   WHY
+n1     Idle        3m             Staged    2.0       True    up to date: runs the target 2.0 (sha256:222222222222)
+n2     Staged      3m             Staged    1.0       True    staged for 3m, waiting for a reboot slot: maxUnavailable 1; slots held by n3 (Rebooting)
+n3     Rebooting   3m      yes    Booted    1.0       False   rebooting: approved to boot, the Node NotReady for 3m
+";
+        assert_eq!(text, want, "\n{text}");
+    }
+
+    #[test]
+    fn a_paused_and_degraded_pool_says_so() {
+        let snap = snapshot(vec![stuck(pool("workers", true), "n3")], vec![], vec![]);
+        let text = status(&snap, None, now());
+        assert!(
+            text.contains("Degraded: NodeStuck: n3 has been rebooting"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Paused:   yes: no new reboot slot until `kubectl bootc resume workers`"),
+            "{text}"
+        );
+        assert!(text.ends_with("no member nodes\n"), "{text}");
+        assert_eq!(
+            status(&snap, Some("other"), now()),
+            "no BootcNodePool named other\n"
+        );
+    }
+}

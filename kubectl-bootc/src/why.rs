@@ -1,0 +1,511 @@
+//! `kubectl bootc why NODE`: the chain of reasons a node is not updating,
+//! most important first. The first line is the headline (`status` shows it
+//! in its WHY column); the lines after it are the evidence.
+
+use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
+use api::{BootcNode, BootcNodePool, event_reasons, reasons};
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+
+use crate::{
+    Snapshot, age, approved, cordoned, degraded, in_slot, not_ready_since, phase, phase_since,
+    pool_condition, pool_condition_any, pool_of, runs_target,
+};
+
+/// Why node `name` is (or is not) updating, at `now`.
+pub fn why(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
+    let node = snap.node(name);
+    let Some(bn) = snap.bootc_node(name) else {
+        return not_a_member(snap, name, node);
+    };
+    let Some(pool) = pool_of(bn).and_then(|p| snap.pool(p)) else {
+        return vec![format!(
+            "{name}'s pool {} no longer exists: the controller removes its BootcNode",
+            pool_of(bn).unwrap_or("<none>")
+        )];
+    };
+    let mut out = Vec::new();
+    member(snap, pool, bn, node, now, &mut out);
+    out
+}
+
+/// A node with no BootcNode: which pools its labels match.
+fn not_a_member(snap: &Snapshot, name: &str, node: Option<&Node>) -> Vec<String> {
+    use kube::core::SelectorExt;
+    let Some(node) = node else {
+        return vec![format!("there is no Node named {name}")];
+    };
+    let matching: Vec<String> = snap
+        .pools
+        .iter()
+        .filter(|p| {
+            kube::core::Selector::try_from(p.spec.node_selector.clone())
+                .is_ok_and(|s| s.matches(node.labels()))
+        })
+        .map(|p| p.name_any())
+        .collect();
+    vec![match matching.as_slice() {
+        [] => {
+            format!("{name} is not in any pool: no BootcNodePool's nodeSelector matches its labels")
+        }
+        [one] => format!(
+            "{name}'s labels match pool {one}, but it has no BootcNode yet: the controller has not taken it in (is bootc-controller running?)"
+        ),
+        many => format!(
+            "{name}'s labels match pools {}: a node belongs to one pool only (the pools say Degraded/{})",
+            many.join(", "),
+            reasons::NODE_CONFLICT
+        ),
+    }]
+}
+
+fn member(
+    snap: &Snapshot,
+    pool: &BootcNodePool,
+    bn: &BootcNode,
+    node: Option<&Node>,
+    now: jiff::Timestamp,
+    out: &mut Vec<String>,
+) {
+    let pool_name = pool.name_any();
+    let status = pool.status.clone().unwrap_or_default();
+    if pool.metadata.deletion_timestamp.is_some() {
+        out.push(format!(
+            "pool {pool_name} is being deleted: its nodes are uncordoned and released, none is updated"
+        ));
+        return;
+    }
+    let Some(target) = status.target_image.as_deref() else {
+        let problem = pool_condition(pool, reasons::DEGRADED)
+            .map_or(String::new(), |(r, m)| format!(": {r}: {m}"));
+        out.push(format!("pool {pool_name} has no target image yet{problem}"));
+        return;
+    };
+    let shown = status.target_summary.as_deref().unwrap_or(target);
+    let runs = runs_target(bn, pool);
+    let slot = in_slot(bn);
+    if runs && !slot {
+        out.push(format!("up to date: runs the target {shown}"));
+        evidence(snap, pool, bn, node, now, out);
+        return;
+    }
+    if let Some((reason, message)) = degraded(bn) {
+        out.push(format!("the node is Degraded ({reason}): {message}"));
+    }
+    if bn.spec.desired_image != target {
+        out.push(not_told(snap, pool, bn));
+    } else if daemon_behind(bn) {
+        out.push(format!(
+            "its daemon has not answered its spec yet (generation {}, last status for {}): is the bootc-daemon pod running on {}?",
+            bn.metadata.generation.unwrap_or(0),
+            bn.status.as_ref().and_then(|s| s.observed_generation).unwrap_or(0),
+            bn.name_any()
+        ));
+    } else if slot {
+        in_a_slot(snap, pool, bn, node, runs, now, out);
+    } else {
+        waiting(snap, pool, bn, node, now, out);
+    }
+    evidence(snap, pool, bn, node, now, out);
+}
+
+/// What the pool and the Node add: a stuck report naming the node, the Node
+/// not Ready or cordoned.
+fn evidence(
+    _snap: &Snapshot,
+    pool: &BootcNodePool,
+    bn: &BootcNode,
+    node: Option<&Node>,
+    now: jiff::Timestamp,
+    out: &mut Vec<String>,
+) {
+    let name = bn.name_any();
+    if let Some((reason, message)) = pool_condition(pool, reasons::DEGRADED)
+        && reason == reasons::NODE_STUCK
+        && message.contains(&name)
+    {
+        out.push(format!("stuck: {message}"));
+    }
+    let Some(node) = node else {
+        out.push(format!("there is no Node named {name} (deleted?)"));
+        return;
+    };
+    if let Some(since) = not_ready_since(node) {
+        let how_long = since.map_or(String::new(), |t| format!(" for {}", age(t, now)));
+        out.push(format!("Node {name} is NotReady{how_long}"));
+    }
+    if cordoned(node) {
+        let by = node.annotations().get(CORDONED_BY_ANNOTATION).map_or(
+            "by someone else (an admin?): it counts against maxUnavailable".to_owned(),
+            |p| format!("by the reboot slot of pool {p}"),
+        );
+        out.push(format!("Node {name} is cordoned {by}"));
+    }
+}
+
+/// The daemon has not written a status for the BootcNode's spec.
+fn daemon_behind(bn: &BootcNode) -> bool {
+    let observed = bn.status.as_ref().and_then(|s| s.observed_generation);
+    matches!((observed, bn.metadata.generation), (Some(o), Some(g)) if o < g) || bn.status.is_none()
+}
+
+/// Not yet told the target: the pool's staging bounds hold it back.
+fn not_told(snap: &Snapshot, pool: &BootcNodePool, bn: &BootcNode) -> String {
+    let rollout = &pool.spec.rollout;
+    let staging: Vec<String> = snap
+        .members(&pool.name_any())
+        .filter(|m| matches!(phase(m), Some(reasons::STAGING)))
+        .map(|m| m.name_any())
+        .collect();
+    let mut bounds = Vec::new();
+    if let Some(n) = rollout.max_concurrent_staging {
+        bounds.push(format!(
+            "maxConcurrentStaging {n} (staging now: {})",
+            list(&staging)
+        ));
+    }
+    if let Some(n) = rollout.stage_ahead {
+        bounds.push(format!("stageAhead {n} (beyond the free reboot slots)"));
+    }
+    let unlocked = bn.status.as_ref().and_then(|s| s.download_only_supported) == Some(false);
+    if unlocked {
+        bounds.push(
+            "its bootc cannot stage locked (no --download-only): it stages only when a free reboot slot awaits it"
+                .to_owned(),
+        );
+    }
+    if bounds.is_empty() {
+        "not yet told the target: the controller tells it on its next pass".to_owned()
+    } else {
+        format!(
+            "not yet told the target, held by the staging bounds: {}",
+            bounds.join("; ")
+        )
+    }
+}
+
+fn in_a_slot(
+    snap: &Snapshot,
+    pool: &BootcNodePool,
+    bn: &BootcNode,
+    node: Option<&Node>,
+    runs: bool,
+    now: jiff::Timestamp,
+    out: &mut Vec<String>,
+) {
+    let since = phase_since(bn).map_or(String::new(), |t| format!(" for {}", age(t, now)));
+    if runs {
+        out.push(
+            "back on the target in its reboot slot: the slot is released once the Node is Ready and uncordoned"
+                .to_owned(),
+        );
+    } else if approved(bn) {
+        let down = node.and_then(not_ready_since);
+        out.push(match (down, phase(bn)) {
+            (Some(t), _) => format!(
+                "rebooting: approved to boot, the Node NotReady{}",
+                t.map_or(String::new(), |t| format!(" for {}", age(t, now)))
+            ),
+            (None, Some(reasons::REBOOTING)) => {
+                format!("rebooting: its daemon applies the target{since}")
+            }
+            (None, p) => format!(
+                "approved to boot, waiting for its daemon to apply (phase {}{since})",
+                p.unwrap_or("unknown")
+            ),
+        });
+    } else if pool.spec.rollout.paused {
+        out.push(format!(
+            "held by the pause: in a reboot slot (cordoned), not approved to boot until `kubectl bootc resume {}`",
+            pool.name_any()
+        ));
+    } else if matches!(phase(bn), Some(reasons::STAGING)) {
+        out.push(format!("in a reboot slot, still staging the target{since}"));
+    } else {
+        out.push("in a reboot slot: cordoned and draining (pods are evicted)".to_owned());
+        if let Some(drain) = last_drain_problem(snap, pool, &bn.name_any()) {
+            out.push(drain);
+        }
+    }
+}
+
+/// The newest drain Warning about the node (DrainBlocked, DrainFailed).
+fn last_drain_problem(snap: &Snapshot, pool: &BootcNodePool, node: &str) -> Option<String> {
+    crate::history::pool_events(snap, &pool.name_any())
+        .into_iter()
+        .rfind(|e| {
+            matches!(
+                e.reason.as_deref(),
+                Some(event_reasons::DRAIN_BLOCKED | event_reasons::DRAIN_FAILED)
+            ) && e.related.as_ref().and_then(|r| r.name.as_deref()) == Some(node)
+        })
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e.reason.as_deref().unwrap_or_default(),
+                e.message.as_deref().unwrap_or_default()
+            )
+        })
+}
+
+/// Not in a slot and told the target: staging, or waiting for a slot.
+fn waiting(
+    snap: &Snapshot,
+    pool: &BootcNodePool,
+    bn: &BootcNode,
+    node: Option<&Node>,
+    now: jiff::Timestamp,
+    out: &mut Vec<String>,
+) {
+    let since = phase_since(bn).map_or(String::new(), |t| format!(" for {}", age(t, now)));
+    let pool_name = pool.name_any();
+    match phase(bn) {
+        Some(reasons::STAGING) => {
+            out.push(format!("staging: downloading the target{since}"));
+            return;
+        }
+        Some(reasons::STAGED) => {}
+        other => {
+            out.push(format!("phase {}{since}", other.unwrap_or("unknown")));
+            return;
+        }
+    }
+    if pool.spec.rollout.paused {
+        out.push(format!(
+            "the pool is paused (spec.rollout.paused): staged, but no new reboot slot is handed out until `kubectl bootc resume {pool_name}`"
+        ));
+    } else if let Some((reasons::ROLLOUT_HALTED, message)) = pool_condition(pool, reasons::DEGRADED)
+    {
+        out.push(format!("the rollout is halted: {message}"));
+    } else if degraded(bn).is_some() {
+        out.push("a Degraded node is given no reboot slot".to_owned());
+    } else if node.and_then(not_ready_since).is_some() {
+        out.push("a NotReady node is given no reboot slot until it is Ready".to_owned());
+    } else {
+        out.push(format!(
+            "staged{since}, waiting for a reboot slot: {}",
+            slot_holders(snap, pool)
+        ));
+    }
+    if let Some((_, message)) = pool_condition_any(pool, reasons::UP_TO_DATE) {
+        out.push(format!("pool {pool_name}: {message}"));
+    }
+}
+
+/// Who uses the pool's disruption budget: slot holders (BootcNodes in a
+/// slot, Nodes recorded as disrupted by the pool) and other unavailable
+/// members (NotReady, cordoned).
+pub fn slot_holders(snap: &Snapshot, pool: &BootcNodePool) -> String {
+    let pool_name = pool.name_any();
+    let mut holders: Vec<String> = snap
+        .members(&pool_name)
+        .filter(|m| in_slot(m))
+        .map(|m| format!("{} ({})", m.name_any(), phase(m).unwrap_or("unknown")))
+        .collect();
+    for node in &snap.nodes {
+        let name = node.name_any();
+        let recorded = node.annotations().get(DISRUPTED_BY_ANNOTATION) == Some(&pool_name);
+        if recorded && !holders.iter().any(|h| h.starts_with(&format!("{name} "))) {
+            holders.push(format!("{name} (disrupted, not back yet)"));
+        }
+    }
+    let unavailable: Vec<String> = snap
+        .members(&pool_name)
+        .filter(|m| !in_slot(m))
+        .filter_map(|m| {
+            let node = snap.node(&m.name_any())?;
+            let why = if not_ready_since(node).is_some() {
+                "NotReady"
+            } else if cordoned(node) {
+                "cordoned"
+            } else {
+                return None;
+            };
+            Some(format!("{} ({why})", m.name_any()))
+        })
+        .collect();
+    let max = match &pool.spec.rollout.max_unavailable {
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n) => n.to_string(),
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.clone(),
+    };
+    let mut text = format!("maxUnavailable {max}; slots held by {}", list(&holders));
+    if !unavailable.is_empty() {
+        text.push_str(&format!("; also unavailable: {}", unavailable.join(", ")));
+    }
+    text
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+
+    #[test]
+    fn the_headline_names_what_blocks_the_node() {
+        let now = now();
+        let cases: Vec<(&str, Snapshot, &str, Vec<&str>)> = vec![
+            (
+                "no node",
+                snapshot(vec![], vec![], vec![]),
+                "ghost",
+                vec!["there is no Node named ghost"],
+            ),
+            (
+                "no pool matches",
+                snapshot(
+                    vec![pool("workers", false)],
+                    vec![],
+                    vec![node("n1", true, false)],
+                ),
+                "n1",
+                vec!["n1 is not in any pool"],
+            ),
+            (
+                "up to date",
+                snapshot(
+                    vec![pool("workers", false)],
+                    vec![bn("n1", V2, Phase::Idle)],
+                    vec![node("n1", true, false)],
+                ),
+                "n1",
+                vec!["up to date: runs the target 2.0 (sha256:222222222222)"],
+            ),
+            (
+                "paused",
+                snapshot(
+                    vec![pool("workers", true)],
+                    vec![bn("n1", V1, Phase::Staged)],
+                    vec![node("n1", true, false)],
+                ),
+                "n1",
+                vec!["the pool is paused", "kubectl bootc resume workers"],
+            ),
+            (
+                "waiting for a slot held by another node",
+                snapshot(
+                    vec![pool("workers", false)],
+                    vec![
+                        bn("n1", V1, Phase::Staged),
+                        slotted(bn("n2", V1, Phase::Rebooting), true),
+                    ],
+                    vec![node("n1", true, false), node("n2", false, true)],
+                ),
+                "n1",
+                vec![
+                    "waiting for a reboot slot",
+                    "maxUnavailable 1; slots held by n2 (Rebooting)",
+                ],
+            ),
+            (
+                "rebooting",
+                snapshot(
+                    vec![pool("workers", false)],
+                    vec![slotted(bn("n2", V1, Phase::Rebooting), true)],
+                    vec![node("n2", false, true)],
+                ),
+                "n2",
+                vec!["rebooting: approved to boot, the Node NotReady for 3m"],
+            ),
+            (
+                "draining",
+                snapshot(
+                    vec![pool("workers", false)],
+                    vec![slotted(bn("n2", V1, Phase::Staged), false)],
+                    vec![node("n2", true, true)],
+                ),
+                "n2",
+                vec!["in a reboot slot: cordoned and draining"],
+            ),
+            (
+                "degraded after a failed reboot",
+                snapshot(
+                    vec![pool("workers", false)],
+                    vec![degrade(
+                        slotted(bn("n2", V1, Phase::Idle), true),
+                        "rebooted into the wrong image",
+                    )],
+                    vec![node("n2", true, true)],
+                ),
+                "n2",
+                vec!["the node is Degraded (Error): rebooted into the wrong image"],
+            ),
+            (
+                "halted",
+                snapshot(
+                    vec![halted(pool("workers", false), "n3 and n4 are unhealthy")],
+                    vec![bn("n1", V1, Phase::Staged)],
+                    vec![node("n1", true, false)],
+                ),
+                "n1",
+                vec!["the rollout is halted: n3 and n4 are unhealthy"],
+            ),
+            (
+                "daemon silent",
+                snapshot(
+                    vec![pool("workers", false)],
+                    vec![behind(bn("n1", V1, Phase::Staged))],
+                    vec![node("n1", true, false)],
+                ),
+                "n1",
+                vec!["its daemon has not answered its spec yet (generation 3, last status for 2)"],
+            ),
+            (
+                "held by the staging bound",
+                snapshot(
+                    vec![staging_bound(pool("workers", false), 1)],
+                    vec![
+                        told(bn("n1", V1, Phase::Idle), V1),
+                        bn("n2", V1, Phase::Staging),
+                    ],
+                    vec![node("n1", true, false), node("n2", true, false)],
+                ),
+                "n1",
+                vec!["held by the staging bounds: maxConcurrentStaging 1 (staging now: n2)"],
+            ),
+        ];
+        for (name, snap, node, wants) in cases {
+            let lines = why(&snap, node, now);
+            let headline = lines.first().cloned().unwrap_or_default();
+            for want in wants {
+                assert!(
+                    headline.contains(want),
+                    "{name}: {headline:?} lacks {want:?}; all: {lines:#?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_evidence_follows_the_headline() {
+        let snap = snapshot(
+            vec![stuck(pool("workers", false), "n2")],
+            vec![slotted(bn("n2", V1, Phase::Rebooting), true)],
+            vec![node("n2", false, true)],
+        );
+        let lines = why(&snap, "n2", now());
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("stuck: n2 has been rebooting")),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.iter().any(|l| l == "Node n2 is NotReady for 3m"),
+            "{lines:#?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l == "Node n2 is cordoned by the reboot slot of pool workers"),
+            "{lines:#?}"
+        );
+    }
+}

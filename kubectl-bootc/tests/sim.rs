@@ -1,0 +1,212 @@
+//! The real `kubectl-bootc` binary against the simulated cluster (a real
+//! API server, the real controller, real daemons and helpers on fake bootc
+//! hosts): pause, status and why while paused, resume, a reboot that comes
+//! back on the old image (why, a refused and an accepted retry), and the
+//! history of the rollout.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use api::{BootcNode, BootcNodePool, reasons};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use tests::sim::{POOL, Sim, SimOptions};
+use tests::{Identity, k8s, require_root};
+
+const ROLLOUT: Duration = Duration::from_secs(120);
+
+/// Runs `kubectl-bootc ARGS` as an admin; (exit code, stdout, stderr).
+fn plugin(sim: &Sim, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-bootc"))
+        .args(args)
+        .env("KUBECONFIG", sim.cp.kubeconfig(Identity::Admin))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs it and expects success; its stdout.
+fn ok(sim: &Sim, args: &[&str]) -> String {
+    let (code, stdout, stderr) = plugin(sim, args);
+    assert_eq!(code, 0, "kubectl-bootc {args:?}: {stderr}{stdout}");
+    stdout
+}
+
+async fn wait_pool(sim: &Sim, what: &str, cond: impl Fn(&BootcNodePool) -> bool) {
+    k8s::wait_for(
+        Api::<BootcNodePool>::all(sim.admin.clone()),
+        POOL,
+        ROLLOUT,
+        what,
+        |p| p.is_some_and(&cond),
+    )
+    .await
+    .unwrap();
+}
+
+async fn wait_bn(sim: &Sim, name: &str, what: &str, cond: impl Fn(&BootcNode) -> bool) {
+    k8s::wait_for(
+        Api::<BootcNode>::all(sim.admin.clone()),
+        name,
+        ROLLOUT,
+        what,
+        |b| b.is_some_and(&cond),
+    )
+    .await
+    .unwrap();
+}
+
+fn pool_reason(p: &BootcNodePool, type_: &str) -> Option<String> {
+    let s = p.status.as_ref()?;
+    api::conditions::reason(&s.conditions, type_).map(str::to_owned)
+}
+
+fn phase(bn: &BootcNode) -> Option<&str> {
+    api::conditions::reason(&bn.status.as_ref()?.conditions, reasons::IDLE)
+}
+
+/// The first Node to go NotReady (a reboot), from a watch.
+async fn first_not_ready(sim: &Sim) -> String {
+    let nodes: Api<Node> = Api::all(sim.admin.clone());
+    let stream = watcher(nodes, watcher::Config::default()).applied_objects();
+    let mut stream = std::pin::pin!(stream);
+    let found = tokio::time::timeout(ROLLOUT, async {
+        while let Some(node) = stream.next().await {
+            let node = node.unwrap();
+            let ready = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+                .is_some_and(|c| c.status == "True");
+            if !ready {
+                return node.metadata.name.unwrap();
+            }
+        }
+        panic!("the Node watch ended");
+    })
+    .await;
+    found.expect("no node rebooted")
+}
+
+/// While `name` reboots, its host is made to come back on the image it ran
+/// before (as a boot that failed over would): the staged one is gone.
+async fn fall_back(sim: &Sim, name: &str) {
+    let nodes = sim.nodes.lock().await;
+    let node = nodes.iter().find(|n| n.name == name).unwrap();
+    let mut state = node.host.layout.read_state().unwrap();
+    state.booted = state.rollback.take();
+    state.staged = None;
+    node.host.layout.write_state(&state).unwrap();
+}
+
+async fn reboots(sim: &Sim, name: &str) -> usize {
+    let nodes = sim.nodes.lock().await;
+    let node = nodes.iter().find(|n| n.name == name).unwrap();
+    node.host.layout.read_reboots().len()
+}
+
+async fn rolled_out_v1(sim: &mut Sim) -> Vec<String> {
+    let v1 = sim.push_version("1.0").await.unwrap();
+    let names = sim.add_nodes(3, &v1).await.unwrap();
+    sim.create_pool().await.unwrap();
+    sim.start_kubelet();
+    wait_pool(sim, "v1 everywhere", |p| {
+        api::conditions::is_true(
+            &p.status.clone().unwrap_or_default().conditions,
+            reasons::READY,
+        )
+    })
+    .await;
+    names
+}
+
+#[tokio::test]
+async fn pause_why_retry_resume_and_history_through_the_plugin() {
+    require_root!();
+    let options = SimOptions {
+        nodes: 3,
+        // Long enough to make the first rebooted host fall back meanwhile.
+        reboot_time: Duration::from_secs(5),
+        ..SimOptions::default()
+    };
+    let mut sim = Sim::start(options).await.unwrap();
+    let names = rolled_out_v1(&mut sim).await;
+    let status = ok(&sim, &["status"]);
+    for name in &names {
+        assert!(status.contains(&format!("{name} ")), "{status}");
+    }
+    assert!(status.contains("up to date: runs the target"), "{status}");
+
+    // Pause, then a new image: every node stages it, none reboots.
+    assert!(ok(&sim, &["pause", POOL]).contains("paused"));
+    sim.push_version("2.0").await.unwrap();
+    for name in &names {
+        wait_bn(&sim, name, "staged", |b| phase(b) == Some(reasons::STAGED)).await;
+    }
+    wait_pool(&sim, "paused", |p| {
+        p.spec.rollout.paused
+            && pool_reason(p, reasons::UP_TO_DATE).as_deref() == Some(reasons::PAUSED)
+    })
+    .await;
+    let why = ok(&sim, &["why", &names[0]]);
+    assert!(why.starts_with("the pool is paused"), "{why}");
+    let status = ok(&sim, &["status", POOL]);
+    assert!(status.contains("Paused:   yes"), "{status}");
+
+    // Resume; the first node to reboot comes back on the old image.
+    assert!(ok(&sim, &["resume", POOL]).contains("resumed"));
+    let failed = first_not_ready(&sim).await;
+    fall_back(&sim, &failed).await;
+    wait_bn(&sim, &failed, "Degraded after its reboot", |b| {
+        b.awaits_retry()
+    })
+    .await;
+    let why = ok(&sim, &["why", &failed]);
+    assert!(why.starts_with("the node is Degraded"), "{why}");
+    assert!(why.contains("not applying again"), "{why}");
+    let waiting = names.iter().find(|n| **n != failed).unwrap();
+    let why = ok(&sim, &["why", waiting]);
+    assert!(why.contains("waiting for a reboot slot"), "{why}");
+    assert!(why.contains(&format!("slots held by {failed} ")), "{why}");
+
+    // A retry of a node that does not await one is refused; of the failed
+    // one, it reboots again and the rollout completes.
+    let (code, _, stderr) = plugin(&sim, &["retry", waiting]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("does not await a retry"), "{stderr}");
+    assert_eq!(reboots(&sim, &failed).await, 1);
+    assert!(ok(&sim, &["retry", &failed]).contains("retry requested"));
+    wait_pool(&sim, "v2 everywhere after the retry", |p| {
+        api::conditions::is_true(
+            &p.status.clone().unwrap_or_default().conditions,
+            reasons::READY,
+        )
+    })
+    .await;
+    assert_eq!(reboots(&sim, &failed).await, 2, "{failed} rebooted again");
+    let bn = Api::<BootcNode>::all(sim.admin.clone())
+        .get(&failed)
+        .await
+        .unwrap();
+    assert!(
+        !bn.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(api::labels::RETRY_ANNOTATION),
+        "the request is consumed"
+    );
+
+    let history = ok(&sim, &["history", POOL]);
+    let started = history.find(api::event_reasons::ROLLOUT_STARTED);
+    let complete = history.find(api::event_reasons::ROLLOUT_COMPLETE);
+    assert!(started.is_some() && started < complete, "{history}");
+    let status = ok(&sim, &["status", POOL]);
+    assert!(status.contains(reasons::ALL_UPDATED), "{status}");
+}
