@@ -13,7 +13,7 @@ use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use tests::display;
 use tests::fake_bootc::BootcVersion;
-use tests::sim::{Sim, SimOptions};
+use tests::sim::{POOL, Sim, SimOptions};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -142,10 +142,11 @@ async fn main() -> Result<()> {
     sim.create_pool().await?;
     sim.start_kubelet();
     let header = format!(
-        "bootc-sim: {nodes} nodes on Kubernetes {}. In another shell:\n  export KUBECONFIG={}\n  {} get bnp,bn -w\n  curl -s http://{}/metrics   # the controller's metrics\nlogs: {}\n",
+        "bootc-sim: {nodes} nodes on Kubernetes {}. In another shell:\n  export KUBECONFIG={}\n  {} get bnp,bn -w\n  {} status   # or pause/resume {POOL}, why NODE, history {POOL}\n  curl -s http://{}/metrics   # the controller's metrics\nlogs: {}\n",
         tests::binaries::kube_version()?,
         kubeconfig.display(),
         tests::binaries::kubectl()?.display(),
+        tests::fake_host::bin("kubectl-bootc").display(),
         sim.metrics_addr,
         sim.log_dir().display()
     );
