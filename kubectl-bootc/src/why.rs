@@ -199,6 +199,11 @@ fn in_a_slot(
             "back on the target in its reboot slot: the slot is released once the Node is Ready and uncordoned"
                 .to_owned(),
         );
+    } else if bn.awaits_retry() {
+        out.push(format!(
+            "approved to boot, but its reboot (or apply) failed: `kubectl bootc retry {}` tries the same image again, or point the pool at another image",
+            bn.name_any()
+        ));
     } else if approved(bn) {
         let down = node.and_then(not_ready_since);
         out.push(match (down, phase(bn)) {
@@ -481,6 +486,37 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_failed_reboot_points_at_retry() {
+        let snap = snapshot(
+            vec![pool("workers", false)],
+            vec![degrade(
+                slotted(bn("n2", V1, Phase::Rebooting), true),
+                "rebooted into the wrong image",
+            )],
+            vec![node("n2", true, true)],
+        );
+        let lines = why(&snap, "n2", now());
+        assert_eq!(
+            lines.get(1).map(String::as_str),
+            Some(
+                "approved to boot, but its reboot (or apply) failed: `kubectl bootc retry n2` tries the same image again, or point the pool at another image"
+            ),
+            "{lines:#?}"
+        );
+        assert_eq!(crate::retry_refusal(&snap, "n2", now()), None);
+        let healthy = snapshot(
+            vec![pool("workers", false)],
+            vec![slotted(bn("n2", V1, Phase::Rebooting), true)],
+            vec![node("n2", false, true)],
+        );
+        let refusal = crate::retry_refusal(&healthy, "n2", now()).unwrap();
+        assert!(
+            refusal.starts_with("n2 does not await a retry: rebooting: approved to boot"),
+            "{refusal}"
+        );
     }
 
     #[test]

@@ -171,6 +171,10 @@ async fn pause_why_retry_resume_and_history_through_the_plugin() {
     let why = ok(&sim, &["why", &failed]);
     assert!(why.starts_with("the node is Degraded"), "{why}");
     assert!(why.contains("not applying again"), "{why}");
+    assert!(
+        why.contains(&format!("kubectl bootc retry {failed}")),
+        "{why}"
+    );
     let waiting = names.iter().find(|n| **n != failed).unwrap();
     let why = ok(&sim, &["why", waiting]);
     assert!(why.contains("waiting for a reboot slot"), "{why}");

@@ -270,13 +270,19 @@ fn firing_alerts(web: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Has Prometheus scraped the controller (its `up` is 1)?
+/// Has Prometheus scraped the controller and judged the rules on what it
+/// scraped: it sees a leader, and no longer fires `BootcNoLeader` (which
+/// `absent(bootc_leader)` fires before the first scrape)?
 fn scraping(web: &str) -> bool {
-    prometheus_api(web, "/api/v1/query?query=up")["data"]["result"]
+    let leader = prometheus_api(web, "/api/v1/query?query=bootc_leader")["data"]["result"]
         .as_array()
         .into_iter()
         .flatten()
-        .any(|r| r["value"][1] == "1")
+        .any(|r| r["value"][1] == "1");
+    leader
+        && !firing_alerts(web)
+            .iter()
+            .any(|a| a.starts_with("BootcNoLeader"))
 }
 
 /// A real Prometheus (Debian's) scrapes the controller of a simulated
