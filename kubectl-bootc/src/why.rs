@@ -353,10 +353,23 @@ mod tests {
     use super::*;
     use crate::fixtures::*;
 
+    /// Each case: the headline of `why` contains every wanted piece.
+    fn check(cases: Vec<(&str, Snapshot, &str, Vec<&str>)>) {
+        for (name, snap, node, wants) in cases {
+            let lines = why(&snap, node, now());
+            let headline = lines.first().cloned().unwrap_or_default();
+            for want in wants {
+                assert!(
+                    headline.contains(want),
+                    "{name}: {headline:?} lacks {want:?}; all: {lines:#?}"
+                );
+            }
+        }
+    }
+
     #[test]
-    fn the_headline_names_what_blocks_the_node() {
-        let now = now();
-        let cases: Vec<(&str, Snapshot, &str, Vec<&str>)> = vec![
+    fn the_headline_names_what_blocks_a_node_outside_a_slot() {
+        check(vec![
             (
                 "no node",
                 snapshot(vec![], vec![], vec![]),
@@ -409,6 +422,12 @@ mod tests {
                     "maxUnavailable 1; slots held by n2 (Rebooting)",
                 ],
             ),
+        ]);
+    }
+
+    #[test]
+    fn the_headline_names_the_slot_or_what_holds_the_node_back() {
+        check(vec![
             (
                 "rebooting",
                 snapshot(
@@ -475,17 +494,7 @@ mod tests {
                 "n1",
                 vec!["held by the staging bounds: maxConcurrentStaging 1 (staging now: n2)"],
             ),
-        ];
-        for (name, snap, node, wants) in cases {
-            let lines = why(&snap, node, now);
-            let headline = lines.first().cloned().unwrap_or_default();
-            for want in wants {
-                assert!(
-                    headline.contains(want),
-                    "{name}: {headline:?} lacks {want:?}; all: {lines:#?}"
-                );
-            }
-        }
+        ]);
     }
 
     #[test]
