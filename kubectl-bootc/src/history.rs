@@ -5,9 +5,9 @@
 //! nodes, nodes leaving), for as long as the API server keeps Events (one
 //! hour by default: `--event-ttl`).
 
-use api::{event_reasons, labels::GROUP};
+use api::{BootcNodePool, event_reasons, labels::GROUP};
 use k8s_openapi::api::core::v1::Event;
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 
 use crate::Snapshot;
 
@@ -29,7 +29,7 @@ pub fn pool_events<'a>(snap: &'a Snapshot, pool: &str) -> Vec<&'a Event> {
         .iter()
         .filter(|e| {
             let o = &e.involved_object;
-            o.kind.as_deref() == Some("BootcNodePool")
+            o.kind.as_deref() == Some(&BootcNodePool::kind(&()))
                 && o.name.as_deref() == Some(pool)
                 && o.api_version
                     .as_deref()

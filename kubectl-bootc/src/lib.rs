@@ -18,7 +18,7 @@ pub mod why;
 use api::labels::IN_REBOOT_SLOT_ANNOTATION;
 use api::{BootcNode, BootcNodePool, reasons};
 use k8s_openapi::api::core::v1::{Event, Node};
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 
 pub use history::history;
 pub use status::status;
@@ -65,7 +65,7 @@ pub fn pool_of(bn: &BootcNode) -> Option<&str> {
         .owner_references
         .as_ref()?
         .iter()
-        .find(|o| o.kind == "BootcNodePool")
+        .find(|o| o.kind == BootcNodePool::kind(&()))
         .map(|o| o.name.as_str())
 }
 

@@ -9,6 +9,7 @@ use api::labels::{CLUSTER_EVENTS_NAMESPACE, RETRY_ANNOTATION};
 use api::{BootcNode, BootcNodePool};
 use clap::{Parser, Subcommand};
 use k8s_openapi::api::core::v1::{Event, Node};
+use kube::Resource;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kubectl_bootc::Snapshot;
 
@@ -84,7 +85,10 @@ where
 async fn snapshot(client: &kube::Client) -> Result<Snapshot, Error> {
     let events: Api<Event> = Api::namespaced(client.clone(), CLUSTER_EVENTS_NAMESPACE);
     let pool_events = events
-        .list(&ListParams::default().fields("involvedObject.kind=BootcNodePool"))
+        .list(
+            &ListParams::default()
+                .fields(&format!("involvedObject.kind={}", BootcNodePool::kind(&()))),
+        )
         .await
         .map_err(api_error("listing the pools' Events"))?
         .items;
