@@ -338,6 +338,35 @@ async fn failed_reboot_is_degraded_and_not_retried(
         message.contains(old) && message.contains(new),
         "both images must be named: {message}"
     );
+    // The daemon decides again on its next pass (its own status write, a
+    // host change): the verdict must hold there too. A host change makes it
+    // read bootc's status at the start of its next loop, after the pass
+    // that followed the report: wait for that read, then look.
+    let status_reads = || {
+        agent
+            .log_text()
+            .matches(tests::daemon_proc::HELPER_RAN_STATUS)
+            .count()
+    };
+    let before = status_reads();
+    std::fs::File::open(host.layout.ostree_bootc())
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while status_reads() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no status read:\n{}",
+            agent.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !agent.log_text().contains("staging image="),
+        "restaged after a failed reboot:\n{}",
+        agent.log_text()
+    );
     assert_eq!(applies(host).len(), 1, "re-applied after the failed reboot");
     assert_eq!(
         stages(host).len(),
