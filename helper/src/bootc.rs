@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::time::Instant;
 
 /// The only environment bootc gets: a fixed PATH (systemd's default) for the
 /// programs bootc itself runs. Notably no `container` variable, which would
@@ -179,11 +180,8 @@ pub fn error_text(stderr: &[u8]) -> String {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot open the host mount namespace {path}: {source}")]
-    Namespace {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("cannot open /proc/{0}/ns/mnt (the host mount namespace): {1}")]
+    Namespace(i32, std::io::Error),
     #[error("cannot start bootc in the host mount namespace: {0}")]
     Spawn(std::io::Error),
     #[error("bootc {argv:?} did not finish within {timeout:?}")]
@@ -212,15 +210,6 @@ pub struct Runner {
     pub host_pid: i32,
 }
 
-/// How an [`Runner::apply`] ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum ApplyOutcome {
-    /// bootc exited 0 (it returned before the machine went down).
-    Exited,
-    /// bootc is still running after the window: the reboot is under way.
-    StillRunning,
-}
-
 /// A finished client: its exit status, stdout and stderr (bounded).
 type Finished = (ExitStatus, Vec<u8>, Vec<u8>);
 
@@ -239,9 +228,8 @@ impl Runner {
         argv: &[String],
         timeout: Duration,
     ) -> Result<Finished, RunError> {
-        let path = PathBuf::from(format!("/proc/{}/ns/mnt", self.host_pid));
-        let ns =
-            std::fs::File::open(&path).map_err(|source| RunError::Namespace { path, source })?;
+        let ns = std::fs::File::open(format!("/proc/{}/ns/mnt", self.host_pid))
+            .map_err(|e| RunError::Namespace(self.host_pid, e))?;
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(argv).env_clear().env("PATH", FIXED_PATH);
         cmd.stdin(Stdio::null())
@@ -257,10 +245,8 @@ impl Runner {
             // The client and whatever it started in the helper's process
             // group; a unit's own processes are stopped by `run_in_unit`.
             group.into_iter().for_each(crate::sys::kill_group);
-            RunError::Timeout {
-                argv: argv.to_vec(),
-                timeout,
-            }
+            let argv = argv.to_vec();
+            RunError::Timeout { argv, timeout }
         })?;
         Ok((status.map_err(RunError::Wait)?, stdout, stderr))
     }
@@ -286,11 +272,7 @@ impl Runner {
 
     /// Waits until `op`'s unit is not running: one started by an earlier
     /// helper (the daemon restarted) is waited for, never run twice.
-    async fn wait_unit_idle(
-        &self,
-        op: UnitOp,
-        deadline: tokio::time::Instant,
-    ) -> Result<(), RunError> {
+    async fn wait_unit_idle(&self, op: UnitOp, deadline: Instant) -> Result<(), RunError> {
         let unit = op.unit();
         for poll in 0.. {
             if !self.unit_running(op).await? {
@@ -299,7 +281,7 @@ impl Runner {
             if poll == 0 {
                 tracing::info!(unit, "found running, started before this helper: waiting");
             }
-            if tokio::time::Instant::now() + UNIT_POLL > deadline {
+            if Instant::now() + UNIT_POLL > deadline {
                 let what = "still running at the time limit".to_owned();
                 return Err(RunError::Busy { unit, what });
             }
@@ -337,20 +319,23 @@ impl Runner {
         &self,
         op: UnitOp,
         argv: &[String],
-        timeout: Duration,
+        limit: Duration,
     ) -> Result<(), RunError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = Instant::now() + limit;
         let dir = self.output_dir()?;
         self.wait_unit_idle(op, deadline).await?;
         tracing::info!(unit = op.unit(), ?argv, "running bootc in a transient unit");
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let left = deadline.saturating_duration_since(Instant::now());
         let (run, stop) = (unit_argv(op, argv), stop_argv(op));
         match self.run_program(SYSTEMD_RUN, &run, left).await {
             Err(RunError::Timeout { .. }) => {
                 let stopped = self.run_program(SYSTEMCTL, &stop, CLIENT_TIMEOUT).await;
                 tracing::warn!(unit = op.unit(), ?stopped, "time limit: unit stopped");
                 let argv = argv.to_vec();
-                Err(RunError::Timeout { argv, timeout })
+                Err(RunError::Timeout {
+                    argv,
+                    timeout: limit,
+                })
             }
             run => Self::unit_failed(&dir, op, argv, run?),
         }
@@ -362,14 +347,11 @@ impl Runner {
     /// after `window`; a failure within the window is returned with bootc's
     /// stderr. An apply unit already running (an earlier helper's) means
     /// the reboot is under way: nothing is started again.
-    pub async fn apply(&self, argv: &[String], window: Duration) -> Result<ApplyOutcome, RunError> {
+    pub async fn apply(&self, argv: &[String], window: Duration) -> Result<(), RunError> {
         let unit = UnitOp::Apply.unit();
         if self.unit_running(UnitOp::Apply).await? {
-            tracing::info!(
-                unit,
-                "an earlier helper's apply is running: reboot under way"
-            );
-            return Ok(ApplyOutcome::StillRunning);
+            tracing::info!(unit, "an earlier helper's apply runs: reboot under way");
+            return Ok(());
         }
         if self.unit_running(UnitOp::Stage).await? {
             let what = "not applying while a stage runs".to_owned();
@@ -386,13 +368,14 @@ impl Runner {
             runner.run_program(SYSTEMD_RUN, &unit_argv, limit).await
         });
         match tokio::time::timeout(window, &mut run).await {
-            Err(_) => Ok(ApplyOutcome::StillRunning),
+            Err(_) => tracing::info!("bootc apply still running: reboot under way"),
             Ok(joined) => {
                 let finished = joined.map_err(|e| RunError::Wait(std::io::Error::other(e)))??;
                 Self::unit_failed(&dir, UnitOp::Apply, argv, finished)?;
-                Ok(ApplyOutcome::Exited)
+                tracing::info!("bootc apply exited 0");
             }
         }
+        Ok(())
     }
 }
 

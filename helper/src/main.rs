@@ -33,13 +33,10 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // A socketpair's peer credentials are those of the process that made
     // it: that must be the daemon.
     let peer = nix::sys::socket::getsockopt(&socket, nix::sys::socket::sockopt::PeerCredentials)?;
-    if peer.pid() != args.parent_pid {
-        return Err(format!(
-            "the socket on fd {SOCKET_FD} was made by pid {}, not the daemon ({})",
-            peer.pid(),
-            args.parent_pid
-        )
-        .into());
+    let (peer, daemon) = (peer.pid(), args.parent_pid);
+    if peer != daemon {
+        let made = format!("the socket on fd {SOCKET_FD} was made by pid {peer}");
+        return Err(format!("{made}, not the daemon ({daemon})").into());
     }
     // Opened after fd 3 is adopted (it would take that number otherwise),
     // then the parent checked again: if it is still the daemon, the pidfd
@@ -55,12 +52,7 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     if args.policy.allowed_repositories.is_empty() {
         tracing::warn!("no --allowed-repository: Stage accepts an image from any repository");
     }
-    tracing::info!(
-        host_pid = args.host_pid,
-        allowed_repositories = ?args.policy.allowed_repositories,
-        enforce_container_sigpolicy = args.policy.enforce_sigpolicy,
-        "bootc-helper serving on fd 3"
-    );
+    tracing::info!(host_pid = args.host_pid, policy = ?args.policy, "bootc-helper serving on fd 3");
     let engine = Engine::new(args);
     // Either way the daemon is gone (it never closes the connection while
     // it lives), so the helper's work is over. A broken connection, or a

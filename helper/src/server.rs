@@ -2,7 +2,7 @@
 //! one frame out per call (see `proto/proto/helper.proto`), one call at a
 //! time, until the daemon closes its end.
 
-use crate::service::{Engine, HelperError, failure};
+use crate::service::{Engine, HelperError, reply};
 use prost::Message;
 use std::io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -24,17 +24,17 @@ pub async fn serve(stream: std::os::unix::net::UnixStream, engine: &Engine) -> i
         let len = match proto::frame::length(header) {
             Ok(len) => len,
             Err(e) => {
-                send(&mut stream, failure(HelperError::TooLarge(e.clone()))).await?;
+                send(&mut stream, reply(Err(HelperError::TooLarge(e.clone())))).await?;
                 return Err(io::Error::new(io::ErrorKind::InvalidData, e));
             }
         };
         let mut body = vec![0; len];
         stream.read_exact(&mut body).await?;
-        let reply = match proto::Call::decode(body.as_slice()) {
+        let answer = match proto::Call::decode(body.as_slice()) {
             Ok(call) => engine.answer(call.method).await,
-            Err(e) => failure(HelperError::Malformed(e)),
+            Err(e) => reply(Err(HelperError::Malformed(e))),
         };
-        send(&mut stream, reply).await?;
+        send(&mut stream, answer).await?;
     }
 }
 

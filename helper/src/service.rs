@@ -1,7 +1,7 @@
 //! The four calls. Each validates its input before anything runs, holds the
 //! one operation lock for its whole duration, and is bounded by a timeout.
 
-use crate::bootc::{self, ApplyOutcome, RunError, Runner};
+use crate::bootc::{self, RunError, Runner};
 use crate::validate::{self, ValidationError};
 use crate::{auth, status};
 use proto::{Code, call::Method, reply::Outcome};
@@ -38,8 +38,8 @@ pub enum HelperError {
     Bootc(#[from] RunError),
     #[error(transparent)]
     Status(#[from] status::ParseError),
-    #[error("cannot read the host boot id from {path}: {reason}")]
-    BootId { path: String, reason: String },
+    #[error("cannot read the host boot id from {0}")]
+    BootId(String),
     #[error(transparent)]
     Auth(#[from] auth::AuthWriteError),
     #[error("{rpc}: did not finish within {limit:?}")]
@@ -70,11 +70,8 @@ impl From<HelperError> for proto::Failure {
             }
             _ => Code::Internal,
         };
-        let message = e.to_string();
-        proto::Failure {
-            code: code.into(),
-            message,
-        }
+        let (code, message) = (code.into(), e.to_string());
+        proto::Failure { code, message }
     }
 }
 
@@ -129,10 +126,7 @@ impl Engine {
 
     fn boot_id(&self) -> Result<String, HelperError> {
         let path = self.runner.host_root().join(BOOT_ID);
-        let err = |reason: String| {
-            let path = path.display().to_string();
-            HelperError::BootId { path, reason }
-        };
+        let err = |why: String| HelperError::BootId(format!("{}: {why}", path.display()));
         let text = std::fs::read_to_string(&path).map_err(|e| err(e.to_string()))?;
         let id = text.trim();
         if id.len() != 36 || !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
@@ -163,19 +157,13 @@ impl Engine {
         let host = self.host_status().await?;
         let found = status::staged_image(&host);
         if found != Some(staged.as_str()) {
-            let found = found.map(str::to_owned);
-            return Err(HelperError::StagedMismatch {
-                expected: staged,
-                found,
-            });
+            let (expected, found) = (staged, found.map(str::to_owned));
+            return Err(HelperError::StagedMismatch { expected, found });
         }
         let locked = state.download_only == Some(true);
         let argv = bootc::apply_argv(&staged, locked, soft_reboot);
         let argv = sigpolicy(argv, self.policy.enforce_sigpolicy);
-        match self.runner.apply(&argv, self.apply_window).await? {
-            ApplyOutcome::Exited => tracing::info!("bootc apply exited 0"),
-            ApplyOutcome::StillRunning => tracing::info!("bootc apply running: reboot under way"),
-        }
+        self.runner.apply(&argv, self.apply_window).await?;
         Ok(proto::ApplyResponse {})
     }
 
@@ -211,7 +199,7 @@ impl Engine {
     /// Runs one call under its time limit: its response or its failure.
     pub async fn answer(&self, method: Option<Method>) -> proto::Reply {
         let Some(method) = method else {
-            return failure(HelperError::UnknownMethod);
+            return reply(Err(HelperError::UnknownMethod));
         };
         let (rpc, limit) = match &method {
             Method::Stage(_) => ("stage", STAGE_LIMIT + STATUS_LIMIT + SLACK),
@@ -220,20 +208,19 @@ impl Engine {
             Method::WriteAuth(_) => ("write_auth", WRITE_AUTH_LIMIT),
         };
         let timed = tokio::time::timeout(limit, self.call(method)).await;
-        match timed.unwrap_or(Err(HelperError::Timeout { rpc, limit })) {
-            Ok(outcome) => proto::Reply {
-                outcome: Some(outcome),
-            },
-            Err(e) => failure(e),
-        }
+        reply(timed.unwrap_or(Err(HelperError::Timeout { rpc, limit })))
     }
 }
 
-/// The reply to a refused or failed call (or frame), logged.
-pub fn failure(e: HelperError) -> proto::Reply {
-    tracing::warn!(error = %e, "refused or failed");
+/// The reply for the result of a call (or for a frame that is not one);
+/// a refusal or failure is logged.
+pub fn reply(result: Result<Outcome, HelperError>) -> proto::Reply {
+    let outcome = result.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "refused or failed");
+        Outcome::Failure(e.into())
+    });
     proto::Reply {
-        outcome: Some(Outcome::Failure(e.into())),
+        outcome: Some(outcome),
     }
 }
 
