@@ -178,3 +178,95 @@ impl HelperClient {
         self.call(Method::WriteAuth(r), want).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use prost::Message;
+    use std::time::Duration;
+
+    /// The helper's end, played by hand: reads a call, answers `reply`.
+    async fn answer(peer: &mut tokio::net::UnixStream, reply: Outcome) {
+        let mut header = [0; proto::frame::HEADER];
+        peer.read_exact(&mut header).await.unwrap();
+        let mut body = vec![0; proto::frame::length(header).unwrap()];
+        peer.read_exact(&mut body).await.unwrap();
+        proto::Call::decode(body.as_slice()).unwrap();
+        let reply = proto::Reply {
+            outcome: Some(reply),
+        };
+        peer.write_all(&proto::frame::encode(&reply).unwrap())
+            .await
+            .unwrap();
+    }
+
+    fn status(boot_id: &str) -> Outcome {
+        Outcome::Status(proto::StatusResponse {
+            boot_id: boot_id.into(),
+            ..Default::default()
+        })
+    }
+
+    async fn pair() -> (HelperClient, tokio::net::UnixStream) {
+        let (mine, theirs) = UnixStream::pair().unwrap();
+        theirs.set_nonblocking(true).unwrap();
+        let peer = tokio::net::UnixStream::from_std(theirs).unwrap();
+        (connect(mine).await.unwrap(), peer)
+    }
+
+    /// A refusal (whatever its code or message) is the helper's answer; a
+    /// closed connection is "gone", for that call and every later one.
+    #[tokio::test]
+    async fn a_refusal_is_an_answer_and_a_closed_connection_is_gone() {
+        let (mut client, mut peer) = pair().await;
+        let refusal = proto::Failure {
+            code: Code::FailedPrecondition.into(),
+            message: "bootc is busy".into(),
+        };
+        let helper = tokio::spawn(async move {
+            answer(&mut peer, Outcome::Failure(refusal)).await;
+        });
+        let err = client
+            .apply(proto::ApplyRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition);
+        assert_eq!(err.message(), "bootc is busy");
+        assert!(!err.is_gone());
+        helper.await.unwrap();
+        for _ in 0..2 {
+            let err = client.status(proto::StatusRequest {}).await.unwrap_err();
+            assert!(err.is_gone(), "{err:?}");
+        }
+        // Over the limit: refused here, nothing sent, not "gone".
+        let big = proto::WriteAuthRequest {
+            docker_config_json: vec![0; proto::MAX_MESSAGE_BYTES],
+        };
+        let (mut client, _peer) = pair().await;
+        let err = client.write_auth(big).await.unwrap_err();
+        assert_eq!(err.code(), Code::ResourceExhausted);
+        assert!(!err.is_gone());
+    }
+
+    /// A caller that gives up on a call does not leave its reply to be
+    /// taken for the next call's.
+    #[tokio::test]
+    async fn a_call_given_up_on_leaves_the_connection_in_step() {
+        let (mut client, mut peer) = pair().await;
+        let helper = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            answer(&mut peer, status("first")).await;
+            answer(&mut peer, status("second")).await;
+        });
+        let first = client.status(proto::StatusRequest {});
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), first)
+                .await
+                .is_err()
+        );
+        let second = client.status(proto::StatusRequest {}).await.unwrap();
+        assert_eq!(second.boot_id, "second");
+        helper.await.unwrap();
+    }
+}
