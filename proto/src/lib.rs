@@ -48,15 +48,13 @@ pub mod frame {
 
     /// `message` as one frame, if its body is within the limit.
     pub fn encode(message: &impl Message) -> Result<Vec<u8>, TooLarge> {
-        let len = message.encoded_len();
+        let body = message.encode_to_vec();
+        let len = body.len();
         let header = u32::try_from(len)
             .ok()
             .filter(|_| len <= crate::MAX_MESSAGE_BYTES)
             .ok_or(TooLarge { len })?;
-        let mut out = Vec::with_capacity(HEADER + len);
-        out.extend_from_slice(&header.to_be_bytes());
-        message.encode_raw(&mut out);
-        Ok(out)
+        Ok([header.to_be_bytes().as_slice(), &body].concat())
     }
 }
 
