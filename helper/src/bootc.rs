@@ -40,9 +40,11 @@ pub const OUTPUT_DIRS: [&str; 2] = ["run", "bootc-operator"];
 /// has finished (a `systemctl is-active` each time).
 pub const UNIT_POLL: Duration = Duration::from_millis(500);
 
-/// Time limit of one `systemctl` query, and of the `systemd-run` client of
-/// an apply once it has been answered (the unit itself is systemd's).
+/// Time limit of one `systemctl` query.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the `systemd-run` of an apply may wait for the reboot after the
+/// answer before it is killed (only the client: the unit is systemd's).
+const APPLY_CLIENT_LIMIT: Duration = Duration::from_secs(3600);
 
 /// The two mutating bootc runs, each in its own fixed-name unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -364,8 +366,9 @@ impl Runner {
         // after the answer, whenever the machine goes down.
         let (runner, unit_argv) = (self.clone(), unit_argv(UnitOp::Apply, argv));
         let mut run = tokio::spawn(async move {
-            let limit = window + CLIENT_TIMEOUT;
-            runner.run_program(SYSTEMD_RUN, &unit_argv, limit).await
+            runner
+                .run_program(SYSTEMD_RUN, &unit_argv, APPLY_CLIENT_LIMIT)
+                .await
         });
         match tokio::time::timeout(window, &mut run).await {
             Err(_) => tracing::info!("bootc apply still running: reboot under way"),
