@@ -8,7 +8,7 @@ use std::time::Duration;
 use api::BootcNodePool;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use k8s_openapi::api::rbac::v1::Role;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -484,24 +484,36 @@ fn pool(secret: &str) -> BootcNodePool {
     .unwrap()
 }
 
+/// An empty `kubernetes.io/dockerconfigjson` Secret.
+fn pull_secret(name: &str) -> Secret {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": ByteString(br#"{"auths":{}}"#.to_vec())},
+    }))
+    .unwrap()
+}
+
 /// Waits until the daemons' pull-secret Role grants `get` on exactly
-/// `names`: one rule, or none at all for no name.
+/// `names`: one rule, or none at all for no name (a rule with an empty
+/// `resourceNames` is stored without it: every name).
 async fn await_grant(roles: &Api<Role>, names: &[&str]) {
-    let want = controller::daemon_secrets::rules(
-        OPERATOR_NS,
-        &names
-            .iter()
-            .map(|n| api::SecretReference {
-                name: (*n).to_owned(),
-                namespace: OPERATOR_NS.to_owned(),
-            })
-            .collect::<Vec<_>>(),
-    );
+    let want: Vec<PolicyRule> = if names.is_empty() {
+        Vec::new()
+    } else {
+        vec![PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["secrets".into()]),
+            resource_names: Some(names.iter().map(|n| (*n).to_owned()).collect()),
+            verbs: vec!["get".into()],
+            non_resource_urls: None,
+        }]
+    };
     let wanted = want.clone();
     let cond = move |role: Option<&Role>| {
         role.is_some_and(|r| r.rules.clone().unwrap_or_default() == wanted)
     };
-    let role = controller::daemon_secrets::ROLE;
+    let role = api::labels::DAEMON_PULL_SECRETS_ROLE;
     let waited = tokio::time::timeout(
         Duration::from_secs(60),
         kube::runtime::wait::await_condition(roles.clone(), role, cond),
@@ -518,6 +530,28 @@ fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
     matches!(result, Err(kube::Error::Api(ref s)) if s.code == 403)
 }
 
+/// The controller in-process, as its ServiceAccount (deploy/'s RBAC).
+async fn start_controller(
+    cp: &ControlPlane,
+) -> (
+    controller::CancellationToken,
+    tokio::task::JoinHandle<Result<(), controller::Error>>,
+) {
+    let shutdown = controller::CancellationToken::new();
+    let config = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(cp.kubeconfig(Identity::Controller)).unwrap(),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    let running = tokio::spawn(controller::run(
+        config,
+        controller::Options::new("deploy-test"),
+        shutdown.clone(),
+    ));
+    (shutdown, running)
+}
+
 /// A daemon, with its own node-bound token, may GET the pull secrets its
 /// pools name and no other Secret, as the real controller (its
 /// ServiceAccount, deploy/'s RBAC) keeps its Role: the named Secret is
@@ -531,14 +565,8 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
     let admin = cp.admin().await.unwrap();
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), OPERATOR_NS);
     for name in ["pull-a", "pull-b", "unrelated"] {
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "type": "kubernetes.io/dockerconfigjson",
-            "data": {".dockerconfigjson": ByteString(br#"{"auths":{}}"#.to_vec())},
-        }))
-        .unwrap();
         secrets
-            .create(&PostParams::default(), &secret)
+            .create(&PostParams::default(), &pull_secret(name))
             .await
             .unwrap();
     }
@@ -552,18 +580,7 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
     };
     let reads: Api<Secret> = Api::namespaced(daemon.clone(), OPERATOR_NS);
 
-    let shutdown = controller::CancellationToken::new();
-    let config = kube::Config::from_custom_kubeconfig(
-        Kubeconfig::read_from(cp.kubeconfig(Identity::Controller)).unwrap(),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .unwrap();
-    let running = tokio::spawn(controller::run(
-        config,
-        controller::Options::new("deploy-test"),
-        shutdown.clone(),
-    ));
+    let (shutdown, running) = start_controller(&cp).await;
     let roles: Api<Role> = Api::namespaced(admin.clone(), OPERATOR_NS);
     let pools: Api<BootcNodePool> = Api::all(admin.clone());
 
@@ -620,6 +637,79 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
     running.await.unwrap().unwrap();
 }
 
+/// A pool's Secret is granted before the controller writes a BootcNode that
+/// names it, so that no daemon is sent to a Secret it may not read yet (it
+/// would report its node Degraded and retry after a backoff): in the API
+/// server's audit log, the controller's write of the Role has completed
+/// before its first write of the BootcNode arrives.
+#[tokio::test]
+async fn a_pools_secret_is_granted_before_a_bootc_node_names_it() {
+    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
+        .await
+        .unwrap();
+    install(&cp);
+    let admin = cp.admin().await.unwrap();
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "metadata": {"name": "node-1", "labels": {"pool": "workers"}},
+    }))
+    .unwrap();
+    Api::all(admin.clone())
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap();
+    tests::daemon_player::set_ready(&admin, "node-1", true)
+        .await
+        .unwrap();
+    Api::<Secret>::namespaced(admin.clone(), OPERATOR_NS)
+        .create(&PostParams::default(), &pull_secret("pull-a"))
+        .await
+        .unwrap();
+    let (shutdown, running) = start_controller(&cp).await;
+    Api::<BootcNodePool>::all(admin.clone())
+        .create(&PostParams::default(), &pool("pull-a"))
+        .await
+        .unwrap();
+    let named = |bn: Option<&api::BootcNode>| {
+        bn.and_then(|b| b.spec.pull_secret_ref.as_ref())
+            .is_some_and(|r| r.name == "pull-a")
+    };
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        kube::runtime::wait::await_condition(Api::all(admin.clone()), "node-1", named),
+    )
+    .await
+    .expect("no BootcNode naming pull-a")
+    .unwrap();
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+
+    let log = std::fs::read_to_string(cp.audit_log()).unwrap();
+    let entries: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &serde_json::Value| e["user"]["username"] == CONTROLLER_USER)
+        .collect();
+    let position = |resource: &str, name: &str, stage: &str| {
+        entries.iter().position(|e| {
+            e["objectRef"]["resource"] == resource
+                && e["objectRef"]["name"] == name
+                && e["verb"] == "patch"
+                && e["stage"] == stage
+                && (stage != "ResponseComplete" || e["responseStatus"]["code"] == 200)
+        })
+    };
+    let role = position(
+        "roles",
+        api::labels::DAEMON_PULL_SECRETS_ROLE,
+        "ResponseComplete",
+    );
+    let bootc_node = position("bootcnodes", "node-1", "RequestReceived");
+    assert!(
+        role.is_some() && bootc_node.is_some() && role < bootc_node,
+        "the Role written at entry {role:?}, the BootcNode first at {bootc_node:?}"
+    );
+}
+
 /// A Pod of `template` (a Deployment's or DaemonSet's) in `namespace`,
 /// created with a server-side dry run: Pod Security admission enforces the
 /// namespace's level on Pods (a Deployment only gets a warning).
@@ -671,6 +761,9 @@ async fn pods_pass_the_pod_security_level_of_their_namespace() {
             s.code == 403 && s.message.contains(r#"violates PodSecurity "restricted"#),
             "{s:?}"
         ),
-        other => panic!("a privileged pod admitted in {OPERATOR_NS}: {other:?}"),
+        other => panic!(
+            "a privileged pod admitted in {OPERATOR_NS}: {:?}",
+            other.map(|p| p.metadata.name)
+        ),
     }
 }
