@@ -589,6 +589,18 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
         .await
         .unwrap();
     await_grant(&roles, &["pull-a"]).await;
+    // Re-applying deploy/ (an upgrade) leaves the controller's rules alone.
+    install(&cp);
+    let rules = roles
+        .get(api::labels::DAEMON_PULL_SECRETS_ROLE)
+        .await
+        .unwrap()
+        .rules;
+    assert_eq!(
+        rules.unwrap_or_default().len(),
+        1,
+        "kubectl apply -k deploy/ took the grant away"
+    );
     reads.get("pull-a").await.unwrap();
     for name in ["pull-b", "unrelated"] {
         assert!(forbidden(reads.get(name).await), "{name} readable");
