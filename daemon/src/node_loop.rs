@@ -540,8 +540,17 @@ impl NodeLoop {
             )));
         }
         let secret = self.secrets.get(&reference.name).await.map_err(|e| {
+            // RBAC lets the daemons read only the Secrets a pool names.
+            let hint = match &e {
+                kube::Error::Api(s) if s.code == 403 => format!(
+                    " (daemons may read only the Secrets a pool names: bootc-controller grants them in Role {}/{})",
+                    self.config.operator_namespace,
+                    labels::DAEMON_PULL_SECRETS_ROLE
+                ),
+                _ => String::new(),
+            };
             AuthProblem::Other(format!(
-                "reading Secret {}/{}: {e}",
+                "reading Secret {}/{}: {e}{hint}",
                 reference.namespace, reference.name
             ))
         })?;
