@@ -1,11 +1,12 @@
 //! The bootc pool controller.
 //!
-//! * [`planner`]: the pool reconciler's decisions as a pure function;
+//! * [`planner`]: the pool reconciler's decisions, a pipeline of pure steps
+//!   (`docs/design.md` names each rule's home);
 //! * [`disruption`]: the disruption bound (who counts as disrupted, when a
 //!   node is back, when a new slot may be handed out);
 //! * [`staging`]: which members are told the target (staging bounds);
 //! * [`stuck`]: each phase a node waits in, its deadline and next step;
-//! * [`actuator`]: makes the planner's writes;
+//! * [`actuator`]: makes the planner's writes, in the planner's order;
 //! * [`drain`]: node drains through the Eviction API;
 //! * [`target`]: the `resolve_target` step (digest references; the seam for
 //!   a registry-backed tag resolver);

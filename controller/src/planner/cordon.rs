@@ -136,17 +136,10 @@ pub fn on_cleanup(node: &Node, pool: &str) -> NodePatch {
 mod tests {
     use super::*;
     use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
-    use k8s_openapi::api::core::v1::NodeSpec;
 
     /// A Node: cordoned or not, with our mark and our record or not.
     fn n(cordoned: bool, mark: bool, record: bool) -> Node {
-        let mut node = Node {
-            spec: Some(NodeSpec {
-                unschedulable: cordoned.then_some(true),
-                ..NodeSpec::default()
-            }),
-            ..Node::default()
-        };
+        let mut node = crate::disruption::tests::node(true, cordoned);
         if mark {
             node.annotations_mut()
                 .insert(CORDONED_BY_ANNOTATION.into(), "a".into());

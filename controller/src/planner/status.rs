@@ -87,48 +87,11 @@ pub(crate) fn report(
     let paused = view.pool.spec.rollout.paused;
     let verdicts = &rollout.verdicts;
     let mut events = leavers.events;
-    if rollout.halted {
-        halt::report(
-            &rollout.unhealthy_in_slots,
-            current,
-            &mut problems,
-            &mut events,
-        );
-    }
-    problems.extend(members.conflict_problem());
-    let stuck: Vec<&Stuck> = verdicts.values().filter_map(|v| v.stuck.as_ref()).collect();
-    report_stuck(&stuck, current, &mut problems, &mut events);
-    let drain_failures: Vec<&str> = verdicts
-        .values()
-        .filter_map(|v| v.drain_failure.as_deref())
-        .collect();
-    if !drain_failures.is_empty() {
-        problems.push((DRAIN_TIMED_OUT, drain_failures.join("; ")));
-    }
-    let degraded: Vec<&str> = verdicts
-        .iter()
-        .filter(|(_, v)| v.state == NodeState::Degraded)
-        .map(|(n, _)| n.as_str())
-        .collect();
-    if !degraded.is_empty() {
-        problems.push((
-            reasons::NODE_DEGRADED,
-            format!("degraded nodes: {}", degraded.join(", ")),
-        ));
-    }
-    let degraded_cond = degraded_condition(&mut problems);
-
+    let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
     let counts = Counts::of(verdicts.values().map(|v| &v.state));
     let total = members.names.len();
-    let names = |pred: &dyn Fn(&super::verdict::NodeVerdict) -> bool| -> Vec<String> {
-        verdicts
-            .iter()
-            .filter(|(_, v)| pred(v))
-            .map(|(n, _)| n.clone())
-            .collect()
-    };
-    let slotted = names(&|v| v.owned.in_slot && !paused);
-    let held_by_pause = names(&|v| v.held_by_pause);
+    let slotted = rollout.names(|v| v.owned.in_slot && !paused);
+    let held_by_pause = rollout.names(|v| v.held_by_pause);
     let message = breakdown(
         &counts,
         total,
@@ -172,17 +135,47 @@ pub(crate) fn report(
             .collect(),
         summary: Summary {
             states: verdicts.iter().map(|(n, v)| (n.clone(), v.state)).collect(),
-            draining: verdicts
-                .iter()
-                .filter(|(_, v)| v.draining)
-                .map(|(n, _)| n.clone())
-                .collect(),
+            draining: rollout.names(|v| v.draining).into_iter().collect(),
             slots,
             slots_in_use: verdicts.values().filter(|v| v.owned.in_slot).count(),
             halted: rollout.halted,
             paused,
         },
     }
+}
+
+/// The Degraded condition from every problem: those of the earlier steps
+/// (`problems`), then the halt, conflicts, stuck nodes, failed drains and
+/// Degraded nodes; with the halt's and stuck nodes' events.
+fn degraded(
+    rollout: &Rollout,
+    members: &Membership,
+    current: &BootcNodePoolStatus,
+    problems: &mut Vec<Problem>,
+    events: &mut Vec<PlannedEvent>,
+) -> ConditionUpdate {
+    let verdicts = &rollout.verdicts;
+    if rollout.halted {
+        halt::report(&rollout.unhealthy_in_slots, current, problems, events);
+    }
+    problems.extend(members.conflict_problem());
+    let stuck: Vec<&Stuck> = verdicts.values().filter_map(|v| v.stuck.as_ref()).collect();
+    report_stuck(&stuck, current, problems, events);
+    let drain_failures: Vec<&str> = verdicts
+        .values()
+        .filter_map(|v| v.drain_failure.as_deref())
+        .collect();
+    if !drain_failures.is_empty() {
+        problems.push((DRAIN_TIMED_OUT, drain_failures.join("; ")));
+    }
+    let degraded = rollout.names(|v| v.state == NodeState::Degraded);
+    if !degraded.is_empty() {
+        problems.push((
+            reasons::NODE_DEGRADED,
+            format!("degraded nodes: {}", degraded.join(", ")),
+        ));
+    }
+    degraded_condition(problems)
 }
 
 /// The UpToDate condition: every member on the target, paused (naming the

@@ -75,6 +75,17 @@ pub(crate) struct Rollout {
     pub waiting_for_budget: Option<String>,
 }
 
+impl Rollout {
+    /// The members whose verdict `pred` holds, in name order.
+    pub fn names(&self, pred: impl Fn(&NodeVerdict) -> bool) -> Vec<String> {
+        self.verdicts
+            .iter()
+            .filter(|(_, v)| pred(v))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+}
+
 /// The pool-wide facts a member's verdict reads.
 struct Pool<'v, 'a> {
     view: &'v View<'a>,

@@ -1,21 +1,21 @@
-//! Table-driven tests of the planner.
+//! Table-driven tests of the planner, one file per rule (see each step's
+//! module), sharing the `World` fixture below.
 
 use std::collections::BTreeMap;
 
 use api::labels::{IN_REBOOT_SLOT_ANNOTATION, MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
-use api::{BootEntryStatus, BootcNodeStatus, RebootPolicy, SecretReference};
-use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use serde_json::json;
-
-use api::conditions;
-use api::reasons;
-use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
+use api::{
+    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeSpec, BootcNodeStatus, DesiredImageState,
+    RebootPolicy, SecretReference, conditions, reasons,
+};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition, LabelSelector, OwnerReference, Time,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
+use serde_json::json;
 
 use super::*;
 use crate::disruption::{self, is_cordoned as node_unschedulable};
@@ -65,27 +65,13 @@ fn pool(name: &str, max: IntOrString, paused: bool) -> BootcNodePool {
 }
 
 fn node(name: &str, pool: &str, ready: bool, cordoned: bool) -> Node {
-    let mut labels = BTreeMap::from([("pool".to_owned(), pool.to_owned())]);
-    labels.insert(MANAGED_LABEL.into(), String::new());
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(labels),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            unschedulable: cordoned.then_some(true),
-            ..NodeSpec::default()
-        }),
-        status: Some(NodeStatus {
-            conditions: Some(vec![NodeCondition {
-                type_: "Ready".into(),
-                status: if ready { "True" } else { "False" }.into(),
-                ..NodeCondition::default()
-            }]),
-            ..NodeStatus::default()
-        }),
-    }
+    let mut n = crate::disruption::tests::node(ready, cordoned);
+    n.metadata.name = Some(name.into());
+    n.metadata.labels = Some(BTreeMap::from([
+        ("pool".to_owned(), pool.to_owned()),
+        (MANAGED_LABEL.to_owned(), String::new()),
+    ]));
+    n
 }
 
 fn cond(type_: &str, status: bool, reason: &str) -> Condition {
