@@ -365,3 +365,51 @@ impl Actuator {
 /// How many nodes' writes run at once: enough to take a wave of slots in one
 /// round trip's time at scale, few enough not to crowd the API server.
 const WRITE_CONCURRENCY: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every field of the patch is the plan's: the actuator adds nothing
+    /// (an uncordon without the mark's removal leaves the mark alone).
+    #[test]
+    fn a_node_patch_is_written_as_planned() {
+        let ours = CORDONED_BY_ANNOTATION;
+        let record = DISRUPTED_BY_ANNOTATION;
+        // (what, patch, merge patch)
+        let rows = [
+            (
+                "slot cordon",
+                NodePatch::SLOT_CORDON,
+                json!({"spec": {"unschedulable": true},
+                       "metadata": {"annotations": {ours: "p", record: "p"}}}),
+            ),
+            (
+                "uncordon",
+                NodePatch::UNCORDON,
+                json!({"spec": {"unschedulable": null},
+                       "metadata": {"annotations": {ours: null, record: null}}}),
+            ),
+            (
+                "an uncordon that keeps the mark",
+                NodePatch {
+                    unschedulable: Some(false),
+                    ..NodePatch::default()
+                },
+                json!({"spec": {"unschedulable": null}}),
+            ),
+            (
+                "record only, label off",
+                NodePatch {
+                    managed: Some(false),
+                    ..NodePatch::record(true)
+                },
+                json!({"metadata": {"labels": {MANAGED_LABEL: null},
+                                    "annotations": {record: "p"}}}),
+            ),
+        ];
+        for (what, patch, want) in rows {
+            assert_eq!(node_patch_body(&patch, "p"), want, "{what}");
+        }
+    }
+}

@@ -116,3 +116,40 @@ pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout) -> W
     }
     Writes::grouped(flat)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::NodePatch;
+
+    fn patch(node: &str, patch: NodePatch) -> Write {
+        Write::PatchNode {
+            name: node.into(),
+            patch,
+        }
+    }
+
+    #[test]
+    fn nodes_that_add_a_disruption_go_in_the_second_wave() {
+        let take = || Write::StartDrain { node: "t".into() };
+        let cancel = |n: &str| Write::CancelDrain { node: n.into() };
+        let writes = Writes::grouped(vec![
+            patch("t", NodePatch::SLOT_CORDON),
+            patch("r", NodePatch::UNCORDON),
+            take(),
+            patch("a", NodePatch::record(true)),
+            cancel("r"),
+            cancel("x"),
+        ]);
+        let nodes = |wave: &[Vec<Write>]| -> Vec<String> {
+            wave.iter().map(|ws| ws[0].node().to_owned()).collect()
+        };
+        let [first, second] = writes.waves();
+        assert_eq!(nodes(first), ["r", "x"]);
+        assert_eq!(nodes(second), ["t", "a"]);
+        // A node's writes stay together and in order.
+        assert_eq!(first[0], [patch("r", NodePatch::UNCORDON), cancel("r")]);
+        assert_eq!(second[0], [patch("t", NodePatch::SLOT_CORDON), take()]);
+        assert_eq!(writes.len(), 6);
+    }
+}
