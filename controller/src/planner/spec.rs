@@ -3,17 +3,16 @@
 //! policy; the pull secret ([`super::pull_secret`]). A new image resets the
 //! approval: approval belongs to a slot, and is given for one image.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
-use k8s_openapi::api::core::v1::Node;
-use kube::ResourceExt;
 
 use super::Target;
 use super::owned::Owned;
 use super::pull_secret::{self, Secret};
 use super::slots::holds_slot;
 use super::state::{NodeState, classify, runs_target};
+use super::view::View;
 use crate::staging;
 
 /// The member's owned fields with its spec brought in line with the pool.
@@ -64,20 +63,18 @@ fn kept_image(bn: &BootcNode) -> String {
 /// The members told the target (see [`staging`]); `held_elsewhere` slots
 /// are held by nodes that left mid-reboot.
 pub(crate) fn told(
-    pool: &BootcNodePool,
+    view: &View<'_>,
     members: &[String],
-    bns: &BTreeMap<String, &BootcNode>,
-    nodes: &BTreeMap<String, &Node>,
     target: &Target,
     slots: usize,
     held_elsewhere: usize,
 ) -> BTreeSet<String> {
-    let pool_name = pool.name_any();
-    let view: Vec<staging::Member> = members
+    let pool_name = &view.pool_name;
+    let seen: Vec<staging::Member> = members
         .iter()
         .map(|name| {
-            let bn = bns.get(name).copied();
-            let node = nodes.get(name).copied();
+            let bn = view.bn(name);
+            let node = view.node(name);
             let status = bn.and_then(|b| b.status.as_ref());
             staging::Member {
                 name: name.clone(),
@@ -86,12 +83,12 @@ pub(crate) fn told(
                 staged: bn.is_some_and(|b| classify(b, target) == NodeState::Staged),
                 in_slot: bn
                     .zip(node)
-                    .is_some_and(|(b, n)| holds_slot(n, b, &pool_name)),
+                    .is_some_and(|(b, n)| holds_slot(n, b, pool_name)),
                 unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
             }
         })
         .collect();
-    let holders = view.iter().filter(|m| m.in_slot).count() + held_elsewhere;
-    let bounds = staging::Bounds::of(&pool.spec.rollout);
-    staging::told(&view, bounds, slots.saturating_sub(holders))
+    let holders = seen.iter().filter(|m| m.in_slot).count() + held_elsewhere;
+    let bounds = staging::Bounds::of(&view.pool.spec.rollout);
+    staging::told(&seen, bounds, slots.saturating_sub(holders))
 }

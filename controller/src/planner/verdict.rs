@@ -106,15 +106,7 @@ pub(crate) fn rollout(
     slots: usize,
 ) -> Rollout {
     let held = leavers.not_back.len();
-    let told = spec::told(
-        view.pool,
-        &members.names,
-        &view.bns,
-        &view.nodes,
-        target,
-        slots,
-        held,
-    );
+    let told = spec::told(view, &members.names, target, slots, held);
     let pool = Pool {
         view,
         target,
@@ -190,9 +182,10 @@ fn of(pool: &Pool<'_, '_>, name: &str) -> NodeVerdict {
     let existing = view.bn(name);
     let told = pool.told.contains(name);
     let mut owned = spec::desired(view.pool, existing, told, pool.target, pool.secret);
+    slots::reclaim(&mut owned, node, &view.pool_name);
     let state = existing.map_or(NodeState::Pending, |bn| classify(bn, pool.target));
     let mut v = NodeVerdict {
-        owned: owned.clone(),
+        owned,
         state,
         runs_target: existing.is_some_and(|bn| runs_target(bn, pool.target)),
         pre: Vec::new(),
@@ -207,8 +200,6 @@ fn of(pool: &Pool<'_, '_>, name: &str) -> NodeVerdict {
         phase: None,
         stuck: None,
     };
-    slots::reclaim(&mut owned, node, &view.pool_name);
-    v.owned = owned;
     let ready = node.is_some_and(disruption::is_ready);
     let healthy = ready && state != NodeState::Degraded;
     let in_flight = existing.is_none_or(disruption::reboot_in_flight);
