@@ -153,54 +153,27 @@ mod tests {
 
     #[test]
     fn entering_and_releasing_a_slot() {
+        let (cordon, record) = (Some(NodePatch::SLOT_CORDON), Some(NodePatch::record(true)));
+        // (what, Node (cordoned, our mark, our record), patch)
+        #[rustfmt::skip]
         let keep_rows = [
-            (
-                "uncordoned: cordon, mark, record",
-                n(false, false, false),
-                Some(NodePatch::SLOT_CORDON),
-            ),
-            (
-                "an admin's cordon: the record alone",
-                n(true, false, false),
-                Some(NodePatch::record(true)),
-            ),
+            ("uncordoned: cordon, mark, record", n(false, false, false), cordon),
+            ("an admin's cordon: the record alone", n(true, false, false), record),
             ("already ours", n(true, true, true), None),
         ];
         for (what, node, want) in keep_rows {
             assert_eq!(keep(&node, "a"), want, "{what}");
         }
-        // (what, node, was-cordoned record, patch)
+        const UNCORDON: Option<NodePatch> = Some(NodePatch::UNCORDON);
+        const UNRECORD: Option<NodePatch> = Some(NodePatch::record(false));
+        // (what, Node, was-cordoned record, patch)
+        #[rustfmt::skip]
         let release_rows = [
-            (
-                "ours by the record",
-                n(true, true, true),
-                Some("false"),
-                Some(NodePatch::UNCORDON),
-            ),
-            (
-                "an admin's by the record",
-                n(true, false, true),
-                Some("true"),
-                Some(NodePatch::record(false)),
-            ),
-            (
-                "record lost, our mark",
-                n(true, true, true),
-                None,
-                Some(NodePatch::UNCORDON),
-            ),
-            (
-                "record lost, no mark",
-                n(true, false, true),
-                None,
-                Some(NodePatch::record(false)),
-            ),
-            (
-                "nothing of ours left",
-                n(false, false, false),
-                Some("false"),
-                None,
-            ),
+            ("ours by the record", n(true, true, true), Some("false"), UNCORDON),
+            ("an admin's by the record", n(true, false, true), Some("true"), UNRECORD),
+            ("record lost, our mark", n(true, true, true), None, UNCORDON),
+            ("record lost, no mark", n(true, false, true), None, UNRECORD),
+            ("nothing of ours left", n(false, false, false), Some("false"), None),
         ];
         for (what, node, was, want) in release_rows {
             assert_eq!(release(&node, "a", was), want, "{what}");

@@ -91,53 +91,19 @@ mod tests {
         let grace_left = Some(Duration::from_secs(500));
         // (what, holder, (unhealthy, look again after))
         type Row = (&'static str, Holder, (bool, Option<Duration>));
+        let down = |rebooting: bool, secs: i64| Holder {
+            rebooting,
+            not_ready_since: ago(secs),
+            ..h
+        };
+        #[rustfmt::skip]
         let rows: Vec<Row> = vec![
             ("Ready", Holder { ready: true, ..h }, (false, None)),
-            (
-                "Degraded",
-                Holder {
-                    ready: true,
-                    degraded: true,
-                    ..h
-                },
-                (true, None),
-            ),
-            (
-                "NotReady, not rebooting",
-                Holder {
-                    not_ready_since: ago(5),
-                    ..h
-                },
-                (true, None),
-            ),
-            (
-                "rebooting within the grace",
-                Holder {
-                    rebooting: true,
-                    not_ready_since: ago(100),
-                    ..h
-                },
-                (false, grace_left),
-            ),
-            (
-                "rebooting past the grace",
-                Holder {
-                    rebooting: true,
-                    not_ready_since: ago(600),
-                    ..h
-                },
-                (true, None),
-            ),
-            (
-                "Degraded while rebooting",
-                Holder {
-                    degraded: true,
-                    rebooting: true,
-                    not_ready_since: ago(100),
-                    ..h
-                },
-                (true, grace_left),
-            ),
+            ("Degraded", Holder { ready: true, degraded: true, ..h }, (true, None)),
+            ("NotReady, not rebooting", down(false, 5), (true, None)),
+            ("rebooting within the grace", down(true, 100), (false, grace_left)),
+            ("rebooting past the grace", down(true, 600), (true, None)),
+            ("Degraded while rebooting", Holder { degraded: true, ..down(true, 100) }, (true, grace_left)),
         ];
         for (what, holder, want) in rows {
             assert_eq!(unhealthy(holder, now), want, "{what}");

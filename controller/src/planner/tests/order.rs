@@ -106,109 +106,18 @@ fn one_node_update_writes_and_events() {
             .count()
     };
     type Step = (&'static str, Bn, bool, bool, Option<DrainPhase>);
+    #[rustfmt::skip]
     let steps: Vec<(Step, usize, usize, Vec<&str>)> = vec![
-        (
-            (
-                "new target",
-                bn("w1", OLD, Daemon::Idle(OLD)),
-                false,
-                true,
-                None,
-            ),
-            1,
-            0,
-            vec![event_reasons::ROLLOUT_STARTED],
-        ),
-        (
-            (
-                "staging",
-                bn("w1", NEW, Daemon::Staging(OLD)),
-                false,
-                true,
-                None,
-            ),
-            0,
-            0,
-            vec![],
-        ),
-        (
-            (
-                "staged: slot, cordon, drain",
-                bn("w1", NEW, Daemon::Staged(OLD)),
-                false,
-                true,
-                None,
-            ),
-            1,
-            1,
-            vec![],
-        ),
-        (
-            (
-                "draining",
-                bn("w1", NEW, Daemon::Staged(OLD)).slot(false),
-                true,
-                true,
-                Some(DrainPhase::Running),
-            ),
-            0,
-            0,
-            vec![],
-        ),
-        (
-            (
-                "drained: approval",
-                bn("w1", NEW, Daemon::Staged(OLD)).slot(false),
-                true,
-                true,
-                Some(DrainPhase::Succeeded),
-            ),
-            1,
-            0,
-            vec![],
-        ),
-        (
-            (
-                "rebooting",
-                bn("w1", NEW, Daemon::Rebooting(OLD)).slot(false).approved(),
-                true,
-                false,
-                Some(DrainPhase::Succeeded),
-            ),
-            0,
-            0,
-            vec![],
-        ),
-        (
-            (
-                "back but not Ready: the slot is held",
-                bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(),
-                true,
-                false,
-                Some(DrainPhase::Succeeded),
-            ),
-            0,
-            0,
-            vec![event_reasons::ROLLOUT_COMPLETE],
-        ),
-        (
-            (
-                "Ready: uncordon and release",
-                bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(),
-                true,
-                true,
-                Some(DrainPhase::Succeeded),
-            ),
-            1,
-            1,
-            vec![],
-        ),
-        (
-            ("done", bn("w1", NEW, Daemon::Idle(NEW)), false, true, None),
-            0,
-            0,
-            vec![],
-        ),
+        // ((step, BootcNode, cordoned, Ready, drain), BootcNode writes, Node writes, events)
+        (("new target", bn("w1", OLD, Daemon::Idle(OLD)), false, true, None), 1, 0, vec![event_reasons::ROLLOUT_STARTED]),
+        (("staging", bn("w1", NEW, Daemon::Staging(OLD)), false, true, None), 0, 0, vec![]),
+        (("staged: slot, cordon, drain", bn("w1", NEW, Daemon::Staged(OLD)), false, true, None), 1, 1, vec![]),
+        (("draining", bn("w1", NEW, Daemon::Staged(OLD)).slot(false), true, true, Some(DrainPhase::Running)), 0, 0, vec![]),
+        (("drained: approval", bn("w1", NEW, Daemon::Staged(OLD)).slot(false), true, true, Some(DrainPhase::Succeeded)), 1, 0, vec![]),
+        (("rebooting", bn("w1", NEW, Daemon::Rebooting(OLD)).slot(false).approved(), true, false, Some(DrainPhase::Succeeded)), 0, 0, vec![]),
+        (("back but not Ready: the slot is held", bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(), true, false, Some(DrainPhase::Succeeded)), 0, 0, vec![event_reasons::ROLLOUT_COMPLETE]),
+        (("Ready: uncordon and release", bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(), true, true, Some(DrainPhase::Succeeded)), 1, 1, vec![]),
+        (("done", bn("w1", NEW, Daemon::Idle(NEW)), false, true, None), 0, 0, vec![]),
     ];
     let mut status: Option<BootcNodePoolStatus> = None;
     let (mut total_bn, mut total_node, mut total_events) = (0, 0, 0);

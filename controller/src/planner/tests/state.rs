@@ -5,52 +5,17 @@ use super::*;
 #[test]
 fn effective_state_table() {
     let t = target(NEW);
+    #[rustfmt::skip]
     let rows: Vec<(&str, Bn, NodeState)> = vec![
-        (
-            "degraded wins",
-            bn("n", NEW, Daemon::Idle(NEW)).degraded(),
-            NodeState::Degraded,
-        ),
-        (
-            "degraded while staging",
-            bn("n", NEW, Daemon::Staging(OLD)).degraded(),
-            NodeState::Degraded,
-        ),
-        (
-            "runs the target",
-            bn("n", NEW, Daemon::Idle(NEW)),
-            NodeState::UpToDate,
-        ),
-        (
-            "no status yet",
-            bn("n", NEW, Daemon::Nothing),
-            NodeState::Pending,
-        ),
-        (
-            "idle on the old image",
-            bn("n", NEW, Daemon::Idle(OLD)),
-            NodeState::Pending,
-        ),
-        (
-            "spec not yet synced",
-            bn("n", OLD, Daemon::Staged(OLD)),
-            NodeState::Pending,
-        ),
-        (
-            "staging",
-            bn("n", NEW, Daemon::Staging(OLD)),
-            NodeState::Staging,
-        ),
-        (
-            "staged",
-            bn("n", NEW, Daemon::Staged(OLD)),
-            NodeState::Staged,
-        ),
-        (
-            "rebooting",
-            bn("n", NEW, Daemon::Rebooting(OLD)),
-            NodeState::Rebooting,
-        ),
+        ("degraded wins", bn("n", NEW, Daemon::Idle(NEW)).degraded(), NodeState::Degraded),
+        ("degraded while staging", bn("n", NEW, Daemon::Staging(OLD)).degraded(), NodeState::Degraded),
+        ("runs the target", bn("n", NEW, Daemon::Idle(NEW)), NodeState::UpToDate),
+        ("no status yet", bn("n", NEW, Daemon::Nothing), NodeState::Pending),
+        ("idle on the old image", bn("n", NEW, Daemon::Idle(OLD)), NodeState::Pending),
+        ("spec not yet synced", bn("n", OLD, Daemon::Staged(OLD)), NodeState::Pending),
+        ("staging", bn("n", NEW, Daemon::Staging(OLD)), NodeState::Staging),
+        ("staged", bn("n", NEW, Daemon::Staged(OLD)), NodeState::Staged),
+        ("rebooting", bn("n", NEW, Daemon::Rebooting(OLD)), NodeState::Rebooting),
     ];
     for (what, row, want) in rows {
         assert_eq!(classify(&row.build(), &t), want, "{what}");
