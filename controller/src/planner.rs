@@ -15,7 +15,8 @@
 //! 4. [`budget`]: how many reboot slots `maxUnavailable` gives;
 //! 5. [`verdict`]: each member's spec ([`spec`]), state ([`state`]), slot
 //!    release or hold ([`slots`], [`halt`]), drain and approval;
-//! 6. [`slots`]: free slots handed to staged candidates within the budget;
+//! 6. [`slots`]: free slots handed to staged candidates within the budget,
+//!    then a cordon of ours left outside any slot lifted ([`cordon`]);
 //! 7. [`order`]: the writes, grouped by node and in the order that keeps
 //!    the disruption bound, which the actuator only executes;
 //! 8. [`status`]: the pool's status, conditions and events.
@@ -270,7 +271,12 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let leavers = leaving::leavers(&view, &members);
     let slots = budget::slots(&view.pool.spec.rollout, members.names.len(), &mut problems);
     let rollout = match &target {
-        Some(target) => verdict::rollout(&view, target, &members, &leavers, &secret, slots),
+        Some(target) => {
+            let mut rollout = verdict::verdicts(&view, target, &members, &leavers, &secret, slots);
+            slots::hand_out(&view, &mut rollout);
+            cordon::lift_strays(&view, &mut rollout);
+            rollout
+        }
         None => {
             target::report_none(view.pool, &mut problems);
             verdict::Rollout::default()

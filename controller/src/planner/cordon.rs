@@ -18,6 +18,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 
 use super::membership::owner_pool;
+use super::verdict::Rollout;
+use super::view::View;
 use super::{NodePatch, Write};
 use crate::disruption::{self, cordoned_by, is_cordoned};
 
@@ -115,13 +117,23 @@ pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
 }
 
 /// A cordon of ours on a member outside any slot (its slot record was lost
-/// with its BootcNode) is lifted, unless `pre` (the node's writes before
-/// its BootcNode apply) already uncordons it.
-pub fn lift_stray(node: &Node, pool: &str, in_slot: bool, pre: &[Write]) -> Option<NodePatch> {
-    let uncordoning = pre
-        .iter()
-        .any(|w| matches!(w, Write::PatchNode { patch, .. } if patch.unschedulable == Some(false)));
-    (!in_slot && !uncordoning && cordoned_by(node, pool)).then_some(NodePatch::UNCORDON)
+/// with its BootcNode) is lifted, unless the member's writes before its
+/// BootcNode apply already uncordon it.
+pub(crate) fn lift_strays(view: &View<'_>, rollout: &mut Rollout) {
+    for (name, v) in &mut rollout.verdicts {
+        let Some(node) = view.node(name) else {
+            continue;
+        };
+        let uncordoning = v.pre.iter().any(
+            |w| matches!(w, Write::PatchNode { patch, .. } if patch.unschedulable == Some(false)),
+        );
+        if !v.owned.in_slot && !uncordoning && cordoned_by(node, &view.pool_name) {
+            v.pre.push(Write::PatchNode {
+                name: name.to_owned(),
+                patch: NodePatch::UNCORDON,
+            });
+        }
+    }
 }
 
 /// The patch that restores a Node a deleted pool marked or recorded without

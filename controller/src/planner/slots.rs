@@ -24,7 +24,8 @@ use kube::ResourceExt;
 use super::Write;
 use super::cordon;
 use super::owned::Owned;
-use super::verdict::NodeVerdict;
+use super::verdict::{NodeVerdict, Rollout};
+use super::view::View;
 use crate::disruption::{self, Budget};
 
 /// Does the node hold a slot of `pool` (its BootcNode's slot record, or the
@@ -51,11 +52,35 @@ pub(crate) fn reclaim(owned: &mut Owned, node: Option<&Node>, pool: &str) {
     }
 }
 
-/// Rule 1: hands free reboot slots to `candidates` within the disruption
-/// budget (already unavailable candidates first): the slot record on the
+/// Step 6, rule 1: unless the pool is paused or halted, free slots go to
+/// the candidates within the budget; the new holders are cordoned and about
+/// to drain.
+pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout) {
+    if rollout.paused || rollout.halted {
+        return;
+    }
+    let candidates = rollout.names(|v| v.candidate);
+    let taken = assign(
+        &candidates,
+        &mut rollout.budget,
+        &view.nodes,
+        &view.pool_name,
+        &mut rollout.verdicts,
+    );
+    for name in &taken {
+        if let Some(v) = rollout.verdicts.get_mut(name) {
+            v.draining = true;
+        }
+    }
+    let left_out = taken.len() < candidates.len();
+    rollout.waiting_for_budget = rollout.budget.blocked_by_others().filter(|_| left_out);
+}
+
+/// Hands free reboot slots to `candidates` within the disruption budget
+/// (already unavailable candidates first): the slot record on the
 /// BootcNode, then the cordon with the disruption record, then the drain.
 /// Returns the nodes that took a slot.
-pub(crate) fn assign(
+fn assign(
     candidates: &[String],
     budget: &mut Budget,
     nodes: &BTreeMap<String, &Node>,

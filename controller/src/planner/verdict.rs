@@ -1,12 +1,12 @@
-//! Steps 5 and 6, each member's verdict and the slots: what one plan
-//! decides for each member, from its own Node, BootcNode and drain and the
-//! pool-wide facts (target, told set, pool spec, time). A slot holder is
-//! released once back ([`super::slots`]) or held: kept cordoned and
-//! drained, approved to boot once drained and staged (not while paused),
-//! and counted for the unhealthy halt ([`super::halt`]). A member outside a
-//! slot is not approved, its drain stops, and, staged and healthy, it is a
-//! candidate for a free slot. Each member's phase is timed for the stuck
-//! deadlines ([`crate::stuck`]).
+//! Step 5, each member's verdict: what one plan decides for each member,
+//! from its own Node, BootcNode and drain and the pool-wide facts (target,
+//! told set, pool spec, time). A slot holder is released once back
+//! ([`super::slots`]) or held: kept cordoned and drained, approved to boot
+//! once drained and staged (not while paused), and counted for the
+//! unhealthy halt ([`super::halt`]). A member outside a slot is not
+//! approved, its drain stops, and, staged and healthy, it is a candidate
+//! for a free slot (handed out by [`super::slots::hand_out`]). Each
+//! member's phase is timed for the stuck deadlines ([`crate::stuck`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -73,6 +73,9 @@ pub(crate) struct Rollout {
     pub halted: bool,
     /// Slots are free but the pool's own unavailable nodes use the budget up.
     pub waiting_for_budget: Option<String>,
+    /// The disruption budget as the verdicts leave it.
+    pub budget: Budget,
+    pub paused: bool,
 }
 
 impl Rollout {
@@ -96,8 +99,8 @@ struct Pool<'v, 'a> {
     paused: bool,
 }
 
-/// Every member's verdict, then the free slots handed out.
-pub(crate) fn rollout(
+/// Every member's verdict, and the budget and halt they add up to.
+pub(crate) fn verdicts(
     view: &View<'_>,
     target: &Target,
     members: &Membership,
@@ -115,16 +118,19 @@ pub(crate) fn rollout(
         conflicts: &members.conflicts,
         paused: view.pool.spec.rollout.paused,
     };
-    let mut budget = Budget::new(slots);
+    let mut out = Rollout {
+        budget: Budget::new(slots),
+        paused: pool.paused,
+        ..Rollout::default()
+    };
     for name in &leavers.not_back {
-        budget.hold(name);
+        out.budget.hold(name);
     }
-    let mut out = Rollout::default();
     for name in &members.names {
         let v = of(&pool, name);
         match (v.counted, view.node(name)) {
-            (Some(Counted::Holder), _) => budget.hold(name),
-            (Some(Counted::Member), Some(node)) => budget.member(name, node),
+            (Some(Counted::Holder), _) => out.budget.hold(name),
+            (Some(Counted::Member), Some(node)) => out.budget.member(name, node),
             _ => {}
         }
         if v.unhealthy_in_slot {
@@ -133,46 +139,7 @@ pub(crate) fn rollout(
         out.verdicts.insert(name.clone(), v);
     }
     out.halted = halt::halted(out.unhealthy_in_slots.len());
-    if !pool.paused && !out.halted {
-        assign(&mut out, &mut budget, view);
-    }
-    // Nothing is left cordoned: a cordon of ours outside any slot is lifted.
-    for (name, v) in &mut out.verdicts {
-        if let Some(node) = view.node(name)
-            && let Some(patch) = cordon::lift_stray(node, &view.pool_name, v.owned.in_slot, &v.pre)
-        {
-            v.pre.push(Write::PatchNode {
-                name: name.clone(),
-                patch,
-            });
-        }
-    }
     out
-}
-
-/// Free slots to the candidates (see [`slots::assign`]); the new holders
-/// are cordoned and about to drain.
-fn assign(out: &mut Rollout, budget: &mut Budget, view: &View<'_>) {
-    let candidates: Vec<String> = out
-        .verdicts
-        .iter()
-        .filter(|(_, v)| v.candidate)
-        .map(|(name, _)| name.clone())
-        .collect();
-    let taken = slots::assign(
-        &candidates,
-        budget,
-        &view.nodes,
-        &view.pool_name,
-        &mut out.verdicts,
-    );
-    for name in &taken {
-        if let Some(v) = out.verdicts.get_mut(name) {
-            v.draining = true;
-        }
-    }
-    let left_out = taken.len() < candidates.len();
-    out.waiting_for_budget = budget.blocked_by_others().filter(|_| left_out);
 }
 
 /// One member's verdict (see the module docs).
