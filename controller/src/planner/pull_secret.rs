@@ -82,3 +82,47 @@ pub fn sync(spec: &mut BootcNodeSpec, existing: Option<&BootcNode>, secret: &Sec
         .as_ref()
         .and_then(|_| secret.hash.clone());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(secret: Option<(&str, &str)>) -> BootcNodeSpec {
+        BootcNodeSpec {
+            desired_image: "r@sha256:a".into(),
+            desired_image_state: api::DesiredImageState::Staged,
+            reboot_policy: api::RebootPolicy::RebootOnly,
+            pull_secret_ref: secret.map(|(name, _)| SecretReference {
+                name: name.into(),
+                namespace: "ops".into(),
+            }),
+            pull_secret_hash: secret.map(|(_, hash)| hash.into()),
+        }
+    }
+
+    #[test]
+    fn what_a_member_is_told() {
+        let secret = |broken: bool, hash: Option<&str>| Secret {
+            reference: Some(SecretReference {
+                name: "new".into(),
+                namespace: "ops".into(),
+            }),
+            hash: hash.map(Into::into),
+            broken,
+        };
+        let had = BootcNode::new("n", spec(Some(("old", "sha256:o"))));
+        // (what, pool's secret, existing BootcNode, spec told)
+        #[rustfmt::skip]
+        let rows = [
+            ("usable", secret(false, Some("sha256:n")), Some(&had), spec(Some(("new", "sha256:n")))),
+            ("broken: an existing member keeps its own", secret(true, None), Some(&had), spec(Some(("old", "sha256:o")))),
+            ("broken: a new member gets none", secret(true, None), None, spec(None)),
+            ("none", Secret::default(), Some(&had), spec(None)),
+        ];
+        for (what, secret, existing, want) in rows {
+            let mut got = spec(Some(("stale", "sha256:s")));
+            sync(&mut got, existing, &secret);
+            assert_eq!(got, want, "{what}");
+        }
+    }
+}
