@@ -34,6 +34,12 @@ pub fn holds_slot(node: &Node, bn: &BootcNode, pool: &str) -> bool {
     bn.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION) || disruption::recorded_for(node, pool)
 }
 
+/// Rule 1: may a member outside any slot take a free one? Staged, healthy
+/// (Ready, not Degraded), its Node not being deleted, and in no conflict.
+pub fn candidate(staged: bool, healthy: bool, deleting: bool, in_conflict: bool) -> bool {
+    staged && healthy && !deleting && !in_conflict
+}
+
 /// Rule 2: may a slot holder be released? Only once updated, healthy
 /// (Ready, not Degraded) and with no reboot in flight: the node is back.
 pub fn releasable(runs_target: bool, healthy: bool, reboot_in_flight: bool) -> bool {
@@ -115,6 +121,22 @@ fn assign(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_staged_healthy_members_are_candidates() {
+        // (staged, healthy, Node being deleted, in conflict, candidate)
+        let rows = [
+            (true, true, false, false, true),
+            (false, true, false, false, false),
+            (true, false, false, false, false),
+            (true, true, true, false, false),
+            (true, true, false, true, false),
+        ];
+        for (staged, healthy, deleting, conflict, want) in rows {
+            let got = candidate(staged, healthy, deleting, conflict);
+            assert_eq!(got, want, "{staged} {healthy} {deleting} {conflict}");
+        }
+    }
 
     #[test]
     fn release_only_when_back() {

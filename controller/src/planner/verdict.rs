@@ -299,8 +299,8 @@ fn outside_slot(
         });
     }
     let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
-    v.candidate =
-        v.state == NodeState::Staged && healthy && !deleting && !pool.conflicts.contains_key(name);
+    let in_conflict = pool.conflicts.contains_key(name);
+    v.candidate = slots::candidate(v.state == NodeState::Staged, healthy, deleting, in_conflict);
 }
 
 /// Times the member's phase (see [`stuck`]): past its deadline it is stuck;
