@@ -126,3 +126,58 @@ fn spec_errors_name_the_field_and_the_value() {
         "{e}"
     );
 }
+
+/// Who is a member, who is in conflict, from the node's labels, its
+/// BootcNode's owner and the other pool's selector.
+#[test]
+fn membership_table() {
+    // (what, node's pool label, BootcNode owner, pool b exists, has a target,
+    //  member, conflicting pools)
+    type Row = (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        bool,
+        bool,
+        bool,
+        &'static [&'static str],
+    );
+    #[rustfmt::skip]
+    let rows: &[Row] = &[
+        ("selected, new", "a", None, false, true, true, &[]),
+        ("selected, new, no target yet", "a", None, false, false, false, &[]),
+        ("selected, ours", "a", Some("a"), false, false, true, &[]),
+        ("not selected", "b", None, false, true, false, &[]),
+        ("another pool's BootcNode", "a", Some("b"), false, true, false, &["b"]),
+        ("ours, also selected by b: stays, named", "a", Some("a"), true, true, true, &["b"]),
+        ("new, also selected by b", "a", None, true, true, false, &["b"]),
+    ];
+    for (what, label, owner, b_exists, has_target, member, conflicts) in rows {
+        let mut n = node("w1", label, true, false);
+        if *b_exists {
+            n.labels_mut().insert("pool-b".into(), String::new());
+        }
+        let mut w = World::new(pool("a", IntOrString::Int(1), false)).node(n);
+        if let Some(owner) = owner {
+            w = w.bn(bn("w1", NEW, Daemon::Idle(OLD)).owned_by(owner));
+        }
+        if *b_exists {
+            let mut b = pool("b", IntOrString::Int(1), false);
+            b.spec.node_selector =
+                serde_json::from_value(json!({"matchLabels": {"pool-b": ""}})).unwrap();
+            w.others = vec![b];
+        }
+        let input = w.input(&w.nodes);
+        let view = crate::planner::view::View::of(&input);
+        let got = crate::planner::membership::of(&view, *has_target, &mut Vec::new());
+        assert_eq!(got.contains("w1"), *member, "{what}");
+        let named: Vec<&str> = got
+            .conflicts
+            .get("w1")
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(named, *conflicts, "{what}");
+    }
+}
