@@ -5,7 +5,7 @@
 //! once drained and staged (not while paused), and counted for the
 //! unhealthy halt ([`super::halt`]). A member outside a slot is not
 //! approved, its drain stops, and, staged and healthy, it is a candidate
-//! for a free slot (handed out by [`super::slots::hand_out`]). Each
+//! for a free slot (handed out by `slots::hand_out`). Each
 //! member's phase is timed for the stuck deadlines ([`crate::stuck`]).
 
 use std::collections::{BTreeMap, BTreeSet};
