@@ -221,6 +221,94 @@ async fn staging_failures_on_two_nodes_degrade_the_pool_and_block_nobody_else() 
     assert_disruption_at_most(&recorder, 1).await;
 }
 
+/// `bootc status` failing on one host (a broken bootc) and answering that
+/// another is not deployed via bootc: each BootcNode says so (its reason
+/// and bootc's words) and the pool names both, nothing is staged on them
+/// while the healthy node updates, and once status answers again they
+/// recover and update too.
+#[tokio::test]
+async fn hosts_whose_bootc_status_fails_are_reported_and_recover() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let (broken, foreign) = ("sim-node-2", "sim-node-3");
+    let foreign_state = {
+        let nodes = sim.nodes.lock().await;
+        nodes[1]
+            .host
+            .layout
+            .set_status_fault(Some(tests::fake_bootc::BROKEN_STATUS))
+            .unwrap();
+        let layout = &nodes[2].host.layout;
+        let state = layout.read_state().unwrap();
+        layout.write_state(&Default::default()).unwrap();
+        state
+    };
+    // Their daemons restart (a pod restart) and read the host first.
+    sim.restart_daemon(broken).await.unwrap();
+    sim.restart_daemon(foreign).await.unwrap();
+    let p = wait_pool(&sim, "two nodes degraded", |p| {
+        p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
+    })
+    .await;
+    let (_, reason, message) = condition(&p, "Degraded").unwrap();
+    assert_eq!(reason, "NodeDegraded", "{message}");
+    assert!(
+        message.contains(broken) && message.contains(foreign),
+        "{message}"
+    );
+    let bns: Api<BootcNode> = Api::all(sim.admin.clone());
+    for (name, reason, words) in [
+        (
+            broken,
+            api::reasons::BOOTC_STATUS_FAILED,
+            tests::fake_bootc::BROKEN_STATUS,
+        ),
+        (
+            foreign,
+            api::reasons::NOT_A_BOOTC_HOST,
+            "not deployed via bootc",
+        ),
+    ] {
+        let status = bns.get(name).await.unwrap().status.unwrap();
+        let c = api::conditions::find(&status.conditions, api::reasons::DEGRADED).unwrap();
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", reason));
+        assert!(c.message.contains(words), "{name}: {}", c.message);
+    }
+
+    // A new image: the healthy node updates; nothing is staged on the two.
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_pool(&sim, "the healthy node on v2", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 1)
+    })
+    .await;
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in &nodes[1..] {
+            let staged = n
+                .host
+                .layout
+                .read_invocations()
+                .into_iter()
+                .filter(|i| i.argv.iter().any(|a| a.contains(&v2)))
+                .count();
+            assert_eq!(staged, 0, "{} was staged", n.name);
+        }
+        // Repaired: bootc answers again (a host change wakes the daemon of
+        // the host now deployed; the broken one reads again on its own).
+        nodes[1].host.layout.set_status_fault(None).unwrap();
+        let layout = &nodes[2].host.layout;
+        layout.write_state(&foreign_state).unwrap();
+        std::fs::File::open(layout.ostree_bootc())
+            .unwrap()
+            .set_modified(std::time::SystemTime::now())
+            .unwrap();
+    }
+    wait_rolled(&sim, &v2, 3).await;
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
 #[tokio::test]
 async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
     require_root!();
