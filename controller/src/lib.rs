@@ -11,6 +11,8 @@
 //!   a registry-backed tag resolver);
 //! * [`lease`]: leader election on a Lease;
 //! * [`liveness`]: when `/healthz` fails (a wedged reconcile loop);
+//! * [`synced`]: which caches have listed their objects (reconciles and
+//!   `/readyz` wait on it);
 //! * [`runtime`]: caches, watches, reconcile, finalizer, health endpoints.
 //!
 //! In-process use: `controller::run(config, Options::new("me"), token)`
@@ -46,6 +48,7 @@ pub mod resolver;
 pub mod runtime;
 pub mod staging;
 pub mod stuck;
+pub mod synced;
 pub mod tag_policy;
 pub mod target;
 
