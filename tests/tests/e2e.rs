@@ -402,7 +402,7 @@ async fn controller_killed_and_daemon_killed_mid_staging_the_rollout_completes()
     })
     .await;
     sim.kill_controller();
-    sim.start_controller().unwrap();
+    sim.start_controller().await.unwrap();
 
     wait_rolled(&sim, &v2, 4).await;
     booted_everywhere(&sim, &sim.pinned(&v2)).await;
@@ -886,4 +886,157 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
             sim.daemon_logs().get(&victim).cloned().unwrap_or_default()
         );
     }
+}
+
+/// Waits for a `reason` Event published by controller replica `instance`
+/// whose note mentions `text`.
+async fn wait_event_from(sim: &Sim, reason: &str, instance: &str, text: &str) {
+    use k8s_openapi::api::events::v1::Event;
+    let events: Api<Event> =
+        Api::namespaced(sim.admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
+    let deadline = std::time::Instant::now() + ROLLOUT;
+    loop {
+        let found = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.reporting_instance.as_deref() == Some(instance)
+                    && e.note.as_deref().unwrap_or_default().contains(text)
+            });
+        if found {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {reason} event from {instance} about {text}\n{}",
+            diagnostics(sim).await
+        );
+        // Events are few and not watched by the sim: poll them.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Plays the kubelet for the pods of `namespace`: a pod marked for deletion
+/// (evicted) is gone at once.
+fn kubelet_deletes_evicted(sim: &Sim, namespace: &str) -> tokio::task::JoinHandle<()> {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::ResourceExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), namespace);
+    tokio::spawn(async move {
+        let mut events = watcher(pods.clone(), watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(pod)) = events.next().await {
+            if pod.metadata.deletion_timestamp.is_some() {
+                let _ = pods
+                    .delete(
+                        &pod.name_any(),
+                        &kube::api::DeleteParams::default().grace_period(0),
+                    )
+                    .await;
+            }
+        }
+    })
+}
+
+/// Two controller replicas, each on its own node (anti-affinity). The
+/// leader's node is drained first, and its drain blocks on a workload's
+/// PodDisruptionBudget; the drain leaves the leader's own pod alone. The
+/// leader then dies in the middle of the drain (its process killed, as an
+/// eviction or a crash would); the other replica takes the Lease, resumes
+/// the drain from the durable records (the slot, the cordon, the
+/// disruption record), and once the budget allows it the rollout goes on.
+/// Each replica stops while its node reboots and starts again with it (the
+/// same pod, so the same identity). The recorder confirms the bound held at
+/// every revision, and nothing is left cordoned.
+#[tokio::test]
+async fn the_leader_killed_mid_drain_the_other_replica_resumes() {
+    require_root!();
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let options = SimOptions {
+        controller_replicas: 2,
+        ..SimOptions::default()
+    };
+    let (mut sim, recorder, _v1) = started(options, 3).await;
+    assert_eq!(
+        sim.leader().await.unwrap(),
+        Some(0),
+        "replica 0 leads, on {FIRST}"
+    );
+    let _kubelet = kubelet_deletes_evicted(&sim, "default");
+    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
+                 "containers": [{"name": "web", "image": "example.invalid/web:1"}]},
+    }))
+    .unwrap();
+    pods.create(&kube::api::PostParams::default(), &pod)
+        .await
+        .unwrap();
+    // The kubelet's part: the pod runs (a Pending pod ignores budgets).
+    pods.patch_status(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(sim.admin.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    pdbs.create(&kube::api::PostParams::default(), &pdb)
+        .await
+        .unwrap();
+
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_event_from(&sim, "DrainBlocked", "sim-controller-0", "default/web").await;
+    let controller_pods: Api<Pod> =
+        Api::namespaced(sim.admin.clone(), api::labels::OPERATOR_NAMESPACE);
+    let own = controller_pods.get("bootc-controller-0").await.unwrap();
+    assert!(
+        own.metadata.deletion_timestamp.is_none(),
+        "the drain evicted the leader's own pod"
+    );
+
+    // The leader dies mid-drain; the other replica takes over and drains.
+    sim.kill_replica(0);
+    sim.wait_leader(1).await.unwrap();
+    wait_event_from(&sim, "DrainBlocked", "sim-controller-1", "default/web").await;
+    pdbs.delete("web", &Default::default()).await.unwrap();
+
+    wait_rolled(&sim, &v2, 3).await;
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+    let approvals = recorder.approvals().await.unwrap();
+    let mut v2_approvals = approvals.clone();
+    v2_approvals.sort();
+    assert_eq!(
+        v2_approvals,
+        ["sim-node-1", "sim-node-2", "sim-node-3"],
+        "each node rebooted once for v2: {approvals:?}"
+    );
+    for i in 0..2 {
+        let pod = controller_pods
+            .get(&format!("bootc-controller-{i}"))
+            .await
+            .unwrap();
+        assert!(
+            pod.metadata.deletion_timestamp.is_none(),
+            "replica {i}'s pod was evicted"
+        );
+    }
+    sim.kill_controller();
 }
