@@ -719,6 +719,128 @@ async fn a_target_changed_mid_reboot_keeps_the_node_counted() {
     assert_disruption_at_most(&recorder, 1).await;
 }
 
+/// A node that leaves the pool's selector (not its labels) mid-reboot.
+#[tokio::test]
+async fn a_selector_changed_mid_reboot_keeps_the_node_counted_until_back() {
+    require_root!();
+    let (sim, recorder, _v1, v2) = first_node_rebooting().await;
+    sim.patch_pool(json!({"nodeSelector": {
+        "matchLabels": {tests::sim::POOL_LABEL: POOL},
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [FIRST]}],
+    }}))
+    .await
+    .unwrap();
+    wait_rolled(&sim, &v2, 2).await;
+    wait_node(&sim, FIRST, "left the pool once back", |n| {
+        is_ready(n)
+            && !n
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false)
+            && !n
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(api::labels::MANAGED_LABEL))
+    })
+    .await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// The pool deleted while its node reboots: the finalizer waits for the
+/// node to be back, then uncordons and unlabels it.
+#[tokio::test]
+async fn a_pool_deleted_mid_reboot_waits_for_the_node_to_be_back() {
+    require_root!();
+    let (sim, recorder, _v1, _v2) = first_node_rebooting().await;
+    let pools: Api<BootcNodePool> = Api::all(sim.admin.clone());
+    pools.delete(POOL, &Default::default()).await.unwrap();
+    let gone = k8s::wait_for(
+        pools,
+        POOL,
+        ROLLOUT,
+        "pool deleted",
+        |p: Option<&BootcNodePool>| p.is_none(),
+    )
+    .await;
+    if let Err(e) = gone {
+        panic!("{e}\n{}", diagnostics(&sim).await);
+    }
+    let node = Api::<Node>::all(sim.admin.clone())
+        .get(FIRST)
+        .await
+        .unwrap();
+    assert!(is_ready(&node), "the pool went before its node was back");
+    assert!(
+        !node
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(api::labels::MANAGED_LABEL)),
+        "still labelled"
+    );
+    let left = Api::<BootcNode>::all(sim.admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(left.is_empty(), "BootcNodes left: {left:?}");
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// The controller restarted while the node in the slot reboots: the new
+/// one keeps it counted from the records and hands out no other slot.
+#[tokio::test]
+async fn a_controller_restarted_mid_reboot_keeps_the_node_counted() {
+    require_root!();
+    let (mut sim, recorder, _v1, v2) = first_node_rebooting().await;
+    sim.kill_controller();
+    sim.start_controller().await.unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// The budget is about the pool's health: a member NotReady on its own
+/// uses it, so with `maxUnavailable: 1` no node is taken down meanwhile
+/// (the pool says which node holds the rollout), and the rollout goes on
+/// once it is Ready again. The recorder counts that member too.
+#[tokio::test]
+async fn a_member_not_ready_on_its_own_holds_new_slots() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let down = "sim-node-3";
+    tests::daemon_player::set_ready(&sim.admin, down, false)
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = v2.clone();
+    let p = wait_pool(&sim, "the rollout held by the NotReady member", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(target.as_str())
+                && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                    .is_some_and(|m| m.contains("unavailable: sim-node-3 (NotReady)"))
+        })
+    })
+    .await;
+    assert_eq!(p.status.unwrap().updated_count, 0);
+    assert!(
+        recorder.approvals().await.unwrap().is_empty(),
+        "a node rebooted while another was NotReady"
+    );
+    nothing_cordoned(&sim).await;
+    tests::daemon_player::set_ready(&sim.admin, down, true)
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
 /// A one-node cluster: the controller's own pod runs on the node it
 /// updates. The drain leaves it alone (evicted, it could only come back to
 /// the cordoned node or stay Pending), the update completes and the node
