@@ -1162,3 +1162,56 @@ async fn the_leader_killed_mid_drain_the_other_replica_resumes() {
     }
     sim.kill_controller();
 }
+
+/// `maxConcurrentStaging: 1`: a new image is downloaded by one node at a
+/// time (each pull takes a while), not by the whole pool at once; the
+/// rollout still completes within the bound.
+#[tokio::test]
+async fn staging_is_bounded_to_one_download_at_a_time() {
+    require_root!();
+    const PULL_MS: u64 = 1500;
+    let (sim, recorder, _v1) = started(SimOptions::default(), 4).await;
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in nodes.iter() {
+            std::fs::write(n.host.layout.stage_delay(), PULL_MS.to_string()).unwrap();
+        }
+    }
+    sim.patch_pool(json!({"rollout": {"maxConcurrentStaging": 1}}))
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_rolled(&sim, &v2, 4).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+    // Each node's pulls of v2, as [start, start + PULL_MS) in microseconds:
+    // at no moment did two run at once.
+    let mut pulls: Vec<(u64, u64, String)> = Vec::new();
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in nodes.iter() {
+            for i in n.host.layout.read_invocations() {
+                let stage = i.argv.first().is_some_and(|a| a == "switch")
+                    && i.argv.iter().any(|a| a.contains(&v2))
+                    && !i.argv.iter().any(|a| a == "--apply" || a == "--help");
+                if stage {
+                    pulls.push((
+                        i.unix_micros,
+                        i.unix_micros + PULL_MS * 1000,
+                        n.name.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    pulls.sort();
+    assert!(pulls.len() >= 4, "{pulls:?}");
+    for pair in pulls.windows(2) {
+        assert!(
+            pair[1].0 >= pair[0].1,
+            "two pulls at once: {} and {}\n{pulls:?}",
+            pair[0].2,
+            pair[1].2
+        );
+    }
+}
