@@ -510,18 +510,20 @@ impl NodeLoop {
         }
     }
 
-    /// A pull-secret failure makes the node degraded and holds staging.
+    /// A pull-secret failure holds a download, and makes the node degraded
+    /// while it needs one. A node that needs none (on its image, or staged
+    /// and approved) is not degraded by it: a Secret deleted or broken is
+    /// the pool's problem, reported there once, not every node's.
     fn with_auth_failure(&self, mut decision: Decision) -> Decision {
         if let Some(f) = self
             .failure
             .as_ref()
             .filter(|f| f.operation == Operation::WriteAuth)
+            && matches!(decision.action, Action::Stage { .. })
         {
             decision.degraded = Some(f.message.clone());
-            if matches!(decision.action, Action::Stage { .. }) {
-                let wait = f.retry_at_ms.saturating_sub(self.now_ms()).max(1);
-                decision.action = Action::RetryAfter(Duration::from_millis(wait));
-            }
+            let wait = f.retry_at_ms.saturating_sub(self.now_ms()).max(1);
+            decision.action = Action::RetryAfter(Duration::from_millis(wait));
         }
         decision
     }
@@ -579,6 +581,14 @@ impl NodeLoop {
                 .map(|_| ()),
             Err(AuthProblem::NotAnnounced(message)) if holds_announced => {
                 tracing::info!(secret = %label, %message, "keeping the host's auth file until the controller announces the new content");
+                self.auth_written = Some(wanted);
+                return Ok(());
+            }
+            // The host holds the announced content already (this spec's
+            // write is only in case something cleared /run): a Secret gone
+            // or unreadable now is the pool's problem, not this node's.
+            Err(AuthProblem::Other(message)) if holds_announced => {
+                tracing::warn!(secret = %label, %message, "cannot read the pull secret again; keeping the host's auth file");
                 self.auth_written = Some(wanted);
                 return Ok(());
             }

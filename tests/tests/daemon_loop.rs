@@ -729,11 +729,15 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     })
     .await;
 
-    // A Secret outside the operator namespace is refused and reported.
+    // A Secret outside the operator namespace is refused, and reported
+    // once the node needs it (a new image to download), which it then does
+    // not download.
+    let b = image('b');
     patch_spec(
         &w.nodes,
         "node-1",
-        json!({"pullSecretRef": {"name": "pull", "namespace": "default"}, "pullSecretHash": null}),
+        json!({"pullSecretRef": {"name": "pull", "namespace": "default"}, "pullSecretHash": null,
+               "desiredImage": b}),
     )
     .await;
     let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
@@ -746,6 +750,10 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
         std::fs::read_to_string(&auth).unwrap(),
         v2,
         "auth file changed"
+    );
+    assert!(
+        !stages(&host).iter().any(|i| i.argv.contains(&b)),
+        "staged without its pull secret"
     );
 }
 

@@ -1215,3 +1215,101 @@ async fn staging_is_bounded_to_one_download_at_a_time() {
         );
     }
 }
+
+/// The pool's pull Secret deleted mid-rollout: a pool-wide credentials
+/// problem, reported once on the pool. It is not every node's problem: the
+/// nodes that need no download (on the target, or staged and approved)
+/// stay healthy, their reboots go on, and once the Secret is back the
+/// pool is healthy again.
+#[tokio::test]
+async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
+    require_root!();
+    let options = SimOptions {
+        reboot_time: Duration::from_secs(6),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 3).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = v2.clone();
+    // Every node has staged v2 (with the Secret), and one is updated.
+    wait_pool(&sim, "one node on v2", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(target.as_str()) && s.updated_count >= 1
+        })
+    })
+    .await;
+    let pinned = sim.pinned(&v2);
+    for name in ["sim-node-2", "sim-node-3"] {
+        let pinned = pinned.clone();
+        k8s::wait_for(
+            Api::<BootcNode>::all(sim.admin.clone()),
+            name,
+            ROLLOUT,
+            "v2 staged or booted",
+            move |b: Option<&BootcNode>| {
+                b.and_then(|b| b.status.as_ref()).is_some_and(|s| {
+                    [s.staged.as_ref(), s.booted.as_ref()]
+                        .into_iter()
+                        .flatten()
+                        .any(|e| e.is_image(&pinned))
+                })
+            },
+        )
+        .await
+        .unwrap();
+    }
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(sim.admin.clone(), api::labels::OPERATOR_NAMESPACE);
+    let secret = secrets.get("os-pull").await.unwrap();
+    secrets
+        .delete("os-pull", &Default::default())
+        .await
+        .unwrap();
+    // Reported on the pool (the tag cannot be resolved without it either:
+    // the registry's 401 comes with it).
+    let p = wait_pool(&sim, "the missing Secret on the pool", |p| {
+        condition(p, "Degraded").is_some_and(|c| {
+            c.0 == "True" && c.2.contains("Secret bootc-operator/os-pull not found")
+        })
+    })
+    .await;
+    assert_eq!(p.status.unwrap().degraded_count, 0);
+    // The staged nodes still reboot into v2: their reboots need no download.
+    let p = wait_pool(&sim, "all on v2 without the Secret", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 3)
+    })
+    .await;
+    let status = p.status.unwrap();
+    assert_eq!(status.degraded_count, 0, "{:?}", status.conditions);
+    for bn in Api::<BootcNode>::all(sim.admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let s = bn.status.unwrap();
+        assert!(
+            !api::conditions::is_true(&s.conditions, api::reasons::DEGRADED),
+            "{:?}: {:?}",
+            bn.metadata.name,
+            api::conditions::message(&s.conditions, api::reasons::DEGRADED)
+        );
+    }
+    let mut again = secret;
+    again.metadata = kube::api::ObjectMeta {
+        name: Some("os-pull".into()),
+        ..Default::default()
+    };
+    secrets
+        .create(&kube::api::PostParams::default(), &again)
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    let p = wait_pool(&sim, "healthy again", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(p.status.unwrap().degraded_count, 0);
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
