@@ -47,3 +47,7 @@ pub const APP_NAME_LABEL: &str = "app.kubernetes.io/name";
 pub const CLUSTER_EVENTS_NAMESPACE: &str = "default";
 /// Namespace the operator runs in, and the only one pull secrets may live in.
 pub const OPERATOR_NAMESPACE: &str = "bootc-operator";
+/// The Role in [`OPERATOR_NAMESPACE`] (deploy/rbac/controller.yaml) that lets
+/// the daemons GET the pull secrets the pools name, and only those: the
+/// controller writes its rules.
+pub const DAEMON_PULL_SECRETS_ROLE: &str = "bootc-daemon-pull-secrets";

@@ -13,6 +13,7 @@
 //! * [`liveness`]: when `/healthz` fails (a wedged reconcile loop);
 //! * [`synced`]: which caches have listed their objects (reconciles and
 //!   `/readyz` wait on it);
+//! * [`daemon_secrets`]: the daemons' Role on the pull secrets the pools name;
 //! * [`runtime`]: caches, watches, reconcile, finalizer, health endpoints.
 //!
 //! In-process use: `controller::run(config, Options::new("me"), token)`
@@ -25,15 +26,17 @@
 //! disable; /healthz, /readyz), `--resync-seconds` (600). SIGTERM/SIGINT stop
 //! it cleanly and release the lease.
 //!
-//! RBAC it needs (deploy/rbac/controller.yaml, which the tests install):
-//! cluster-wide `node.bootc.dev` bootcnodepools get/list/watch/patch/update,
-//! bootcnodepools/status get/patch/update, bootcnodes
-//! get/list/watch/create/patch/update/delete; core nodes get/list/watch/patch,
-//! pods get/list, pods/eviction create; in its namespace: secrets
-//! get/list/watch, coordination.k8s.io leases get/create/update,
-//! events.k8s.io events create/patch.
+//! RBAC it needs (deploy/rbac/controller.yaml, which the tests install, and
+//! where each verb says why): cluster-wide `node.bootc.dev` bootcnodepools
+//! list/watch/patch, bootcnodepools/status patch, bootcnodepools/finalizers
+//! update, bootcnodes list/watch/create/patch/delete; core nodes
+//! list/watch/patch, pods list, pods/eviction create; in its namespace:
+//! secrets get/list/watch, coordination.k8s.io leases create and get/update
+//! of its Lease, rbac roles patch of [`daemon_secrets::ROLE`]; in `default`:
+//! events.k8s.io events create.
 
 pub mod actuator;
+pub mod daemon_secrets;
 pub mod disruption;
 pub mod drain;
 pub mod events;

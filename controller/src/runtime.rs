@@ -123,6 +123,8 @@ impl Error {
 struct Ctx {
     client: kube::Client,
     namespace: String,
+    /// The daemons' Role on the pull secrets the pools name.
+    daemon_secrets: Arc<crate::daemon_secrets::Grant>,
     pools: Store<BootcNodePool>,
     nodes: Store<Node>,
     bootc_nodes: Store<BootcNode>,
@@ -433,6 +435,7 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     }
     // The freshest copy of the pool (its status included).
     let pool = ctx.pools.get(&ObjectRef::from_obj(&*pool)).unwrap_or(pool);
+    ctx.daemon_secrets.sync().await;
     let secret = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
         ctx.secrets
             .get(&ObjectRef::new(&r.name).within(&r.namespace))
@@ -791,6 +794,12 @@ async fn run_controller(
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         namespace: options.namespace.clone(),
+        daemon_secrets: crate::daemon_secrets::Grant::new(
+            client.clone(),
+            &options.namespace,
+            pool_store.clone(),
+            bn_store.clone(),
+        ),
         pools: pool_store.clone(),
         nodes: node_store.clone(),
         bootc_nodes: bn_store.clone(),
@@ -825,6 +834,7 @@ async fn run_controller(
             tracing::info!("caches synced; ready");
         })
     };
+    let _daemon_secrets = ctx.daemon_secrets.keep();
     tracing::info!("controller starting");
     let running = controller
         .watches_stream(bn_stream, |bn: BootcNode| {

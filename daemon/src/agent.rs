@@ -11,7 +11,7 @@ use crate::watch::HostEvents;
 
 /// What the loop is given.
 pub struct AgentContext {
-    /// gRPC client of the privileged helper (Stage, Apply, Status, WriteAuth).
+    /// Client of the privileged helper (Stage, Apply, Status, WriteAuth).
     pub helper: HelperClient,
     /// "Host status may have changed" events (inotify on ostree/bootc).
     pub host_events: HostEvents,

@@ -5,7 +5,7 @@
 //! opens the inotify watch on the host's `ostree/bootc`, drops every
 //! privilege ([`privdrop`]) and installs the seccomp allow-list
 //! ([`seccomp`]); only then does it start tokio and run [`agent::run`] with a
-//! gRPC client of the helper ([`helper_client::connect`]) and the watch
+//! client of the helper ([`helper_client::connect`]) and the watch
 //! ([`watch::HostEvents`]). If the helper exits, the daemon exits non-zero;
 //! if the daemon dies, the helper exits (it watches a pidfd of the daemon:
 //! the kernel refuses PR_SET_PDEATHSIG from the unprivileged daemon to it).

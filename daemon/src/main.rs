@@ -39,8 +39,9 @@ struct Cli {
     /// The Node this daemon runs on (its BootcNode has the same name).
     #[arg(long, env = "NODE_NAME", default_value = "")]
     node_name: String,
-    /// The operator's namespace: the only one pull secrets are read from.
-    #[arg(long, env = "POD_NAMESPACE", default_value = api::labels::OPERATOR_NAMESPACE)]
+    /// The operator's namespace (the controller's, not the daemon's own): the
+    /// only one pull secrets are read from, each with one GET by name.
+    #[arg(long, env = "BOOTC_NAMESPACE", default_value = api::labels::OPERATOR_NAMESPACE)]
     namespace: String,
     /// Fallback poll of the host's bootc status, in seconds.
     #[arg(long, default_value_t = 300)]

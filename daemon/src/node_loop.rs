@@ -18,10 +18,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
+use crate::helper_client::CallError;
 use crate::machine::{self, Action, Decision, Failure, HostProblem, HostView, Inputs, Operation};
 
 /// The helper client over the socketpair.
-pub type Helper = proto::helper_client::HelperClient<tonic::transport::Channel>;
+pub type Helper = crate::helper_client::HelperClient;
 
 /// The default fallback poll of the host's status.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
@@ -42,7 +43,7 @@ pub struct LoopConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum LoopError {
     #[error("the helper is gone ({0}); exiting so that the pod restarts with a new one")]
-    HelperGone(tonic::Status),
+    HelperGone(CallError),
     #[error("writing the status of BootcNode {node}: {source}")]
     StatusWrite { node: String, source: kube::Error },
     #[error("the watch of BootcNode {node} ended")]
@@ -53,11 +54,8 @@ pub enum LoopError {
 
 /// Is this helper error a broken connection (fatal) rather than a refused
 /// or failed command (reported, retried)?
-fn helper_gone(status: &tonic::Status) -> bool {
-    matches!(
-        status.code(),
-        tonic::Code::Unavailable | tonic::Code::Unknown
-    ) && !status.message().starts_with("bootc")
+fn helper_gone(error: &CallError) -> bool {
+    error.is_gone()
 }
 
 fn entry(e: Option<proto::BootEntry>) -> Option<BootEntryStatus> {
@@ -265,7 +263,7 @@ impl NodeLoop {
     async fn refresh_host(&mut self) -> Result<(), LoopError> {
         match self.helper.status(proto::StatusRequest {}).await {
             Ok(resp) => {
-                self.host = Some(host_view(resp.into_inner()));
+                self.host = Some(host_view(resp));
                 if self.status_failure.take().is_some() {
                     tracing::info!("bootc status answers again");
                 }
@@ -307,7 +305,7 @@ impl NodeLoop {
             self.record(
                 Operation::Apply,
                 &image,
-                Err(tonic::Status::deadline_exceeded(message)),
+                Err(CallError::failed(proto::Code::DeadlineExceeded, message)),
             )?;
         }
         for _ in 0..8 {
@@ -367,7 +365,7 @@ impl NodeLoop {
                     // after a failure it has nothing to apply.
                     self.staged_by_me = result.is_ok().then(|| image.clone());
                     self.record(Operation::Stage, &image, result.map(|r| {
-                        if !r.into_inner().locked {
+                        if !r.locked {
                             tracing::warn!(%image, "staged unlocked: this bootc has no --download-only");
                         }
                     }))?;
@@ -463,7 +461,7 @@ impl NodeLoop {
         &mut self,
         operation: Operation,
         image: &str,
-        result: Result<(), tonic::Status>,
+        result: Result<(), CallError>,
     ) -> Result<(), LoopError> {
         match result {
             Ok(()) => {
@@ -593,7 +591,7 @@ impl NodeLoop {
                 return Ok(());
             }
             Err(AuthProblem::NotAnnounced(message) | AuthProblem::Other(message)) => {
-                Err(tonic::Status::failed_precondition(message))
+                Err(CallError::failed(proto::Code::FailedPrecondition, message))
             }
         };
         let ok = result.is_ok();
@@ -617,8 +615,17 @@ impl NodeLoop {
             )));
         }
         let secret = self.secrets.get(&reference.name).await.map_err(|e| {
+            // RBAC lets the daemons read only the Secrets a pool names.
+            let hint = match &e {
+                kube::Error::Api(s) if s.code == 403 => format!(
+                    " (daemons may read only the Secrets a pool names: bootc-controller grants them in Role {}/{})",
+                    self.config.operator_namespace,
+                    labels::DAEMON_PULL_SECRETS_ROLE
+                ),
+                _ => String::new(),
+            };
             AuthProblem::Other(format!(
-                "reading Secret {}/{}: {e}",
+                "reading Secret {}/{}: {e}{hint}",
                 reference.namespace, reference.name
             ))
         })?;

@@ -1,6 +1,6 @@
-//! A Stage request as the helper receives it: protobuf bytes, then the
-//! validation under an allow-list. No panic; what passes is canonical and
-//! inside the allow-list.
+//! A call frame as the helper receives it (the length, then a `Call`), and
+//! for a Stage, the validation under an allow-list. No panic; what passes
+//! is canonical and inside the allow-list.
 #![no_main]
 
 use helper::validate::{ImagePolicy, stage_image};
@@ -8,7 +8,16 @@ use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(request) = proto::StageRequest::decode(data) else {
+    let Some((header, body)) = data.split_first_chunk::<{ proto::frame::HEADER }>() else {
+        return;
+    };
+    let Ok(len) = proto::frame::length(*header) else {
+        return;
+    };
+    let Ok(call) = proto::Call::decode(&body[..len.min(body.len())]) else {
+        return;
+    };
+    let Some(proto::call::Method::Stage(request)) = call.method else {
         return;
     };
     let policy = ImagePolicy {

@@ -24,52 +24,54 @@ pub enum AuthWriteError {
         path: PathBuf,
         expected: &'static str,
     },
-    #[error("write-auth: {op} {path}: {errno}")]
+    #[error("write-auth: {op} {path}: {source}")]
     Io {
         op: &'static str,
         path: PathBuf,
-        errno: Errno,
+        source: std::io::Error,
     },
 }
 
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> AuthWriteError + 'a {
-    move |errno| AuthWriteError::Io {
+fn io<E: Into<std::io::Error>>(op: &'static str, path: &Path) -> impl FnOnce(E) -> AuthWriteError {
+    let path = path.to_owned();
+    move |e| AuthWriteError::Io {
         op,
-        path: path.to_owned(),
-        errno,
+        path,
+        source: e.into(),
     }
+}
+
+/// The file type of `name` in `dir` (`None`: missing), refusing a symlink.
+fn kind_nofollow(dir: &OwnedFd, name: &str, shown: &Path) -> Result<Option<SFlag>, AuthWriteError> {
+    match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+            SFlag::S_IFLNK => Err(AuthWriteError::Symlink(shown.to_owned())),
+            kind => Ok(Some(kind)),
+        },
+        Err(Errno::ENOENT) => Ok(None),
+        Err(e) => Err(io("stat", shown)(e)),
+    }
+}
+
+fn wrong_type(path: &Path, expected: &'static str) -> AuthWriteError {
+    let path = path.to_owned();
+    AuthWriteError::WrongType { path, expected }
 }
 
 /// Opens `name` in `dir` as a directory without following a symlink,
 /// creating it (0755, as /run/ostree is on hosts) if it is missing.
 fn open_dir_nofollow(dir: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd, AuthWriteError> {
-    match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-        Ok(st) => {
-            let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
-            if kind == SFlag::S_IFLNK {
-                return Err(AuthWriteError::Symlink(shown.to_owned()));
-            }
-            if kind != SFlag::S_IFDIR {
-                return Err(AuthWriteError::WrongType {
-                    path: shown.to_owned(),
-                    expected: "directory",
-                });
-            }
-        }
-        Err(Errno::ENOENT) => match mkdirat(dir, name, Mode::from_bits_truncate(0o755)) {
+    match kind_nofollow(dir, name, shown)? {
+        Some(SFlag::S_IFDIR) => {}
+        Some(_) => return Err(wrong_type(shown, "directory")),
+        None => match mkdirat(dir, name, Mode::from_bits_truncate(0o755)) {
             Ok(()) | Err(Errno::EEXIST) => {}
             Err(e) => return Err(io("mkdir", shown)(e)),
         },
-        Err(e) => return Err(io("stat", shown)(e)),
     }
     // O_NOFOLLOW closes the race with a symlink swapped in after the stat.
-    openat(
-        dir,
-        name,
-        OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_RDONLY,
-        Mode::empty(),
-    )
-    .map_err(|e| match e {
+    let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_RDONLY;
+    openat(dir, name, flags, Mode::empty()).map_err(|e| match e {
         Errno::ELOOP | Errno::ENOTDIR => AuthWriteError::Symlink(shown.to_owned()),
         e => io("open", shown)(e),
     })
@@ -82,13 +84,9 @@ pub fn open_host_dir(
     host_root: &Path,
     dirs: &[&str],
 ) -> Result<(OwnedFd, PathBuf), AuthWriteError> {
-    let mut dir: OwnedFd = openat(
-        nix::fcntl::AT_FDCWD,
-        host_root,
-        OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_RDONLY,
-        Mode::empty(),
-    )
-    .map_err(io("open", host_root))?;
+    let flags = OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_RDONLY;
+    let mut dir = openat(nix::fcntl::AT_FDCWD, host_root, flags, Mode::empty())
+        .map_err(io("open", host_root))?;
     let mut shown = host_root.to_path_buf();
     for name in dirs {
         shown.push(name);
@@ -101,12 +99,8 @@ pub fn open_host_dir(
 /// `dir`, without following a symlink. A missing file reads as empty.
 pub fn read_tail_nofollow(dir: &OwnedFd, name: &str, max: usize) -> Vec<u8> {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(fd) = openat(
-        dir,
-        name,
-        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
-        Mode::empty(),
-    ) else {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+    let Ok(fd) = openat(dir, name, flags, Mode::empty()) else {
         return Vec::new();
     };
     let mut file = std::fs::File::from(fd);
@@ -126,58 +120,33 @@ pub fn read_tail_nofollow(dir: &OwnedFd, name: &str, max: usize) -> Vec<u8> {
 pub fn write(host_root: &Path, content: &[u8]) -> Result<PathBuf, AuthWriteError> {
     let (dir, shown) = open_host_dir(host_root, &AUTH_DIRS)?;
     let target = shown.join(AUTH_FILE);
-    match fstatat(&dir, AUTH_FILE, AtFlags::AT_SYMLINK_NOFOLLOW) {
-        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK => {
-            return Err(AuthWriteError::Symlink(target));
-        }
-        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG => {
-            return Err(AuthWriteError::WrongType {
-                path: target,
-                expected: "regular file",
-            });
-        }
-        Ok(_) | Err(Errno::ENOENT) => {}
-        Err(e) => return Err(io("stat", &target)(e)),
+    if kind_nofollow(&dir, AUTH_FILE, &target)?.is_some_and(|k| k != SFlag::S_IFREG) {
+        return Err(wrong_type(&target, "regular file"));
     }
-
-    let tmp_shown = shown.join(AUTH_TMP);
+    let tmp = shown.join(AUTH_TMP);
     // A leftover from a crash: unlink never follows a symlink.
     match unlinkat(&dir, AUTH_TMP, UnlinkatFlags::NoRemoveDir) {
         Ok(()) | Err(Errno::ENOENT) => {}
-        Err(e) => return Err(io("unlink", &tmp_shown)(e)),
+        Err(e) => return Err(io("unlink", &tmp)(e)),
     }
-    let fd = openat(
-        &dir,
-        AUTH_TMP,
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(0o600),
-    )
-    .map_err(io("create", &tmp_shown))?;
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW;
+    let mode = Mode::from_bits_truncate(0o600);
+    let fd = openat(&dir, AUTH_TMP, flags | OFlag::O_CLOEXEC, mode).map_err(io("create", &tmp))?;
     let mut file = std::fs::File::from(fd);
     // The umask cannot widen 0600, but fchmod makes the mode explicit.
-    nix::sys::stat::fchmod(&file, Mode::from_bits_truncate(0o600))
-        .map_err(io("chmod", &tmp_shown))?;
-    let written = file
-        .write_all(content)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| AuthWriteError::Io {
-            op: "write",
-            path: tmp_shown.clone(),
-            errno: Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)),
-        });
+    let written = nix::sys::stat::fchmod(&file, mode)
+        .map_err(std::io::Error::from)
+        .and_then(|()| file.write_all(content))
+        .and_then(|()| file.sync_all());
     if let Err(e) = written {
         let _ = unlinkat(&dir, AUTH_TMP, UnlinkatFlags::NoRemoveDir);
-        return Err(e);
+        return Err(io("write", &tmp)(e));
     }
     drop(file);
     renameat(&dir, AUTH_TMP, &dir, AUTH_FILE).map_err(io("rename", &target))?;
     std::fs::File::from(dir)
         .sync_all()
-        .map_err(|e| AuthWriteError::Io {
-            op: "fsync",
-            path: shown.clone(),
-            errno: Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)),
-        })?;
+        .map_err(io("fsync", &shown))?;
     Ok(target)
 }
 

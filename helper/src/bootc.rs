@@ -15,9 +15,10 @@
 //! of starting a second bootc.
 
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::time::Instant;
 
 /// The only environment bootc gets: a fixed PATH (systemd's default) for the
 /// programs bootc itself runs. Notably no `container` variable, which would
@@ -39,6 +40,12 @@ pub const OUTPUT_DIRS: [&str; 2] = ["run", "bootc-operator"];
 /// has finished (a `systemctl is-active` each time).
 pub const UNIT_POLL: Duration = Duration::from_millis(500);
 
+/// Time limit of one `systemctl` query.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the `systemd-run` of an apply may wait for the reboot after the
+/// answer before it is killed (only the client: the unit is systemd's).
+const APPLY_CLIENT_LIMIT: Duration = Duration::from_secs(3600);
+
 /// The two mutating bootc runs, each in its own fixed-name unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnitOp {
@@ -47,14 +54,6 @@ pub enum UnitOp {
 }
 
 impl UnitOp {
-    /// The unit's fixed name.
-    pub fn unit(self) -> &'static str {
-        match self {
-            UnitOp::Stage => "bootc-operator-stage.service",
-            UnitOp::Apply => "bootc-operator-apply.service",
-        }
-    }
-
     fn stem(self) -> &'static str {
         match self {
             UnitOp::Stage => "stage",
@@ -62,39 +61,32 @@ impl UnitOp {
         }
     }
 
-    /// The output files' names in [`OUTPUT_DIRS`].
-    pub fn stdout_file(self) -> String {
-        format!("{}.stdout", self.stem())
+    /// The unit's fixed name.
+    pub fn unit(self) -> String {
+        format!("bootc-operator-{}.service", self.stem())
     }
+}
 
-    pub fn stderr_file(self) -> String {
-        format!("{}.stderr", self.stem())
-    }
+/// The words of `line` (no argument written here has a space).
+fn words(line: &str) -> Vec<String> {
+    line.split_whitespace().map(String::from).collect()
 }
 
 /// `systemd-run` around a bootc argv: a transient service with a fixed
 /// name, collected when it ends (so the name is free again, also after a
-/// failure), waited for (its exit status is bootc's), its output in files.
+/// failure), waited for (its exit status is bootc's), its output in files
+/// (`/run/bootc-operator/<op>.stdout|stderr`).
 pub fn unit_argv(op: UnitOp, bootc_argv: &[String]) -> Vec<String> {
-    let dir = format!("/{}", OUTPUT_DIRS.join("/"));
-    let mut argv = vec![
-        format!("--unit={}", op.unit()),
-        "--collect".to_owned(),
-        "--wait".to_owned(),
-        "--quiet".to_owned(),
-        "--service-type=exec".to_owned(),
-        format!(
-            "--property=StandardOutput=truncate:{dir}/{}",
-            op.stdout_file()
-        ),
-        format!(
-            "--property=StandardError=truncate:{dir}/{}",
-            op.stderr_file()
-        ),
-        "--".to_owned(),
-        BOOTC.to_owned(),
-    ];
-    argv.extend(bootc_argv.iter().cloned());
+    let (unit, out) = (
+        op.unit(),
+        format!("/{}/{}", OUTPUT_DIRS.join("/"), op.stem()),
+    );
+    let mut argv = words(&format!(
+        "--unit={unit} --collect --wait --quiet --service-type=exec \
+         --property=StandardOutput=truncate:{out}.stdout \
+         --property=StandardError=truncate:{out}.stderr -- {BOOTC}"
+    ));
+    argv.extend_from_slice(bootc_argv);
     argv
 }
 
@@ -102,37 +94,34 @@ pub fn unit_argv(op: UnitOp, bootc_argv: &[String]) -> Vec<String> {
 /// its stdout and stderr piped back to the helper, waited for (its exit
 /// status is bootc's), collected.
 pub fn read_unit_argv(bootc_argv: &[String]) -> Vec<String> {
-    let mut argv: Vec<String> = [
-        "--collect",
-        "--wait",
-        "--quiet",
-        "--pipe",
-        "--service-type=exec",
-        "--",
-        BOOTC,
-    ]
-    .map(String::from)
-    .to_vec();
-    argv.extend(bootc_argv.iter().cloned());
+    let mut argv = words(&format!(
+        "--collect --wait --quiet --pipe --service-type=exec -- {BOOTC}"
+    ));
+    argv.extend_from_slice(bootc_argv);
     argv
 }
 
 /// `systemctl is-active <unit>`.
 pub fn is_active_argv(op: UnitOp) -> Vec<String> {
-    vec!["is-active".to_owned(), op.unit().to_owned()]
+    vec!["is-active".to_owned(), op.unit()]
 }
 
 /// `systemctl stop <unit>` (a stage past its time limit).
 pub fn stop_argv(op: UnitOp) -> Vec<String> {
-    vec!["stop".to_owned(), op.unit().to_owned()]
+    vec!["stop".to_owned(), op.unit()]
 }
 
 /// Does `systemctl is-active` say the unit is (still) running?
 pub fn unit_busy(is_active_stdout: &str) -> bool {
-    matches!(
-        is_active_stdout.trim(),
-        "active" | "activating" | "deactivating" | "reloading" | "refreshing"
-    )
+    let state = is_active_stdout.trim();
+    [
+        "active",
+        "activating",
+        "deactivating",
+        "reloading",
+        "refreshing",
+    ]
+    .contains(&state)
 }
 
 /// Most stdout kept from one bootc run (status JSON is a few KiB).
@@ -144,24 +133,21 @@ pub const STDERR_MAX: usize = 64 * 1024;
 pub const ERROR_TEXT_MAX: usize = 1024;
 
 pub fn status_argv() -> Vec<String> {
-    ["status", "--format=json", "--format-version=1"]
-        .map(String::from)
-        .to_vec()
+    words("status --format=json --format-version=1")
 }
 
 pub fn help_argv() -> Vec<String> {
-    ["switch", "--help"].map(String::from).to_vec()
+    words("switch --help")
 }
 
 /// `bootc switch --download-only -- <image>` (locked), or on a bootc without
 /// `--download-only`, `bootc switch -- <image>` (unlocked). The image has
 /// been validated; `--` is there regardless.
 pub fn stage_argv(image: &str, download_only: bool) -> Vec<String> {
-    let mut argv = vec!["switch".to_owned()];
-    if download_only {
-        argv.push("--download-only".to_owned());
-    }
-    argv.push("--".to_owned());
+    let mut argv = words(match download_only {
+        true => "switch --download-only --",
+        false => "switch --",
+    });
     argv.push(image.to_owned());
     argv
 }
@@ -171,18 +157,10 @@ pub fn stage_argv(image: &str, download_only: bool) -> Vec<String> {
 /// --apply -- <image>` (the same image again: bootc finds it staged and
 /// reboots; old bootc has no soft reboot).
 pub fn apply_argv(staged_image: &str, locked: bool, soft_reboot: bool) -> Vec<String> {
-    if locked {
-        let mut argv: Vec<String> = ["switch", "--from-downloaded", "--apply"]
-            .map(String::from)
-            .to_vec();
-        if soft_reboot {
-            argv.push("--soft-reboot=auto".to_owned());
-        }
-        argv
-    } else {
-        ["switch", "--apply", "--", staged_image]
-            .map(String::from)
-            .to_vec()
+    match (locked, soft_reboot) {
+        (false, _) => words(&format!("switch --apply -- {staged_image}")),
+        (true, false) => words("switch --from-downloaded --apply"),
+        (true, true) => words("switch --from-downloaded --apply --soft-reboot=auto"),
     }
 }
 
@@ -198,20 +176,14 @@ pub fn error_text(stderr: &[u8]) -> String {
     if text.len() <= ERROR_TEXT_MAX {
         return text.to_owned();
     }
-    let mut start = text.len() - ERROR_TEXT_MAX;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("...{}", &text[start..])
+    let start = (text.len() - ERROR_TEXT_MAX..text.len()).find(|i| text.is_char_boundary(*i));
+    format!("...{}", &text[start.unwrap_or(text.len())..])
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot open the host mount namespace {path}: {source}")]
-    Namespace {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("cannot open /proc/{0}/ns/mnt (the host mount namespace): {1}")]
+    Namespace(i32, std::io::Error),
     #[error("cannot start bootc in the host mount namespace: {0}")]
     Spawn(std::io::Error),
     #[error("bootc {argv:?} did not finish within {timeout:?}")]
@@ -224,13 +196,13 @@ pub enum RunError {
     #[error("bootc {argv:?} failed ({status}): {stderr}")]
     Failed {
         argv: Vec<String>,
-        status: std::process::ExitStatus,
+        status: ExitStatus,
         stderr: String,
     },
     #[error("cannot prepare the units' output directory: {0}")]
     Output(String),
     #[error("{unit} is running (started before this helper): {what}")]
-    Busy { unit: &'static str, what: String },
+    Busy { unit: String, what: String },
 }
 
 /// Where and how bootc runs.
@@ -240,64 +212,33 @@ pub struct Runner {
     pub host_pid: i32,
 }
 
-/// Output of a finished bootc run.
-#[derive(Debug)]
-pub struct Output {
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-}
-
-/// How an [`Runner::apply`] ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum ApplyOutcome {
-    /// bootc exited 0 (it returned before the machine went down).
-    Exited,
-    /// bootc is still running after the window: the reboot is under way.
-    StillRunning,
-}
+/// A finished client: its exit status, stdout and stderr (bounded).
+type Finished = (ExitStatus, Vec<u8>, Vec<u8>);
 
 impl Runner {
-    /// `/proc/<pid>/ns/mnt` of the host.
-    pub fn ns_path(&self) -> PathBuf {
-        PathBuf::from(format!("/proc/{}/ns/mnt", self.host_pid))
-    }
-
     /// `/proc/<pid>/root`: the host's filesystem as seen from its own mount
     /// namespace (auth file, boot id).
     pub fn host_root(&self) -> PathBuf {
         PathBuf::from(format!("/proc/{}/root", self.host_pid))
     }
 
-    fn command_of(
-        &self,
-        program: &str,
-        argv: &[String],
-    ) -> Result<tokio::process::Command, RunError> {
-        let path = self.ns_path();
-        let ns =
-            std::fs::File::open(&path).map_err(|source| RunError::Namespace { path, source })?;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(argv)
-            .env_clear()
-            .env("PATH", FIXED_PATH)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        crate::sys::join_mount_ns_before_exec(&mut cmd, ns.into());
-        Ok(cmd)
-    }
-
-    /// Runs `program` to completion (killing it at `timeout`): its status
-    /// and bounded output.
+    /// Runs `program` (`systemd-run` or `systemctl`) in the host's mount
+    /// namespace to completion, killing it at `timeout`.
     async fn run_program(
         &self,
         program: &str,
         argv: &[String],
         timeout: Duration,
-    ) -> Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>), RunError> {
-        let mut cmd = self.command_of(program, argv)?;
-        cmd.kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    ) -> Result<Finished, RunError> {
+        let ns = std::fs::File::open(format!("/proc/{}/ns/mnt", self.host_pid))
+            .map_err(|e| RunError::Namespace(self.host_pid, e))?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(argv).env_clear().env("PATH", FIXED_PATH);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        crate::sys::join_mount_ns_before_exec(&mut cmd, ns.into());
+        let mut child = cmd.kill_on_drop(true).spawn().map_err(RunError::Spawn)?;
         let group = child.id();
         let stdout = read_bounded(child.stdout.take(), STDOUT_MAX);
         let stderr = read_bounded(child.stderr.take(), STDERR_MAX);
@@ -306,98 +247,71 @@ impl Runner {
             // The client and whatever it started in the helper's process
             // group; a unit's own processes are stopped by `run_in_unit`.
             group.into_iter().for_each(crate::sys::kill_group);
-            RunError::Timeout {
-                argv: argv.to_vec(),
-                timeout,
-            }
+            let argv = argv.to_vec();
+            RunError::Timeout { argv, timeout }
         })?;
         Ok((status.map_err(RunError::Wait)?, stdout, stderr))
     }
 
     /// Runs a bootc read to completion in a transient unit with its output
-    /// piped back (`systemd-run` is killed at `timeout`; the read is short).
-    pub async fn run(&self, argv: &[String], timeout: Duration) -> Result<Output, RunError> {
+    /// piped back (`systemd-run` is killed at `timeout`; the read is short):
+    /// its stdout.
+    pub async fn run(&self, argv: &[String], timeout: Duration) -> Result<Vec<u8>, RunError> {
         tracing::info!(?argv, "running bootc");
         let (status, stdout, stderr) = self
             .run_program(SYSTEMD_RUN, &read_unit_argv(argv), timeout)
             .await?;
-        if !status.success() {
-            return Err(RunError::Failed {
-                argv: argv.to_vec(),
-                status,
-                stderr: error_text(&stderr),
-            });
-        }
-        Ok(Output { stdout, stderr })
+        failed(argv, status, &stderr)?;
+        Ok(stdout)
     }
 
     /// Is `op`'s unit running (`systemctl is-active`)?
     pub async fn unit_running(&self, op: UnitOp) -> Result<bool, RunError> {
-        let (_, stdout, _) = self
-            .run_program(SYSTEMCTL, &is_active_argv(op), UNIT_QUERY_TIMEOUT)
-            .await?;
+        let argv = is_active_argv(op);
+        let (_, stdout, _) = self.run_program(SYSTEMCTL, &argv, CLIENT_TIMEOUT).await?;
         Ok(unit_busy(&String::from_utf8_lossy(&stdout)))
     }
 
     /// Waits until `op`'s unit is not running: one started by an earlier
     /// helper (the daemon restarted) is waited for, never run twice.
-    async fn wait_unit_idle(
-        &self,
-        op: UnitOp,
-        deadline: tokio::time::Instant,
-    ) -> Result<(), RunError> {
-        let mut logged = false;
-        while self.unit_running(op).await? {
-            if !logged {
-                tracing::info!(
-                    unit = op.unit(),
-                    "found running (started before this helper); waiting for it to end"
-                );
-                logged = true;
+    async fn wait_unit_idle(&self, op: UnitOp, deadline: Instant) -> Result<(), RunError> {
+        let unit = op.unit();
+        for poll in 0.. {
+            if !self.unit_running(op).await? {
+                break;
             }
-            if tokio::time::Instant::now() + UNIT_POLL > deadline {
-                return Err(RunError::Busy {
-                    unit: op.unit(),
-                    what: "still running at the time limit".to_owned(),
-                });
+            if poll == 0 {
+                tracing::info!(unit, "found running, started before this helper: waiting");
+            }
+            if Instant::now() + UNIT_POLL > deadline {
+                let what = "still running at the time limit".to_owned();
+                return Err(RunError::Busy { unit, what });
             }
             tokio::time::sleep(UNIT_POLL).await;
         }
         Ok(())
     }
 
-    /// The units' output directory on the host, created if missing, with
-    /// no symlink followed below the host root.
-    fn output_dir(&self) -> Result<std::os::fd::OwnedFd, RunError> {
-        crate::auth::open_host_dir(&self.host_root(), &OUTPUT_DIRS)
-            .map(|(fd, _)| fd)
-            .map_err(|e| RunError::Output(e.to_string()))
-    }
-
-    /// What the unit printed, and the error for a failed run (bootc's
-    /// stderr, or systemd-run's own when the unit did not start).
-    fn unit_output(
+    /// The error for a failed unit run: bootc's stderr from its file, or
+    /// systemd-run's own when the unit did not start. The directory is
+    /// opened (and created) before the run, with no symlink followed below
+    /// the host root.
+    fn unit_failed(
         dir: &std::os::fd::OwnedFd,
         op: UnitOp,
         argv: &[String],
-        status: std::process::ExitStatus,
-        run_stderr: &[u8],
-    ) -> Result<Output, RunError> {
-        let stdout = crate::auth::read_tail_nofollow(dir, &op.stdout_file(), STDOUT_MAX);
-        let stderr = crate::auth::read_tail_nofollow(dir, &op.stderr_file(), STDERR_MAX);
-        if status.success() {
-            return Ok(Output { stdout, stderr });
-        }
-        let text = if stderr.is_empty() {
-            run_stderr
-        } else {
-            &stderr
-        };
-        Err(RunError::Failed {
-            argv: argv.to_vec(),
-            status,
-            stderr: error_text(text),
-        })
+        (status, _, run_stderr): Finished,
+    ) -> Result<(), RunError> {
+        let file = format!("{}.stderr", op.stem());
+        let stderr = crate::auth::read_tail_nofollow(dir, &file, STDERR_MAX);
+        let stderr = Some(stderr).filter(|s| !s.is_empty()).unwrap_or(run_stderr);
+        failed(argv, status, &stderr)
+    }
+
+    fn output_dir(&self) -> Result<std::os::fd::OwnedFd, RunError> {
+        let dir = crate::auth::open_host_dir(&self.host_root(), &OUTPUT_DIRS);
+        dir.map(|(fd, _)| fd)
+            .map_err(|e| RunError::Output(e.to_string()))
     }
 
     /// Runs bootc `argv` to completion in `op`'s transient unit on the host
@@ -407,29 +321,25 @@ impl Runner {
         &self,
         op: UnitOp,
         argv: &[String],
-        timeout: Duration,
-    ) -> Result<Output, RunError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        limit: Duration,
+    ) -> Result<(), RunError> {
+        let deadline = Instant::now() + limit;
         let dir = self.output_dir()?;
         self.wait_unit_idle(op, deadline).await?;
         tracing::info!(unit = op.unit(), ?argv, "running bootc in a transient unit");
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        match self
-            .run_program(SYSTEMD_RUN, &unit_argv(op, argv), left)
-            .await
-        {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (run, stop) = (unit_argv(op, argv), stop_argv(op));
+        match self.run_program(SYSTEMD_RUN, &run, left).await {
             Err(RunError::Timeout { .. }) => {
-                let stopped = self
-                    .run_program(SYSTEMCTL, &stop_argv(op), UNIT_QUERY_TIMEOUT)
-                    .await;
+                let stopped = self.run_program(SYSTEMCTL, &stop, CLIENT_TIMEOUT).await;
                 tracing::warn!(unit = op.unit(), ?stopped, "time limit: unit stopped");
+                let argv = argv.to_vec();
                 Err(RunError::Timeout {
-                    argv: argv.to_vec(),
-                    timeout,
+                    argv,
+                    timeout: limit,
                 })
             }
-            Err(e) => Err(e),
-            Ok((status, _, run_stderr)) => Self::unit_output(&dir, op, argv, status, &run_stderr),
+            run => Self::unit_failed(&dir, op, argv, run?),
         }
     }
 
@@ -439,73 +349,61 @@ impl Runner {
     /// after `window`; a failure within the window is returned with bootc's
     /// stderr. An apply unit already running (an earlier helper's) means
     /// the reboot is under way: nothing is started again.
-    pub async fn apply(&self, argv: &[String], window: Duration) -> Result<ApplyOutcome, RunError> {
+    pub async fn apply(&self, argv: &[String], window: Duration) -> Result<(), RunError> {
+        let unit = UnitOp::Apply.unit();
         if self.unit_running(UnitOp::Apply).await? {
-            tracing::info!(
-                unit = UnitOp::Apply.unit(),
-                "an apply started before this helper is running: the reboot is under way"
-            );
-            return Ok(ApplyOutcome::StillRunning);
+            tracing::info!(unit, "an earlier helper's apply runs: reboot under way");
+            return Ok(());
         }
         if self.unit_running(UnitOp::Stage).await? {
-            return Err(RunError::Busy {
-                unit: UnitOp::Stage.unit(),
-                what: "not applying while a stage runs".to_owned(),
-            });
+            let what = "not applying while a stage runs".to_owned();
+            let unit = UnitOp::Stage.unit();
+            return Err(RunError::Busy { unit, what });
         }
         let dir = self.output_dir()?;
-        let mut cmd = self.command_of(SYSTEMD_RUN, &unit_argv(UnitOp::Apply, argv))?;
-        tracing::info!(
-            unit = UnitOp::Apply.unit(),
-            ?argv,
-            "running bootc apply in a transient unit"
-        );
-        let mut child = cmd.spawn().map_err(RunError::Spawn)?;
-        let stdout = tokio::spawn(read_bounded(child.stdout.take(), STDOUT_MAX));
-        let stderr = tokio::spawn(read_bounded(child.stderr.take(), STDERR_MAX));
-        match tokio::time::timeout(window, child.wait()).await {
-            Ok(status) => {
-                let status = status.map_err(RunError::Wait)?;
-                drop(stdout);
-                let run_stderr = stderr.await.unwrap_or_default();
-                Self::unit_output(&dir, UnitOp::Apply, argv, status, &run_stderr)?;
-                Ok(ApplyOutcome::Exited)
-            }
-            Err(_) => {
-                // Keep draining systemd-run's pipes and reap it, whenever
-                // that is; the unit itself is systemd's.
-                let argv = argv.to_vec();
-                tokio::spawn(async move {
-                    let status = child.wait().await;
-                    let stderr = stderr.await.unwrap_or_default();
-                    tracing::warn!(?argv, ?status, stderr = %error_text(&stderr), "systemd-run for the apply returned");
-                });
-                Ok(ApplyOutcome::StillRunning)
+        tracing::info!(unit, ?argv, "running bootc apply in a transient unit");
+        // A task of its own: systemd-run waits for the unit (and is reaped)
+        // after the answer, whenever the machine goes down.
+        let (runner, unit_argv) = (self.clone(), unit_argv(UnitOp::Apply, argv));
+        let mut run = tokio::spawn(async move {
+            runner
+                .run_program(SYSTEMD_RUN, &unit_argv, APPLY_CLIENT_LIMIT)
+                .await
+        });
+        match tokio::time::timeout(window, &mut run).await {
+            Err(_) => tracing::info!("bootc apply still running: reboot under way"),
+            Ok(joined) => {
+                let finished = joined.map_err(|e| RunError::Wait(std::io::Error::other(e)))??;
+                Self::unit_failed(&dir, UnitOp::Apply, argv, finished)?;
+                tracing::info!("bootc apply exited 0");
             }
         }
+        Ok(())
     }
 }
 
-/// Time limit of one `systemctl` query.
-const UNIT_QUERY_TIMEOUT: Duration = Duration::from_secs(30);
+/// `Err(Failed)` unless `status` is a success.
+fn failed(argv: &[String], status: ExitStatus, stderr: &[u8]) -> Result<(), RunError> {
+    if status.success() {
+        return Ok(());
+    }
+    let (argv, stderr) = (argv.to_vec(), error_text(stderr));
+    Err(RunError::Failed {
+        argv,
+        status,
+        stderr,
+    })
+}
 
 /// Reads a pipe to its end, keeping at most `max` bytes (and discarding the
 /// rest, so that the child never blocks on a full pipe).
 async fn read_bounded<R: AsyncRead + Unpin>(pipe: Option<R>, max: usize) -> Vec<u8> {
-    let Some(mut pipe) = pipe else {
-        return Vec::new();
-    };
     let mut kept = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => return kept,
-            Ok(n) => {
-                let room = max.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
+    if let Some(mut pipe) = pipe {
+        let _ = (&mut pipe).take(max as u64).read_to_end(&mut kept).await;
+        let _ = tokio::io::copy(&mut pipe, &mut tokio::io::sink()).await;
     }
+    kept
 }
 
 #[cfg(test)]

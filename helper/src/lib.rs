@@ -64,7 +64,7 @@ impl Args {
     /// [--allowed-repository R]... [--enforce-container-sigpolicy]`.
     pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, ArgsError> {
         let (mut parent_pid, mut host_pid) = (None, 1);
-        let mut apply_window = crate::service::Limits::default().apply_window;
+        let mut apply_window = crate::service::APPLY_WINDOW;
         let mut policy = validate::ImagePolicy::default();
         let mut it = args.into_iter();
         while let Some(flag) = it.next() {

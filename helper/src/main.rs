@@ -1,8 +1,7 @@
 //! `bootc-helper`: started by bootc-daemon with a socket as fd 3. See lib.rs.
 
-use helper::{Args, SOCKET_FD, bootc::Runner, service::Engine, service::Limits};
+use helper::{Args, SOCKET_FD, service::Engine};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -34,13 +33,10 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // A socketpair's peer credentials are those of the process that made
     // it: that must be the daemon.
     let peer = nix::sys::socket::getsockopt(&socket, nix::sys::socket::sockopt::PeerCredentials)?;
-    if peer.pid() != args.parent_pid {
-        return Err(format!(
-            "the socket on fd {SOCKET_FD} was made by pid {}, not the daemon ({})",
-            peer.pid(),
-            args.parent_pid
-        )
-        .into());
+    let (peer, daemon) = (peer.pid(), args.parent_pid);
+    if peer != daemon {
+        let made = format!("the socket on fd {SOCKET_FD} was made by pid {peer}");
+        return Err(format!("{made}, not the daemon ({daemon})").into());
     }
     // Opened after fd 3 is adopted (it would take that number otherwise),
     // then the parent checked again: if it is still the daemon, the pidfd
@@ -53,40 +49,26 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         helper::sys::watch_exit(args.parent_pid)?
     };
     check_parent(args.parent_pid)?;
-    let limits = Limits {
-        apply_window: args.apply_window,
-        ..Limits::default()
-    };
     if args.policy.allowed_repositories.is_empty() {
         tracing::warn!("no --allowed-repository: Stage accepts an image from any repository");
     }
-    tracing::info!(
-        host_pid = args.host_pid,
-        allowed_repositories = ?args.policy.allowed_repositories,
-        enforce_container_sigpolicy = args.policy.enforce_sigpolicy,
-        "bootc-helper serving on fd 3"
-    );
-    let engine = Arc::new(Engine::new(
-        Runner {
-            host_pid: args.host_pid,
-        },
-        limits,
-        args.policy,
-    ));
+    tracing::info!(host_pid = args.host_pid, policy = ?args.policy, "bootc-helper serving on fd 3");
+    let engine = Engine::new(args);
     // Either way the daemon is gone (it never closes the connection while
-    // it lives), so the helper's work is over.
+    // it lives), so the helper's work is over. A broken connection, or a
+    // frame the helper cannot find the end of, is an error exit.
     rt.block_on(async move {
         tokio::select! {
-            served = helper::server::serve(socket, engine) => match served {
-                Ok(()) => tracing::info!("daemon closed the connection; exiting"),
-                Err(e) => tracing::info!(error = %e, "connection to the daemon ended; exiting"),
-            },
+            served = helper::server::serve(socket, &engine) => {
+                served?;
+                tracing::info!("daemon closed the connection; exiting");
+            }
             // Readable once the daemon has exited, even if its end of the
             // socket lives on somewhere.
             _ = daemon.readable() => tracing::info!("the daemon exited; exiting"),
         }
-    });
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The helper's parent must be the daemon that started it.

@@ -1,33 +1,44 @@
-//! Serving the helper protocol on the one inherited socket: HTTP/2 over the
-//! socketpair, one connection, ended when the daemon goes away.
+//! Serving the helper protocol on the one inherited socket: one frame in,
+//! one frame out per call (see `proto/proto/helper.proto`), one call at a
+//! time, until the daemon closes its end.
 
-use crate::service::{Engine, HelperService};
-use std::sync::Arc;
+use crate::service::{Engine, HelperError, reply};
+use prost::Message;
+use std::io;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
 
-/// Header block limit: requests carry no metadata worth more than this.
-const MAX_HEADER_LIST: u32 = 16 * 1024;
-/// Concurrent streams the daemon may open. Calls still run one at a time
-/// (the engine holds a lock); this only bounds queued requests.
-const MAX_STREAMS: u32 = 4;
-
-/// Serves until the peer closes the connection. Returns the connection's
-/// end state (an error if it broke rather than closed).
-pub async fn serve(
-    stream: std::os::unix::net::UnixStream,
-    engine: Arc<Engine>,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// Serves until the peer closes the connection. A frame that is not a call
+/// gets a [`proto::Failure`] and the next frame is served; a frame over the
+/// size limit gets one too, then ends the connection (where it ends, and so
+/// where the next one starts, is unknown).
+pub async fn serve(stream: std::os::unix::net::UnixStream, engine: &Engine) -> io::Result<()> {
     stream.set_nonblocking(true)?;
-    let stream = tokio::net::UnixStream::from_std(stream)?;
-    let svc = proto::helper_server::HelperServer::new(HelperService(engine))
-        .max_decoding_message_size(proto::MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(proto::MAX_MESSAGE_BYTES);
-    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-        .max_concurrent_streams(MAX_STREAMS)
-        .max_header_list_size(MAX_HEADER_LIST)
-        .serve_connection(
-            hyper_util::rt::TokioIo::new(stream),
-            hyper_util::service::TowerToHyperService::new(svc),
-        )
-        .await?;
-    Ok(())
+    let mut stream = UnixStream::from_std(stream)?;
+    loop {
+        let mut header = [0; proto::frame::HEADER];
+        match stream.read_exact(&mut header).await {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            read => read?,
+        };
+        let len = match proto::frame::length(header) {
+            Ok(len) => len,
+            Err(e) => {
+                send(&mut stream, reply(Err(HelperError::TooLarge(e.clone())))).await?;
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+        };
+        let mut body = vec![0; len];
+        stream.read_exact(&mut body).await?;
+        let answer = match proto::Call::decode(body.as_slice()) {
+            Ok(call) => engine.answer(call.method).await,
+            Err(e) => reply(Err(HelperError::Malformed(e))),
+        };
+        send(&mut stream, answer).await?;
+    }
+}
+
+async fn send(stream: &mut UnixStream, reply: proto::Reply) -> io::Result<()> {
+    let frame = proto::frame::encode(&reply).map_err(io::Error::other)?;
+    stream.write_all(&frame).await
 }

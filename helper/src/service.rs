@@ -1,37 +1,25 @@
-//! The four RPCs. Each validates its input before anything runs, holds the
+//! The four calls. Each validates its input before anything runs, holds the
 //! one operation lock for its whole duration, and is bounded by a timeout.
 
-use crate::bootc::{self, ApplyOutcome, RunError, Runner};
+use crate::bootc::{self, RunError, Runner};
 use crate::validate::{self, ValidationError};
 use crate::{auth, status};
-use std::sync::Arc;
+use proto::{Code, call::Method, reply::Outcome};
 use std::time::Duration;
 use tokio::sync::Mutex;
-use tonic::{Request, Response};
 
-/// Time limits of one call. The defaults suit a real host; tests shorten
-/// `apply_window`.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Pulling an OS image can take a while on a slow link.
-    pub stage: Duration,
-    pub status: Duration,
-    pub write_auth: Duration,
-    /// How long Apply waits for bootc to fail before answering that the
-    /// reboot is under way.
-    pub apply_window: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            stage: Duration::from_secs(30 * 60),
-            status: Duration::from_secs(60),
-            write_auth: Duration::from_secs(10),
-            apply_window: Duration::from_secs(5),
-        }
-    }
-}
+/// Pulling an OS image can take a while on a slow link.
+pub const STAGE_LIMIT: Duration = Duration::from_secs(30 * 60);
+/// One bootc read (`status`, `switch --help`).
+pub const STATUS_LIMIT: Duration = Duration::from_secs(60);
+pub const WRITE_AUTH_LIMIT: Duration = Duration::from_secs(10);
+/// How long Apply waits for bootc to fail before answering that the
+/// reboot is under way, unless `--apply-window-ms` says otherwise.
+pub const APPLY_WINDOW: Duration = Duration::from_secs(5);
+/// Below the host root: the kernel's id of the current boot.
+const BOOT_ID: &str = "proc/sys/kernel/random/boot_id";
+/// Slack on top of the inner limits for the whole call (lock wait included).
+const SLACK: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum HelperError {
@@ -50,68 +38,71 @@ pub enum HelperError {
     Bootc(#[from] RunError),
     #[error(transparent)]
     Status(#[from] status::ParseError),
-    #[error("cannot read the host boot id from {path}: {reason}")]
-    BootId { path: String, reason: String },
+    #[error("cannot read the host boot id from {0}")]
+    BootId(String),
     #[error(transparent)]
     Auth(#[from] auth::AuthWriteError),
     #[error("{rpc}: did not finish within {limit:?}")]
     Timeout { rpc: &'static str, limit: Duration },
+    #[error("not a call: {0}")]
+    Malformed(prost::DecodeError),
+    #[error(transparent)]
+    TooLarge(#[from] proto::frame::TooLarge),
+    #[error("a call of none of the methods {:?}", proto::METHODS)]
+    UnknownMethod,
 }
 
-impl From<HelperError> for tonic::Status {
+impl From<HelperError> for proto::Failure {
     fn from(e: HelperError) -> Self {
-        use tonic::Code;
+        use {HelperError as E, RunError as R};
         let code = match &e {
-            HelperError::Invalid(ValidationError::RepositoryNotAllowed { .. }) => {
+            E::Invalid(ValidationError::RepositoryNotAllowed { .. }) => Code::PermissionDenied,
+            E::Invalid(_) | E::Malformed(_) => Code::InvalidArgument,
+            E::TooLarge(_) => Code::ResourceExhausted,
+            E::UnknownMethod => Code::Unimplemented,
+            E::NothingStaged | E::StagedMismatch { .. } | E::Bootc(R::Busy { .. }) => {
+                Code::FailedPrecondition
+            }
+            E::Bootc(R::Failed { .. }) => Code::Aborted,
+            E::Bootc(R::Timeout { .. }) | E::Timeout { .. } => Code::DeadlineExceeded,
+            E::Auth(auth::AuthWriteError::Symlink(_) | auth::AuthWriteError::WrongType { .. }) => {
                 Code::PermissionDenied
             }
-            HelperError::Invalid(_) => Code::InvalidArgument,
-            HelperError::NothingStaged
-            | HelperError::StagedMismatch { .. }
-            | HelperError::Bootc(RunError::Busy { .. }) => Code::FailedPrecondition,
-            HelperError::Bootc(RunError::Failed { .. }) => Code::Aborted,
-            HelperError::Bootc(RunError::Timeout { .. }) | HelperError::Timeout { .. } => {
-                Code::DeadlineExceeded
-            }
-            HelperError::Auth(auth::AuthWriteError::Symlink(_))
-            | HelperError::Auth(auth::AuthWriteError::WrongType { .. }) => Code::PermissionDenied,
             _ => Code::Internal,
         };
-        tonic::Status::new(code, e.to_string())
+        let (code, message) = (code.into(), e.to_string());
+        proto::Failure { code, message }
     }
-}
-
-#[derive(Debug, Clone)]
-struct Staged {
-    image: String,
-    locked: bool,
 }
 
 #[derive(Debug, Default)]
 struct State {
+    /// Whether this bootc has `switch --download-only` (asked once).
     download_only: Option<bool>,
-    last_staged: Option<Staged>,
+    /// What this helper staged last: locked exactly when `download_only`.
+    last_staged: Option<String>,
 }
 
 /// The helper's logic, independent of the transport.
 #[derive(Debug)]
 pub struct Engine {
     runner: Runner,
-    limits: Limits,
+    apply_window: Duration,
     policy: validate::ImagePolicy,
     state: Mutex<State>,
 }
 
 impl Engine {
-    /// Stage accepts only what `policy` allows (and bootc checks the host's
-    /// signature policy for every image it fetches, if it says so).
-    pub fn new(runner: Runner, limits: Limits, policy: validate::ImagePolicy) -> Self {
-        let state = Mutex::new(State::default());
+    /// Stage accepts only what `args.policy` allows (and bootc checks the
+    /// host's signature policy for every image it fetches, if it says so).
+    pub fn new(args: crate::Args) -> Self {
         Engine {
-            runner,
-            limits,
-            policy,
-            state,
+            runner: Runner {
+                host_pid: args.host_pid,
+            },
+            apply_window: args.apply_window,
+            policy: args.policy,
+            state: Mutex::default(),
         }
     }
 
@@ -119,11 +110,8 @@ impl Engine {
         if let Some(v) = state.download_only {
             return Ok(v);
         }
-        let out = self
-            .runner
-            .run(&bootc::help_argv(), self.limits.status)
-            .await?;
-        let v = bootc::help_supports_download_only(&String::from_utf8_lossy(&out.stdout));
+        let help = self.runner.run(&bootc::help_argv(), STATUS_LIMIT).await?;
+        let v = bootc::help_supports_download_only(&String::from_utf8_lossy(&help));
         if !v {
             tracing::warn!("bootc has no switch --download-only: staging will be unlocked");
         }
@@ -132,22 +120,13 @@ impl Engine {
     }
 
     async fn host_status(&self) -> Result<status::Host, HelperError> {
-        let out = self
-            .runner
-            .run(&bootc::status_argv(), self.limits.status)
-            .await?;
-        Ok(status::parse(&out.stdout)?)
+        let json = self.runner.run(&bootc::status_argv(), STATUS_LIMIT).await?;
+        Ok(status::parse(&json)?)
     }
 
     fn boot_id(&self) -> Result<String, HelperError> {
-        let path = self
-            .runner
-            .host_root()
-            .join("proc/sys/kernel/random/boot_id");
-        let err = |reason: String| HelperError::BootId {
-            path: path.display().to_string(),
-            reason,
-        };
+        let path = self.runner.host_root().join(BOOT_ID);
+        let err = |why: String| HelperError::BootId(format!("{}: {why}", path.display()));
         let text = std::fs::read_to_string(&path).map_err(|e| err(e.to_string()))?;
         let id = text.trim();
         if id.len() != 36 || !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
@@ -162,41 +141,29 @@ impl Engine {
         let locked = self.download_only(&mut state).await?;
         // Forget the previous image first: a failed stage may have replaced it.
         state.last_staged = None;
-        let argv = sigpolicy(
-            bootc::stage_argv(&image, locked),
-            self.policy.enforce_sigpolicy,
-        );
-        self.runner
-            .run_in_unit(bootc::UnitOp::Stage, &argv, self.limits.stage)
-            .await?;
-        state.last_staged = Some(Staged { image, locked });
+        let argv = bootc::stage_argv(&image, locked);
+        let argv = sigpolicy(argv, self.policy.enforce_sigpolicy);
+        let op = bootc::UnitOp::Stage;
+        self.runner.run_in_unit(op, &argv, STAGE_LIMIT).await?;
+        state.last_staged = Some(image);
         Ok(proto::StageResponse { locked })
     }
 
     pub async fn apply(&self, soft_reboot: bool) -> Result<proto::ApplyResponse, HelperError> {
         let state = self.state.lock().await;
-        let staged = state
-            .last_staged
-            .clone()
-            .ok_or(HelperError::NothingStaged)?;
+        let Some(staged) = state.last_staged.clone() else {
+            return Err(HelperError::NothingStaged);
+        };
         let host = self.host_status().await?;
         let found = status::staged_image(&host);
-        if found != Some(staged.image.as_str()) {
-            return Err(HelperError::StagedMismatch {
-                expected: staged.image,
-                found: found.map(str::to_owned),
-            });
+        if found != Some(staged.as_str()) {
+            let (expected, found) = (staged, found.map(str::to_owned));
+            return Err(HelperError::StagedMismatch { expected, found });
         }
-        let argv = sigpolicy(
-            bootc::apply_argv(&staged.image, staged.locked, soft_reboot),
-            self.policy.enforce_sigpolicy,
-        );
-        match self.runner.apply(&argv, self.limits.apply_window).await? {
-            ApplyOutcome::Exited => tracing::info!("bootc apply exited 0"),
-            ApplyOutcome::StillRunning => {
-                tracing::info!("bootc apply still running: reboot under way")
-            }
-        }
+        let locked = state.download_only == Some(true);
+        let argv = bootc::apply_argv(&staged, locked, soft_reboot);
+        let argv = sigpolicy(argv, self.policy.enforce_sigpolicy);
+        self.runner.apply(&argv, self.apply_window).await?;
         Ok(proto::ApplyResponse {})
     }
 
@@ -210,15 +177,50 @@ impl Engine {
         Ok(reply)
     }
 
-    pub async fn write_auth(
-        &self,
-        payload: &[u8],
-    ) -> Result<proto::WriteAuthResponse, HelperError> {
-        let content = validate::auth_payload(payload)?;
+    pub async fn write_auth(&self, json: &[u8]) -> Result<proto::WriteAuthResponse, HelperError> {
+        let content = validate::auth_payload(json)?;
         let _state = self.state.lock().await;
         let path = auth::write(&self.runner.host_root(), &content)?;
         tracing::info!(path = %path.display(), "wrote registry credentials");
         Ok(proto::WriteAuthResponse {})
+    }
+
+    async fn call(&self, method: Method) -> Result<Outcome, HelperError> {
+        Ok(match method {
+            Method::Stage(r) => Outcome::Stage(self.stage(&r.image).await?),
+            Method::Apply(r) => Outcome::Apply(self.apply(r.soft_reboot).await?),
+            Method::Status(_) => Outcome::Status(self.status().await?),
+            Method::WriteAuth(r) => {
+                Outcome::WriteAuth(self.write_auth(&r.docker_config_json).await?)
+            }
+        })
+    }
+
+    /// Runs one call under its time limit: its response or its failure.
+    pub async fn answer(&self, method: Option<Method>) -> proto::Reply {
+        let Some(method) = method else {
+            return reply(Err(HelperError::UnknownMethod));
+        };
+        let (rpc, limit) = match &method {
+            Method::Stage(_) => ("stage", STAGE_LIMIT + STATUS_LIMIT + SLACK),
+            Method::Apply(_) => ("apply", STATUS_LIMIT + self.apply_window + SLACK),
+            Method::Status(_) => ("status", STATUS_LIMIT * 2 + SLACK),
+            Method::WriteAuth(_) => ("write_auth", WRITE_AUTH_LIMIT),
+        };
+        let timed = tokio::time::timeout(limit, self.call(method)).await;
+        reply(timed.unwrap_or(Err(HelperError::Timeout { rpc, limit })))
+    }
+}
+
+/// The reply for the result of a call (or for a frame that is not one);
+/// a refusal or failure is logged.
+pub fn reply(result: Result<Outcome, HelperError>) -> proto::Reply {
+    let outcome = result.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "refused or failed");
+        Outcome::Failure(e.into())
+    });
+    proto::Reply {
+        outcome: Some(outcome),
     }
 }
 
@@ -230,71 +232,6 @@ pub fn sigpolicy(mut argv: Vec<String>, enforce: bool) -> Vec<String> {
         argv.insert(i, "--enforce-container-sigpolicy".to_owned());
     }
     argv
-}
-
-/// The tonic service over an [`Engine`].
-#[derive(Debug, Clone)]
-pub struct HelperService(pub Arc<Engine>);
-
-async fn bounded<T>(
-    rpc: &'static str,
-    limit: Duration,
-    fut: impl std::future::Future<Output = Result<T, HelperError>>,
-) -> Result<Response<T>, tonic::Status> {
-    let result = match tokio::time::timeout(limit, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(HelperError::Timeout { rpc, limit }),
-    };
-    match result {
-        Ok(v) => Ok(Response::new(v)),
-        Err(e) => {
-            tracing::warn!(rpc, error = %e, "refused or failed");
-            Err(e.into())
-        }
-    }
-}
-
-/// Slack on top of the inner limits for the whole call (lock wait included).
-const SLACK: Duration = Duration::from_secs(30);
-
-#[tonic::async_trait]
-impl proto::helper_server::Helper for HelperService {
-    async fn stage(
-        &self,
-        request: Request<proto::StageRequest>,
-    ) -> Result<Response<proto::StageResponse>, tonic::Status> {
-        let limit = self.0.limits.stage + self.0.limits.status + SLACK;
-        bounded("stage", limit, self.0.stage(&request.get_ref().image)).await
-    }
-
-    async fn apply(
-        &self,
-        request: Request<proto::ApplyRequest>,
-    ) -> Result<Response<proto::ApplyResponse>, tonic::Status> {
-        let limit = self.0.limits.status + self.0.limits.apply_window + SLACK;
-        bounded("apply", limit, self.0.apply(request.get_ref().soft_reboot)).await
-    }
-
-    async fn status(
-        &self,
-        _request: Request<proto::StatusRequest>,
-    ) -> Result<Response<proto::StatusResponse>, tonic::Status> {
-        let limit = self.0.limits.status * 2 + SLACK;
-        bounded("status", limit, self.0.status()).await
-    }
-
-    async fn write_auth(
-        &self,
-        request: Request<proto::WriteAuthRequest>,
-    ) -> Result<Response<proto::WriteAuthResponse>, tonic::Status> {
-        let limit = self.0.limits.write_auth;
-        bounded(
-            "write_auth",
-            limit,
-            self.0.write_auth(&request.get_ref().docker_config_json),
-        )
-        .await
-    }
 }
 
 #[cfg(test)]

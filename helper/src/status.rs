@@ -62,9 +62,8 @@ pub fn parse(json: &[u8]) -> Result<Host, ParseError> {
 const FIELD_MAX: usize = 1024;
 
 fn clip(s: &str) -> String {
-    let end = (0..=FIELD_MAX.min(s.len()))
-        .rev()
-        .find(|i| s.is_char_boundary(*i));
+    let max = FIELD_MAX.min(s.len());
+    let end = (0..=max).rev().find(|i| s.is_char_boundary(*i));
     s[..end.unwrap_or(0)].to_owned()
 }
 
@@ -72,26 +71,20 @@ fn clip(s: &str) -> String {
 /// (e.g. a plain ostree commit) is reported with an empty image and digest,
 /// so the daemon can tell "something is staged" from "nothing is staged".
 pub fn to_proto(entry: &BootEntry) -> proto::BootEntry {
-    let (image, digest, version, timestamp, architecture) = match &entry.image {
-        Some(i) => (
-            clip(&i.image.image),
-            clip(&i.image_digest),
-            i.version.as_deref().map(clip),
-            i.timestamp.as_deref().map(clip),
-            clip(&i.architecture),
-        ),
-        None => Default::default(),
-    };
-    proto::BootEntry {
-        image,
-        digest,
-        version,
-        timestamp,
-        architecture,
+    let mut out = proto::BootEntry {
         soft_reboot_capable: entry.soft_reboot_capable,
         incompatible: entry.incompatible,
         download_only: entry.download_only,
+        ..Default::default()
+    };
+    if let Some(i) = &entry.image {
+        out.image = clip(&i.image.image);
+        out.digest = clip(&i.image_digest);
+        out.version = i.version.as_deref().map(clip);
+        out.timestamp = i.timestamp.as_deref().map(clip);
+        out.architecture = clip(&i.architecture);
     }
+    out
 }
 
 /// The protocol reply for a parsed host (boot id and download-only support
@@ -102,20 +95,14 @@ pub fn response(host: &Host) -> proto::StatusResponse {
         booted: status.booted.as_ref().map(to_proto),
         staged: status.staged.as_ref().map(to_proto),
         rollback: status.rollback.as_ref().map(to_proto),
-        boot_id: String::new(),
-        download_only_supported: false,
+        ..Default::default()
     }
 }
 
 /// The image of the staged deployment, if any.
 pub fn staged_image(host: &Host) -> Option<&str> {
-    host.status
-        .as_ref()?
-        .staged
-        .as_ref()?
-        .image
-        .as_ref()
-        .map(|i| i.image.image.as_str())
+    let staged = host.status.as_ref()?.staged.as_ref()?;
+    staged.image.as_ref().map(|i| i.image.image.as_str())
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! the host mount namespace between fork and exec.
 #![allow(unsafe_code)]
 
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sched::{CloneFlags, setns};
 use nix::sys::signal::Signal;
 use nix::sys::stat::{SFlag, fstat};
@@ -16,26 +17,16 @@ pub fn inherited_socket(fd: RawFd) -> io::Result<std::os::unix::net::UnixStream>
     // kernel (EBADF if not open).
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     let st = fstat(borrowed).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no socket on fd {fd} (the daemon passes one): {e}"),
-        )
+        io::Error::other(format!("no socket on fd {fd} (the daemon passes one): {e}"))
     })?;
     if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFSOCK {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("fd {fd} is not a socket"),
-        ));
+        return Err(io::Error::other(format!("fd {fd} is not a socket")));
     }
     // SAFETY: fd is open (fstat succeeded), is a socket, and nothing else in
     // this process owns it: it was inherited from the daemon and this is
     // the only place that adopts it (called once from main).
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    nix::fcntl::fcntl(
-        &owned,
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-    )
-    .map_err(io::Error::from)?;
+    fcntl(&owned, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
     Ok(std::os::unix::net::UnixStream::from(owned))
 }
 

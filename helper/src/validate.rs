@@ -66,9 +66,8 @@ pub fn stage_image(input: &str, policy: &ImagePolicy) -> Result<String, Validati
     let canonical = parsed.to_string();
     // parse_pinned accepted it, so Display reproduces it; belt and braces.
     if canonical != input {
-        return Err(ValidationError::Image(ImageRefError::NotPinned {
-            reference: input.to_owned(),
-        }));
+        let reference = input.to_owned();
+        return Err(ImageRefError::NotPinned { reference }.into());
     }
     Ok(canonical)
 }
@@ -107,26 +106,19 @@ pub fn auth_payload(payload: &[u8]) -> Result<Vec<u8>, ValidationError> {
     if payload.is_empty() {
         return Err(ValidationError::AuthEmpty);
     }
-    if payload.len() > AUTH_MAX_BYTES {
-        return Err(ValidationError::AuthTooLarge {
-            len: payload.len(),
-            max: AUTH_MAX_BYTES,
-        });
+    let (len, max) = (payload.len(), AUTH_MAX_BYTES);
+    if len > max {
+        return Err(ValidationError::AuthTooLarge { len, max });
     }
-    let config: DockerConfig = serde_json::from_slice(payload)
-        .map_err(|e| ValidationError::AuthNotDockerConfig(json_error_position(&e)))?;
-    if config.auths.keys().any(|registry| {
-        registry.is_empty()
-            || registry
-                .chars()
-                .any(|c| c.is_control() || c.is_whitespace())
-    }) {
-        return Err(ValidationError::AuthNotDockerConfig(
-            "a registry key is empty or has whitespace".to_owned(),
-        ));
+    let not_config = |e| ValidationError::AuthNotDockerConfig(json_error_position(&e));
+    let config: DockerConfig = serde_json::from_slice(payload).map_err(not_config)?;
+    let bad =
+        |key: &String| key.is_empty() || key.chars().any(|c| c.is_control() || c.is_whitespace());
+    if config.auths.keys().any(bad) {
+        let why = "a registry key is empty or has whitespace".to_owned();
+        return Err(ValidationError::AuthNotDockerConfig(why));
     }
-    serde_json::to_vec(&config)
-        .map_err(|e| ValidationError::AuthNotDockerConfig(json_error_position(&e)))
+    serde_json::to_vec(&config).map_err(not_config)
 }
 
 /// A JSON error without serde's text, which quotes the offending value (a

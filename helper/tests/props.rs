@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used)]
 //! Properties of what the root helper parses from the daemon and from bootc
 //! (the same functions the fuzz targets drive; these run in every
-//! `./dev test`): Stage requests, WriteAuth payloads, bootc's status, its
-//! own command line.
+//! `./dev test`): the frames it reads, Stage requests, WriteAuth payloads,
+//! bootc's status, its own command line.
 
 use helper::validate::{DockerConfig, ImagePolicy, ValidationError, auth_payload, stage_image};
 use proptest::prelude::*;
@@ -40,8 +40,54 @@ fn jsonish() -> impl Strategy<Value = String> {
     .prop_map(|parts| parts.concat())
 }
 
+/// A call frame: noise, or a real call (of any method) with its bytes
+/// overwritten here and there.
+fn frame() -> impl Strategy<Value = Vec<u8>> {
+    use proto::call::Method;
+    let method = prop_oneof![
+        any::<String>().prop_map(|image| Method::Stage(proto::StageRequest { image })),
+        any::<bool>().prop_map(|soft_reboot| Method::Apply(proto::ApplyRequest { soft_reboot })),
+        Just(Method::Status(proto::StatusRequest {})),
+        proptest::collection::vec(any::<u8>(), 0..64).prop_map(|docker_config_json| {
+            Method::WriteAuth(proto::WriteAuthRequest { docker_config_json })
+        }),
+    ];
+    let call = (
+        proptest::option::of(method),
+        proptest::collection::vec((any::<usize>(), any::<u8>()), 0..3),
+    )
+        .prop_map(|(method, flips)| {
+            let mut frame = proto::frame::encode(&proto::Call { method }).unwrap();
+            for (at, byte) in flips {
+                let len = frame.len();
+                frame[at % len] = byte;
+            }
+            frame
+        });
+    prop_oneof![proptest::collection::vec(any::<u8>(), 0..64), call]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// A frame as the helper reads it (the length, then the body as a
+    /// `Call`): no panic; a body over the limit is never read, and what
+    /// decodes encodes back to a frame that decodes to the same call.
+    #[test]
+    fn call_frames_never_panic(frame in frame()) {
+        use prost::Message;
+        let Some((header, body)) = frame.split_first_chunk::<{ proto::frame::HEADER }>() else {
+            return Ok(());
+        };
+        let Ok(len) = proto::frame::length(*header) else {
+            prop_assert!(u32::from_be_bytes(*header) as usize > proto::MAX_MESSAGE_BYTES);
+            return Ok(());
+        };
+        if let Ok(call) = proto::Call::decode(&body[..len.min(body.len())]) {
+            let again = proto::frame::encode(&call).unwrap();
+            prop_assert_eq!(proto::Call::decode(&again[proto::frame::HEADER..]).unwrap(), call);
+        }
+    }
 
     /// A Stage request: no panic; what passes is canonical and allowed.
     #[test]

@@ -19,15 +19,16 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// The user the controller's token authenticates as (its ServiceAccount).
 pub const CONTROLLER_USER: &str = "system:serviceaccount:bootc-operator:bootc-controller";
-/// The user the daemon's token authenticates as (its ServiceAccount).
-pub const DAEMON_USER: &str = "system:serviceaccount:bootc-operator:bootc-daemon";
+/// The user the daemon's token authenticates as (its ServiceAccount, in the
+/// daemon's own namespace).
+pub const DAEMON_USER: &str = "system:serviceaccount:bootc-daemon:bootc-daemon";
 
 /// The owner of the daemon's pods, as the DaemonSet controller sets it (a
 /// drain leaves DaemonSet pods alone; there is no DaemonSet controller here).
 const DAEMONSET_OWNER: &str = r#"{"apiVersion":"apps/v1","kind":"DaemonSet","name":"bootc-daemon","uid":"6b6f6f74-632d-6461-656d-6f6e00000000","controller":true}"#;
 
-/// The operator's namespace and the daemon's ServiceAccount, as in deploy/.
-const NAMESPACE: &str = "bootc-operator";
+/// The daemon's namespace and ServiceAccount, as in deploy/.
+pub const DAEMON_NAMESPACE: &str = "bootc-daemon";
 const DAEMON_SERVICE_ACCOUNT: &str = "bootc-daemon";
 
 /// A static token of the daemon's ServiceAccount that, unlike a
@@ -123,7 +124,7 @@ fn write_tokens(dir: &Path) -> Result<()> {
             Identity::Controller.token()
         ),
         format!(
-            "{},{DAEMON_USER},daemon-uid,\"system:serviceaccounts,system:serviceaccounts:bootc-operator\"",
+            "{},{DAEMON_USER},daemon-uid,\"system:serviceaccounts,system:serviceaccounts:{DAEMON_NAMESPACE}\"",
             Identity::Daemon.token()
         ),
     ];
@@ -426,7 +427,7 @@ impl ControlPlane {
     pub fn node_bound_token(&self, node: &str) -> Result<String> {
         let pod = format!("bootc-daemon-{node}");
         let manifest = format!(
-            "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{pod}\",\"namespace\":\"{NAMESPACE}\",\"ownerReferences\":[{DAEMONSET_OWNER}]}},\"spec\":{{\"nodeName\":\"{node}\",\"serviceAccountName\":\"{DAEMON_SERVICE_ACCOUNT}\",\"automountServiceAccountToken\":false,\"containers\":[{{\"name\":\"daemon\",\"image\":\"bootc-operator\"}}]}}}}"
+            "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{pod}\",\"namespace\":\"{DAEMON_NAMESPACE}\",\"ownerReferences\":[{DAEMONSET_OWNER}]}},\"spec\":{{\"nodeName\":\"{node}\",\"serviceAccountName\":\"{DAEMON_SERVICE_ACCOUNT}\",\"automountServiceAccountToken\":false,\"containers\":[{{\"name\":\"daemon\",\"image\":\"bootc-operator\"}}]}}}}"
         );
         let mut apply = self.kubectl();
         apply.args(["apply", "-f", "-"]);
@@ -437,7 +438,7 @@ impl ControlPlane {
             "token",
             DAEMON_SERVICE_ACCOUNT,
             "-n",
-            NAMESPACE,
+            DAEMON_NAMESPACE,
             "--bound-object-kind=Pod",
             &format!("--bound-object-name={pod}"),
             "--duration=24h",

@@ -36,6 +36,23 @@ pub fn install_daemon_rbac(cp: &ControlPlane) -> Result<()> {
     Ok(())
 }
 
+/// Lets the daemons GET these pull secrets of the operator's namespace, as
+/// the controller does for the Secrets its pools name (tests without a
+/// controller). Needs [`install_daemon_rbac`] first (the Role).
+pub async fn grant_pull_secrets(cp: &ControlPlane, names: &[&str]) -> Result<()> {
+    let namespace = api::labels::OPERATOR_NAMESPACE;
+    let refs: Vec<api::SecretReference> = names
+        .iter()
+        .map(|n| api::SecretReference {
+            name: (*n).to_owned(),
+            namespace: namespace.to_owned(),
+        })
+        .collect();
+    let rules = controller::daemon_secrets::rules(namespace, &refs);
+    controller::daemon_secrets::apply(&cp.admin().await?, namespace, &rules).await?;
+    Ok(())
+}
+
 /// Creates a BootcNode as the controller would.
 pub async fn create_bootc_node(
     client: &kube::Client,

@@ -16,7 +16,9 @@ use serde_json::json;
 use tests::fake_bootc::{BootcVersion, Fault, Invocation, UnplannedReboot};
 use tests::fake_host::{FakeHost, image};
 use tests::freeze_proxy::FreezeProxy;
-use tests::node_agent::{Agent, AgentOptions, create_bootc_node, install_daemon_rbac};
+use tests::node_agent::{
+    Agent, AgentOptions, create_bootc_node, grant_pull_secrets, install_daemon_rbac,
+};
 use tests::{ControlPlane, k8s, require_root};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -611,6 +613,7 @@ async fn idle_with_pull_secret(
     content: &str,
 ) -> (Api<Secret>, Agent) {
     let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
+    grant_pull_secrets(&w.cp, &["pull"]).await.unwrap();
     let secret = secrets
         .create(
             &PostParams::default(),
@@ -1381,6 +1384,7 @@ async fn a_refused_pull_secret_never_puts_its_bytes_in_the_status() {
     let host = FakeHost::start(Some(&a)).unwrap();
     let secret = "hunter2-not-for-the-api";
     let secrets: Api<Secret> = Api::namespaced(w.admin.clone(), "bootc-operator");
+    grant_pull_secrets(&w.cp, &["bad"]).await.unwrap();
     secrets
         .create(
             &PostParams::default(),

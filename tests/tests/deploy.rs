@@ -3,9 +3,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
+use std::time::Duration;
 
-use tests::control_plane::{CONTROLLER_USER, DAEMON_USER};
-use tests::{ControlPlane, repo_root};
+use api::BootcNodePool;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+
+use tests::control_plane::{CONTROLLER_USER, DAEMON_NAMESPACE, DAEMON_USER};
+use tests::{ControlPlane, Identity, repo_root};
 
 fn ok(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
@@ -27,10 +37,15 @@ fn can_i(
 ) -> bool {
     let mut cmd = cp.kubectl();
     cmd.args(["auth", "can-i", verb, "--as", user]);
-    match resource.split_once('/') {
-        Some((resource, sub)) => cmd.args([resource, "--subresource", sub]),
-        None => cmd.arg(resource),
-    };
+    // `resource#name`: that one object.
+    if let Some((resource, name)) = resource.split_once('#') {
+        cmd.arg(format!("{resource}/{name}"));
+    } else {
+        match resource.split_once('/') {
+            Some((resource, sub)) => cmd.args([resource, "--subresource", sub]),
+            None => cmd.arg(resource),
+        };
+    }
     match namespace {
         Some(ns) => cmd.args(["-n", ns]),
         None => cmd.arg("--all-namespaces"),
@@ -39,14 +54,14 @@ fn can_i(
     String::from_utf8_lossy(&out.stdout).trim() == "yes"
 }
 
-#[tokio::test]
-async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
-    let cp = ControlPlane::start().await.unwrap();
-    let deploy = repo_root().join("deploy");
-
-    // The CRDs must be established before a pool can be created: apply,
-    // wait on the condition, apply again (what the README tells users).
-    ok(cp.kubectl().arg("apply").arg("-k").arg(&deploy));
+/// `kubectl apply -k deploy/`, and the CRDs established (a pool can be
+/// created), as the README tells users.
+fn install(cp: &ControlPlane) {
+    ok(cp
+        .kubectl()
+        .arg("apply")
+        .arg("-k")
+        .arg(repo_root().join("deploy")));
     ok(cp.kubectl().args([
         "wait",
         "--for=condition=Established",
@@ -54,54 +69,73 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         "crd/bootcnodes.node.bootc.dev",
         "--timeout=60s",
     ]));
+}
 
-    let listed = ok(cp.kubectl().args([
-        "get",
-        "namespace/bootc-operator",
-        "serviceaccount/bootc-controller",
-        "serviceaccount/bootc-daemon",
-        "deployment/bootc-controller",
-        "daemonset/bootc-daemon",
-        "role/bootc-controller",
-        "role/bootc-daemon",
-        "-n",
-        "bootc-operator",
-        "-o",
-        "name",
-    ]));
-    for name in [
-        "namespace/bootc-operator",
-        "serviceaccount/bootc-controller",
-        "serviceaccount/bootc-daemon",
-        "deployment.apps/bootc-controller",
-        "daemonset.apps/bootc-daemon",
+#[tokio::test]
+async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
+    let cp = ControlPlane::start().await.unwrap();
+    let deploy = repo_root().join("deploy");
+    install(&cp);
+
+    for (namespace, names) in [
+        (
+            OPERATOR_NS,
+            &[
+                "namespace/bootc-operator",
+                "serviceaccount/bootc-controller",
+                "deployment.apps/bootc-controller",
+                "role.rbac.authorization.k8s.io/bootc-controller",
+                "role.rbac.authorization.k8s.io/bootc-daemon-pull-secrets",
+                "rolebinding.rbac.authorization.k8s.io/bootc-daemon-pull-secrets",
+            ][..],
+        ),
+        (
+            DAEMON_NAMESPACE,
+            &[
+                "namespace/bootc-daemon",
+                "serviceaccount/bootc-daemon",
+                "daemonset.apps/bootc-daemon",
+            ][..],
+        ),
     ] {
+        let mut get = cp.kubectl();
+        get.arg("get")
+            .args(names)
+            .args(["-n", namespace, "-o", "name"]);
+        let listed = ok(&mut get);
+        for name in names {
+            assert!(
+                listed.contains(name),
+                "{name} missing after apply -k:\n{listed}"
+            );
+        }
+    }
+    // The controller and the pull secrets under `restricted`; the daemon,
+    // alone, where privileged pods may run.
+    for (namespace, level) in [
+        (OPERATOR_NS, "restricted"),
+        (DAEMON_NAMESPACE, "privileged"),
+    ] {
+        let labels = ok(cp.kubectl().args([
+            "get",
+            "namespace",
+            namespace,
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ]));
         assert!(
-            listed.contains(name),
-            "{name} missing after apply -k:\n{listed}"
+            labels.contains(&format!(
+                r#""pod-security.kubernetes.io/enforce":"{level}""#
+            )),
+            "{namespace}: {labels}"
         );
     }
-    let ns_labels = ok(cp.kubectl().args([
-        "get",
-        "namespace",
-        "bootc-operator",
-        "-o",
-        "jsonpath={.metadata.labels}",
-    ]));
-    assert!(
-        ns_labels.contains(r#""pod-security.kubernetes.io/enforce":"privileged""#),
-        "{ns_labels}"
-    );
-    assert!(
-        ns_labels.contains(r#""pod-security.kubernetes.io/warn":"restricted""#),
-        "{ns_labels}"
-    );
 
     let ds = ok(cp.kubectl().args([
         "get",
         "daemonset/bootc-daemon",
         "-n",
-        "bootc-operator",
+        DAEMON_NAMESPACE,
         "-o",
         "json",
     ]));
@@ -123,9 +157,13 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         env.iter().any(|e| e["name"] == "NODE_NAME"
             && e["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName")
     );
-    // The namespace the daemon reads pull secrets from is its own.
-    assert!(env.iter().any(|e| e["name"] == "POD_NAMESPACE"
-        && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"));
+    // The namespace the daemon reads pull secrets from is the operator's,
+    // not its own.
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "BOOTC_NAMESPACE" && e["value"] == OPERATOR_NS),
+        "{env:?}"
+    );
 
     let dep = ok(cp.kubectl().args([
         "get",
@@ -188,7 +226,7 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
     );
 
     // RBAC: what each component may and may not do.
-    let ns = Some("bootc-operator");
+    let ns = Some(OPERATOR_NS);
     let other = Some("default");
     let cases: &[(&str, &str, &str, Option<&str>, bool)] = &[
         (
@@ -228,7 +266,9 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
             false,
         ),
         (DAEMON_USER, "list", "nodes", None, false),
-        (DAEMON_USER, "get", "secrets", ns, true),
+        // Only the Secrets a pool names, by name (none yet: no pool).
+        (DAEMON_USER, "get", "secrets", ns, false),
+        (DAEMON_USER, "get", "secrets", Some(DAEMON_NAMESPACE), false),
         (DAEMON_USER, "list", "secrets", ns, false),
         (DAEMON_USER, "watch", "secrets", ns, false),
         (DAEMON_USER, "get", "secrets", other, false),
@@ -277,10 +317,46 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         (
             CONTROLLER_USER,
             "update",
-            "leases.coordination.k8s.io",
+            "leases.coordination.k8s.io#bootc-controller",
             ns,
             true,
         ),
+        (
+            CONTROLLER_USER,
+            "update",
+            "leases.coordination.k8s.io#another",
+            ns,
+            false,
+        ),
+        (
+            CONTROLLER_USER,
+            "patch",
+            "roles.rbac.authorization.k8s.io#bootc-daemon-pull-secrets",
+            ns,
+            true,
+        ),
+        (
+            CONTROLLER_USER,
+            "patch",
+            "roles.rbac.authorization.k8s.io#bootc-controller",
+            ns,
+            false,
+        ),
+        (
+            CONTROLLER_USER,
+            "escalate",
+            "roles.rbac.authorization.k8s.io",
+            ns,
+            false,
+        ),
+        (
+            CONTROLLER_USER,
+            "create",
+            "rolebindings.rbac.authorization.k8s.io",
+            ns,
+            false,
+        ),
+        (CONTROLLER_USER, "create", "pods", ns, false),
         (
             CONTROLLER_USER,
             "update",
@@ -313,11 +389,14 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
     // Kubernetes versions: discovery, self reviews).
     let mut wrong = Vec::new();
     for (user, namespace, expected) in [
-        (CONTROLLER_USER, "bootc-operator", CONTROLLER_IN_OPERATOR_NS),
+        (CONTROLLER_USER, OPERATOR_NS, CONTROLLER_IN_OPERATOR_NS),
         (CONTROLLER_USER, "default", CONTROLLER_ELSEWHERE),
-        (DAEMON_USER, "bootc-operator", DAEMON_IN_OPERATOR_NS),
-        (DAEMON_USER, "default", DAEMON_ELSEWHERE),
+        (DAEMON_USER, OPERATOR_NS, DAEMON_EVERYWHERE),
+        (DAEMON_USER, DAEMON_NAMESPACE, DAEMON_EVERYWHERE),
+        (DAEMON_USER, "default", DAEMON_EVERYWHERE),
     ] {
+        let mut expected = expected.to_vec();
+        expected.sort_unstable();
         let mut got = can_i_list(&cp, user, namespace);
         for everyone in can_i_list(&cp, NOBODY, namespace) {
             if let Some(i) = got.iter().position(|g| *g == everyone) {
@@ -332,6 +411,9 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The operator's namespace: the controller and the pull secrets.
+const OPERATOR_NS: &str = api::labels::OPERATOR_NAMESPACE;
 
 /// A service account with no binding at all: what every authenticated user
 /// may do.
@@ -354,37 +436,346 @@ fn can_i_list(cp: &ControlPlane, user: &str, namespace: &str) -> Vec<String> {
     rows
 }
 
-/// The controller's whole grant in its own namespace (sorted as printed):
-/// its ClusterRole plus the Role for Secrets and Leases.
+/// The controller's whole grant in its own namespace: its ClusterRole plus
+/// the Role for Secrets, its Lease and the daemons' pull-secret Role.
 const CONTROLLER_IN_OPERATOR_NS: &[&str] = &[
-    "bootcnodepools.node.bootc.dev [] [] [get list watch patch update]",
+    "bootcnodepools.node.bootc.dev [] [] [list watch patch]",
     "bootcnodepools.node.bootc.dev/finalizers [] [] [update]",
-    "bootcnodepools.node.bootc.dev/status [] [] [get patch update]",
-    "bootcnodes.node.bootc.dev [] [] [get list watch create patch update delete]",
-    "leases.coordination.k8s.io [] [] [get create update]",
-    "nodes [] [] [get list watch patch]",
-    "pods [] [] [get list]",
+    "bootcnodepools.node.bootc.dev/status [] [] [patch]",
+    "bootcnodes.node.bootc.dev [] [] [list watch create patch delete]",
+    "leases.coordination.k8s.io [] [] [create]",
+    "leases.coordination.k8s.io [] [bootc-controller] [get update]",
+    "nodes [] [] [list watch patch]",
+    "pods [] [] [list]",
     "pods/eviction [] [] [create]",
+    "roles.rbac.authorization.k8s.io [] [bootc-daemon-pull-secrets] [patch]",
     "secrets [] [] [get list watch]",
 ];
 /// Elsewhere: the ClusterRole, and events (where the evicted pods live).
 const CONTROLLER_ELSEWHERE: &[&str] = &[
-    "bootcnodepools.node.bootc.dev [] [] [get list watch patch update]",
+    "bootcnodepools.node.bootc.dev [] [] [list watch patch]",
     "bootcnodepools.node.bootc.dev/finalizers [] [] [update]",
-    "bootcnodepools.node.bootc.dev/status [] [] [get patch update]",
-    "bootcnodes.node.bootc.dev [] [] [get list watch create patch update delete]",
-    "events.events.k8s.io [] [] [create patch]",
-    "nodes [] [] [get list watch patch]",
-    "pods [] [] [get list]",
+    "bootcnodepools.node.bootc.dev/status [] [] [patch]",
+    "bootcnodes.node.bootc.dev [] [] [list watch create patch delete]",
+    "events.events.k8s.io [] [] [create]",
+    "nodes [] [] [list watch patch]",
+    "pods [] [] [list]",
     "pods/eviction [] [] [create]",
 ];
-/// The daemon: BootcNodes, their status, and Secrets by name here only.
-const DAEMON_IN_OPERATOR_NS: &[&str] = &[
-    "bootcnodes.node.bootc.dev [] [] [get list watch]",
-    "bootcnodes.node.bootc.dev/status [] [] [patch]",
-    "secrets [] [] [get]",
-];
-const DAEMON_ELSEWHERE: &[&str] = &[
+/// The daemon, everywhere while no pool names a pull secret: BootcNodes and
+/// their status.
+const DAEMON_EVERYWHERE: &[&str] = &[
     "bootcnodes.node.bootc.dev [] [] [get list watch]",
     "bootcnodes.node.bootc.dev/status [] [] [patch]",
 ];
+
+/// A pool following a digest (nothing to resolve) with pull secret `secret`.
+fn pool(secret: &str) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": "workers"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"pool": "workers"}},
+            "image": {"ref": format!("quay.io/acme/os@sha256:{}", "1".repeat(64))},
+            "pullSecretRef": {"name": secret, "namespace": OPERATOR_NS},
+        },
+    }))
+    .unwrap()
+}
+
+/// An empty `kubernetes.io/dockerconfigjson` Secret.
+fn pull_secret(name: &str) -> Secret {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": ByteString(br#"{"auths":{}}"#.to_vec())},
+    }))
+    .unwrap()
+}
+
+/// Waits until the daemons' pull-secret Role grants `get` on exactly
+/// `names`: one rule, or none at all for no name (a rule with an empty
+/// `resourceNames` is stored without it: every name).
+async fn await_grant(roles: &Api<Role>, names: &[&str]) {
+    let want: Vec<PolicyRule> = if names.is_empty() {
+        Vec::new()
+    } else {
+        vec![PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["secrets".into()]),
+            resource_names: Some(names.iter().map(|n| (*n).to_owned()).collect()),
+            verbs: vec!["get".into()],
+            non_resource_urls: None,
+        }]
+    };
+    let wanted = want.clone();
+    let cond = move |role: Option<&Role>| {
+        role.is_some_and(|r| r.rules.clone().unwrap_or_default() == wanted)
+    };
+    let role = api::labels::DAEMON_PULL_SECRETS_ROLE;
+    let waited = tokio::time::timeout(
+        Duration::from_secs(60),
+        kube::runtime::wait::await_condition(roles.clone(), role, cond),
+    )
+    .await;
+    let now = roles.get(role).await.unwrap().rules;
+    assert!(
+        waited.is_ok_and(|r| r.is_ok()),
+        "Role {role}: want {want:?}, have {now:?}"
+    );
+}
+
+fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
+    matches!(result, Err(kube::Error::Api(ref s)) if s.code == 403)
+}
+
+/// The controller in-process, as its ServiceAccount (deploy/'s RBAC).
+async fn start_controller(
+    cp: &ControlPlane,
+) -> (
+    controller::CancellationToken,
+    tokio::task::JoinHandle<Result<(), controller::Error>>,
+) {
+    let shutdown = controller::CancellationToken::new();
+    let config = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(cp.kubeconfig(Identity::Controller)).unwrap(),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    let running = tokio::spawn(controller::run(
+        config,
+        controller::Options::new("deploy-test"),
+        shutdown.clone(),
+    ));
+    (shutdown, running)
+}
+
+/// A daemon, with its own node-bound token, may GET the pull secrets its
+/// pools name and no other Secret, as the real controller (its
+/// ServiceAccount, deploy/'s RBAC) keeps its Role: the named Secret is
+/// readable, another one in the same namespace is forbidden, the grant
+/// follows a pool's change of Secret, and with no pool left there is no
+/// rule at all (an empty `resourceNames` would grant every name).
+#[tokio::test]
+async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
+    let cp = ControlPlane::start().await.unwrap();
+    install(&cp);
+    let admin = cp.admin().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), OPERATOR_NS);
+    for name in ["pull-a", "pull-b", "unrelated"] {
+        secrets
+            .create(&PostParams::default(), &pull_secret(name))
+            .await
+            .unwrap();
+    }
+    let daemon = {
+        let kubeconfig = cp.node_bound_kubeconfig("node-1").unwrap();
+        let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    };
+    let reads: Api<Secret> = Api::namespaced(daemon.clone(), OPERATOR_NS);
+
+    let (shutdown, running) = start_controller(&cp).await;
+    let roles: Api<Role> = Api::namespaced(admin.clone(), OPERATOR_NS);
+    let pools: Api<BootcNodePool> = Api::all(admin.clone());
+
+    pools
+        .create(&PostParams::default(), &pool("pull-a"))
+        .await
+        .unwrap();
+    await_grant(&roles, &["pull-a"]).await;
+    // Re-applying deploy/ (an upgrade) leaves the controller's rules alone.
+    install(&cp);
+    let rules = roles
+        .get(api::labels::DAEMON_PULL_SECRETS_ROLE)
+        .await
+        .unwrap()
+        .rules;
+    assert_eq!(
+        rules.unwrap_or_default().len(),
+        1,
+        "kubectl apply -k deploy/ took the grant away"
+    );
+    reads.get("pull-a").await.unwrap();
+    for name in ["pull-b", "unrelated"] {
+        assert!(forbidden(reads.get(name).await), "{name} readable");
+    }
+    assert!(forbidden(reads.list(&Default::default()).await));
+    assert!(forbidden(
+        Api::<Secret>::namespaced(daemon.clone(), "default")
+            .get("pull-a")
+            .await
+    ));
+    let mut listed = can_i_list(&cp, DAEMON_USER, OPERATOR_NS);
+    for everyone in can_i_list(&cp, NOBODY, OPERATOR_NS) {
+        listed.retain(|l| *l != everyone);
+    }
+    let mut want: Vec<&str> = DAEMON_EVERYWHERE.to_vec();
+    want.push("secrets [] [pull-a] [get]");
+    want.sort_unstable();
+    assert_eq!(listed, want);
+
+    // The pool moves to another Secret: the grant follows.
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"pullSecretRef": {"name": "pull-b", "namespace": OPERATOR_NS}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    await_grant(&roles, &["pull-b"]).await;
+    reads.get("pull-b").await.unwrap();
+    assert!(
+        forbidden(reads.get("pull-a").await),
+        "pull-a still readable"
+    );
+
+    // No pool names a Secret: no rule at all.
+    pools.delete("workers", &Default::default()).await.unwrap();
+    await_grant(&roles, &[]).await;
+    for name in ["pull-a", "pull-b", "unrelated"] {
+        assert!(forbidden(reads.get(name).await), "{name} readable");
+    }
+
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
+
+/// A pool's Secret is granted before the controller writes a BootcNode that
+/// names it, so that no daemon is sent to a Secret it may not read yet (it
+/// would report its node Degraded and retry after a backoff): in the API
+/// server's audit log, the controller's write of the Role has completed
+/// before its first write of the BootcNode arrives.
+#[tokio::test]
+async fn a_pools_secret_is_granted_before_a_bootc_node_names_it() {
+    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
+        .await
+        .unwrap();
+    install(&cp);
+    let admin = cp.admin().await.unwrap();
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "metadata": {"name": "node-1", "labels": {"pool": "workers"}},
+    }))
+    .unwrap();
+    Api::all(admin.clone())
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap();
+    tests::daemon_player::set_ready(&admin, "node-1", true)
+        .await
+        .unwrap();
+    Api::<Secret>::namespaced(admin.clone(), OPERATOR_NS)
+        .create(&PostParams::default(), &pull_secret("pull-a"))
+        .await
+        .unwrap();
+    let (shutdown, running) = start_controller(&cp).await;
+    Api::<BootcNodePool>::all(admin.clone())
+        .create(&PostParams::default(), &pool("pull-a"))
+        .await
+        .unwrap();
+    let named = |bn: Option<&api::BootcNode>| {
+        bn.and_then(|b| b.spec.pull_secret_ref.as_ref())
+            .is_some_and(|r| r.name == "pull-a")
+    };
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        kube::runtime::wait::await_condition(Api::all(admin.clone()), "node-1", named),
+    )
+    .await
+    .expect("no BootcNode naming pull-a")
+    .unwrap();
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+
+    let log = std::fs::read_to_string(cp.audit_log()).unwrap();
+    let entries: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &serde_json::Value| e["user"]["username"] == CONTROLLER_USER)
+        .collect();
+    let position = |resource: &str, name: &str, stage: &str| {
+        entries.iter().position(|e| {
+            e["objectRef"]["resource"] == resource
+                && e["objectRef"]["name"] == name
+                && e["verb"] == "patch"
+                && e["stage"] == stage
+                && (stage != "ResponseComplete" || e["responseStatus"]["code"] == 200)
+        })
+    };
+    let role = position(
+        "roles",
+        api::labels::DAEMON_PULL_SECRETS_ROLE,
+        "ResponseComplete",
+    );
+    let bootc_node = position("bootcnodes", "node-1", "RequestReceived");
+    assert!(
+        role.is_some() && bootc_node.is_some() && role < bootc_node,
+        "the Role written at entry {role:?}, the BootcNode first at {bootc_node:?}"
+    );
+}
+
+/// A Pod of `template` (a Deployment's or DaemonSet's) in `namespace`,
+/// created with a server-side dry run: Pod Security admission enforces the
+/// namespace's level on Pods (a Deployment only gets a warning).
+async fn dry_run_pod(
+    admin: &kube::Client,
+    template: &serde_json::Value,
+    namespace: &str,
+) -> Result<Pod, kube::Error> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"generateName": "dry-run-", "labels": template["metadata"]["labels"]},
+        "spec": template["spec"],
+    }))
+    .unwrap();
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    Api::<Pod>::namespaced(admin.clone(), namespace)
+        .create(&params, &pod)
+        .await
+}
+
+/// The controller's pods pass the `restricted` level its namespace enforces,
+/// and the daemon's pass in its own namespace only: the same pod is refused
+/// in the operator's (so `restricted` is enforced there, not only audited).
+#[tokio::test]
+async fn pods_pass_the_pod_security_level_of_their_namespace() {
+    let cp = ControlPlane::start().await.unwrap();
+    install(&cp);
+    let admin = cp.admin().await.unwrap();
+    let template = |kind: &str, namespace: &str| {
+        let out = ok(cp
+            .kubectl()
+            .args(["get", kind, "-n", namespace, "-o", "json"]));
+        let object: serde_json::Value = serde_json::from_str(&out).unwrap();
+        object["spec"]["template"].clone()
+    };
+    let controller = template("deployment/bootc-controller", OPERATOR_NS);
+    let daemon = template("daemonset/bootc-daemon", DAEMON_NAMESPACE);
+
+    dry_run_pod(&admin, &controller, OPERATOR_NS)
+        .await
+        .expect("the controller's pod under `restricted`");
+    dry_run_pod(&admin, &daemon, DAEMON_NAMESPACE)
+        .await
+        .expect("the daemon's pod in its own namespace");
+    match dry_run_pod(&admin, &daemon, OPERATOR_NS).await {
+        Err(kube::Error::Api(s)) => assert!(
+            s.code == 403 && s.message.contains(r#"violates PodSecurity "restricted"#),
+            "{s:?}"
+        ),
+        other => panic!(
+            "a privileged pod admitted in {OPERATOR_NS}: {:?}",
+            other.map(|p| p.metadata.name)
+        ),
+    }
+}

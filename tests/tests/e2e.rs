@@ -855,7 +855,11 @@ async fn a_one_node_cluster_updates_and_ends_uncordoned() {
         "metadata": {"name": "bootc-controller-0", "labels": {
             api::labels::APP_NAME_LABEL: api::labels::CONTROLLER_APP_NAME}},
         "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
-                 "containers": [{"name": "controller", "image": "example.invalid/bootc-operator:1"}]},
+                 "containers": [{"name": "controller", "image": "example.invalid/bootc-operator:1",
+                     // The operator's namespace enforces the `restricted` level.
+                     "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                         "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                         "seccompProfile": {"type": "RuntimeDefault"}}}]},
     }))
     .unwrap();
     pods.create(&kube::api::PostParams::default(), &pod)

@@ -2,12 +2,12 @@
 //! The helper's four RPCs against a fake bootc host, through the real setns
 //! path: bootc runs inside the fake host's mount namespace.
 
+use proto::Code;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 use tests::fake_bootc::Fault;
 use tests::fake_host::{FakeHost, image};
 use tests::require_root;
-use tonic::Code;
 
 const FIXED_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -26,12 +26,7 @@ async fn stage_status_apply_through_setns() {
     let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
     let boot_id = host.layout.read_boot_id();
 
-    let s = h
-        .client
-        .status(proto::StatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let s = h.client.status(proto::StatusRequest {}).await.unwrap();
     assert_eq!(s.booted.as_ref().unwrap().image, image('a'));
     assert_eq!(
         s.booted.as_ref().unwrap().digest,
@@ -48,19 +43,13 @@ async fn stage_status_apply_through_setns() {
         .client
         .stage(proto::StageRequest { image: image('b') })
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     assert!(r.locked);
     let staged = host.state().staged.unwrap();
     assert_eq!(staged.image, image('b'));
     assert!(staged.download_only);
 
-    let s = h
-        .client
-        .status(proto::StatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let s = h.client.status(proto::StatusRequest {}).await.unwrap();
     let st = s.staged.unwrap();
     assert_eq!(st.image, image('b'));
     assert!(st.download_only && st.soft_reboot_capable);
@@ -74,12 +63,7 @@ async fn stage_status_apply_through_setns() {
     assert!(reboots[0].soft);
     assert_eq!(reboots[0].image, image('b'));
 
-    let s = h
-        .client
-        .status(proto::StatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let s = h.client.status(proto::StatusRequest {}).await.unwrap();
     assert_eq!(s.booted.unwrap().image, image('b'));
     assert_eq!(s.rollback.unwrap().image, image('a'));
     // A soft reboot keeps the kernel's boot id, as on a real host.
@@ -302,7 +286,7 @@ async fn bad_requests_are_refused_each_with_its_own_error_and_nothing_runs() {
         })
         .await
         .unwrap_err();
-    assert_ne!(err.code(), Code::Ok);
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
 
     // A symlink on the auth path.
     let elsewhere = tempfile::tempdir().unwrap();
@@ -401,19 +385,13 @@ async fn old_bootc_falls_back_to_unlocked_switch() {
         .set_version(tests::fake_bootc::BootcVersion::V1_16)
         .unwrap();
     let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
-    let s = h
-        .client
-        .status(proto::StatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let s = h.client.status(proto::StatusRequest {}).await.unwrap();
     assert!(!s.download_only_supported);
     let r = h
         .client
         .stage(proto::StageRequest { image: image('b') })
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     assert!(!r.locked, "reported as unlocked");
     assert!(!host.state().staged.unwrap().download_only);
     h.client
@@ -679,8 +657,7 @@ async fn a_stage_outlives_its_helper_and_the_next_helper_waits_for_it() {
         .client
         .stage(proto::StageRequest { image: image('b') })
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     assert!(reply.locked);
     let runs: Vec<_> = systemd
         .history()
@@ -697,4 +674,110 @@ async fn a_stage_outlives_its_helper_and_the_next_helper_waits_for_it() {
     let staged = host.state().staged.unwrap();
     assert_eq!(staged.image, image('b'));
     assert!(staged.download_only);
+}
+
+/// The helper's raw end: frames written and read by hand.
+async fn raw_helper(host: &FakeHost) -> (daemon::spawn::HelperProcess, tokio::net::UnixStream) {
+    let (process, socket) = daemon::spawn::start(&daemon::spawn::HelperOptions {
+        path: tests::fake_host::bin("bootc-helper"),
+        host_pid: host.pid(),
+        apply_window: Duration::from_secs(5),
+        ..Default::default()
+    })
+    .unwrap();
+    socket.set_nonblocking(true).unwrap();
+    (process, tokio::net::UnixStream::from_std(socket).unwrap())
+}
+
+/// Writes `bytes` and reads one reply frame (within 10 s).
+async fn raw_exchange(socket: &mut tokio::net::UnixStream, bytes: &[u8]) -> proto::Reply {
+    use prost::Message;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    socket.write_all(bytes).await.unwrap();
+    let read = async {
+        let mut header = [0; 4];
+        socket.read_exact(&mut header).await.unwrap();
+        let mut body = vec![0; proto::frame::length(header).unwrap()];
+        socket.read_exact(&mut body).await.unwrap();
+        proto::Reply::decode(body.as_slice()).unwrap()
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the helper did not answer")
+}
+
+fn failure_of(reply: proto::Reply) -> proto::Failure {
+    match reply.outcome {
+        Some(proto::reply::Outcome::Failure(f)) => f,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut f = (body.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(body);
+    f
+}
+
+/// A frame that is not one of the four calls (garbage bytes, a call of an
+/// unknown method, an empty call) gets a failure with its own code, and the
+/// helper serves the next call; bootc never runs for them.
+#[tokio::test]
+async fn malformed_frames_are_refused_and_the_helper_serves_on() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let (process, mut socket) = raw_helper(&host).await;
+    // Field 9 of Call (no such method), an empty message.
+    let unknown_method = frame(&[9 << 3 | 2, 0]);
+    for (bytes, code, says) in [
+        (frame(&[0xff; 16]), Code::InvalidArgument, "not a call"),
+        (
+            frame(b"GET / HTTP/1.1\r\n\r\n"),
+            Code::InvalidArgument,
+            "not a call",
+        ),
+        (unknown_method, Code::Unimplemented, "none of the methods"),
+        (frame(&[]), Code::Unimplemented, "none of the methods"),
+    ] {
+        let f = failure_of(raw_exchange(&mut socket, &bytes).await);
+        assert_eq!(f.code(), code, "{bytes:?}: {f:?}");
+        assert!(f.message.contains(says), "{bytes:?}: {f:?}");
+    }
+    assert!(host.invocations().is_empty(), "bootc never ran for them");
+    let status = proto::Call {
+        method: Some(proto::call::Method::Status(proto::StatusRequest {})),
+    };
+    let reply = raw_exchange(&mut socket, &proto::frame::encode(&status).unwrap()).await;
+    match reply.outcome {
+        Some(proto::reply::Outcome::Status(s)) => assert_eq!(s.booted.unwrap().image, image('a')),
+        other => panic!("expected a status, got {other:?}"),
+    }
+    drop(socket);
+    let exited = tokio::time::timeout(Duration::from_secs(5), process.exited()).await;
+    assert!(exited.unwrap().unwrap().success());
+}
+
+/// A frame announcing a body over the limit is answered at once (before any
+/// of that body is sent), and then the helper ends the connection and exits
+/// with an error: it does not wait for 4 GiB, nor read on from a point that
+/// may be the middle of a frame.
+#[tokio::test]
+async fn an_oversized_frame_is_answered_then_the_helper_exits() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    for len in [proto::MAX_MESSAGE_BYTES as u32 + 1, u32::MAX] {
+        let (process, mut socket) = raw_helper(&host).await;
+        let f = failure_of(raw_exchange(&mut socket, &len.to_be_bytes()).await);
+        assert_eq!(f.code(), Code::ResourceExhausted, "{f:?}");
+        assert!(f.message.contains("over the limit"), "{f:?}");
+        let status = tokio::time::timeout(Duration::from_secs(5), process.exited())
+            .await
+            .expect("the helper went on after an oversized frame")
+            .unwrap();
+        assert_eq!(
+            status.code(),
+            Some(1),
+            "an error exit, not a crash: {status:?}"
+        );
+    }
 }
