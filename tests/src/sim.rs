@@ -405,7 +405,11 @@ impl Sim {
             "metadata": {"name": format!("bootc-controller-{i}"), "labels": {
                 api::labels::APP_NAME_LABEL: api::labels::CONTROLLER_APP_NAME}},
             "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                     "containers": [{"name": "controller", "image": "example.invalid/bootc-operator:1"}]},
+                     "containers": [{"name": "controller", "image": "example.invalid/bootc-operator:1",
+                         // The operator's namespace enforces the `restricted` level.
+                         "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                             "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                             "seccompProfile": {"type": "RuntimeDefault"}}}]},
         }))?;
         Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
             self.admin.clone(),
