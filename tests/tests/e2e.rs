@@ -611,6 +611,21 @@ fn is_ready(node: &Node) -> bool {
     tests::display::node_ready(node)
 }
 
+/// Back from its reboot and out of the pool: Ready, uncordoned, unlabelled.
+fn back_and_left(n: &Node) -> bool {
+    is_ready(n)
+        && !n
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false)
+        && !n
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(api::labels::MANAGED_LABEL))
+}
+
 /// Three nodes on v1, one slot, reboots slow enough to act in the middle
 /// of one: v2 is pushed and this returns once the first node is NotReady.
 async fn first_node_rebooting() -> (Sim, Recorder, String, String) {
@@ -640,20 +655,7 @@ async fn a_node_that_leaves_the_pool_mid_reboot_counts_until_it_is_back() {
         .unwrap();
     wait_rolled(&sim, &v2, 2).await;
     // It left once it was back: unlabelled, uncordoned, its BootcNode gone.
-    wait_node(&sim, FIRST, "left the pool", |n| {
-        is_ready(n)
-            && !n
-                .spec
-                .as_ref()
-                .and_then(|s| s.unschedulable)
-                .unwrap_or(false)
-            && !n
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(api::labels::MANAGED_LABEL))
-    })
-    .await;
+    wait_node(&sim, FIRST, "left the pool", back_and_left).await;
     nothing_cordoned(&sim).await;
     assert_disruption_at_most(&recorder, 1).await;
 }
@@ -731,20 +733,7 @@ async fn a_selector_changed_mid_reboot_keeps_the_node_counted_until_back() {
     .await
     .unwrap();
     wait_rolled(&sim, &v2, 2).await;
-    wait_node(&sim, FIRST, "left the pool once back", |n| {
-        is_ready(n)
-            && !n
-                .spec
-                .as_ref()
-                .and_then(|s| s.unschedulable)
-                .unwrap_or(false)
-            && !n
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(api::labels::MANAGED_LABEL))
-    })
-    .await;
+    wait_node(&sim, FIRST, "left the pool once back", back_and_left).await;
     nothing_cordoned(&sim).await;
     assert_disruption_at_most(&recorder, 1).await;
 }
@@ -773,14 +762,7 @@ async fn a_pool_deleted_mid_reboot_waits_for_the_node_to_be_back() {
         .await
         .unwrap();
     assert!(is_ready(&node), "the pool went before its node was back");
-    assert!(
-        !node
-            .metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(api::labels::MANAGED_LABEL)),
-        "still labelled"
-    );
+    assert!(back_and_left(&node), "{:?}", node.metadata.labels);
     let left = Api::<BootcNode>::all(sim.admin.clone())
         .list(&ListParams::default())
         .await
