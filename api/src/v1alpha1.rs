@@ -372,6 +372,9 @@ pub mod reasons {
     /// bootc says this host is not a bootc host (not booted via bootc, or a
     /// container).
     pub const NOT_A_BOOTC_HOST: &str = "NotBootcHost";
+    /// `bootc status` failed on the host (a broken bootc): the daemon cannot
+    /// tell what the host runs, so it does nothing until it can.
+    pub const BOOTC_STATUS_FAILED: &str = "BootcStatusFailed";
 }
 
 impl BootEntryStatus {

@@ -12,6 +12,8 @@
 //!   a registry-backed tag resolver);
 //! * [`lease`]: leader election on a Lease;
 //! * [`liveness`]: when `/healthz` fails (a wedged reconcile loop);
+//! * [`synced`]: which caches have listed their objects (reconciles and
+//!   `/readyz` wait on it);
 //! * [`daemon_secrets`]: the daemons' Role on the pull secrets the pools name;
 //! * [`runtime`]: caches, watches, reconcile, finalizer, health endpoints.
 //!
@@ -50,6 +52,7 @@ pub mod resolver;
 pub mod runtime;
 pub mod staging;
 pub mod stuck;
+pub mod synced;
 pub mod tag_policy;
 pub mod target;
 
