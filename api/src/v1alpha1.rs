@@ -351,6 +351,9 @@ pub mod reasons {
     /// The pull Secret is not a docker config (a pool-wide credentials
     /// problem: reported on the pool, not passed to the nodes).
     pub const INVALID_PULL_SECRET: &str = "InvalidPullSecret";
+    /// `spec.pullSecretRef` names a Secret that does not exist (ranked before
+    /// the registry's 401 that it causes).
+    pub const PULL_SECRET_NOT_FOUND: &str = "PullSecretNotFound";
     pub const HEALTHY: &str = "Healthy";
 
     // BootcNode Idle reasons.

@@ -55,7 +55,6 @@ pub use halt::REBOOT_GRACE;
 pub use leaving::plan_cleanup;
 pub use membership::{owned_by, owner_pool, parse_selector, selects};
 pub use order::Writes;
-pub use pull_secret::PULL_SECRET_NOT_FOUND;
 pub use state::{NodeState, classify, runs_target};
 pub use status::{COUNTS_MIN_INTERVAL, target_summary};
 pub use verdict::{DRAIN_RETRY, DRAIN_TIMED_OUT};

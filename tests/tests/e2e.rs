@@ -1259,6 +1259,8 @@ async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
         })
     })
     .await;
+    let reason = condition(&p, "Degraded").map(|c| c.1);
+    assert_eq!(reason.as_deref(), Some(api::reasons::PULL_SECRET_NOT_FOUND));
     assert_eq!(p.status.unwrap().degraded_count, 0);
     // The staged nodes still reboot into v2: their reboots need no download.
     let p = wait_pool(&sim, "all on v2 without the Secret", |p| {

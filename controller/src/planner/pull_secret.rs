@@ -13,9 +13,6 @@ use api::{BootcNode, BootcNodeSpec, SecretReference, reasons};
 
 use super::{PlanInput, Problem};
 
-/// Degraded reason: `spec.pullSecretRef` names a Secret that does not exist.
-pub const PULL_SECRET_NOT_FOUND: &str = "PullSecretNotFound";
-
 /// The pool's pull secret as the nodes may be told about it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Secret {
@@ -44,7 +41,7 @@ pub fn checked(input: &PlanInput<'_>, problems: &mut Vec<Problem>) -> Secret {
         Some(r) => {
             if input.pull_secret_hash.is_none() {
                 problems.push((
-                    PULL_SECRET_NOT_FOUND,
+                    reasons::PULL_SECRET_NOT_FOUND,
                     format!(
                         "spec.pullSecretRef: Secret {}/{} not found",
                         r.namespace, r.name

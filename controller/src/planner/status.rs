@@ -320,12 +320,14 @@ pub fn target_summary(target: &Target, bootc_nodes: &[&BootcNode]) -> String {
 fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
     let rank = |r: &str| match r {
         reasons::INVALID_SPEC => 0,
-        reasons::NODE_CONFLICT => 2,
-        reasons::ROLLOUT_HALTED => 3,
-        reasons::NODE_STUCK => 4,
-        DRAIN_TIMED_OUT => 5,
-        reasons::NODE_DEGRADED => 6,
-        _ => 1,
+        // Before the registry's refusal it causes.
+        reasons::PULL_SECRET_NOT_FOUND | reasons::INVALID_PULL_SECRET => 1,
+        reasons::NODE_CONFLICT => 3,
+        reasons::ROLLOUT_HALTED => 4,
+        reasons::NODE_STUCK => 5,
+        DRAIN_TIMED_OUT => 6,
+        reasons::NODE_DEGRADED => 7,
+        _ => 2,
     };
     problems.sort_by_key(|(r, _)| rank(r));
     match problems.first() {

@@ -62,11 +62,21 @@ fn a_missing_pull_secret_is_reported_on_the_pool() {
         namespace: api::labels::OPERATOR_NAMESPACE.into(),
     });
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), PULL_SECRET_NOT_FOUND);
+    assert_eq!(degraded_reason(&p), reasons::PULL_SECRET_NOT_FOUND);
     assert_eq!(
         degraded_message(&p),
         "spec.pullSecretRef: Secret bootc-operator/pull not found"
     );
+    // The registry's refusal that comes with it (the tag cannot be resolved
+    // without the Secret) is named after it, not before.
+    w.target = Err(TargetProblem {
+        reason: reasons::REGISTRY_UNAUTHORIZED,
+        message: "registry refused the credentials".into(),
+    });
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::PULL_SECRET_NOT_FOUND);
+    assert!(degraded_message(&p).contains("registry refused"));
+    w.target = World::new(pool("a", IntOrString::Int(1), false)).target;
     // Once it exists, the problem is gone and its hash reaches the node.
     w.secret_hash = Some("sha256:abc".into());
     let p = w.plan();
@@ -99,7 +109,7 @@ fn a_pool_wide_credentials_problem_is_not_passed_to_the_nodes() {
     // The Secret deleted: reported on the pool; the node on the target is
     // not touched, the other moves to the target with the secret it has.
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), PULL_SECRET_NOT_FOUND);
+    assert_eq!(degraded_reason(&p), reasons::PULL_SECRET_NOT_FOUND);
     assert!(applied(&p, "done").is_none(), "{:?}", p.writes);
     let a = applied(&p, "staging").unwrap();
     assert_eq!(a.spec.desired_image, image(NEW));
