@@ -351,6 +351,9 @@ pub mod reasons {
     /// The pull Secret is not a docker config (a pool-wide credentials
     /// problem: reported on the pool, not passed to the nodes).
     pub const INVALID_PULL_SECRET: &str = "InvalidPullSecret";
+    /// `spec.pullSecretRef` names a Secret that does not exist (ranked before
+    /// the registry's 401 that it causes).
+    pub const PULL_SECRET_NOT_FOUND: &str = "PullSecretNotFound";
     pub const HEALTHY: &str = "Healthy";
 
     // BootcNode Idle reasons.
@@ -372,6 +375,9 @@ pub mod reasons {
     /// bootc says this host is not a bootc host (not booted via bootc, or a
     /// container).
     pub const NOT_A_BOOTC_HOST: &str = "NotBootcHost";
+    /// `bootc status` failed on the host (a broken bootc): the daemon cannot
+    /// tell what the host runs, so it does nothing until it can.
+    pub const BOOTC_STATUS_FAILED: &str = "BootcStatusFailed";
 }
 
 /// The reasons of the controller's Events about a pool. A rollout tells its

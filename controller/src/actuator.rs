@@ -1,8 +1,7 @@
-//! Makes the planner's writes. Each node's writes are made in the planner's
-//! order, stopping at the node's first failure; different nodes' writes run
-//! concurrently, in two waves: everything that lifts or keeps a disruption
-//! (releases, approvals, new targets) before anything that adds one (a
-//! cordon, a drain), so that a slot is freed before the next one is taken.
+//! Makes the planner's writes, as the planner arranged them
+//! ([`crate::planner::order`]): wave after wave, the nodes of a wave
+//! concurrently, each node's writes in order, stopping at the node's first
+//! failure. It decides nothing: every field it writes is in the plan.
 //!
 //! BootcNodes and the pool status are written with server-side apply as
 //! `bootc-controller` (the controller owns those fields). Nodes belong to
@@ -12,6 +11,7 @@
 //! planner asks only for differences.
 
 use std::collections::HashMap;
+
 use std::sync::{Arc, Mutex};
 
 use api::labels::{
@@ -26,7 +26,7 @@ use serde_json::json;
 
 use crate::drain::Drains;
 use crate::events::EventSink;
-use crate::planner::{NodePatch, Plan, Write};
+use crate::planner::{NodePatch, Plan, Write, Writes};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActuatorError {
@@ -104,16 +104,10 @@ fn node_patch_body(patch: &NodePatch, pool: &str) -> serde_json::Value {
         body["spec"] = json!({
             "unschedulable": if unschedulable { json!(true) } else { json!(null) }
         });
-        // The mark of our own cordon goes and comes with it.
-        match (unschedulable, patch.ours) {
-            (true, true) => {
-                annotations.insert(CORDONED_BY_ANNOTATION.into(), json!(pool));
-            }
-            (false, _) => {
-                annotations.insert(CORDONED_BY_ANNOTATION.into(), json!(null));
-            }
-            (true, false) => {}
-        }
+    }
+    if let Some(mark) = patch.mark {
+        let value = if mark { json!(pool) } else { json!(null) };
+        annotations.insert(CORDONED_BY_ANNOTATION.into(), value);
     }
     if let Some(disrupted) = patch.disrupted {
         let value = if disrupted { json!(pool) } else { json!(null) };
@@ -203,21 +197,21 @@ impl Actuator {
         ok
     }
 
-    /// Makes `writes`: each node's in order, different nodes' concurrently,
-    /// the disruptive ones last (see the module note). Returns how many API
+    /// Makes `writes`: wave after wave, each node's in order, different
+    /// nodes' concurrently (see the module note). Returns how many API
     /// writes were made; on a failure, the first error (what the other nodes'
     /// writes did stays done: every write is idempotent and replanned).
     pub async fn write(
         &self,
         pool: &BootcNodePool,
-        writes: &[Write],
+        writes: &Writes,
     ) -> Result<usize, ActuatorError> {
         let mut count = 0;
-        for wave in waves(writes) {
+        for wave in writes.waves() {
             // The futures are made first: a stream adapter's closure over
             // borrowed writes would not be provably Send in the runtime.
             let per_node: Vec<_> = wave
-                .into_iter()
+                .iter()
                 .map(|one_node| self.write_in_order(pool, one_node))
                 .collect();
             // Every started write is seen through (and recorded for the
@@ -237,7 +231,7 @@ impl Actuator {
     async fn write_in_order(
         &self,
         pool: &BootcNodePool,
-        writes: Vec<&Write>,
+        writes: &[Write],
     ) -> Result<usize, ActuatorError> {
         let mut count = 0;
         for w in writes {
@@ -372,41 +366,50 @@ impl Actuator {
 /// round trip's time at scale, few enough not to crowd the API server.
 const WRITE_CONCURRENCY: usize = 16;
 
-/// The node a write is about.
-pub(crate) fn node_of(w: &Write) -> &str {
-    match w {
-        Write::ApplyBootcNode(bn) => &bn.name,
-        Write::DeleteBootcNode { name } | Write::PatchNode { name, .. } => name,
-        Write::StartDrain { node } | Write::CancelDrain { node } => node,
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Does this write add a disruption (a cordon, a drain)?
-fn disrupts(w: &Write) -> bool {
-    match w {
-        Write::PatchNode { patch, .. } => {
-            patch.unschedulable == Some(true) || patch.disrupted == Some(true)
+    /// Every field of the patch is the plan's: the actuator adds nothing
+    /// (an uncordon without the mark's removal leaves the mark alone).
+    #[test]
+    fn a_node_patch_is_written_as_planned() {
+        let ours = CORDONED_BY_ANNOTATION;
+        let record = DISRUPTED_BY_ANNOTATION;
+        // (what, patch, merge patch)
+        let rows = [
+            (
+                "slot cordon",
+                NodePatch::SLOT_CORDON,
+                json!({"spec": {"unschedulable": true},
+                       "metadata": {"annotations": {ours: "p", record: "p"}}}),
+            ),
+            (
+                "uncordon",
+                NodePatch::UNCORDON,
+                json!({"spec": {"unschedulable": null},
+                       "metadata": {"annotations": {ours: null, record: null}}}),
+            ),
+            (
+                "an uncordon that keeps the mark",
+                NodePatch {
+                    unschedulable: Some(false),
+                    ..NodePatch::default()
+                },
+                json!({"spec": {"unschedulable": null}}),
+            ),
+            (
+                "record only, label off",
+                NodePatch {
+                    managed: Some(false),
+                    ..NodePatch::record(true)
+                },
+                json!({"metadata": {"labels": {MANAGED_LABEL: null},
+                                    "annotations": {record: "p"}}}),
+            ),
+        ];
+        for (what, patch, want) in rows {
+            assert_eq!(node_patch_body(&patch, "p"), want, "{what}");
         }
-        Write::StartDrain { .. } => true,
-        _ => false,
     }
-}
-
-/// The writes per node, in the planner's order for each node, split into two
-/// waves: nodes with no disruptive write first, then the others.
-pub(crate) fn waves(writes: &[Write]) -> [Vec<Vec<&Write>>; 2] {
-    // Nodes in order of first appearance; a new target touches every node.
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    let mut per_node: Vec<Vec<&Write>> = Vec::new();
-    for w in writes {
-        let i = *index.entry(node_of(w)).or_insert_with(|| {
-            per_node.push(Vec::new());
-            per_node.len() - 1
-        });
-        per_node[i].push(w);
-    }
-    let (second, first): (Vec<_>, Vec<_>) = per_node
-        .into_iter()
-        .partition(|ws| ws.iter().any(|w| disrupts(w)));
-    [first, second]
 }

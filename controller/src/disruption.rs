@@ -216,12 +216,13 @@ impl Budget {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
 
-    fn node(ready: bool, cordoned: bool) -> Node {
+    /// A Node, Ready or not, cordoned or not (the planner's tests build on it).
+    pub(crate) fn node(ready: bool, cordoned: bool) -> Node {
         Node {
             spec: Some(NodeSpec {
                 unschedulable: cordoned.then_some(true),

@@ -138,6 +138,16 @@ pub async fn drain_node(
     }
 }
 
+/// What one drain task needs.
+struct Run {
+    pool: BootcNodePool,
+    node: String,
+    timeout: Duration,
+    retry: bool,
+    cancel: CancellationToken,
+    id: u64,
+}
+
 struct Entry {
     pool: String,
     phase: DrainPhase,
@@ -224,93 +234,128 @@ impl Drains {
         ) {
             old.cancel.cancel();
         }
-        let this = self.clone();
-        let node = node.to_owned();
-        let pool = pool.clone();
         let span = tracing::info_span!(parent: None, "drain", pool = %pool_name, node = %node);
-        tokio::spawn(tracing::Instrument::instrument(
-            async move {
-                tracing::info!(node, pool = %pool_name, ?timeout, retry, "drain started");
-                // The first drain is announced by SlotAssigned; a retry after
-                // a DrainFailed warning is news.
-                if retry {
-                    this.events
-                        .publish(
-                            &pool,
-                            Some(&node),
-                            event_reasons::DRAIN_RETRIED,
-                            &format!(
-                                "draining node {node} again (timeout {}s)",
-                                timeout.as_secs()
-                            ),
-                            false,
-                        )
+        let run = self.clone().run(Run {
+            pool: pool.clone(),
+            node: node.to_owned(),
+            timeout,
+            retry,
+            cancel,
+            id,
+        });
+        tokio::spawn(tracing::Instrument::instrument(run, span));
+    }
+
+    /// One drain, from its start to its recorded outcome.
+    async fn run(self, r: Run) {
+        let Run {
+            pool,
+            node,
+            timeout,
+            retry,
+            cancel,
+            id,
+        } = r;
+        let pool_name = pool.name_any();
+        tracing::info!(node, pool = %pool_name, ?timeout, retry, "drain started");
+        // The first drain needs no event (the slot's cordon shows it); a
+        // retry after a DrainFailed warning is news.
+        if retry {
+            let message = format!(
+                "draining node {node} again (timeout {}s)",
+                timeout.as_secs()
+            );
+            self.events
+                .publish(
+                    &pool,
+                    Some(&node),
+                    event_reasons::DRAIN_RETRIED,
+                    &message,
+                    false,
+                )
+                .await;
+        }
+        let started = std::time::Instant::now();
+        let Some(result) = self
+            .drain_reporting_blocks(&pool, &node, timeout, &cancel)
+            .await
+        else {
+            return;
+        };
+        if !self.record(&node, id, &result) {
+            return;
+        }
+        match &result {
+            // No event: the approval that follows is the news, and it
+            // shows in the BootcNode and the daemon's status.
+            Ok(()) => {
+                crate::metrics::global().drain_succeeded(started.elapsed());
+                tracing::info!(node, pool = %pool_name, "drain finished");
+            }
+            Err(message) => {
+                crate::metrics::global().drain_failed(crate::planner::DRAIN_TIMED_OUT);
+                tracing::warn!(node, pool = %pool_name, %message, "drain failed");
+                self.events
+                    .publish(
+                        &pool,
+                        Some(&node),
+                        event_reasons::DRAIN_FAILED,
+                        message,
+                        true,
+                    )
+                    .await;
+            }
+        }
+        let _ = self.trigger.send(ObjectRef::from_obj(&pool));
+    }
+
+    /// Drains `node`, publishing a `DrainBlocked` event for each pod a
+    /// PodDisruptionBudget holds; None when cancelled.
+    async fn drain_reporting_blocks(
+        &self,
+        pool: &BootcNodePool,
+        node: &str,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Option<Result<(), String>> {
+        let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
+        let drain = drain_node(&self.client, &self.namespace, node, timeout, move |pod| {
+            let _ = blocked_tx.send(pod);
+        });
+        tokio::pin!(drain);
+        loop {
+            tokio::select! {
+                r = &mut drain => return Some(r),
+                Some(pod) = blocked_rx.recv() => {
+                    crate::metrics::global().eviction_refused(EVICTION_REFUSED_BY_BUDGET);
+                    tracing::info!(node, %pod, "eviction refused by a PodDisruptionBudget; retrying");
+                    let message = format!("eviction of {pod} from node {node} refused by a PodDisruptionBudget; retrying");
+                    self.events
+                        .publish(pool, Some(node), event_reasons::DRAIN_BLOCKED, &message, true)
                         .await;
                 }
-                let started = std::time::Instant::now();
-                let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
-                let drain = drain_node(&this.client, &this.namespace, &node, timeout, move |pod| {
-                    let _ = blocked_tx.send(pod);
-                });
-                tokio::pin!(drain);
-                let result = loop {
-                    tokio::select! {
-                        r = &mut drain => break r,
-                        Some(pod) = blocked_rx.recv() => {
-                            crate::metrics::global().eviction_refused(EVICTION_REFUSED_BY_BUDGET);
-                            tracing::info!(node, %pod, "eviction refused by a PodDisruptionBudget; retrying");
-                            this.events
-                                .publish(
-                                    &pool,
-                                    Some(&node),
-                                    event_reasons::DRAIN_BLOCKED,
-                                    &format!("eviction of {pod} from node {node} refused by a PodDisruptionBudget; retrying"),
-                                    true,
-                                )
-                                .await;
-                        }
-                        () = cancel.cancelled() => return,
-                    }
-                };
-                let phase = match &result {
-                    Ok(()) => DrainPhase::Succeeded,
-                    Err(message) => DrainPhase::Failed {
-                        message: message.clone(),
-                        at: jiff::Timestamp::now(),
-                    },
-                };
-                {
-                    let mut entries = this.lock();
-                    match entries.get_mut(&node) {
-                        Some(e) if e.id == id => e.phase = phase,
-                        _ => return,
-                    }
-                }
-                match &result {
-                    // No event: the approval that follows is the news, and it
-                    // shows in the BootcNode and the daemon's status.
-                    Ok(()) => {
-                        crate::metrics::global().drain_succeeded(started.elapsed());
-                        tracing::info!(node, pool = %pool_name, "drain finished");
-                    }
-                    Err(message) => {
-                        crate::metrics::global().drain_failed(crate::planner::DRAIN_TIMED_OUT);
-                        tracing::warn!(node, pool = %pool_name, %message, "drain failed");
-                        this.events
-                            .publish(
-                                &pool,
-                                Some(&node),
-                                event_reasons::DRAIN_FAILED,
-                                message,
-                                true,
-                            )
-                            .await;
-                    }
-                }
-                let _ = this.trigger.send(ObjectRef::from_obj(&pool));
+                () = cancel.cancelled() => return None,
+            }
+        }
+    }
+
+    /// Records a drain's outcome; false when the drain was replaced or
+    /// cancelled meanwhile (its outcome no longer counts).
+    fn record(&self, node: &str, id: u64, result: &Result<(), String>) -> bool {
+        let phase = match result {
+            Ok(()) => DrainPhase::Succeeded,
+            Err(message) => DrainPhase::Failed {
+                message: message.clone(),
+                at: jiff::Timestamp::now(),
             },
-            span,
-        ));
+        };
+        match self.lock().get_mut(node) {
+            Some(e) if e.id == id => {
+                e.phase = phase;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Stops every drain (shutdown).

@@ -1,17 +1,20 @@
 //! The bootc pool controller.
 //!
-//! * [`planner`]: the pool reconciler's decisions as a pure function;
+//! * [`planner`]: the pool reconciler's decisions, a pipeline of pure steps
+//!   (`docs/design.md` names each rule's home);
 //! * [`disruption`]: the disruption bound (who counts as disrupted, when a
 //!   node is back, when a new slot may be handed out);
 //! * [`staging`]: which members are told the target (staging bounds);
 //! * [`stuck`]: each phase a node waits in, its deadline and next step;
-//! * [`actuator`]: makes the planner's writes;
+//! * [`actuator`]: makes the planner's writes, in the planner's order;
 //! * [`drain`]: node drains through the Eviction API;
 //! * [`target`]: the `resolve_target` step (digest references; the seam for
 //!   a registry-backed tag resolver);
 //! * [`retry`]: a person's retry of a node whose reboot failed;
 //! * [`lease`]: leader election on a Lease;
 //! * [`liveness`]: when `/healthz` fails (a wedged reconcile loop);
+//! * [`synced`]: which caches have listed their objects (reconciles and
+//!   `/readyz` wait on it);
 //! * [`daemon_secrets`]: the daemons' Role on the pull secrets the pools name;
 //! * [`runtime`]: caches, watches, reconcile, finalizer, health endpoints.
 //!
@@ -51,6 +54,7 @@ pub mod retry;
 pub mod runtime;
 pub mod staging;
 pub mod stuck;
+pub mod synced;
 pub mod tag_policy;
 pub mod target;
 

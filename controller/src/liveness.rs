@@ -1,6 +1,7 @@
 //! Is the reconcile loop wedged? `/healthz` answers 503 (and the kubelet
 //! restarts the controller) when a reconcile has been running for longer
-//! than [`WEDGED_AFTER`]: a reconcile takes milliseconds, its slowest part
+//! than [`WEDGED_AFTER`] (`--wedged-after-seconds`), and 200 again once it
+//! ends: a reconcile takes milliseconds, its slowest part
 //! is a registry request (30 s timeout) and its writes are bounded by the
 //! client's timeouts, so one that runs for minutes waits on something that
 //! will not come (a lock, a hung connection), and every pool behind it
@@ -11,19 +12,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long one reconcile may run before the loop counts as wedged.
+/// How long one reconcile may run before the loop counts as wedged (the
+/// default of `--wedged-after-seconds`).
 pub const WEDGED_AFTER: Duration = Duration::from_secs(300);
 
-/// Is a loop whose oldest running reconcile is `oldest` old wedged?
-pub fn is_wedged(oldest: Option<Duration>) -> bool {
-    oldest.is_some_and(|age| age >= WEDGED_AFTER)
+/// Is a loop whose oldest running reconcile is `oldest` old wedged, when
+/// one may run for `limit`?
+pub fn is_wedged(oldest: Option<Duration>, limit: Duration) -> bool {
+    oldest.is_some_and(|age| age >= limit)
 }
 
 /// The reconciles running now, with their start.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Liveness {
     next: AtomicU64,
     running: Mutex<BTreeMap<u64, Instant>>,
+    limit: Duration,
+}
+
+impl Default for Liveness {
+    fn default() -> Self {
+        Liveness::new(WEDGED_AFTER)
+    }
 }
 
 /// A running reconcile; dropped when it ends (whichever way).
@@ -42,6 +52,15 @@ impl Drop for Running {
 }
 
 impl Liveness {
+    /// A reconcile running for `limit` makes the loop wedged.
+    pub fn new(limit: Duration) -> Self {
+        Liveness {
+            next: AtomicU64::new(0),
+            running: Mutex::default(),
+            limit,
+        }
+    }
+
     /// Marks a reconcile as started.
     pub fn start(self: &Arc<Self>) -> Running {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
@@ -62,7 +81,7 @@ impl Liveness {
 
     /// Should `/healthz` fail?
     pub fn wedged(&self) -> bool {
-        is_wedged(self.oldest())
+        is_wedged(self.oldest(), self.limit)
     }
 }
 
@@ -72,9 +91,14 @@ mod tests {
 
     #[test]
     fn a_reconcile_running_too_long_is_a_wedged_loop() {
-        assert!(!is_wedged(None));
-        assert!(!is_wedged(Some(Duration::from_secs(1))));
-        assert!(is_wedged(Some(WEDGED_AFTER)));
+        assert!(!is_wedged(None, WEDGED_AFTER));
+        assert!(!is_wedged(Some(Duration::from_secs(1)), WEDGED_AFTER));
+        assert!(is_wedged(Some(WEDGED_AFTER), WEDGED_AFTER));
+        let quick = Arc::new(Liveness::new(Duration::ZERO));
+        let running = quick.start();
+        assert!(quick.wedged(), "running past its limit");
+        drop(running);
+        assert!(!quick.wedged(), "and live again once it ended");
         let l = Arc::new(Liveness::default());
         let a = l.start();
         let b = l.start();

@@ -43,6 +43,10 @@ struct Args {
     /// Reconcile every pool at least this often, in seconds.
     #[arg(long, default_value_t = 600)]
     resync_seconds: u64,
+    /// /healthz fails while a reconcile has been running this long, in
+    /// seconds (a wedged loop: the kubelet restarts the controller).
+    #[arg(long, default_value_t = controller::liveness::WEDGED_AFTER.as_secs())]
+    wedged_after_seconds: u64,
     /// Resolve tag references against their registry this often, in seconds.
     #[arg(long, default_value_t = 300)]
     tag_resolution_interval_seconds: u64,
@@ -131,6 +135,7 @@ async fn real_main(args: Args) -> Result<(), MainError> {
     options.health_addr = health_addr;
     options.metrics_addr = metrics_addr;
     options.resync = Duration::from_secs(args.resync_seconds.max(1));
+    options.wedged_after = Duration::from_secs(args.wedged_after_seconds.max(1));
     let ca_bundle = match &args.registry_ca_file {
         Some(path) => Some(
             std::fs::read(path)

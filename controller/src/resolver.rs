@@ -83,28 +83,10 @@ impl RegistryResolver {
                 target: Ok(Target { digest, image }),
                 requeue_after: None,
             },
-            TargetStep::NotDue { requeue_after } => {
-                let error = self
-                    .last_error
-                    .lock()
-                    .ok()
-                    .and_then(|m| m.get(&name).cloned());
-                let target = match (error, &current.target_digest, &current.target_image) {
-                    (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
-                    (None, Some(digest), Some(image)) => Ok(Target {
-                        digest: digest.clone(),
-                        image: image.clone(),
-                    }),
-                    _ => Err(TargetProblem {
-                        reason: "TagNotResolved",
-                        message: format!("{} has not been resolved yet", pool.spec.image.reference),
-                    }),
-                };
-                Resolution {
-                    target,
-                    requeue_after: Some(requeue_after),
-                }
-            }
+            TargetStep::NotDue { requeue_after } => Resolution {
+                target: self.kept(pool, &current),
+                requeue_after: Some(requeue_after),
+            },
             TargetStep::Resolve => {
                 let asked = std::time::Instant::now();
                 let result = self.query(&image, pull_secret).await;
@@ -117,26 +99,7 @@ impl RegistryResolver {
                     self.interval,
                     now,
                 );
-                if let Ok(mut schedule) = self.schedule.lock() {
-                    schedule.insert(
-                        key,
-                        Schedule {
-                            generation: pool.metadata.generation,
-                            next: out.next_resolution,
-                        },
-                    );
-                }
-                tracing::debug!(pool = %name, next = %out.next_resolution, "next tag resolution scheduled");
-                if let Ok(mut errors) = self.last_error.lock() {
-                    match &out.error {
-                        Some(e) => {
-                            errors.insert(name.clone(), e.clone());
-                        }
-                        None => {
-                            errors.remove(&name);
-                        }
-                    }
-                }
+                self.remember(&key, pool, &out);
                 let target = match (out.error, out.target_digest, out.target_image) {
                     (None, Some(digest), Some(image)) => Ok(Target { digest, image }),
                     (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
@@ -150,18 +113,56 @@ impl RegistryResolver {
                     took,
                     target.as_ref().err().map(|p| p.reason),
                 );
-                match &target {
-                    Ok(t) if current.target_digest.as_deref() != Some(t.digest.as_str()) => {
-                        tracing::info!(pool = %name, tag = %image, digest = %t.digest, "tag resolved to a new digest");
-                    }
-                    Err(p) => {
-                        tracing::warn!(pool = %name, reason = p.reason, message = %p.message, "tag resolution failed")
-                    }
-                    _ => {}
-                }
+                log_outcome(&name, &image, &current, &target);
                 Resolution {
                     target,
                     requeue_after: Some(out.requeue_after),
+                }
+            }
+        }
+    }
+
+    /// Between two resolutions: the last failure, or the target in force.
+    fn kept(&self, pool: &BootcNodePool, current: &CurrentTarget) -> Result<Target, TargetProblem> {
+        let name = pool.name_any();
+        let error = self
+            .last_error
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&name).cloned());
+        match (error, &current.target_digest, &current.target_image) {
+            (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
+            (None, Some(digest), Some(image)) => Ok(Target {
+                digest: digest.clone(),
+                image: image.clone(),
+            }),
+            _ => Err(TargetProblem {
+                reason: "TagNotResolved",
+                message: format!("{} has not been resolved yet", pool.spec.image.reference),
+            }),
+        }
+    }
+
+    /// Keeps a resolution's schedule (under `key`) and failure, if any.
+    fn remember(&self, key: &str, pool: &BootcNodePool, out: &tag_policy::TargetOutcome) {
+        let name = pool.name_any();
+        if let Ok(mut schedule) = self.schedule.lock() {
+            schedule.insert(
+                key.to_owned(),
+                Schedule {
+                    generation: pool.metadata.generation,
+                    next: out.next_resolution,
+                },
+            );
+        }
+        tracing::debug!(pool = %name, next = %out.next_resolution, "next tag resolution scheduled");
+        if let Ok(mut errors) = self.last_error.lock() {
+            match &out.error {
+                Some(e) => {
+                    errors.insert(name, e.clone());
+                }
+                None => {
+                    errors.remove(&name);
                 }
             }
         }
@@ -211,5 +212,23 @@ impl Resolve for RegistryResolver {
                 }
             }
         })
+    }
+}
+
+/// Logs a resolution: a new digest, or a failure.
+fn log_outcome(
+    name: &str,
+    tag: &api::image_ref::ImageRef,
+    current: &CurrentTarget,
+    target: &Result<Target, TargetProblem>,
+) {
+    match target {
+        Ok(t) if current.target_digest.as_deref() != Some(t.digest.as_str()) => {
+            tracing::info!(pool = %name, %tag, digest = %t.digest, "tag resolved to a new digest");
+        }
+        Err(p) => {
+            tracing::warn!(pool = %name, reason = p.reason, message = %p.message, "tag resolution failed")
+        }
+        _ => {}
     }
 }

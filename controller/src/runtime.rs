@@ -30,6 +30,7 @@ use crate::events::EventSink;
 use crate::lease::{self, LeaseConfig};
 use crate::liveness::Liveness;
 use crate::planner::{self, PlanInput};
+use crate::synced::{Cache, Synced};
 use crate::target::{DigestOnly, Resolve};
 
 /// How the controller runs.
@@ -49,6 +50,9 @@ pub struct Options {
     pub resolver: Arc<dyn Resolve>,
     /// Reconcile every pool at least this often even without events.
     pub resync: Duration,
+    /// A reconcile running this long makes `/healthz` fail (see
+    /// [`crate::liveness`]).
+    pub wedged_after: Duration,
 }
 
 impl std::fmt::Debug for Options {
@@ -74,6 +78,7 @@ impl Options {
             instance: instance.to_owned(),
             resolver: Arc::new(DigestOnly),
             resync: Duration::from_secs(600),
+            wedged_after: crate::liveness::WEDGED_AFTER,
         }
     }
 }
@@ -84,8 +89,6 @@ pub enum Error {
     Actuator(#[from] ActuatorError),
     #[error("finalizer: {0}")]
     Finalizer(String),
-    #[error("caches were not ready")]
-    NotReady,
     #[error("caches have not yet seen the controller's own last writes; cleanup retried")]
     CachesBehind,
     #[error("cleanup waits for nodes the pool disrupted to be back: {}", nodes.join(", "))]
@@ -110,7 +113,6 @@ impl Error {
         match self {
             Error::Actuator(_) => "Write",
             Error::Finalizer(_) => "Finalizer",
-            Error::NotReady => "NotReady",
             Error::CachesBehind => "CachesBehind",
             Error::CleanupWaiting { .. } => "CleanupWaiting",
             Error::LeaseLost => "LeaseLost",
@@ -139,6 +141,8 @@ struct Ctx {
     phase_clocks: std::sync::Mutex<BTreeMap<String, crate::stuck::Clock>>,
     /// The reconciles running now, for `/healthz`.
     liveness: Arc<Liveness>,
+    /// Which caches have listed their objects.
+    synced: Arc<Synced>,
 }
 
 /// `sha256:<hex>` over a Secret's data (keys sorted, lengths included).
@@ -518,18 +522,9 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
 
 async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let _running = ctx.liveness.start();
-    ctx.nodes
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::NotReady)?;
-    ctx.bootc_nodes
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::NotReady)?;
-    ctx.secrets
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::NotReady)?;
+    ctx.synced
+        .wait(&[Cache::Nodes, Cache::BootcNodes, Cache::Secrets])
+        .await;
     let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
     let c = ctx.clone();
     finalizer(&api, POOL_FINALIZER, pool, |event| async move {
@@ -634,7 +629,7 @@ pub async fn run(
     drain_config.default_retry = false;
     let drain_client = counted_client(drain_config)?;
     let ready = Arc::new(AtomicBool::new(false));
-    let liveness = Arc::new(Liveness::default());
+    let liveness = Arc::new(Liveness::new(options.wedged_after));
     let mut addrs: Vec<SocketAddr> = options.health_addr.into_iter().collect();
     addrs.extend(options.metrics_addr.filter(|m| !addrs.contains(m)));
     let servers: Vec<_> = addrs
@@ -731,24 +726,32 @@ async fn run_controller(
     let (bn_store, bn_writer) = reflector::store::<BootcNode>();
     let (node_store, node_writer) = reflector::store::<Node>();
     let (secret_store, secret_writer) = reflector::store::<Secret>();
+    let synced = Synced::new();
 
     let bn_stream = log_errors(
-        reflector::reflector(
-            bn_writer,
-            watcher(bn_api, watcher::Config::default())
-                .backoff(api::watch::backoff())
-                .modify(|bn| bn.managed_fields_mut().clear()),
-        )
-        .touched_objects(),
+        synced
+            .track(
+                Cache::BootcNodes,
+                reflector::reflector(
+                    bn_writer,
+                    watcher(bn_api, watcher::Config::default())
+                        .backoff(api::watch::backoff())
+                        .modify(|bn| bn.managed_fields_mut().clear()),
+                ),
+            )
+            .touched_objects(),
         "bootcnodes",
     );
     let node_stream = log_errors(
         changed_only(
-            reflector::reflector(
-                node_writer,
-                watcher(node_api, watcher::Config::default())
-                    .backoff(api::watch::backoff())
-                    .modify(strip_node),
+            synced.track(
+                Cache::Nodes,
+                reflector::reflector(
+                    node_writer,
+                    watcher(node_api, watcher::Config::default())
+                        .backoff(api::watch::backoff())
+                        .modify(strip_node),
+                ),
             ),
             node_fingerprint,
         ),
@@ -756,11 +759,14 @@ async fn run_controller(
     );
     let secret_stream = log_errors(
         changed_only(
-            reflector::reflector(
-                secret_writer,
-                watcher(secret_api, watcher::Config::default())
-                    .backoff(api::watch::backoff())
-                    .modify(strip_secret),
+            synced.track(
+                Cache::Secrets,
+                reflector::reflector(
+                    secret_writer,
+                    watcher(secret_api, watcher::Config::default())
+                        .backoff(api::watch::backoff())
+                        .modify(strip_secret),
+                ),
             ),
             secret_fingerprint,
         ),
@@ -780,18 +786,22 @@ async fn run_controller(
     // The pools' own cache, with the same quick backoff as the others.
     let (pool_store, pool_writer) = reflector::store::<BootcNodePool>();
     let pool_trigger = log_errors(
-        reflector::reflector(
-            pool_writer,
-            watcher(pools_api, watcher::Config::default()).backoff(api::watch::backoff()),
-        )
-        .applied_objects(),
+        synced
+            .track(
+                Cache::Pools,
+                reflector::reflector(
+                    pool_writer,
+                    watcher(pools_api, watcher::Config::default()).backoff(api::watch::backoff()),
+                ),
+            )
+            .applied_objects(),
         "bootcnodepools (cache)",
     );
     // No error reaches the controller (see `log_errors`); its own backoff of
     // the trigger streams is kept as short as the watchers' all the same.
     let controller = Controller::for_stream(pool_trigger, pool_store.clone())
         .trigger_backoff(api::watch::backoff());
-    let (pools_synced, shutdown_early) = (pool_store.clone(), shutdown.clone());
+    let (pools_synced, shutdown_early) = (synced.clone(), shutdown.clone());
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         namespace: options.namespace.clone(),
@@ -812,6 +822,7 @@ async fn run_controller(
         ready,
         phase_clocks: std::sync::Mutex::default(),
         liveness,
+        synced: synced.clone(),
     });
 
     let (p1, p2, p3) = (pool_store.clone(), pool_store.clone(), pool_store);
@@ -827,22 +838,11 @@ async fn run_controller(
     };
     // Ready once every cache has listed its objects.
     let ready_task = {
-        let (n, b, s, p, flag) = (
-            ctx.nodes.clone(),
-            ctx.bootc_nodes.clone(),
-            ctx.secrets.clone(),
-            ctx.pools.clone(),
-            ctx.ready.clone(),
-        );
+        let flag = ctx.ready.clone();
         tokio::spawn(async move {
-            if n.wait_until_ready().await.is_ok()
-                && b.wait_until_ready().await.is_ok()
-                && s.wait_until_ready().await.is_ok()
-                && p.wait_until_ready().await.is_ok()
-            {
-                flag.store(true, Ordering::Relaxed);
-                tracing::info!("caches synced; ready");
-            }
+            synced.wait(&Cache::ALL).await;
+            flag.store(true, Ordering::Relaxed);
+            tracing::info!("caches synced; ready");
         })
     };
     let _daemon_secrets = ctx.daemon_secrets.keep();
@@ -880,7 +880,7 @@ async fn run_controller(
     // for ever. Nothing can be in flight yet.
     let unsynced_shutdown = async move {
         shutdown_early.cancelled().await;
-        if futures::FutureExt::now_or_never(pools_synced.wait_until_ready()).is_none() {
+        if !pools_synced.all(&[Cache::Pools]) {
             return;
         }
         std::future::pending::<()>().await;

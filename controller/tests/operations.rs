@@ -9,26 +9,6 @@ use kube::api::Api;
 use serde_json::json;
 use tests::daemon_player::{DaemonPlayer, PlayerOptions};
 
-/// A minimal HTTP GET; retries the connection while the server starts.
-async fn http_get(addr: &str, path: &str) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let deadline = std::time::Instant::now() + WAIT;
-    let mut sock = loop {
-        match tokio::net::TcpStream::connect(addr).await {
-            Ok(s) => break s,
-            Err(e) if std::time::Instant::now() > deadline => panic!("connect {addr}: {e}"),
-            // No event tells when the process has bound its port.
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
-        }
-    };
-    sock.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut out = String::new();
-    sock.read_to_string(&mut out).await.unwrap();
-    out.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 async fn wait_holder(admin: &kube::Client, holder: Option<&'static str>) {
     tests::k8s::wait_for(
         Api::<Lease>::namespaced(admin.clone(), "bootc-operator"),

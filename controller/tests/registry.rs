@@ -326,3 +326,93 @@ async fn an_image_must_cover_every_members_architecture() {
     );
     let _ = BTreeMap::<String, String>::new();
 }
+
+/// `/healthz` fails while the reconcile loop is wedged, and answers again
+/// once it is not. The controller reaches the API server through a proxy
+/// that is then frozen (its requests arrive, no answer comes back, as on a
+/// hung connection); a new image under the pool's tag makes the next
+/// reconcile (tag resolutions go to the registry, not through the proxy)
+/// write the new target and wait for an answer that does not come.
+#[tokio::test]
+async fn healthz_fails_while_a_reconcile_is_wedged() {
+    let env = env().await;
+    let reg = TestRegistry::start("tester", "pw").await.unwrap();
+    put_secret(&env.admin, &reg.good_docker_config()).await;
+    let v1 = reg
+        .push_image("acme/os", "prod", &amd64("1"))
+        .await
+        .unwrap();
+    let upstream = env.cp.url().trim_start_matches("https://").parse().unwrap();
+    let proxy = tests::freeze_proxy::FreezeProxy::start(upstream)
+        .await
+        .unwrap();
+    let kubeconfig = env.cp.dir().join("controller-via-proxy.kubeconfig");
+    let text = std::fs::read_to_string(env.cp.kubeconfig(tests::Identity::Controller)).unwrap();
+    std::fs::write(&kubeconfig, text.replace(&env.cp.url(), &proxy.url())).unwrap();
+    let addr = format!("127.0.0.1:{}", tests::control_plane::free_port().unwrap());
+    let ca = reg.ca_path().display().to_string();
+    let c = ControllerProc::spawn_with_kubeconfig(
+        &env,
+        &kubeconfig,
+        "c1",
+        &[
+            "--registry-ca-file",
+            &ca,
+            "--tag-resolution-interval-seconds",
+            "1",
+            "--health-addr",
+            &addr,
+            "--wedged-after-seconds",
+            "3",
+        ],
+    );
+    create_pool(&env.admin, &tag_pool(&reg, "prod")).await;
+    wait_pool(&env.admin, "workers", "target v1", move |p| {
+        target(p).as_deref() == Some(v1.as_str())
+    })
+    .await;
+    assert_eq!(http_get(&addr, "/healthz").await, 200);
+    // A resolution after that write: the controller's caches have seen it
+    // (a reconcile resolves only then), so a frozen watch does not hold the
+    // next reconcile back before it writes.
+    wait_resolutions(&c, resolutions(&c) + 1).await;
+
+    proxy.freeze();
+    let v2 = reg
+        .push_image("acme/os", "prod", &amd64("2"))
+        .await
+        .unwrap();
+    // The write reaches the server (the admin sees it); its answer is held.
+    wait_pool(&env.admin, "workers", "target v2 written", move |p| {
+        target(p).as_deref() == Some(v2.as_str())
+    })
+    .await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while http_get(&addr, "/healthz").await == 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/healthz stayed 200 with a reconcile wedged; log:\n{}",
+            c.log_text()
+        );
+        // /healthz is polled, as the kubelet does: there is no event.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(http_get(&addr, "/healthz").await, 503);
+    assert_eq!(
+        http_get(&addr, "/readyz").await,
+        200,
+        "still ready; log:\n{}",
+        c.log_text()
+    );
+
+    proxy.thaw();
+    let deadline = std::time::Instant::now() + WAIT;
+    while http_get(&addr, "/healthz").await != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/healthz did not recover; log:\n{}",
+            c.log_text()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

@@ -421,6 +421,77 @@ pub fn status_for(
     (status, [idle, degraded])
 }
 
+/// Why the daemon cannot go by the host's bootc state: `bootc status`
+/// failed (a broken bootc), or it answered that nothing is booted through
+/// bootc. Reported as the BootcNode's Degraded condition; nothing is staged
+/// or applied meanwhile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostProblem {
+    /// The Degraded reason (`api::reasons`).
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The problem with a host whose status was read: bootc's documented test
+/// of a host deployed through bootc is that it reports a booted deployment
+/// (a container or a host booted otherwise reports none).
+pub fn host_problem(host: &HostView) -> Option<HostProblem> {
+    host.booted.is_none().then(|| HostProblem {
+        reason: reasons::NOT_A_BOOTC_HOST,
+        message: "bootc status reports no booted deployment: this host is not deployed via bootc (or bootc runs in a container); nothing is staged here".to_owned(),
+    })
+}
+
+/// Longest delay between reads of a failing `bootc status`: a read is
+/// cheap, and a repaired host should not wait minutes to be seen.
+pub const STATUS_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// The delay before reading a failing `bootc status` again.
+pub fn status_retry(attempts: u32) -> Duration {
+    Failure::backoff(attempts).min(STATUS_RETRY_MAX)
+}
+
+/// The problem of a failed `bootc status`, in bootc's (or the helper's)
+/// words.
+pub fn status_failed(message: &str) -> HostProblem {
+    let reason = match crate::bootc_errors::reason_for(message) {
+        r if r == reasons::NOT_A_BOOTC_HOST => r,
+        _ => reasons::BOOTC_STATUS_FAILED,
+    };
+    HostProblem {
+        reason,
+        message: format!("bootc status failed: {message}"),
+    }
+}
+
+/// The status that reports `problem`. What the host runs is taken from
+/// `host` when bootc answered, else kept from `previous` (the last known,
+/// possibly stale); the phase is kept; the spec is marked seen, so that the
+/// controller sees a daemon that answers, not a silent one.
+pub fn status_for_problem(
+    previous: Option<&BootcNodeStatus>,
+    generation: Option<i64>,
+    host: Option<&HostView>,
+    problem: &HostProblem,
+) -> (BootcNodeStatus, ConditionUpdate) {
+    let mut status = previous.cloned().unwrap_or_default();
+    status.observed_generation = generation;
+    if let Some(host) = host {
+        status.booted = host.booted.clone();
+        status.staged = host.staged.clone();
+        status.rollback = host.rollback.clone();
+        status.boot_id = Some(host.boot_id.clone()).filter(|b| !b.is_empty());
+        status.download_only_supported = Some(host.download_only_supported);
+    }
+    let degraded = ConditionUpdate::new(
+        reasons::DEGRADED,
+        true,
+        problem.reason,
+        problem.message.clone(),
+    );
+    (status, degraded)
+}
+
 /// Does `new` tell the controller anything `stored` does not? Condition
 /// timestamps do not count. Nor does the spec generation while the node is
 /// Idle on its desired image in both: a spec change that leaves the desired
@@ -903,6 +974,44 @@ mod tests {
             );
             assert_eq!(d.action, row.action, "{}: action", row.name);
         }
+    }
+
+    #[test]
+    fn a_host_bootc_cannot_describe_is_reported_with_bootcs_words() {
+        let mut not_deployed = host(OLD, None, "b1");
+        not_deployed.booted = None;
+        let problem = host_problem(&not_deployed).unwrap();
+        assert_eq!(problem.reason, reasons::NOT_A_BOOTC_HOST);
+        assert_eq!(host_problem(&host(OLD, None, "b1")), None);
+
+        let broken = status_failed(
+            "bootc [\"status\"] failed (exit status: 1): error: Status: Getting composefs deployment status: boom",
+        );
+        assert_eq!(broken.reason, reasons::BOOTC_STATUS_FAILED);
+        assert!(
+            broken
+                .message
+                .contains("Getting composefs deployment status: boom")
+        );
+        let container = status_failed(
+            "error: Status: Preparing for write: Detected container; this command requires a booted host system.",
+        );
+        assert_eq!(container.reason, reasons::NOT_A_BOOTC_HOST);
+
+        // The last known deployments and phase stay; the spec is seen.
+        let previous = rebooting_status("b1", 2);
+        let (status, degraded) = status_for_problem(Some(&previous), Some(3), None, &broken);
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(status.booted, previous.booted);
+        assert_eq!(status.conditions, previous.conditions);
+        assert!(degraded.status);
+        assert_eq!(degraded.reason, reasons::BOOTC_STATUS_FAILED);
+        // A fresh answer (nothing booted) replaces them.
+        let (status, degraded) =
+            status_for_problem(Some(&previous), Some(3), Some(&not_deployed), &problem);
+        assert_eq!(status.booted, None);
+        assert_eq!(status.boot_id.as_deref(), Some("b1"));
+        assert_eq!(degraded.reason, reasons::NOT_A_BOOTC_HOST);
     }
 
     #[test]

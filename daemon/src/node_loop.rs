@@ -19,7 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::helper_client::CallError;
-use crate::machine::{self, Action, Decision, Failure, HostView, Inputs, Operation};
+use crate::machine::{self, Action, Decision, Failure, HostProblem, HostView, Inputs, Operation};
 
 /// The helper client over the socketpair.
 pub type Helper = crate::helper_client::HelperClient;
@@ -104,6 +104,14 @@ enum AuthProblem {
     Other(String),
 }
 
+/// The last `bootc status` failed: what to report, and when to read again.
+#[derive(Clone, Debug)]
+struct StatusFailure {
+    problem: HostProblem,
+    attempts: u32,
+    retry_at: Instant,
+}
+
 type WatchStream =
     Pin<Box<dyn Stream<Item = Result<watcher::Event<BootcNode>, watcher::Error>> + Send>>;
 
@@ -116,6 +124,9 @@ struct NodeLoop {
     started: Instant,
     node: Option<BootcNode>,
     host: Option<HostView>,
+    /// Set while `bootc status` fails: `host` is then the last good answer
+    /// (or none), not to be acted on.
+    status_failure: Option<StatusFailure>,
     failure: Option<Failure>,
     auth_written: Option<AuthWritten>,
     retry_at: Option<Instant>,
@@ -160,6 +171,7 @@ pub async fn run(
         started: Instant::now(),
         node: None,
         host: None,
+        status_failure: None,
         failure: None,
         auth_written: None,
         retry_at: None,
@@ -192,7 +204,12 @@ pub async fn run(
                 me.refresh_host().await?;
             }
             _ = poll.tick() => me.refresh_host().await?,
-            _ = sleep_until(retry) => me.retry_at = None,
+            _ = sleep_until(retry) => {
+                me.retry_at = None;
+                if me.status_failure.is_some() {
+                    me.refresh_host().await?;
+                }
+            }
         }
         me.reconcile().await?;
     }
@@ -247,11 +264,22 @@ impl NodeLoop {
         match self.helper.status(proto::StatusRequest {}).await {
             Ok(resp) => {
                 self.host = Some(host_view(resp));
+                if self.status_failure.take().is_some() {
+                    tracing::info!("bootc status answers again");
+                }
                 Ok(())
             }
             Err(status) if helper_gone(&status) => Err(LoopError::HelperGone(status)),
             Err(status) => {
-                tracing::warn!(error = %status.message(), "bootc status failed");
+                let attempts = self.status_failure.as_ref().map_or(1, |f| f.attempts + 1);
+                let delay = machine::status_retry(attempts);
+                let message = crate::bootc_errors::redact(status.message(), &self.redact);
+                tracing::warn!(error = %message, attempts, retry_in = ?delay, "bootc status failed");
+                self.status_failure = Some(StatusFailure {
+                    problem: machine::status_failed(&message),
+                    attempts,
+                    retry_at: Instant::now() + delay,
+                });
                 Ok(())
             }
         }
@@ -293,6 +321,9 @@ impl NodeLoop {
                 return Ok(());
             };
             self.sync_pull_secret(&node).await?;
+            if self.report_host_problem(&node).await? {
+                return Ok(());
+            }
             let Some(host) = self.host.clone() else {
                 return Ok(());
             };
@@ -365,6 +396,40 @@ impl NodeLoop {
             }
         }
         Ok(())
+    }
+
+    /// When bootc's status cannot be gone by (it failed, or the host is not
+    /// deployed via bootc), reports why on the BootcNode and returns true:
+    /// nothing is decided on a host the daemon cannot see. A failed read is
+    /// retried after its backoff.
+    async fn report_host_problem(&mut self, node: &BootcNode) -> Result<bool, LoopError> {
+        let (problem, host) = match &self.status_failure {
+            Some(f) => {
+                self.retry_at = Some(f.retry_at);
+                (f.problem.clone(), None)
+            }
+            None => match self.host.as_ref().and_then(machine::host_problem) {
+                Some(p) => (p, self.host.clone()),
+                None => return Ok(false),
+            },
+        };
+        let (mut status, degraded) = machine::status_for_problem(
+            node.status.as_ref(),
+            node.metadata.generation,
+            host.as_ref(),
+            &problem,
+        );
+        let now = Time(jiff::Timestamp::now());
+        conditions::apply(
+            &mut status.conditions,
+            &degraded,
+            node.metadata.generation,
+            &now,
+        );
+        if self.store_status(node, status).await? {
+            tracing::warn!(reason = problem.reason, message = %problem.message, "host problem reported");
+        }
+        Ok(true)
     }
 
     /// Re-reads the BootcNode; true when it is unchanged (same spec) and so
@@ -443,18 +508,20 @@ impl NodeLoop {
         }
     }
 
-    /// A pull-secret failure makes the node degraded and holds staging.
+    /// A pull-secret failure holds a download, and makes the node degraded
+    /// while it needs one. A node that needs none (on its image, or staged
+    /// and approved) is not degraded by it: a Secret deleted or broken is
+    /// the pool's problem, reported there once, not every node's.
     fn with_auth_failure(&self, mut decision: Decision) -> Decision {
         if let Some(f) = self
             .failure
             .as_ref()
             .filter(|f| f.operation == Operation::WriteAuth)
+            && matches!(decision.action, Action::Stage { .. })
         {
             decision.degraded = Some(f.message.clone());
-            if matches!(decision.action, Action::Stage { .. }) {
-                let wait = f.retry_at_ms.saturating_sub(self.now_ms()).max(1);
-                decision.action = Action::RetryAfter(Duration::from_millis(wait));
-            }
+            let wait = f.retry_at_ms.saturating_sub(self.now_ms()).max(1);
+            decision.action = Action::RetryAfter(Duration::from_millis(wait));
         }
         decision
     }
@@ -512,6 +579,14 @@ impl NodeLoop {
                 .map(|_| ()),
             Err(AuthProblem::NotAnnounced(message)) if holds_announced => {
                 tracing::info!(secret = %label, %message, "keeping the host's auth file until the controller announces the new content");
+                self.auth_written = Some(wanted);
+                return Ok(());
+            }
+            // The host holds the announced content already (this spec's
+            // write is only in case something cleared /run): a Secret gone
+            // or unreadable now is the pool's problem, not this node's.
+            Err(AuthProblem::Other(message)) if holds_announced => {
+                tracing::warn!(secret = %label, %message, "cannot read the pull secret again; keeping the host's auth file");
                 self.auth_written = Some(wanted);
                 return Ok(());
             }
@@ -596,9 +671,26 @@ impl NodeLoop {
             node.metadata.generation,
             &now,
         );
+        if self.store_status(node, status).await? {
+            tracing::info!(
+                phase = decision.phase.reason(),
+                degraded = decision.degraded.is_some(),
+                message = %decision.phase_message,
+                "status written"
+            );
+        }
+        Ok(())
+    }
+
+    /// Writes `status` unless it tells nothing new; true when written.
+    async fn store_status(
+        &mut self,
+        node: &BootcNode,
+        status: BootcNodeStatus,
+    ) -> Result<bool, LoopError> {
         let stored = self.last_written.as_ref().or(node.status.as_ref());
         if !machine::worth_writing(stored, &status) {
-            return Ok(());
+            return Ok(false);
         }
         tracing::debug!(
             stored = %serde_json::to_string(&stored).unwrap_or_default(),
@@ -640,14 +732,8 @@ impl NodeLoop {
                 }
             }
         }
-        tracing::info!(
-            phase = decision.phase.reason(),
-            degraded = decision.degraded.is_some(),
-            message = %decision.phase_message,
-            "status written"
-        );
         self.last_written = Some(status);
-        Ok(())
+        Ok(true)
     }
 }
 

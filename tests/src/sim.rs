@@ -84,7 +84,15 @@ pub struct SimOptions {
     /// The bootc each new node runs, in turn (node i gets entry i mod len):
     /// `[V1_16, Pr]` makes a pool of both.
     pub bootc_versions: Vec<BootcVersion>,
+    /// Controller replicas. With more than one they elect a leader on a
+    /// Lease ([`LEASE_SECONDS`]), and replica i "runs on" the i-th node
+    /// (`sim-node-<i+1>`, a controller Pod bound to it): that node's reboot
+    /// stops it and its return starts it again, as a kubelet would.
+    pub controller_replicas: usize,
 }
+
+/// The Lease duration of replicated controllers.
+pub const LEASE_SECONDS: u64 = 4;
 
 impl Default for SimOptions {
     fn default() -> Self {
@@ -100,6 +108,7 @@ impl Default for SimOptions {
             agent_bin_dir: None,
             controller_bin: None,
             bootc_versions: vec![BootcVersion::Pr],
+            controller_replicas: 1,
         }
     }
 }
@@ -125,7 +134,9 @@ pub struct Sim {
     pub registry: TestRegistry,
     pub admin: kube::Client,
     pub options: SimOptions,
-    controller: Option<Child>,
+    launcher: Launcher,
+    /// The controller replicas' processes, by replica (None: not running).
+    controllers: Replicas,
     /// Where the controller serves `/metrics` (and its health endpoints).
     pub metrics_addr: std::net::SocketAddr,
     pub nodes: Arc<Mutex<Vec<SimNode>>>,
@@ -140,6 +151,74 @@ impl std::fmt::Debug for Sim {
         f.debug_struct("Sim")
             .field("options", &self.options)
             .finish()
+    }
+}
+
+/// What starting a controller replica takes.
+#[derive(Clone, Debug)]
+struct Launcher {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    registry_ca: PathBuf,
+    metrics_addr: std::net::SocketAddr,
+    tag_interval: Duration,
+    log_dir: PathBuf,
+    rust_log: String,
+    replicas: usize,
+}
+
+impl Launcher {
+    /// The identity of replica `i` (the Lease holder's name).
+    fn identity(&self, i: usize) -> String {
+        if self.replicas > 1 {
+            format!("sim-controller-{i}")
+        } else {
+            "sim-controller".to_owned()
+        }
+    }
+
+    /// Starts replica `i`; replica 0 serves the metrics.
+    fn spawn(&self, i: usize) -> Result<Child> {
+        let log = match i {
+            0 => self.log_dir.join("controller.log"),
+            _ => self.log_dir.join(format!("controller-{i}.log")),
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let metrics = match i {
+            0 => self.metrics_addr.to_string(),
+            _ => String::new(),
+        };
+        let mut command = Command::new("setpriv");
+        command
+            .args(["--pdeathsig", "KILL", "--"])
+            .arg(&self.bin)
+            .args(["--identity", &self.identity(i), "--health-addr", ""])
+            .args(["--metrics-addr", &metrics])
+            .arg("--registry-ca-file")
+            .arg(&self.registry_ca)
+            .args([
+                "--tag-resolution-interval-seconds",
+                &self.tag_interval.as_secs().max(1).to_string(),
+            ]);
+        if self.replicas > 1 {
+            command.args([
+                "--leader-elect",
+                "--lease-duration-seconds",
+                &LEASE_SECONDS.to_string(),
+            ]);
+        }
+        command
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("RUST_LOG", &self.rust_log)
+            .env_remove("POD_NAME")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()
+            .context("starting bootc-controller")
     }
 }
 
@@ -209,19 +288,37 @@ impl Sim {
             .prefix("bootc-sim-logs-")
             .disable_cleanup(std::env::var_os("BOOTC_SIM_KEEP_LOGS").is_some())
             .tempdir()?;
+        let metrics_addr = free_loopback_addr()?;
+        let launcher = Launcher {
+            bin: options
+                .controller_bin
+                .clone()
+                .unwrap_or_else(|| bin("bootc-controller")),
+            kubeconfig: cp.kubeconfig(Identity::Controller),
+            registry_ca: registry.ca_path(),
+            metrics_addr,
+            tag_interval: options.tag_interval,
+            log_dir: logs.path().to_owned(),
+            rust_log: options.controller_log.clone(),
+            replicas: options.controller_replicas.max(1),
+        };
+        let controllers = Arc::new(std::sync::Mutex::new(
+            (0..launcher.replicas).map(|_| None).collect(),
+        ));
         let mut sim = Sim {
             cp,
             registry,
             admin,
             options,
-            controller: None,
-            metrics_addr: free_loopback_addr()?,
+            launcher,
+            controllers,
+            metrics_addr,
             nodes: Arc::new(Mutex::new(Vec::new())),
             logs,
             kubelet: None,
             broken: Arc::new(Mutex::new(Default::default())),
         };
-        sim.start_controller()?;
+        sim.start_controller().await?;
         Ok(sim)
     }
 
@@ -279,6 +376,9 @@ impl Sim {
                 .create(&PostParams::default(), &node)
                 .await?;
             set_ready(&self.admin, &name, true).await?;
+            if self.launcher.replicas > 1 && nodes.len() < self.launcher.replicas {
+                self.place_replica(nodes.len(), &name).await?;
+            }
             let agent = Agent::start(
                 &self.cp,
                 &host,
@@ -294,6 +394,30 @@ impl Sim {
             });
         }
         Ok(names)
+    }
+
+    /// The Pod of controller replica `i` on `node`, as the Deployment's
+    /// would be: in the operator namespace, with the controller's label
+    /// (so drains leave it alone). Nothing runs it: the replica's process
+    /// is tied to the node by the kubelet player.
+    async fn place_replica(&self, i: usize, node: &str) -> Result<()> {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("bootc-controller-{i}"), "labels": {
+                api::labels::APP_NAME_LABEL: api::labels::CONTROLLER_APP_NAME}},
+            "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                     "containers": [{"name": "controller", "image": "example.invalid/bootc-operator:1",
+                         // The operator's namespace enforces the `restricted` level.
+                         "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                             "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                             "seccompProfile": {"type": "RuntimeDefault"}}}]},
+        }))?;
+        Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+            self.admin.clone(),
+            api::labels::OPERATOR_NAMESPACE,
+        )
+        .create(&PostParams::default(), &pod)
+        .await?;
+        Ok(())
     }
 
     /// Creates the pool following `registry/acme/os:stable`.
@@ -328,45 +452,71 @@ impl Sim {
         Ok(())
     }
 
-    /// Starts (or restarts) the controller process.
-    pub fn start_controller(&mut self) -> Result<()> {
-        let log = self.logs.path().join("controller.log");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)?;
-        let child = Command::new("setpriv")
-            .args(["--pdeathsig", "KILL", "--"])
-            .arg(
-                self.options
-                    .controller_bin
-                    .clone()
-                    .unwrap_or_else(|| bin("bootc-controller")),
-            )
-            .args(["--identity", "sim-controller", "--health-addr", ""])
-            .arg("--metrics-addr")
-            .arg(self.metrics_addr.to_string())
-            .arg("--registry-ca-file")
-            .arg(self.registry.ca_path())
-            .args([
-                "--tag-resolution-interval-seconds",
-                &self.options.tag_interval.as_secs().max(1).to_string(),
-            ])
-            .env("KUBECONFIG", self.cp.kubeconfig(Identity::Controller))
-            .env("RUST_LOG", &self.options.controller_log)
-            .env_remove("POD_NAME")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file)
-            .spawn()
-            .context("starting bootc-controller")?;
-        self.controller = Some(child);
+    /// Starts (or restarts) every controller replica not running. With
+    /// several, replica 0 starts first and is the leader once this returns.
+    pub async fn start_controller(&mut self) -> Result<()> {
+        let replicas = self.launcher.replicas;
+        self.start_replica(0)?;
+        if replicas > 1 {
+            self.wait_leader(0).await?;
+        }
+        for i in 1..replicas {
+            self.start_replica(i)?;
+        }
         Ok(())
     }
 
-    /// The controller's pid, while it runs.
+    /// Starts replica `i` unless it runs.
+    pub fn start_replica(&self, i: usize) -> Result<()> {
+        let mut controllers = self
+            .controllers
+            .lock()
+            .map_err(|_| anyhow::anyhow!("controllers lock poisoned"))?;
+        let slot = controllers.get_mut(i).context("no such replica")?;
+        if slot.is_none() {
+            *slot = Some(self.launcher.spawn(i)?);
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs replica `i` (its pod evicted, or its process gone).
+    pub fn kill_replica(&self, i: usize) {
+        if let Some(c) = take_replica(&self.controllers, i) {
+            stop(c);
+        }
+    }
+
+    /// The replica holding the Lease now, if any.
+    pub async fn leader(&self) -> Result<Option<usize>> {
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(self.admin.clone(), api::labels::OPERATOR_NAMESPACE);
+        let holder = leases
+            .get_opt("bootc-controller")
+            .await?
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity);
+        Ok((0..self.launcher.replicas).find(|i| Some(self.launcher.identity(*i)) == holder))
+    }
+
+    /// Waits (at most two minutes) until replica `i` holds the Lease.
+    pub async fn wait_leader(&self, i: usize) -> Result<()> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while self.leader().await? != Some(i) {
+            if std::time::Instant::now() > deadline {
+                bail!("replica {i} never took the lease");
+            }
+            // The Lease is polled: its writes are the replicas' own clock.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    /// Replica 0's pid, while it runs.
     pub fn controller_pid(&self) -> Option<u32> {
-        self.controller.as_ref().map(Child::id)
+        self.controllers
+            .lock()
+            .ok()
+            .and_then(|c| c.first().and_then(|c| c.as_ref().map(Child::id)))
     }
 
     /// Each node's running daemon: (node, pid).
@@ -386,11 +536,10 @@ impl Sim {
         }
     }
 
-    /// SIGKILLs the controller.
+    /// SIGKILLs every controller replica.
     pub fn kill_controller(&mut self) {
-        if let Some(mut c) = self.controller.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        for i in 0..self.launcher.replicas {
+            self.kill_replica(i);
         }
     }
 
@@ -453,6 +602,7 @@ impl Sim {
         let logs = self.logs.path().to_owned();
         let broken = self.broken.clone();
         let bin_dir = self.options.agent_bin_dir.clone();
+        let (launcher, controllers) = (self.launcher.clone(), self.controllers.clone());
         let task = tokio::spawn(async move {
             loop {
                 // The fake hosts record reboots in a file: poll it (this is
@@ -461,19 +611,24 @@ impl Sim {
                 let mut rebooted = Vec::new();
                 {
                     let mut nodes = nodes.lock().await;
-                    for node in nodes.iter_mut() {
+                    for (index, node) in nodes.iter_mut().enumerate() {
                         let n = node.host.layout.read_reboots().len();
                         if n > node.reboots_seen {
                             node.reboots_seen = n;
                             if let Some(mut a) = node.agent.take() {
                                 a.kill();
                             }
-                            rebooted.push(node.name.clone());
+                            let replica = replica_on(&launcher, index);
+                            if let Some(c) = replica.and_then(|i| take_replica(&controllers, i)) {
+                                stop(c);
+                            }
+                            rebooted.push((node.name.clone(), replica));
                         }
                     }
                 }
-                for name in rebooted {
+                for (name, replica) in rebooted {
                     set_ready_patiently(&admin, &name, false).await;
+                    let (launcher, controllers) = (launcher.clone(), controllers.clone());
                     let nodes = nodes.clone();
                     let admin = admin.clone();
                     let kubeconfig = crate::control_plane::node_kubeconfig_in(&cp_dir, &name);
@@ -502,6 +657,10 @@ impl Sim {
                             }
                         }
                         drop(nodes);
+                        if let Some(i) = replica {
+                            // The controller's pod starts again with its node.
+                            restart_replica(&launcher, &controllers, i);
+                        }
                         if !stays_down {
                             set_ready_patiently(&admin, &name, true).await;
                         }
@@ -548,6 +707,39 @@ impl Sim {
                 Some((node, std::fs::read_to_string(e.path()).unwrap_or_default()))
             })
             .collect()
+    }
+}
+
+/// The replica that runs on the node at `index`, with replicated controllers.
+fn replica_on(launcher: &Launcher, index: usize) -> Option<usize> {
+    (launcher.replicas > 1 && index < launcher.replicas).then_some(index)
+}
+
+type Replicas = Arc<std::sync::Mutex<Vec<Option<Child>>>>;
+
+fn take_replica(controllers: &Replicas, i: usize) -> Option<Child> {
+    controllers
+        .lock()
+        .ok()
+        .and_then(|mut c| c.get_mut(i).and_then(Option::take))
+}
+
+fn stop(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn restart_replica(launcher: &Launcher, controllers: &Replicas, i: usize) {
+    let Ok(mut controllers) = controllers.lock() else {
+        return;
+    };
+    if let Some(slot) = controllers.get_mut(i)
+        && slot.is_none()
+    {
+        match launcher.spawn(i) {
+            Ok(c) => *slot = Some(c),
+            Err(e) => tracing::error!(replica = i, error = %e, "restarting a controller replica"),
+        }
     }
 }
 

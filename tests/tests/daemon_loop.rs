@@ -761,11 +761,15 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     })
     .await;
 
-    // A Secret outside the operator namespace is refused and reported.
+    // A Secret outside the operator namespace is refused, and reported
+    // once the node needs it (a new image to download), which it then does
+    // not download.
+    let b = image('b');
     patch_spec(
         &w.nodes,
         "node-1",
-        json!({"pullSecretRef": {"name": "pull", "namespace": "default"}, "pullSecretHash": null}),
+        json!({"pullSecretRef": {"name": "pull", "namespace": "default"}, "pullSecretHash": null,
+               "desiredImage": b}),
     )
     .await;
     let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
@@ -778,6 +782,10 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
         std::fs::read_to_string(&auth).unwrap(),
         v2,
         "auth file changed"
+    );
+    assert!(
+        !stages(&host).iter().any(|i| i.argv.contains(&b)),
+        "staged without its pull secret"
     );
 }
 
@@ -1323,10 +1331,75 @@ async fn bootc_errors_reach_the_status_classified() {
         assert_eq!(c.reason, *reason, "{}\n{}", c.message, agent.log_text());
         let bootcs = match fault {
             Some(f) => f.message(&b),
-            None => "error: Switching: Initializing storage: System not booted via bootc".into(),
+            // bootc status answers with no booted deployment: nothing is
+            // staged on such a host (see the test below).
+            None => "not deployed via bootc".into(),
         };
         assert!(c.message.contains(&bootcs), "{reason}: {}", c.message);
     }
+}
+
+/// `bootc status` failing (a broken bootc) is reported in the BootcNode's
+/// status, with bootc's words and its own reason, not only logged; nothing
+/// is staged on a host the daemon cannot see. A host that bootc says is not
+/// deployed via bootc is reported as such, and is not staged either. Once
+/// status answers again (the daemon reads it again on its own), the node is
+/// healthy and goes on.
+#[tokio::test]
+async fn a_failing_bootc_status_is_reported_and_the_node_recovers() {
+    require_root!();
+    let w = world().await;
+    let (a, b) = (image('a'), image('b'));
+    let broken = FakeHost::start(Some(&a)).unwrap();
+    broken
+        .layout
+        .set_status_fault(Some(tests::fake_bootc::BROKEN_STATUS))
+        .unwrap();
+    let foreign = FakeHost::start(None).unwrap();
+    let mut agents = Vec::new();
+    for (name, host) in [("broken", &broken), ("foreign", &foreign)] {
+        create_bootc_node(&w.admin, name, spec(&b)).await.unwrap();
+        agents.push(Agent::start(&w.cp, host, &AgentOptions::new(name), w.logs.path()).unwrap());
+    }
+    for (name, reason, words) in [
+        (
+            "broken",
+            reasons::BOOTC_STATUS_FAILED,
+            tests::fake_bootc::BROKEN_STATUS,
+        ),
+        (
+            "foreign",
+            reasons::NOT_A_BOOTC_HOST,
+            "not deployed via bootc",
+        ),
+    ] {
+        let bn = wait_bn(&w.nodes, name, "Degraded", |bn| degraded(bn).is_some()).await;
+        let status = bn.status.unwrap();
+        let c = conditions::find(&status.conditions, reasons::DEGRADED).unwrap();
+        assert_eq!(c.reason, reason, "{name}: {}", c.message);
+        assert!(c.message.contains(words), "{name}: {}", c.message);
+        assert_eq!(
+            status.observed_generation, bn.metadata.generation,
+            "{name}: spec seen"
+        );
+    }
+    assert!(stages(&broken).is_empty(), "staged on a host it cannot see");
+    assert!(
+        stages(&foreign).is_empty(),
+        "staged on a host bootc does not run"
+    );
+
+    // bootc is repaired: the daemon reads status again after its backoff.
+    broken.layout.set_status_fault(None).unwrap();
+    let bn = wait_bn(&w.nodes, "broken", "healthy and Staged", |bn| {
+        degraded(bn).is_none() && phase(bn) == Some(reasons::STAGED)
+    })
+    .await;
+    let c = conditions::find(&bn.status.unwrap().conditions, reasons::DEGRADED)
+        .unwrap()
+        .clone();
+    assert_eq!(c.reason, reasons::HEALTHY);
+    assert_eq!(stages(&broken).len(), 1);
 }
 
 /// A malformed pull secret is refused by the helper with the parser's

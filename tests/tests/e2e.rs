@@ -221,6 +221,94 @@ async fn staging_failures_on_two_nodes_degrade_the_pool_and_block_nobody_else() 
     assert_disruption_at_most(&recorder, 1).await;
 }
 
+/// `bootc status` failing on one host (a broken bootc) and answering that
+/// another is not deployed via bootc: each BootcNode says so (its reason
+/// and bootc's words) and the pool names both, nothing is staged on them
+/// while the healthy node updates, and once status answers again they
+/// recover and update too.
+#[tokio::test]
+async fn hosts_whose_bootc_status_fails_are_reported_and_recover() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let (broken, foreign) = ("sim-node-2", "sim-node-3");
+    let foreign_state = {
+        let nodes = sim.nodes.lock().await;
+        nodes[1]
+            .host
+            .layout
+            .set_status_fault(Some(tests::fake_bootc::BROKEN_STATUS))
+            .unwrap();
+        let layout = &nodes[2].host.layout;
+        let state = layout.read_state().unwrap();
+        layout.write_state(&Default::default()).unwrap();
+        state
+    };
+    // Their daemons restart (a pod restart) and read the host first.
+    sim.restart_daemon(broken).await.unwrap();
+    sim.restart_daemon(foreign).await.unwrap();
+    let p = wait_pool(&sim, "two nodes degraded", |p| {
+        p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
+    })
+    .await;
+    let (_, reason, message) = condition(&p, "Degraded").unwrap();
+    assert_eq!(reason, "NodeDegraded", "{message}");
+    assert!(
+        message.contains(broken) && message.contains(foreign),
+        "{message}"
+    );
+    let bns: Api<BootcNode> = Api::all(sim.admin.clone());
+    for (name, reason, words) in [
+        (
+            broken,
+            api::reasons::BOOTC_STATUS_FAILED,
+            tests::fake_bootc::BROKEN_STATUS,
+        ),
+        (
+            foreign,
+            api::reasons::NOT_A_BOOTC_HOST,
+            "not deployed via bootc",
+        ),
+    ] {
+        let status = bns.get(name).await.unwrap().status.unwrap();
+        let c = api::conditions::find(&status.conditions, api::reasons::DEGRADED).unwrap();
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", reason));
+        assert!(c.message.contains(words), "{name}: {}", c.message);
+    }
+
+    // A new image: the healthy node updates; nothing is staged on the two.
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_pool(&sim, "the healthy node on v2", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 1)
+    })
+    .await;
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in &nodes[1..] {
+            let staged = n
+                .host
+                .layout
+                .read_invocations()
+                .into_iter()
+                .filter(|i| i.argv.iter().any(|a| a.contains(&v2)))
+                .count();
+            assert_eq!(staged, 0, "{} was staged", n.name);
+        }
+        // Repaired: bootc answers again (a host change wakes the daemon of
+        // the host now deployed; the broken one reads again on its own).
+        nodes[1].host.layout.set_status_fault(None).unwrap();
+        let layout = &nodes[2].host.layout;
+        layout.write_state(&foreign_state).unwrap();
+        std::fs::File::open(layout.ostree_bootc())
+            .unwrap()
+            .set_modified(std::time::SystemTime::now())
+            .unwrap();
+    }
+    wait_rolled(&sim, &v2, 3).await;
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
 #[tokio::test]
 async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
     require_root!();
@@ -314,7 +402,7 @@ async fn controller_killed_and_daemon_killed_mid_staging_the_rollout_completes()
     })
     .await;
     sim.kill_controller();
-    sim.start_controller().unwrap();
+    sim.start_controller().await.unwrap();
 
     wait_rolled(&sim, &v2, 4).await;
     booted_everywhere(&sim, &sim.pinned(&v2)).await;
@@ -523,6 +611,21 @@ fn is_ready(node: &Node) -> bool {
     tests::display::node_ready(node)
 }
 
+/// Back from its reboot and out of the pool: Ready, uncordoned, unlabelled.
+fn back_and_left(n: &Node) -> bool {
+    is_ready(n)
+        && !n
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false)
+        && !n
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(api::labels::MANAGED_LABEL))
+}
+
 /// Three nodes on v1, one slot, reboots slow enough to act in the middle
 /// of one: v2 is pushed and this returns once the first node is NotReady.
 async fn first_node_rebooting() -> (Sim, Recorder, String, String) {
@@ -552,20 +655,7 @@ async fn a_node_that_leaves_the_pool_mid_reboot_counts_until_it_is_back() {
         .unwrap();
     wait_rolled(&sim, &v2, 2).await;
     // It left once it was back: unlabelled, uncordoned, its BootcNode gone.
-    wait_node(&sim, FIRST, "left the pool", |n| {
-        is_ready(n)
-            && !n
-                .spec
-                .as_ref()
-                .and_then(|s| s.unschedulable)
-                .unwrap_or(false)
-            && !n
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(api::labels::MANAGED_LABEL))
-    })
-    .await;
+    wait_node(&sim, FIRST, "left the pool", back_and_left).await;
     nothing_cordoned(&sim).await;
     assert_disruption_at_most(&recorder, 1).await;
 }
@@ -627,6 +717,108 @@ async fn a_target_changed_mid_reboot_keeps_the_node_counted() {
         .unwrap();
     wait_rolled(&sim, &v1, 3).await;
     booted_everywhere(&sim, &sim.pinned(&v1)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// A node that leaves the pool's selector (not its labels) mid-reboot.
+#[tokio::test]
+async fn a_selector_changed_mid_reboot_keeps_the_node_counted_until_back() {
+    require_root!();
+    let (sim, recorder, _v1, v2) = first_node_rebooting().await;
+    sim.patch_pool(json!({"nodeSelector": {
+        "matchLabels": {tests::sim::POOL_LABEL: POOL},
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [FIRST]}],
+    }}))
+    .await
+    .unwrap();
+    wait_rolled(&sim, &v2, 2).await;
+    wait_node(&sim, FIRST, "left the pool once back", back_and_left).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// The pool deleted while its node reboots: the finalizer waits for the
+/// node to be back, then uncordons and unlabels it.
+#[tokio::test]
+async fn a_pool_deleted_mid_reboot_waits_for_the_node_to_be_back() {
+    require_root!();
+    let (sim, recorder, _v1, _v2) = first_node_rebooting().await;
+    let pools: Api<BootcNodePool> = Api::all(sim.admin.clone());
+    pools.delete(POOL, &Default::default()).await.unwrap();
+    let gone = k8s::wait_for(
+        pools,
+        POOL,
+        ROLLOUT,
+        "pool deleted",
+        |p: Option<&BootcNodePool>| p.is_none(),
+    )
+    .await;
+    if let Err(e) = gone {
+        panic!("{e}\n{}", diagnostics(&sim).await);
+    }
+    let node = Api::<Node>::all(sim.admin.clone())
+        .get(FIRST)
+        .await
+        .unwrap();
+    assert!(is_ready(&node), "the pool went before its node was back");
+    assert!(back_and_left(&node), "{:?}", node.metadata.labels);
+    let left = Api::<BootcNode>::all(sim.admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(left.is_empty(), "BootcNodes left: {left:?}");
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// The controller restarted while the node in the slot reboots: the new
+/// one keeps it counted from the records and hands out no other slot.
+#[tokio::test]
+async fn a_controller_restarted_mid_reboot_keeps_the_node_counted() {
+    require_root!();
+    let (mut sim, recorder, _v1, v2) = first_node_rebooting().await;
+    sim.kill_controller();
+    sim.start_controller().await.unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// The budget is about the pool's health: a member NotReady on its own
+/// uses it, so with `maxUnavailable: 1` no node is taken down meanwhile
+/// (the pool says which node holds the rollout), and the rollout goes on
+/// once it is Ready again. The recorder counts that member too.
+#[tokio::test]
+async fn a_member_not_ready_on_its_own_holds_new_slots() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let down = "sim-node-3";
+    tests::daemon_player::set_ready(&sim.admin, down, false)
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = v2.clone();
+    let p = wait_pool(&sim, "the rollout held by the NotReady member", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(target.as_str())
+                && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                    .is_some_and(|m| m.contains("unavailable: sim-node-3 (NotReady)"))
+        })
+    })
+    .await;
+    assert_eq!(p.status.unwrap().updated_count, 0);
+    assert!(
+        recorder.approvals().await.unwrap().is_empty(),
+        "a node rebooted while another was NotReady"
+    );
+    nothing_cordoned(&sim).await;
+    tests::daemon_player::set_ready(&sim.admin, down, true)
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 3).await;
     nothing_cordoned(&sim).await;
     assert_disruption_at_most(&recorder, 1).await;
 }
@@ -802,4 +994,310 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
             sim.daemon_logs().get(&victim).cloned().unwrap_or_default()
         );
     }
+}
+
+/// Waits for a `reason` Event published by controller replica `instance`
+/// whose note mentions `text`.
+async fn wait_event_from(sim: &Sim, reason: &str, instance: &str, text: &str) {
+    use k8s_openapi::api::events::v1::Event;
+    let events: Api<Event> =
+        Api::namespaced(sim.admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
+    let deadline = std::time::Instant::now() + ROLLOUT;
+    loop {
+        let found = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.reporting_instance.as_deref() == Some(instance)
+                    && e.note.as_deref().unwrap_or_default().contains(text)
+            });
+        if found {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {reason} event from {instance} about {text}\n{}",
+            diagnostics(sim).await
+        );
+        // Events are few and not watched by the sim: poll them.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Plays the kubelet for the pods of `namespace`: a pod marked for deletion
+/// (evicted) is gone at once.
+fn kubelet_deletes_evicted(sim: &Sim, namespace: &str) -> tokio::task::JoinHandle<()> {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::ResourceExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), namespace);
+    tokio::spawn(async move {
+        let mut events = watcher(pods.clone(), watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(pod)) = events.next().await {
+            if pod.metadata.deletion_timestamp.is_some() {
+                let _ = pods
+                    .delete(
+                        &pod.name_any(),
+                        &kube::api::DeleteParams::default().grace_period(0),
+                    )
+                    .await;
+            }
+        }
+    })
+}
+
+/// Two controller replicas, each on its own node (anti-affinity). The
+/// leader's node is drained first, and its drain blocks on a workload's
+/// PodDisruptionBudget; the drain leaves the leader's own pod alone. The
+/// leader then dies in the middle of the drain (its process killed, as an
+/// eviction or a crash would); the other replica takes the Lease, resumes
+/// the drain from the durable records (the slot, the cordon, the
+/// disruption record), and once the budget allows it the rollout goes on.
+/// Each replica stops while its node reboots and starts again with it (the
+/// same pod, so the same identity). The recorder confirms the bound held at
+/// every revision, and nothing is left cordoned.
+#[tokio::test]
+async fn the_leader_killed_mid_drain_the_other_replica_resumes() {
+    require_root!();
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let options = SimOptions {
+        controller_replicas: 2,
+        ..SimOptions::default()
+    };
+    let (mut sim, recorder, _v1) = started(options, 3).await;
+    assert_eq!(
+        sim.leader().await.unwrap(),
+        Some(0),
+        "replica 0 leads, on {FIRST}"
+    );
+    let _kubelet = kubelet_deletes_evicted(&sim, "default");
+    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
+                 "containers": [{"name": "web", "image": "example.invalid/web:1"}]},
+    }))
+    .unwrap();
+    pods.create(&kube::api::PostParams::default(), &pod)
+        .await
+        .unwrap();
+    // The kubelet's part: the pod runs (a Pending pod ignores budgets).
+    pods.patch_status(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(sim.admin.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    pdbs.create(&kube::api::PostParams::default(), &pdb)
+        .await
+        .unwrap();
+
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_event_from(&sim, "DrainBlocked", "sim-controller-0", "default/web").await;
+    let controller_pods: Api<Pod> =
+        Api::namespaced(sim.admin.clone(), api::labels::OPERATOR_NAMESPACE);
+    let own = controller_pods.get("bootc-controller-0").await.unwrap();
+    assert!(
+        own.metadata.deletion_timestamp.is_none(),
+        "the drain evicted the leader's own pod"
+    );
+
+    // The leader dies mid-drain; the other replica takes over and drains.
+    sim.kill_replica(0);
+    sim.wait_leader(1).await.unwrap();
+    wait_event_from(&sim, "DrainBlocked", "sim-controller-1", "default/web").await;
+    pdbs.delete("web", &Default::default()).await.unwrap();
+
+    wait_rolled(&sim, &v2, 3).await;
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+    let approvals = recorder.approvals().await.unwrap();
+    let mut v2_approvals = approvals.clone();
+    v2_approvals.sort();
+    assert_eq!(
+        v2_approvals,
+        ["sim-node-1", "sim-node-2", "sim-node-3"],
+        "each node rebooted once for v2: {approvals:?}"
+    );
+    for i in 0..2 {
+        let pod = controller_pods
+            .get(&format!("bootc-controller-{i}"))
+            .await
+            .unwrap();
+        assert!(
+            pod.metadata.deletion_timestamp.is_none(),
+            "replica {i}'s pod was evicted"
+        );
+    }
+    sim.kill_controller();
+}
+
+/// `maxConcurrentStaging: 1`: a new image is downloaded by one node at a
+/// time (each pull takes a while), not by the whole pool at once; the
+/// rollout still completes within the bound.
+#[tokio::test]
+async fn staging_is_bounded_to_one_download_at_a_time() {
+    require_root!();
+    const PULL_MS: u64 = 1500;
+    let (sim, recorder, _v1) = started(SimOptions::default(), 4).await;
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in nodes.iter() {
+            std::fs::write(n.host.layout.stage_delay(), PULL_MS.to_string()).unwrap();
+        }
+    }
+    sim.patch_pool(json!({"rollout": {"maxConcurrentStaging": 1}}))
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_rolled(&sim, &v2, 4).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+    // Each node's pulls of v2, as [start, start + PULL_MS) in microseconds:
+    // at no moment did two run at once.
+    let mut pulls: Vec<(u64, u64, String)> = Vec::new();
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in nodes.iter() {
+            for i in n.host.layout.read_invocations() {
+                let stage = i.argv.first().is_some_and(|a| a == "switch")
+                    && i.argv.iter().any(|a| a.contains(&v2))
+                    && !i.argv.iter().any(|a| a == "--apply" || a == "--help");
+                if stage {
+                    pulls.push((
+                        i.unix_micros,
+                        i.unix_micros + PULL_MS * 1000,
+                        n.name.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    pulls.sort();
+    assert!(pulls.len() >= 4, "{pulls:?}");
+    for pair in pulls.windows(2) {
+        assert!(
+            pair[1].0 >= pair[0].1,
+            "two pulls at once: {} and {}\n{pulls:?}",
+            pair[0].2,
+            pair[1].2
+        );
+    }
+}
+
+/// The pool's pull Secret deleted mid-rollout: a pool-wide credentials
+/// problem, reported once on the pool. It is not every node's problem: the
+/// nodes that need no download (on the target, or staged and approved)
+/// stay healthy, their reboots go on, and once the Secret is back the
+/// pool is healthy again.
+#[tokio::test]
+async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
+    require_root!();
+    let options = SimOptions {
+        reboot_time: Duration::from_secs(6),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 3).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = v2.clone();
+    // Every node has staged v2 (with the Secret), and one is updated.
+    wait_pool(&sim, "one node on v2", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(target.as_str()) && s.updated_count >= 1
+        })
+    })
+    .await;
+    let pinned = sim.pinned(&v2);
+    for name in ["sim-node-2", "sim-node-3"] {
+        let pinned = pinned.clone();
+        k8s::wait_for(
+            Api::<BootcNode>::all(sim.admin.clone()),
+            name,
+            ROLLOUT,
+            "v2 staged or booted",
+            move |b: Option<&BootcNode>| {
+                b.and_then(|b| b.status.as_ref()).is_some_and(|s| {
+                    [s.staged.as_ref(), s.booted.as_ref()]
+                        .into_iter()
+                        .flatten()
+                        .any(|e| e.is_image(&pinned))
+                })
+            },
+        )
+        .await
+        .unwrap();
+    }
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(sim.admin.clone(), api::labels::OPERATOR_NAMESPACE);
+    let secret = secrets.get("os-pull").await.unwrap();
+    secrets
+        .delete("os-pull", &Default::default())
+        .await
+        .unwrap();
+    // Reported on the pool (the tag cannot be resolved without it either:
+    // the registry's 401 comes with it).
+    let p = wait_pool(&sim, "the missing Secret on the pool", |p| {
+        condition(p, "Degraded").is_some_and(|c| {
+            c.0 == "True" && c.2.contains("Secret bootc-operator/os-pull not found")
+        })
+    })
+    .await;
+    let reason = condition(&p, "Degraded").map(|c| c.1);
+    assert_eq!(reason.as_deref(), Some(api::reasons::PULL_SECRET_NOT_FOUND));
+    assert_eq!(p.status.unwrap().degraded_count, 0);
+    // The staged nodes still reboot into v2: their reboots need no download.
+    let p = wait_pool(&sim, "all on v2 without the Secret", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 3)
+    })
+    .await;
+    let status = p.status.unwrap();
+    assert_eq!(status.degraded_count, 0, "{:?}", status.conditions);
+    for bn in Api::<BootcNode>::all(sim.admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let s = bn.status.unwrap();
+        assert!(
+            !api::conditions::is_true(&s.conditions, api::reasons::DEGRADED),
+            "{:?}: {:?}",
+            bn.metadata.name,
+            api::conditions::message(&s.conditions, api::reasons::DEGRADED)
+        );
+    }
+    let mut again = secret;
+    again.metadata = kube::api::ObjectMeta {
+        name: Some("os-pull".into()),
+        ..Default::default()
+    };
+    secrets
+        .create(&kube::api::PostParams::default(), &again)
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    let p = wait_pool(&sim, "healthy again", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(p.status.unwrap().degraded_count, 0);
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
 }

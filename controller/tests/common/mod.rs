@@ -94,6 +94,17 @@ pub struct ControllerProc {
 
 impl ControllerProc {
     pub fn spawn(env: &Env, name: &str, extra: &[&str]) -> Self {
+        Self::spawn_with_kubeconfig(env, &env.cp.kubeconfig(Identity::Controller), name, extra)
+    }
+
+    /// Like [`spawn`](Self::spawn), reaching the API server through
+    /// `kubeconfig` (a proxy in front of it).
+    pub fn spawn_with_kubeconfig(
+        env: &Env,
+        kubeconfig: &std::path::Path,
+        name: &str,
+        extra: &[&str],
+    ) -> Self {
         let log = env.cp.dir().join(format!("{name}.log"));
         let out = std::fs::OpenOptions::new()
             .create(true)
@@ -113,7 +124,7 @@ impl ControllerProc {
             .arg(env!("CARGO_BIN_EXE_bootc-controller"))
             .args(args)
             .args(extra)
-            .env("KUBECONFIG", env.cp.kubeconfig(Identity::Controller))
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,controller=debug")
             .env_remove("POD_NAME")
             .stdin(Stdio::null())
@@ -174,6 +185,26 @@ impl ControllerProc {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     }
+}
+
+/// A minimal HTTP GET; retries the connection while the server starts.
+pub async fn http_get(addr: &str, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut sock = loop {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(s) => break s,
+            Err(e) if std::time::Instant::now() > deadline => panic!("connect {addr}: {e}"),
+            // No event tells when the process has bound its port.
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    };
+    sock.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    sock.read_to_string(&mut out).await.unwrap();
+    out.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 pub async fn create_node(admin: &Client, name: &str, labels: &[(&str, &str)], cordoned: bool) {

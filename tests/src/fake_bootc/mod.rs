@@ -12,6 +12,7 @@
 //! <root>/fake-bootc/help-dir      bootc's rendered help texts (shared fixtures), when present
 //! <root>/fake-bootc/invocations.jsonl  one line per run: argv, mount ns, env, pid, auth file
 //! <root>/fake-bootc/fail          failure injection: pull-error | unauthorized | not-found | no-space
+//! <root>/fake-bootc/fail-status   present: `status` fails (exit 1) with this error chain (a broken bootc)
 //! <root>/fake-bootc/no-soft-reboot present: staged deployments are not soft-reboot capable
 //! <root>/fake-bootc/stage-delay-ms milliseconds a pull takes (a slow pull)
 //! <root>/fake-bootc/rebooted.jsonl one line per simulated reboot, planned or not
@@ -252,6 +253,11 @@ impl Fault {
     }
 }
 
+/// An error chain of a broken bootc's `status`, for [`Layout::set_status_fault`]:
+/// the shape of the composefs metadata failures of bootc-dev/bootc#2422
+/// (the cause after the first context is our own example).
+pub const BROKEN_STATUS: &str = "Status: Getting composefs deployment status: Reading origin file: No such file or directory (os error 2)";
+
 /// bootc's auth files, first existing wins (no merging), relative to `/`.
 pub const AUTH_FILES: [&str; 3] = [
     "run/ostree/auth.json",
@@ -283,6 +289,10 @@ impl Layout {
     }
     pub fn fail(&self) -> PathBuf {
         self.dir().join("fail")
+    }
+    /// Present: `status` fails with the error chain it holds.
+    pub fn status_fault(&self) -> PathBuf {
+        self.dir().join("fail-status")
     }
     fn version_file(&self) -> PathBuf {
         self.dir().join("version")
@@ -411,6 +421,18 @@ impl Layout {
         match fault {
             Some(f) => std::fs::write(self.fail(), f.name()),
             None => match std::fs::remove_file(self.fail()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+        }
+    }
+
+    /// Makes `status` fail with `chain` (bootc prints `error: <chain>`),
+    /// or answer again (None).
+    pub fn set_status_fault(&self, chain: Option<&str>) -> std::io::Result<()> {
+        match chain {
+            Some(c) => std::fs::write(self.status_fault(), c),
+            None => match std::fs::remove_file(self.status_fault()) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
                 _ => Ok(()),
             },

@@ -161,6 +161,9 @@ fn status(layout: &Layout, args: &cli::StatusArgs, env: &Environment) -> std::io
             "Status: Unsupported format version: {v}"
         )));
     }
+    if let Ok(chain) = std::fs::read_to_string(layout.status_fault()) {
+        return Ok(Outcome::error(chain.trim()));
+    }
     let mut state = layout.read_state()?;
     if env.container {
         // Detected as a container: bootc reports the host as not deployed.

@@ -1,0 +1,199 @@
+//! Cordon record and restore: nothing is left cordoned.
+//!
+//! A slot's cordon is recorded twice: `bootc.dev/was-cordoned` on the
+//! BootcNode (the Node's state before the slot) and `bootc.dev/cordoned-by:
+//! <pool>` on the Node itself, written in the same patch as the cordon, with
+//! the pool's disruption record (`bootc.dev/disrupted-by`, see
+//! [`crate::disruption`]). A cordon an admin had put there before is kept:
+//! the slot then writes the disruption record alone. When the node leaves
+//! its slot, the pool, or a deleted pool, its cordon goes back to what the
+//! record says, or, when the BootcNode and its record were lost, to what the
+//! Node's mark says; the mark and the disruption record go in the same patch
+//! as the uncordon. Every [`NodePatch`] field is decided here: the actuator
+//! writes each one as it is.
+
+use api::BootcNode;
+use api::labels::{MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+
+use super::membership::owner_pool;
+use super::verdict::Rollout;
+use super::view::View;
+use super::{NodePatch, Write};
+use crate::disruption::{self, cordoned_by, is_cordoned};
+
+impl NodePatch {
+    /// Lift a cordon of ours: the node is back (the mark and the
+    /// disruption record go with it).
+    pub const UNCORDON: NodePatch = NodePatch {
+        managed: None,
+        unschedulable: Some(false),
+        mark: Some(false),
+        disrupted: Some(false),
+    };
+    /// Cordon for a reboot slot, marked as ours, with the disruption record.
+    pub const SLOT_CORDON: NodePatch = NodePatch {
+        managed: None,
+        unschedulable: Some(true),
+        mark: Some(true),
+        disrupted: Some(true),
+    };
+    /// The disruption record alone: on a node an admin had cordoned (its
+    /// slot starts), or off it (back, and the cordon stays the admin's).
+    pub const fn record(disrupted: bool) -> NodePatch {
+        NodePatch {
+            managed: None,
+            unschedulable: None,
+            mark: None,
+            disrupted: Some(disrupted),
+        }
+    }
+}
+
+/// `bootc.dev/was-cordoned` on the BootcNode, if recorded.
+pub fn was_cordoned(bn: &BootcNode) -> Option<bool> {
+    bn.annotations()
+        .get(WAS_CORDONED_ANNOTATION)
+        .map(|v| v == "true")
+}
+
+/// Was the Node cordoned before `pool`'s slot? A cordon with our mark is
+/// ours (from a slot whose BootcNode record was lost): it was not.
+pub fn prior(node: &Node, pool: &str) -> bool {
+    is_cordoned(node) && !cordoned_by(node, pool)
+}
+
+/// The patch that puts or keeps a slotted node cordoned and recorded, if
+/// needed.
+pub fn keep(node: &Node, pool: &str) -> Option<NodePatch> {
+    if !is_cordoned(node) {
+        Some(NodePatch::SLOT_CORDON)
+    } else if !disruption::recorded_for(node, pool) {
+        Some(NodePatch::record(true))
+    } else {
+        None
+    }
+}
+
+/// The patch that ends a node's disruption once it is back: lift our cordon
+/// (unless `was_cordoned` says an admin's was there first; without the
+/// record, our mark tells) and remove the record, in one write.
+pub fn release(node: &Node, pool: &str, was_cordoned: Option<&str>) -> Option<NodePatch> {
+    let ours = match was_cordoned {
+        Some(prior) => prior != "true",
+        None => cordoned_by(node, pool),
+    };
+    if ours && is_cordoned(node) {
+        Some(NodePatch::UNCORDON)
+    } else if disruption::recorded_for(node, pool) {
+        Some(NodePatch::record(false))
+    } else {
+        None
+    }
+}
+
+/// The patch that restores a Node whose BootcNode leaves its pool: the
+/// cordon state the BootcNode recorded (or, the record lost, our mark's
+/// cordon lifted), the disruption record and the managed label removed.
+pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
+    let pool = owner_pool(bn).map(|(pool, _)| pool);
+    let ours = |f: fn(&Node, &str) -> bool| pool.as_deref().is_some_and(|p| f(node, p));
+    let mut patch = NodePatch {
+        managed: node.labels().contains_key(MANAGED_LABEL).then_some(false),
+        disrupted: ours(disruption::recorded_for).then_some(false),
+        ..NodePatch::default()
+    };
+    let restored = match was_cordoned(bn) {
+        Some(prior) => (prior != is_cordoned(node)).then_some(prior),
+        None => ours(cordoned_by).then_some(false),
+    };
+    if let Some(unschedulable) = restored {
+        patch.unschedulable = Some(unschedulable);
+        // An uncordon takes our mark with it; a restored admin cordon is not ours.
+        patch.mark = (!unschedulable).then_some(false);
+    }
+    patch
+}
+
+/// A cordon of ours on a member outside any slot (its slot record was lost
+/// with its BootcNode) is lifted, unless the member's writes before its
+/// BootcNode apply already uncordon it.
+pub(crate) fn lift_strays(view: &View<'_>, rollout: &mut Rollout) {
+    for (name, v) in &mut rollout.verdicts {
+        let Some(node) = view.node(name) else {
+            continue;
+        };
+        let uncordoning = v.pre.iter().any(
+            |w| matches!(w, Write::PatchNode { patch, .. } if patch.unschedulable == Some(false)),
+        );
+        if !v.owned.in_slot && !uncordoning && cordoned_by(node, &view.pool_name) {
+            v.pre.push(Write::PatchNode {
+                name: name.to_owned(),
+                patch: NodePatch::UNCORDON,
+            });
+        }
+    }
+}
+
+/// The patch that restores a Node a deleted pool marked or recorded without
+/// a BootcNode, once it is back: our cordon lifted, marks and label gone.
+pub fn on_cleanup(node: &Node, pool: &str) -> NodePatch {
+    let mut patch = release(node, pool, None).unwrap_or_default();
+    patch.managed = node.labels().contains_key(MANAGED_LABEL).then_some(false);
+    patch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
+
+    /// A Node: cordoned or not, with our mark and our record or not.
+    fn n(cordoned: bool, mark: bool, record: bool) -> Node {
+        let mut node = crate::disruption::tests::node(true, cordoned);
+        if mark {
+            node.annotations_mut()
+                .insert(CORDONED_BY_ANNOTATION.into(), "a".into());
+        }
+        if record {
+            node.annotations_mut()
+                .insert(DISRUPTED_BY_ANNOTATION.into(), "a".into());
+        }
+        node
+    }
+
+    #[test]
+    fn entering_and_releasing_a_slot() {
+        let (cordon, record) = (Some(NodePatch::SLOT_CORDON), Some(NodePatch::record(true)));
+        // (what, Node (cordoned, our mark, our record), patch)
+        #[rustfmt::skip]
+        let keep_rows = [
+            ("uncordoned: cordon, mark, record", n(false, false, false), cordon),
+            ("an admin's cordon: the record alone", n(true, false, false), record),
+            ("already ours", n(true, true, true), None),
+        ];
+        for (what, node, want) in keep_rows {
+            assert_eq!(keep(&node, "a"), want, "{what}");
+        }
+        const UNCORDON: Option<NodePatch> = Some(NodePatch::UNCORDON);
+        const UNRECORD: Option<NodePatch> = Some(NodePatch::record(false));
+        // (what, Node, was-cordoned record, patch)
+        #[rustfmt::skip]
+        let release_rows = [
+            ("ours by the record", n(true, true, true), Some("false"), UNCORDON),
+            ("an admin's by the record", n(true, false, true), Some("true"), UNRECORD),
+            ("record lost, our mark", n(true, true, true), None, UNCORDON),
+            ("record lost, no mark", n(true, false, true), None, UNRECORD),
+            ("nothing of ours left", n(false, false, false), Some("false"), None),
+        ];
+        for (what, node, was, want) in release_rows {
+            assert_eq!(release(&node, "a", was), want, "{what}");
+        }
+        assert!(prior(&n(true, false, false), "a"));
+        assert!(
+            !prior(&n(true, true, false), "a"),
+            "our mark: not an admin's"
+        );
+    }
+}

@@ -1,0 +1,69 @@
+//! The fields the controller owns on a BootcNode (its spec, the slot record
+//! and the prior cordon state), as a value a plan compares and changes.
+
+use std::collections::BTreeMap;
+
+use api::labels::{IN_REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
+use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
+use kube::{Resource, ResourceExt};
+
+use super::membership::owner_reference;
+use super::{BootcNodeApply, Write};
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Owned {
+    pub spec: BootcNodeSpec,
+    pub in_slot: bool,
+    /// `bootc.dev/was-cordoned`: the Node's cordon before the slot.
+    pub was_cordoned: Option<String>,
+}
+
+impl Owned {
+    pub fn of(bn: &BootcNode) -> Self {
+        let ann = bn.annotations();
+        Owned {
+            spec: bn.spec.clone(),
+            in_slot: ann.contains_key(IN_REBOOT_SLOT_ANNOTATION),
+            was_cordoned: ann.get(WAS_CORDONED_ANNOTATION).cloned(),
+        }
+    }
+
+    pub fn approved(&self) -> bool {
+        self.spec.desired_image_state == DesiredImageState::Booted
+    }
+
+    pub fn to_apply(&self, name: &str, pool: &BootcNodePool) -> BootcNodeApply {
+        let mut annotations = BTreeMap::new();
+        if self.in_slot {
+            annotations.insert(IN_REBOOT_SLOT_ANNOTATION.to_owned(), "true".to_owned());
+        }
+        if let Some(w) = &self.was_cordoned {
+            annotations.insert(WAS_CORDONED_ANNOTATION.to_owned(), w.clone());
+        }
+        BootcNodeApply {
+            name: name.to_owned(),
+            owner: owner_reference(pool),
+            annotations,
+            spec: self.spec.clone(),
+        }
+    }
+
+    /// The apply, unless `bn` (None: not created yet) already has these
+    /// fields and its owner reference.
+    pub fn apply_if_changed(
+        &self,
+        name: &str,
+        bn: Option<&BootcNode>,
+        pool: &BootcNodePool,
+    ) -> Option<Write> {
+        let changed = bn.is_none_or(|bn| {
+            Owned::of(bn) != *self
+                || !bn
+                    .meta()
+                    .owner_references
+                    .as_ref()
+                    .is_some_and(|o| o.iter().any(|o| o.kind == "BootcNodePool"))
+        });
+        changed.then(|| Write::ApplyBootcNode(Box::new(self.to_apply(name, pool))))
+    }
+}

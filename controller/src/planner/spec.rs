@@ -1,0 +1,94 @@
+//! Each member's spec: the target, or what it runs while the staging bounds
+//! ([`crate::staging`]) keep it waiting to be told; the pool's reboot
+//! policy; the pull secret ([`super::pull_secret`]). A new image resets the
+//! approval: approval belongs to a slot, and is given for one image.
+
+use std::collections::BTreeSet;
+
+use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
+
+use super::Target;
+use super::owned::Owned;
+use super::pull_secret::{self, Secret};
+use super::slots::holds_slot;
+use super::state::{NodeState, classify, runs_target};
+use super::view::View;
+use crate::staging;
+
+/// The member's owned fields with its spec brought in line with the pool.
+pub(crate) fn desired(
+    pool: &BootcNodePool,
+    existing: Option<&BootcNode>,
+    told: bool,
+    target: &Target,
+    secret: &Secret,
+) -> Owned {
+    let mut owned = match existing {
+        Some(bn) => Owned::of(bn),
+        None => Owned {
+            spec: BootcNodeSpec {
+                desired_image: target.image.clone(),
+                desired_image_state: DesiredImageState::Staged,
+                reboot_policy: pool.spec.disruption.reboot_policy,
+                pull_secret_ref: None,
+                pull_secret_hash: None,
+            },
+            in_slot: false,
+            was_cordoned: None,
+        },
+    };
+    let image = match existing {
+        Some(bn) if !told => kept_image(bn),
+        _ => target.image.clone(),
+    };
+    if owned.spec.desired_image != image {
+        owned.spec.desired_image = image;
+        owned.spec.desired_image_state = DesiredImageState::Staged;
+    }
+    owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
+    pull_secret::sync(&mut owned.spec, existing, secret);
+    owned
+}
+
+/// What a member waiting to be told the target is kept on: the image it
+/// runs (its BootcNode's desired image while it has not reported one).
+fn kept_image(bn: &BootcNode) -> String {
+    bn.status
+        .as_ref()
+        .and_then(|s| s.booted.as_ref())
+        .and_then(|b| b.image.clone())
+        .unwrap_or_else(|| bn.spec.desired_image.clone())
+}
+
+/// The members told the target (see [`staging`]); `held_elsewhere` slots
+/// are held by nodes that left mid-reboot.
+pub(crate) fn told(
+    view: &View<'_>,
+    members: &[String],
+    target: &Target,
+    slots: usize,
+    held_elsewhere: usize,
+) -> BTreeSet<String> {
+    let pool_name = &view.pool_name;
+    let seen: Vec<staging::Member> = members
+        .iter()
+        .map(|name| {
+            let bn = view.bn(name);
+            let node = view.node(name);
+            let status = bn.and_then(|b| b.status.as_ref());
+            staging::Member {
+                name: name.clone(),
+                told: bn.is_none_or(|b| b.spec.desired_image == target.image),
+                runs_target: bn.is_some_and(|b| runs_target(b, target)),
+                staged: bn.is_some_and(|b| classify(b, target) == NodeState::Staged),
+                in_slot: bn
+                    .zip(node)
+                    .is_some_and(|(b, n)| holds_slot(n, b, pool_name)),
+                unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
+            }
+        })
+        .collect();
+    let holders = seen.iter().filter(|m| m.in_slot).count() + held_elsewhere;
+    let bounds = staging::Bounds::of(&view.pool.spec.rollout);
+    staging::told(&seen, bounds, slots.saturating_sub(holders))
+}

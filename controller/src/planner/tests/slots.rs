@@ -1,0 +1,305 @@
+//! Slot entry and release (rules 1 and 2), drains and approval.
+
+use super::*;
+
+#[test]
+fn slot_rule_1_only_healthy_staged_nodes_take_slots() {
+    let w = World::new(pool("a", IntOrString::Int(5), false))
+        .node(node("staging", "a", true, false))
+        .node(node("degraded", "a", true, false))
+        .node(node("notready", "a", false, false))
+        .node(node("pending", "a", true, false))
+        .node(node("staged", "a", true, false))
+        .bn(bn("staging", NEW, Daemon::Staging(OLD)))
+        .bn(bn("degraded", NEW, Daemon::Staged(OLD)).degraded())
+        .bn(bn("notready", NEW, Daemon::Staged(OLD)))
+        .bn(bn("pending", NEW, Daemon::Idle(OLD)))
+        .bn(bn("staged", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    assert_eq!(slotted(&p), vec!["staged".to_owned()]);
+    // Entering: annotations (with the prior cordon state) before the cordon,
+    // the cordon before the drain.
+    let i_apply = p
+        .writes
+        .iter()
+        .position(|w| matches!(w, Write::ApplyBootcNode(b) if b.name == "staged"))
+        .unwrap();
+    let i_cordon = p
+        .writes
+        .iter()
+        .position(|w| {
+            matches!(w, Write::PatchNode { name, patch } if name == "staged" && patch.unschedulable == Some(true))
+        })
+        .unwrap();
+    let i_drain = p
+        .writes
+        .iter()
+        .position(|w| matches!(w, Write::StartDrain { node } if node == "staged"))
+        .unwrap();
+    assert!(i_apply < i_cordon && i_cordon < i_drain);
+    let a = applied(&p, "staged").unwrap();
+    assert_eq!(
+        a.annotations
+            .get(WAS_CORDONED_ANNOTATION)
+            .map(String::as_str),
+        Some("false")
+    );
+    // Unhealthy nodes outside slots do not block; the pool reports them.
+    assert_eq!(degraded_reason(&p), reasons::NODE_DEGRADED);
+    assert!(degraded_message(&p).contains("degraded"));
+}
+
+#[test]
+fn an_admin_cordoned_node_is_recorded_and_not_cordoned_again() {
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    let a = applied(&p, "w1").unwrap();
+    assert_eq!(
+        a.annotations
+            .get(WAS_CORDONED_ANNOTATION)
+            .map(String::as_str),
+        Some("true")
+    );
+    // Not cordoned again: only the disruption record is written.
+    let patches: Vec<&NodePatch> = p
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::PatchNode { patch, .. } => Some(patch),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(patches, [&NodePatch::record(true)]);
+    assert_eq!(slotted(&p), vec!["w1".to_owned()]);
+}
+
+#[test]
+fn a_drained_node_is_approved_unless_paused() {
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false))
+        .drain("w1", DrainPhase::Succeeded);
+    let p = w.plan();
+    let a = applied(&p, "w1").unwrap();
+    assert_eq!(a.spec.desired_image_state, DesiredImageState::Booted);
+    assert!(a.in_slot());
+    // This pool's first plan announces the rollout; the approval is no event.
+    assert!(
+        p.events
+            .iter()
+            .all(|e| e.reason == event_reasons::ROLLOUT_STARTED),
+        "approval is no event: {:?}",
+        p.events
+    );
+
+    let mut paused = w;
+    paused.pool.spec.rollout.paused = true;
+    let p = paused.plan();
+    assert!(applied(&p, "w1").is_none(), "{:?}", p.writes);
+    let (_, reason, message) = up_to_date(&p);
+    assert_eq!(reason, reasons::PAUSED);
+    assert!(
+        message.ends_with("; held cordoned in reboot slots until resumed: w1"),
+        "{message}"
+    );
+
+    // Still draining: nothing yet. Not yet drained after a restart: drain again.
+    let running = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false))
+        .drain("w1", DrainPhase::Running);
+    assert!(running.plan().writes.is_empty());
+    let restarted = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false));
+    assert_eq!(slotted(&restarted.plan()), vec!["w1".to_owned()]);
+}
+
+#[test]
+fn a_failed_drain_is_reported_and_retried_later() {
+    let at = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000 - 10);
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false))
+        .drain(
+            "w1",
+            DrainPhase::Failed {
+                message: "still blocking: default/stuck".into(),
+                at,
+            },
+        );
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), DRAIN_TIMED_OUT);
+    assert!(degraded_message(&p).contains("default/stuck"));
+    assert!(slotted(&p).is_empty());
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(50)));
+}
+
+#[test]
+fn slot_rule_2_release_only_when_updated_healthy_and_ready() {
+    // Runs the target but NotReady: holds the slot.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", false, true))
+        .node(node("w2", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)).approved().slot(false))
+        .bn(bn("w2", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    assert!(applied(&p, "w1").is_none());
+    assert!(slotted(&p).is_empty(), "slot still held");
+
+    // Degraded after the reboot: holds the slot.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW))
+            .approved()
+            .slot(false)
+            .degraded());
+    assert!(applied(&w.plan(), "w1").is_none());
+
+    // Ready and updated: uncordon first, then drop the annotations; the next
+    // Staged node takes the freed slot in the same pass.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .node(node("w2", "a", true, false))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)).approved().slot(false))
+        .bn(bn("w2", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    let i_uncordon = p
+        .writes
+        .iter()
+        .position(|w| {
+            matches!(w, Write::PatchNode { name, patch } if name == "w1" && patch.unschedulable == Some(false))
+        })
+        .expect("uncordon");
+    let i_release = p
+        .writes
+        .iter()
+        .position(|w| matches!(w, Write::ApplyBootcNode(b) if b.name == "w1"))
+        .unwrap();
+    assert!(i_uncordon < i_release);
+    let a = applied(&p, "w1").unwrap();
+    assert!(a.annotations.is_empty());
+    assert_eq!(a.spec.desired_image_state, DesiredImageState::Staged);
+    assert_eq!(slotted(&p), vec!["w2".to_owned()]);
+
+    // Was cordoned by the admin before: stays cordoned.
+    let w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, true))
+        .bn(bn("w1", NEW, Daemon::Idle(NEW)).approved().slot(true));
+    let p = w.plan();
+    // Only the disruption record goes; the cordon stays the admin's.
+    assert!(p.writes.iter().all(|w| !matches!(w,
+        Write::PatchNode { patch, .. } if *patch != NodePatch::record(false))));
+    assert!(applied(&p, "w1").unwrap().annotations.is_empty());
+}
+
+#[test]
+fn pause_stops_new_slots_but_not_staging() {
+    let w = World::new(pool("a", IntOrString::Int(3), true))
+        .node(node("w1", "a", true, false))
+        .node(node("w2", "a", true, false))
+        .bn(bn("w1", OLD, Daemon::Idle(OLD)))
+        .bn(bn("w2", NEW, Daemon::Staged(OLD)));
+    let p = w.plan();
+    // Staging goes on: the spec still moves to the new image.
+    assert_eq!(applied(&p, "w1").unwrap().spec.desired_image, image(NEW));
+    assert!(slotted(&p).is_empty());
+    let (status, reason, _) = up_to_date(&p);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", reasons::PAUSED)
+    );
+}
+
+#[test]
+fn a_bootc_node_deleted_mid_reboot_takes_its_slot_back() {
+    // The BootcNode is gone: recreated, its slot taken back from the Node's
+    // record, the cordon kept, no other slot.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    let a = applied(&p, "r").expect("recreated");
+    assert!(a.in_slot(), "{a:?}");
+    assert_eq!(
+        a.annotations
+            .get(WAS_CORDONED_ANNOTATION)
+            .map(String::as_str),
+        Some("false")
+    );
+    assert!(!uncordons(&p, "r"), "{:?}", p.writes);
+    assert!(!slotted(&p).contains(&"next".to_owned()), "{:?}", p.writes);
+    // Recreated and its daemon not yet back: still held.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Nothing))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(!uncordons(&p, "r"), "{:?}", p.writes);
+    assert!(!slotted(&p).contains(&"next".to_owned()), "{:?}", p.writes);
+    // Back on the target and Ready: released, and the next node goes.
+    let mut back = rebooting_node("r", "a");
+    back.status = node("r", "a", true, true).status;
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(back)
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Idle(NEW)))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(node_writes(&p, "r").contains(&&Write::PatchNode {
+        name: "r".into(),
+        patch: NodePatch::UNCORDON
+    }));
+    assert_eq!(slotted(&p), ["next"]);
+}
+
+#[test]
+fn a_target_withdrawn_mid_reboot_keeps_the_slot_until_the_daemon_answers() {
+    // Approved for NEW, the pool rolled back to OLD, which the node runs.
+    // Its daemon's last word (Staged, for the approving spec) may have been
+    // followed by the apply: the slot is kept.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("r", "a", true, true))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", OLD, Daemon::Staged(OLD)).slot(false).behind())
+        .bn(bn("next", NEW, Daemon::Staged(OLD)));
+    w.target = Ok(target(OLD));
+    let p = w.plan();
+    assert!(!uncordons(&p, "r"), "{:?}", p.writes);
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    // Same while it says Rebooting.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("r", "a", true, true))
+        .bn(bn("r", OLD, Daemon::Rebooting(OLD)).slot(false).behind());
+    w.target = Ok(target(OLD));
+    assert!(!uncordons(&w.plan(), "r"));
+    // The daemon answered the new spec (Idle on OLD): released.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("r", "a", true, true))
+        .bn(bn("r", OLD, Daemon::Idle(OLD)).slot(false).behind());
+    w.target = Ok(target(OLD));
+    assert!(uncordons(&w.plan(), "r"));
+}
+
+#[test]
+fn a_pause_mid_reboot_keeps_the_slot() {
+    let p = World::new(pool("a", IntOrString::Int(1), true))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(node_writes(&p, "r").is_empty(), "{:?}", p.writes);
+    // Resumed: the slot is still taken.
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(rebooting_node("r", "a"))
+        .node(node("next", "a", true, false))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
+        .bn(bn("next", NEW, Daemon::Staged(OLD)))
+        .plan();
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+}

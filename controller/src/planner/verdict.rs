@@ -1,0 +1,349 @@
+//! Step 5, each member's verdict: what one plan decides for each member,
+//! from its own Node, BootcNode and drain and the pool-wide facts (target,
+//! told set, pool spec, time). A slot holder is released once back
+//! ([`super::slots`]) or held: kept cordoned and drained, approved to boot
+//! once drained and staged (not while paused), and counted for the
+//! unhealthy halt ([`super::halt`]). A member outside a slot is not
+//! approved, its drain stops, and, staged and healthy, it is a candidate
+//! for a free slot (handed out by `slots::hand_out`). Each
+//! member's phase is timed for the stuck deadlines ([`crate::stuck`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use api::labels::MANAGED_LABEL;
+use api::{BootcNode, DesiredImageState};
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+
+use super::leaving::Leavers;
+use super::membership::Membership;
+use super::owned::Owned;
+use super::pull_secret::Secret;
+use super::state::{self, NodeState, classify, runs_target};
+use super::view::View;
+use super::{DrainPhase, NodePatch, Target, Write, cordon, halt, slots, spec};
+use crate::disruption::{self, Budget};
+use crate::stuck::{self, Stuck};
+
+/// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
+pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
+/// How long after a failed drain the controller tries again.
+pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
+
+/// How a member counts in the disruption budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Counted {
+    /// It holds one of the pool's slots.
+    Holder,
+    /// A member, counted if it is unavailable for a reason of its own.
+    Member,
+}
+
+/// One member's verdict.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeVerdict {
+    /// Its BootcNode's owned fields after this plan.
+    pub owned: Owned,
+    pub state: NodeState,
+    pub runs_target: bool,
+    /// Writes before its BootcNode apply (a release's Node restore).
+    pub pre: Vec<Write>,
+    /// Writes after it (label, cordon, drain).
+    pub post: Vec<Write>,
+    pub counted: Option<Counted>,
+    pub unhealthy_in_slot: bool,
+    pub candidate: bool,
+    /// Held cordoned and unapproved in its slot by a pause.
+    pub held_by_pause: bool,
+    /// Cordoned in its slot and not yet drained.
+    pub draining: bool,
+    pub drain_failure: Option<String>,
+    pub requeue: Option<Duration>,
+    pub phase: Option<stuck::Phase>,
+    pub stuck: Option<Stuck>,
+}
+
+/// The verdicts, and what slot assignment made of them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Rollout {
+    pub verdicts: BTreeMap<String, NodeVerdict>,
+    /// Slot holders that count for the halt, in name order.
+    pub unhealthy_in_slots: Vec<String>,
+    pub halted: bool,
+    /// Slots are free but the pool's own unavailable nodes use the budget up.
+    pub waiting_for_budget: Option<String>,
+    /// The disruption budget as the verdicts leave it.
+    pub budget: Budget,
+    pub paused: bool,
+}
+
+impl Rollout {
+    /// The members whose verdict `pred` holds, in name order.
+    pub fn names(&self, pred: impl Fn(&NodeVerdict) -> bool) -> Vec<String> {
+        self.verdicts
+            .iter()
+            .filter(|(_, v)| pred(v))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+}
+
+/// The pool-wide facts a member's verdict reads.
+struct Pool<'v, 'a> {
+    view: &'v View<'a>,
+    target: &'v Target,
+    secret: &'v Secret,
+    told: BTreeSet<String>,
+    conflicts: &'v BTreeMap<String, BTreeSet<String>>,
+    paused: bool,
+}
+
+/// Every member's verdict, and the budget and halt they add up to.
+pub(crate) fn verdicts(
+    view: &View<'_>,
+    target: &Target,
+    members: &Membership,
+    leavers: &Leavers,
+    secret: &Secret,
+    slots: usize,
+) -> Rollout {
+    let held = leavers.not_back.len();
+    let told = spec::told(view, &members.names, target, slots, held);
+    let pool = Pool {
+        view,
+        target,
+        secret,
+        told,
+        conflicts: &members.conflicts,
+        paused: view.pool.spec.rollout.paused,
+    };
+    let mut out = Rollout {
+        budget: Budget::new(slots),
+        paused: pool.paused,
+        ..Rollout::default()
+    };
+    for name in &leavers.not_back {
+        out.budget.hold(name);
+    }
+    for name in &members.names {
+        let v = of(&pool, name);
+        match (v.counted, view.node(name)) {
+            (Some(Counted::Holder), _) => out.budget.hold(name),
+            (Some(Counted::Member), Some(node)) => out.budget.member(name, node),
+            _ => {}
+        }
+        if v.unhealthy_in_slot {
+            out.unhealthy_in_slots.push(name.clone());
+        }
+        out.verdicts.insert(name.clone(), v);
+    }
+    out.halted = halt::halted(out.unhealthy_in_slots.len());
+    out
+}
+
+/// One member's verdict (see the module docs).
+fn of(pool: &Pool<'_, '_>, name: &str) -> NodeVerdict {
+    let view = pool.view;
+    let node = view.node(name);
+    let existing = view.bn(name);
+    let told = pool.told.contains(name);
+    let mut owned = spec::desired(view.pool, existing, told, pool.target, pool.secret);
+    slots::reclaim(&mut owned, node, &view.pool_name);
+    let state = existing.map_or(NodeState::Pending, |bn| classify(bn, pool.target));
+    let mut v = NodeVerdict {
+        owned,
+        state,
+        runs_target: existing.is_some_and(|bn| runs_target(bn, pool.target)),
+        pre: Vec::new(),
+        post: Vec::new(),
+        counted: None,
+        unhealthy_in_slot: false,
+        candidate: false,
+        held_by_pause: false,
+        draining: false,
+        drain_failure: None,
+        requeue: None,
+        phase: None,
+        stuck: None,
+    };
+    let ready = node.is_some_and(disruption::is_ready);
+    let healthy = ready && state != NodeState::Degraded;
+    let in_flight = existing.is_none_or(disruption::reboot_in_flight);
+    if !v.owned.in_slot {
+        outside_slot(pool, name, node, healthy, &mut v);
+    } else if slots::releasable(v.runs_target, healthy, in_flight) {
+        release(pool, name, node, &mut v);
+    } else {
+        hold(pool, name, node, ready, &mut v);
+    }
+    if let Some(node) = node
+        && !node.labels().contains_key(MANAGED_LABEL)
+    {
+        let label = NodePatch {
+            managed: Some(true),
+            ..NodePatch::default()
+        };
+        v.post.insert(
+            0,
+            Write::PatchNode {
+                name: name.to_owned(),
+                patch: label,
+            },
+        );
+    }
+    time_phase(pool, name, node, existing, ready, &mut v);
+    v
+}
+
+/// Rule 2: the node is back; its Node is restored before its BootcNode's
+/// slot record goes.
+fn release(pool: &Pool<'_, '_>, name: &str, node: Option<&Node>, v: &mut NodeVerdict) {
+    if let Some(node) = node {
+        let patch = cordon::release(node, &pool.view.pool_name, v.owned.was_cordoned.as_deref());
+        if patch.as_ref().is_none_or(|p| p.unschedulable.is_none()) {
+            // Still cordoned (an admin's cordon): unavailable.
+            v.counted = Some(Counted::Member);
+        }
+        if let Some(patch) = patch {
+            v.pre.push(Write::PatchNode {
+                name: name.to_owned(),
+                patch,
+            });
+        }
+    }
+    v.owned.in_slot = false;
+    v.owned.was_cordoned = None;
+    v.owned.spec.desired_image_state = DesiredImageState::Staged;
+    if pool.view.input.drains.contains_key(name) {
+        v.post.push(Write::CancelDrain {
+            node: name.to_owned(),
+        });
+    }
+}
+
+/// A slot holder not back yet: counted for the halt; until approved, kept
+/// cordoned, recorded and drained, then approved once drained and staged.
+fn hold(pool: &Pool<'_, '_>, name: &str, node: Option<&Node>, ready: bool, v: &mut NodeVerdict) {
+    v.counted = Some(Counted::Holder);
+    let holder = halt::Holder {
+        degraded: v.state == NodeState::Degraded,
+        ready,
+        rebooting: v.owned.approved() && !v.runs_target,
+        not_ready_since: node.and_then(state::not_ready_since),
+    };
+    let (unhealthy, recheck) = halt::unhealthy(holder, pool.view.input.now);
+    v.unhealthy_in_slot = unhealthy;
+    requeue(&mut v.requeue, recheck);
+    if v.owned.approved() || v.runs_target {
+        return;
+    }
+    v.held_by_pause = pool.paused;
+    if let Some(patch) = node.and_then(|n| cordon::keep(n, &pool.view.pool_name)) {
+        v.post.push(Write::PatchNode {
+            name: name.to_owned(),
+            patch,
+        });
+    }
+    drain_progress(pool, name, v);
+}
+
+/// A slot holder's drain, until it is approved to boot.
+fn drain_progress(pool: &Pool<'_, '_>, name: &str, v: &mut NodeVerdict) {
+    let input = pool.view.input;
+    match input.drains.get(name) {
+        None => {
+            v.draining = true;
+            v.post.push(Write::StartDrain {
+                node: name.to_owned(),
+            });
+        }
+        Some(DrainPhase::Running) => v.draining = true,
+        Some(DrainPhase::Succeeded) => {
+            // Drained and staged: approved to boot (a pause holds it).
+            if v.state == NodeState::Staged && !pool.paused {
+                v.owned.spec.desired_image_state = DesiredImageState::Booted;
+            }
+        }
+        Some(DrainPhase::Failed { message, at }) => {
+            v.draining = true;
+            v.drain_failure = Some(format!("{name}: {message}"));
+            let since = input.now.duration_since(*at).unsigned_abs();
+            if since >= DRAIN_RETRY {
+                v.post.push(Write::StartDrain {
+                    node: name.to_owned(),
+                });
+            } else {
+                requeue(&mut v.requeue, Some(DRAIN_RETRY.saturating_sub(since)));
+            }
+        }
+    }
+}
+
+/// A member outside any slot: approval belongs to a slot, its drain stops,
+/// and staged and healthy it is a candidate (rule 1).
+fn outside_slot(
+    pool: &Pool<'_, '_>,
+    name: &str,
+    node: Option<&Node>,
+    healthy: bool,
+    v: &mut NodeVerdict,
+) {
+    if node.is_some() {
+        v.counted = Some(Counted::Member);
+    }
+    v.owned.spec.desired_image_state = DesiredImageState::Staged;
+    if pool.view.input.drains.contains_key(name) {
+        v.post.push(Write::CancelDrain {
+            node: name.to_owned(),
+        });
+    }
+    let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
+    let in_conflict = pool.conflicts.contains_key(name);
+    v.candidate = slots::candidate(v.state == NodeState::Staged, healthy, deleting, in_conflict);
+}
+
+/// Times the member's phase (see [`stuck`]): past its deadline it is stuck;
+/// before, the pool is looked at again when it would be.
+fn time_phase(
+    pool: &Pool<'_, '_>,
+    name: &str,
+    node: Option<&Node>,
+    existing: Option<&BootcNode>,
+    ready: bool,
+    v: &mut NodeVerdict,
+) {
+    let input = pool.view.input;
+    let facts = stuck::Facts {
+        in_slot: v.owned.in_slot,
+        approved: v.owned.approved(),
+        ready,
+        runs_target: v.runs_target,
+        degraded: v.state == NodeState::Degraded,
+        staging: v.state == NodeState::Staging,
+        daemon_behind: existing.is_some_and(state::daemon_behind),
+    };
+    let Some(phase) = stuck::phase_of(facts) else {
+        return;
+    };
+    v.phase = Some(phase);
+    let since = if phase.clocked() {
+        match input.phase_clock.get(name) {
+            Some((seen, since)) if *seen == phase => *since,
+            _ => input.now,
+        }
+    } else {
+        node.and_then(state::not_ready_since).unwrap_or(input.now)
+    };
+    match stuck::assess(name, phase, since, input.now) {
+        Ok(s) => v.stuck = Some(s),
+        Err(left) => requeue(&mut v.requeue, Some(left)),
+    }
+}
+
+/// Keeps the sooner of two requeues.
+pub(crate) fn requeue(at: &mut Option<Duration>, after: Option<Duration>) {
+    if let Some(after) = after {
+        *at = Some(at.map_or(after, |r| r.min(after)));
+    }
+}
