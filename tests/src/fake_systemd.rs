@@ -453,13 +453,19 @@ fn unit_runner(systemd: &FakeSystemd, args: &[String]) -> Result<i32, String> {
         return Err("unit-runner: bad arguments".into());
     }
     let started = micros();
+    // As in systemd, the unit is loaded before its main process runs: the
+    // process waits for a line on its stdin (then exec's the command with
+    // stdin from /dev/null) until the unit is written, so that a command
+    // that reboots the host at once (`bootc switch --apply`) finds its own
+    // unit to kill, instead of leaving it recorded as active for ever.
     let spawned = (|| -> std::io::Result<std::process::Child> {
-        std::process::Command::new(&command[0])
-            .args(&command[1..])
+        std::process::Command::new("/bin/sh")
+            .args(["-c", r#"read -r _; exec "$0" "$@" </dev/null"#])
+            .args(command)
             .env_clear()
             .env("PATH", UNIT_PATH)
             .env("INVOCATION_ID", invocation)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(open_output(stdout)?)
             .stderr(open_output(stderr)?)
             .spawn()
@@ -484,6 +490,9 @@ fn unit_runner(systemd: &FakeSystemd, args: &[String]) -> Result<i32, String> {
             collect: collect == "collect",
         };
         systemd.write_unit(&unit).map_err(|e| e.to_string())?;
+        if let Some(mut gate) = child.stdin.take() {
+            let _ = gate.write_all(b"go\n");
+        }
         let status = child.wait().map_err(|e| e.to_string())?;
         (result.result, result.exit_status) = match status.code() {
             Some(0) => ("success".into(), 0),
