@@ -1301,3 +1301,77 @@ async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
     nothing_cordoned(&sim).await;
     assert_disruption_at_most(&recorder, 1).await;
 }
+
+/// Stuck is never silent: a node whose reboot never ends (it stays NotReady)
+/// is named on the pool (Degraded, `NodeStuck`: the node, the phase, for how
+/// long) with one Warning Event, and keeps its slot: nobody else reboots.
+/// The deadlines are scaled to seconds (`--stuck-deadline-scale`).
+#[tokio::test]
+async fn a_node_that_never_comes_back_is_reported_stuck() {
+    require_root!();
+    let options = SimOptions {
+        // Rebooting: 10 minutes -> 6 seconds.
+        stuck_deadline_scale: 0.01,
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 3).await;
+    let before = recorder.approvals().await.unwrap().len();
+    sim.break_after_reboot(&["sim-node-1", "sim-node-2", "sim-node-3"])
+        .await;
+    let _v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_pool(&sim, "NodeStuck", |p| {
+        condition(p, "Degraded").is_some_and(|c| {
+            c.0 == "True" && c.1 == api::reasons::NODE_STUCK && c.2.contains("rebooting (NotReady)")
+        })
+    })
+    .await;
+    let message = condition(&p, "Degraded").unwrap().2;
+    let approved = recorder.approvals().await.unwrap().split_off(before);
+    assert_eq!(approved.len(), 1, "one slot, one reboot: {approved:?}");
+    let stuck = &approved[0];
+    let named = format!("node {stuck} rebooting (NotReady) for ");
+    assert!(message.contains(&named), "{message} does not say {named}");
+    assert!(message.contains("(deadline 6s)"), "{message}");
+    wait_event_from(
+        &sim,
+        api::event_reasons::NODE_STUCK,
+        "sim-controller",
+        &named,
+    )
+    .await;
+    {
+        use k8s_openapi::api::events::v1::Event;
+        let events: Api<Event> =
+            Api::namespaced(sim.admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        let stuck_events: Vec<&Event> = list
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(api::event_reasons::NODE_STUCK))
+            .filter(|e| e.note.as_deref().unwrap_or_default().contains(&named))
+            .collect();
+        assert!(
+            stuck_events
+                .iter()
+                .all(|e| e.type_.as_deref() == Some("Warning")),
+            "{stuck_events:?}"
+        );
+    }
+    // The slot is kept: a spec change observed later still finds the node
+    // stuck and nobody else approved.
+    sim.patch_pool(json!({"rollout": {"drainTimeoutSeconds": 61}}))
+        .await
+        .unwrap();
+    wait_pool(&sim, "still stuck after a spec change", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == p.metadata.generation)
+            && condition(p, "Degraded").is_some_and(|c| c.1 == api::reasons::NODE_STUCK)
+    })
+    .await;
+    assert_eq!(
+        recorder.approvals().await.unwrap().split_off(before),
+        approved,
+        "a second node was rebooted while the first was stuck"
+    );
+    assert_disruption_at_most(&recorder, 1).await;
+}
