@@ -593,6 +593,15 @@ impl Sim {
             .map(|n| n.host.layout.version())
     }
 
+    /// Every reboot of each node so far, in order (the image booted after).
+    pub async fn reboots(&self) -> BTreeMap<String, Vec<Reboot>> {
+        let nodes = self.nodes.lock().await;
+        nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.host.layout.read_reboots()))
+            .collect()
+    }
+
     /// These nodes stay NotReady after their next reboot (their daemon comes
     /// back; the kubelet does not), as with an image that breaks the node.
     pub async fn break_after_reboot(&self, names: &[&str]) {

@@ -1375,3 +1375,54 @@ async fn a_node_that_never_comes_back_is_reported_stuck() {
     );
     assert_disruption_at_most(&recorder, 1).await;
 }
+
+/// A tag moving A -> B -> A: once the first node has booted B, the tag goes
+/// back to A. The nodes that never booted B stay on A and are not rebooted
+/// at all; those that booted B go back to A with exactly one more reboot;
+/// never more than one node down.
+#[tokio::test]
+async fn a_tag_moving_a_b_a_reboots_only_the_nodes_that_booted_b_once_more() {
+    require_root!();
+    let (sim, recorder, a) = started(SimOptions::default(), 5).await;
+    let b = sim.push_version("2.0").await.unwrap();
+    let b_seen = b.clone();
+    wait_pool(&sim, "a node on B", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(b_seen.as_str()) && s.updated_count >= 1
+        })
+    })
+    .await;
+    let back = sim.push_version("1.0").await.unwrap();
+    assert_eq!(back, a, "the same image, the same digest");
+    let a_seen = a.clone();
+    wait_pool(&sim, "all back on A", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(a_seen.as_str())
+                && s.updated_count == 5
+                && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                    .is_some_and(|m| !m.contains("in reboot slots"))
+        })
+    })
+    .await;
+    booted_everywhere(&sim, &sim.pinned(&a)).await;
+    nothing_cordoned(&sim).await;
+    let (pinned_a, pinned_b) = (sim.pinned(&a), sim.pinned(&b));
+    let reboots = sim.reboots().await;
+    let images: std::collections::BTreeMap<&String, Vec<&str>> = reboots
+        .iter()
+        .map(|(n, r)| (n, r.iter().map(|r| r.image.as_str()).collect()))
+        .collect();
+    for (node, booted) in &images {
+        assert!(
+            booted.is_empty() || *booted == [pinned_b.as_str(), pinned_a.as_str()],
+            "{node} rebooted into {booted:?} (B is {pinned_b}, A is {pinned_a})"
+        );
+    }
+    let went_to_b = images.values().filter(|r| !r.is_empty()).count();
+    assert!(went_to_b >= 1, "{images:?}");
+    assert!(
+        went_to_b < 5,
+        "the tag moved back once one node ran B, yet all booted B: {images:?}"
+    );
+    assert_disruption_at_most(&recorder, 1).await;
+}
