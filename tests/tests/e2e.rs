@@ -1426,3 +1426,50 @@ async fn a_tag_moving_a_b_a_reboots_only_the_nodes_that_booted_b_once_more() {
     );
     assert_disruption_at_most(&recorder, 1).await;
 }
+
+/// bootc 1.16 cannot download without staging (no `--download-only`), and a
+/// staged deployment is what any reboot boots: such a node is told the new
+/// image only when a free slot awaits it. With one slot, each node stages
+/// only after the previous one has rebooted (its `--apply`).
+#[tokio::test]
+async fn bootc_1_16_nodes_stage_only_when_a_slot_awaits_them() {
+    require_root!();
+    let options = SimOptions {
+        bootc_versions: vec![BootcVersion::V1_16],
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 3).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    let image = sim.pinned(&v2);
+    // Per node: when it first staged v2, when it applied it.
+    let mut runs: Vec<(u64, u64, String)> = Vec::new();
+    for node in sim.nodes.lock().await.iter() {
+        let invocations = node.host.layout.read_invocations();
+        let of_v2 = |apply: bool| {
+            invocations
+                .iter()
+                .filter(|i| i.argv.iter().any(|a| a == "switch"))
+                .filter(|i| i.argv.iter().any(|a| a == &image))
+                .filter(|i| i.argv.iter().any(|a| a == "--apply") == apply)
+                .map(|i| i.unix_micros)
+                .min()
+        };
+        let (stage, apply) = (of_v2(false), of_v2(true));
+        runs.push((
+            stage.unwrap_or_else(|| panic!("{} never staged v2", node.name)),
+            apply.unwrap_or_else(|| panic!("{} never applied v2", node.name)),
+            node.name.clone(),
+        ));
+    }
+    runs.sort();
+    for pair in runs.windows(2) {
+        assert!(
+            pair[1].0 > pair[0].1,
+            "{} staged before {} rebooted, with no slot free: {runs:?}",
+            pair[1].2,
+            pair[0].2
+        );
+    }
+    assert_disruption_at_most(&recorder, 1).await;
+}
