@@ -47,6 +47,10 @@ struct Args {
     /// seconds (a wedged loop: the kubelet restarts the controller).
     #[arg(long, default_value_t = controller::liveness::WEDGED_AFTER.as_secs())]
     wedged_after_seconds: u64,
+    /// Multiply every stuck deadline (the table in the `stuck` module docs)
+    /// by this; 1 keeps the defaults.
+    #[arg(long, default_value_t = 1.0)]
+    stuck_deadline_scale: f64,
     /// Resolve tag references against their registry this often, in seconds.
     #[arg(long, default_value_t = 300)]
     tag_resolution_interval_seconds: u64,
@@ -75,6 +79,8 @@ enum MainError {
     Run(#[from] controller::Error),
     #[error("reading --registry-ca-file {0}: {1}")]
     RegistryCa(String, std::io::Error),
+    #[error("invalid --stuck-deadline-scale: {0}")]
+    StuckScale(#[from] controller::stuck::BadScale),
     #[error("installing signal handlers: {0}")]
     Signal(std::io::Error),
 }
@@ -139,6 +145,7 @@ async fn real_main(args: Args) -> Result<(), MainError> {
     options.metrics_addr = metrics_addr;
     options.resync = Duration::from_secs(args.resync_seconds.max(1));
     options.wedged_after = Duration::from_secs(args.wedged_after_seconds.max(1));
+    options.deadlines = controller::stuck::Deadlines::scaled(args.stuck_deadline_scale)?;
     let ca_bundle = match &args.registry_ca_file {
         Some(path) => Some(
             std::fs::read(path)

@@ -113,6 +113,8 @@ pub struct PlanInput<'a> {
     /// When each member entered the phase it waits in, as far as the
     /// controller remembers (see [`stuck`]).
     pub phase_clock: stuck::Clock,
+    /// The stuck deadlines in force.
+    pub deadlines: stuck::Deadlines,
 }
 
 /// Changes to a Node's `bootc.dev/managed` label, `spec.unschedulable` and

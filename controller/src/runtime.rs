@@ -53,6 +53,8 @@ pub struct Options {
     /// A reconcile running this long makes `/healthz` fail (see
     /// [`crate::liveness`]).
     pub wedged_after: Duration,
+    /// The stuck deadlines (see [`crate::stuck`]).
+    pub deadlines: crate::stuck::Deadlines,
 }
 
 impl std::fmt::Debug for Options {
@@ -79,6 +81,7 @@ impl Options {
             resolver: Arc::new(DigestOnly),
             resync: Duration::from_secs(600),
             wedged_after: crate::liveness::WEDGED_AFTER,
+            deadlines: crate::stuck::Deadlines::default(),
         }
     }
 }
@@ -139,6 +142,7 @@ struct Ctx {
     ready: Arc<AtomicBool>,
     /// Per pool: when each member entered the phase it waits in.
     phase_clocks: std::sync::Mutex<BTreeMap<String, crate::stuck::Clock>>,
+    deadlines: crate::stuck::Deadlines,
     /// The reconciles running now, for `/healthz`.
     liveness: Arc<Liveness>,
     /// Which caches have listed their objects.
@@ -370,6 +374,7 @@ impl Ctx {
                 .ok()
                 .and_then(|c| c.get(&pool.name_any()).cloned())
                 .unwrap_or_default(),
+            deadlines: self.deadlines,
         }
     }
 }
@@ -821,6 +826,7 @@ async fn run_controller(
         resync: options.resync,
         ready,
         phase_clocks: std::sync::Mutex::default(),
+        deadlines: options.deadlines,
         liveness,
         synced: synced.clone(),
     });

@@ -12,6 +12,10 @@
 //! | back, not on the target (Degraded) | 5 min | first seen | slot kept; counts for the halt | point the pool at another image |
 //! | daemon silent | 5 min | first seen | nothing new is asked of the node | the daemon pod on the node |
 //!
+//! The deadlines can be scaled as a whole with the controller's
+//! `--stuck-deadline-scale` ([`Deadlines`]; 1 keeps the table's, the
+//! end-to-end tests shrink them to seconds).
+//!
 //! "First seen" phases are timed by the controller's memory (their objects
 //! carry no timestamp of the phase): a restarted controller starts their
 //! clocks again, so it reports late, never early.
@@ -73,6 +77,42 @@ impl Phase {
     }
 }
 
+/// The deadlines in force: the table's, times a scale (the controller's
+/// `--stuck-deadline-scale`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Deadlines {
+    scale: f64,
+}
+
+/// A scale that is not a positive finite number.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("stuck deadline scale {0}: must be a positive finite number (1 keeps the defaults)")]
+pub struct BadScale(pub f64);
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines { scale: 1.0 }
+    }
+}
+
+impl Deadlines {
+    pub fn scaled(scale: f64) -> Result<Self, BadScale> {
+        if scale.is_finite() && scale > 0.0 {
+            Ok(Deadlines { scale })
+        } else {
+            Err(BadScale(scale))
+        }
+    }
+
+    /// The deadline of `phase`, at least one second.
+    pub fn of(self, phase: Phase) -> Duration {
+        phase
+            .deadline()
+            .mul_f64(self.scale)
+            .max(Duration::from_secs(1))
+    }
+}
+
 /// What the planner knows of one member, for [`phase_of`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Facts {
@@ -113,6 +153,8 @@ pub struct Stuck {
     pub node: String,
     pub phase: Phase,
     pub since: Duration,
+    /// The deadline it passed.
+    pub deadline: Duration,
 }
 
 impl Stuck {
@@ -123,7 +165,7 @@ impl Stuck {
             self.node,
             self.phase.name(),
             minutes(self.since),
-            minutes(self.phase.deadline()),
+            minutes(self.deadline),
             self.phase.next_step()
         )
     }
@@ -146,20 +188,23 @@ fn minutes(d: Duration) -> String {
 
 /// Judges one node: stuck now, or when to look again.
 pub fn assess(
+    deadlines: Deadlines,
     node: &str,
     phase: Phase,
     since: Timestamp,
     now: Timestamp,
 ) -> Result<Stuck, Duration> {
     let elapsed = now.duration_since(since).unsigned_abs();
-    if elapsed >= phase.deadline() {
+    let deadline = deadlines.of(phase);
+    if elapsed >= deadline {
         Ok(Stuck {
             node: node.to_owned(),
             phase,
             since: elapsed,
+            deadline,
         })
     } else {
-        Err(phase.deadline().saturating_sub(elapsed))
+        Err(deadline.saturating_sub(elapsed))
     }
 }
 
@@ -274,15 +319,25 @@ mod tests {
         let t0 = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1000);
         let later = |s: i64| t0 + jiff::SignedDuration::from_secs(s);
         assert_eq!(
-            assess("n", Phase::Rebooting, t0, later(60)),
+            assess(Deadlines::default(), "n", Phase::Rebooting, t0, later(60)),
             Err(Duration::from_secs(540))
         );
-        let stuck = assess("n", Phase::Rebooting, t0, later(720)).unwrap();
+        let stuck = assess(Deadlines::default(), "n", Phase::Rebooting, t0, later(720)).unwrap();
         assert_eq!(
             stuck.message(),
             "node n rebooting (NotReady) for 12m (deadline 10m): the slot is kept and counts toward the two-unhealthy halt; check the node's console"
         );
         assert!(stuck.message().starts_with(&stuck.key()));
+        let fast = Deadlines::scaled(0.01).unwrap();
+        assert_eq!(fast.of(Phase::Rebooting), Duration::from_secs(6));
+        assert_eq!(
+            assess(fast, "n", Phase::Rebooting, t0, later(7))
+                .unwrap()
+                .message(),
+            "node n rebooting (NotReady) for 7s (deadline 6s): the slot is kept and counts toward the two-unhealthy halt; check the node's console"
+        );
+        assert_eq!(Deadlines::scaled(0.0), Err(BadScale(0.0)));
+        assert!(Deadlines::scaled(f64::NAN).is_err());
 
         let phases = BTreeMap::from([
             ("a".to_owned(), Phase::Staging),

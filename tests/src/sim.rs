@@ -89,6 +89,8 @@ pub struct SimOptions {
     /// (`sim-node-<i+1>`, a controller Pod bound to it): that node's reboot
     /// stops it and its return starts it again, as a kubelet would.
     pub controller_replicas: usize,
+    /// The controller's `--stuck-deadline-scale` (1: the real deadlines).
+    pub stuck_deadline_scale: f64,
 }
 
 /// The Lease duration of replicated controllers.
@@ -109,6 +111,7 @@ impl Default for SimOptions {
             controller_bin: None,
             bootc_versions: vec![BootcVersion::Pr],
             controller_replicas: 1,
+            stuck_deadline_scale: 1.0,
         }
     }
 }
@@ -165,6 +168,7 @@ struct Launcher {
     log_dir: PathBuf,
     rust_log: String,
     replicas: usize,
+    stuck_deadline_scale: f64,
 }
 
 impl Launcher {
@@ -202,6 +206,10 @@ impl Launcher {
             .args([
                 "--tag-resolution-interval-seconds",
                 &self.tag_interval.as_secs().max(1).to_string(),
+            ])
+            .args([
+                "--stuck-deadline-scale",
+                &self.stuck_deadline_scale.to_string(),
             ]);
         if self.replicas > 1 {
             command.args([
@@ -301,6 +309,7 @@ impl Sim {
             log_dir: logs.path().to_owned(),
             rust_log: options.controller_log.clone(),
             replicas: options.controller_replicas.max(1),
+            stuck_deadline_scale: options.stuck_deadline_scale,
         };
         let controllers = Arc::new(std::sync::Mutex::new(
             (0..launcher.replicas).map(|_| None).collect(),
@@ -582,6 +591,15 @@ impl Sim {
             .iter()
             .find(|n| n.name == name)
             .map(|n| n.host.layout.version())
+    }
+
+    /// Every reboot of each node so far, in order (the image booted after).
+    pub async fn reboots(&self) -> BTreeMap<String, Vec<Reboot>> {
+        let nodes = self.nodes.lock().await;
+        nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.host.layout.read_reboots()))
+            .collect()
     }
 
     /// These nodes stay NotReady after their next reboot (their daemon comes

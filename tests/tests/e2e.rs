@@ -1301,3 +1301,175 @@ async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
     nothing_cordoned(&sim).await;
     assert_disruption_at_most(&recorder, 1).await;
 }
+
+/// Stuck is never silent: a node whose reboot never ends (it stays NotReady)
+/// is named on the pool (Degraded, `NodeStuck`: the node, the phase, for how
+/// long) with one Warning Event, and keeps its slot: nobody else reboots.
+/// The deadlines are scaled to seconds (`--stuck-deadline-scale`).
+#[tokio::test]
+async fn a_node_that_never_comes_back_is_reported_stuck() {
+    require_root!();
+    let options = SimOptions {
+        // Rebooting: 10 minutes -> 6 seconds.
+        stuck_deadline_scale: 0.01,
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 3).await;
+    let before = recorder.approvals().await.unwrap().len();
+    sim.break_after_reboot(&["sim-node-1", "sim-node-2", "sim-node-3"])
+        .await;
+    let _v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_pool(&sim, "NodeStuck", |p| {
+        condition(p, "Degraded").is_some_and(|c| {
+            c.0 == "True" && c.1 == api::reasons::NODE_STUCK && c.2.contains("rebooting (NotReady)")
+        })
+    })
+    .await;
+    let message = condition(&p, "Degraded").unwrap().2;
+    let approved = recorder.approvals().await.unwrap().split_off(before);
+    assert_eq!(approved.len(), 1, "one slot, one reboot: {approved:?}");
+    let stuck = &approved[0];
+    let named = format!("node {stuck} rebooting (NotReady) for ");
+    assert!(message.contains(&named), "{message} does not say {named}");
+    assert!(message.contains("(deadline 6s)"), "{message}");
+    wait_event_from(
+        &sim,
+        api::event_reasons::NODE_STUCK,
+        "sim-controller",
+        &named,
+    )
+    .await;
+    {
+        use k8s_openapi::api::events::v1::Event;
+        let events: Api<Event> =
+            Api::namespaced(sim.admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        let stuck_events: Vec<&Event> = list
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(api::event_reasons::NODE_STUCK))
+            .filter(|e| e.note.as_deref().unwrap_or_default().contains(&named))
+            .collect();
+        assert!(
+            stuck_events
+                .iter()
+                .all(|e| e.type_.as_deref() == Some("Warning")),
+            "{stuck_events:?}"
+        );
+    }
+    // The slot is kept: a spec change observed later still finds the node
+    // stuck and nobody else approved.
+    sim.patch_pool(json!({"rollout": {"drainTimeoutSeconds": 61}}))
+        .await
+        .unwrap();
+    wait_pool(&sim, "still stuck after a spec change", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == p.metadata.generation)
+            && condition(p, "Degraded").is_some_and(|c| c.1 == api::reasons::NODE_STUCK)
+    })
+    .await;
+    assert_eq!(
+        recorder.approvals().await.unwrap().split_off(before),
+        approved,
+        "a second node was rebooted while the first was stuck"
+    );
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// A tag moving A -> B -> A: once the first node has booted B, the tag goes
+/// back to A. The nodes that never booted B stay on A and are not rebooted
+/// at all; those that booted B go back to A with exactly one more reboot;
+/// never more than one node down.
+#[tokio::test]
+async fn a_tag_moving_a_b_a_reboots_only_the_nodes_that_booted_b_once_more() {
+    require_root!();
+    let (sim, recorder, a) = started(SimOptions::default(), 5).await;
+    let b = sim.push_version("2.0").await.unwrap();
+    let b_seen = b.clone();
+    wait_pool(&sim, "a node on B", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(b_seen.as_str()) && s.updated_count >= 1
+        })
+    })
+    .await;
+    let back = sim.push_version("1.0").await.unwrap();
+    assert_eq!(back, a, "the same image, the same digest");
+    let a_seen = a.clone();
+    wait_pool(&sim, "all back on A", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(a_seen.as_str())
+                && s.updated_count == 5
+                && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                    .is_some_and(|m| !m.contains("in reboot slots"))
+        })
+    })
+    .await;
+    booted_everywhere(&sim, &sim.pinned(&a)).await;
+    nothing_cordoned(&sim).await;
+    let (pinned_a, pinned_b) = (sim.pinned(&a), sim.pinned(&b));
+    let reboots = sim.reboots().await;
+    let images: std::collections::BTreeMap<&String, Vec<&str>> = reboots
+        .iter()
+        .map(|(n, r)| (n, r.iter().map(|r| r.image.as_str()).collect()))
+        .collect();
+    for (node, booted) in &images {
+        assert!(
+            booted.is_empty() || *booted == [pinned_b.as_str(), pinned_a.as_str()],
+            "{node} rebooted into {booted:?} (B is {pinned_b}, A is {pinned_a})"
+        );
+    }
+    let went_to_b = images.values().filter(|r| !r.is_empty()).count();
+    assert!(went_to_b >= 1, "{images:?}");
+    assert!(
+        went_to_b < 5,
+        "the tag moved back once one node ran B, yet all booted B: {images:?}"
+    );
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// bootc 1.16 cannot download without staging (no `--download-only`), and a
+/// staged deployment is what any reboot boots: such a node is told the new
+/// image only when a free slot awaits it. With one slot, each node stages
+/// only after the previous one has rebooted (its `--apply`).
+#[tokio::test]
+async fn bootc_1_16_nodes_stage_only_when_a_slot_awaits_them() {
+    require_root!();
+    let options = SimOptions {
+        bootc_versions: vec![BootcVersion::V1_16],
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 3).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    let image = sim.pinned(&v2);
+    // Per node: when it first staged v2, when it applied it.
+    let mut runs: Vec<(u64, u64, String)> = Vec::new();
+    for node in sim.nodes.lock().await.iter() {
+        let invocations = node.host.layout.read_invocations();
+        let of_v2 = |apply: bool| {
+            invocations
+                .iter()
+                .filter(|i| i.argv.iter().any(|a| a == "switch"))
+                .filter(|i| i.argv.iter().any(|a| a == &image))
+                .filter(|i| i.argv.iter().any(|a| a == "--apply") == apply)
+                .map(|i| i.unix_micros)
+                .min()
+        };
+        let (stage, apply) = (of_v2(false), of_v2(true));
+        runs.push((
+            stage.unwrap_or_else(|| panic!("{} never staged v2", node.name)),
+            apply.unwrap_or_else(|| panic!("{} never applied v2", node.name)),
+            node.name.clone(),
+        ));
+    }
+    runs.sort();
+    for pair in runs.windows(2) {
+        assert!(
+            pair[1].0 > pair[0].1,
+            "{} staged before {} rebooted, with no slot free: {runs:?}",
+            pair[1].2,
+            pair[0].2
+        );
+    }
+    assert_disruption_at_most(&recorder, 1).await;
+}

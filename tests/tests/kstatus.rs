@@ -97,6 +97,7 @@ fn planned(
         last_status_write: None,
         now: jiff::Timestamp::now(),
         phase_clock: controller::stuck::Clock::new(),
+        deadlines: controller::stuck::Deadlines::default(),
     });
     pool.status = plan.status.or(pool.status);
     pool

@@ -335,7 +335,7 @@ fn time_phase(
     } else {
         node.and_then(state::not_ready_since).unwrap_or(input.now)
     };
-    match stuck::assess(name, phase, since, input.now) {
+    match stuck::assess(input.deadlines, name, phase, since, input.now) {
         Ok(s) => v.stuck = Some(s),
         Err(left) => requeue(&mut v.requeue, Some(left)),
     }

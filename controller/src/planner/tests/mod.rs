@@ -292,6 +292,7 @@ impl World {
             last_status_write: self.last_status_write,
             now: now(),
             phase_clock: self.clock.clone(),
+            deadlines: stuck::Deadlines::default(),
         }
     }
     fn plan(&self) -> Plan {
