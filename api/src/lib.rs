@@ -10,6 +10,8 @@ pub mod labels;
 #[cfg(feature = "crd")]
 pub mod conditions;
 #[cfg(feature = "crd")]
+pub mod node_health;
+#[cfg(feature = "crd")]
 pub mod schema;
 #[cfg(feature = "crd")]
 pub mod secret_hash;

@@ -53,14 +53,7 @@ pub fn recorded_for(node: &Node, pool: &str) -> bool {
     recorded_by(node) == Some(pool)
 }
 
-/// The Node's Ready condition is True.
-pub fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True")
-}
+pub use api::node_health::is_ready;
 
 /// `spec.unschedulable`.
 pub fn is_cordoned(node: &Node) -> bool {

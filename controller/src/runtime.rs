@@ -164,12 +164,7 @@ pub fn node_fingerprint(node: &Node) -> u64 {
         .and_then(|s| s.unschedulable)
         .unwrap_or(false)
         .hash(&mut h);
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.status.clone());
+    let ready = api::node_health::ready_condition(node).map(|c| c.status.clone());
     ready.hash(&mut h);
     node.metadata.deletion_timestamp.is_some().hash(&mut h);
     h.finish()

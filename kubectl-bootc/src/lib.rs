@@ -104,19 +104,7 @@ pub fn runs_target(bn: &BootcNode, pool: &BootcNodePool) -> bool {
     matches!((target, booted), (Some(t), Some(b)) if b.is_image(t))
 }
 
-/// The Node's Ready condition: None when Ready, else since when it is not.
-pub fn not_ready_since(node: &Node) -> Option<Option<jiff::Timestamp>> {
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
-    match ready {
-        Some(c) if c.status == "True" => None,
-        Some(c) => Some(c.last_transition_time.as_ref().map(|t| t.0)),
-        None => Some(None),
-    }
-}
+pub use api::node_health::not_ready_since;
 
 pub fn cordoned(node: &Node) -> bool {
     node.spec

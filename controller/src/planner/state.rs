@@ -89,18 +89,5 @@ pub fn classify(bn: &BootcNode, target: &Target) -> NodeState {
 /// Since when the Node has been not Ready (its Ready condition's last
 /// transition), if it is not Ready.
 pub(crate) fn not_ready_since(node: &Node) -> Option<jiff::Timestamp> {
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
-    match ready {
-        Some(c) if c.status == "True" => None,
-        Some(c) => Some(
-            c.last_transition_time
-                .as_ref()
-                .map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0),
-        ),
-        None => Some(jiff::Timestamp::UNIX_EPOCH),
-    }
+    api::node_health::not_ready_since(node).map(|t| t.unwrap_or(jiff::Timestamp::UNIX_EPOCH))
 }
