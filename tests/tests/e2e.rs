@@ -135,6 +135,16 @@ async fn assert_disruption_at_most(recorder: &Recorder, max: usize) -> tests::re
     seen
 }
 
+/// The end every one-slot rollout must reach: `nodes` nodes on `digest`,
+/// each booted into it, nothing left cordoned, and never more than one node
+/// disrupted at once.
+async fn rolled_out_one_at_a_time(sim: &Sim, recorder: &Recorder, digest: &str, nodes: i32) {
+    wait_rolled(sim, digest, nodes).await;
+    booted_everywhere(sim, &sim.pinned(digest)).await;
+    nothing_cordoned(sim).await;
+    assert_disruption_at_most(recorder, 1).await;
+}
+
 async fn started(options: SimOptions, nodes: usize) -> (Sim, Recorder, String) {
     let mut sim = Sim::start(options).await.unwrap();
     let recorder = Recorder::start(&sim.cp).await.unwrap();
@@ -303,10 +313,7 @@ async fn hosts_whose_bootc_status_fails_are_reported_and_recover() {
             .set_modified(std::time::SystemTime::now())
             .unwrap();
     }
-    wait_rolled(&sim, &v2, 3).await;
-    booted_everywhere(&sim, &sim.pinned(&v2)).await;
-    nothing_cordoned(&sim).await;
-    assert_disruption_at_most(&recorder, 1).await;
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
 }
 
 #[tokio::test]
@@ -404,10 +411,7 @@ async fn controller_killed_and_daemon_killed_mid_staging_the_rollout_completes()
     sim.kill_controller();
     sim.start_controller().await.unwrap();
 
-    wait_rolled(&sim, &v2, 4).await;
-    booted_everywhere(&sim, &sim.pinned(&v2)).await;
-    nothing_cordoned(&sim).await;
-    assert_disruption_at_most(&recorder, 1).await;
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 4).await;
 }
 
 /// The API server is restarted with two nodes done: its RBAC cache answers
@@ -668,10 +672,7 @@ async fn a_bootc_node_deleted_mid_reboot_counts_until_it_is_back() {
         .delete(FIRST, &kube::api::DeleteParams::default())
         .await
         .unwrap();
-    wait_rolled(&sim, &v2, 3).await;
-    booted_everywhere(&sim, &sim.pinned(&v2)).await;
-    nothing_cordoned(&sim).await;
-    assert_disruption_at_most(&recorder, 1).await;
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
 }
 
 #[tokio::test]
@@ -715,10 +716,7 @@ async fn a_target_changed_mid_reboot_keeps_the_node_counted() {
     sim.patch_pool(json!({"image": {"ref": sim.pinned(&v1)}}))
         .await
         .unwrap();
-    wait_rolled(&sim, &v1, 3).await;
-    booted_everywhere(&sim, &sim.pinned(&v1)).await;
-    nothing_cordoned(&sim).await;
-    assert_disruption_at_most(&recorder, 1).await;
+    rolled_out_one_at_a_time(&sim, &recorder, &v1, 3).await;
 }
 
 /// A node that leaves the pool's selector (not its labels) mid-reboot.
@@ -781,10 +779,7 @@ async fn a_controller_restarted_mid_reboot_keeps_the_node_counted() {
     let (mut sim, recorder, _v1, v2) = first_node_rebooting().await;
     sim.kill_controller();
     sim.start_controller().await.unwrap();
-    wait_rolled(&sim, &v2, 3).await;
-    booted_everywhere(&sim, &sim.pinned(&v2)).await;
-    nothing_cordoned(&sim).await;
-    assert_disruption_at_most(&recorder, 1).await;
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
 }
 
 /// The budget is about the pool's health: a member NotReady on its own
@@ -870,10 +865,7 @@ async fn a_pool_mixing_bootc_versions_rolls_out() {
     };
     let (sim, recorder, _v1) = started(options, 4).await;
     let v2 = sim.push_version("2.0").await.unwrap();
-    wait_rolled(&sim, &v2, 4).await;
-    booted_everywhere(&sim, &sim.pinned(&v2)).await;
-    nothing_cordoned(&sim).await;
-    assert_disruption_at_most(&recorder, 1).await;
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 4).await;
     let bns: Vec<BootcNode> = Api::<BootcNode>::all(sim.admin.clone())
         .list(&Default::default())
         .await
@@ -1124,10 +1116,7 @@ async fn the_leader_killed_mid_drain_the_other_replica_resumes() {
     wait_event_from(&sim, "DrainBlocked", "sim-controller-1", "default/web").await;
     pdbs.delete("web", &Default::default()).await.unwrap();
 
-    wait_rolled(&sim, &v2, 3).await;
-    booted_everywhere(&sim, &sim.pinned(&v2)).await;
-    nothing_cordoned(&sim).await;
-    assert_disruption_at_most(&recorder, 1).await;
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
     let approvals = recorder.approvals().await.unwrap();
     let mut v2_approvals = approvals.clone();
     v2_approvals.sort();
