@@ -39,6 +39,7 @@ pub mod cordon;
 pub mod halt;
 pub mod leaving;
 pub mod membership;
+mod memo;
 pub mod order;
 mod owned;
 pub mod pull_secret;
@@ -54,6 +55,7 @@ pub use budget::max_unavailable;
 pub use halt::REBOOT_GRACE;
 pub use leaving::plan_cleanup;
 pub use membership::{owned_by, owner_pool, parse_selector, selects};
+pub(crate) use memo::Memo;
 pub use order::Writes;
 pub use state::{NodeState, classify, runs_target};
 pub use status::{COUNTS_MIN_INTERVAL, target_summary};
@@ -242,18 +244,30 @@ pub struct Cleanup {
 /// A Degraded problem: its reason and message (see [`status`]).
 pub type Problem = (&'static str, String);
 
-/// Decides what to do for one pool: the pipeline of the module docs.
+/// Decides what to do for one pool, from scratch: the pipeline of the module
+/// docs. The reference for [`plan_incremental`].
 pub fn plan(input: &PlanInput<'_>) -> Plan {
+    plan_incremental(input, &mut Memo::default())
+}
+
+/// [`plan`], reusing the per-node answers `memo` kept from the previous
+/// plan of the same pool where their inputs have not changed (see [`memo`]).
+pub(crate) fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     let view = view::View::of(input);
     let mut problems: Vec<Problem> = Vec::new();
     let target = target::in_force(&input.target, &view.current, &mut problems);
     let secret = pull_secret::checked(input, &mut problems);
-    let members = membership::of(&view, target.is_some(), &mut problems);
+    memo.begin(
+        memo::PoolFacts::of(&view, target.as_ref(), &secret),
+        view.nodes.len(),
+    );
+    let members = membership::of(&view, target.is_some(), memo, &mut problems);
     let leavers = leaving::leavers(&view, &members);
     let slots = budget::slots(&view.pool.spec.rollout, members.names.len(), &mut problems);
     let rollout = match &target {
         Some(target) => {
-            let mut rollout = verdict::verdicts(&view, target, &members, &leavers, &secret, slots);
+            let mut rollout =
+                verdict::verdicts(&view, target, &members, &leavers, &secret, slots, memo);
             slots::hand_out(&view, &mut rollout);
             cordon::lift_strays(&view, &mut rollout);
             rollout

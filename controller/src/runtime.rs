@@ -142,6 +142,9 @@ struct Ctx {
     ready: Arc<AtomicBool>,
     /// Per pool: when each member entered the phase it waits in.
     phase_clocks: std::sync::Mutex<BTreeMap<String, crate::stuck::Clock>>,
+    /// Each pool's per-node answers kept for its next plan (incremental
+    /// planning, see `planner::memo`).
+    memos: std::sync::Mutex<BTreeMap<String, planner::Memo>>,
     deadlines: crate::stuck::Deadlines,
     /// The reconciles running now, for `/healthz`.
     liveness: Arc<Liveness>,
@@ -460,7 +463,17 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
         .await;
     let pools = ctx.pools.state();
     let input = ctx.input(&pool, &nodes, &bns, &pools, resolution.target.clone());
-    let plan = planner::plan(&input);
+    let mut memo = ctx
+        .memos
+        .lock()
+        .ok()
+        .and_then(|mut m| m.remove(&name))
+        .unwrap_or_default();
+    let plan = planner::plan_incremental(&input, &mut memo);
+    tracing::debug!(pool = %name, reused = memo.reused, computed = memo.computed, "planned");
+    if let Ok(mut memos) = ctx.memos.lock() {
+        memos.insert(name.clone(), memo);
+    }
     if let Ok(mut clocks) = ctx.phase_clocks.lock() {
         let clock = crate::stuck::tick(&input.phase_clock, &plan.phases, input.now);
         clocks.insert(name.clone(), clock);
@@ -516,6 +529,9 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
         });
     }
     crate::metrics::global().forget_pool(&pool.name_any());
+    if let Ok(mut memos) = ctx.memos.lock() {
+        memos.remove(&pool.name_any());
+    }
     tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
     Ok(Action::await_change())
 }
@@ -821,6 +837,7 @@ async fn run_controller(
         resync: options.resync,
         ready,
         phase_clocks: std::sync::Mutex::default(),
+        memos: std::sync::Mutex::default(),
         deadlines: options.deadlines,
         liveness,
         synced: synced.clone(),

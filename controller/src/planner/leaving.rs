@@ -38,7 +38,7 @@ pub(crate) fn leavers(view: &View<'_>, members: &Membership) -> Leavers {
     let pool_name = &view.pool_name;
     let mut out = Leavers::default();
     for (name, bn) in &view.bns {
-        if !owned_by(bn, pool) || members.contains(name) || members.conflicts.contains_key(name) {
+        if !owned_by(bn, pool) || members.contains(name) || members.conflicts.contains_key(*name) {
             continue;
         }
         let node = view.node(name);
@@ -46,7 +46,7 @@ pub(crate) fn leavers(view: &View<'_>, members: &Membership) -> Leavers {
             && holds_slot(node, bn, pool_name)
             && !disruption::is_back(node, Some(bn))
         {
-            out.not_back.push(name.clone());
+            out.not_back.push((*name).to_owned());
             out.writes.extend(withdraw_approval(bn, pool));
             continue;
         }
@@ -55,7 +55,7 @@ pub(crate) fn leavers(view: &View<'_>, members: &Membership) -> Leavers {
             reason: event_reasons::NODE_LEFT,
             message: format!("node {name} left pool {pool_name}"),
             warning: false,
-            node: Some(name.clone()),
+            node: Some((*name).to_owned()),
         });
     }
     for (name, node) in &view.nodes {
@@ -66,10 +66,10 @@ pub(crate) fn leavers(view: &View<'_>, members: &Membership) -> Leavers {
             continue;
         }
         if !disruption::is_back(node, None) {
-            out.not_back.push(name.clone());
+            out.not_back.push((*name).to_owned());
         } else if let Some(patch) = cordon::release(node, pool_name, None) {
             out.writes.push(Write::PatchNode {
-                name: name.clone(),
+                name: (*name).to_owned(),
                 patch,
             });
         }
@@ -122,7 +122,7 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
             && holds_slot(node, bn, pool_name)
             && !disruption::is_back(node, Some(bn))
         {
-            waiting.push(name.clone());
+            waiting.push((*name).to_owned());
             writes.extend(withdraw_approval(bn, input.pool));
             continue;
         }
@@ -137,11 +137,11 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
             continue;
         }
         if !disruption::is_back(node, None) {
-            waiting.push(name.clone());
+            waiting.push((*name).to_owned());
             continue;
         }
         writes.push(Write::PatchNode {
-            name: name.clone(),
+            name: (*name).to_owned(),
             patch: cordon::on_cleanup(node, pool_name),
         });
     }

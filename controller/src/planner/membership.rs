@@ -19,6 +19,7 @@ use kube::ResourceExt;
 use kube::core::{Expression, Selector, SelectorExt};
 
 use super::Problem;
+use super::memo::{Memo, Versions};
 use super::view::View;
 
 /// The pool's members, as this plan sees them.
@@ -57,9 +58,22 @@ impl Membership {
     }
 }
 
+/// One node's answer to "is it a member?" (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Claim {
+    pub member: bool,
+    /// The other pools that claim it too.
+    pub conflict: Option<BTreeSet<String>>,
+}
+
 /// The members of the pool (see the module docs); an unparsable selector
-/// is reported.
-pub(crate) fn of(view: &View<'_>, has_target: bool, problems: &mut Vec<Problem>) -> Membership {
+/// is reported. Each node's answer is kept in `memo` for the next plan.
+pub(crate) fn of(
+    view: &View<'_>,
+    has_target: bool,
+    memo: &mut Memo,
+    problems: &mut Vec<Problem>,
+) -> Membership {
     let pool = view.pool;
     let selector = match parse_selector(&pool.spec.node_selector) {
         Ok(s) => Some(s),
@@ -72,41 +86,66 @@ pub(crate) fn of(view: &View<'_>, has_target: bool, problems: &mut Vec<Problem>)
     let mut out = Membership::default();
     for (name, node) in &view.nodes {
         let bn = view.bn(name);
-        let selected = match &selector {
-            Some(s) => s.matches(node.labels()),
-            None => bn.is_some_and(|bn| owned_by(bn, pool)),
-        };
-        if !selected {
-            continue;
+        let versions = Versions::of(Some(node), bn);
+        let claim = memo.membership(name, versions, || {
+            claim(pool, node, bn, selector.as_ref(), &others, has_target)
+        });
+        if let Some(pools) = claim.conflict {
+            out.conflicts.insert((*name).to_owned(), pools);
         }
-        let mut claims: BTreeSet<String> = others
-            .iter()
-            .filter(|(_, s)| s.matches(node.labels()))
-            .map(|(name, _)| name.clone())
-            .collect();
-        match bn {
-            Some(bn) if owned_by(bn, pool) => {
-                if !claims.is_empty() {
-                    out.conflicts.insert(name.clone(), claims);
-                }
-                out.names.push(name.clone());
-            }
-            Some(bn) => {
-                let owner = owner_pool(bn)
-                    .map(|(n, _)| n)
-                    .unwrap_or_else(|| "an unknown owner".to_owned());
-                claims.insert(owner);
-                out.conflicts.insert(name.clone(), claims);
-            }
-            None if !claims.is_empty() => {
-                out.conflicts.insert(name.clone(), claims);
-            }
-            // A new member: its BootcNode is created with the target.
-            None if has_target => out.names.push(name.clone()),
-            None => {}
+        if claim.member {
+            out.names.push((*name).to_owned());
         }
     }
     out
+}
+
+/// One node's claim: selected by this pool, and by which others.
+fn claim(
+    pool: &BootcNodePool,
+    node: &Node,
+    bn: Option<&BootcNode>,
+    selector: Option<&Selector>,
+    others: &[(String, Selector)],
+    has_target: bool,
+) -> Claim {
+    let selected = match selector {
+        Some(s) => s.matches(node.labels()),
+        None => bn.is_some_and(|bn| owned_by(bn, pool)),
+    };
+    if !selected {
+        return Claim::default();
+    }
+    let mut claims: BTreeSet<String> = others
+        .iter()
+        .filter(|(_, s)| s.matches(node.labels()))
+        .map(|(name, _)| name.clone())
+        .collect();
+    match bn {
+        Some(bn) if owned_by(bn, pool) => Claim {
+            member: true,
+            conflict: (!claims.is_empty()).then_some(claims),
+        },
+        Some(bn) => {
+            let owner = owner_pool(bn)
+                .map(|(n, _)| n)
+                .unwrap_or_else(|| "an unknown owner".to_owned());
+            claims.insert(owner);
+            Claim {
+                member: false,
+                conflict: Some(claims),
+            }
+        }
+        None if !claims.is_empty() => Claim {
+            member: false,
+            conflict: Some(claims),
+        },
+        // A new member: its BootcNode is created with the target.
+        None => Claim {
+            member: has_target,
+            conflict: None,
+        },
+    }
 }
 
 /// Other pools' selectors, parsed once (an unparsable one selects nothing;

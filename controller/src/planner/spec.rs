@@ -6,8 +6,10 @@
 use std::collections::BTreeSet;
 
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
+use k8s_openapi::api::core::v1::Node;
 
 use super::Target;
+use super::memo::{Memo, Versions};
 use super::owned::Owned;
 use super::pull_secret::{self, Secret};
 use super::slots::holds_slot;
@@ -60,6 +62,27 @@ fn kept_image(bn: &BootcNode) -> String {
         .unwrap_or_else(|| bn.spec.desired_image.clone())
 }
 
+/// One member as the staging rule sees it.
+fn staged_member(
+    name: &str,
+    node: Option<&Node>,
+    bn: Option<&BootcNode>,
+    target: &Target,
+    pool_name: &str,
+) -> staging::Member {
+    let status = bn.and_then(|b| b.status.as_ref());
+    staging::Member {
+        name: name.to_owned(),
+        told: bn.is_none_or(|b| b.spec.desired_image == target.image),
+        runs_target: bn.is_some_and(|b| runs_target(b, target)),
+        staged: bn.is_some_and(|b| classify(b, target) == NodeState::Staged),
+        in_slot: bn
+            .zip(node)
+            .is_some_and(|(b, n)| holds_slot(n, b, pool_name)),
+        unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
+    }
+}
+
 /// The members told the target (see [`staging`]); `held_elsewhere` slots
 /// are held by nodes that left mid-reboot.
 pub(crate) fn told(
@@ -68,24 +91,15 @@ pub(crate) fn told(
     target: &Target,
     slots: usize,
     held_elsewhere: usize,
+    memo: &mut Memo,
 ) -> BTreeSet<String> {
-    let pool_name = &view.pool_name;
     let seen: Vec<staging::Member> = members
         .iter()
         .map(|name| {
-            let bn = view.bn(name);
-            let node = view.node(name);
-            let status = bn.and_then(|b| b.status.as_ref());
-            staging::Member {
-                name: name.clone(),
-                told: bn.is_none_or(|b| b.spec.desired_image == target.image),
-                runs_target: bn.is_some_and(|b| runs_target(b, target)),
-                staged: bn.is_some_and(|b| classify(b, target) == NodeState::Staged),
-                in_slot: bn
-                    .zip(node)
-                    .is_some_and(|(b, n)| holds_slot(n, b, pool_name)),
-                unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
-            }
+            let (bn, node) = (view.bn(name), view.node(name));
+            memo.staging(name, Versions::of(node, bn), || {
+                staged_member(name, node, bn, target, &view.pool_name)
+            })
         })
         .collect();
     let holders = seen.iter().filter(|m| m.in_slot).count() + held_elsewhere;

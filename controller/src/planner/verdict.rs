@@ -25,6 +25,9 @@ use super::view::View;
 use super::{DrainPhase, NodePatch, Target, Write, cordon, halt, slots, spec};
 use crate::disruption::{self, Budget};
 use crate::stuck::{self, Stuck};
+use jiff::Timestamp;
+
+use super::memo::{Memo, VerdictKey, Versions};
 
 /// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
 pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
@@ -62,6 +65,12 @@ pub(crate) struct NodeVerdict {
     pub requeue: Option<Duration>,
     pub phase: Option<stuck::Phase>,
     pub stuck: Option<Stuck>,
+    /// Its answer does not depend on the time before this instant (the
+    /// requeue, absolute); see [`super::memo`].
+    pub recheck_at: Option<Timestamp>,
+    /// It may be kept for the next plan: not stuck (the message counts the
+    /// minutes) and not timed from "now" (see [`super::memo`]).
+    pub keepable: bool,
 }
 
 /// The verdicts, and what slot assignment made of them.
@@ -107,9 +116,10 @@ pub(crate) fn verdicts(
     leavers: &Leavers,
     secret: &Secret,
     slots: usize,
+    memo: &mut Memo,
 ) -> Rollout {
     let held = leavers.not_back.len();
-    let told = spec::told(view, &members.names, target, slots, held);
+    let told = spec::told(view, &members.names, target, slots, held, memo);
     let pool = Pool {
         view,
         target,
@@ -127,7 +137,7 @@ pub(crate) fn verdicts(
         out.budget.hold(name);
     }
     for name in &members.names {
-        let v = of(&pool, name);
+        let v = memoized(&pool, name, memo);
         match (v.counted, view.node(name)) {
             (Some(Counted::Holder), _) => out.budget.hold(name),
             (Some(Counted::Member), Some(node)) => out.budget.member(name, node),
@@ -140,6 +150,44 @@ pub(crate) fn verdicts(
     }
     out.halted = halt::halted(out.unhealthy_in_slots.len());
     out
+}
+
+/// One member's verdict, kept from the previous plan when nothing it reads
+/// has changed (see [`super::memo`]).
+fn memoized(pool: &Pool<'_, '_>, name: &str, memo: &mut Memo) -> NodeVerdict {
+    let input = pool.view.input;
+    let now = input.now;
+    let told = pool.told.contains(name);
+    let drain = input.drains.get(name);
+    let clock = input.phase_clock.get(name);
+    let conflict = pool.conflicts.get(name);
+    let versions = Versions::of(pool.view.node(name), pool.view.bn(name));
+    if let Some(versions) = versions
+        && let Some(mut v) = memo.verdict(name, |k| {
+            k.matches(versions, told, drain, clock, conflict)
+                && k.until.is_none_or(|until| now < until)
+        })
+    {
+        v.requeue = v.recheck_at.map(|at| at.duration_since(now).unsigned_abs());
+        return v;
+    }
+    memo.computed += 1;
+    let v = of(pool, name);
+    match versions.filter(|_| v.keepable) {
+        Some(versions) => {
+            let key = VerdictKey {
+                versions,
+                told,
+                drain: drain.cloned(),
+                clock: clock.cloned(),
+                conflict: conflict.cloned(),
+                until: v.recheck_at,
+            };
+            memo.keep_verdict(name, key, v.clone());
+        }
+        None => memo.forget_verdict(name),
+    }
+    v
 }
 
 /// One member's verdict (see the module docs).
@@ -166,6 +214,8 @@ fn of(pool: &Pool<'_, '_>, name: &str) -> NodeVerdict {
         requeue: None,
         phase: None,
         stuck: None,
+        recheck_at: None,
+        keepable: true,
     };
     let ready = node.is_some_and(disruption::is_ready);
     let healthy = ready && state != NodeState::Degraded;
@@ -193,6 +243,11 @@ fn of(pool: &Pool<'_, '_>, name: &str) -> NodeVerdict {
         );
     }
     time_phase(pool, name, node, existing, ready, &mut v);
+    match v.requeue.map(|d| pool.view.input.now.checked_add(d)) {
+        None => {}
+        Some(Ok(at)) => v.recheck_at = Some(at),
+        Some(Err(_)) => v.keepable = false,
+    }
     v
 }
 
@@ -329,14 +384,25 @@ fn time_phase(
     v.phase = Some(phase);
     let since = if phase.clocked() {
         match input.phase_clock.get(name) {
-            Some((seen, since)) if *seen == phase => *since,
-            _ => input.now,
+            Some((seen, since)) if *seen == phase => Some(*since),
+            _ => None,
         }
     } else {
-        node.and_then(state::not_ready_since).unwrap_or(input.now)
+        node.and_then(state::not_ready_since)
     };
-    match stuck::assess(input.deadlines, name, phase, since, input.now) {
-        Ok(s) => v.stuck = Some(s),
+    // Timed from now, the answer moves with the clock: not kept.
+    v.keepable &= since.is_some();
+    match stuck::assess(
+        input.deadlines,
+        name,
+        phase,
+        since.unwrap_or(input.now),
+        input.now,
+    ) {
+        Ok(s) => {
+            v.keepable = false;
+            v.stuck = Some(s);
+        }
         Err(left) => requeue(&mut v.requeue, Some(left)),
     }
 }

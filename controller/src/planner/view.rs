@@ -13,8 +13,8 @@ pub(crate) struct View<'a> {
     pub input: &'a PlanInput<'a>,
     pub pool: &'a BootcNodePool,
     pub pool_name: String,
-    pub nodes: BTreeMap<String, &'a Node>,
-    pub bns: BTreeMap<String, &'a BootcNode>,
+    pub nodes: BTreeMap<&'a str, &'a Node>,
+    pub bns: BTreeMap<&'a str, &'a BootcNode>,
     /// The pool's status as stored (empty for a new pool).
     pub current: BootcNodePoolStatus,
 }
@@ -25,11 +25,11 @@ impl<'a> View<'a> {
             input,
             pool: input.pool,
             pool_name: input.pool.name_any(),
-            nodes: input.nodes.iter().map(|n| (n.name_any(), *n)).collect(),
+            nodes: input.nodes.iter().map(|n| (name_of(*n), *n)).collect(),
             bns: input
                 .bootc_nodes
                 .iter()
-                .map(|b| (b.name_any(), *b))
+                .map(|b| (name_of(*b), *b))
                 .collect(),
             current: input.pool.status.clone().unwrap_or_default(),
         }
@@ -42,4 +42,9 @@ impl<'a> View<'a> {
     pub fn bn(&self, name: &str) -> Option<&'a BootcNode> {
         self.bns.get(name).copied()
     }
+}
+
+/// An object's name, borrowed (objects read from the API always have one).
+fn name_of<K: kube::Resource>(object: &K) -> &str {
+    object.meta().name.as_deref().unwrap_or_default()
 }

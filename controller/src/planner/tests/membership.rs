@@ -169,7 +169,12 @@ fn membership_table() {
         }
         let input = w.input(&w.nodes);
         let view = crate::planner::view::View::of(&input);
-        let got = crate::planner::membership::of(&view, *has_target, &mut Vec::new());
+        let got = crate::planner::membership::of(
+            &view,
+            *has_target,
+            &mut crate::planner::Memo::default(),
+            &mut Vec::new(),
+        );
         assert_eq!(got.contains("w1"), *member, "{what}");
         let named: Vec<&str> = got
             .conflicts

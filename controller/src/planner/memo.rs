@@ -1,0 +1,238 @@
+//! Incremental planning: what one plan remembers for the next.
+//!
+//! A plan's cost is dominated by the per-node steps (membership and each
+//! member's verdict), which read one node's own objects and the pool-wide
+//! facts. [`Memo`] keeps each node's answers keyed by exactly what they
+//! read, so that the next plan recomputes only the nodes whose objects (their
+//! `resourceVersion`s), drain, phase clock, conflict or staging permission
+//! changed, and everything when a pool-wide fact changes. The answers are the
+//! same functions' answers: [`super::plan`] is [`super::plan_incremental`]
+//! with an empty memo, and a property test (`planner/tests/incremental.rs`)
+//! requires both to give identical plans over random event sequences.
+//!
+//! What is never kept: a node whose objects carry no numeric
+//! `resourceVersion` (nothing tells their versions apart), a verdict that
+//! reports the node stuck (its message counts the minutes), and a verdict
+//! timed from "now" rather than from a recorded instant. A kept verdict that
+//! waits for an instant (a drain retry, a reboot's grace, a phase deadline)
+//! is valid only before it: time changes its answer only there.
+
+use std::collections::{BTreeSet, HashMap};
+
+use api::{BootcNode, BootcNodePoolSpec};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::Resource;
+
+use super::membership::Claim;
+use super::pull_secret::Secret;
+use super::verdict::NodeVerdict;
+use super::view::View;
+use super::{DrainPhase, Target};
+use crate::{staging, stuck};
+
+/// The pool-wide facts every kept answer depends on; when one changes,
+/// nothing kept is used again.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PoolFacts {
+    name: String,
+    uid: Option<String>,
+    spec: BootcNodePoolSpec,
+    target: Option<Target>,
+    secret: Secret,
+    /// Other pools: name, selector, being deleted.
+    others: Vec<(String, LabelSelector, bool)>,
+    deadlines: stuck::Deadlines,
+}
+
+impl PoolFacts {
+    pub fn of(view: &View<'_>, target: Option<&Target>, secret: &Secret) -> Self {
+        PoolFacts {
+            name: view.pool_name.clone(),
+            uid: view.pool.metadata.uid.clone(),
+            spec: view.pool.spec.clone(),
+            target: target.cloned(),
+            secret: secret.clone(),
+            others: view
+                .input
+                .other_pools
+                .iter()
+                .map(|p| {
+                    (
+                        p.metadata.name.clone().unwrap_or_default(),
+                        p.spec.node_selector.clone(),
+                        p.metadata.deletion_timestamp.is_some(),
+                    )
+                })
+                .collect(),
+            deadlines: view.input.deadlines,
+        }
+    }
+}
+
+/// The versions of one node's objects (None: the object does not exist).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Versions {
+    node: Option<u64>,
+    bn: Option<u64>,
+}
+
+fn version<K: Resource>(object: Option<&K>) -> Result<Option<u64>, ()> {
+    match object {
+        None => Ok(None),
+        Some(o) => o
+            .meta()
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse().ok())
+            .map(Some)
+            .ok_or(()),
+    }
+}
+
+impl Versions {
+    /// None when an object has no numeric version (never kept).
+    pub fn of(node: Option<&Node>, bn: Option<&BootcNode>) -> Option<Self> {
+        Some(Versions {
+            node: version(node).ok()?,
+            bn: version(bn).ok()?,
+        })
+    }
+}
+
+/// What a member's verdict reads beyond its objects and the pool's facts.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct VerdictKey {
+    pub versions: Versions,
+    pub told: bool,
+    pub drain: Option<DrainPhase>,
+    pub clock: Option<(stuck::Phase, Timestamp)>,
+    pub conflict: Option<BTreeSet<String>>,
+    /// The answer holds only before this instant.
+    pub until: Option<Timestamp>,
+}
+
+impl VerdictKey {
+    /// Does the key kept match these inputs? (Compared without cloning.)
+    pub fn matches(
+        &self,
+        versions: Versions,
+        told: bool,
+        drain: Option<&DrainPhase>,
+        clock: Option<&(stuck::Phase, Timestamp)>,
+        conflict: Option<&BTreeSet<String>>,
+    ) -> bool {
+        self.versions == versions
+            && self.told == told
+            && self.drain.as_ref() == drain
+            && self.clock.as_ref() == clock
+            && self.conflict.as_ref() == conflict
+    }
+}
+
+/// One node's kept answers.
+#[derive(Clone, Debug, Default)]
+struct Entry {
+    membership: Option<(Versions, Claim)>,
+    staging: Option<(Versions, staging::Member)>,
+    verdict: Option<(VerdictKey, NodeVerdict)>,
+}
+
+/// What a plan keeps for the next plan of the same pool (see the module
+/// docs).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Memo {
+    facts: Option<PoolFacts>,
+    nodes: HashMap<String, Entry>,
+    /// Answers reused and computed by the last plan (for the tests and logs).
+    pub reused: usize,
+    pub computed: usize,
+}
+
+impl Memo {
+    /// Starts a plan: a change of pool-wide facts forgets every answer, and
+    /// answers about nodes gone from the input are dropped now and then.
+    pub(crate) fn begin(&mut self, facts: PoolFacts, nodes_in_input: usize) {
+        if self.facts.as_ref() != Some(&facts) {
+            self.nodes.clear();
+            self.facts = Some(facts);
+        }
+        if self.nodes.len() > 2 * nodes_in_input + 64 {
+            self.nodes.clear();
+        }
+        self.reused = 0;
+        self.computed = 0;
+    }
+
+    /// The node's membership answer, kept or computed.
+    pub(crate) fn membership(
+        &mut self,
+        name: &str,
+        versions: Option<Versions>,
+        compute: impl FnOnce() -> Claim,
+    ) -> Claim {
+        let Some(versions) = versions else {
+            self.computed += 1;
+            return compute();
+        };
+        if let Some((kept, answer)) = self.nodes.get(name).and_then(|e| e.membership.as_ref())
+            && *kept == versions
+        {
+            self.reused += 1;
+            return answer.clone();
+        }
+        self.computed += 1;
+        let answer = compute();
+        self.nodes.entry(name.to_owned()).or_default().membership =
+            Some((versions, answer.clone()));
+        answer
+    }
+
+    /// The member as the staging rule sees it, kept or computed.
+    pub(crate) fn staging(
+        &mut self,
+        name: &str,
+        versions: Option<Versions>,
+        compute: impl FnOnce() -> staging::Member,
+    ) -> staging::Member {
+        let Some(versions) = versions else {
+            return compute();
+        };
+        if let Some((kept, answer)) = self.nodes.get(name).and_then(|e| e.staging.as_ref())
+            && *kept == versions
+        {
+            return answer.clone();
+        }
+        let answer = compute();
+        self.nodes.entry(name.to_owned()).or_default().staging = Some((versions, answer.clone()));
+        answer
+    }
+
+    /// A kept verdict for these inputs, if any.
+    pub(crate) fn verdict(
+        &mut self,
+        name: &str,
+        matches: impl Fn(&VerdictKey) -> bool,
+    ) -> Option<NodeVerdict> {
+        let (_, v) = self
+            .nodes
+            .get(name)
+            .and_then(|e| e.verdict.as_ref())
+            .filter(|(k, _)| matches(k))?;
+        self.reused += 1;
+        Some(v.clone())
+    }
+
+    /// Keeps a verdict (the caller decides whether it may be kept).
+    pub(crate) fn keep_verdict(&mut self, name: &str, key: VerdictKey, v: NodeVerdict) {
+        self.nodes.entry(name.to_owned()).or_default().verdict = Some((key, v));
+    }
+
+    /// Forgets a node's verdict (it may not be kept).
+    pub(crate) fn forget_verdict(&mut self, name: &str) {
+        if let Some(e) = self.nodes.get_mut(name) {
+            e.verdict = None;
+        }
+    }
+}
