@@ -47,6 +47,7 @@ pub mod lease;
 pub mod liveness;
 
 pub mod metrics;
+pub mod pace;
 pub mod planner;
 pub mod registry;
 pub mod resolver;

@@ -145,6 +145,8 @@ struct Ctx {
     /// Each pool's per-node answers kept for its next plan (incremental
     /// planning, see `planner::memo`).
     memos: std::sync::Mutex<BTreeMap<String, planner::Memo>>,
+    /// How often each pool is planned (see `pace`).
+    pacer: crate::pace::Pacer,
     deadlines: crate::stuck::Deadlines,
     /// The reconciles running now, for `/healthz`.
     liveness: Arc<Liveness>,
@@ -434,11 +436,19 @@ fn caught_up(ctx: &Ctx, name: &str) -> bool {
 
 #[tracing::instrument(name = "reconcile", skip_all, fields(pool = %pool.name_any()))]
 async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let started = std::time::Instant::now();
     let name = pool.name_any();
+    // Changes that arrive meanwhile are planned together (see `pace`).
+    tokio::time::sleep(ctx.pacer.wait(&name)).await;
     if !caught_up(&ctx, &name) {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    plan_and_write(pool, &ctx).await
+}
+
+/// One reconcile of a pool: read, plan, write (see `planner`).
+async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let name = pool.name_any();
     // The freshest copy of the pool (its status included).
     let pool = ctx.pools.get(&ObjectRef::from_obj(&*pool)).unwrap_or(pool);
     ctx.daemon_secrets.sync().await;
@@ -462,6 +472,7 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
         .resolve(&pool, secret.as_deref(), &architectures)
         .await;
     let pools = ctx.pools.state();
+    let planning = std::time::Instant::now();
     let input = ctx.input(&pool, &nodes, &bns, &pools, resolution.target.clone());
     let mut memo = ctx
         .memos
@@ -470,6 +481,7 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
         .and_then(|mut m| m.remove(&name))
         .unwrap_or_default();
     let plan = planner::plan_incremental(&input, &mut memo);
+    let planned = planning.elapsed();
     tracing::debug!(pool = %name, reused = memo.reused, computed = memo.computed, "planned");
     if let Ok(mut memos) = ctx.memos.lock() {
         memos.insert(name.clone(), memo);
@@ -479,6 +491,7 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
         clocks.insert(name.clone(), clock);
     }
     let writes = ctx.actuator.execute(&pool, &plan).await?;
+    ctx.pacer.done(&name, planned);
     let status = plan.status.as_ref().or(pool.status.as_ref());
     let degraded = status
         .filter(|s| api::conditions::is_true(&s.conditions, api::reasons::DEGRADED))
@@ -532,6 +545,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
     if let Ok(mut memos) = ctx.memos.lock() {
         memos.remove(&pool.name_any());
     }
+    ctx.pacer.forget(&pool.name_any());
     tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
     Ok(Action::await_change())
 }
@@ -838,6 +852,7 @@ async fn run_controller(
         ready,
         phase_clocks: std::sync::Mutex::default(),
         memos: std::sync::Mutex::default(),
+        pacer: crate::pace::Pacer::default(),
         deadlines: options.deadlines,
         liveness,
         synced: synced.clone(),
