@@ -53,6 +53,7 @@ pub mod registry;
 pub mod resolver;
 pub mod retry;
 pub mod runtime;
+pub mod selection;
 pub mod staging;
 pub mod stuck;
 pub mod synced;

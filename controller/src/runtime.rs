@@ -30,6 +30,7 @@ use crate::events::EventSink;
 use crate::lease::{self, LeaseConfig};
 use crate::liveness::Liveness;
 use crate::planner::{self, PlanInput};
+use crate::selection::Selection;
 use crate::synced::{Cache, Synced};
 use crate::target::{DigestOnly, Resolve};
 
@@ -314,40 +315,10 @@ impl Ctx {
     fn input<'a>(
         &'a self,
         pool: &'a BootcNodePool,
-        nodes: &'a [Arc<Node>],
-        bns: &'a [Arc<BootcNode>],
+        chosen: Selection<'a>,
         others: &'a [Arc<BootcNodePool>],
         target: Result<planner::Target, planner::TargetProblem>,
     ) -> PlanInput<'a> {
-        let owned: Vec<&BootcNode> = bns
-            .iter()
-            .map(AsRef::as_ref)
-            .filter(|bn| planner::owned_by(bn, pool))
-            .collect();
-        let owned_names: std::collections::BTreeSet<String> =
-            owned.iter().map(|b| b.name_any()).collect();
-        let selector = kube::core::Selector::try_from(pool.spec.node_selector.clone()).ok();
-        let chosen_nodes: Vec<&Node> = nodes
-            .iter()
-            .map(AsRef::as_ref)
-            .filter(|n| {
-                owned_names.contains(&n.name_any())
-                    || crate::disruption::recorded_for(n, &pool.name_any())
-                    || selector.as_ref().is_some_and(|s| {
-                        use kube::core::SelectorExt;
-                        s.matches(n.labels())
-                    })
-            })
-            .collect();
-        let node_names: std::collections::BTreeSet<String> =
-            chosen_nodes.iter().map(|n| n.name_any()).collect();
-        let chosen_bns: Vec<&BootcNode> = bns
-            .iter()
-            .map(AsRef::as_ref)
-            .filter(|bn| {
-                owned_names.contains(&bn.name_any()) || node_names.contains(&bn.name_any())
-            })
-            .collect();
         let pull_secret_hash = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
             self.secrets
                 .get(&ObjectRef::new(&r.name).within(&r.namespace))
@@ -356,8 +327,8 @@ impl Ctx {
         PlanInput {
             pool,
             target,
-            nodes: chosen_nodes,
-            bootc_nodes: chosen_bns,
+            nodes: chosen.nodes,
+            bootc_nodes: chosen.bns,
             other_pools: others
                 .iter()
                 .map(AsRef::as_ref)
@@ -377,35 +348,6 @@ impl Ctx {
             deadlines: self.deadlines,
         }
     }
-}
-
-/// The architectures of the pool's members: their `kubernetes.io/arch`
-/// labels and what their BootcNodes report.
-fn member_architectures(
-    pool: &BootcNodePool,
-    nodes: &[Arc<Node>],
-    bns: &[Arc<BootcNode>],
-) -> std::collections::BTreeSet<String> {
-    use kube::core::SelectorExt;
-    let selector = kube::core::Selector::try_from(pool.spec.node_selector.clone()).ok();
-    let members: Vec<&Node> = nodes
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|n| selector.as_ref().is_some_and(|s| s.matches(n.labels())))
-        .collect();
-    let labels = members
-        .iter()
-        .map(|n| n.labels().get("kubernetes.io/arch").map(String::as_str));
-    let reported = bns
-        .iter()
-        .filter(|bn| planner::owned_by(bn, pool))
-        .map(|bn| {
-            bn.status
-                .as_ref()
-                .and_then(|s| s.booted.as_ref())
-                .and_then(|b| b.architecture.as_deref())
-        });
-    crate::tag_policy::required_architectures(labels, reported)
 }
 
 fn store_rv<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>, name: &str) -> Option<u64> {
@@ -466,14 +408,14 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
     {
         return Ok(Action::requeue(ctx.resync));
     }
-    let architectures = member_architectures(&pool, &nodes, &bns);
+    let chosen = Selection::of(&pool, &nodes, &bns);
     let resolution = ctx
         .resolver
-        .resolve(&pool, secret.as_deref(), &architectures)
+        .resolve(&pool, secret.as_deref(), &chosen.architectures)
         .await;
     let pools = ctx.pools.state();
     let planning = std::time::Instant::now();
-    let input = ctx.input(&pool, &nodes, &bns, &pools, resolution.target.clone());
+    let input = ctx.input(&pool, chosen, &pools, resolution.target.clone());
     let mut memo = ctx
         .memos
         .lock()
@@ -525,8 +467,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
     let bns = ctx.bootc_nodes.state();
     let input = ctx.input(
         &pool,
-        &nodes,
-        &bns,
+        Selection::of(&pool, &nodes, &bns),
         &[],
         Err(planner::TargetProblem {
             reason: api::reasons::INVALID_SPEC,
