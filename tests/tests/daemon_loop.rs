@@ -83,7 +83,11 @@ struct World {
 }
 
 async fn world() -> World {
-    let cp = ControlPlane::start().await.unwrap();
+    world_with(tests::control_plane::Options::default()).await
+}
+
+async fn world_with(options: tests::control_plane::Options) -> World {
+    let cp = ControlPlane::start_with(options).await.unwrap();
     let admin = cp.admin().await.unwrap();
     k8s::install_crds(&admin).await.unwrap();
     install_daemon_rbac(&cp).unwrap();
@@ -671,15 +675,23 @@ async fn idle_with_pull_secret(
 /// The host's auth file is written on every spec change of the BootcNode,
 /// not only when the pull secret's reference or hash changes: removed from
 /// the host (`/run` is a tmpfs; anything may clear it), it is back, with
-/// the Secret's content, before bootc pulls the next image.
+/// the Secret's content, before bootc pulls the next image. The content is
+/// the one read before: the hash is unchanged, so the Secret is not read again.
 #[tokio::test]
 async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
     require_root!();
-    let w = world().await;
+    let w = world_with(tests::control_plane::Options { audit: true }).await;
     let (a, b) = (image('a'), image('b'));
     let host = FakeHost::start(Some(&a)).unwrap();
     let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;
     let (_secrets, agent) = idle_with_pull_secret(&w, &host, &a, v1).await;
+    let secret_reads = || {
+        daemon_requests(&w.cp)
+            .iter()
+            .filter(|r| r.contains("/secrets/"))
+            .count()
+    };
+    assert_eq!(secret_reads(), 1, "{:?}", daemon_requests(&w.cp));
 
     // The file disappears from the host; the pull secret is unchanged.
     std::fs::remove_file(host.layout.auth()).unwrap();
@@ -698,6 +710,12 @@ async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
         phase(bn) == Some("Staged") && degraded(bn).is_none()
     })
     .await;
+    assert_eq!(
+        secret_reads(),
+        1,
+        "the Secret was read again for an unchanged hash: {:?}",
+        daemon_requests(&w.cp)
+    );
 }
 
 /// A spec change that arrives after the Secret was rotated but before the
@@ -881,8 +899,9 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
         "the fallback poll did not run"
     );
 
-    // Over the whole life: one watch, on its own object, and nothing else
-    // but the initial list and status writes.
+    // Over the whole life: one watch, on its own object, that also brought
+    // the object in (a streaming list: no LIST before it), and nothing else
+    // but status writes.
     let all = daemon_requests(&cp);
     let watches: Vec<&String> = all.iter().filter(|r| r.starts_with("watch ")).collect();
     assert_eq!(watches.len(), 1, "watches: {all:?}");
@@ -892,9 +911,14 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
         "{}",
         watches[0]
     );
+    assert!(
+        watches[0].contains("sendInitialEvents=true"),
+        "not a streaming list: {}",
+        watches[0]
+    );
     for r in &all {
         assert!(
-            r.starts_with("watch ") || r.starts_with("list ") || r.starts_with("patch "),
+            r.starts_with("watch ") || r.starts_with("patch "),
             "unexpected daemon request {r}"
         );
         assert!(
