@@ -113,6 +113,14 @@ struct StatusFailure {
     retry_at: Instant,
 }
 
+/// After a step of [`NodeLoop::reconcile`]: decide again, or wait for the
+/// next wake-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    Again,
+    Done,
+}
+
 type WatchStream =
     Pin<Box<dyn Stream<Item = Result<watcher::Event<BootcNode>, watcher::Error>> + Send>>;
 
@@ -296,35 +304,13 @@ impl NodeLoop {
     /// Decides and acts until nothing more is to be done right now. Bounded:
     /// each action changes the host or records a failure.
     async fn reconcile(&mut self) -> Result<(), LoopError> {
-        if let Some(since) = self.rebooting_since {
-            if since.elapsed() < REBOOT_GRACE {
-                return Ok(());
-            }
-            self.rebooting_since = None;
-            let image = self
-                .node
-                .as_ref()
-                .map(|n| n.spec.desired_image.clone())
-                .unwrap_or_default();
-            let message = format!(
-                "bootc accepted the apply {} s ago but the node has not rebooted",
-                since.elapsed().as_secs()
-            );
-            self.record(
-                Operation::Apply,
-                &image,
-                Err(CallError::failed(proto::Code::DeadlineExceeded, message)),
-            )?;
+        if self.awaiting_reboot()? {
+            return Ok(());
         }
         for _ in 0..8 {
             // A command may have taken long: take in what the controller
             // said meanwhile before deciding again.
-            while let Some(Some(event)) = self.watch.next().now_or_never() {
-                match event {
-                    Ok(ev) => self.on_watch_event(ev),
-                    Err(e) => tracing::warn!(error = %e, "BootcNode watch error"),
-                }
-            }
+            self.take_queued_events();
             let Some(node) = self.node.clone() else {
                 return Ok(());
             };
@@ -335,75 +321,139 @@ impl NodeLoop {
             let Some(host) = self.host.clone() else {
                 return Ok(());
             };
-            let decision = machine::decide(&Inputs {
-                spec: &node.spec,
-                generation: node.metadata.generation,
-                previous: node.status.as_ref(),
-                host: &host,
-                failure: self.failure.as_ref(),
-                now_ms: self.now_ms(),
-                staged_here: self.staged_here(&node),
-            });
-            let decision = self.with_auth_failure(decision);
+            let decision = self.decide(&node, &host);
             // A Staging report goes out with the pull (below), not before it.
             if !matches!(decision.action, Action::Stage { .. }) {
                 self.write_status(&node, &host, &decision).await?;
             }
-            match decision.action.clone() {
-                Action::None => return Ok(()),
+            let next = match decision.action.clone() {
+                Action::None => Next::Done,
                 Action::RetryAfter(after) => {
                     self.retry_at = Some(Instant::now() + after);
-                    return Ok(());
+                    Next::Done
                 }
-                Action::Stage { image } => {
-                    tracing::info!(%image, "staging");
-                    // The pull starts with the Staging report rather than
-                    // after its round trip: it disrupts nothing, and the
-                    // report is written whatever the pull's outcome.
-                    let mut helper = self.helper.clone();
-                    let request = proto::StageRequest {
-                        image: image.clone(),
-                    };
-                    let (written, result) = tokio::join!(
-                        self.write_status(&node, &host, &decision),
-                        helper.stage(request)
-                    );
-                    written?;
-                    // The helper forgets what it staged before it stages:
-                    // after a failure it has nothing to apply.
-                    self.staged_by_me = result.is_ok().then(|| image.clone());
-                    self.record(Operation::Stage, &image, result.map(|r| {
-                        if !r.locked {
-                            tracing::warn!(%image, "staged unlocked: this bootc has no --download-only");
-                        }
-                    }))?;
-                    self.refresh_host().await?;
-                }
-                Action::Apply { soft_reboot } => {
-                    // The one disruptive step: confirm the approval against
-                    // a fresh read, not the watch's possibly stale copy.
-                    if !self.approval_still_holds(&node).await {
-                        continue;
-                    }
-                    tracing::info!(soft_reboot, image = %node.spec.desired_image, "applying the staged image");
-                    let result = self.helper.apply(proto::ApplyRequest { soft_reboot }).await;
-                    let applied = result.is_ok();
-                    self.record(
-                        Operation::Apply,
-                        &node.spec.desired_image,
-                        result.map(|_| ()),
-                    )?;
-                    if applied {
-                        // The host is going down; the next daemon reports.
-                        self.rebooting_since = Some(Instant::now());
-                        self.retry_at = Some(Instant::now() + REBOOT_GRACE);
-                        return Ok(());
-                    }
-                    self.refresh_host().await?;
-                }
+                Action::Stage { image } => self.stage(&node, &host, &decision, image).await?,
+                Action::Apply { soft_reboot } => self.apply(&node, soft_reboot).await?,
+            };
+            if next == Next::Done {
+                return Ok(());
             }
         }
         Ok(())
+    }
+
+    /// True while the host is going down after an accepted apply (nothing
+    /// to decide then). Past [`REBOOT_GRACE`] without a reboot, records the
+    /// apply as failed and returns false.
+    fn awaiting_reboot(&mut self) -> Result<bool, LoopError> {
+        let Some(since) = self.rebooting_since else {
+            return Ok(false);
+        };
+        if since.elapsed() < REBOOT_GRACE {
+            return Ok(true);
+        }
+        self.rebooting_since = None;
+        let image = self
+            .node
+            .as_ref()
+            .map(|n| n.spec.desired_image.clone())
+            .unwrap_or_default();
+        let message = format!(
+            "bootc accepted the apply {} s ago but the node has not rebooted",
+            since.elapsed().as_secs()
+        );
+        self.record(
+            Operation::Apply,
+            &image,
+            Err(CallError::failed(proto::Code::DeadlineExceeded, message)),
+        )?;
+        Ok(false)
+    }
+
+    /// Takes in the watch events already delivered, without waiting.
+    fn take_queued_events(&mut self) {
+        while let Some(Some(event)) = self.watch.next().now_or_never() {
+            match event {
+                Ok(ev) => self.on_watch_event(ev),
+                Err(e) => tracing::warn!(error = %e, "BootcNode watch error"),
+            }
+        }
+    }
+
+    /// The state machine's decision on what is known now.
+    fn decide(&self, node: &BootcNode, host: &HostView) -> Decision {
+        let decision = machine::decide(&Inputs {
+            spec: &node.spec,
+            generation: node.metadata.generation,
+            previous: node.status.as_ref(),
+            host,
+            failure: self.failure.as_ref(),
+            now_ms: self.now_ms(),
+            staged_here: self.staged_here(node),
+        });
+        self.with_auth_failure(decision)
+    }
+
+    /// Pulls `image` with the Staging report, records the outcome and reads
+    /// the host again.
+    async fn stage(
+        &mut self,
+        node: &BootcNode,
+        host: &HostView,
+        decision: &Decision,
+        image: String,
+    ) -> Result<Next, LoopError> {
+        tracing::info!(%image, "staging");
+        // The pull starts with the Staging report rather than after its
+        // round trip: it disrupts nothing, and the report is written
+        // whatever the pull's outcome.
+        let mut helper = self.helper.clone();
+        let request = proto::StageRequest {
+            image: image.clone(),
+        };
+        let (written, result) = tokio::join!(
+            self.write_status(node, host, decision),
+            helper.stage(request)
+        );
+        written?;
+        // The helper forgets what it staged before it stages: after a
+        // failure it has nothing to apply.
+        self.staged_by_me = result.is_ok().then(|| image.clone());
+        self.record(
+            Operation::Stage,
+            &image,
+            result.map(|r| {
+                if !r.locked {
+                    tracing::warn!(%image, "staged unlocked: this bootc has no --download-only");
+                }
+            }),
+        )?;
+        self.refresh_host().await?;
+        Ok(Next::Again)
+    }
+
+    /// The one disruptive step, confirmed against a fresh read of the
+    /// BootcNode (not the watch's possibly stale copy) first. Done once
+    /// bootc accepted it: the host is going down and the next daemon reports.
+    async fn apply(&mut self, node: &BootcNode, soft_reboot: bool) -> Result<Next, LoopError> {
+        if !self.approval_still_holds(node).await {
+            return Ok(Next::Again);
+        }
+        tracing::info!(soft_reboot, image = %node.spec.desired_image, "applying the staged image");
+        let result = self.helper.apply(proto::ApplyRequest { soft_reboot }).await;
+        let applied = result.is_ok();
+        self.record(
+            Operation::Apply,
+            &node.spec.desired_image,
+            result.map(|_| ()),
+        )?;
+        if applied {
+            self.rebooting_since = Some(Instant::now());
+            self.retry_at = Some(Instant::now() + REBOOT_GRACE);
+            return Ok(Next::Done);
+        }
+        self.refresh_host().await?;
+        Ok(Next::Again)
     }
 
     /// When bootc's status cannot be gone by (it failed, or the host is not
