@@ -118,8 +118,17 @@ mod tests {
     fn fetch_or_reuse_table() {
         let pull = reference("pull", "ops");
         let cached = announced("pull", "h1");
+        // (case, cached, reference, announced hash, last write failed, source)
+        type Row<'a> = (
+            &'a str,
+            Option<&'a Announced>,
+            &'a SecretReference,
+            Option<&'a str>,
+            bool,
+            Source,
+        );
         #[rustfmt::skip]
-        let rows: [(&str, Option<&Announced>, &SecretReference, Option<&str>, bool, Source); 8] = [
+        let rows: [Row; 8] = [
             ("nothing read yet",                 None,          &pull,                        Some("h1"), false, Source::Fetch),
             ("same Secret, same hash",           Some(&cached), &pull,                        Some("h1"), false, Source::Reuse),
             ("a new hash (a rotation)",          Some(&cached), &pull,                        Some("h2"), false, Source::Fetch),
