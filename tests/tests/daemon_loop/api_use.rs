@@ -6,7 +6,7 @@ use std::time::Duration;
 use api::BootcNode;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use tests::daemon_loop::{World, daemon_requests, phase, spec, wait_bn, world_with};
+use tests::daemon_loop::{daemon_requests, phase, spec, wait_bn, world_with};
 use tests::fake_host::{FakeHost, image};
 use tests::node_agent::{Agent, AgentOptions, create_bootc_node};
 use tests::{ControlPlane, require_root};
@@ -14,26 +14,23 @@ use tests::{ControlPlane, require_root};
 #[tokio::test]
 async fn idle_daemon_holds_one_watch_and_sends_nothing() {
     require_root!();
-    let World {
-        cp,
-        admin,
-        nodes,
-        logs,
-    } = world_with(tests::control_plane::Options { audit: true }).await;
+    let w = world_with(tests::control_plane::Options { audit: true }).await;
     let a = image('a');
     let host = FakeHost::start(Some(&a)).unwrap();
-    create_bootc_node(&admin, "node-1", spec(&a)).await.unwrap();
+    create_bootc_node(&w.admin, "node-1", spec(&a))
+        .await
+        .unwrap();
     let mut options = AgentOptions::new("node-1");
     // Poll the host every second: polls must not turn into writes.
     options.poll_interval = Duration::from_secs(1);
-    let agent = Agent::start(&cp, &host, &options, logs.path()).unwrap();
-    let bn = wait_bn(&nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let agent = Agent::start(&w.cp, &host, &options, w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
     let rv = bn.metadata.resource_version.clone();
 
     // An idle period is what is measured here: nothing can be awaited.
-    let audit_before = daemon_requests(&cp);
+    let audit_before = daemon_requests(&w.cp);
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let during: Vec<String> = daemon_requests(&cp).split_off(audit_before.len());
+    let during: Vec<String> = daemon_requests(&w.cp).split_off(audit_before.len());
     // The one watch may still be starting (it is checked to be the only
     // one below); anything else while idle is a failure.
     let other: Vec<&String> = during.iter().filter(|r| !r.starts_with("watch ")).collect();
@@ -43,7 +40,12 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
         agent.log_text()
     );
     assert_eq!(
-        nodes.get("node-1").await.unwrap().metadata.resource_version,
+        w.nodes
+            .get("node-1")
+            .await
+            .unwrap()
+            .metadata
+            .resource_version,
         rv,
         "written while idle"
     );
@@ -60,7 +62,7 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
     // Over the whole life: one watch, on its own object, that also brought
     // the object in (a streaming list: no LIST before it), and nothing else
     // but status writes.
-    let all = daemon_requests(&cp);
+    let all = daemon_requests(&w.cp);
     let watches: Vec<&String> = all.iter().filter(|r| r.starts_with("watch ")).collect();
     assert_eq!(watches.len(), 1, "watches: {all:?}");
     assert!(
@@ -96,12 +98,7 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
 async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
     use std::os::unix::fs::PermissionsExt;
     require_root!();
-    let World {
-        cp,
-        admin,
-        nodes,
-        logs,
-    } = world_with(tests::control_plane::Options { audit: true }).await;
+    let w = world_with(tests::control_plane::Options { audit: true }).await;
 
     // What the kubelet projects into a pod: world-readable files.
     let sa = tempfile::tempdir().unwrap();
@@ -112,24 +109,26 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::rename(&tmp, sa.path().join(name)).unwrap();
     };
-    write("token", cp.node_bound_token("node-1").unwrap().as_bytes());
-    write("ca.crt", &std::fs::read(cp.ca_file()).unwrap());
+    write("token", w.cp.node_bound_token("node-1").unwrap().as_bytes());
+    write("ca.crt", &std::fs::read(w.cp.ca_file()).unwrap());
     write("namespace", b"bootc-operator");
 
     let a = image('a');
     let host = FakeHost::start(Some(&a)).unwrap();
-    create_bootc_node(&admin, "node-1", spec(&a)).await.unwrap();
+    create_bootc_node(&w.admin, "node-1", spec(&a))
+        .await
+        .unwrap();
     let agent = Agent::start_in_cluster(
         sa.path(),
         "127.0.0.1",
-        cp.port(),
+        w.cp.port(),
         &host,
         &AgentOptions::new("node-1"),
-        logs.path(),
+        w.logs.path(),
     )
     .unwrap();
-    wait_bn(&nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
-    let first = daemon_credentials(&cp);
+    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let first = daemon_credentials(&w.cp);
     assert_eq!(first.len(), 1, "{first:?}\n{}", agent.log_text());
     assert!(
         agent.log_text().contains("privileges dropped"),
@@ -138,7 +137,7 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
     );
 
     // The kubelet rotates the token (atomically); the daemon keeps running.
-    write("token", cp.node_bound_token("node-1").unwrap().as_bytes());
+    write("token", w.cp.node_bound_token("node-1").unwrap().as_bytes());
     // Each change of the desired image makes the daemon write its status (a
     // request with whatever token it holds; a spec change that leaves it Idle
     // is not acknowledged). The client re-reads the token file within about
@@ -146,15 +145,15 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let b = image('b');
     let mut desired = &b;
-    while daemon_credentials(&cp).len() < 2 {
+    while daemon_credentials(&w.cp).len() < 2 {
         assert!(
             std::time::Instant::now() < deadline,
             "the rotated token was never used: {:?}\n{}",
-            daemon_credentials(&cp),
+            daemon_credentials(&w.cp),
             agent.log_text()
         );
-        let generation = patch_spec_generation(&nodes, json!({"desiredImage": desired})).await;
-        wait_bn(&nodes, "node-1", "status for the new generation", |bn| {
+        let generation = patch_spec_generation(&w.nodes, json!({"desiredImage": desired})).await;
+        wait_bn(&w.nodes, "node-1", "status for the new generation", |bn| {
             bn.status.as_ref().and_then(|s| s.observed_generation) == Some(generation)
         })
         .await;

@@ -99,6 +99,18 @@ async fn idle_with_pull_secret(
     (secrets, agent)
 }
 
+/// Replaces the content of Secret `pull` (a rotation), as an admin would.
+async fn rotate(secrets: &Api<Secret>, content: &str) -> Secret {
+    secrets
+        .replace(
+            "pull",
+            &PostParams::default(),
+            &pull_secret("pull", "bootc-operator", content),
+        )
+        .await
+        .unwrap()
+}
+
 /// The host's auth file is written on every spec change of the BootcNode,
 /// not only when the pull secret's reference or hash changes: removed from
 /// the host (`/run` is a tmpfs; anything may clear it), it is back, with
@@ -159,14 +171,7 @@ async fn a_spec_change_before_a_rotation_is_announced_still_stages() {
     let (secrets, agent) = idle_with_pull_secret(&w, &host, &a, v1).await;
 
     // Rotated, not yet announced: the BootcNode still carries v1's hash.
-    secrets
-        .replace(
-            "pull",
-            &PostParams::default(),
-            &pull_secret("pull", "bootc-operator", v2),
-        )
-        .await
-        .unwrap();
+    rotate(&secrets, v2).await;
     patch_spec(&w.nodes, "node-1", json!({"desiredImage": b})).await;
     let run = wait_stage_of(&host, &b, || {
         format!("{b} never staged:\n{}", agent.log_text())
@@ -191,14 +196,7 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     let auth = host.layout.auth();
 
     // Rotation: the controller bumps the hash, the file follows.
-    let rotated = secrets
-        .replace(
-            "pull",
-            &PostParams::default(),
-            &pull_secret("pull", "bootc-operator", v2),
-        )
-        .await
-        .unwrap();
+    let rotated = rotate(&secrets, v2).await;
     let hash2 = api::secret_hash::pull_secret_hash(rotated.data.as_ref().unwrap());
     patch_spec(&w.nodes, "node-1", json!({"pullSecretHash": hash2})).await;
     wait_auth(&host, v2, || {
