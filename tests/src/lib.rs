@@ -3,6 +3,7 @@
 
 pub mod binaries;
 pub mod control_plane;
+pub mod daemon_loop;
 pub mod daemon_player;
 pub mod daemon_proc;
 pub mod display;
