@@ -356,7 +356,8 @@ pub mod reasons {
     pub const PULL_SECRET_NOT_FOUND: &str = "PullSecretNotFound";
     pub const HEALTHY: &str = "Healthy";
 
-    // BootcNode Idle reasons.
+    // BootcNode Idle reasons: the wire strings of `crate::DaemonPhase`
+    // (read and match the enum, not these).
     pub const REASON_IDLE: &str = "Idle";
     pub const STAGING: &str = "Staging";
     pub const STAGED: &str = "Staged";

@@ -10,7 +10,7 @@
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use api::conditions::{self, ConditionUpdate};
+use api::conditions;
 use api::{BootEntryStatus, BootcNode, BootcNodeStatus, SecretReference, labels};
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
@@ -744,17 +744,10 @@ impl NodeLoop {
             now_ms: 0,
             staged_here: self.staged_here(node),
         };
-        let (mut status, updates) = machine::status_for(decision, &inputs);
-        let now = Time(jiff::Timestamp::now());
-        apply_all(
-            &mut status.conditions,
-            &updates,
-            node.metadata.generation,
-            &now,
-        );
+        let status = machine::status_to_write(decision, &inputs, &Time(jiff::Timestamp::now()));
         if self.store_status(node, status).await? {
             tracing::info!(
-                phase = decision.phase.reason(),
+                phase = decision.phase.as_str(),
                 degraded = decision.degraded.is_some(),
                 message = %decision.phase_message,
                 "status written"
@@ -828,21 +821,5 @@ fn transient(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(status) => status.code >= 500 || status.code == 429 || status.code == 403,
         _ => true,
-    }
-}
-
-fn apply_all(
-    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
-    updates: &[ConditionUpdate],
-    generation: Option<i64>,
-    now: &Time,
-) {
-    for update in updates {
-        // The Idle reason is the node's phase: its time says since when.
-        if update.type_ == api::reasons::IDLE {
-            conditions::apply_phase(conditions, update, generation, now);
-        } else {
-            conditions::apply(conditions, update, generation, now);
-        }
     }
 }
