@@ -119,7 +119,7 @@ pub fn plan(counts: &[(WriteKind, f64)], total: usize, targets: usize) -> Vec<Jo
 /// The controller's apply of `bn` for the `seq`-th probe write: even writes
 /// take a reboot slot (Booted, slot annotation), odd ones release it.
 pub fn bootc_node_apply(bn: &BootcNode, seq: usize) -> Value {
-    let take = seq % 2 == 0;
+    let take = seq.is_multiple_of(2);
     let mut spec = bn.spec.clone();
     spec.desired_image_state = if take {
         DesiredImageState::Booted
@@ -147,7 +147,7 @@ pub fn bootc_node_apply(bn: &BootcNode, seq: usize) -> Value {
 /// The controller's Node patch for the `seq`-th probe write: even writes
 /// cordon with the pool's marks, odd ones uncordon and clear them.
 pub fn node_patch(pool: &str, seq: usize) -> Value {
-    let on = seq % 2 == 0;
+    let on = seq.is_multiple_of(2);
     let mark = if on { json!(pool) } else { Value::Null };
     json!({
         "spec": {"unschedulable": if on { json!(true) } else { Value::Null }},
@@ -394,7 +394,10 @@ mod tests {
         let take = bootc_node_apply(&bn, 0);
         let release = bootc_node_apply(&bn, 1);
         assert_eq!(take["spec"]["desiredImageState"], "Booted");
-        assert_eq!(take["metadata"]["annotations"][IN_REBOOT_SLOT_ANNOTATION], "true");
+        assert_eq!(
+            take["metadata"]["annotations"][IN_REBOOT_SLOT_ANNOTATION],
+            "true"
+        );
         assert_eq!(release["spec"]["desiredImageState"], "Staged");
         assert!(release["metadata"]["annotations"][IN_REBOOT_SLOT_ANNOTATION].is_null());
         for body in [&take, &release] {

@@ -1024,6 +1024,31 @@ struct Cpu {
     controller: f64,
     apiserver: f64,
     etcd: f64,
+    /// This process: the played daemons and kubelets, or the probe's client.
+    bench: f64,
+    /// Every CPU of the machine, whoever used it (other work included).
+    machine: f64,
+}
+
+/// Busy CPU seconds of the whole machine (all CPUs, from /proc/stat).
+fn machine_busy_seconds(ticks: f64) -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<f64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: all but idle and iowait.
+    let busy: f64 = fields
+        .iter()
+        .take(8)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, v)| v)
+        .sum();
+    Some(busy / ticks)
 }
 
 impl std::ops::Sub for Cpu {
@@ -1033,6 +1058,8 @@ impl std::ops::Sub for Cpu {
             controller: self.controller - earlier.controller,
             apiserver: self.apiserver - earlier.apiserver,
             etcd: self.etcd - earlier.etcd,
+            bench: self.bench - earlier.bench,
+            machine: self.machine - earlier.machine,
         }
     }
 }
@@ -1062,6 +1089,8 @@ impl Pids {
             controller: of(self.controller),
             apiserver: of(self.apiserver),
             etcd: of(Some(self.etcd)),
+            bench: of(Some(std::process::id())),
+            machine: machine_busy_seconds(self.ticks).unwrap_or(0.0),
         }
     }
 }
@@ -1271,9 +1300,7 @@ async fn measure_rollout(sim: &Sim, n: usize, timeout: Duration) -> Result<Scale
     let v2 = format!("{}/acme/os@sha256:{}", sim.registry.host(), "2".repeat(64));
     let d2 = format!("sha256:{}", "2".repeat(64));
     let pids = Pids::of(sim);
-    let controller = pids
-        .controller
-        .context("the controller is not running")?;
+    let controller = pids.controller.context("the controller is not running")?;
     let log_path = sim.log_dir().join("controller.log");
     let log_from = audit_len(&log_path);
     let writes0 = served_writes(&admin).await?;
@@ -1494,8 +1521,14 @@ fn report_ideal(report: &mut Report, r: &ScaleResult, rollout: f64, unit: Option
             None,
         ));
         report.push(row(
-            "    API server / etcd CPU during that probe (cores busy)",
-            format!("{:.2} / {:.2}", p.cpu.apiserver / secs, p.cpu.etcd / secs),
+            "    cores busy: API server / etcd / probe client / whole machine",
+            format!(
+                "{:.2} / {:.2} / {:.2} / {:.2}",
+                p.cpu.apiserver / secs,
+                p.cpu.etcd / secs,
+                p.cpu.bench / secs,
+                p.cpu.machine / secs
+            ),
             "",
             None,
         ));
@@ -1572,6 +1605,12 @@ fn report_costs(report: &mut Report, r: &ScaleResult) {
     report.push(row(
         format!("{n} nodes: API server / etcd CPU {during}"),
         format!("{:.1} / {:.1} s", r.cpu.apiserver, r.cpu.etcd),
+        "",
+        None,
+    ));
+    report.push(row(
+        format!("{n} nodes: players' / whole machine's CPU {during}"),
+        format!("{:.1} / {:.1} s", r.cpu.bench, r.cpu.machine),
         "",
         None,
     ));
