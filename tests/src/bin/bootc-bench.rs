@@ -1461,6 +1461,12 @@ fn judged_at(n: usize, at: usize, target: &'static str, ok: bool) -> (String, Op
     }
 }
 
+/// The API server's and etcd's CPU per write, in ms: a write's cost that
+/// does not depend on how much of a shared machine they got.
+fn per_write_ms(cpu: &Cpu, writes: f64) -> f64 {
+    (cpu.apiserver + cpu.etcd) * 1000.0 / writes.max(1.0)
+}
+
 /// The rollout time against the ideal (`unit`: seconds per wave at the
 /// calibration size).
 fn report_ideal(report: &mut Report, r: &ScaleResult, rollout: f64, unit: Option<f64>) {
@@ -1528,6 +1534,16 @@ fn report_ideal(report: &mut Report, r: &ScaleResult, rollout: f64, unit: Option
                 p.cpu.etcd / secs,
                 p.cpu.bench / secs,
                 p.cpu.machine / secs
+            ),
+            "",
+            None,
+        ));
+        report.push(row(
+            "    API server + etcd CPU per write: this probe / the rollout (all its requests)",
+            format!(
+                "{:.1} / {:.1} ms",
+                per_write_ms(&p.cpu, p.outcome.made as f64),
+                per_write_ms(&r.cpu, r.all_writes())
             ),
             "",
             None,
@@ -1625,7 +1641,14 @@ fn report_costs(report: &mut Report, r: &ScaleResult) {
         )
     });
     report.push(row(
-        format!("{n} nodes: controller RSS after the rollout"),
+        format!(
+            "{n} nodes: controller RSS {}",
+            if r.rollout_seconds.is_some() {
+                "after the rollout"
+            } else {
+                "at the timeout"
+            }
+        ),
         mib(r.rss_kib),
         "",
         None,
@@ -1725,7 +1748,7 @@ The real `bootc-controller` ({build} build), kube-apiserver and etcd on this mac
 - **new digest -> all updated**: from the pool's patch to v2 until its status counts every node updated. A size that does not get there within `--scale-timeout-seconds` says \"not reached\" with the nodes updated by then; its CPU, memory and reconcile rows then cover the time until the timeout.
 - **ideal time**: what an infinitely fast controller would reach on this machine, the larger of two terms. The first is the number of waves times the time of one wave in a pool of {CALIBRATION} nodes with one slot (a calibration run with the same build): one node's round trips, with next to nothing to plan. The second is the rollout's API writes divided by the API server's write throughput: writes that even an infinitely fast controller must get served.
 - **API writes**: every write request (create, update, patch, apply, delete) the API server served during the rollout, by resource, from its own `apiserver_request_total` counter, read before the pool's patch and after the last reboot slot is released (the release and the completion event included). The players' writes and the pool's status and events count too.
-- **write throughput (the probe)**: right after the rollout, on the same API server with the same admission policies, CEL rules and audit configuration, the controller and the player are stopped and a plain client (`tests/src/write_probe.rs`) makes the rollout's four kinds of node writes in the rollout's proportions, as the same users: BootcNode server-side applies and Node merge patches as the controller, BootcNode and Node status patches as the players. Every write changes its object (a slot taken or released, a cordon or uncordon, NotReady or Ready, a condition's message): none is a no-op. Watches standing in for the stopped ones stay open (two on BootcNodes, one on Nodes), so each write fans out as during the rollout. Two runs of at most `--probe-writes` writes, on disjoint halves of the nodes: one with {ROLLOUT_CONCURRENCY} writes in flight (the controller's 16 concurrent per-node write chains and the player's one), one with {SATURATING_CONCURRENCY} (to saturate); each run prints the cores busy in the API server, etcd, the probe's own client and the whole machine (other work included), which shows how close the API server came to saturation and how much of the machine it got. The ideal uses the faster run.
+- **write throughput (the probe)**: right after the rollout, on the same API server with the same admission policies, CEL rules and audit configuration, the controller and the player are stopped and a plain client (`tests/src/write_probe.rs`) makes the rollout's four kinds of node writes in the rollout's proportions, as the same users: BootcNode server-side applies and Node merge patches as the controller, BootcNode and Node status patches as the players. Every write changes its object (a slot taken or released, a cordon or uncordon, NotReady or Ready, a condition's message): none is a no-op. Watches standing in for the stopped ones stay open (two on BootcNodes, one on Nodes), so each write fans out as during the rollout. Two runs of at most `--probe-writes` writes, on disjoint halves of the nodes: one with {ROLLOUT_CONCURRENCY} writes in flight (the controller's 16 concurrent per-node write chains and the player's one), one with {SATURATING_CONCURRENCY} (to saturate); each run prints the cores busy in the API server, etcd, the probe's own client and the whole machine (other work included), which shows how close the API server came to saturation and how much of the machine it got, and the API server's and etcd's CPU per write, in the probe and in the rollout (whose requests include its reads and watches): a cost that does not depend on the share of a busy machine they got. The ideal uses the faster run.
 - **ratio**: rollout time / ideal time. 1.0 would mean no cost of scale beyond the waves and the API server's own. Target: at most 2.0 at 5,000 nodes.
 - **controller writes per node to its BootcNode and Node**: writes to `bootcnodes` and `nodes` during the rollout (nobody else writes those here) per node. 6.00 today (four BootcNode applies, a cordon and an uncordon); the target is that it stays so.
 - **controller CPU**: the controller's user + system time (`/proc/<pid>/stat`) from the pool's patch until every node is updated. Target: at most 20 s at 5,000 nodes. **API server / etcd CPU**: the same, for kube-apiserver and etcd, in the same window. **players' / whole machine's CPU**: this process's (the DaemonPlayer) and every CPU's busy time (`/proc/stat`), in the same window: on a shared machine the difference is other work.
