@@ -22,6 +22,7 @@ pub mod pki;
 pub mod recorder;
 pub mod registry;
 pub mod sim;
+pub mod write_probe;
 
 pub use control_plane::{ControlPlane, Identity};
 
