@@ -784,13 +784,35 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
         idle,
     )
     .await?;
-    let mut to_stage = Vec::new();
-    let mut to_log = Vec::new();
-    let mut seen_to_stage = Vec::new();
-    let mut to_seen = Vec::new();
-    let mut patch_round_trip = Vec::new();
+    let mut samples = LatencySamples::default();
     for i in 0..changes {
-        let image = pinned(i + 2);
+        samples
+            .measure(&host, &agent, &nodes, pinned(i + 2))
+            .await?;
+    }
+    samples.report(report, changes);
+    Ok(())
+}
+
+/// The latency section's measurements, in milliseconds.
+#[derive(Default)]
+struct LatencySamples {
+    to_stage: Vec<f64>,
+    to_log: Vec<f64>,
+    seen_to_stage: Vec<f64>,
+    to_seen: Vec<f64>,
+    patch_round_trip: Vec<f64>,
+}
+
+impl LatencySamples {
+    /// One change of `spec.desiredImage` to `image`, timed until it is staged.
+    async fn measure(
+        &mut self,
+        host: &FakeHost,
+        agent: &Agent,
+        nodes: &Api<BootcNode>,
+        image: String,
+    ) -> Result<()> {
         let seen = host.layout.read_invocations().len();
         // The admin's connection is opened before the clock starts: waiting
         // on the watch above leaves the client without an idle connection,
@@ -806,7 +828,8 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
             )
             .await?;
         let t1 = unix_micros_now();
-        patch_round_trip.push(t1.saturating_sub(t0) as f64 / 1000.0);
+        self.patch_round_trip
+            .push(t1.saturating_sub(t0) as f64 / 1000.0);
         // The fake bootc records each run with its start time; poll its file.
         let deadline = Instant::now() + Duration::from_secs(30);
         let staged_at = loop {
@@ -830,7 +853,8 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         };
-        to_stage.push(staged_at.saturating_sub(t0) as f64 / 1000.0);
+        self.to_stage
+            .push(staged_at.saturating_sub(t0) as f64 / 1000.0);
         let want = image.clone();
         k8s::wait_for(
             nodes.clone(),
@@ -847,90 +871,94 @@ async fn latency(report: &mut Report, changes: usize) -> Result<()> {
         .await?;
         let log = agent.log_text();
         if let Some(t) = staging_log_times(&log).get(&image) {
-            to_log.push(t.saturating_sub(t0) as f64 / 1000.0);
+            self.to_log.push(t.saturating_sub(t0) as f64 / 1000.0);
             if let Some(seen) = seen_log_times(&log).get(&image) {
-                seen_to_stage.push(t.saturating_sub(*seen) as f64 / 1000.0);
-                to_seen.push(seen.saturating_sub(t0) as f64 / 1000.0);
+                self.seen_to_stage
+                    .push(t.saturating_sub(*seen) as f64 / 1000.0);
+                self.to_seen.push(seen.saturating_sub(t0) as f64 / 1000.0);
             }
         }
+        Ok(())
     }
-    seen_to_stage.sort_by(f64::total_cmp);
-    to_seen.sort_by(f64::total_cmp);
-    patch_round_trip.sort_by(f64::total_cmp);
-    to_stage.sort_by(f64::total_cmp);
-    to_log.sort_by(f64::total_cmp);
-    // The latency target: from the daemon seeing the change to the Stage
-    // RPC it issues (its "spec seen" and "staging" log lines).
-    let p99 = percentile(&seen_to_stage, 99.0);
-    report.push(row(
-        format!(
-            "spec change seen by the daemon -> Stage RPC issued, p50 / p99 (n={})",
-            seen_to_stage.len()
-        ),
-        format!("{:.1} / {p99:.1} ms", percentile(&seen_to_stage, 50.0)),
-        "p99 < 100 ms",
-        Some(seen_to_stage.len() == changes && p99 < 100.0),
-    ));
-    report.push(row(
-        format!(
-            "admin PATCH sent -> bootc switch --download-only runs, p50 / p99 (n={})",
-            to_stage.len()
-        ),
-        format!(
-            "{:.1} / {:.1} ms",
-            percentile(&to_stage, 50.0),
-            percentile(&to_stage, 99.0)
-        ),
-        "",
-        None,
-    ));
-    report.push(row(
-        format!(
-            "  of which the admin's PATCH round trip, p50 / p99 (n={})",
-            patch_round_trip.len()
-        ),
-        format!(
-            "{:.1} / {:.1} ms",
-            percentile(&patch_round_trip, 50.0),
-            percentile(&patch_round_trip, 99.0)
-        ),
-        "",
-        None,
-    ));
-    report.push(row(
-        format!(
-            "  admin PATCH sent -> daemon logs \"spec seen\", p50 / p99 (n={})",
-            to_seen.len()
-        ),
-        format!(
-            "{:.1} / {:.1} ms",
-            percentile(&to_seen, 50.0),
-            percentile(&to_seen, 99.0)
-        ),
-        "",
-        None,
-    ));
-    if !to_log.is_empty() {
+
+    fn report(mut self, report: &mut Report, changes: usize) {
+        self.seen_to_stage.sort_by(f64::total_cmp);
+        self.to_seen.sort_by(f64::total_cmp);
+        self.patch_round_trip.sort_by(f64::total_cmp);
+        self.to_stage.sort_by(f64::total_cmp);
+        self.to_log.sort_by(f64::total_cmp);
+        // The latency target: from the daemon seeing the change to the Stage
+        // RPC it issues (its "spec seen" and "staging" log lines).
+        let p99 = percentile(&self.seen_to_stage, 99.0);
         report.push(row(
             format!(
-                "admin PATCH sent -> daemon logs \"staging\", p50 / p99 (n={})",
-                to_log.len()
+                "spec change seen by the daemon -> Stage RPC issued, p50 / p99 (n={})",
+                self.seen_to_stage.len()
+            ),
+            format!("{:.1} / {p99:.1} ms", percentile(&self.seen_to_stage, 50.0)),
+            "p99 < 100 ms",
+            Some(self.seen_to_stage.len() == changes && p99 < 100.0),
+        ));
+        report.push(row(
+            format!(
+                "admin PATCH sent -> bootc switch --download-only runs, p50 / p99 (n={})",
+                self.to_stage.len()
             ),
             format!(
                 "{:.1} / {:.1} ms",
-                percentile(&to_log, 50.0),
-                percentile(&to_log, 99.0)
+                percentile(&self.to_stage, 50.0),
+                percentile(&self.to_stage, 99.0)
             ),
             "",
             None,
         ));
+        report.push(row(
+            format!(
+                "  of which the admin's PATCH round trip, p50 / p99 (n={})",
+                self.patch_round_trip.len()
+            ),
+            format!(
+                "{:.1} / {:.1} ms",
+                percentile(&self.patch_round_trip, 50.0),
+                percentile(&self.patch_round_trip, 99.0)
+            ),
+            "",
+            None,
+        ));
+        report.push(row(
+            format!(
+                "  admin PATCH sent -> daemon logs \"spec seen\", p50 / p99 (n={})",
+                self.to_seen.len()
+            ),
+            format!(
+                "{:.1} / {:.1} ms",
+                percentile(&self.to_seen, 50.0),
+                percentile(&self.to_seen, 99.0)
+            ),
+            "",
+            None,
+        ));
+        if !self.to_log.is_empty() {
+            report.push(row(
+                format!(
+                    "admin PATCH sent -> daemon logs \"staging\", p50 / p99 (n={})",
+                    self.to_log.len()
+                ),
+                format!(
+                    "{:.1} / {:.1} ms",
+                    percentile(&self.to_log, 50.0),
+                    percentile(&self.to_log, 99.0)
+                ),
+                "",
+                None,
+            ));
+        }
+        report.details.push(format!(
+    "### Spec change to Stage\n\nOver {} changes of `spec.desiredImage` on one real daemon + helper (debug builds). The judged figure runs from the daemon's log line of the watch event that carries the new spec (`spec seen`) to its `staging` line, written just before the Stage RPC; the Staging status write goes out together with the RPC. The end-to-end figures run from the moment the admin's PATCH is sent on an open connection (its round trip and the API server's watch delivery included) to the start of the fake bootc's `switch --download-only` (its own timestamp, after the Stage RPC, the helper's fork, setns and exec, and the wrapper script); max {:.1} ms.\n",
+    self.to_stage.len(),
+    self.to_stage.last().copied().unwrap_or(f64::NAN)
+));
     }
-    report.details.push(format!(
-        "### Spec change to Stage\n\nOver {} changes of `spec.desiredImage` on one real daemon + helper (debug builds). The judged figure runs from the daemon's log line of the watch event that carries the new spec (`spec seen`) to its `staging` line, written just before the Stage RPC; the Staging status write goes out together with the RPC. The end-to-end figures run from the moment the admin's PATCH is sent on an open connection (its round trip and the API server's watch delivery included) to the start of the fake bootc's `switch --download-only` (its own timestamp, after the Stage RPC, the helper's fork, setns and exec, and the wrapper script); max {:.1} ms.\n",
-        to_stage.len(),
-        to_stage.last().copied().unwrap_or(f64::NAN)
-    ));
-    Ok(())
 }
 
 // ---------------------------------------------------------------- sizes
