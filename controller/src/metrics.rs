@@ -878,7 +878,7 @@ mod tests {
                 &["b"],
             )
         };
-        m.observe_plan("web", &s, &[], Some("RolloutHalted"));
+        m.observe_plan("web", &s, &[], Some(api::reasons::ROLLOUT_HALTED));
         let text = m.render();
         for line in [
             "bootc_pool_nodes{pool=\"web\",phase=\"UpToDate\"} 1",

@@ -393,7 +393,7 @@ fn member_architectures(
         .collect();
     let labels = members
         .iter()
-        .map(|n| n.labels().get("kubernetes.io/arch").map(String::as_str));
+        .map(|n| n.labels().get(api::labels::ARCH_LABEL).map(String::as_str));
     let reported = bns
         .iter()
         .filter(|bn| planner::owned_by(bn, pool))
@@ -938,7 +938,7 @@ mod tests {
         });
         n.status = Some(NodeStatus {
             conditions: Some(vec![NodeCondition {
-                type_: "Ready".into(),
+                type_: api::node_health::NODE_READY.into(),
                 status: ready.into(),
                 last_heartbeat_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                     jiff::Timestamp::from_second(heartbeat).unwrap(),

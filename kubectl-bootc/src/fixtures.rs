@@ -199,7 +199,7 @@ pub fn node(name: &str, ready: bool, cordoned: bool) -> Node {
         "metadata": {"name": name},
         "spec": {"unschedulable": cordoned},
         "status": {"conditions": [{
-            "type": "Ready",
+            "type": api::node_health::NODE_READY,
             "status": if ready { "True" } else { "False" },
             "lastTransitionTime": "2026-11-23T16:00:00Z",
         }]},

@@ -138,7 +138,10 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
         Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
 
     // Desired == booted: Idle, nothing staged.
-    let bn = wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let bn = wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
+        phase(bn) == Some(reasons::REASON_IDLE)
+    })
+    .await;
     let status = bn.status.clone().unwrap();
     assert_eq!(
         status.booted.as_ref().and_then(|b| b.image.as_deref()),
@@ -150,8 +153,8 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
 
     // A new desired image: Staging, then Staged (locked).
     patch_spec(&w.nodes, "node-1", json!({"desiredImage": b})).await;
-    let bn = wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged")
+    let bn = wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED)
     })
     .await;
     let staged = bn.status.as_ref().unwrap().staged.clone().unwrap();
@@ -165,8 +168,8 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
 
     // Approved: Rebooting is written, then the apply runs.
     patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
-    let bn = wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
-        phase(bn) == Some("Rebooting")
+    let bn = wait_bn(&w.nodes, "node-1", reasons::REBOOTING, |bn| {
+        phase(bn) == Some(reasons::REBOOTING)
     })
     .await;
     assert_eq!(
@@ -186,7 +189,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     agent.kill();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Idle after reboot", |bn| {
-        phase(bn) == Some("Idle")
+        phase(bn) == Some(reasons::REASON_IDLE)
     })
     .await;
     let status = bn.status.unwrap();
@@ -201,11 +204,16 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     // The controller releases the slot (the approval revoked): the node
     // stays Idle on b and the daemon has nothing new to say. Its next write
     // is the next update's Staging.
-    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Staged"})).await;
+    patch_spec(
+        &w.nodes,
+        "node-1",
+        json!({"desiredImageState": DesiredImageState::Staged}),
+    )
+    .await;
     let c = image('c');
     patch_spec(&w.nodes, "node-1", json!({"desiredImage": c})).await;
     wait_bn(&w.nodes, "node-1", "Staging c", |bn| {
-        phase(bn) != Some("Idle")
+        phase(bn) != Some(reasons::REASON_IDLE)
     })
     .await;
     // The daemon logs a write once the API server answered it, which may be
@@ -221,7 +229,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     };
     assert_eq!(
         phases.get(..2),
-        Some(&["Idle".to_owned(), "Staging".to_owned()][..]),
+        Some(&[reasons::REASON_IDLE.to_owned(), reasons::STAGING.to_owned()][..]),
         "status writes after the reboot: {phases:?}\n{}",
         log
     );
@@ -253,17 +261,20 @@ async fn stage_failure_degrades_then_recovers_without_restart() {
         .unwrap();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
 
-    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let bn = wait_bn(&w.nodes, "node-1", reasons::DEGRADED, |bn| {
+        degraded(bn).is_some()
+    })
+    .await;
     let message = degraded(&bn).unwrap();
     assert!(
         message.contains(&Fault::Unauthorized.message(&b)),
         "bootc's message missing: {message}"
     );
-    assert_eq!(phase(&bn), Some("Staging"));
+    assert_eq!(phase(&bn), Some(reasons::STAGING));
 
     host.layout.set_fault(None).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Staged and healthy", |bn| {
-        phase(bn) == Some("Staged") && degraded(bn).is_none()
+        phase(bn) == Some(reasons::STAGED) && degraded(bn).is_none()
     })
     .await;
     assert!(bn.status.unwrap().staged.is_some());
@@ -300,8 +311,8 @@ async fn soft_reboot_only_when_allowed_and_capable() {
         hosts.push((host, agent));
     }
     for ((name, _, _, soft), (host, _agent)) in cases.iter().zip(&hosts) {
-        wait_bn(&w.nodes, name, "Rebooting", |bn| {
-            phase(bn) == Some("Rebooting")
+        wait_bn(&w.nodes, name, reasons::REBOOTING, |bn| {
+            phase(bn) == Some(reasons::REBOOTING)
         })
         .await;
         wait_for_reboot(host, || format!("{name}: no reboot")).await;
@@ -334,7 +345,10 @@ async fn failed_reboot_is_degraded_and_not_retried(
     stages_before: usize,
 ) -> BootcNode {
     let agent = Agent::start(&w.cp, host, &AgentOptions::new(name), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, name, "Degraded", |bn| degraded(bn).is_some()).await;
+    let bn = wait_bn(&w.nodes, name, reasons::DEGRADED, |bn| {
+        degraded(bn).is_some()
+    })
+    .await;
     let message = degraded(&bn).unwrap();
     assert!(
         message.contains(old) && message.contains(new),
@@ -398,7 +412,7 @@ async fn rebooted_into_the_wrong_image_on(w: &World, version: BootcVersion) {
     s.desired_image_state = DesiredImageState::Booted;
     create_bootc_node(&w.admin, &name, s).await.unwrap();
     let mut agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, &name, "Rebooting", |bn| {
+    wait_bn(&w.nodes, &name, reasons::REBOOTING, |bn| {
         phase(bn) == Some(reasons::REBOOTING)
     })
     .await;
@@ -432,8 +446,8 @@ async fn soft_rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();
     let mut agent =
         Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
-        phase(bn) == Some("Rebooting")
+    wait_bn(&w.nodes, "node-1", reasons::REBOOTING, |bn| {
+        phase(bn) == Some(reasons::REBOOTING)
     })
     .await;
     wait_for_reboot(&host, || format!("no reboot:\n{}", agent.log_text())).await;
@@ -475,8 +489,8 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
         .unwrap();
     let mut agent =
         Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged")
+    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED)
     })
     .await;
     agent.kill();
@@ -509,7 +523,7 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     while stages(&host).len() == stages_before
         || !agent
             .log_text()
-            .contains(r#"status written phase="Staging""#)
+            .contains(&format!("status written phase=\"{}\"", reasons::STAGING))
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -519,7 +533,12 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     proxy.freeze();
-    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Staged"})).await;
+    patch_spec(
+        &w.nodes,
+        "node-1",
+        json!({"desiredImageState": DesiredImageState::Staged}),
+    )
+    .await;
     // Hold the revocation back until the daemon has decided: it asks the
     // server something (the fresh read), or it has applied.
     let deadline = std::time::Instant::now() + WAIT;
@@ -535,7 +554,8 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
 
     // Either outcome ends the wait; only one passes.
     wait_bn(&w.nodes, "node-1", "Staged after the revocation", |bn| {
-        (phase(bn) == Some("Staged") && bn.spec.desired_image_state == DesiredImageState::Staged)
+        (phase(bn) == Some(reasons::STAGED)
+            && bn.spec.desired_image_state == DesiredImageState::Staged)
             || !applies(&host).is_empty()
     })
     .await;
@@ -563,8 +583,8 @@ async fn an_old_bootc_stages_unlocked_and_says_so() {
         .await
         .unwrap();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged")
+    let bn = wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED)
     })
     .await;
     let status = bn.status.unwrap();
@@ -660,7 +680,10 @@ async fn idle_with_pull_secret(
     ));
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();
     let agent = Agent::start(&w.cp, host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
+        phase(bn) == Some(reasons::REASON_IDLE)
+    })
+    .await;
     wait_auth(host, content, || {
         format!("auth file not written:\n{}", agent.log_text())
     })
@@ -694,8 +717,8 @@ async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
         "bootc staged {b} without the pull secret's auth file:\n{}",
         agent.log_text()
     );
-    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged") && degraded(bn).is_none()
+    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED) && degraded(bn).is_none()
     })
     .await;
 }
@@ -728,8 +751,8 @@ async fn a_spec_change_before_a_rotation_is_announced_still_stages() {
     })
     .await;
     assert_eq!(run.auth_file.as_deref(), Some(v1), "{}", agent.log_text());
-    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged") && degraded(bn).is_none()
+    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED) && degraded(bn).is_none()
     })
     .await;
 }
@@ -772,7 +795,10 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
                "desiredImage": b}),
     )
     .await;
-    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let bn = wait_bn(&w.nodes, "node-1", reasons::DEGRADED, |bn| {
+        degraded(bn).is_some()
+    })
+    .await;
     let message = degraded(&bn).unwrap();
     assert!(
         message.contains("outside the operator namespace"),
@@ -803,18 +829,18 @@ async fn desired_image_changed_during_staging_stages_the_new_one_and_never_appli
 
     // While b is being pulled, the controller moves on to c (and, as it
     // does on every new image, revokes the approval).
-    wait_bn(&w.nodes, "node-1", "Staging", |bn| {
-        phase(bn) == Some("Staging")
+    wait_bn(&w.nodes, "node-1", reasons::STAGING, |bn| {
+        phase(bn) == Some(reasons::STAGING)
     })
     .await;
     patch_spec(
         &w.nodes,
         "node-1",
-        json!({"desiredImage": c, "desiredImageState": "Staged"}),
+        json!({"desiredImage": c, "desiredImageState": DesiredImageState::Staged}),
     )
     .await;
     let bn = wait_bn(&w.nodes, "node-1", "Staged c", |bn| {
-        phase(bn) == Some("Staged")
+        phase(bn) == Some(reasons::STAGED)
             && bn
                 .status
                 .as_ref()
@@ -851,7 +877,10 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
     // Poll the host every second: polls must not turn into writes.
     options.poll_interval = Duration::from_secs(1);
     let agent = Agent::start(&cp, &host, &options, logs.path()).unwrap();
-    let bn = wait_bn(&nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let bn = wait_bn(&nodes, "node-1", reasons::REASON_IDLE, |bn| {
+        phase(bn) == Some(reasons::REASON_IDLE)
+    })
+    .await;
     let rv = bn.metadata.resource_version.clone();
 
     // An idle period is what is measured here: nothing can be awaited.
@@ -948,7 +977,10 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
         logs.path(),
     )
     .unwrap();
-    wait_bn(&nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    wait_bn(&nodes, "node-1", reasons::REASON_IDLE, |bn| {
+        phase(bn) == Some(reasons::REASON_IDLE)
+    })
+    .await;
     let first = daemon_credentials(&cp);
     assert_eq!(first.len(), 1, "{first:?}\n{}", agent.log_text());
     assert!(
@@ -1043,8 +1075,8 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
         .unwrap();
     let mut agent =
         Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged")
+    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED)
     })
     .await;
     agent.kill();
@@ -1057,14 +1089,14 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     let stages_before = stages(&host).len();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Staging again", |bn| {
-        phase(bn) == Some("Staging")
+        phase(bn) == Some(reasons::STAGING)
     })
     .await;
     let idle = conditions::find(&bn.status.as_ref().unwrap().conditions, reasons::IDLE).unwrap();
     assert!(idle.message.contains(&b), "{}", idle.message);
     assert!(applies(&host).is_empty(), "applied before staging again");
-    wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
-        phase(bn) == Some("Rebooting")
+    wait_bn(&w.nodes, "node-1", reasons::REBOOTING, |bn| {
+        phase(bn) == Some(reasons::REBOOTING)
     })
     .await;
     wait_for_reboot(&host, || format!("never applied:\n{}", agent.log_text())).await;
@@ -1084,7 +1116,7 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     };
     assert_eq!(
         phases,
-        ["Staging", "Rebooting"],
+        [reasons::STAGING, reasons::REBOOTING],
         "status writes after the restart:\n{}",
         log
     );
@@ -1127,7 +1159,7 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
     for version in BootcVersion::ALL {
         let (name, host, mut agent) = node_on(&w, version, "upd", &a, spec(&b)).await;
         let locked = version.locked_staging();
-        let bn = wait_bn(&w.nodes, &name, "Staged", |bn| {
+        let bn = wait_bn(&w.nodes, &name, reasons::STAGED, |bn| {
             phase(bn) == Some(reasons::STAGED)
         })
         .await;
@@ -1183,7 +1215,7 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
         patch_spec(
             &w.nodes,
             &name,
-            json!({"desiredImage": a, "desiredImageState": "Staged"}),
+            json!({"desiredImage": a, "desiredImageState": DesiredImageState::Staged}),
         )
         .await;
         wait_bn(&w.nodes, &name, "Staged a", |bn| {
@@ -1223,7 +1255,7 @@ async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
     ] {
         let prefix = format!("unpl-{}", format!("{kind:?}").to_lowercase());
         let (name, host, mut agent) = node_on(&w, version, &prefix, &a, spec(&b)).await;
-        let before = wait_bn(&w.nodes, &name, "Staged", |bn| {
+        let before = wait_bn(&w.nodes, &name, reasons::STAGED, |bn| {
             phase(bn) == Some(reasons::STAGED)
         })
         .await;
@@ -1279,7 +1311,7 @@ async fn a_rollback_before_the_reboot_leaves_nothing_an_unlocked_reboot_would_bo
     let w = world().await;
     let (a, b) = (image('a'), image('b'));
     let (name, host, _agent) = node_on(&w, BootcVersion::V1_16, "back", &a, spec(&b)).await;
-    wait_bn(&w.nodes, &name, "Staged", |bn| {
+    wait_bn(&w.nodes, &name, reasons::STAGED, |bn| {
         phase(bn) == Some(reasons::STAGED)
     })
     .await;
@@ -1324,7 +1356,10 @@ async fn bootc_errors_reach_the_status_classified() {
         running.push((name, reason, fault, host, agent));
     }
     for (name, reason, fault, _host, agent) in &running {
-        let bn = wait_bn(&w.nodes, name, "Degraded", |bn| degraded(bn).is_some()).await;
+        let bn = wait_bn(&w.nodes, name, reasons::DEGRADED, |bn| {
+            degraded(bn).is_some()
+        })
+        .await;
         let c = conditions::find(&bn.status.as_ref().unwrap().conditions, reasons::DEGRADED)
             .unwrap()
             .clone();
@@ -1373,7 +1408,10 @@ async fn a_failing_bootc_status_is_reported_and_the_node_recovers() {
             "not deployed via bootc",
         ),
     ] {
-        let bn = wait_bn(&w.nodes, name, "Degraded", |bn| degraded(bn).is_some()).await;
+        let bn = wait_bn(&w.nodes, name, reasons::DEGRADED, |bn| {
+            degraded(bn).is_some()
+        })
+        .await;
         let status = bn.status.unwrap();
         let c = conditions::find(&status.conditions, reasons::DEGRADED).unwrap();
         assert_eq!(c.reason, reason, "{name}: {}", c.message);
@@ -1432,7 +1470,10 @@ async fn a_refused_pull_secret_never_puts_its_bytes_in_the_status() {
     });
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let bn = wait_bn(&w.nodes, "node-1", reasons::DEGRADED, |bn| {
+        degraded(bn).is_some()
+    })
+    .await;
     let message = degraded(&bn).unwrap();
     assert!(message.contains("not a docker config JSON"), "{message}");
     let whole = serde_json::to_string(&bn.status).unwrap();

@@ -7,7 +7,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use api::{BootcNode, BootcNodePool};
+use api::labels::HOSTNAME_LABEL;
+use api::{BootcNode, BootcNodePool, DesiredImageState, event_reasons, reasons};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use serde_json::json;
@@ -167,7 +168,10 @@ async fn rollout_then_rollback_never_exceeds_max_unavailable() {
 
     let v2 = sim.push_version("2.0").await.unwrap();
     let p = wait_rolled(&sim, &v2, 5).await;
-    assert_eq!(condition(&p, "UpToDate").unwrap().1, "AllUpdated");
+    assert_eq!(
+        condition(&p, reasons::UP_TO_DATE).unwrap().1,
+        reasons::ALL_UPDATED
+    );
     booted_everywhere(&sim, &sim.pinned(&v2)).await;
     nothing_cordoned(&sim).await;
 
@@ -202,9 +206,9 @@ async fn staging_failures_on_two_nodes_degrade_the_pool_and_block_nobody_else() 
         p.status.as_ref().is_some_and(|s| s.degraded_count >= 2)
     })
     .await;
-    let (status, reason, message) = condition(&p, "Degraded").unwrap();
+    let (status, reason, message) = condition(&p, reasons::DEGRADED).unwrap();
     assert_eq!(status, "True");
-    assert_eq!(reason, "NodeDegraded", "{message}");
+    assert_eq!(reason, reasons::NODE_DEGRADED, "{message}");
     assert!(
         message.contains("sim-node-1") || message.contains("connection refused"),
         "{message}"
@@ -260,8 +264,8 @@ async fn hosts_whose_bootc_status_fails_are_reported_and_recover() {
         p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
     })
     .await;
-    let (_, reason, message) = condition(&p, "Degraded").unwrap();
-    assert_eq!(reason, "NodeDegraded", "{message}");
+    let (_, reason, message) = condition(&p, reasons::DEGRADED).unwrap();
+    assert_eq!(reason, reasons::NODE_DEGRADED, "{message}");
     assert!(
         message.contains(broken) && message.contains(foreign),
         "{message}"
@@ -335,11 +339,12 @@ async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
     ])
     .await;
     let _v2 = sim.push_version("2.0").await.unwrap();
-    let p = wait_pool(&sim, "RolloutHalted", |p| {
-        condition(p, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "RolloutHalted")
+    let p = wait_pool(&sim, reasons::ROLLOUT_HALTED, |p| {
+        condition(p, reasons::DEGRADED)
+            .is_some_and(|c| c.0 == "True" && c.1 == reasons::ROLLOUT_HALTED)
     })
     .await;
-    let message = condition(&p, "Degraded").unwrap().2;
+    let message = condition(&p, reasons::DEGRADED).unwrap().2;
     let approved = recorder.approvals().await.unwrap().split_off(before);
     assert_eq!(
         approved.len(),
@@ -361,7 +366,7 @@ async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
         p.status
             .as_ref()
             .is_some_and(|s| s.observed_generation == p.metadata.generation)
-            && condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
+            && condition(p, reasons::DEGRADED).is_some_and(|c| c.1 == reasons::ROLLOUT_HALTED)
     })
     .await;
     assert_eq!(
@@ -392,8 +397,9 @@ async fn controller_killed_and_daemon_killed_mid_staging_the_rollout_completes()
         ROLLOUT,
         "node 4 staging",
         |b: Option<&BootcNode>| {
-            b.and_then(|b| b.status.as_ref())
-                .is_some_and(|s| api::conditions::reason(&s.conditions, "Idle") == Some("Staging"))
+            b.and_then(|b| b.status.as_ref()).is_some_and(|s| {
+                api::conditions::reason(&s.conditions, reasons::IDLE) == Some(reasons::STAGING)
+            })
         },
     )
     .await
@@ -453,7 +459,8 @@ async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
         .unwrap();
     let v2 = sim.push_version("2.0").await.unwrap();
     let p = wait_pool(&sim, "paused with all staged", |p| {
-        condition(p, "UpToDate").is_some_and(|c| c.1 == "Paused" && c.2.contains("3 staged"))
+        condition(p, reasons::UP_TO_DATE)
+            .is_some_and(|c| c.1 == reasons::PAUSED && c.2.contains("3 staged"))
     })
     .await;
     assert_eq!(
@@ -472,7 +479,7 @@ async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
         .unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
-        table.contains("Paused") || table.contains("False"),
+        table.contains(reasons::PAUSED) || table.contains("False"),
         "{table}"
     );
     let out = sim.cp.kubectl().args(["get", "bn"]).output().unwrap();
@@ -480,7 +487,7 @@ async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
     let staged_rows = table
         .lines()
         .skip(1)
-        .filter(|l| l.split_whitespace().nth(4) == Some("Staged"))
+        .filter(|l| l.split_whitespace().nth(4) == Some(DesiredImageState::Staged.as_str()))
         .count();
     assert_eq!(staged_rows, 3, "the STATE column:\n{table}");
 
@@ -530,8 +537,9 @@ async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
         ROLLOUT,
         "the new node staged",
         |b: Option<&BootcNode>| {
-            b.and_then(|b| b.status.as_ref())
-                .is_some_and(|s| api::conditions::reason(&s.conditions, "Idle") == Some("Staged"))
+            b.and_then(|b| b.status.as_ref()).is_some_and(|s| {
+                api::conditions::reason(&s.conditions, reasons::IDLE) == Some(reasons::STAGED)
+            })
         },
     )
     .await
@@ -695,7 +703,8 @@ async fn a_pool_paused_mid_reboot_holds_the_others_until_resumed() {
     })
     .await;
     wait_pool(&sim, "paused, the first node updated", |p| {
-        condition(p, "UpToDate").is_some_and(|c| c.1 == "Paused" && c.2.starts_with("1/3 updated"))
+        condition(p, reasons::UP_TO_DATE)
+            .is_some_and(|c| c.1 == reasons::PAUSED && c.2.starts_with("1/3 updated"))
     })
     .await;
     nothing_cordoned(&sim).await;
@@ -726,7 +735,7 @@ async fn a_selector_changed_mid_reboot_keeps_the_node_counted_until_back() {
     let (sim, recorder, _v1, v2) = first_node_rebooting().await;
     sim.patch_pool(json!({"nodeSelector": {
         "matchLabels": {tests::sim::POOL_LABEL: POOL},
-        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [FIRST]}],
+        "matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "NotIn", "values": [FIRST]}],
     }}))
     .await
     .unwrap();
@@ -1078,18 +1087,7 @@ async fn the_leader_killed_mid_drain_the_other_replica_resumes() {
                  "containers": [{"name": "web", "image": "example.invalid/web:1"}]},
     }))
     .unwrap();
-    pods.create(&kube::api::PostParams::default(), &pod)
-        .await
-        .unwrap();
-    // The kubelet's part: the pod runs (a Pending pod ignores budgets).
-    pods.patch_status(
-        "web",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
-            {"type": "Ready", "status": "True"}]}})),
-    )
-    .await
-    .unwrap();
+    k8s::create_running_pod(&pods, &pod).await.unwrap();
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(sim.admin.clone(), "default");
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
         "metadata": {"name": "web"},
@@ -1101,7 +1099,13 @@ async fn the_leader_killed_mid_drain_the_other_replica_resumes() {
         .unwrap();
 
     let v2 = sim.push_version("2.0").await.unwrap();
-    wait_event_from(&sim, "DrainBlocked", "sim-controller-0", "default/web").await;
+    wait_event_from(
+        &sim,
+        event_reasons::DRAIN_BLOCKED,
+        "sim-controller-0",
+        "default/web",
+    )
+    .await;
     let controller_pods: Api<Pod> =
         Api::namespaced(sim.admin.clone(), api::labels::OPERATOR_NAMESPACE);
     let own = controller_pods.get("bootc-controller-0").await.unwrap();
@@ -1113,7 +1117,13 @@ async fn the_leader_killed_mid_drain_the_other_replica_resumes() {
     // The leader dies mid-drain; the other replica takes over and drains.
     sim.kill_replica(0);
     sim.wait_leader(1).await.unwrap();
-    wait_event_from(&sim, "DrainBlocked", "sim-controller-1", "default/web").await;
+    wait_event_from(
+        &sim,
+        event_reasons::DRAIN_BLOCKED,
+        "sim-controller-1",
+        "default/web",
+    )
+    .await;
     pdbs.delete("web", &Default::default()).await.unwrap();
 
     rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
@@ -1243,12 +1253,12 @@ async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
     // Reported on the pool (the tag cannot be resolved without it either:
     // the registry's 401 comes with it).
     let p = wait_pool(&sim, "the missing Secret on the pool", |p| {
-        condition(p, "Degraded").is_some_and(|c| {
+        condition(p, reasons::DEGRADED).is_some_and(|c| {
             c.0 == "True" && c.2.contains("Secret bootc-operator/os-pull not found")
         })
     })
     .await;
-    let reason = condition(&p, "Degraded").map(|c| c.1);
+    let reason = condition(&p, reasons::DEGRADED).map(|c| c.1);
     assert_eq!(reason.as_deref(), Some(api::reasons::PULL_SECRET_NOT_FOUND));
     assert_eq!(p.status.unwrap().degraded_count, 0);
     // The staged nodes still reboot into v2: their reboots need no download.
@@ -1283,7 +1293,7 @@ async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
         .unwrap();
     wait_rolled(&sim, &v2, 3).await;
     let p = wait_pool(&sim, "healthy again", |p| {
-        condition(p, "Degraded").is_some_and(|c| c.0 == "False")
+        condition(p, reasons::DEGRADED).is_some_and(|c| c.0 == "False")
     })
     .await;
     assert_eq!(p.status.unwrap().degraded_count, 0);
@@ -1308,13 +1318,13 @@ async fn a_node_that_never_comes_back_is_reported_stuck() {
     sim.break_after_reboot(&["sim-node-1", "sim-node-2", "sim-node-3"])
         .await;
     let _v2 = sim.push_version("2.0").await.unwrap();
-    let p = wait_pool(&sim, "NodeStuck", |p| {
-        condition(p, "Degraded").is_some_and(|c| {
-            c.0 == "True" && c.1 == api::reasons::NODE_STUCK && c.2.contains("rebooting (NotReady)")
+    let p = wait_pool(&sim, reasons::NODE_STUCK, |p| {
+        condition(p, reasons::DEGRADED).is_some_and(|c| {
+            c.0 == "True" && c.1 == reasons::NODE_STUCK && c.2.contains("rebooting (NotReady)")
         })
     })
     .await;
-    let message = condition(&p, "Degraded").unwrap().2;
+    let message = condition(&p, reasons::DEGRADED).unwrap().2;
     let approved = recorder.approvals().await.unwrap().split_off(before);
     assert_eq!(approved.len(), 1, "one slot, one reboot: {approved:?}");
     let stuck = &approved[0];
@@ -1354,7 +1364,7 @@ async fn a_node_that_never_comes_back_is_reported_stuck() {
         p.status
             .as_ref()
             .is_some_and(|s| s.observed_generation == p.metadata.generation)
-            && condition(p, "Degraded").is_some_and(|c| c.1 == api::reasons::NODE_STUCK)
+            && condition(p, reasons::DEGRADED).is_some_and(|c| c.1 == reasons::NODE_STUCK)
     })
     .await;
     assert_eq!(
