@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use api::BootcNodePool;
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -25,6 +26,13 @@ pub async fn install_crds(client: &kube::Client) -> Result<()> {
             .with_context(|| format!("CRD {name} not established in 30s"))??;
     }
     Ok(())
+}
+
+/// The pool's condition of `type_`: (status, reason, message).
+pub fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
+    let s = p.status.as_ref()?;
+    api::conditions::find(&s.conditions, type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
 /// The kubelet's condition type for a Pod that is ready (Kubernetes' word,

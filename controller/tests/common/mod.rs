@@ -269,11 +269,7 @@ pub async fn patch_pool(admin: &Client, name: &str, patch: serde_json::Value) {
         .unwrap();
 }
 
-pub fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
-    let s = p.status.as_ref()?;
-    api::conditions::find(&s.conditions, type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
+pub use tests::k8s::condition;
 
 /// Waits for the pool to satisfy `cond`.
 pub async fn wait_pool(
