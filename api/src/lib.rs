@@ -10,6 +10,8 @@ pub mod labels;
 #[cfg(feature = "crd")]
 pub mod conditions;
 #[cfg(feature = "crd")]
+pub mod daemon_phase;
+#[cfg(feature = "crd")]
 pub mod node_health;
 #[cfg(feature = "crd")]
 pub mod schema;
@@ -20,6 +22,8 @@ pub mod v1alpha1;
 #[cfg(feature = "crd")]
 pub mod watch;
 
+#[cfg(feature = "crd")]
+pub use daemon_phase::{DaemonPhase, UnknownPhase};
 #[cfg(feature = "crd")]
 pub use v1alpha1::*;
 

@@ -381,7 +381,8 @@ pub mod reasons {
     /// Any other registry failure.
     pub const REGISTRY_ERROR: &str = "RegistryError";
 
-    // BootcNode Idle reasons.
+    // BootcNode Idle reasons: the wire strings of `crate::DaemonPhase`
+    // (read and match the enum, not these).
     pub const REASON_IDLE: &str = "Idle";
     pub const STAGING: &str = "Staging";
     pub const STAGED: &str = "Staged";

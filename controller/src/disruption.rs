@@ -37,7 +37,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
-use api::{BootcNode, DesiredImageState, conditions, reasons};
+use api::{BootcNode, DaemonPhase, DesiredImageState, conditions, reasons};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 
@@ -98,8 +98,11 @@ pub fn reboot_in_flight(bn: &BootcNode) -> bool {
         (status.observed_generation, bn.metadata.generation),
         (Some(seen), Some(generation)) if seen < generation
     );
-    let phase = conditions::reason(&status.conditions, reasons::IDLE);
-    behind && matches!(phase, Some(reasons::STAGED | reasons::REBOOTING))
+    behind
+        && matches!(
+            status.phase(),
+            Ok(Some(DaemonPhase::Staged | DaemonPhase::Rebooting))
+        )
 }
 
 /// Is a node this pool disrupted back? Ready, and no reboot in flight as

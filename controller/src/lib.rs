@@ -47,11 +47,13 @@ pub mod lease;
 pub mod liveness;
 
 pub mod metrics;
+pub mod pace;
 pub mod planner;
 pub mod registry;
 pub mod resolver;
 pub mod retry;
 pub mod runtime;
+pub mod selection;
 pub mod staging;
 pub mod stuck;
 pub mod synced;

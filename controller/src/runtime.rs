@@ -30,6 +30,7 @@ use crate::events::EventSink;
 use crate::lease::{self, LeaseConfig};
 use crate::liveness::Liveness;
 use crate::planner::{self, PlanInput};
+use crate::selection::Selection;
 use crate::synced::{Cache, Synced};
 use crate::target::{DigestOnly, Resolve};
 
@@ -147,6 +148,8 @@ struct Ctx {
     /// Each pool's per-node answers kept for its next plan (incremental
     /// planning, see `planner::memo`).
     memos: std::sync::Mutex<BTreeMap<String, planner::Memo>>,
+    /// How often each pool is planned (see `pace`).
+    pacer: crate::pace::Pacer,
     deadlines: crate::stuck::Deadlines,
     /// The reconciles running now, for `/healthz`.
     liveness: Arc<Liveness>,
@@ -314,40 +317,10 @@ impl Ctx {
     fn input<'a>(
         &'a self,
         pool: &'a BootcNodePool,
-        nodes: &'a [Arc<Node>],
-        bns: &'a [Arc<BootcNode>],
+        chosen: Selection<'a>,
         others: &'a [Arc<BootcNodePool>],
         target: Result<planner::Target, planner::TargetProblem>,
     ) -> PlanInput<'a> {
-        let owned: Vec<&BootcNode> = bns
-            .iter()
-            .map(AsRef::as_ref)
-            .filter(|bn| planner::owned_by(bn, pool))
-            .collect();
-        let owned_names: std::collections::BTreeSet<String> =
-            owned.iter().map(|b| b.name_any()).collect();
-        let selector = kube::core::Selector::try_from(pool.spec.node_selector.clone()).ok();
-        let chosen_nodes: Vec<&Node> = nodes
-            .iter()
-            .map(AsRef::as_ref)
-            .filter(|n| {
-                owned_names.contains(&n.name_any())
-                    || crate::disruption::recorded_for(n, &pool.name_any())
-                    || selector.as_ref().is_some_and(|s| {
-                        use kube::core::SelectorExt;
-                        s.matches(n.labels())
-                    })
-            })
-            .collect();
-        let node_names: std::collections::BTreeSet<String> =
-            chosen_nodes.iter().map(|n| n.name_any()).collect();
-        let chosen_bns: Vec<&BootcNode> = bns
-            .iter()
-            .map(AsRef::as_ref)
-            .filter(|bn| {
-                owned_names.contains(&bn.name_any()) || node_names.contains(&bn.name_any())
-            })
-            .collect();
         let pull_secret_hash = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
             self.secrets
                 .get(&ObjectRef::new(&r.name).within(&r.namespace))
@@ -356,8 +329,8 @@ impl Ctx {
         PlanInput {
             pool,
             target,
-            nodes: chosen_nodes,
-            bootc_nodes: chosen_bns,
+            nodes: chosen.nodes,
+            bootc_nodes: chosen.bns,
             other_pools: others
                 .iter()
                 .map(AsRef::as_ref)
@@ -377,35 +350,6 @@ impl Ctx {
             deadlines: self.deadlines,
         }
     }
-}
-
-/// The architectures of the pool's members: their `kubernetes.io/arch`
-/// labels and what their BootcNodes report.
-fn member_architectures(
-    pool: &BootcNodePool,
-    nodes: &[Arc<Node>],
-    bns: &[Arc<BootcNode>],
-) -> std::collections::BTreeSet<String> {
-    use kube::core::SelectorExt;
-    let selector = kube::core::Selector::try_from(pool.spec.node_selector.clone()).ok();
-    let members: Vec<&Node> = nodes
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|n| selector.as_ref().is_some_and(|s| s.matches(n.labels())))
-        .collect();
-    let labels = members
-        .iter()
-        .map(|n| n.labels().get(api::labels::ARCH_LABEL).map(String::as_str));
-    let reported = bns
-        .iter()
-        .filter(|bn| planner::owned_by(bn, pool))
-        .map(|bn| {
-            bn.status
-                .as_ref()
-                .and_then(|s| s.booted.as_ref())
-                .and_then(|b| b.architecture.as_deref())
-        });
-    crate::tag_policy::required_architectures(labels, reported)
 }
 
 fn store_rv<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>, name: &str) -> Option<u64> {
@@ -436,11 +380,19 @@ fn caught_up(ctx: &Ctx, name: &str) -> bool {
 
 #[tracing::instrument(name = "reconcile", skip_all, fields(pool = %pool.name_any()))]
 async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let started = std::time::Instant::now();
     let name = pool.name_any();
+    // Changes that arrive meanwhile are planned together (see `pace`).
+    tokio::time::sleep(ctx.pacer.wait(&name)).await;
     if !caught_up(&ctx, &name) {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    plan_and_write(pool, &ctx).await
+}
+
+/// One reconcile of a pool: read, plan, write (see `planner`).
+async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let name = pool.name_any();
     // The freshest copy of the pool (its status included).
     let pool = ctx.pools.get(&ObjectRef::from_obj(&*pool)).unwrap_or(pool);
     ctx.daemon_secrets.sync().await;
@@ -458,13 +410,14 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     {
         return Ok(Action::requeue(ctx.resync));
     }
-    let architectures = member_architectures(&pool, &nodes, &bns);
+    let chosen = Selection::of(&pool, &nodes, &bns);
     let resolution = ctx
         .resolver
-        .resolve(&pool, secret.as_deref(), &architectures)
+        .resolve(&pool, secret.as_deref(), &chosen.architectures)
         .await;
     let pools = ctx.pools.state();
-    let input = ctx.input(&pool, &nodes, &bns, &pools, resolution.target.clone());
+    let planning = std::time::Instant::now();
+    let input = ctx.input(&pool, chosen, &pools, resolution.target.clone());
     let mut memo = ctx
         .memos
         .lock()
@@ -472,6 +425,7 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
         .and_then(|mut m| m.remove(&name))
         .unwrap_or_default();
     let plan = planner::plan_incremental(&input, &mut memo);
+    let planned = planning.elapsed();
     tracing::debug!(pool = %name, reused = memo.reused, computed = memo.computed, "planned");
     if let Ok(mut memos) = ctx.memos.lock() {
         memos.insert(name.clone(), memo);
@@ -481,6 +435,7 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
         clocks.insert(name.clone(), clock);
     }
     let writes = ctx.actuator.execute(&pool, &plan).await?;
+    ctx.pacer.done(&name, planned);
     let status = plan.status.as_ref().or(pool.status.as_ref());
     let degraded = status
         .filter(|s| api::conditions::is_true(&s.conditions, api::reasons::DEGRADED))
@@ -514,8 +469,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
     let bns = ctx.bootc_nodes.state();
     let input = ctx.input(
         &pool,
-        &nodes,
-        &bns,
+        Selection::of(&pool, &nodes, &bns),
         &[],
         Err(planner::TargetProblem {
             reason: api::reasons::INVALID_SPEC,
@@ -534,6 +488,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
     if let Ok(mut memos) = ctx.memos.lock() {
         memos.remove(&pool.name_any());
     }
+    ctx.pacer.forget(&pool.name_any());
     tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
     Ok(Action::await_change())
 }
@@ -764,6 +719,7 @@ async fn run_controller(
         ready,
         phase_clocks: std::sync::Mutex::default(),
         memos: std::sync::Mutex::default(),
+        pacer: crate::pace::Pacer::default(),
         deadlines: options.deadlines,
         liveness,
         synced: synced.clone(),

@@ -17,6 +17,7 @@ pub mod kubeconf;
 pub mod machine;
 pub mod node_loop;
 pub mod privdrop;
+pub mod pull_secret;
 pub mod sandbox;
 pub mod seccomp;
 pub mod selftest;

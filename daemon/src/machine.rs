@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use api::conditions::ConditionUpdate;
 use api::reasons;
-use api::{BootEntryStatus, BootcNodeSpec, BootcNodeStatus, DesiredImageState, RebootPolicy};
+use api::{
+    BootEntryStatus, BootcNodeSpec, BootcNodeStatus, DaemonPhase, DesiredImageState, RebootPolicy,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// First retry delay after a failed bootc command.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(5);
@@ -82,30 +85,10 @@ pub enum Action {
     RetryAfter(Duration),
 }
 
-/// Where the node is in its update cycle (the Idle condition's reason).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    Idle,
-    Staging,
-    Staged,
-    Rebooting,
-}
-
-impl Phase {
-    pub fn reason(self) -> &'static str {
-        match self {
-            Phase::Idle => reasons::REASON_IDLE,
-            Phase::Staging => reasons::STAGING,
-            Phase::Staged => reasons::STAGED,
-            Phase::Rebooting => reasons::REBOOTING,
-        }
-    }
-}
-
 /// The outcome of one decision.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
-    pub phase: Phase,
+    pub phase: DaemonPhase,
     pub phase_message: String,
     /// Degraded=True with this message; None: Degraded=False.
     pub degraded: Option<String>,
@@ -156,8 +139,7 @@ pub const FAILED_REBOOT: &str = "Reboot finished on the wrong image";
 /// deployment is still there), and the apply is retried.
 fn failed_reboot(inputs: &Inputs<'_>) -> Option<String> {
     let previous = inputs.previous?;
-    let rebooting =
-        api::conditions::reason(&previous.conditions, reasons::IDLE) == Some(reasons::REBOOTING);
+    let rebooting = previous.phase() == Ok(Some(DaemonPhase::Rebooting));
     let same_spec = previous.observed_generation == inputs.generation;
     if !rebooting || !same_spec {
         return None;
@@ -210,24 +192,14 @@ fn replace_unlocked_staged(inputs: &Inputs<'_>) -> Option<Decision> {
         .staged
         .as_ref()
         .filter(|s| !s.download_only && !s.is_image(desired))?;
-    let failure = inputs
-        .failure
-        .filter(|f| f.operation == Operation::Stage && f.image == desired);
-    let action = match failure {
-        Some(f) if f.retry_at_ms > inputs.now_ms => {
-            Action::RetryAfter(Duration::from_millis(f.retry_at_ms - inputs.now_ms))
-        }
-        _ => Action::Stage {
-            image: desired.to_owned(),
-        },
-    };
+    let (degraded, action) = gate(inputs, Operation::Stage, stage_desired(inputs));
     Some(Decision {
-        phase: Phase::Staging,
+        phase: DaemonPhase::Staging,
         phase_message: format!(
             "Staging {desired} (booted) over the unlocked staged {}, which any reboot would boot",
             describe(Some(staged))
         ),
-        degraded: failure.map(|f| f.message.clone()),
+        degraded,
         action,
     })
 }
@@ -246,9 +218,7 @@ pub const UNPLANNED_BOOT: &str = "Booted outside a reboot slot";
 fn unplanned_boot(inputs: &Inputs<'_>) -> Option<String> {
     let previous = inputs.previous?;
     let host = inputs.host;
-    let idle = api::conditions::find(&previous.conditions, reasons::IDLE);
-    let reason = idle.map(|c| c.reason.as_str());
-    let message = idle.map(|c| c.message.as_str()).unwrap_or_default();
+    let message = api::conditions::message(&previous.conditions, reasons::IDLE).unwrap_or_default();
     if message.starts_with(UNPLANNED_BOOT)
         && previous
             .booted
@@ -257,7 +227,10 @@ fn unplanned_boot(inputs: &Inputs<'_>) -> Option<String> {
     {
         return Some(message.to_owned());
     }
-    let was_staged = matches!(reason, Some(r) if r == reasons::STAGED || r == reasons::STAGING);
+    let was_staged = matches!(
+        previous.phase(),
+        Ok(Some(DaemonPhase::Staged | DaemonPhase::Staging))
+    );
     let rebooted = previous
         .boot_id
         .as_deref()
@@ -281,107 +254,119 @@ fn same_deployment(before: &BootEntryStatus, now: Option<&BootEntryStatus>) -> b
     now.is_some_and(|now| now.image == before.image && now.image_digest == before.image_digest)
 }
 
-/// Decides the phase, the health, and the next action.
+/// Decides the phase, the health, and the next action: the first step that
+/// applies, in the order of the cycle read backwards (done, failed, staged,
+/// to stage).
 pub fn decide(inputs: &Inputs<'_>) -> Decision {
     let desired = inputs.spec.desired_image.as_str();
-    let host = inputs.host;
-
-    if is(host.booted.as_ref(), desired) {
-        if let Some(decision) = replace_unlocked_staged(inputs) {
-            return decision;
-        }
-        return Decision {
-            phase: Phase::Idle,
-            phase_message: unplanned_boot(inputs).unwrap_or_else(|| format!("Running {desired}")),
-            degraded: None,
-            action: Action::None,
-        };
+    if is(inputs.host.booted.as_ref(), desired) {
+        return on_desired_image(inputs);
     }
-
     if let Some(message) = failed_reboot(inputs) {
         return Decision {
-            phase: Phase::Rebooting,
+            phase: DaemonPhase::Rebooting,
             phase_message: FAILED_REBOOT.to_owned(),
             degraded: Some(message),
             action: Action::None,
         };
     }
-
-    // A remembered failure of this step on this image: report it, and
-    // retry only once the backoff has passed.
-    let failure_of = |op: Operation| {
-        inputs
-            .failure
-            .filter(|f| f.operation == op && f.image == desired)
-    };
-    let gate = |op: Operation, action: Action| -> (Option<String>, Action) {
-        match failure_of(op) {
-            Some(f) if f.retry_at_ms > inputs.now_ms => (
-                Some(f.message.clone()),
-                Action::RetryAfter(Duration::from_millis(f.retry_at_ms - inputs.now_ms)),
-            ),
-            Some(f) => (Some(f.message.clone()), action),
-            None => (None, action),
-        }
-    };
-
-    let staged = host.staged.as_ref();
-    if is(staged, desired) {
-        let lock = if staged.is_some_and(|s| s.download_only) {
-            "locked"
-        } else {
-            "unlocked: this bootc cannot stage without applying on the next boot"
-        };
-        if inputs.spec.desired_image_state == DesiredImageState::Booted {
-            if !inputs.staged_here {
-                // Staged by an earlier daemon (it restarted while approved):
-                // report the re-stage as what it is, which on a real host
-                // can take minutes, not as Rebooting.
-                let (degraded, action) = gate(
-                    Operation::Stage,
-                    Action::Stage {
-                        image: desired.to_owned(),
-                    },
-                );
-                return Decision {
-                    phase: Phase::Staging,
-                    phase_message: format!(
-                        "Staging {desired} again before applying it (staged before the daemon restarted)"
-                    ),
-                    degraded,
-                    action,
-                };
-            }
-            let soft_reboot = inputs.spec.reboot_policy == RebootPolicy::AllowSoftReboot
-                && staged.is_some_and(|s| s.soft_reboot_capable);
-            let (degraded, action) = gate(Operation::Apply, Action::Apply { soft_reboot });
-            let kind = if soft_reboot { "soft reboot" } else { "reboot" };
-            return Decision {
-                phase: Phase::Rebooting,
-                phase_message: format!("Applying {desired} ({kind})"),
-                degraded,
-                action,
-            };
-        }
-        return Decision {
-            phase: Phase::Staged,
-            phase_message: format!("Image staged ({lock}), awaiting desiredImageState: Booted"),
-            degraded: None,
-            action: Action::None,
+    if is(inputs.host.staged.as_ref(), desired) {
+        return match inputs.spec.desired_image_state {
+            DesiredImageState::Booted if inputs.staged_here => apply(inputs),
+            DesiredImageState::Booted => stage_again(inputs),
+            DesiredImageState::Staged => await_approval(inputs),
         };
     }
-
-    let (degraded, action) = gate(
-        Operation::Stage,
-        Action::Stage {
-            image: desired.to_owned(),
-        },
-    );
+    let (degraded, action) = gate(inputs, Operation::Stage, stage_desired(inputs));
     Decision {
-        phase: Phase::Staging,
+        phase: DaemonPhase::Staging,
         phase_message: format!("Staging {desired}"),
         degraded,
         action,
+    }
+}
+
+/// Booted into the desired image: Idle, unless an unlocked staged image
+/// must be replaced first.
+fn on_desired_image(inputs: &Inputs<'_>) -> Decision {
+    if let Some(decision) = replace_unlocked_staged(inputs) {
+        return decision;
+    }
+    Decision {
+        phase: DaemonPhase::Idle,
+        phase_message: unplanned_boot(inputs)
+            .unwrap_or_else(|| format!("Running {}", inputs.spec.desired_image)),
+        degraded: None,
+        action: Action::None,
+    }
+}
+
+/// A remembered failure of `op` on the desired image: report it, and
+/// retry (`action`) only once the backoff has passed.
+fn gate(inputs: &Inputs<'_>, op: Operation, action: Action) -> (Option<String>, Action) {
+    let failure = inputs
+        .failure
+        .filter(|f| f.operation == op && f.image == inputs.spec.desired_image);
+    match failure {
+        Some(f) if f.retry_at_ms > inputs.now_ms => (
+            Some(f.message.clone()),
+            Action::RetryAfter(Duration::from_millis(f.retry_at_ms - inputs.now_ms)),
+        ),
+        Some(f) => (Some(f.message.clone()), action),
+        None => (None, action),
+    }
+}
+
+fn stage_desired(inputs: &Inputs<'_>) -> Action {
+    Action::Stage {
+        image: inputs.spec.desired_image.clone(),
+    }
+}
+
+/// Approved, and staged by this daemon's helper: apply it.
+fn apply(inputs: &Inputs<'_>) -> Decision {
+    let staged = inputs.host.staged.as_ref();
+    let soft_reboot = inputs.spec.reboot_policy == RebootPolicy::AllowSoftReboot
+        && staged.is_some_and(|s| s.soft_reboot_capable);
+    let (degraded, action) = gate(inputs, Operation::Apply, Action::Apply { soft_reboot });
+    let kind = if soft_reboot { "soft reboot" } else { "reboot" };
+    Decision {
+        phase: DaemonPhase::Rebooting,
+        phase_message: format!("Applying {} ({kind})", inputs.spec.desired_image),
+        degraded,
+        action,
+    }
+}
+
+/// Approved, but staged by an earlier daemon (it restarted while
+/// approved): the helper applies only what it staged, so stage again, and
+/// report it as what it is (on a real host it can take minutes), not as
+/// Rebooting.
+fn stage_again(inputs: &Inputs<'_>) -> Decision {
+    let (degraded, action) = gate(inputs, Operation::Stage, stage_desired(inputs));
+    Decision {
+        phase: DaemonPhase::Staging,
+        phase_message: format!(
+            "Staging {} again before applying it (staged before the daemon restarted)",
+            inputs.spec.desired_image
+        ),
+        degraded,
+        action,
+    }
+}
+
+/// Staged, not approved to boot: wait.
+fn await_approval(inputs: &Inputs<'_>) -> Decision {
+    let lock = if inputs.host.staged.as_ref().is_some_and(|s| s.download_only) {
+        "locked"
+    } else {
+        "unlocked: this bootc cannot stage without applying on the next boot"
+    };
+    Decision {
+        phase: DaemonPhase::Staged,
+        phase_message: format!("Image staged ({lock}), awaiting desiredImageState: Booted"),
+        degraded: None,
+        action: Action::None,
     }
 }
 
@@ -405,8 +390,8 @@ pub fn status_for(
     };
     let idle = ConditionUpdate::new(
         reasons::IDLE,
-        decision.phase == Phase::Idle,
-        decision.phase.reason(),
+        decision.phase.is_idle(),
+        decision.phase.as_str(),
         decision.phase_message.clone(),
     );
     let degraded = match &decision.degraded {
@@ -419,6 +404,21 @@ pub fn status_for(
         None => ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "No errors"),
     };
     (status, [idle, degraded])
+}
+
+/// The status the daemon writes for `decision`: [`status_for`]'s, with its
+/// conditions applied at `now`. The Idle condition's reason is the phase,
+/// so its transition time moves with the phase: it says since when.
+pub fn status_to_write(decision: &Decision, inputs: &Inputs<'_>, now: &Time) -> BootcNodeStatus {
+    let (mut status, updates) = status_for(decision, inputs);
+    for update in &updates {
+        if update.type_ == reasons::IDLE {
+            api::conditions::apply_phase(&mut status.conditions, update, inputs.generation, now);
+        } else {
+            api::conditions::apply(&mut status.conditions, update, inputs.generation, now);
+        }
+    }
+    status
 }
 
 /// Why the daemon cannot go by the host's bootc state: `bootc status`
@@ -504,7 +504,7 @@ pub fn worth_writing(stored: Option<&BootcNodeStatus>, new: &BootcNodeStatus) ->
         return true;
     };
     let idle = |s: &BootcNodeStatus| {
-        api::conditions::reason(&s.conditions, reasons::IDLE) == Some(reasons::REASON_IDLE)
+        s.phase() == Ok(Some(DaemonPhase::Idle))
             && api::conditions::is_true(&s.conditions, reasons::IDLE)
     };
     let ignore_generation = idle(stored) && idle(new);
@@ -579,7 +579,12 @@ mod tests {
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
         api::conditions::apply(
             &mut status.conditions,
-            &ConditionUpdate::new(reasons::IDLE, false, reasons::REBOOTING, "Applying"),
+            &ConditionUpdate::new(
+                reasons::IDLE,
+                false,
+                DaemonPhase::Rebooting.as_str(),
+                "Applying",
+            ),
             Some(generation),
             &now,
         );
@@ -594,7 +599,7 @@ mod tests {
         failure: Option<Failure>,
         /// This daemon's helper staged the desired image.
         staged_here: bool,
-        phase: Phase,
+        phase: DaemonPhase,
         degraded: bool,
         action: Action,
     }
@@ -618,7 +623,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: true,
-                phase: Phase::Idle,
+                phase: DaemonPhase::Idle,
                 degraded: false,
                 action: Action::None,
             },
@@ -629,7 +634,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: true,
-                phase: Phase::Idle,
+                phase: DaemonPhase::Idle,
                 degraded: false,
                 action: Action::None,
             },
@@ -640,7 +645,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: true,
-                phase: Phase::Staging,
+                phase: DaemonPhase::Staging,
                 degraded: false,
                 action: Action::Stage { image: NEW.into() },
             },
@@ -651,7 +656,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: true,
-                phase: Phase::Staged,
+                phase: DaemonPhase::Staged,
                 degraded: false,
                 action: Action::None,
             },
@@ -662,7 +667,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: true,
-                phase: Phase::Staging,
+                phase: DaemonPhase::Staging,
                 degraded: false,
                 action: Action::Stage {
                     image: NEWER.into(),
@@ -675,7 +680,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: true,
-                phase: Phase::Staging,
+                phase: DaemonPhase::Staging,
                 degraded: false,
                 action: Action::Stage {
                     image: NEWER.into(),
@@ -688,7 +693,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: true,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: false,
                 action: Action::Apply { soft_reboot: false },
             },
@@ -699,7 +704,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: true,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: false,
                 action: Action::Apply { soft_reboot: true },
             },
@@ -710,7 +715,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: true,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: false,
                 action: Action::Apply { soft_reboot: false },
             },
@@ -721,7 +726,7 @@ mod tests {
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
                 staged_here: true,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: false,
                 action: Action::Apply { soft_reboot: false },
             },
@@ -732,7 +737,7 @@ mod tests {
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
                 staged_here: true,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: true,
                 action: Action::None,
             },
@@ -750,7 +755,12 @@ mod tests {
                         jiff::Timestamp::UNIX_EPOCH,
                     );
                     for (type_, status, reason, message) in [
-                        (reasons::IDLE, false, reasons::REBOOTING, FAILED_REBOOT),
+                        (
+                            reasons::IDLE,
+                            false,
+                            DaemonPhase::Rebooting.as_str(),
+                            FAILED_REBOOT,
+                        ),
                         (reasons::DEGRADED, true, reasons::ERROR, "rebooted into OLD"),
                     ] {
                         api::conditions::apply(
@@ -764,7 +774,7 @@ mod tests {
                 }),
                 failure: None,
                 staged_here: false,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: true,
                 action: Action::None,
             },
@@ -775,7 +785,7 @@ mod tests {
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
                 staged_here: true,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: true,
                 action: Action::None,
             },
@@ -786,7 +796,7 @@ mod tests {
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
                 staged_here: true,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: true,
                 action: Action::None,
             },
@@ -797,7 +807,7 @@ mod tests {
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
                 staged_here: true,
-                phase: Phase::Idle,
+                phase: DaemonPhase::Idle,
                 degraded: false,
                 action: Action::None,
             },
@@ -812,7 +822,7 @@ mod tests {
                 }),
                 failure: None,
                 staged_here: true,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: false,
                 action: Action::Apply { soft_reboot: false },
             },
@@ -823,7 +833,7 @@ mod tests {
                 previous: Some(rebooting_status("b1", 2)),
                 failure: None,
                 staged_here: true,
-                phase: Phase::Staging,
+                phase: DaemonPhase::Staging,
                 degraded: false,
                 action: Action::Stage {
                     image: NEWER.into(),
@@ -836,7 +846,7 @@ mod tests {
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
                 staged_here: true,
-                phase: Phase::Idle,
+                phase: DaemonPhase::Idle,
                 degraded: false,
                 action: Action::None,
             },
@@ -847,7 +857,7 @@ mod tests {
                 previous: None,
                 failure: Some(failure(Operation::Stage, NEW, 5_000)),
                 staged_here: true,
-                phase: Phase::Staging,
+                phase: DaemonPhase::Staging,
                 degraded: true,
                 action: Action::RetryAfter(Duration::from_millis(4_000)),
             },
@@ -858,7 +868,7 @@ mod tests {
                 previous: None,
                 failure: Some(failure(Operation::Stage, NEW, 500)),
                 staged_here: true,
-                phase: Phase::Staging,
+                phase: DaemonPhase::Staging,
                 degraded: true,
                 action: Action::Stage { image: NEW.into() },
             },
@@ -869,7 +879,7 @@ mod tests {
                 previous: None,
                 failure: Some(failure(Operation::Stage, NEW, 5_000)),
                 staged_here: true,
-                phase: Phase::Staging,
+                phase: DaemonPhase::Staging,
                 degraded: false,
                 action: Action::Stage {
                     image: NEWER.into(),
@@ -882,7 +892,7 @@ mod tests {
                 previous: None,
                 failure: Some(failure(Operation::Apply, NEW, 2_000)),
                 staged_here: true,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: true,
                 action: Action::RetryAfter(Duration::from_millis(1_000)),
             },
@@ -893,7 +903,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: false,
-                phase: Phase::Staging,
+                phase: DaemonPhase::Staging,
                 degraded: false,
                 action: Action::Stage { image: NEW.into() },
             },
@@ -904,7 +914,7 @@ mod tests {
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
                 staged_here: false,
-                phase: Phase::Staging,
+                phase: DaemonPhase::Staging,
                 degraded: false,
                 action: Action::Stage { image: NEW.into() },
             },
@@ -915,7 +925,7 @@ mod tests {
                 previous: None,
                 failure: Some(failure(Operation::Stage, NEW, 5_000)),
                 staged_here: false,
-                phase: Phase::Staging,
+                phase: DaemonPhase::Staging,
                 degraded: true,
                 action: Action::RetryAfter(Duration::from_millis(4_000)),
             },
@@ -926,7 +936,7 @@ mod tests {
                 previous: None,
                 failure: None,
                 staged_here: false,
-                phase: Phase::Staged,
+                phase: DaemonPhase::Staged,
                 degraded: false,
                 action: Action::None,
             },
@@ -937,7 +947,7 @@ mod tests {
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
                 staged_here: false,
-                phase: Phase::Rebooting,
+                phase: DaemonPhase::Rebooting,
                 degraded: true,
                 action: Action::None,
             },
@@ -948,7 +958,7 @@ mod tests {
                 previous: Some(rebooting_status("b1", 3)),
                 failure: None,
                 staged_here: false,
-                phase: Phase::Idle,
+                phase: DaemonPhase::Idle,
                 degraded: false,
                 action: Action::None,
             },
@@ -1076,7 +1086,7 @@ mod tests {
             now_ms: 0,
             staged_here: true,
         });
-        assert_eq!(d.phase, Phase::Idle);
+        assert_eq!(d.phase, DaemonPhase::Idle);
     }
 
     #[test]
@@ -1089,13 +1099,13 @@ mod tests {
     }
 
     /// A status as written for `phase` on a host booted into OLD with NEW staged.
-    fn phase_status(reason: &str, boot_id: &str) -> BootcNodeStatus {
+    fn phase_status(phase: DaemonPhase, boot_id: &str) -> BootcNodeStatus {
         let mut status = rebooting_status(boot_id, 3);
         status.conditions.clear();
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
         api::conditions::apply(
             &mut status.conditions,
-            &ConditionUpdate::new(reasons::IDLE, false, reason, "m"),
+            &ConditionUpdate::new(reasons::IDLE, false, phase.as_str(), "m"),
             Some(3),
             &now,
         );
@@ -1109,22 +1119,22 @@ mod tests {
         for (name, previous, unplanned) in [
             (
                 "staged, then a reboot nobody asked for",
-                phase_status(reasons::STAGED, "b1"),
+                phase_status(DaemonPhase::Staged, "b1"),
                 true,
             ),
             (
                 "staging, then a reboot",
-                phase_status(reasons::STAGING, "b1"),
+                phase_status(DaemonPhase::Staging, "b1"),
                 true,
             ),
             (
                 "applied by this daemon",
-                phase_status(reasons::REBOOTING, "b1"),
+                phase_status(DaemonPhase::Rebooting, "b1"),
                 false,
             ),
             (
                 "same boot (status from before the stage)",
-                phase_status(reasons::STAGED, "b2"),
+                phase_status(DaemonPhase::Staged, "b2"),
                 false,
             ),
         ] {
@@ -1140,7 +1150,7 @@ mod tests {
             let d = decide(&inputs);
             assert_eq!(
                 (d.phase, d.action.clone()),
-                (Phase::Idle, Action::None),
+                (DaemonPhase::Idle, Action::None),
                 "{name}"
             );
             assert_eq!(
@@ -1187,7 +1197,7 @@ mod tests {
             };
             let d = decide(&inputs);
             assert_eq!(d.action, action, "locked={locked}");
-            assert_eq!(d.phase == Phase::Idle, locked, "locked={locked}");
+            assert_eq!(d.phase == DaemonPhase::Idle, locked, "locked={locked}");
         }
         // Once bootc staged the redeploy of the booted image: idle.
         let host = host(OLD, Some(entry(OLD, false, false)), "b1");
@@ -1200,7 +1210,7 @@ mod tests {
             now_ms: 0,
             staged_here: true,
         };
-        assert_eq!(decide(&inputs).phase, Phase::Idle);
+        assert_eq!(decide(&inputs).phase, DaemonPhase::Idle);
     }
 
     #[test]
@@ -1249,7 +1259,10 @@ mod tests {
         assert_eq!(status.observed_generation, Some(4));
         assert_eq!(status.boot_id.as_deref(), Some("b1"));
         assert_eq!(status.staged, host.staged);
-        assert_eq!((idle.status, idle.reason.as_str()), (false, "Staged"));
+        assert_eq!(
+            (idle.status, idle.reason.as_str()),
+            (false, DaemonPhase::Staged.as_str())
+        );
         assert!(
             idle.message.contains("(locked)") && !idle.message.contains("unlocked"),
             "{}",
@@ -1257,7 +1270,7 @@ mod tests {
         );
         assert_eq!(
             (degraded.status, degraded.reason.as_str()),
-            (false, "Healthy")
+            (false, reasons::HEALTHY)
         );
 
         // An old bootc stages without --download-only: the status says so.
@@ -1268,7 +1281,7 @@ mod tests {
         };
         let d = decide(&inputs);
         let (_, [idle, _]) = status_for(&d, &inputs);
-        assert_eq!(idle.reason, "Staged");
+        assert_eq!(idle.reason, DaemonPhase::Staged.as_str());
         assert!(
             idle.message
                 .contains("unlocked: this bootc cannot stage without applying"),
@@ -1292,7 +1305,10 @@ mod tests {
         };
         let d = decide(&inputs);
         let (_, [idle, _]) = status_for(&d, &inputs);
-        assert_eq!((idle.status, idle.reason.as_str()), (false, "Staging"));
+        assert_eq!(
+            (idle.status, idle.reason.as_str()),
+            (false, DaemonPhase::Staging.as_str())
+        );
         assert!(
             idle.message.contains(NEW) && idle.message.contains("again"),
             "{}",
@@ -1303,7 +1319,7 @@ mod tests {
             staged_here: true,
             ..inputs
         });
-        assert_eq!(d.phase, Phase::Rebooting);
+        assert_eq!(d.phase, DaemonPhase::Rebooting);
         assert_eq!(d.action, Action::Apply { soft_reboot: false });
     }
 
@@ -1323,14 +1339,8 @@ mod tests {
                 now_ms: 0,
                 staged_here: true,
             };
-            let (mut status, updates) = status_for(&decide(&inputs), &inputs);
-            let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                jiff::Timestamp::from_second(at).unwrap(),
-            );
-            for u in &updates {
-                api::conditions::apply(&mut status.conditions, u, Some(generation), &now);
-            }
-            status
+            let now = Time(jiff::Timestamp::from_second(at).unwrap());
+            status_to_write(&decide(&inputs), &inputs, &now)
         };
         let staged = spec(NEW, Staged, RebootPolicy::RebootOnly);
         let approved = spec(NEW, Booted, RebootPolicy::RebootOnly);

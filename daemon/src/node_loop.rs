@@ -10,7 +10,7 @@
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use api::conditions::{self, ConditionUpdate};
+use api::conditions;
 use api::{BootEntryStatus, BootcNode, BootcNodeStatus, SecretReference, labels};
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
@@ -20,6 +20,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::helper_client::CallError;
 use crate::machine::{self, Action, Decision, Failure, HostProblem, HostView, Inputs, Operation};
+use crate::pull_secret::{self, PullSecretContent};
 
 /// The helper client over the socketpair.
 pub type Helper = crate::helper_client::HelperClient;
@@ -112,6 +113,14 @@ struct StatusFailure {
     retry_at: Instant,
 }
 
+/// After a step of [`NodeLoop::reconcile`]: decide again, or wait for the
+/// next wake-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    Again,
+    Done,
+}
+
 type WatchStream =
     Pin<Box<dyn Stream<Item = Result<watcher::Event<BootcNode>, watcher::Error>> + Send>>;
 
@@ -129,6 +138,9 @@ struct NodeLoop {
     status_failure: Option<StatusFailure>,
     failure: Option<Failure>,
     auth_written: Option<AuthWritten>,
+    /// The pull secret last read, as announced: the auth file is rewritten
+    /// from it while the BootcNode announces the same content.
+    pull_secret: Option<pull_secret::Cached>,
     retry_at: Option<Instant>,
     /// Set when bootc accepted an apply: the host is going down, so the
     /// loop only waits (it does not report what the half-rebooted host says).
@@ -153,8 +165,11 @@ pub async fn run(
 ) -> Result<(), LoopError> {
     let nodes: Api<BootcNode> = Api::all(kube.clone());
     let secrets: Api<Secret> = Api::namespaced(kube, &config.operator_namespace);
-    let watch_config =
-        watcher::Config::default().fields(&format!("metadata.name={}", config.node_name));
+    // One WATCH that starts with the current object (sendInitialEvents)
+    // instead of a LIST and then a WATCH: every supported API server serves it.
+    let watch_config = watcher::Config::default()
+        .fields(&format!("metadata.name={}", config.node_name))
+        .streaming_lists();
     let watch: WatchStream =
         Box::pin(watcher(nodes.clone(), watch_config).backoff(api::watch::backoff()));
     let mut host_changed: Pin<Box<dyn Stream<Item = ()> + Send>> = Box::pin(host_changed);
@@ -174,6 +189,7 @@ pub async fn run(
         status_failure: None,
         failure: None,
         auth_written: None,
+        pull_secret: None,
         retry_at: None,
         rebooting_since: None,
         staged_by_me: None,
@@ -288,35 +304,13 @@ impl NodeLoop {
     /// Decides and acts until nothing more is to be done right now. Bounded:
     /// each action changes the host or records a failure.
     async fn reconcile(&mut self) -> Result<(), LoopError> {
-        if let Some(since) = self.rebooting_since {
-            if since.elapsed() < REBOOT_GRACE {
-                return Ok(());
-            }
-            self.rebooting_since = None;
-            let image = self
-                .node
-                .as_ref()
-                .map(|n| n.spec.desired_image.clone())
-                .unwrap_or_default();
-            let message = format!(
-                "bootc accepted the apply {} s ago but the node has not rebooted",
-                since.elapsed().as_secs()
-            );
-            self.record(
-                Operation::Apply,
-                &image,
-                Err(CallError::failed(proto::Code::DeadlineExceeded, message)),
-            )?;
+        if self.awaiting_reboot()? {
+            return Ok(());
         }
         for _ in 0..8 {
             // A command may have taken long: take in what the controller
             // said meanwhile before deciding again.
-            while let Some(Some(event)) = self.watch.next().now_or_never() {
-                match event {
-                    Ok(ev) => self.on_watch_event(ev),
-                    Err(e) => tracing::warn!(error = %e, "BootcNode watch error"),
-                }
-            }
+            self.take_queued_events();
             let Some(node) = self.node.clone() else {
                 return Ok(());
             };
@@ -327,75 +321,139 @@ impl NodeLoop {
             let Some(host) = self.host.clone() else {
                 return Ok(());
             };
-            let decision = machine::decide(&Inputs {
-                spec: &node.spec,
-                generation: node.metadata.generation,
-                previous: node.status.as_ref(),
-                host: &host,
-                failure: self.failure.as_ref(),
-                now_ms: self.now_ms(),
-                staged_here: self.staged_here(&node),
-            });
-            let decision = self.with_auth_failure(decision);
+            let decision = self.decide(&node, &host);
             // A Staging report goes out with the pull (below), not before it.
             if !matches!(decision.action, Action::Stage { .. }) {
                 self.write_status(&node, &host, &decision).await?;
             }
-            match decision.action.clone() {
-                Action::None => return Ok(()),
+            let next = match decision.action.clone() {
+                Action::None => Next::Done,
                 Action::RetryAfter(after) => {
                     self.retry_at = Some(Instant::now() + after);
-                    return Ok(());
+                    Next::Done
                 }
-                Action::Stage { image } => {
-                    tracing::info!(%image, "staging");
-                    // The pull starts with the Staging report rather than
-                    // after its round trip: it disrupts nothing, and the
-                    // report is written whatever the pull's outcome.
-                    let mut helper = self.helper.clone();
-                    let request = proto::StageRequest {
-                        image: image.clone(),
-                    };
-                    let (written, result) = tokio::join!(
-                        self.write_status(&node, &host, &decision),
-                        helper.stage(request)
-                    );
-                    written?;
-                    // The helper forgets what it staged before it stages:
-                    // after a failure it has nothing to apply.
-                    self.staged_by_me = result.is_ok().then(|| image.clone());
-                    self.record(Operation::Stage, &image, result.map(|r| {
-                        if !r.locked {
-                            tracing::warn!(%image, "staged unlocked: this bootc has no --download-only");
-                        }
-                    }))?;
-                    self.refresh_host().await?;
-                }
-                Action::Apply { soft_reboot } => {
-                    // The one disruptive step: confirm the approval against
-                    // a fresh read, not the watch's possibly stale copy.
-                    if !self.approval_still_holds(&node).await {
-                        continue;
-                    }
-                    tracing::info!(soft_reboot, image = %node.spec.desired_image, "applying the staged image");
-                    let result = self.helper.apply(proto::ApplyRequest { soft_reboot }).await;
-                    let applied = result.is_ok();
-                    self.record(
-                        Operation::Apply,
-                        &node.spec.desired_image,
-                        result.map(|_| ()),
-                    )?;
-                    if applied {
-                        // The host is going down; the next daemon reports.
-                        self.rebooting_since = Some(Instant::now());
-                        self.retry_at = Some(Instant::now() + REBOOT_GRACE);
-                        return Ok(());
-                    }
-                    self.refresh_host().await?;
-                }
+                Action::Stage { image } => self.stage(&node, &host, &decision, image).await?,
+                Action::Apply { soft_reboot } => self.apply(&node, soft_reboot).await?,
+            };
+            if next == Next::Done {
+                return Ok(());
             }
         }
         Ok(())
+    }
+
+    /// True while the host is going down after an accepted apply (nothing
+    /// to decide then). Past [`REBOOT_GRACE`] without a reboot, records the
+    /// apply as failed and returns false.
+    fn awaiting_reboot(&mut self) -> Result<bool, LoopError> {
+        let Some(since) = self.rebooting_since else {
+            return Ok(false);
+        };
+        if since.elapsed() < REBOOT_GRACE {
+            return Ok(true);
+        }
+        self.rebooting_since = None;
+        let image = self
+            .node
+            .as_ref()
+            .map(|n| n.spec.desired_image.clone())
+            .unwrap_or_default();
+        let message = format!(
+            "bootc accepted the apply {} s ago but the node has not rebooted",
+            since.elapsed().as_secs()
+        );
+        self.record(
+            Operation::Apply,
+            &image,
+            Err(CallError::failed(proto::Code::DeadlineExceeded, message)),
+        )?;
+        Ok(false)
+    }
+
+    /// Takes in the watch events already delivered, without waiting.
+    fn take_queued_events(&mut self) {
+        while let Some(Some(event)) = self.watch.next().now_or_never() {
+            match event {
+                Ok(ev) => self.on_watch_event(ev),
+                Err(e) => tracing::warn!(error = %e, "BootcNode watch error"),
+            }
+        }
+    }
+
+    /// The state machine's decision on what is known now.
+    fn decide(&self, node: &BootcNode, host: &HostView) -> Decision {
+        let decision = machine::decide(&Inputs {
+            spec: &node.spec,
+            generation: node.metadata.generation,
+            previous: node.status.as_ref(),
+            host,
+            failure: self.failure.as_ref(),
+            now_ms: self.now_ms(),
+            staged_here: self.staged_here(node),
+        });
+        self.with_auth_failure(decision)
+    }
+
+    /// Pulls `image` with the Staging report, records the outcome and reads
+    /// the host again.
+    async fn stage(
+        &mut self,
+        node: &BootcNode,
+        host: &HostView,
+        decision: &Decision,
+        image: String,
+    ) -> Result<Next, LoopError> {
+        tracing::info!(%image, "staging");
+        // The pull starts with the Staging report rather than after its
+        // round trip: it disrupts nothing, and the report is written
+        // whatever the pull's outcome.
+        let mut helper = self.helper.clone();
+        let request = proto::StageRequest {
+            image: image.clone(),
+        };
+        let (written, result) = tokio::join!(
+            self.write_status(node, host, decision),
+            helper.stage(request)
+        );
+        written?;
+        // The helper forgets what it staged before it stages: after a
+        // failure it has nothing to apply.
+        self.staged_by_me = result.is_ok().then(|| image.clone());
+        self.record(
+            Operation::Stage,
+            &image,
+            result.map(|r| {
+                if !r.locked {
+                    tracing::warn!(%image, "staged unlocked: this bootc has no --download-only");
+                }
+            }),
+        )?;
+        self.refresh_host().await?;
+        Ok(Next::Again)
+    }
+
+    /// The one disruptive step, confirmed against a fresh read of the
+    /// BootcNode (not the watch's possibly stale copy) first. Done once
+    /// bootc accepted it: the host is going down and the next daemon reports.
+    async fn apply(&mut self, node: &BootcNode, soft_reboot: bool) -> Result<Next, LoopError> {
+        if !self.approval_still_holds(node).await {
+            return Ok(Next::Again);
+        }
+        tracing::info!(soft_reboot, image = %node.spec.desired_image, "applying the staged image");
+        let result = self.helper.apply(proto::ApplyRequest { soft_reboot }).await;
+        let applied = result.is_ok();
+        self.record(
+            Operation::Apply,
+            &node.spec.desired_image,
+            result.map(|_| ()),
+        )?;
+        if applied {
+            self.rebooting_since = Some(Instant::now());
+            self.retry_at = Some(Instant::now() + REBOOT_GRACE);
+            return Ok(Next::Done);
+        }
+        self.refresh_host().await?;
+        Ok(Next::Again)
     }
 
     /// When bootc's status cannot be gone by (it failed, or the host is not
@@ -528,17 +586,20 @@ impl NodeLoop {
 
     /// Writes the node's pull secret to the host on start-up and on every
     /// change of the BootcNode's spec (its reference or hash, and any other
-    /// field): one GET, checked against the hash, then WriteAuth. A failure
-    /// is retried after its backoff, not on every wake-up.
+    /// field): from the content read before while the BootcNode announces
+    /// the same (reference and hash), otherwise after one GET checked
+    /// against the hash. A failure is retried after its backoff, not on
+    /// every wake-up, and its retry reads the Secret again.
     async fn sync_pull_secret(&mut self, node: &BootcNode) -> Result<(), LoopError> {
+        let auth_failed = self
+            .failure
+            .as_ref()
+            .filter(|f| f.operation == Operation::WriteAuth);
         let Some(reference) = node.spec.pull_secret_ref.clone() else {
-            if self
-                .failure
-                .as_ref()
-                .is_some_and(|f| f.operation == Operation::WriteAuth)
-            {
+            if auth_failed.is_some() {
                 self.failure = None;
             }
+            self.pull_secret = None;
             return Ok(());
         };
         let wanted = AuthWritten {
@@ -550,64 +611,84 @@ impl NodeLoop {
         if self.auth_written.as_ref() == Some(&wanted) {
             return Ok(());
         }
-        if let Some(f) = &self.failure
-            && f.operation == Operation::WriteAuth
-            && f.retry_at_ms > self.now_ms()
-        {
+        let write_failed = auth_failed.is_some();
+        if auth_failed.is_some_and(|f| f.retry_at_ms > self.now_ms()) {
             return Ok(());
         }
         let label = format!("{}/{}", reference.namespace, reference.name);
+        let hash = node.spec.pull_secret_hash.as_deref();
+        let source = pull_secret::source(
+            self.pull_secret.as_ref().map(|c| &c.announced),
+            &reference,
+            hash,
+            write_failed,
+        );
+        let content = match (source, &self.pull_secret) {
+            (pull_secret::Source::Reuse, Some(cached)) => cached.content.clone(),
+            _ => match self.fetch_auth(&reference, hash).await {
+                Ok(content) => {
+                    self.redact = crate::bootc_errors::secret_strings(content.bytes());
+                    self.pull_secret = pull_secret::Cached::new(&reference, hash, content.clone());
+                    content
+                }
+                Err(problem) => return self.auth_unreadable(problem, wanted, &label),
+            },
+        };
         let result = self
-            .fetch_auth(&reference, node.spec.pull_secret_hash.as_deref())
-            .await;
-        // The host already holds the announced content: a Secret changed
-        // since is the controller's next announcement, not a failure.
+            .helper
+            .write_auth(proto::WriteAuthRequest {
+                docker_config_json: content.bytes().to_vec(),
+            })
+            .await
+            .map(|_| ());
+        let ok = result.is_ok();
+        self.record(Operation::WriteAuth, &label, result)?;
+        if ok {
+            tracing::info!(secret = %label, generation = ?wanted.generation, ?source, "pull secret written to the host");
+            self.auth_written = Some(wanted);
+        }
+        Ok(())
+    }
+
+    /// The Secret could not be read (or not as announced). When the host
+    /// already holds the announced content (this spec's write is only in
+    /// case something cleared `/run`), that is kept: a Secret changed since
+    /// is the controller's next announcement, and one gone or unreadable
+    /// now is the pool's problem, not this node's. Otherwise it is a failure.
+    fn auth_unreadable(
+        &mut self,
+        problem: AuthProblem,
+        wanted: AuthWritten,
+        label: &str,
+    ) -> Result<(), LoopError> {
         let holds_announced = self
             .auth_written
             .as_ref()
             .is_some_and(|w| w.reference == wanted.reference && w.hash == wanted.hash);
-        if let Ok(json) = &result {
-            self.redact = crate::bootc_errors::secret_strings(json);
-        }
-        let result = match result {
-            Ok(json) => self
-                .helper
-                .write_auth(proto::WriteAuthRequest {
-                    docker_config_json: json,
-                })
-                .await
-                .map(|_| ()),
-            Err(AuthProblem::NotAnnounced(message)) if holds_announced => {
+        match problem {
+            AuthProblem::NotAnnounced(message) if holds_announced => {
                 tracing::info!(secret = %label, %message, "keeping the host's auth file until the controller announces the new content");
                 self.auth_written = Some(wanted);
-                return Ok(());
+                Ok(())
             }
-            // The host holds the announced content already (this spec's
-            // write is only in case something cleared /run): a Secret gone
-            // or unreadable now is the pool's problem, not this node's.
-            Err(AuthProblem::Other(message)) if holds_announced => {
+            AuthProblem::Other(message) if holds_announced => {
                 tracing::warn!(secret = %label, %message, "cannot read the pull secret again; keeping the host's auth file");
                 self.auth_written = Some(wanted);
-                return Ok(());
+                Ok(())
             }
-            Err(AuthProblem::NotAnnounced(message) | AuthProblem::Other(message)) => {
-                Err(CallError::failed(proto::Code::FailedPrecondition, message))
-            }
-        };
-        let ok = result.is_ok();
-        self.record(Operation::WriteAuth, &label, result)?;
-        if ok {
-            tracing::info!(secret = %label, generation = ?wanted.generation, "pull secret written to the host");
-            self.auth_written = Some(wanted);
+            AuthProblem::NotAnnounced(message) | AuthProblem::Other(message) => self.record(
+                Operation::WriteAuth,
+                label,
+                Err(CallError::failed(proto::Code::FailedPrecondition, message)),
+            ),
         }
-        Ok(())
     }
 
     async fn fetch_auth(
         &self,
         reference: &SecretReference,
         hash: Option<&str>,
-    ) -> Result<Vec<u8>, AuthProblem> {
+    ) -> Result<PullSecretContent, AuthProblem> {
         if reference.namespace != self.config.operator_namespace {
             return Err(AuthProblem::Other(format!(
                 "pull secret {}/{} is outside the operator namespace {}; refusing to read it",
@@ -629,7 +710,7 @@ impl NodeLoop {
                 reference.namespace, reference.name
             ))
         })?;
-        let data = secret.data.unwrap_or_default();
+        let mut data = secret.data.unwrap_or_default();
         if let Some(want) = hash {
             let have = api::secret_hash::pull_secret_hash(&data);
             if have != want {
@@ -639,7 +720,7 @@ impl NodeLoop {
                 )));
             }
         }
-        data.get(".dockerconfigjson").map(|v| v.0.clone()).ok_or_else(|| {
+        data.remove(".dockerconfigjson").map(|v| PullSecretContent::new(v.0)).ok_or_else(|| {
             AuthProblem::Other(format!(
                 "Secret {}/{} has no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)",
                 reference.namespace, reference.name
@@ -663,17 +744,10 @@ impl NodeLoop {
             now_ms: 0,
             staged_here: self.staged_here(node),
         };
-        let (mut status, updates) = machine::status_for(decision, &inputs);
-        let now = Time(jiff::Timestamp::now());
-        apply_all(
-            &mut status.conditions,
-            &updates,
-            node.metadata.generation,
-            &now,
-        );
+        let status = machine::status_to_write(decision, &inputs, &Time(jiff::Timestamp::now()));
         if self.store_status(node, status).await? {
             tracing::info!(
-                phase = decision.phase.reason(),
+                phase = decision.phase.as_str(),
                 degraded = decision.degraded.is_some(),
                 message = %decision.phase_message,
                 "status written"
@@ -747,21 +821,5 @@ fn transient(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(status) => status.code >= 500 || status.code == 429 || status.code == 403,
         _ => true,
-    }
-}
-
-fn apply_all(
-    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
-    updates: &[ConditionUpdate],
-    generation: Option<i64>,
-    now: &Time,
-) {
-    for update in updates {
-        // The Idle reason is the node's phase: its time says since when.
-        if update.type_ == api::reasons::IDLE {
-            conditions::apply_phase(conditions, update, generation, now);
-        } else {
-            conditions::apply(conditions, update, generation, now);
-        }
     }
 }

@@ -49,11 +49,9 @@ impl std::str::FromStr for Layers {
     }
 }
 
-/// Every case the self-test knows.
-pub const CASES: &[&str] = &[
-    "getpid",
-    "thread",
-    "panic",
+/// The cases whose call the filter kills the daemon for (each is in
+/// [`crate::seccomp::KILLED`]): the process dies of SIGSYS.
+pub const KILLED_CASES: &[&str] = &[
     "ptrace",
     "setns",
     "unshare",
@@ -72,13 +70,25 @@ pub const CASES: &[&str] = &[
     "userfaultfd",
     "process_vm_readv",
     "open_by_handle_at",
+];
+
+/// The cases the kernel allows the dropped daemon and only the filter
+/// refuses (EPERM).
+pub const FILTERED_CASES: &[&str] = &[
     "clone_newuser",
-    "clone3",
+    "fork",
     "kill_self",
     "setresuid_same",
-    "fork",
-    "prlimit_self",
     "sendmsg",
+];
+
+/// The other cases (those with an argument are written `name:<arg>`).
+const OTHER_CASES: &[&str] = &[
+    "getpid",
+    "thread",
+    "panic",
+    "clone3",
+    "prlimit_self",
     "socket:inet",
     "socket:inet6",
     "socket:unix",
@@ -92,6 +102,15 @@ pub const CASES: &[&str] = &[
     "tokio",
     "tcp_connect:<port>",
 ];
+
+/// Every case the self-test knows.
+pub fn cases() -> impl Iterator<Item = &'static str> {
+    KILLED_CASES
+        .iter()
+        .chain(FILTERED_CASES)
+        .chain(OTHER_CASES)
+        .copied()
+}
 
 /// The address family a `socket:<name>` case names.
 fn family(name: &str) -> Option<libc::c_int> {
@@ -358,5 +377,30 @@ fn tcp_connect(port: &str) -> ExitCode {
             tracing::error!(?other, "self-test: tcp connect");
             ExitCode::from(OTHER_ERROR)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_killed_case_is_a_call_the_filter_kills() {
+        for case in KILLED_CASES {
+            let name = format!("SYS_{case}");
+            assert!(
+                crate::seccomp::KILLED.iter().any(|k| k.name == name),
+                "{case} is not in seccomp::KILLED"
+            );
+        }
+    }
+
+    #[test]
+    fn cases_are_listed_once() {
+        let all: Vec<&str> = cases().collect();
+        let mut unique = all.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), all.len(), "{all:?}");
     }
 }

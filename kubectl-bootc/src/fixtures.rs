@@ -16,13 +16,8 @@ pub const V1: &str = "sha256:111111111111111111111111111111111111111111111111111
 pub const V2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
 const REPO: &str = "r.example/acme/os";
 
-#[derive(Clone, Copy)]
-pub enum Phase {
-    Idle,
-    Staging,
-    Staged,
-    Rebooting,
-}
+/// The daemon's phase, short for the tables.
+pub use api::DaemonPhase as Phase;
 
 pub fn at(seconds: i64) -> jiff::Timestamp {
     jiff::Timestamp::from_second(1_795_449_600 + seconds).unwrap()
@@ -151,13 +146,13 @@ pub fn bn(name: &str, booted: &str, phase: Phase) -> BootcNode {
         }),
         ..BootcNodeStatus::default()
     };
-    let (idle, reason) = match phase {
-        Phase::Idle => (true, reasons::REASON_IDLE),
-        Phase::Staging => (false, reasons::STAGING),
-        Phase::Staged => (false, reasons::STAGED),
-        Phase::Rebooting => (false, reasons::REBOOTING),
-    };
-    condition(&mut status.conditions, reasons::IDLE, idle, reason, "");
+    condition(
+        &mut status.conditions,
+        reasons::IDLE,
+        phase.is_idle(),
+        phase.as_str(),
+        "",
+    );
     set_degraded(&mut status.conditions, None);
     bn.status = Some(status);
     bn

@@ -16,7 +16,7 @@ pub mod status;
 pub mod why;
 
 use api::labels::IN_REBOOT_SLOT_ANNOTATION;
-use api::{BootcNode, BootcNodePool, reasons};
+use api::{BootcNode, BootcNodePool, DaemonPhase, reasons};
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::{Resource, ResourceExt};
 
@@ -69,10 +69,20 @@ pub fn pool_of(bn: &BootcNode) -> Option<&str> {
         .map(|o| o.name.as_str())
 }
 
-/// The daemon's phase: the reason of the BootcNode's `Idle` condition.
-pub fn phase(bn: &BootcNode) -> Option<&str> {
-    let status = bn.status.as_ref()?;
-    api::conditions::reason(&status.conditions, reasons::IDLE)
+/// The daemon's phase (None: not reported yet, or one this plugin does not
+/// know: a newer daemon).
+pub fn phase(bn: &BootcNode) -> Option<DaemonPhase> {
+    bn.status.as_ref()?.phase().ok().flatten()
+}
+
+/// The daemon's phase for display: a phase this plugin does not know is
+/// shown as the daemon wrote it; `missing` when none is reported.
+pub fn phase_label(bn: &BootcNode, missing: &str) -> String {
+    match bn.status.as_ref().map(api::BootcNodeStatus::phase) {
+        Some(Ok(Some(phase))) => phase.to_string(),
+        Some(Err(api::UnknownPhase(reason))) => reason,
+        Some(Ok(None)) | None => missing.to_owned(),
+    }
 }
 
 /// Since when the BootcNode is in its phase.
@@ -160,3 +170,31 @@ pub fn retry_refusal(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Optio
 
 #[cfg(test)]
 pub(crate) mod fixtures;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fixtures::{Phase, V1, bn};
+
+    #[test]
+    fn a_phase_this_plugin_does_not_know_is_shown_as_written() {
+        let known = bn("n1", V1, Phase::Staged);
+        assert_eq!(phase(&known), Some(DaemonPhase::Staged));
+        assert_eq!(phase_label(&known, "?"), reasons::STAGED);
+
+        let mut newer = known.clone();
+        if let Some(s) = newer.status.as_mut() {
+            for c in &mut s.conditions {
+                if c.type_ == reasons::IDLE {
+                    c.reason = "Verifying".to_owned();
+                }
+            }
+        }
+        assert_eq!(phase(&newer), None);
+        assert_eq!(phase_label(&newer, "?"), "Verifying");
+
+        let mut silent = known;
+        silent.status = None;
+        assert_eq!(phase_label(&silent, "?"), "?");
+    }
+}

@@ -7,7 +7,7 @@ use api::{BootcNodePool, reasons};
 use kube::ResourceExt;
 
 use crate::{
-    Snapshot, age, in_slot, not_ready_since, phase, phase_since, pool_condition,
+    Snapshot, age, in_slot, not_ready_since, phase_label, phase_since, pool_condition,
     pool_condition_any, why,
 };
 
@@ -108,7 +108,7 @@ fn node_table(snap: &Snapshot, pool: &str, now: jiff::Timestamp) -> String {
             .unwrap_or_default();
         rows.push([
             name.clone(),
-            phase(bn).unwrap_or("").to_owned(),
+            phase_label(bn, ""),
             phase_since(bn).map_or(String::new(), |t| age(t, now)),
             if in_slot(bn) { "yes" } else { "" }.to_owned(),
             bn.spec.desired_image_state.as_str().to_owned(),

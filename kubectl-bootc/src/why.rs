@@ -3,13 +3,13 @@
 //! in its WHY column); the lines after it are the evidence.
 
 use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
-use api::{BootcNode, BootcNodePool, event_reasons, reasons};
+use api::{BootcNode, BootcNodePool, DaemonPhase, event_reasons, reasons};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 
 use crate::{
-    Snapshot, age, approved, cordoned, degraded, in_slot, not_ready_since, phase, phase_since,
-    pool_condition, pool_condition_any, pool_of, runs_target,
+    Snapshot, age, approved, cordoned, degraded, in_slot, not_ready_since, phase, phase_label,
+    phase_since, pool_condition, pool_condition_any, pool_of, runs_target,
 };
 
 /// Why node `name` is (or is not) updating, at `now`.
@@ -154,7 +154,7 @@ fn not_told(snap: &Snapshot, pool: &BootcNodePool, bn: &BootcNode) -> String {
     let rollout = &pool.spec.rollout;
     let staging: Vec<String> = snap
         .members(&pool.name_any())
-        .filter(|m| matches!(phase(m), Some(reasons::STAGING)))
+        .filter(|m| phase(m) == Some(DaemonPhase::Staging))
         .map(|m| m.name_any())
         .collect();
     let mut bounds = Vec::new();
@@ -211,12 +211,12 @@ fn in_a_slot(
                 "rebooting: approved to boot, the Node NotReady{}",
                 t.map_or(String::new(), |t| format!(" for {}", age(t, now)))
             ),
-            (None, Some(reasons::REBOOTING)) => {
+            (None, Some(DaemonPhase::Rebooting)) => {
                 format!("rebooting: its daemon applies the target{since}")
             }
-            (None, p) => format!(
+            (None, _) => format!(
                 "approved to boot, waiting for its daemon to apply (phase {}{since})",
-                p.unwrap_or("unknown")
+                phase_label(bn, "unknown")
             ),
         });
     } else if pool.spec.rollout.paused {
@@ -224,7 +224,7 @@ fn in_a_slot(
             "held by the pause: in a reboot slot (cordoned), not approved to boot until `kubectl bootc resume {}`",
             pool.name_any()
         ));
-    } else if matches!(phase(bn), Some(reasons::STAGING)) {
+    } else if phase(bn) == Some(DaemonPhase::Staging) {
         out.push(format!("in a reboot slot, still staging the target{since}"));
     } else {
         out.push("in a reboot slot: cordoned and draining (pods are evicted)".to_owned());
@@ -265,13 +265,13 @@ fn waiting(
     let since = phase_since(bn).map_or(String::new(), |t| format!(" for {}", age(t, now)));
     let pool_name = pool.name_any();
     match phase(bn) {
-        Some(reasons::STAGING) => {
+        Some(DaemonPhase::Staging) => {
             out.push(format!("staging: downloading the target{since}"));
             return;
         }
-        Some(reasons::STAGED) => {}
-        other => {
-            out.push(format!("phase {}{since}", other.unwrap_or("unknown")));
+        Some(DaemonPhase::Staged) => {}
+        _ => {
+            out.push(format!("phase {}{since}", phase_label(bn, "unknown")));
             return;
         }
     }
@@ -305,7 +305,7 @@ pub fn slot_holders(snap: &Snapshot, pool: &BootcNodePool) -> String {
     let mut holders: Vec<String> = snap
         .members(&pool_name)
         .filter(|m| in_slot(m))
-        .map(|m| format!("{} ({})", m.name_any(), phase(m).unwrap_or("unknown")))
+        .map(|m| format!("{} ({})", m.name_any(), phase_label(m, "unknown")))
         .collect();
     for node in &snap.nodes {
         let name = node.name_any();

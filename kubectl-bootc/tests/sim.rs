@@ -67,8 +67,8 @@ fn pool_reason(p: &BootcNodePool, type_: &str) -> Option<String> {
     api::conditions::reason(&s.conditions, type_).map(str::to_owned)
 }
 
-fn phase(bn: &BootcNode) -> Option<&str> {
-    api::conditions::reason(&bn.status.as_ref()?.conditions, reasons::IDLE)
+fn phase(bn: &BootcNode) -> Option<api::DaemonPhase> {
+    bn.status.as_ref()?.phase().ok().flatten()
 }
 
 /// The first Node to go NotReady (a reboot), from a watch.
@@ -142,7 +142,10 @@ async fn pause_why_retry_resume_and_history_through_the_plugin() {
     assert!(ok(&sim, &["pause", POOL]).contains("paused"));
     sim.push_version("2.0").await.unwrap();
     for name in &names {
-        wait_bn(&sim, name, "staged", |b| phase(b) == Some(reasons::STAGED)).await;
+        wait_bn(&sim, name, "staged", |b| {
+            phase(b) == Some(api::DaemonPhase::Staged)
+        })
+        .await;
     }
     wait_pool(&sim, "paused", |p| {
         p.spec.rollout.paused

@@ -480,6 +480,16 @@ impl ControlPlane {
         format!("http://127.0.0.1:{}", self.etcd_port)
     }
 
+    /// The API server's pid, while it runs (for its CPU time in /proc).
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        self.apiserver.as_ref().map(Child::id)
+    }
+
+    /// etcd's pid (for its CPU time in /proc).
+    pub fn etcd_pid(&self) -> u32 {
+        self.etcd.id()
+    }
+
     /// The audit log (present when started with `Options { audit: true }`).
     pub fn audit_log(&self) -> PathBuf {
         self.dir.path().join("audit.log")

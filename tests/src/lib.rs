@@ -3,6 +3,7 @@
 
 pub mod binaries;
 pub mod control_plane;
+pub mod daemon_loop;
 pub mod daemon_player;
 pub mod daemon_proc;
 pub mod display;
@@ -22,6 +23,7 @@ pub mod pki;
 pub mod recorder;
 pub mod registry;
 pub mod sim;
+pub mod write_probe;
 
 pub use control_plane::{ControlPlane, Identity};
 

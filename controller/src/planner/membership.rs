@@ -194,25 +194,30 @@ pub fn selects(pool: &BootcNodePool, node: &Node) -> bool {
 
 /// Is `bn` owned by `pool` (owner reference by uid, or by name without one)?
 pub fn owned_by(bn: &BootcNode, pool: &BootcNodePool) -> bool {
-    owner_pool(bn).is_some_and(|(name, uid)| match (&pool.metadata.uid, uid) {
-        (Some(p), Some(u)) => *p == u,
-        _ => name == pool.name_any(),
+    // Compared in place, without copies: every plan asks it of every node.
+    owner_reference_of(bn).is_some_and(|o| match (&pool.metadata.uid, o.uid.as_str()) {
+        (Some(p), u) if !u.is_empty() => p == u,
+        _ => pool.metadata.name.as_deref() == Some(o.name.as_str()),
     })
 }
 
-/// The name and uid of the pool that owns `bn`, if any.
-pub fn owner_pool(bn: &BootcNode) -> Option<(String, Option<String>)> {
+/// The owner reference naming a pool, if any.
+fn owner_reference_of(bn: &BootcNode) -> Option<&OwnerReference> {
     bn.metadata
         .owner_references
         .as_ref()?
         .iter()
         .find(|o| o.kind == "BootcNodePool")
-        .map(|o| {
-            (
-                o.name.clone(),
-                Some(o.uid.clone()).filter(|u| !u.is_empty()),
-            )
-        })
+}
+
+/// The name and uid of the pool that owns `bn`, if any.
+pub fn owner_pool(bn: &BootcNode) -> Option<(String, Option<String>)> {
+    owner_reference_of(bn).map(|o| {
+        (
+            o.name.clone(),
+            Some(o.uid.clone()).filter(|u| !u.is_empty()),
+        )
+    })
 }
 
 /// The owner reference a member's BootcNode carries.

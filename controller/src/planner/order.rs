@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use super::owned::Owned;
+use super::owned;
 use super::verdict::Rollout;
 use super::view::View;
 use super::{DrainPhase, Write};
@@ -95,11 +95,14 @@ fn disrupts(w: &Write) -> bool {
 /// releases first; then running drains of nodes that hold no slot stop.
 pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout) -> Writes {
     let mut flat = leavers.to_vec();
-    let releasing = |name: &str, in_slot: bool| {
-        !in_slot && view.bn(name).is_some_and(|bn| Owned::of(bn).in_slot)
-    };
-    let mut members: Vec<_> = rollout.verdicts.iter().collect();
-    members.sort_by_key(|(name, v)| !releasing(name, v.owned.in_slot));
+    let releasing =
+        |name: &str, in_slot: bool| !in_slot && view.bn(name).is_some_and(owned::in_slot);
+    // Releases first, the rest in name order (a stable partition).
+    let (mut members, rest): (Vec<_>, Vec<_>) = rollout
+        .verdicts
+        .iter()
+        .partition(|(name, v)| releasing(name, v.owned.in_slot));
+    members.extend(rest);
     for (name, v) in members {
         flat.extend(v.pre.iter().cloned());
         flat.extend(v.owned.apply_if_changed(name, view.bn(name), view.pool));

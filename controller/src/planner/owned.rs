@@ -18,14 +18,28 @@ pub(crate) struct Owned {
     pub was_cordoned: Option<String>,
 }
 
+/// Does `bn` record a reboot slot?
+pub fn in_slot(bn: &BootcNode) -> bool {
+    bn.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION)
+}
+
 impl Owned {
     pub fn of(bn: &BootcNode) -> Self {
         let ann = bn.annotations();
         Owned {
             spec: bn.spec.clone(),
-            in_slot: ann.contains_key(IN_REBOOT_SLOT_ANNOTATION),
+            in_slot: in_slot(bn),
             was_cordoned: ann.get(WAS_CORDONED_ANNOTATION).cloned(),
         }
+    }
+
+    /// Does `bn` carry exactly these fields? (Compared in place: a plan
+    /// asks this of every member.)
+    pub fn is_on(&self, bn: &BootcNode) -> bool {
+        let ann = bn.annotations();
+        bn.spec == self.spec
+            && ann.contains_key(IN_REBOOT_SLOT_ANNOTATION) == self.in_slot
+            && ann.get(WAS_CORDONED_ANNOTATION) == self.was_cordoned.as_ref()
     }
 
     pub fn approved(&self) -> bool {
@@ -57,7 +71,7 @@ impl Owned {
         pool: &BootcNodePool,
     ) -> Option<Write> {
         let changed = bn.is_none_or(|bn| {
-            Owned::of(bn) != *self
+            !self.is_on(bn)
                 || !bn
                     .meta()
                     .owner_references

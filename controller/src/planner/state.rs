@@ -1,9 +1,9 @@
 //! Where a member is in its update cycle, as the controller sees it from its
 //! BootcNode (the effective-state table) and its Node.
 
-use api::BootcNode;
 use api::conditions;
 use api::reasons;
+use api::{BootcNode, DaemonPhase};
 use k8s_openapi::api::core::v1::Node;
 
 use super::Target;
@@ -64,25 +64,22 @@ pub fn classify(bn: &BootcNode, target: &Target) -> NodeState {
     let Some(status) = bn.status.as_ref() else {
         return NodeState::Pending;
     };
-    let idle = conditions::find(&status.conditions, reasons::IDLE);
-    match idle {
-        Some(c) if c.status == "False" => match c.reason.as_str() {
-            reasons::STAGING => NodeState::Staging,
-            reasons::STAGED => {
-                let staged_matches = status.staged.as_ref().is_none_or(|s| {
-                    s.image.as_deref() == Some(target.image.as_str())
-                        || s.image_digest.as_deref() == Some(target.digest.as_str())
-                });
-                if staged_matches {
-                    NodeState::Staged
-                } else {
-                    NodeState::Staging
-                }
+    // An unknown phase (a newer daemon) counts as none: wait for it.
+    match status.phase().ok().flatten() {
+        Some(DaemonPhase::Staging) => NodeState::Staging,
+        Some(DaemonPhase::Staged) => {
+            let staged_matches = status.staged.as_ref().is_none_or(|s| {
+                s.image.as_deref() == Some(target.image.as_str())
+                    || s.image_digest.as_deref() == Some(target.digest.as_str())
+            });
+            if staged_matches {
+                NodeState::Staged
+            } else {
+                NodeState::Staging
             }
-            reasons::REBOOTING => NodeState::Rebooting,
-            _ => NodeState::Pending,
-        },
-        _ => NodeState::Pending,
+        }
+        Some(DaemonPhase::Rebooting) => NodeState::Rebooting,
+        Some(DaemonPhase::Idle) | None => NodeState::Pending,
     }
 }
 
