@@ -48,6 +48,14 @@ pub const DAEMON_MANAGER: &str = "bootc-daemon";
 pub const CONTROLLER_APP_NAME: &str = "bootc-controller";
 /// The label key [`CONTROLLER_APP_NAME`] is the value of.
 pub const APP_NAME_LABEL: &str = "app.kubernetes.io/name";
+/// On a Node: its CPU architecture (set by the kubelet). A pool's target
+/// must have an image for each of its members' architectures.
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";
+/// On a Node: its host name (set by the kubelet).
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// On a Pod: the kubelet runs it from a static manifest (a mirror pod). A
+/// drain cannot evict such pods and leaves them alone.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// Where Events about pools (cluster-scoped objects) live: the API server
 /// keeps an Event about a cluster-scoped object in `default`, and that is
 /// where `kubectl describe bnp` finds them.

@@ -265,6 +265,16 @@ pub enum DesiredImageState {
     Booted,
 }
 
+impl DesiredImageState {
+    /// The value on the wire (and in `kubectl get bn`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DesiredImageState::Staged => "Staged",
+            DesiredImageState::Booted => "Booted",
+        }
+    }
+}
+
 /// Written by the daemon from `bootc status`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -355,6 +365,21 @@ pub mod reasons {
     /// the registry's 401 that it causes).
     pub const PULL_SECRET_NOT_FOUND: &str = "PullSecretNotFound";
     pub const HEALTHY: &str = "Healthy";
+    /// A drain did not finish within `drainTimeoutSeconds` (also the
+    /// controller's `drain_failed` metric reason).
+    pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
+
+    // Pool Degraded reasons of the target's resolution (the registry's
+    // answer for the pool's image).
+    /// The tag has no digest yet (not resolved, or the resolution returned
+    /// none).
+    pub const TAG_NOT_RESOLVED: &str = "TagNotResolved";
+    /// The image has no manifest for one of the members' architectures.
+    pub const UNSUPPORTED_ARCHITECTURE: &str = "UnsupportedArchitecture";
+    /// The registry's manifest could not be read.
+    pub const INVALID_MANIFEST: &str = "InvalidManifest";
+    /// Any other registry failure.
+    pub const REGISTRY_ERROR: &str = "RegistryError";
 
     // BootcNode Idle reasons: the wire strings of `crate::DaemonPhase`
     // (read and match the enum, not these).
@@ -458,6 +483,13 @@ mod tests {
         let slot = columns.iter().find(|c| c["name"] == "Slot").unwrap();
         let escaped = crate::labels::IN_REBOOT_SLOT_ANNOTATION.replace('.', "\\.");
         assert_eq!(slot["jsonPath"], format!(".metadata.annotations.{escaped}"));
+    }
+
+    #[test]
+    fn desired_image_state_names_its_wire_value() {
+        for state in [DesiredImageState::Staged, DesiredImageState::Booted] {
+            assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+        }
     }
 
     #[test]

@@ -226,7 +226,7 @@ pub(crate) mod tests {
             }),
             status: Some(NodeStatus {
                 conditions: Some(vec![NodeCondition {
-                    type_: "Ready".into(),
+                    type_: api::node_health::NODE_READY.into(),
                     status: if ready { "True" } else { "False" }.into(),
                     ..NodeCondition::default()
                 }]),

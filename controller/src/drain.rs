@@ -50,7 +50,7 @@ async fn evict(client: &kube::Client, namespace: &str, name: &str) -> Result<(),
 pub fn is_skipped(pod: &Pod, operator_namespace: &str) -> bool {
     let mirror = pod
         .annotations()
-        .contains_key("kubernetes.io/config.mirror");
+        .contains_key(api::labels::MIRROR_POD_ANNOTATION);
     let daemonset = pod
         .owner_references()
         .iter()
@@ -293,7 +293,7 @@ impl Drains {
                 tracing::info!(node, pool = %pool_name, "drain finished");
             }
             Err(message) => {
-                crate::metrics::global().drain_failed(crate::planner::DRAIN_TIMED_OUT);
+                crate::metrics::global().drain_failed(api::reasons::DRAIN_TIMED_OUT);
                 tracing::warn!(node, pool = %pool_name, %message, "drain failed");
                 self.events
                     .publish(
@@ -378,7 +378,7 @@ mod tests {
     fn daemonset_and_mirror_pods_are_skipped() {
         let plain = pod(serde_json::json!({"metadata": {"name": "a"}}));
         let mirror = pod(serde_json::json!({"metadata": {"name": "m",
-            "annotations": {"kubernetes.io/config.mirror": "x"}}}));
+            "annotations": {api::labels::MIRROR_POD_ANNOTATION: "x"}}}));
         let ds = pod(
             serde_json::json!({"metadata": {"name": "d", "ownerReferences": [
             {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true}]}}),
@@ -391,7 +391,7 @@ mod tests {
         let controller = |namespace: &str| {
             pod(
                 serde_json::json!({"metadata": {"name": "c", "namespace": namespace,
-                "labels": {"app.kubernetes.io/name": "bootc-controller"}}}),
+                "labels": {api::labels::APP_NAME_LABEL: api::labels::CONTROLLER_APP_NAME}}}),
             )
         };
         assert!(!is_skipped(&plain, ns));

@@ -93,15 +93,15 @@ mod tests {
         let [ready, _, stalled] = kstatus_conditions(&up, &deg);
         assert_eq!(
             (ready.reason.as_str(), ready.message.as_str()),
-            ("RolloutHalted", "x, y")
+            (reasons::ROLLOUT_HALTED, "x, y")
         );
-        assert_eq!(stalled.reason, "RolloutHalted");
+        assert_eq!(stalled.reason, reasons::ROLLOUT_HALTED);
         let ok = ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "no issues");
         let [ready, reconciling, _] = kstatus_conditions(&up, &ok);
         assert_eq!(
             (ready.reason.as_str(), ready.message.as_str()),
-            ("Paused", "3/5")
+            (reasons::PAUSED, "3/5")
         );
-        assert_eq!(reconciling.reason, "Paused");
+        assert_eq!(reconciling.reason, reasons::PAUSED);
     }
 }

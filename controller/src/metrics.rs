@@ -194,7 +194,18 @@ impl Metrics {
         m.register()
     }
 
+    /// Registers every metric, in the order `render` writes them.
     fn register(mut self) -> Self {
+        self.register_pools();
+        self.register_rollouts();
+        self.register_registry();
+        self.register_drains();
+        self.register_controller();
+        self
+    }
+
+    /// The per-pool gauges of `observe_plan`.
+    fn register_pools(&mut self) {
         let r = &mut self.registry;
         r.register(
             "pool_nodes",
@@ -236,6 +247,11 @@ impl Metrics {
             "1 for the reason of a pool's Degraded=True condition",
             self.pool_degraded.clone(),
         );
+    }
+
+    /// Rollouts and the time nodes spend in them.
+    fn register_rollouts(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "rollouts_started",
             "Rollouts started (RolloutStarted events)",
@@ -256,6 +272,11 @@ impl Metrics {
             "Time from RolloutStarted to RolloutComplete",
             self.rollout_duration.clone(),
         );
+    }
+
+    /// Tag resolution against the registry.
+    fn register_registry(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "tag_resolution_duration_seconds",
             "Registry round trips resolving a tag",
@@ -271,6 +292,11 @@ impl Metrics {
             "Tag resolutions that failed, by the pool's Degraded reason",
             self.registry_failures.clone(),
         );
+    }
+
+    /// Drains and their evictions.
+    fn register_drains(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "drain_failures",
             "Drains that gave up, by reason",
@@ -281,6 +307,11 @@ impl Metrics {
             "Pods whose eviction was refused during a drain, by reason",
             self.evictions_refused.clone(),
         );
+    }
+
+    /// The controller itself: reconciles, API requests, leadership.
+    fn register_controller(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "reconcile_duration_seconds",
             "Time to reconcile one pool",
@@ -301,7 +332,6 @@ impl Metrics {
             "1 while this replica holds the lease (or runs without leader election)",
             self.leader.clone(),
         );
-        self
     }
 
     /// The OpenMetrics text of every metric. The time in phase is taken
@@ -878,7 +908,7 @@ mod tests {
                 &["b"],
             )
         };
-        m.observe_plan("web", &s, &[], Some("RolloutHalted"));
+        m.observe_plan("web", &s, &[], Some(api::reasons::ROLLOUT_HALTED));
         let text = m.render();
         for line in [
             "bootc_pool_nodes{pool=\"web\",phase=\"UpToDate\"} 1",

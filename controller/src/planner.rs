@@ -59,7 +59,7 @@ pub(crate) use memo::Memo;
 pub use order::Writes;
 pub use state::{NodeState, classify, runs_target};
 pub use status::{COUNTS_MIN_INTERVAL, target_summary};
-pub use verdict::{DRAIN_RETRY, DRAIN_TIMED_OUT};
+pub use verdict::DRAIN_RETRY;
 
 /// The image the pool's nodes should run, from the `resolve_target` step.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -58,13 +58,13 @@ impl RegistryError {
     /// The pool condition reason for this error.
     pub fn reason(&self) -> &'static str {
         match self {
-            RegistryError::Unauthorized { .. } => "RegistryUnauthorized",
-            RegistryError::NotFound { .. } => "ImageNotFound",
-            RegistryError::Unreachable { .. } => "RegistryUnreachable",
-            RegistryError::UnsupportedArchitecture { .. } => "UnsupportedArchitecture",
-            RegistryError::InvalidManifest { .. } => "InvalidManifest",
+            RegistryError::Unauthorized { .. } => api::reasons::REGISTRY_UNAUTHORIZED,
+            RegistryError::NotFound { .. } => api::reasons::IMAGE_NOT_FOUND,
+            RegistryError::Unreachable { .. } => api::reasons::REGISTRY_UNREACHABLE,
+            RegistryError::UnsupportedArchitecture { .. } => api::reasons::UNSUPPORTED_ARCHITECTURE,
+            RegistryError::InvalidManifest { .. } => api::reasons::INVALID_MANIFEST,
             RegistryError::InvalidPullSecret { .. } => api::reasons::INVALID_PULL_SECRET,
-            RegistryError::Other { .. } => "RegistryError",
+            RegistryError::Other { .. } => api::reasons::REGISTRY_ERROR,
         }
     }
 }
@@ -555,7 +555,7 @@ mod tests {
         ];
         for (input, want) in cases {
             let err = credentials_for(input, "r.io", "ns/pull").unwrap_err();
-            assert_eq!(err.reason(), "InvalidPullSecret");
+            assert_eq!(err.reason(), api::reasons::INVALID_PULL_SECRET);
             let text = err.to_string();
             assert!(text.contains(want) && text.contains("ns/pull"), "{text}");
         }
@@ -600,7 +600,7 @@ mod tests {
             OCI_MANIFEST
         );
         let err = parse_manifest(b"{}", "quay.io/a:b").unwrap_err();
-        assert_eq!(err.reason(), "InvalidManifest");
+        assert_eq!(err.reason(), api::reasons::INVALID_MANIFEST);
         assert!(err.to_string().contains("quay.io/a:b"));
     }
 
@@ -632,7 +632,7 @@ mod tests {
             "q.io/os:1",
         )
         .unwrap_err();
-        assert_eq!(err.reason(), "UnsupportedArchitecture");
+        assert_eq!(err.reason(), api::reasons::UNSUPPORTED_ARCHITECTURE);
         let text = err.to_string();
         assert!(
             text.contains("arm64") && text.contains("q.io/os:1"),

@@ -104,7 +104,7 @@ impl RegistryResolver {
                     (None, Some(digest), Some(image)) => Ok(Target { digest, image }),
                     (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
                     _ => Err(TargetProblem {
-                        reason: "TagNotResolved",
+                        reason: api::reasons::TAG_NOT_RESOLVED,
                         message: "resolution returned no digest".into(),
                     }),
                 };
@@ -137,7 +137,7 @@ impl RegistryResolver {
                 image: image.clone(),
             }),
             _ => Err(TargetProblem {
-                reason: "TagNotResolved",
+                reason: api::reasons::TAG_NOT_RESOLVED,
                 message: format!("{} has not been resolved yet", pool.spec.image.reference),
             }),
         }

@@ -142,7 +142,7 @@ mod tests {
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
         api::conditions::apply(
             &mut status.conditions,
-            &ConditionUpdate::new(api::reasons::DEGRADED, degraded, "Error", "m"),
+            &ConditionUpdate::new(api::reasons::DEGRADED, degraded, api::reasons::ERROR, "m"),
             None,
             &now,
         );
@@ -188,7 +188,7 @@ mod tests {
             patch_body(&request),
             json!({
                 "metadata": {"annotations": {RETRY_ANNOTATION: null}, "resourceVersion": "7"},
-                "spec": {"desiredImageState": "Staged"},
+                "spec": {"desiredImageState": api::DesiredImageState::Staged},
             })
         );
         let only_consumed = Request {

@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -33,6 +33,8 @@ use crate::planner::{self, PlanInput};
 use crate::selection::Selection;
 use crate::synced::{Cache, Synced};
 use crate::target::{DigestOnly, Resolve};
+
+mod watches;
 
 /// How the controller runs.
 #[derive(Clone)]
@@ -684,95 +686,19 @@ async fn run_controller(
     ready: Arc<AtomicBool>,
     liveness: Arc<Liveness>,
 ) -> Result<(), Error> {
-    let pools_api: Api<BootcNodePool> = Api::all(client.clone());
-    let bn_api: Api<BootcNode> = Api::all(client.clone());
-    let node_api: Api<Node> = Api::all(client.clone());
-    let secret_api: Api<Secret> = Api::namespaced(client.clone(), &options.namespace);
-
     let events = EventSink::new(client.clone(), &options.instance);
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
     let drains = Drains::new(drain_client, &options.namespace, events.clone(), trigger_tx);
     let actuator = Actuator::new(client.clone(), drains.clone(), events);
 
-    let (bn_store, bn_writer) = reflector::store::<BootcNode>();
-    let (node_store, node_writer) = reflector::store::<Node>();
-    let (secret_store, secret_writer) = reflector::store::<Secret>();
     let synced = Synced::new();
+    let (bn_store, bn_stream) = watches::bootc_nodes(&client, &synced);
+    let (node_store, node_stream) = watches::nodes(&client, &synced);
+    let (secret_store, secret_stream) = watches::secrets(&client, &options.namespace, &synced);
+    let (pool_store, pool_trigger) = watches::pools(&client, &synced);
+    let pool_stream = watches::pool_changes(&client);
+    let drain_done = watches::drain_done(trigger_rx);
 
-    let bn_stream = log_errors(
-        synced
-            .track(
-                Cache::BootcNodes,
-                reflector::reflector(
-                    bn_writer,
-                    watcher(bn_api, watcher::Config::default())
-                        .backoff(api::watch::backoff())
-                        .modify(|bn| bn.managed_fields_mut().clear()),
-                ),
-            )
-            .touched_objects(),
-        "bootcnodes",
-    );
-    let node_stream = log_errors(
-        changed_only(
-            synced.track(
-                Cache::Nodes,
-                reflector::reflector(
-                    node_writer,
-                    watcher(node_api, watcher::Config::default())
-                        .backoff(api::watch::backoff())
-                        .modify(strip_node),
-                ),
-            ),
-            node_fingerprint,
-        ),
-        "nodes",
-    );
-    let secret_stream = log_errors(
-        changed_only(
-            synced.track(
-                Cache::Secrets,
-                reflector::reflector(
-                    secret_writer,
-                    watcher(secret_api, watcher::Config::default())
-                        .backoff(api::watch::backoff())
-                        .modify(strip_secret),
-                ),
-            ),
-            secret_fingerprint,
-        ),
-        "secrets",
-    );
-    let pool_stream = log_errors(
-        changed_only(
-            watcher(pools_api.clone(), watcher::Config::default()).backoff(api::watch::backoff()),
-            pool_fingerprint,
-        ),
-        "bootcnodepools",
-    );
-    let drain_done = futures::stream::unfold(trigger_rx, |mut rx| async move {
-        rx.recv().await.map(|r| (r, rx))
-    });
-
-    // The pools' own cache, with the same quick backoff as the others.
-    let (pool_store, pool_writer) = reflector::store::<BootcNodePool>();
-    let pool_trigger = log_errors(
-        synced
-            .track(
-                Cache::Pools,
-                reflector::reflector(
-                    pool_writer,
-                    watcher(pools_api, watcher::Config::default()).backoff(api::watch::backoff()),
-                ),
-            )
-            .applied_objects(),
-        "bootcnodepools (cache)",
-    );
-    // No error reaches the controller (see `log_errors`); its own backoff of
-    // the trigger streams is kept as short as the watchers' all the same.
-    let controller = Controller::for_stream(pool_trigger, pool_store.clone())
-        .trigger_backoff(api::watch::backoff());
-    let (pools_synced, shutdown_early) = (synced.clone(), shutdown.clone());
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         namespace: options.namespace.clone(),
@@ -783,7 +709,7 @@ async fn run_controller(
             bn_store.clone(),
         ),
         pools: pool_store.clone(),
-        nodes: node_store.clone(),
+        nodes: node_store,
         bootc_nodes: bn_store.clone(),
         secrets: secret_store,
         drains: drains.clone(),
@@ -798,47 +724,26 @@ async fn run_controller(
         liveness,
         synced: synced.clone(),
     });
-
-    let (p1, p2, p3) = (pool_store.clone(), pool_store.clone(), pool_store);
-    let bn_for_nodes = bn_store;
-    let stop = {
-        let (a, b) = (shutdown.clone(), lost.clone());
-        async move {
-            tokio::select! {
-                () = a.cancelled() => {}
-                () = b.cancelled() => {}
-            }
-        }
-    };
-    // Ready once every cache has listed its objects.
-    let ready_task = {
-        let flag = ctx.ready.clone();
-        tokio::spawn(async move {
-            synced.wait(&Cache::ALL).await;
-            flag.store(true, Ordering::Relaxed);
-            tracing::info!("caches synced; ready");
-        })
-    };
+    let ready_task = ready_when_synced(synced.clone(), ctx.ready.clone());
     let _daemon_secrets = ctx.daemon_secrets.keep();
     tracing::info!("controller starting");
-    let running = controller
-        .watches_stream(bn_stream, |bn: BootcNode| {
-            planner::owner_pool(&bn).map(|(name, _)| ObjectRef::new(&name))
-        })
-        .watches_stream(node_stream, move |node: Node| {
-            pools_for_node(&node, &p1, &bn_for_nodes)
+    let (p1, p2, p3) = (pool_store.clone(), pool_store.clone(), pool_store.clone());
+    // No error reaches the controller (see `log_errors`); its own backoff of
+    // the trigger streams is kept as short as the watchers' all the same.
+    let running = Controller::for_stream(pool_trigger, pool_store)
+        .trigger_backoff(api::watch::backoff())
+        .watches_stream(bn_stream, |bn: BootcNode| watches::pool_of(&bn))
+        .watches_stream(node_stream, move |n: Node| {
+            pools_for_node(&n, &p1, &bn_store)
         })
         .watches_stream(secret_stream, move |s: Secret| pools_for_secret(&s, &p2))
         // A pool appearing, changing its selector or going away can change
         // every other pool's conflicts.
-        .watches_stream(pool_stream, move |_p: BootcNodePool| {
-            p3.state()
-                .iter()
-                .map(|p| ObjectRef::from_obj(p.as_ref()))
-                .collect::<Vec<_>>()
+        .watches_stream(pool_stream, move |_: BootcNodePool| {
+            watches::every_pool(&p3)
         })
         .reconcile_on(drain_done)
-        .graceful_shutdown_on(stop)
+        .graceful_shutdown_on(either_cancelled(shutdown.clone(), lost.clone()))
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             if let Err(error) = res {
@@ -848,26 +753,47 @@ async fn run_controller(
     // A lost lease stops everything at once: a graceful shutdown would wait
     // for in-flight reconciles, which may hang on an unreachable API server
     // while a standby takes over.
-    // A shutdown before the pool cache has synced is not graceful either:
-    // kube's runner holds reconciles until that cache is ready, and the
-    // shutdown has cut the stream that would make it ready, so it would wait
-    // for ever. Nothing can be in flight yet.
-    let unsynced_shutdown = async move {
-        shutdown_early.cancelled().await;
-        if !pools_synced.all(&[Cache::Pools]) {
-            return;
-        }
-        std::future::pending::<()>().await;
-    };
     tokio::select! {
         () = running => {}
         () = lost.cancelled() => tracing::error!("lease lost: in-flight reconciles abandoned"),
-        () = unsynced_shutdown => tracing::info!("shut down before the caches synced"),
+        () = shutdown_before_sync(shutdown.clone(), synced) => {
+            tracing::info!("shut down before the caches synced");
+        }
     }
     drains.cancel_all();
     ready_task.abort();
     tracing::info!("controller stopped");
     Ok(())
+}
+
+/// Sets `ready` once every cache has listed its objects.
+fn ready_when_synced(synced: Arc<Synced>, ready: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        synced.wait(&Cache::ALL).await;
+        ready.store(true, Ordering::Relaxed);
+        tracing::info!("caches synced; ready");
+    })
+}
+
+/// Completes when either token is cancelled.
+async fn either_cancelled(a: CancellationToken, b: CancellationToken) {
+    tokio::select! {
+        () = a.cancelled() => {}
+        () = b.cancelled() => {}
+    }
+}
+
+/// Completes on a shutdown that comes before the pool cache has synced, and
+/// never otherwise. Such a shutdown is not graceful: kube's runner holds
+/// reconciles until that cache is ready, and the shutdown has cut the
+/// stream that would make it ready, so it would wait for ever. Nothing can
+/// be in flight yet.
+async fn shutdown_before_sync(shutdown: CancellationToken, synced: Arc<Synced>) {
+    shutdown.cancelled().await;
+    if !synced.all(&[Cache::Pools]) {
+        return;
+    }
+    std::future::pending::<()>().await;
 }
 
 /// Drains by pool name, for tests and diagnostics.
@@ -894,7 +820,7 @@ mod tests {
         });
         n.status = Some(NodeStatus {
             conditions: Some(vec![NodeCondition {
-                type_: "Ready".into(),
+                type_: api::node_health::NODE_READY.into(),
                 status: ready.into(),
                 last_heartbeat_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                     jiff::Timestamp::from_second(heartbeat).unwrap(),

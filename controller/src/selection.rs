@@ -44,7 +44,11 @@ impl<'a> Selection<'a> {
         for node in nodes.iter().map(AsRef::as_ref) {
             let selected = selector.as_ref().is_some_and(|s| s.matches(node.labels()));
             if selected {
-                arch_labels.push(node.labels().get("kubernetes.io/arch").map(String::as_str));
+                arch_labels.push(
+                    node.labels()
+                        .get(api::labels::ARCH_LABEL)
+                        .map(String::as_str),
+                );
             }
             if selected
                 || owned_names.contains(name(node))
@@ -114,7 +118,7 @@ mod tests {
         }))
         .unwrap();
         pool.metadata.uid = Some("uid-web".into());
-        let web = json!({"role": "web", "kubernetes.io/arch": "arm64"});
+        let web = json!({"role": "web", api::labels::ARCH_LABEL: "arm64"});
         let nodes = [
             node("selected", web.clone(), json!({})),
             node("owned-relabelled", json!({"role": "db"}), json!({})),

@@ -262,7 +262,7 @@ mod tests {
             (
                 "wrong arch",
                 Ok(resolved(D2, &["amd64"])),
-                "UnsupportedArchitecture",
+                api::reasons::UNSUPPORTED_ARCHITECTURE,
             ),
             (
                 "401",
@@ -271,7 +271,7 @@ mod tests {
                     reference: "r.io/os:prod".into(),
                     message: "401".into(),
                 }),
-                "RegistryUnauthorized",
+                api::reasons::REGISTRY_UNAUTHORIZED,
             ),
             (
                 "404",
@@ -279,7 +279,7 @@ mod tests {
                     reference: "r.io/os:prod".into(),
                     message: "404".into(),
                 }),
-                "ImageNotFound",
+                api::reasons::IMAGE_NOT_FOUND,
             ),
             (
                 "down",
@@ -287,7 +287,7 @@ mod tests {
                     registry: "r.io".into(),
                     message: "refused".into(),
                 }),
-                "RegistryUnreachable",
+                api::reasons::REGISTRY_UNREACHABLE,
             ),
         ];
         for (name, result, reason) in cases {

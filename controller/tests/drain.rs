@@ -37,7 +37,7 @@ async fn budget_for_web(admin: &kube::Client) -> Api<DynamicObject> {
 async fn wait_drain_blocked(admin: &kube::Client, ctl: &ControllerProc) {
     if tokio::time::timeout(
         std::time::Duration::from_secs(20),
-        wait_event(admin, "DrainBlocked", "apps/web"),
+        wait_event(admin, event_reasons::DRAIN_BLOCKED, "apps/web"),
     )
     .await
     .is_err()
@@ -126,14 +126,14 @@ async fn a_pod_that_never_leaves_times_the_drain_out() {
     let mut p = workers_pool(1);
     p.spec.rollout.drain_timeout_seconds = 2;
     create_pool(&env.admin, &p).await;
-    let p = wait_pool(&env.admin, "workers", "DrainTimedOut", |p| {
-        condition(p, "Degraded").is_some_and(|c| c.1 == "DrainTimedOut")
+    let p = wait_pool(&env.admin, "workers", reasons::DRAIN_TIMED_OUT, |p| {
+        condition(p, reasons::DEGRADED).is_some_and(|c| c.1 == reasons::DRAIN_TIMED_OUT)
     })
     .await;
-    let (_, _, message) = condition(&p, "Degraded").unwrap();
+    let (_, _, message) = condition(&p, reasons::DEGRADED).unwrap();
     assert!(message.contains("apps/stuck"), "{message}");
     assert!(message.contains("timed out after 2s"), "{message}");
-    wait_event(&env.admin, "DrainFailed", "apps/stuck").await;
+    wait_event(&env.admin, event_reasons::DRAIN_FAILED, "apps/stuck").await;
     // The node keeps its slot, cordoned, and is not approved.
     let bn = bootc_node(&env.admin, "n1").await.unwrap();
     assert_eq!(bn.spec.desired_image_state, api::DesiredImageState::Staged);

@@ -86,7 +86,7 @@ fn target(p: &api::BootcNodePool) -> Option<String> {
 }
 
 fn degraded_reason(p: &api::BootcNodePool) -> Option<String> {
-    condition(p, "Degraded")
+    condition(p, reasons::DEGRADED)
         .filter(|c| c.0 == "True")
         .map(|c| c.1)
 }
@@ -132,7 +132,7 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
         create_node(
             &env.admin,
             n,
-            &[("pool", "w"), ("kubernetes.io/arch", "amd64")],
+            &[("pool", "w"), (api::labels::ARCH_LABEL, "amd64")],
             false,
         )
         .await;
@@ -180,8 +180,8 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
 
     // Wrong password: the credentials condition, the target stays.
     put_secret(&env.admin, &reg.docker_config("tester", "wrong")).await;
-    let p = wait_pool(&env.admin, "workers", "RegistryUnauthorized", |p| {
-        degraded_reason(p).as_deref() == Some("RegistryUnauthorized")
+    let p = wait_pool(&env.admin, "workers", reasons::REGISTRY_UNAUTHORIZED, |p| {
+        degraded_reason(p).as_deref() == Some(reasons::REGISTRY_UNAUTHORIZED)
     })
     .await;
     assert_eq!(
@@ -190,7 +190,7 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
         "target changed on a 401"
     );
     assert!(
-        condition(&p, "Degraded")
+        condition(&p, reasons::DEGRADED)
             .unwrap()
             .2
             .contains("keeping the previous target")
@@ -210,12 +210,12 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
         json!({"spec": {"image": {"ref": format!("{}/acme/os:nope", reg.host())}}}),
     )
     .await;
-    let p = wait_pool(&env.admin, "workers", "ImageNotFound", |p| {
-        degraded_reason(p).as_deref() == Some("ImageNotFound")
+    let p = wait_pool(&env.admin, "workers", reasons::IMAGE_NOT_FOUND, |p| {
+        degraded_reason(p).as_deref() == Some(reasons::IMAGE_NOT_FOUND)
     })
     .await;
     assert_eq!(target(&p).as_deref(), Some(v2.as_str()));
-    assert!(condition(&p, "Degraded").unwrap().2.contains("nope"));
+    assert!(condition(&p, reasons::DEGRADED).unwrap().2.contains("nope"));
 
     // The registry goes away: unreachable, target kept; back: resolves.
     patch_pool(
@@ -229,8 +229,8 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
     })
     .await;
     reg.stop();
-    let p = wait_pool(&env.admin, "workers", "RegistryUnreachable", |p| {
-        degraded_reason(p).as_deref() == Some("RegistryUnreachable")
+    let p = wait_pool(&env.admin, "workers", reasons::REGISTRY_UNREACHABLE, |p| {
+        degraded_reason(p).as_deref() == Some(reasons::REGISTRY_UNREACHABLE)
     })
     .await;
     assert_eq!(target(&p).as_deref(), Some(v2.as_str()));
@@ -272,14 +272,14 @@ async fn an_image_must_cover_every_members_architecture() {
     create_node(
         &env.admin,
         "x86",
-        &[("pool", "w"), ("kubernetes.io/arch", "amd64")],
+        &[("pool", "w"), (api::labels::ARCH_LABEL, "amd64")],
         false,
     )
     .await;
     create_node(
         &env.admin,
         "arm",
-        &[("pool", "w"), ("kubernetes.io/arch", "arm64")],
+        &[("pool", "w"), (api::labels::ARCH_LABEL, "arm64")],
         false,
     )
     .await;
@@ -294,12 +294,20 @@ async fn an_image_must_cover_every_members_architecture() {
 
     // An index without arm64: refused before any node is told about it.
     create_pool(&env.admin, &tag_pool(&reg, "amd-only")).await;
-    let p = wait_pool(&env.admin, "workers", "UnsupportedArchitecture", |p| {
-        degraded_reason(p).as_deref() == Some("UnsupportedArchitecture")
-    })
+    let p = wait_pool(
+        &env.admin,
+        "workers",
+        reasons::UNSUPPORTED_ARCHITECTURE,
+        |p| degraded_reason(p).as_deref() == Some(reasons::UNSUPPORTED_ARCHITECTURE),
+    )
     .await;
     assert_eq!(target(&p), None);
-    assert!(condition(&p, "Degraded").unwrap().2.contains("arm64"));
+    assert!(
+        condition(&p, reasons::DEGRADED)
+            .unwrap()
+            .2
+            .contains("arm64")
+    );
     let bns: Vec<BootcNode> = Api::<BootcNode>::all(env.admin.clone())
         .list(&Default::default())
         .await

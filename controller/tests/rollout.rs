@@ -59,7 +59,12 @@ async fn five_nodes_roll_two_at_a_time() {
     // The pool's Events tell the rollout's story in two, and a
     // healthy node's update adds none (the write budget of the README's performance targets).
     // Published just after the status that shows the rollout complete.
-    wait_event(&env.admin, "RolloutComplete", "all 5 nodes run").await;
+    wait_event(
+        &env.admin,
+        event_reasons::ROLLOUT_COMPLETE,
+        "all 5 nodes run",
+    )
+    .await;
     let events: Api<Event> =
         Api::namespaced(env.admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
     let mut all = events.list(&ListParams::default()).await.unwrap().items;
@@ -67,7 +72,10 @@ async fn five_nodes_roll_two_at_a_time() {
     let reasons: Vec<String> = all.iter().filter_map(|e| e.reason.clone()).collect();
     assert_eq!(
         reasons,
-        ["RolloutStarted", "RolloutComplete"],
+        [
+            event_reasons::ROLLOUT_STARTED,
+            event_reasons::ROLLOUT_COMPLETE
+        ],
         "events: {:?}",
         all.iter().map(|e| &e.note).collect::<Vec<_>>()
     );
@@ -93,8 +101,8 @@ async fn five_nodes_roll_two_at_a_time() {
     let events = text.split_once("\nEvents:").map(|(_, e)| e).unwrap_or("");
     assert!(
         out.status.success()
-            && events.contains("RolloutStarted")
-            && events.contains("RolloutComplete"),
+            && events.contains(event_reasons::ROLLOUT_STARTED)
+            && events.contains(event_reasons::ROLLOUT_COMPLETE),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -343,11 +351,11 @@ async fn overlapping_pools_report_conflict_and_roll_the_rest() {
     )
     .await;
     for (pool, other) in [("alpha", "beta"), ("beta", "alpha")] {
-        let p = wait_pool(&env.admin, pool, "NodeConflict", move |p| {
-            condition(p, "Degraded").is_some_and(|c| c.1 == "NodeConflict")
+        let p = wait_pool(&env.admin, pool, reasons::NODE_CONFLICT, move |p| {
+            condition(p, reasons::DEGRADED).is_some_and(|c| c.1 == reasons::NODE_CONFLICT)
         })
         .await;
-        let (_, _, message) = condition(&p, "Degraded").unwrap();
+        let (_, _, message) = condition(&p, reasons::DEGRADED).unwrap();
         assert!(message.contains("node shared"), "{message}");
         assert!(message.contains(other), "{pool} names {other}: {message}");
     }
@@ -385,11 +393,11 @@ async fn two_failed_nodes_halt_the_rollout() {
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
     create_pool(&env.admin, &workers_pool(2)).await;
     wait_pool(&env.admin, "workers", "RolloutHalted, two degraded", |p| {
-        condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
+        condition(p, reasons::DEGRADED).is_some_and(|c| c.1 == reasons::ROLLOUT_HALTED)
             && p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
     })
     .await;
-    wait_event(&env.admin, "RolloutHalted", "unhealthy").await;
+    wait_event(&env.admin, event_reasons::ROLLOUT_HALTED, "unhealthy").await;
 
     // Room for a third slot: still none is given.
     patch_pool(
@@ -404,7 +412,10 @@ async fn two_failed_nodes_halt_the_rollout() {
             .is_some_and(|s| s.observed_generation == p.metadata.generation)
     })
     .await;
-    assert_eq!(condition(&p, "Degraded").unwrap().1, "RolloutHalted");
+    assert_eq!(
+        condition(&p, reasons::DEGRADED).unwrap().1,
+        reasons::ROLLOUT_HALTED
+    );
     let approvals = recorder.approvals().await.unwrap();
     assert_eq!(approvals.len(), 2, "no third slot: {approvals:?}");
     let slotted = futures::future::join_all(names.iter().map(|n| bootc_node(&env.admin, n)))
@@ -444,11 +455,12 @@ async fn pause_resume_rollback_and_delete() {
     p.spec.rollout.paused = true;
     create_pool(&env.admin, &p).await;
     let p = wait_pool(&env.admin, "workers", "paused with all staged", |p| {
-        condition(p, "UpToDate").is_some_and(|c| c.1 == "Paused" && c.2.contains("3 staged"))
+        condition(p, reasons::UP_TO_DATE)
+            .is_some_and(|c| c.1 == reasons::PAUSED && c.2.contains("3 staged"))
     })
     .await;
     assert_eq!(
-        condition(&p, "UpToDate").unwrap().2,
+        condition(&p, reasons::UP_TO_DATE).unwrap().2,
         "0/3 updated; 0 staging, 3 staged, 0 rebooting"
     );
     assert!(recorder.approvals().await.unwrap().is_empty());

@@ -6,7 +6,7 @@ use api::conditions::ConditionUpdate;
 use api::labels::{CORDONED_BY_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION};
 use api::{BootEntryStatus, BootcNode, BootcNodePool, BootcNodeStatus, DesiredImageState, reasons};
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -41,8 +41,29 @@ pub fn snapshot(
     }
 }
 
+/// `pool` and one member, `bn`, whose Node (of its name) is Ready and
+/// cordoned as given.
+pub fn alone_in(pool: BootcNodePool, bn: BootcNode, ready: bool, cordoned: bool) -> Snapshot {
+    let node = node(&bn.name_any(), ready, cordoned);
+    snapshot(vec![pool], vec![bn], vec![node])
+}
+
+/// [`alone_in`] the pool `workers`, not paused.
+pub fn alone(bn: BootcNode, ready: bool, cordoned: bool) -> Snapshot {
+    alone_in(pool("workers", false), bn, ready, cordoned)
+}
+
+/// Sets the `Degraded` condition afresh: True for `(reason, message)`,
+/// else False (Healthy).
+fn set_degraded(conditions: &mut Vec<Condition>, degraded: Option<(&str, &str)>) {
+    conditions.retain(|c| c.type_ != reasons::DEGRADED);
+    let (status, reason, message) =
+        degraded.map_or((false, reasons::HEALTHY, ""), |(r, m)| (true, r, m));
+    condition(conditions, reasons::DEGRADED, status, reason, message);
+}
+
 fn condition(
-    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    conditions: &mut Vec<Condition>,
     type_: &'static str,
     status: bool,
     reason: &str,
@@ -80,26 +101,13 @@ pub fn pool(name: &str, paused: bool) -> BootcNodePool {
         reasons::ROLLOUT_IN_PROGRESS,
         "1/3 updated; 1 staged, 1 rebooting; in reboot slots: n3",
     );
-    condition(
-        &mut status.conditions,
-        reasons::DEGRADED,
-        false,
-        reasons::HEALTHY,
-        "",
-    );
+    set_degraded(&mut status.conditions, None);
     p
 }
 
 fn degraded_pool(mut p: BootcNodePool, reason: &str, message: &str) -> BootcNodePool {
     let status = p.status.as_mut().unwrap();
-    status.conditions.retain(|c| c.type_ != reasons::DEGRADED);
-    condition(
-        &mut status.conditions,
-        reasons::DEGRADED,
-        true,
-        reason,
-        message,
-    );
+    set_degraded(&mut status.conditions, Some((reason, message)));
     p
 }
 
@@ -145,13 +153,7 @@ pub fn bn(name: &str, booted: &str, phase: Phase) -> BootcNode {
         phase.as_str(),
         "",
     );
-    condition(
-        &mut status.conditions,
-        reasons::DEGRADED,
-        false,
-        reasons::HEALTHY,
-        "",
-    );
+    set_degraded(&mut status.conditions, None);
     bn.status = Some(status);
     bn
 }
@@ -167,14 +169,7 @@ pub fn slotted(mut bn: BootcNode, approved: bool) -> BootcNode {
 
 pub fn degrade(mut bn: BootcNode, message: &str) -> BootcNode {
     let status = bn.status.as_mut().unwrap();
-    status.conditions.retain(|c| c.type_ != reasons::DEGRADED);
-    condition(
-        &mut status.conditions,
-        reasons::DEGRADED,
-        true,
-        reasons::ERROR,
-        message,
-    );
+    set_degraded(&mut status.conditions, Some((reasons::ERROR, message)));
     bn
 }
 
@@ -194,7 +189,7 @@ pub fn node(name: &str, ready: bool, cordoned: bool) -> Node {
         "metadata": {"name": name},
         "spec": {"unschedulable": cordoned},
         "status": {"conditions": [{
-            "type": "Ready",
+            "type": api::node_health::NODE_READY,
             "status": if ready { "True" } else { "False" },
             "lastTransitionTime": "2026-11-23T16:00:00Z",
         }]},

@@ -180,7 +180,7 @@ mod tests {
     fn a_phase_this_plugin_does_not_know_is_shown_as_written() {
         let known = bn("n1", V1, Phase::Staged);
         assert_eq!(phase(&known), Some(DaemonPhase::Staged));
-        assert_eq!(phase_label(&known, "?"), "Staged");
+        assert_eq!(phase_label(&known, "?"), reasons::STAGED);
 
         let mut newer = known.clone();
         if let Some(s) = newer.status.as_mut() {

@@ -7,7 +7,7 @@ use api::{BootcNodePool, reasons};
 use kube::ResourceExt;
 
 use crate::{
-    Snapshot, age, approved, in_slot, not_ready_since, phase_label, phase_since, pool_condition,
+    Snapshot, age, in_slot, not_ready_since, phase_label, phase_since, pool_condition,
     pool_condition_any, why,
 };
 
@@ -57,7 +57,7 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
         });
     rows.push(("Progress", progress));
     if let Some((reason, message)) = pool_condition(pool, reasons::DEGRADED) {
-        rows.push(("Degraded", format!("{reason}: {message}")));
+        rows.push((reasons::DEGRADED, format!("{reason}: {message}")));
     }
     if pool.spec.rollout.paused {
         rows.push((
@@ -111,7 +111,7 @@ fn node_table(snap: &Snapshot, pool: &str, now: jiff::Timestamp) -> String {
             phase_label(bn, ""),
             phase_since(bn).map_or(String::new(), |t| age(t, now)),
             if in_slot(bn) { "yes" } else { "" }.to_owned(),
-            if approved(bn) { "Booted" } else { "Staged" }.to_owned(),
+            bn.spec.desired_image_state.as_str().to_owned(),
             version,
             ready.to_owned(),
             why(snap, &name, now).into_iter().next().unwrap_or_default(),

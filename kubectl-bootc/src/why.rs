@@ -388,20 +388,17 @@ mod tests {
             ),
             (
                 "up to date",
-                snapshot(
-                    vec![pool("workers", false)],
-                    vec![bn("n1", V2, Phase::Idle)],
-                    vec![node("n1", true, false)],
-                ),
+                alone(bn("n1", V2, Phase::Idle), true, false),
                 "n1",
                 vec!["up to date: runs the target 2.0 (sha256:222222222222)"],
             ),
             (
                 "paused",
-                snapshot(
-                    vec![pool("workers", true)],
-                    vec![bn("n1", V1, Phase::Staged)],
-                    vec![node("n1", true, false)],
+                alone_in(
+                    pool("workers", true),
+                    bn("n1", V1, Phase::Staged),
+                    true,
+                    false,
                 ),
                 "n1",
                 vec!["the pool is paused", "kubectl bootc resume workers"],
@@ -430,54 +427,43 @@ mod tests {
         check(vec![
             (
                 "rebooting",
-                snapshot(
-                    vec![pool("workers", false)],
-                    vec![slotted(bn("n2", V1, Phase::Rebooting), true)],
-                    vec![node("n2", false, true)],
-                ),
+                alone(slotted(bn("n2", V1, Phase::Rebooting), true), false, true),
                 "n2",
                 vec!["rebooting: approved to boot, the Node NotReady for 3m"],
             ),
             (
                 "draining",
-                snapshot(
-                    vec![pool("workers", false)],
-                    vec![slotted(bn("n2", V1, Phase::Staged), false)],
-                    vec![node("n2", true, true)],
-                ),
+                alone(slotted(bn("n2", V1, Phase::Staged), false), true, true),
                 "n2",
                 vec!["in a reboot slot: cordoned and draining"],
             ),
             (
                 "degraded after a failed reboot",
-                snapshot(
-                    vec![pool("workers", false)],
-                    vec![degrade(
+                alone(
+                    degrade(
                         slotted(bn("n2", V1, Phase::Idle), true),
                         "rebooted into the wrong image",
-                    )],
-                    vec![node("n2", true, true)],
+                    ),
+                    true,
+                    true,
                 ),
                 "n2",
                 vec!["the node is Degraded (Error): rebooted into the wrong image"],
             ),
             (
                 "halted",
-                snapshot(
-                    vec![halted(pool("workers", false), "n3 and n4 are unhealthy")],
-                    vec![bn("n1", V1, Phase::Staged)],
-                    vec![node("n1", true, false)],
+                alone_in(
+                    halted(pool("workers", false), "n3 and n4 are unhealthy"),
+                    bn("n1", V1, Phase::Staged),
+                    true,
+                    false,
                 ),
                 "n1",
                 vec!["the rollout is halted: n3 and n4 are unhealthy"],
             ),
             (
                 "daemon silent",
-                snapshot(
-                    vec![pool("workers", false)],
-                    vec![behind(bn("n1", V1, Phase::Staged))],
-                    vec![node("n1", true, false)],
-                ),
+                alone(behind(bn("n1", V1, Phase::Staged)), true, false),
                 "n1",
                 vec!["its daemon has not answered its spec yet (generation 3, last status for 2)"],
             ),
@@ -499,13 +485,13 @@ mod tests {
 
     #[test]
     fn a_failed_reboot_points_at_retry() {
-        let snap = snapshot(
-            vec![pool("workers", false)],
-            vec![degrade(
+        let snap = alone(
+            degrade(
                 slotted(bn("n2", V1, Phase::Rebooting), true),
                 "rebooted into the wrong image",
-            )],
-            vec![node("n2", true, true)],
+            ),
+            true,
+            true,
         );
         let lines = why(&snap, "n2", now());
         assert_eq!(
@@ -516,11 +502,7 @@ mod tests {
             "{lines:#?}"
         );
         assert_eq!(crate::retry_refusal(&snap, "n2", now()), None);
-        let healthy = snapshot(
-            vec![pool("workers", false)],
-            vec![slotted(bn("n2", V1, Phase::Rebooting), true)],
-            vec![node("n2", false, true)],
-        );
+        let healthy = alone(slotted(bn("n2", V1, Phase::Rebooting), true), false, true);
         let refusal = crate::retry_refusal(&healthy, "n2", now()).unwrap();
         assert!(
             refusal.starts_with("n2 does not await a retry: rebooting: approved to boot"),
@@ -530,10 +512,11 @@ mod tests {
 
     #[test]
     fn the_evidence_follows_the_headline() {
-        let snap = snapshot(
-            vec![stuck(pool("workers", false), "n2")],
-            vec![slotted(bn("n2", V1, Phase::Rebooting), true)],
-            vec![node("n2", false, true)],
+        let snap = alone_in(
+            stuck(pool("workers", false), "n2"),
+            slotted(bn("n2", V1, Phase::Rebooting), true),
+            false,
+            true,
         );
         let lines = why(&snap, "n2", now());
         assert!(

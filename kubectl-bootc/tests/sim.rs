@@ -79,13 +79,7 @@ async fn first_not_ready(sim: &Sim) -> String {
     let found = tokio::time::timeout(ROLLOUT, async {
         while let Some(node) = stream.next().await {
             let node = node.unwrap();
-            let ready = node
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-                .is_some_and(|c| c.status == "True");
-            if !ready {
+            if !api::node_health::is_ready(&node) {
                 return node.metadata.name.unwrap();
             }
         }

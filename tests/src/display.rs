@@ -84,10 +84,7 @@ pub fn rows(bootc_nodes: &[BootcNode], nodes: &[Node]) -> Vec<NodeRow> {
 
 /// Is the Node's Ready condition True?
 pub fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    api::node_health::is_ready(node)
 }
 
 /// A text progress bar `[#####-----] 5/10`.

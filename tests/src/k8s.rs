@@ -3,9 +3,11 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use api::BootcNodePool;
 use futures::TryStreamExt;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 
 /// Creates the CRDs generated from the Rust types and waits until both are
@@ -23,6 +25,32 @@ pub async fn install_crds(client: &kube::Client) -> Result<()> {
             .await
             .with_context(|| format!("CRD {name} not established in 30s"))??;
     }
+    Ok(())
+}
+
+/// The pool's condition of `type_`: (status, reason, message).
+pub fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
+    let s = p.status.as_ref()?;
+    api::conditions::find(&s.conditions, type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// The kubelet's condition type for a Pod that is ready (Kubernetes' word,
+/// not the operator's vocabulary).
+const POD_READY: &str = "Ready";
+
+/// Creates `pod` and plays the kubelet's part: the pod runs and is Ready (a
+/// Pending pod ignores PodDisruptionBudgets).
+pub async fn create_running_pod(pods: &Api<Pod>, pod: &Pod) -> Result<()> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    pods.create(&PostParams::default(), pod)
+        .await
+        .with_context(|| format!("creating pod {name}"))?;
+    let running = serde_json::json!({"status": {"phase": "Running", "conditions": [
+        {"type": POD_READY, "status": "True"}]}});
+    pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(running))
+        .await
+        .with_context(|| format!("marking pod {name} running"))?;
     Ok(())
 }
 

@@ -7,6 +7,7 @@ pub mod daemon_loop;
 pub mod daemon_player;
 pub mod daemon_proc;
 pub mod display;
+pub mod e2e;
 pub mod fake_bootc;
 pub mod fake_host;
 pub mod fake_systemd;

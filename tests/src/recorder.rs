@@ -117,8 +117,9 @@ fn observe(key: &str, rv: u64, value: Option<&Value>) -> Option<Obs> {
             .and_then(|v| v.pointer("/status/conditions"))
             .and_then(Value::as_array)
             .and_then(|cs| {
-                cs.iter()
-                    .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+                cs.iter().find(|c| {
+                    c.get("type").and_then(Value::as_str) == Some(api::node_health::NODE_READY)
+                })
             })
             .map(|c| c.get("status").and_then(Value::as_str) == Some("True"));
         return Some(Obs::Node {
@@ -425,13 +426,17 @@ mod tests {
     fn reads_etcdctl_watch_json() {
         // The shape `etcdctl watch -w json` prints (etcd 3.4): keys and
         // values base64, PUT events without a type, DELETE with type 1.
-        let node = r#"{"spec":{"unschedulable":true},"status":{"conditions":[{"type":"Ready","status":"False"}]}}"#;
-        let bn = r#"{"metadata":{"annotations":{"bootc.dev/in-reboot-slot":"x"}},"spec":{"desiredImageState":"Booted"}}"#;
+        let node = serde_json::json!({"spec": {"unschedulable": true}, "status": {"conditions": [
+            {"type": api::node_health::NODE_READY, "status": "False"}]}})
+        .to_string();
+        let bn = serde_json::json!({"metadata": {"annotations": {IN_REBOOT_SLOT_ANNOTATION: "x"}},
+            "spec": {"desiredImageState": api::DesiredImageState::Booted}})
+        .to_string();
         let line = serde_json::json!({
             "Header": {"revision": 12},
             "Events": [
-                {"kv": {"key": b64("/registry/minions/n1"), "mod_revision": 10, "value": b64(node)}},
-                {"kv": {"key": b64("/registry/node.bootc.dev/bootcnodes/n1"), "mod_revision": 11, "value": b64(bn)}},
+                {"kv": {"key": b64("/registry/minions/n1"), "mod_revision": 10, "value": b64(&node)}},
+                {"kv": {"key": b64("/registry/node.bootc.dev/bootcnodes/n1"), "mod_revision": 11, "value": b64(&bn)}},
                 {"kv": {"key": b64("/registry/leases/x"), "mod_revision": 11, "value": b64("\u{0}binary")}},
                 {"type": 1, "kv": {"key": b64("/registry/node.bootc.dev/bootcnodes/n2"), "mod_revision": 12}},
             ],

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use api::labels::{ARCH_LABEL, HOSTNAME_LABEL};
 use api::{BootcNode, BootcNodePool};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Node, Secret};
@@ -379,7 +380,7 @@ impl Sim {
             std::fs::create_dir_all(&certs)?;
             std::fs::write(certs.join("ca.crt"), self.registry.ca_pem()?)?;
             let node: Node = serde_json::from_value(json!({
-                "metadata": {"name": name, "labels": {POOL_LABEL: POOL, "kubernetes.io/arch": arch, "kubernetes.io/hostname": name}},
+                "metadata": {"name": name, "labels": {POOL_LABEL: POOL, ARCH_LABEL: arch, HOSTNAME_LABEL: name}},
             }))?;
             Api::<Node>::all(self.admin.clone())
                 .create(&PostParams::default(), &node)

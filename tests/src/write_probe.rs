@@ -393,12 +393,18 @@ mod tests {
         let bn = bootc_node();
         let take = bootc_node_apply(&bn, 0);
         let release = bootc_node_apply(&bn, 1);
-        assert_eq!(take["spec"]["desiredImageState"], "Booted");
+        assert_eq!(
+            take["spec"]["desiredImageState"],
+            DesiredImageState::Booted.as_str()
+        );
         assert_eq!(
             take["metadata"]["annotations"][IN_REBOOT_SLOT_ANNOTATION],
             "true"
         );
-        assert_eq!(release["spec"]["desiredImageState"], "Staged");
+        assert_eq!(
+            release["spec"]["desiredImageState"],
+            DesiredImageState::Staged.as_str()
+        );
         assert!(release["metadata"]["annotations"][IN_REBOOT_SLOT_ANNOTATION].is_null());
         for body in [&take, &release] {
             assert_eq!(body["metadata"]["annotations"]["keep"], "me");

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use api::{BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeStatus};
+use api::{BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeStatus, reasons};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tests::{ControlPlane, k8s};
@@ -343,9 +343,9 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
     api::conditions::apply(
         &mut status.conditions,
         &api::conditions::ConditionUpdate::new(
-            "UpToDate",
+            reasons::UP_TO_DATE,
             false,
-            "Paused",
+            reasons::PAUSED,
             "1/3 updated; 2 staged",
         ),
         generation,
@@ -407,7 +407,12 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
     };
     api::conditions::apply(
         &mut bn_status.conditions,
-        &api::conditions::ConditionUpdate::new("Idle", false, "Staged", "Image staged"),
+        &api::conditions::ConditionUpdate::new(
+            reasons::IDLE,
+            false,
+            reasons::STAGED,
+            "Image staged",
+        ),
         created.metadata.generation,
         &now,
     );
@@ -464,7 +469,7 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         "full references in -o wide:\n{wide}"
     );
     assert!(
-        text.contains("Staged"),
+        text.contains(reasons::STAGED),
         "BootcNode state not shown:\n{text}"
     );
     let _ = Duration::from_secs(0);

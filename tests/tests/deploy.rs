@@ -141,7 +141,7 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
     ]));
     let ds: serde_json::Value = serde_json::from_str(&ds).unwrap();
     let pod = &ds["spec"]["template"]["spec"];
-    assert_eq!(pod["nodeSelector"]["bootc.dev/managed"], "");
+    assert_eq!(pod["nodeSelector"][api::labels::MANAGED_LABEL], "");
     assert_eq!(pod["hostPID"], true);
     assert!(
         pod["volumes"].is_null(),
@@ -192,7 +192,7 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
     let pod_spec = &dep["spec"]["template"]["spec"];
     let anti = &pod_spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         [0];
-    assert_eq!(anti["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(anti["topologyKey"], api::labels::HOSTNAME_LABEL);
     assert_eq!(
         anti["labelSelector"]["matchLabels"][api::labels::APP_NAME_LABEL],
         api::labels::CONTROLLER_APP_NAME

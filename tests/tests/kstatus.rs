@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use api::{BootcNode, BootcNodePool};
+use api::labels::MANAGED_LABEL;
+use api::node_health::NODE_READY;
+use api::{BootcNode, BootcNodePool, DesiredImageState, reasons};
 use controller::planner::{self, DrainPhase, PlanInput, Target, TargetProblem};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
@@ -36,9 +38,9 @@ fn pool(paused: bool) -> BootcNodePool {
 
 fn node(name: &str, ready: bool, cordoned: bool) -> Node {
     serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"pool": "w", "bootc.dev/managed": ""}},
+        "metadata": {"name": name, "labels": {"pool": "w", MANAGED_LABEL: ""}},
         "spec": {"unschedulable": cordoned},
-        "status": {"conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]},
+        "status": {"conditions": [{"type": NODE_READY, "status": if ready {"True"} else {"False"}}]},
     }))
     .unwrap()
 }
@@ -59,15 +61,15 @@ fn bn(name: &str, booted: &str, phase: &str, degraded: bool, slot: bool) -> Boot
             "ownerReferences": [{"apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
                                  "name": "w", "uid": "uid-w", "controller": true}],
         },
-        "spec": {"desiredImage": image(NEW), "desiredImageState": "Staged", "rebootPolicy": "RebootOnly"},
+        "spec": {"desiredImage": image(NEW), "desiredImageState": DesiredImageState::Staged, "rebootPolicy": "RebootOnly"},
         "status": {
             "booted": {"image": image(booted), "imageDigest": booted},
-            "staged": (phase == "Staged").then(|| json!({"image": image(NEW), "imageDigest": NEW})),
+            "staged": (phase == reasons::STAGED).then(|| json!({"image": image(NEW), "imageDigest": NEW})),
             "conditions": [
-                {"type": "Idle", "status": if phase == "Idle" {"True"} else {"False"}, "reason": phase,
+                {"type": reasons::IDLE, "status": if phase == reasons::REASON_IDLE {"True"} else {"False"}, "reason": phase,
                  "message": "", "lastTransitionTime": t},
-                {"type": "Degraded", "status": if degraded {"True"} else {"False"},
-                 "reason": if degraded {"Error"} else {"Healthy"}, "message": "", "lastTransitionTime": t},
+                {"type": reasons::DEGRADED, "status": if degraded {"True"} else {"False"},
+                 "reason": if degraded {reasons::ERROR} else {reasons::HEALTHY}, "message": "", "lastTransitionTime": t},
             ],
         },
     }))
@@ -123,14 +125,14 @@ fn kstatus_agrees_with_a_person_on_every_pool_state() {
         node("c", true, false),
     ];
     let staging = [
-        bn("a", OLD, "Staging", false, false),
-        bn("b", OLD, "Staged", false, false),
-        bn("c", NEW, "Idle", false, false),
+        bn("a", OLD, reasons::STAGING, false, false),
+        bn("b", OLD, reasons::STAGED, false, false),
+        bn("c", NEW, reasons::REASON_IDLE, false, false),
     ];
     let done = [
-        bn("a", NEW, "Idle", false, false),
-        bn("b", NEW, "Idle", false, false),
-        bn("c", NEW, "Idle", false, false),
+        bn("a", NEW, reasons::REASON_IDLE, false, false),
+        bn("b", NEW, reasons::REASON_IDLE, false, false),
+        bn("c", NEW, reasons::REASON_IDLE, false, false),
     ];
     let in_progress = planned(pool(false), &nodes, &staging, new_target(), &[]);
     let all_updated = planned(pool(false), &nodes, &done, new_target(), &[]);
@@ -144,9 +146,9 @@ fn kstatus_agrees_with_a_person_on_every_pool_state() {
             node("c", true, false),
         ],
         &[
-            bn("a", OLD, "Idle", true, true),
-            bn("b", OLD, "Idle", true, true),
-            bn("c", OLD, "Staged", false, false),
+            bn("a", OLD, reasons::REASON_IDLE, true, true),
+            bn("b", OLD, reasons::REASON_IDLE, true, true),
+            bn("c", OLD, reasons::STAGED, false, false),
         ],
         new_target(),
         &[],
@@ -159,9 +161,9 @@ fn kstatus_agrees_with_a_person_on_every_pool_state() {
             node("c", true, false),
         ],
         &[
-            bn("a", OLD, "Staged", false, true),
-            bn("b", OLD, "Staged", false, false),
-            bn("c", NEW, "Idle", false, false),
+            bn("a", OLD, reasons::STAGED, false, true),
+            bn("b", OLD, reasons::STAGED, false, false),
+            bn("c", NEW, reasons::REASON_IDLE, false, false),
         ],
         new_target(),
         &[("a", DrainPhase::Running)],
@@ -171,7 +173,7 @@ fn kstatus_agrees_with_a_person_on_every_pool_state() {
         &nodes,
         &[],
         Err(TargetProblem {
-            reason: "ImageNotFound",
+            reason: reasons::IMAGE_NOT_FOUND,
             message: "registry.test/acme/os:prod: manifest unknown".into(),
         }),
         &[],

@@ -116,6 +116,7 @@ fn alert_exprs() -> Vec<(String, String)> {
 /// Makes every metric family have a sample: a family shows in the scrape
 /// once something happened to it (a pool reconciled, a drain failed...).
 fn exercise_every_metric() -> String {
+    use api::reasons;
     use controller::planner::{NodeState, PlannedEvent, Summary, event_reasons};
     use std::time::Duration;
     let m = controller::metrics::global();
@@ -141,18 +142,22 @@ fn exercise_every_metric() -> String {
         "p",
         &summary,
         &[event(event_reasons::ROLLOUT_STARTED)],
-        Some("NodeDegraded"),
+        Some(reasons::NODE_DEGRADED),
     );
     let mut done = summary.clone();
     for state in done.states.values_mut() {
         *state = NodeState::UpToDate;
     }
     m.observe_plan("p", &done, &[event(event_reasons::ROLLOUT_COMPLETE)], None);
-    m.observe_plan("p", &summary, &[], Some("NodeDegraded"));
-    m.tag_resolution("p", Duration::from_millis(5), Some("RegistryUnreachable"));
+    m.observe_plan("p", &summary, &[], Some(reasons::NODE_DEGRADED));
+    m.tag_resolution(
+        "p",
+        Duration::from_millis(5),
+        Some(reasons::REGISTRY_UNREACHABLE),
+    );
     m.drain_succeeded(Duration::from_secs(1));
-    m.drain_failed("DrainTimedOut");
-    m.eviction_refused("PodDisruptionBudget");
+    m.drain_failed(reasons::DRAIN_TIMED_OUT);
+    m.eviction_refused(controller::drain::EVICTION_REFUSED_BY_BUDGET);
     m.reconciled(Duration::from_millis(1));
     m.reconcile_failed("Write");
     m.api_request(&http::Method::GET, "/api/v1/nodes", None);

@@ -92,7 +92,7 @@ async fn tags_resolve_follow_pushes_and_errors_are_told_apart() {
             matches!(err, RegistryError::Unauthorized { .. }),
             "{label}: {err:?}"
         );
-        assert_eq!(err.reason(), "RegistryUnauthorized");
+        assert_eq!(err.reason(), api::reasons::REGISTRY_UNAUTHORIZED);
     }
 
     // Missing tag, missing repository: not found.

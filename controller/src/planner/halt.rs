@@ -98,8 +98,8 @@ mod tests {
         };
         #[rustfmt::skip]
         let rows: Vec<Row> = vec![
-            ("Ready", Holder { ready: true, ..h }, (false, None)),
-            ("Degraded", Holder { ready: true, degraded: true, ..h }, (true, None)),
+            ("ready and healthy", Holder { ready: true, ..h }, (false, None)),
+            ("ready but degraded", Holder { ready: true, degraded: true, ..h }, (true, None)),
             ("NotReady, not rebooting", down(false, 5), (true, None)),
             ("rebooting within the grace", down(true, 100), (false, grace_left)),
             ("rebooting past the grace", down(true, 600), (true, None)),

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::leaving::Leavers;
 use super::membership::Membership;
 use super::state::{NodeState, runs_target};
-use super::verdict::{DRAIN_TIMED_OUT, Rollout, requeue};
+use super::verdict::{Rollout, requeue};
 use super::view::View;
 use super::{Plan, PlannedEvent, Problem, Summary, Target, Writes, event_reasons, halt};
 use crate::stuck::Stuck;
@@ -166,7 +166,7 @@ fn degraded(
         .filter_map(|v| v.drain_failure.as_deref())
         .collect();
     if !drain_failures.is_empty() {
-        problems.push((DRAIN_TIMED_OUT, drain_failures.join("; ")));
+        problems.push((reasons::DRAIN_TIMED_OUT, drain_failures.join("; ")));
     }
     let degraded = rollout.names(|v| v.state == NodeState::Degraded);
     if !degraded.is_empty() {
@@ -325,7 +325,7 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
         reasons::NODE_CONFLICT => 3,
         reasons::ROLLOUT_HALTED => 4,
         reasons::NODE_STUCK => 5,
-        DRAIN_TIMED_OUT => 6,
+        reasons::DRAIN_TIMED_OUT => 6,
         reasons::NODE_DEGRADED => 7,
         _ => 2,
     };

@@ -29,8 +29,6 @@ use jiff::Timestamp;
 
 use super::memo::{Memo, VerdictKey, Versions};
 
-/// Pool Degraded reason: a drain did not finish within `drainTimeoutSeconds`.
-pub const DRAIN_TIMED_OUT: &str = "DrainTimedOut";
 /// How long after a failed drain the controller tries again.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
 

@@ -1,7 +1,7 @@
 //! Shared set-up for the controller's integration tests: a control plane
 //! with the CRDs, the operator namespace and the controller's RBAC, the real
 //! `bootc-controller` binary, and small builders.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -9,6 +9,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use api::{BootcNode, BootcNodePool};
+// The shared vocabulary, for every test file.
+pub use api::{event_reasons, reasons};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -267,11 +269,7 @@ pub async fn patch_pool(admin: &Client, name: &str, patch: serde_json::Value) {
         .unwrap();
 }
 
-pub fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
-    let s = p.status.as_ref()?;
-    api::conditions::find(&s.conditions, type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
+pub use tests::k8s::condition;
 
 /// Waits for the pool to satisfy `cond`.
 pub async fn wait_pool(
@@ -302,7 +300,7 @@ pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -
             s.deployed_digest.as_deref() == Some(d.as_str())
                 && s.updated_count == count
                 && s.node_count == count
-                && condition(p, "UpToDate").is_some_and(|c| c.1 == "AllUpdated")
+                && condition(p, reasons::UP_TO_DATE).is_some_and(|c| c.1 == reasons::ALL_UPDATED)
         })
     })
     .await;
@@ -338,8 +336,8 @@ pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -
     // The status names nodes in slots; its last change (count-only, so
     // coalesced for up to 5 s) lands after the last release.
     wait_pool(admin, pool, "status without reboot slots", |p| {
-        condition(p, "UpToDate")
-            .is_some_and(|c| c.1 == "AllUpdated" && !c.2.contains("in reboot slots"))
+        condition(p, reasons::UP_TO_DATE)
+            .is_some_and(|c| c.1 == reasons::ALL_UPDATED && !c.2.contains("in reboot slots"))
     })
     .await
 }
@@ -384,16 +382,7 @@ pub async fn create_pod(
         "spec": {"nodeName": node, "containers": [{"name": "c", "image": "example.invalid/app:1"}]},
     }))
     .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    // The kubelet's part: the pod runs (a Pending pod ignores budgets).
-    pods.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
-            {"type": "Ready", "status": "True"}]}})),
-    )
-    .await
-    .unwrap();
+    k8s::create_running_pod(&pods, &pod).await.unwrap();
 }
 
 pub async fn create_namespace(admin: &Client, name: &str) {

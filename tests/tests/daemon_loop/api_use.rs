@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use api::BootcNode;
+use api::{BootcNode, reasons};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tests::daemon_loop::{daemon_requests, phase, spec, wait_bn, world_with};
@@ -24,7 +24,10 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
     // Poll the host every second: polls must not turn into writes.
     options.poll_interval = Duration::from_secs(1);
     let agent = Agent::start(&w.cp, &host, &options, w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let bn = wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
+        phase(bn) == Some(reasons::REASON_IDLE)
+    })
+    .await;
     let rv = bn.metadata.resource_version.clone();
 
     // An idle period is what is measured here: nothing can be awaited.
@@ -127,7 +130,10 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
         w.logs.path(),
     )
     .unwrap();
-    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
+        phase(bn) == Some(reasons::REASON_IDLE)
+    })
+    .await;
     let first = daemon_credentials(&w.cp);
     assert_eq!(first.len(), 1, "{first:?}\n{}", agent.log_text());
     assert!(

@@ -27,7 +27,10 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
         Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
 
     // Desired == booted: Idle, nothing staged.
-    let bn = wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    let bn = wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
+        phase(bn) == Some(reasons::REASON_IDLE)
+    })
+    .await;
     let status = bn.status.clone().unwrap();
     assert_eq!(
         status.booted.as_ref().and_then(|b| b.image.as_deref()),
@@ -39,8 +42,8 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
 
     // A new desired image: Staging, then Staged (locked).
     patch_spec(&w.nodes, "node-1", json!({"desiredImage": b})).await;
-    let bn = wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged")
+    let bn = wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED)
     })
     .await;
     let staged = bn.status.as_ref().unwrap().staged.clone().unwrap();
@@ -54,8 +57,8 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
 
     // Approved: Rebooting is written, then the apply runs.
     patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
-    let bn = wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
-        phase(bn) == Some("Rebooting")
+    let bn = wait_bn(&w.nodes, "node-1", reasons::REBOOTING, |bn| {
+        phase(bn) == Some(reasons::REBOOTING)
     })
     .await;
     assert_eq!(
@@ -75,7 +78,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     agent.kill();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Idle after reboot", |bn| {
-        phase(bn) == Some("Idle")
+        phase(bn) == Some(reasons::REASON_IDLE)
     })
     .await;
     let status = bn.status.unwrap();
@@ -90,17 +93,22 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     // The controller releases the slot (the approval revoked): the node
     // stays Idle on b and the daemon has nothing new to say. Its next write
     // is the next update's Staging.
-    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Staged"})).await;
+    patch_spec(
+        &w.nodes,
+        "node-1",
+        json!({"desiredImageState": DesiredImageState::Staged}),
+    )
+    .await;
     let c = image('c');
     patch_spec(&w.nodes, "node-1", json!({"desiredImage": c})).await;
     wait_bn(&w.nodes, "node-1", "Staging c", |bn| {
-        phase(bn) != Some("Idle")
+        phase(bn) != Some(reasons::REASON_IDLE)
     })
     .await;
     let (log, phases) = wait_written_phases(&agent, 2).await;
     assert_eq!(
         phases.get(..2),
-        Some(&["Idle".to_owned(), "Staging".to_owned()][..]),
+        Some(&[reasons::REASON_IDLE.to_owned(), reasons::STAGING.to_owned()][..]),
         "status writes after the reboot: {phases:?}\n{}",
         log
     );
@@ -118,17 +126,20 @@ async fn stage_failure_degrades_then_recovers_without_restart() {
         .unwrap();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
 
-    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let bn = wait_bn(&w.nodes, "node-1", reasons::DEGRADED, |bn| {
+        degraded(bn).is_some()
+    })
+    .await;
     let message = degraded(&bn).unwrap();
     assert!(
         message.contains(&Fault::Unauthorized.message(&b)),
         "bootc's message missing: {message}"
     );
-    assert_eq!(phase(&bn), Some("Staging"));
+    assert_eq!(phase(&bn), Some(reasons::STAGING));
 
     host.layout.set_fault(None).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Staged and healthy", |bn| {
-        phase(bn) == Some("Staged") && degraded(bn).is_none()
+        phase(bn) == Some(reasons::STAGED) && degraded(bn).is_none()
     })
     .await;
     assert!(bn.status.unwrap().staged.is_some());
@@ -151,8 +162,8 @@ async fn an_old_bootc_stages_unlocked_and_says_so() {
         .await
         .unwrap();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged")
+    let bn = wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED)
     })
     .await;
     let status = bn.status.unwrap();
@@ -191,18 +202,18 @@ async fn desired_image_changed_during_staging_stages_the_new_one_and_never_appli
 
     // While b is being pulled, the controller moves on to c (and, as it
     // does on every new image, revokes the approval).
-    wait_bn(&w.nodes, "node-1", "Staging", |bn| {
-        phase(bn) == Some("Staging")
+    wait_bn(&w.nodes, "node-1", reasons::STAGING, |bn| {
+        phase(bn) == Some(reasons::STAGING)
     })
     .await;
     patch_spec(
         &w.nodes,
         "node-1",
-        json!({"desiredImage": c, "desiredImageState": "Staged"}),
+        json!({"desiredImage": c, "desiredImageState": DesiredImageState::Staged}),
     )
     .await;
     let bn = wait_bn(&w.nodes, "node-1", "Staged c", |bn| {
-        phase(bn) == Some("Staged")
+        phase(bn) == Some(reasons::STAGED)
             && bn
                 .status
                 .as_ref()

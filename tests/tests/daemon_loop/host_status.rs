@@ -32,7 +32,10 @@ async fn bootc_errors_reach_the_status_classified() {
         running.push((name, reason, fault, host, agent));
     }
     for (name, reason, fault, _host, agent) in &running {
-        let bn = wait_bn(&w.nodes, name, "Degraded", |bn| degraded(bn).is_some()).await;
+        let bn = wait_bn(&w.nodes, name, reasons::DEGRADED, |bn| {
+            degraded(bn).is_some()
+        })
+        .await;
         let c = conditions::find(&bn.status.as_ref().unwrap().conditions, reasons::DEGRADED)
             .unwrap()
             .clone();
@@ -81,7 +84,10 @@ async fn a_failing_bootc_status_is_reported_and_the_node_recovers() {
             "not deployed via bootc",
         ),
     ] {
-        let bn = wait_bn(&w.nodes, name, "Degraded", |bn| degraded(bn).is_some()).await;
+        let bn = wait_bn(&w.nodes, name, reasons::DEGRADED, |bn| {
+            degraded(bn).is_some()
+        })
+        .await;
         let status = bn.status.unwrap();
         let c = conditions::find(&status.conditions, reasons::DEGRADED).unwrap();
         assert_eq!(c.reason, reason, "{name}: {}", c.message);

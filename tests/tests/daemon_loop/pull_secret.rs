@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use api::SecretReference;
+use api::{SecretReference, reasons};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
@@ -91,7 +91,10 @@ async fn idle_with_pull_secret(
     ));
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();
     let agent = Agent::start(&w.cp, host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Idle", |bn| phase(bn) == Some("Idle")).await;
+    wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
+        phase(bn) == Some(reasons::REASON_IDLE)
+    })
+    .await;
     wait_auth(host, content, || {
         format!("auth file not written:\n{}", agent.log_text())
     })
@@ -145,8 +148,8 @@ async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
         "bootc staged {b} without the pull secret's auth file:\n{}",
         agent.log_text()
     );
-    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged") && degraded(bn).is_none()
+    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED) && degraded(bn).is_none()
     })
     .await;
     assert_eq!(
@@ -178,8 +181,8 @@ async fn a_spec_change_before_a_rotation_is_announced_still_stages() {
     })
     .await;
     assert_eq!(run.auth_file.as_deref(), Some(v1), "{}", agent.log_text());
-    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged") && degraded(bn).is_none()
+    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED) && degraded(bn).is_none()
     })
     .await;
 }
@@ -215,7 +218,10 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
                "desiredImage": b}),
     )
     .await;
-    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let bn = wait_bn(&w.nodes, "node-1", reasons::DEGRADED, |bn| {
+        degraded(bn).is_some()
+    })
+    .await;
     let message = degraded(&bn).unwrap();
     assert!(
         message.contains("outside the operator namespace"),
@@ -262,7 +268,10 @@ async fn a_refused_pull_secret_never_puts_its_bytes_in_the_status() {
     });
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", "Degraded", |bn| degraded(bn).is_some()).await;
+    let bn = wait_bn(&w.nodes, "node-1", reasons::DEGRADED, |bn| {
+        degraded(bn).is_some()
+    })
+    .await;
     let message = degraded(&bn).unwrap();
     assert!(message.contains("not a docker config JSON"), "{message}");
     let whole = serde_json::to_string(&bn.status).unwrap();

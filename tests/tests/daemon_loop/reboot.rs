@@ -47,8 +47,8 @@ async fn soft_reboot_only_when_allowed_and_capable() {
         hosts.push((host, agent));
     }
     for ((name, _, _, soft), (host, _agent)) in cases.iter().zip(&hosts) {
-        wait_bn(&w.nodes, name, "Rebooting", |bn| {
-            phase(bn) == Some("Rebooting")
+        wait_bn(&w.nodes, name, reasons::REBOOTING, |bn| {
+            phase(bn) == Some(reasons::REBOOTING)
         })
         .await;
         wait_for_reboot(host, || format!("{name}: no reboot")).await;
@@ -81,7 +81,10 @@ async fn failed_reboot_is_degraded_and_not_retried(
     stages_before: usize,
 ) -> BootcNode {
     let agent = Agent::start(&w.cp, host, &AgentOptions::new(name), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, name, "Degraded", |bn| degraded(bn).is_some()).await;
+    let bn = wait_bn(&w.nodes, name, reasons::DEGRADED, |bn| {
+        degraded(bn).is_some()
+    })
+    .await;
     let message = degraded(&bn).unwrap();
     assert!(
         message.contains(old) && message.contains(new),
@@ -145,7 +148,7 @@ async fn rebooted_into_the_wrong_image_on(w: &World, version: BootcVersion) {
     s.desired_image_state = DesiredImageState::Booted;
     create_bootc_node(&w.admin, &name, s).await.unwrap();
     let mut agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, &name, "Rebooting", |bn| {
+    wait_bn(&w.nodes, &name, reasons::REBOOTING, |bn| {
         phase(bn) == Some(reasons::REBOOTING)
     })
     .await;
@@ -179,8 +182,8 @@ async fn soft_rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();
     let mut agent =
         Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
-        phase(bn) == Some("Rebooting")
+    wait_bn(&w.nodes, "node-1", reasons::REBOOTING, |bn| {
+        phase(bn) == Some(reasons::REBOOTING)
     })
     .await;
     wait_for_reboot(&host, || format!("no reboot:\n{}", agent.log_text())).await;
@@ -219,8 +222,8 @@ async fn staged_then_approved_while_down(
         .await
         .unwrap();
     let mut agent = Agent::start(&w.cp, host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", "Staged", |bn| {
-        phase(bn) == Some("Staged")
+    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED)
     })
     .await;
     agent.kill();
@@ -267,7 +270,7 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     while stages(&host).len() == stages_before
         || !agent
             .log_text()
-            .contains(r#"status written phase="Staging""#)
+            .contains(&format!("status written phase=\"{}\"", reasons::STAGING))
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -277,7 +280,12 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     proxy.freeze();
-    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Staged"})).await;
+    patch_spec(
+        &w.nodes,
+        "node-1",
+        json!({"desiredImageState": DesiredImageState::Staged}),
+    )
+    .await;
     // Hold the revocation back until the daemon has decided: it asks the
     // server something (the fresh read), or it has applied.
     let deadline = std::time::Instant::now() + WAIT;
@@ -293,7 +301,8 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
 
     // Either outcome ends the wait; only one passes.
     wait_bn(&w.nodes, "node-1", "Staged after the revocation", |bn| {
-        (phase(bn) == Some("Staged") && bn.spec.desired_image_state == DesiredImageState::Staged)
+        (phase(bn) == Some(reasons::STAGED)
+            && bn.spec.desired_image_state == DesiredImageState::Staged)
             || !applies(&host).is_empty()
     })
     .await;
@@ -317,14 +326,14 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     let stages_before = staged_then_approved_while_down(&w, &host, &b, "1000").await;
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Staging again", |bn| {
-        phase(bn) == Some("Staging")
+        phase(bn) == Some(reasons::STAGING)
     })
     .await;
     let idle = conditions::find(&bn.status.as_ref().unwrap().conditions, reasons::IDLE).unwrap();
     assert!(idle.message.contains(&b), "{}", idle.message);
     assert!(applies(&host).is_empty(), "applied before staging again");
-    wait_bn(&w.nodes, "node-1", "Rebooting", |bn| {
-        phase(bn) == Some("Rebooting")
+    wait_bn(&w.nodes, "node-1", reasons::REBOOTING, |bn| {
+        phase(bn) == Some(reasons::REBOOTING)
     })
     .await;
     wait_for_reboot(&host, || format!("never applied:\n{}", agent.log_text())).await;
@@ -335,7 +344,7 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     let (log, phases) = wait_written_phases(&agent, 2).await;
     assert_eq!(
         phases,
-        ["Staging", "Rebooting"],
+        [reasons::STAGING, reasons::REBOOTING],
         "status writes after the restart:\n{}",
         log
     );

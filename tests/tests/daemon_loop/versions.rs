@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use api::conditions;
-use api::{BootcNode, BootcNodeSpec, reasons};
+use api::{BootcNode, BootcNodeSpec, DesiredImageState, reasons};
 use serde_json::json;
 use tests::daemon_loop::{
     WAIT, World, applies, degraded, patch_spec, phase, spec, stages, wait_bn, wait_for_reboot,
@@ -52,7 +52,7 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
     for version in BootcVersion::ALL {
         let (name, host, mut agent) = node_on(&w, version, "upd", &a, spec(&b)).await;
         let locked = version.locked_staging();
-        let bn = wait_bn(&w.nodes, &name, "Staged", |bn| {
+        let bn = wait_bn(&w.nodes, &name, reasons::STAGED, |bn| {
             phase(bn) == Some(reasons::STAGED)
         })
         .await;
@@ -108,7 +108,7 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
         patch_spec(
             &w.nodes,
             &name,
-            json!({"desiredImage": a, "desiredImageState": "Staged"}),
+            json!({"desiredImage": a, "desiredImageState": DesiredImageState::Staged}),
         )
         .await;
         wait_bn(&w.nodes, &name, "Staged a", |bn| {
@@ -148,7 +148,7 @@ async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
     ] {
         let prefix = format!("unpl-{}", format!("{kind:?}").to_lowercase());
         let (name, host, mut agent) = node_on(&w, version, &prefix, &a, spec(&b)).await;
-        let before = wait_bn(&w.nodes, &name, "Staged", |bn| {
+        let before = wait_bn(&w.nodes, &name, reasons::STAGED, |bn| {
             phase(bn) == Some(reasons::STAGED)
         })
         .await;
@@ -204,7 +204,7 @@ async fn a_rollback_before_the_reboot_leaves_nothing_an_unlocked_reboot_would_bo
     let w = world().await;
     let (a, b) = (image('a'), image('b'));
     let (name, host, _agent) = node_on(&w, BootcVersion::V1_16, "back", &a, spec(&b)).await;
-    wait_bn(&w.nodes, &name, "Staged", |bn| {
+    wait_bn(&w.nodes, &name, reasons::STAGED, |bn| {
         phase(bn) == Some(reasons::STAGED)
     })
     .await;

@@ -176,17 +176,21 @@ impl Bn {
                 b.status = None;
                 return b;
             }
-            Daemon::Idle(d) => (entry(d), None, cond("Idle", true, "Idle")),
-            Daemon::Staging(d) => (entry(d), None, cond("Idle", false, "Staging")),
+            Daemon::Idle(d) => (
+                entry(d),
+                None,
+                cond(reasons::IDLE, true, reasons::REASON_IDLE),
+            ),
+            Daemon::Staging(d) => (entry(d), None, cond(reasons::IDLE, false, reasons::STAGING)),
             Daemon::Staged(d) => (
                 entry(d),
                 Some(entry(self.desired)),
-                cond("Idle", false, "Staged"),
+                cond(reasons::IDLE, false, reasons::STAGED),
             ),
             Daemon::Rebooting(d) => (
                 entry(d),
                 Some(entry(self.desired)),
-                cond("Idle", false, "Rebooting"),
+                cond(reasons::IDLE, false, reasons::REBOOTING),
             ),
         };
         if self.behind {
@@ -199,9 +203,13 @@ impl Bn {
             conditions: vec![
                 idle,
                 cond(
-                    "Degraded",
+                    reasons::DEGRADED,
                     self.degraded,
-                    if self.degraded { "Error" } else { "Healthy" },
+                    if self.degraded {
+                        reasons::ERROR
+                    } else {
+                        reasons::HEALTHY
+                    },
                 ),
             ],
             ..BootcNodeStatus::default()
@@ -334,7 +342,7 @@ fn degraded_message(plan: &Plan) -> String {
 
 fn up_to_date(plan: &Plan) -> (String, String, String) {
     let s = plan.status.as_ref().expect("status");
-    let c = conditions::find(&s.conditions, reasons::UP_TO_DATE).expect("UpToDate");
+    let c = conditions::find(&s.conditions, reasons::UP_TO_DATE).expect("an UpToDate condition");
     (c.status.clone(), c.reason.clone(), c.message.clone())
 }
 

@@ -131,7 +131,7 @@ fn a_failed_drain_is_reported_and_retried_later() {
             },
         );
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), DRAIN_TIMED_OUT);
+    assert_eq!(degraded_reason(&p), reasons::DRAIN_TIMED_OUT);
     assert!(degraded_message(&p).contains("default/stuck"));
     assert!(slotted(&p).is_empty());
     assert_eq!(p.requeue_after, Some(Duration::from_secs(50)));

@@ -105,7 +105,7 @@ fn rollout_events_and_the_empty_pool() {
         .conditions
         .iter()
         .find(|c| c.type_ == reasons::UP_TO_DATE)
-        .expect("UpToDate");
+        .expect("an UpToDate condition");
     assert!(up.message.contains("no node is a member"), "{}", up.message);
 }
 

@@ -1,0 +1,128 @@
+//! The controller's watches, one function each: what it lists, the cache it
+//! fills, how its objects are trimmed, which changes reach the controller.
+//! Every watch backs off on its own, quickly (`api::watch::backoff`), and
+//! its errors are logged and dropped (see `log_errors`).
+
+use std::fmt::Debug;
+
+use api::{BootcNode, BootcNodePool};
+use futures::Stream;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+use super::{
+    changed_only, log_errors, node_fingerprint, pool_fingerprint, secret_fingerprint, strip_node,
+    strip_secret,
+};
+use crate::synced::{Cache, Synced};
+
+/// The objects a watch passes on to the controller.
+pub(super) trait Objects<K>:
+    Stream<Item = Result<K, watcher::Error>> + Send + 'static
+{
+}
+impl<K, S: Stream<Item = Result<K, watcher::Error>> + Send + 'static> Objects<K> for S {}
+
+/// A watch of every object of `objects`, with the shared backoff.
+fn watch<K>(
+    objects: Api<K>,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(objects, watcher::Config::default()).backoff(api::watch::backoff())
+}
+
+/// Every BootcNode, cached without managed fields; each change passes on.
+pub(super) fn bootc_nodes(
+    client: &kube::Client,
+    synced: &Arc<Synced>,
+) -> (Store<BootcNode>, impl Objects<BootcNode>) {
+    let (store, writer) = reflector::store();
+    let events =
+        watch(Api::<BootcNode>::all(client.clone())).modify(|bn| bn.managed_fields_mut().clear());
+    let cached = synced.track(Cache::BootcNodes, reflector::reflector(writer, events));
+    (store, log_errors(cached.touched_objects(), "bootcnodes"))
+}
+
+/// Every Node, trimmed (`strip_node`); only changes of what the plan reads
+/// (`node_fingerprint`) pass on.
+pub(super) fn nodes(
+    client: &kube::Client,
+    synced: &Arc<Synced>,
+) -> (Store<Node>, impl Objects<Node>) {
+    let (store, writer) = reflector::store();
+    let events = watch(Api::all(client.clone())).modify(strip_node);
+    let cached = synced.track(Cache::Nodes, reflector::reflector(writer, events));
+    (
+        store,
+        log_errors(changed_only(cached, node_fingerprint), "nodes"),
+    )
+}
+
+/// The Secrets of the operator's `namespace`, trimmed (`strip_secret`);
+/// only content changes pass on.
+pub(super) fn secrets(
+    client: &kube::Client,
+    namespace: &str,
+    synced: &Arc<Synced>,
+) -> (Store<Secret>, impl Objects<Secret>) {
+    let (store, writer) = reflector::store();
+    let events = watch(Api::namespaced(client.clone(), namespace)).modify(strip_secret);
+    let cached = synced.track(Cache::Secrets, reflector::reflector(writer, events));
+    (
+        store,
+        log_errors(changed_only(cached, secret_fingerprint), "secrets"),
+    )
+}
+
+/// The pools' own cache and the controller's main stream: every pool applied.
+pub(super) fn pools(
+    client: &kube::Client,
+    synced: &Arc<Synced>,
+) -> (Store<BootcNodePool>, impl Objects<BootcNodePool>) {
+    let (store, writer) = reflector::store();
+    let events = watch(Api::all(client.clone()));
+    let cached = synced.track(Cache::Pools, reflector::reflector(writer, events));
+    (
+        store,
+        log_errors(cached.applied_objects(), "bootcnodepools (cache)"),
+    )
+}
+
+/// A second watch of the pools, for the other pools' sake: a pool's new
+/// generation or deletion (`pool_fingerprint`) can change their conflicts.
+pub(super) fn pool_changes(client: &kube::Client) -> impl Objects<BootcNodePool> {
+    let events = changed_only(watch(Api::all(client.clone())), pool_fingerprint);
+    log_errors(events, "bootcnodepools")
+}
+
+/// The pools whose drain finished, as the drains report them.
+pub(super) fn drain_done(
+    done: mpsc::UnboundedReceiver<ObjectRef<BootcNodePool>>,
+) -> impl Stream<Item = ObjectRef<BootcNodePool>> + Send + 'static {
+    futures::stream::unfold(
+        done,
+        |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
+    )
+}
+
+/// Every pool in `pools`.
+pub(super) fn every_pool(pools: &Store<BootcNodePool>) -> Vec<ObjectRef<BootcNodePool>> {
+    pools
+        .state()
+        .iter()
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect()
+}
+
+/// The pool a BootcNode belongs to.
+pub(super) fn pool_of(bn: &BootcNode) -> Option<ObjectRef<BootcNodePool>> {
+    crate::planner::owner_pool(bn).map(|(name, _)| ObjectRef::new(&name))
+}

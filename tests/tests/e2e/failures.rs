@@ -1,0 +1,425 @@
+//! Nodes and images that fail: each failure is reported where it belongs
+//! (the node, the pool), the rollout halts or goes on as the rules say, and
+//! what recovers rolls out.
+
+use super::*;
+
+#[tokio::test]
+async fn staging_failures_on_two_nodes_degrade_the_pool_and_block_nobody_else() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 4).await;
+    let approvals_before = recorder.approvals().await.unwrap().len();
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in nodes.iter().take(2) {
+            n.host.layout.set_fault(Some(Fault::PullError)).unwrap();
+        }
+    }
+    let _v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_pool(&sim, "two nodes degraded", |p| {
+        p.status.as_ref().is_some_and(|s| s.degraded_count >= 2)
+    })
+    .await;
+    let (status, reason, message) = condition(&p, reasons::DEGRADED).unwrap();
+    assert_eq!(status, "True");
+    assert_eq!(reason, reasons::NODE_DEGRADED, "{message}");
+    assert!(
+        message.contains("sim-node-1") || message.contains("connection refused"),
+        "{message}"
+    );
+
+    // The two healthy nodes still update: unhealthy nodes outside slots
+    // block nothing.
+    let p = wait_pool(&sim, "healthy nodes updated", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 2)
+    })
+    .await;
+    assert_eq!(p.status.unwrap().degraded_count, 2);
+    let approved: BTreeSet<String> = recorder
+        .approvals()
+        .await
+        .unwrap()
+        .split_off(approvals_before)
+        .into_iter()
+        .collect();
+    assert!(
+        !approved.contains("sim-node-1") && !approved.contains("sim-node-2"),
+        "a failed node was rebooted: {approved:?}"
+    );
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// `bootc status` failing on one host (a broken bootc) and answering that
+/// another is not deployed via bootc: each BootcNode says so (its reason
+/// and bootc's words) and the pool names both, nothing is staged on them
+/// while the healthy node updates, and once status answers again they
+/// recover and update too.
+#[tokio::test]
+async fn hosts_whose_bootc_status_fails_are_reported_and_recover() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let (broken, foreign) = ("sim-node-2", "sim-node-3");
+    let foreign_state = {
+        let nodes = sim.nodes.lock().await;
+        nodes[1]
+            .host
+            .layout
+            .set_status_fault(Some(tests::fake_bootc::BROKEN_STATUS))
+            .unwrap();
+        let layout = &nodes[2].host.layout;
+        let state = layout.read_state().unwrap();
+        layout.write_state(&Default::default()).unwrap();
+        state
+    };
+    // Their daemons restart (a pod restart) and read the host first.
+    sim.restart_daemon(broken).await.unwrap();
+    sim.restart_daemon(foreign).await.unwrap();
+    let p = wait_pool(&sim, "two nodes degraded", |p| {
+        p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
+    })
+    .await;
+    let (_, reason, message) = condition(&p, reasons::DEGRADED).unwrap();
+    assert_eq!(reason, reasons::NODE_DEGRADED, "{message}");
+    assert!(
+        message.contains(broken) && message.contains(foreign),
+        "{message}"
+    );
+    let bns: Api<BootcNode> = Api::all(sim.admin.clone());
+    for (name, reason, words) in [
+        (
+            broken,
+            api::reasons::BOOTC_STATUS_FAILED,
+            tests::fake_bootc::BROKEN_STATUS,
+        ),
+        (
+            foreign,
+            api::reasons::NOT_A_BOOTC_HOST,
+            "not deployed via bootc",
+        ),
+    ] {
+        let status = bns.get(name).await.unwrap().status.unwrap();
+        let c = api::conditions::find(&status.conditions, api::reasons::DEGRADED).unwrap();
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", reason));
+        assert!(c.message.contains(words), "{name}: {}", c.message);
+    }
+
+    // A new image: the healthy node updates; nothing is staged on the two.
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_pool(&sim, "the healthy node on v2", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 1)
+    })
+    .await;
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in &nodes[1..] {
+            let staged = n
+                .host
+                .layout
+                .read_invocations()
+                .into_iter()
+                .filter(|i| i.argv.iter().any(|a| a.contains(&v2)))
+                .count();
+            assert_eq!(staged, 0, "{} was staged", n.name);
+        }
+        // Repaired: bootc answers again (a host change wakes the daemon of
+        // the host now deployed; the broken one reads again on its own).
+        nodes[1].host.layout.set_status_fault(None).unwrap();
+        let layout = &nodes[2].host.layout;
+        layout.write_state(&foreign_state).unwrap();
+        std::fs::File::open(layout.ostree_bootc())
+            .unwrap()
+            .set_modified(std::time::SystemTime::now())
+            .unwrap();
+    }
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
+}
+
+#[tokio::test]
+async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
+    require_root!();
+    let options = SimOptions {
+        max_unavailable: json!(2),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 5).await;
+    let before = recorder.approvals().await.unwrap().len();
+    // v2 breaks whichever nodes boot it first: they never come back Ready.
+    sim.break_after_reboot(&[
+        "sim-node-1",
+        "sim-node-2",
+        "sim-node-3",
+        "sim-node-4",
+        "sim-node-5",
+    ])
+    .await;
+    let _v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_pool(&sim, reasons::ROLLOUT_HALTED, |p| {
+        condition(p, reasons::DEGRADED)
+            .is_some_and(|c| c.0 == "True" && c.1 == reasons::ROLLOUT_HALTED)
+    })
+    .await;
+    let message = condition(&p, reasons::DEGRADED).unwrap().2;
+    let approved = recorder.approvals().await.unwrap().split_off(before);
+    assert_eq!(
+        approved.len(),
+        2,
+        "exactly the two slotted nodes rebooted: {approved:?}"
+    );
+    for name in &approved {
+        assert!(
+            message.contains(name.as_str()),
+            "{message} does not name {name}"
+        );
+    }
+    // The halt holds: the other three stay staged and are never approved,
+    // whatever the controller sees next (a resync or any event).
+    still_degraded_after_a_spec_change(&sim, reasons::ROLLOUT_HALTED).await;
+    assert_eq!(
+        recorder.approvals().await.unwrap().split_off(before).len(),
+        2,
+        "a third node was rebooted"
+    );
+    assert_disruption_at_most(&recorder, 2).await;
+}
+
+/// Stuck is never silent: a node whose reboot never ends (it stays NotReady)
+/// is named on the pool (Degraded, `NodeStuck`: the node, the phase, for how
+/// long) with one Warning Event, and keeps its slot: nobody else reboots.
+/// The deadlines are scaled to seconds (`--stuck-deadline-scale`).
+#[tokio::test]
+async fn a_node_that_never_comes_back_is_reported_stuck() {
+    require_root!();
+    let options = SimOptions {
+        // Rebooting: 10 minutes -> 6 seconds.
+        stuck_deadline_scale: 0.01,
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 3).await;
+    let before = recorder.approvals().await.unwrap().len();
+    sim.break_after_reboot(&["sim-node-1", "sim-node-2", "sim-node-3"])
+        .await;
+    let _v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_pool(&sim, reasons::NODE_STUCK, |p| {
+        condition(p, reasons::DEGRADED).is_some_and(|c| {
+            c.0 == "True" && c.1 == reasons::NODE_STUCK && c.2.contains("rebooting (NotReady)")
+        })
+    })
+    .await;
+    let message = condition(&p, reasons::DEGRADED).unwrap().2;
+    let approved = recorder.approvals().await.unwrap().split_off(before);
+    assert_eq!(approved.len(), 1, "one slot, one reboot: {approved:?}");
+    let stuck = &approved[0];
+    let named = format!("node {stuck} rebooting (NotReady) for ");
+    assert!(message.contains(&named), "{message} does not say {named}");
+    assert!(message.contains("(deadline 6s)"), "{message}");
+    wait_event_from(
+        &sim,
+        api::event_reasons::NODE_STUCK,
+        "sim-controller",
+        &named,
+    )
+    .await;
+    {
+        use k8s_openapi::api::events::v1::Event;
+        let events: Api<Event> =
+            Api::namespaced(sim.admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        let stuck_events: Vec<&Event> = list
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(api::event_reasons::NODE_STUCK))
+            .filter(|e| e.note.as_deref().unwrap_or_default().contains(&named))
+            .collect();
+        assert!(
+            stuck_events
+                .iter()
+                .all(|e| e.type_.as_deref() == Some("Warning")),
+            "{stuck_events:?}"
+        );
+    }
+    // The slot is kept: a spec change observed later still finds the node
+    // stuck and nobody else approved.
+    still_degraded_after_a_spec_change(&sim, reasons::NODE_STUCK).await;
+    assert_eq!(
+        recorder.approvals().await.unwrap().split_off(before),
+        approved,
+        "a second node was rebooted while the first was stuck"
+    );
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// The pool's pull Secret deleted mid-rollout: a pool-wide credentials
+/// problem, reported once on the pool. It is not every node's problem: the
+/// nodes that need no download (on the target, or staged and approved)
+/// stay healthy, their reboots go on, and once the Secret is back the
+/// pool is healthy again.
+#[tokio::test]
+async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
+    require_root!();
+    let options = SimOptions {
+        reboot_time: Duration::from_secs(6),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 3).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    // Every node has staged v2 (with the Secret), and one is updated.
+    wait_updated(&sim, &v2, 1).await;
+    let pinned = sim.pinned(&v2);
+    for name in ["sim-node-2", "sim-node-3"] {
+        let pinned = pinned.clone();
+        k8s::wait_for(
+            Api::<BootcNode>::all(sim.admin.clone()),
+            name,
+            ROLLOUT,
+            "v2 staged or booted",
+            move |b: Option<&BootcNode>| {
+                b.and_then(|b| b.status.as_ref()).is_some_and(|s| {
+                    [s.staged.as_ref(), s.booted.as_ref()]
+                        .into_iter()
+                        .flatten()
+                        .any(|e| e.is_image(&pinned))
+                })
+            },
+        )
+        .await
+        .unwrap();
+    }
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(sim.admin.clone(), api::labels::OPERATOR_NAMESPACE);
+    let secret = secrets.get("os-pull").await.unwrap();
+    secrets
+        .delete("os-pull", &Default::default())
+        .await
+        .unwrap();
+    // Reported on the pool (the tag cannot be resolved without it either:
+    // the registry's 401 comes with it).
+    let p = wait_pool(&sim, "the missing Secret on the pool", |p| {
+        condition(p, reasons::DEGRADED).is_some_and(|c| {
+            c.0 == "True" && c.2.contains("Secret bootc-operator/os-pull not found")
+        })
+    })
+    .await;
+    let reason = condition(&p, reasons::DEGRADED).map(|c| c.1);
+    assert_eq!(reason.as_deref(), Some(api::reasons::PULL_SECRET_NOT_FOUND));
+    assert_eq!(p.status.unwrap().degraded_count, 0);
+    // The staged nodes still reboot into v2: their reboots need no download.
+    let p = wait_pool(&sim, "all on v2 without the Secret", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 3)
+    })
+    .await;
+    let status = p.status.unwrap();
+    assert_eq!(status.degraded_count, 0, "{:?}", status.conditions);
+    for bn in Api::<BootcNode>::all(sim.admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let s = bn.status.unwrap();
+        assert!(
+            !api::conditions::is_true(&s.conditions, api::reasons::DEGRADED),
+            "{:?}: {:?}",
+            bn.metadata.name,
+            api::conditions::message(&s.conditions, api::reasons::DEGRADED)
+        );
+    }
+    let mut again = secret;
+    again.metadata = kube::api::ObjectMeta {
+        name: Some("os-pull".into()),
+        ..Default::default()
+    };
+    secrets
+        .create(&kube::api::PostParams::default(), &again)
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    let p = wait_pool(&sim, "healthy again", |p| {
+        condition(p, reasons::DEGRADED).is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(p.status.unwrap().degraded_count, 0);
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// An unplanned reboot injected on a node in the middle of a rollout (an
+/// orderly one on a bootc 1.16 node, which boots whatever is staged there):
+/// the rollout still completes with every node on the new image, and a node
+/// that booted it outside a reboot slot says so in its status.
+#[tokio::test]
+async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
+    require_root!();
+    let options = SimOptions {
+        bootc_versions: vec![BootcVersion::V1_16],
+        ..SimOptions::default()
+    };
+    let (sim, _recorder, _v1) = started(options, 3).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = sim.pinned(&v2);
+    // A node that has the new image staged while another node holds the
+    // one reboot slot: it cannot be approved before that node has rebooted,
+    // come back and been released (seconds), so the reboot injected now is
+    // one nobody asked for.
+    let nodes: Api<BootcNode> = Api::all(sim.admin.clone());
+    let in_slot = |bn: &BootcNode| {
+        bn.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION))
+    };
+    let deadline = std::time::Instant::now() + ROLLOUT;
+    let victim = loop {
+        let list = nodes.list(&Default::default()).await.unwrap().items;
+        let staged = list.iter().find(|bn| {
+            bn.spec.desired_image == target
+                && bn.spec.desired_image_state == api::DesiredImageState::Staged
+                && !in_slot(bn)
+                && bn
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.staged.as_ref())
+                    .is_some_and(|s| s.is_image(&target))
+        });
+        if let Some(bn) = staged
+            && list
+                .iter()
+                .any(|other| other.metadata.name != bn.metadata.name && in_slot(other))
+        {
+            break bn.metadata.name.clone().unwrap();
+        }
+        if list.iter().all(|bn| {
+            bn.status
+                .as_ref()
+                .and_then(|s| s.booted.as_ref())
+                .is_some_and(|b| b.is_image(&target))
+        }) {
+            // Nothing was ever staged ahead of its turn (the controller
+            // holds unlocked nodes back): inject on the last node anyway.
+            break list.last().unwrap().metadata.name.clone().unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            diagnostics(&sim).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let reboot = sim
+        .reboot_unplanned(&victim, UnplannedReboot::Orderly)
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    booted_everywhere(&sim, &target).await;
+    nothing_cordoned(&sim).await;
+    if reboot.applied_staged {
+        let bn = nodes.get(&victim).await.unwrap();
+        let idle = api::conditions::find(&bn.status.unwrap().conditions, api::reasons::IDLE)
+            .unwrap()
+            .clone();
+        assert!(
+            idle.message.starts_with(daemon::machine::UNPLANNED_BOOT),
+            "{victim}: {}\n{reboot:?}\n{}",
+            idle.message,
+            sim.daemon_logs().get(&victim).cloned().unwrap_or_default()
+        );
+    }
+}

@@ -1,0 +1,390 @@
+//! Rollouts as they should go: the bound on disrupted nodes, rollback, soft
+//! reboots, mixed bootc versions, bounded staging, pause and resume, a tag
+//! that moves back, a member NotReady on its own.
+
+use super::*;
+
+#[tokio::test]
+async fn rollout_then_rollback_never_exceeds_max_unavailable() {
+    require_root!();
+    let options = SimOptions {
+        max_unavailable: json!(2),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, v1) = started(options, 5).await;
+
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_rolled(&sim, &v2, 5).await;
+    assert_eq!(
+        condition(&p, reasons::UP_TO_DATE).unwrap().1,
+        reasons::ALL_UPDATED
+    );
+    booted_everywhere(&sim, &sim.pinned(&v2)).await;
+    nothing_cordoned(&sim).await;
+
+    // Rollback: the pool is pointed back at v1's digest.
+    sim.patch_pool(json!({"image": {"ref": sim.pinned(&v1)}}))
+        .await
+        .unwrap();
+    wait_rolled(&sim, &v1, 5).await;
+    booted_everywhere(&sim, &sim.pinned(&v1)).await;
+    nothing_cordoned(&sim).await;
+
+    let peak = assert_disruption_at_most(&recorder, 2).await;
+    assert!(peak.count >= 1, "the recorder saw no disruption at all");
+    // Every node rebooted exactly once per update.
+    let approvals = recorder.approvals().await.unwrap();
+    assert_eq!(approvals.len(), 10, "{approvals:?}");
+}
+
+#[tokio::test]
+async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
+    require_root!();
+    let options = SimOptions {
+        reboot_time: Duration::from_secs(2),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, v1) = started(options, 3).await;
+
+    // Pause before the new image: every node stages, none is given a slot.
+    set_paused(&sim, true).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_pool(&sim, "paused with all staged", |p| {
+        condition(p, reasons::UP_TO_DATE)
+            .is_some_and(|c| c.1 == reasons::PAUSED && c.2.contains("3 staged"))
+    })
+    .await;
+    assert_eq!(
+        p.status.as_ref().unwrap().target_digest.as_deref(),
+        Some(v2.as_str()),
+        "tag resolution stops while paused"
+    );
+    let approvals = recorder.approvals().await.unwrap().len();
+
+    // kubectl shows what a user expects.
+    let out = sim
+        .cp
+        .kubectl()
+        .args(["get", "bnp", POOL])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains(reasons::PAUSED) || table.contains("False"),
+        "{table}"
+    );
+    let out = sim.cp.kubectl().args(["get", "bn"]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    let staged_rows = table
+        .lines()
+        .skip(1)
+        .filter(|l| l.split_whitespace().nth(4) == Some(DesiredImageState::Staged.as_str()))
+        .count();
+    assert_eq!(staged_rows, 3, "the STATE column:\n{table}");
+
+    // A node joins while paused (booted on v1); one leaves.
+    let joined = sim.add_nodes(1, &v1).await.unwrap().remove(0);
+    let nodes: Api<Node> = Api::all(sim.admin.clone());
+    leave_pool(&sim, "sim-node-1").await;
+    k8s::wait_for(
+        nodes.clone(),
+        "sim-node-1",
+        ROLLOUT,
+        "managed label removed",
+        |n: Option<&Node>| {
+            n.is_some_and(|n| {
+                !n.metadata
+                    .labels
+                    .clone()
+                    .unwrap_or_default()
+                    .contains_key(api::labels::MANAGED_LABEL)
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let bns: Api<BootcNode> = Api::all(sim.admin.clone());
+    k8s::wait_for(
+        bns,
+        "sim-node-1",
+        ROLLOUT,
+        "BootcNode deleted",
+        |b: Option<&BootcNode>| b.is_none(),
+    )
+    .await
+    .unwrap();
+    wait_phase(&sim, &joined, reasons::STAGED).await;
+    assert_eq!(
+        recorder.approvals().await.unwrap().len(),
+        approvals,
+        "a node rebooted while paused"
+    );
+
+    // Resume: the rollout finishes on the current members.
+    set_paused(&sim, false).await;
+    rolled_out_within_one(&sim, &recorder, &v2, 3).await;
+}
+
+#[tokio::test]
+async fn allow_soft_reboot_is_soft_on_capable_nodes_only() {
+    require_root!();
+    let options = SimOptions {
+        reboot_policy: "AllowSoftReboot".into(),
+        max_unavailable: json!("100%"),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 2).await;
+    {
+        let nodes = sim.nodes.lock().await;
+        std::fs::write(nodes[1].host.layout.no_soft_reboot(), "").unwrap();
+    }
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_rolled(&sim, &v2, 2).await;
+    assert_disruption_at_most(&recorder, 2).await;
+    let nodes = sim.nodes.lock().await;
+    let soft: Vec<Vec<bool>> = nodes
+        .iter()
+        .map(|n| {
+            n.host
+                .layout
+                .read_reboots()
+                .iter()
+                .map(|r| r.soft)
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        soft,
+        vec![vec![true], vec![false]],
+        "capable node soft, incapable node full"
+    );
+}
+
+/// The budget is about the pool's health: a member NotReady on its own
+/// uses it, so with `maxUnavailable: 1` no node is taken down meanwhile
+/// (the pool says which node holds the rollout), and the rollout goes on
+/// once it is Ready again. The recorder counts that member too.
+#[tokio::test]
+async fn a_member_not_ready_on_its_own_holds_new_slots() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let down = "sim-node-3";
+    tests::daemon_player::set_ready(&sim.admin, down, false)
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = v2.clone();
+    let p = wait_pool(&sim, "the rollout held by the NotReady member", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(target.as_str())
+                && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                    .is_some_and(|m| m.contains("unavailable: sim-node-3 (NotReady)"))
+        })
+    })
+    .await;
+    assert_eq!(p.status.unwrap().updated_count, 0);
+    assert!(
+        recorder.approvals().await.unwrap().is_empty(),
+        "a node rebooted while another was NotReady"
+    );
+    nothing_cordoned(&sim).await;
+    tests::daemon_player::set_ready(&sim.admin, down, true)
+        .await
+        .unwrap();
+    rolled_out_within_one(&sim, &recorder, &v2, 3).await;
+}
+
+/// A pool whose nodes run both bootc versions (1.16 without locked staging,
+/// PR #2342's CLI with it) rolls out like any other: each node is staged and
+/// applied with its own bootc's commands, and says which staging it has.
+#[tokio::test]
+async fn a_pool_mixing_bootc_versions_rolls_out() {
+    require_root!();
+    let options = SimOptions {
+        bootc_versions: vec![BootcVersion::V1_16, BootcVersion::Pr],
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 4).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 4).await;
+    let bns: Vec<BootcNode> = Api::<BootcNode>::all(sim.admin.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let nodes = sim.nodes.lock().await;
+    let mut seen = BTreeSet::new();
+    for node in nodes.iter() {
+        let version = node.host.layout.version();
+        seen.insert(version.name());
+        let bn = bns
+            .iter()
+            .find(|b| b.metadata.name.as_deref() == Some(node.name.as_str()))
+            .unwrap();
+        assert_eq!(
+            bn.status.as_ref().unwrap().download_only_supported,
+            Some(version.locked_staging()),
+            "{}",
+            node.name
+        );
+        let applies: Vec<Vec<String>> = node
+            .host
+            .layout
+            .read_invocations()
+            .into_iter()
+            .map(|i| i.argv)
+            .filter(|a| a.iter().any(|x| x == "--apply"))
+            .collect();
+        assert_eq!(applies.len(), 1, "{}: {applies:?}", node.name);
+        assert_eq!(
+            applies[0].iter().any(|a| a == "--from-downloaded"),
+            version.locked_staging(),
+            "{}: {applies:?}",
+            node.name
+        );
+    }
+    assert_eq!(seen.len(), 2, "both versions in the pool");
+}
+
+/// `maxConcurrentStaging: 1`: a new image is downloaded by one node at a
+/// time (each pull takes a while), not by the whole pool at once; the
+/// rollout still completes within the bound.
+#[tokio::test]
+async fn staging_is_bounded_to_one_download_at_a_time() {
+    require_root!();
+    const PULL_MS: u64 = 1500;
+    let (sim, recorder, _v1) = started(SimOptions::default(), 4).await;
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in nodes.iter() {
+            std::fs::write(n.host.layout.stage_delay(), PULL_MS.to_string()).unwrap();
+        }
+    }
+    sim.patch_pool(json!({"rollout": {"maxConcurrentStaging": 1}}))
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    rolled_out_within_one(&sim, &recorder, &v2, 4).await;
+    // Each node's pulls of v2, as [start, start + PULL_MS) in microseconds:
+    // at no moment did two run at once.
+    let mut pulls: Vec<(u64, u64, String)> = Vec::new();
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in nodes.iter() {
+            for i in n.host.layout.read_invocations() {
+                let stage = i.argv.first().is_some_and(|a| a == "switch")
+                    && i.argv.iter().any(|a| a.contains(&v2))
+                    && !i.argv.iter().any(|a| a == "--apply" || a == "--help");
+                if stage {
+                    pulls.push((
+                        i.unix_micros,
+                        i.unix_micros + PULL_MS * 1000,
+                        n.name.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    pulls.sort();
+    assert!(pulls.len() >= 4, "{pulls:?}");
+    for pair in pulls.windows(2) {
+        assert!(
+            pair[1].0 >= pair[0].1,
+            "two pulls at once: {} and {}\n{pulls:?}",
+            pair[0].2,
+            pair[1].2
+        );
+    }
+}
+
+/// A tag moving A -> B -> A: once the first node has booted B, the tag goes
+/// back to A. The nodes that never booted B stay on A and are not rebooted
+/// at all; those that booted B go back to A with exactly one more reboot;
+/// never more than one node down.
+#[tokio::test]
+async fn a_tag_moving_a_b_a_reboots_only_the_nodes_that_booted_b_once_more() {
+    require_root!();
+    let (sim, recorder, a) = started(SimOptions::default(), 5).await;
+    let b = sim.push_version("2.0").await.unwrap();
+    wait_updated(&sim, &b, 1).await;
+    let back = sim.push_version("1.0").await.unwrap();
+    assert_eq!(back, a, "the same image, the same digest");
+    let a_seen = a.clone();
+    wait_pool(&sim, "all back on A", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(a_seen.as_str())
+                && s.updated_count == 5
+                && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                    .is_some_and(|m| !m.contains("in reboot slots"))
+        })
+    })
+    .await;
+    booted_everywhere(&sim, &sim.pinned(&a)).await;
+    nothing_cordoned(&sim).await;
+    let (pinned_a, pinned_b) = (sim.pinned(&a), sim.pinned(&b));
+    let reboots = sim.reboots().await;
+    let images: std::collections::BTreeMap<&String, Vec<&str>> = reboots
+        .iter()
+        .map(|(n, r)| (n, r.iter().map(|r| r.image.as_str()).collect()))
+        .collect();
+    for (node, booted) in &images {
+        assert!(
+            booted.is_empty() || *booted == [pinned_b.as_str(), pinned_a.as_str()],
+            "{node} rebooted into {booted:?} (B is {pinned_b}, A is {pinned_a})"
+        );
+    }
+    let went_to_b = images.values().filter(|r| !r.is_empty()).count();
+    assert!(went_to_b >= 1, "{images:?}");
+    assert!(
+        went_to_b < 5,
+        "the tag moved back once one node ran B, yet all booted B: {images:?}"
+    );
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// bootc 1.16 cannot download without staging (no `--download-only`), and a
+/// staged deployment is what any reboot boots: such a node is told the new
+/// image only when a free slot awaits it. With one slot, each node stages
+/// only after the previous one has rebooted (its `--apply`).
+#[tokio::test]
+async fn bootc_1_16_nodes_stage_only_when_a_slot_awaits_them() {
+    require_root!();
+    let options = SimOptions {
+        bootc_versions: vec![BootcVersion::V1_16],
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 3).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_rolled(&sim, &v2, 3).await;
+    let image = sim.pinned(&v2);
+    // Per node: when it first staged v2, when it applied it.
+    let mut runs: Vec<(u64, u64, String)> = Vec::new();
+    for node in sim.nodes.lock().await.iter() {
+        let invocations = node.host.layout.read_invocations();
+        let of_v2 = |apply: bool| {
+            invocations
+                .iter()
+                .filter(|i| i.argv.iter().any(|a| a == "switch"))
+                .filter(|i| i.argv.iter().any(|a| a == &image))
+                .filter(|i| i.argv.iter().any(|a| a == "--apply") == apply)
+                .map(|i| i.unix_micros)
+                .min()
+        };
+        let (stage, apply) = (of_v2(false), of_v2(true));
+        runs.push((
+            stage.unwrap_or_else(|| panic!("{} never staged v2", node.name)),
+            apply.unwrap_or_else(|| panic!("{} never applied v2", node.name)),
+            node.name.clone(),
+        ));
+    }
+    runs.sort();
+    for pair in runs.windows(2) {
+        assert!(
+            pair[1].0 > pair[0].1,
+            "{} staged before {} rebooted, with no slot free: {runs:?}",
+            pair[1].2,
+            pair[0].2
+        );
+    }
+    assert_disruption_at_most(&recorder, 1).await;
+}
