@@ -1,5 +1,7 @@
 //! `bootc-controller`: rolls bootc images across the nodes of each
 //! BootcNodePool. Connects with `KUBECONFIG` (or the in-cluster config).
+// No production function over 100 lines (tests may be longer).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -9,6 +9,8 @@
 //! ([`watch::HostEvents`]). If the helper exits, the daemon exits non-zero;
 //! if the daemon dies, the helper exits (it watches a pidfd of the daemon:
 //! the kernel refuses PR_SET_PDEATHSIG from the unprivileged daemon to it).
+// No production function over 100 lines (tests may be longer).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod agent;
 pub mod bootc_errors;

@@ -1,4 +1,6 @@
 //! `bootc-daemon`: see lib.rs for the process model.
+// No production function over 100 lines (tests may be longer).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 use clap::{Parser, Subcommand};
 use daemon::{DaemonOptions, spawn::HelperOptions};

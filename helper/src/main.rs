@@ -1,4 +1,6 @@
 //! `bootc-helper`: started by bootc-daemon with a socket as fd 3. See lib.rs.
+// No production function over 100 lines (tests may be longer).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 use helper::{Args, SOCKET_FD, service::Engine};
 use std::process::ExitCode;

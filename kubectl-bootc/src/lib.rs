@@ -10,6 +10,8 @@
 //! * [`why`]: the chain of reasons a node is not updating;
 //! * [`history`]: what the pool's status and Events tell of its rollouts;
 //! * [`retry_refusal`]: whether a node awaits a retry (`kubectl bootc retry`).
+// No production function over 100 lines (tests may be longer).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod history;
 pub mod status;

@@ -66,7 +66,7 @@ pub async fn set_ready(client: &kube::Client, node: &str, ready: bool) -> Result
     let nodes: Api<Node> = Api::all(client.clone());
     let now = jiff::Timestamp::now().to_string();
     let body = json!({"status": {"conditions": [{
-        "type": "Ready", "status": if ready {"True"} else {"False"},
+        "type": api::node_health::NODE_READY, "status": if ready {"True"} else {"False"},
         "reason": if ready {"KubeletReady"} else {"KubeletNotReady"},
         "message": "set by the test", "lastHeartbeatTime": now, "lastTransitionTime": now,
     }]}});

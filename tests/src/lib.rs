@@ -1,5 +1,7 @@
 //! Test support for bootc-operator: a real control plane, CRD installation,
 //! and (in later modules) the fake bootc host and the node simulator.
+// No production function over 100 lines (tests may be longer).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod binaries;
 pub mod control_plane;

@@ -14,6 +14,8 @@
 //!   lines, and the operator image's size (compressed and unpacked) built
 //!   from the binaries;
 //! - `scale`: the real controller with N nodes played by the DaemonPlayer.
+// No production function over 100 lines (tests may be longer).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -21,6 +23,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
+use api::labels::ARCH_LABEL;
+use api::node_health::NODE_READY;
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState, RebootPolicy};
 use clap::Parser;
 use futures::StreamExt;
@@ -422,7 +426,7 @@ async fn wait_released(admin: &kube::Client, image: &str, timeout: Duration) -> 
             .items
             .iter()
             .any(|e| {
-                e.reason.as_deref() == Some("RolloutComplete")
+                e.reason.as_deref() == Some(api::event_reasons::ROLLOUT_COMPLETE)
                     && e.note.as_deref().is_some_and(|n| n.ends_with(image))
             });
         if slotted == 0 && complete {
@@ -860,7 +864,7 @@ impl LatencySamples {
             nodes.clone(),
             "bench-node",
             Duration::from_secs(30),
-            "Staged",
+            api::DaemonPhase::Staged.as_str(),
             move |bn: Option<&BootcNode>| {
                 bn.and_then(|b| b.status.as_ref())
                     .and_then(|s| s.staged.as_ref())
@@ -1229,9 +1233,9 @@ async fn create_nodes(admin: &kube::Client, n: usize) -> Result<()> {
         async move {
             let name = format!("scale-node-{i}");
             let node: Node = serde_json::from_value(json!({
-                "metadata": {"name": name, "labels": {POOL_LABEL: POOL, "kubernetes.io/arch": "amd64"}},
+                "metadata": {"name": name, "labels": {POOL_LABEL: POOL, ARCH_LABEL: "amd64"}},
                 "status": {"conditions": [{
-                    "type": "Ready", "status": "True", "reason": "KubeletReady",
+                    "type": NODE_READY, "status": "True", "reason": "KubeletReady",
                     "message": "registered by the benchmark",
                     "lastHeartbeatTime": now, "lastTransitionTime": now,
                 }]},

@@ -5,6 +5,8 @@
 //! mount namespaces, each with the real bootc-daemon and bootc-helper),
 //! pushes v1 then v2 of an OS image, and shows the rollout live. The cluster
 //! keeps running for experiments until Ctrl-C, which stops everything.
+// No production function over 100 lines (tests may be longer).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
