@@ -3,7 +3,7 @@
 //! sees it, as the watch would show it.
 #![allow(clippy::unwrap_used)]
 
-use api::{BootcNodeSpec, DaemonPhase, RebootPolicy, reasons};
+use api::{BootcNodeSpec, DaemonPhase, reasons};
 
 use super::*;
 
@@ -24,16 +24,7 @@ struct Rig {
 
 impl Rig {
     fn new(desired: &str, status: Option<BootcNodeStatus>, options: PlayerOptions) -> Self {
-        let mut bn = BootcNode::new(
-            "n1",
-            BootcNodeSpec {
-                desired_image: desired.to_owned(),
-                desired_image_state: DesiredImageState::Staged,
-                reboot_policy: RebootPolicy::RebootOnly,
-                pull_secret_ref: None,
-                pull_secret_hash: None,
-            },
-        );
+        let mut bn = BootcNode::new("n1", crate::daemon_loop::spec(desired));
         bn.metadata.generation = Some(1);
         bn.metadata.uid = Some("uid-1".to_owned());
         bn.metadata.resource_version = Some("1".to_owned());
