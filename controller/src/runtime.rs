@@ -248,7 +248,8 @@ where
 }
 
 fn strip_node(node: &mut Node) {
-    node.managed_fields_mut().clear();
+    // None, not cleared: a cleared Vec keeps its buffer.
+    node.metadata.managed_fields = None;
     // Annotations are dropped to save memory, except our cordon mark.
     node.annotations_mut().retain(|k, _| {
         k == api::labels::CORDONED_BY_ANNOTATION || k == api::labels::DISRUPTED_BY_ANNOTATION
@@ -265,7 +266,7 @@ fn strip_node(node: &mut Node) {
 }
 
 fn strip_secret(secret: &mut Secret) {
-    secret.managed_fields_mut().clear();
+    secret.metadata.managed_fields = None;
     secret.annotations_mut().clear();
 }
 
@@ -410,7 +411,9 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
     {
         return Ok(Action::requeue(ctx.resync));
     }
+    let selecting = std::time::Instant::now();
     let chosen = Selection::of(&pool, &nodes, &bns);
+    let selected = selecting.elapsed();
     let resolution = ctx
         .resolver
         .resolve(&pool, secret.as_deref(), &chosen.architectures)
@@ -425,7 +428,6 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
         .and_then(|mut m| m.remove(&name))
         .unwrap_or_default();
     let plan = planner::plan_incremental(&input, &mut memo);
-    let planned = planning.elapsed();
     tracing::debug!(pool = %name, reused = memo.reused, computed = memo.computed, "planned");
     if let Ok(mut memos) = ctx.memos.lock() {
         memos.insert(name.clone(), memo);
@@ -434,8 +436,9 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
         let clock = crate::stuck::tick(&input.phase_clock, &plan.phases, input.now);
         clocks.insert(name.clone(), clock);
     }
+    let planned = planning.elapsed();
     let writes = ctx.actuator.execute(&pool, &plan).await?;
-    ctx.pacer.done(&name, planned);
+    ctx.pacer.done(&name, selected + planned);
     let status = plan.status.as_ref().or(pool.status.as_ref());
     let degraded = status
         .filter(|s| api::conditions::is_true(&s.conditions, api::reasons::DEGRADED))

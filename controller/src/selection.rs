@@ -6,7 +6,7 @@
 //! report). Names are compared borrowed: this runs on every reconcile, over
 //! every Node of the cluster.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use api::{BootcNode, BootcNodePool};
@@ -38,7 +38,7 @@ impl<'a> Selection<'a> {
             .map(AsRef::as_ref)
             .filter(|bn| planner::owned_by(bn, pool))
             .collect();
-        let owned_names: HashSet<&str> = owned.iter().map(|b| name(*b)).collect();
+        let owned_names: foldhash::HashSet<&str> = owned.iter().map(|b| name(*b)).collect();
         let mut out = Selection::default();
         let mut arch_labels = Vec::new();
         for node in nodes.iter().map(AsRef::as_ref) {
@@ -57,7 +57,7 @@ impl<'a> Selection<'a> {
                 out.nodes.push(node);
             }
         }
-        let node_names: HashSet<&str> = out.nodes.iter().map(|n| name(*n)).collect();
+        let node_names: foldhash::HashSet<&str> = out.nodes.iter().map(|n| name(*n)).collect();
         out.bns = bns
             .iter()
             .map(AsRef::as_ref)

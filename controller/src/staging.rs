@@ -19,8 +19,6 @@
 //! `desiredImage` is its booted image, so a target withdrawn before a node
 //! booted it (a tag moving A, B, A) costs that node nothing.
 
-use std::collections::BTreeSet;
-
 /// The pool's staging bounds (`spec.rollout`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Bounds {
@@ -38,10 +36,10 @@ impl Bounds {
     }
 }
 
-/// One member as the staging rule sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// One member as the staging rule sees it (members are told in the order
+/// given: name order).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Member {
-    pub name: String,
     /// Its BootcNode already says the target (or it is about to be created).
     pub told: bool,
     pub runs_target: bool,
@@ -58,47 +56,69 @@ impl Member {
     }
 }
 
-/// The members told the target after this plan.
-pub fn told(members: &[Member], bounds: Bounds, free_slots: usize) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = members
+/// The members told the target after this plan: one flag per member, in
+/// the order given. Linear: the counts of told members waiting are kept as
+/// members are told, not recounted for each.
+pub fn told(members: &[Member], bounds: Bounds, free_slots: usize) -> Vec<bool> {
+    let mut out: Vec<bool> = members
         .iter()
-        .filter(|m| m.told || m.runs_target || m.in_slot)
-        .map(|m| m.name.clone())
+        .map(|m| m.told || m.runs_target || m.in_slot)
         .collect();
-    let told_waiting = |out: &BTreeSet<String>, pred: &dyn Fn(&Member) -> bool| {
-        members
-            .iter()
-            .filter(|m| out.contains(&m.name) && m.waiting() && pred(m))
-            .count()
-    };
-    let rest: Vec<&Member> = members.iter().filter(|m| !out.contains(&m.name)).collect();
-    for m in rest {
-        let downloading = told_waiting(&out, &|m| !m.staged);
-        let ahead = told_waiting(&out, &|_| true);
-        let unlocked = told_waiting(&out, &|m| m.unlocked);
-        let fits = bounds.max_concurrent.is_none_or(|max| downloading < max)
-            && bounds.ahead.is_none_or(|max| ahead < max + free_slots)
-            && (!m.unlocked || unlocked < free_slots);
+    let mut waiting = Waiting::default();
+    for m in members.iter().zip(&out).filter(|(_, told)| **told) {
+        waiting.add(m.0);
+    }
+    for (m, told) in members.iter().zip(out.iter_mut()).filter(|(_, t)| !**t) {
+        let fits = bounds
+            .max_concurrent
+            .is_none_or(|max| waiting.downloading < max)
+            && bounds
+                .ahead
+                .is_none_or(|max| waiting.ahead < max + free_slots)
+            && (!m.unlocked || waiting.unlocked < free_slots);
         if fits {
-            out.insert(m.name.clone());
+            *told = true;
+            waiting.add(m);
         }
     }
     out
+}
+
+/// Told members that wait for a slot: all, those still downloading, those
+/// whose bootc cannot stage locked.
+#[derive(Default)]
+struct Waiting {
+    ahead: usize,
+    downloading: usize,
+    unlocked: usize,
+}
+
+impl Waiting {
+    fn add(&mut self, m: &Member) {
+        if m.waiting() {
+            self.ahead += 1;
+            self.downloading += usize::from(!m.staged);
+            self.unlocked += usize::from(m.unlocked);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn m(name: &str) -> Member {
-        Member {
-            name: name.into(),
-            ..Member::default()
-        }
+    /// A member; the rows name members a, b, c, d by position.
+    fn m(_position: &str) -> Member {
+        Member::default()
     }
 
-    fn names(set: &BTreeSet<String>) -> Vec<&str> {
-        set.iter().map(String::as_str).collect()
+    fn names(told: &[bool]) -> Vec<&'static str> {
+        ["a", "b", "c", "d"]
+            .into_iter()
+            .zip(told)
+            .filter(|(_, t)| **t)
+            .map(|(name, _)| name)
+            .collect()
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! waits for an instant (a drain retry, a reboot's grace, a phase deadline)
 //! is valid only before it: time changes its answer only there.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use api::{BootcNode, BootcNodePoolSpec};
 use jiff::Timestamp;
@@ -144,7 +144,7 @@ struct Entry {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Memo {
     facts: Option<PoolFacts>,
-    nodes: HashMap<String, Entry>,
+    nodes: foldhash::HashMap<String, Entry>,
     /// Answers reused and computed by the last plan (for the tests and logs).
     pub reused: usize,
     pub computed: usize,
@@ -202,10 +202,10 @@ impl Memo {
         if let Some((kept, answer)) = self.nodes.get(name).and_then(|e| e.staging.as_ref())
             && *kept == versions
         {
-            return answer.clone();
+            return *answer;
         }
         let answer = compute();
-        self.nodes.entry(name.to_owned()).or_default().staging = Some((versions, answer.clone()));
+        self.nodes.entry(name.to_owned()).or_default().staging = Some((versions, answer));
         answer
     }
 

@@ -25,7 +25,7 @@ use super::Write;
 use super::cordon;
 use super::owned::Owned;
 use super::verdict::{NodeVerdict, Rollout};
-use super::view::View;
+use super::view::{ByName, View};
 use crate::disruption::{self, Budget};
 
 /// Does the node hold a slot of `pool` (its BootcNode's slot record, or the
@@ -89,7 +89,7 @@ pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout) {
 fn assign(
     candidates: &[String],
     budget: &mut Budget,
-    nodes: &BTreeMap<&str, &Node>,
+    nodes: &ByName<'_, Node>,
     pool: &str,
     verdicts: &mut BTreeMap<String, NodeVerdict>,
 ) -> Vec<String> {
@@ -97,7 +97,7 @@ fn assign(
     budget.order(&mut ordered);
     let mut taken = Vec::new();
     for name in ordered {
-        let (Some(node), Some(v)) = (nodes.get(name.as_str()), verdicts.get_mut(&name)) else {
+        let (Some(node), Some(v)) = (nodes.get(&name), verdicts.get_mut(&name)) else {
             continue;
         };
         if !budget.admits(&name) {

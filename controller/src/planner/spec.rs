@@ -3,8 +3,6 @@
 //! policy; the pull secret ([`super::pull_secret`]). A new image resets the
 //! approval: approval belongs to a slot, and is given for one image.
 
-use std::collections::BTreeSet;
-
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
 use k8s_openapi::api::core::v1::Node;
 
@@ -64,7 +62,6 @@ fn kept_image(bn: &BootcNode) -> String {
 
 /// One member as the staging rule sees it.
 fn staged_member(
-    name: &str,
     node: Option<&Node>,
     bn: Option<&BootcNode>,
     target: &Target,
@@ -72,7 +69,6 @@ fn staged_member(
 ) -> staging::Member {
     let status = bn.and_then(|b| b.status.as_ref());
     staging::Member {
-        name: name.to_owned(),
         told: bn.is_none_or(|b| b.spec.desired_image == target.image),
         runs_target: bn.is_some_and(|b| runs_target(b, target)),
         staged: bn.is_some_and(|b| classify(b, target) == NodeState::Staged),
@@ -85,24 +81,30 @@ fn staged_member(
 
 /// The members told the target (see [`staging`]); `held_elsewhere` slots
 /// are held by nodes that left mid-reboot.
-pub(crate) fn told(
+pub(crate) fn told<'m>(
     view: &View<'_>,
-    members: &[String],
+    members: &'m [String],
     target: &Target,
     slots: usize,
     held_elsewhere: usize,
     memo: &mut Memo,
-) -> BTreeSet<String> {
+) -> foldhash::HashSet<&'m str> {
     let seen: Vec<staging::Member> = members
         .iter()
         .map(|name| {
             let (bn, node) = (view.bn(name), view.node(name));
             memo.staging(name, Versions::of(node, bn), || {
-                staged_member(name, node, bn, target, &view.pool_name)
+                staged_member(node, bn, target, &view.pool_name)
             })
         })
         .collect();
     let holders = seen.iter().filter(|m| m.in_slot).count() + held_elsewhere;
     let bounds = staging::Bounds::of(&view.pool.spec.rollout);
-    staging::told(&seen, bounds, slots.saturating_sub(holders))
+    let told = staging::told(&seen, bounds, slots.saturating_sub(holders));
+    members
+        .iter()
+        .zip(told)
+        .filter(|(_, told)| *told)
+        .map(|(name, _)| name.as_str())
+        .collect()
 }

@@ -101,7 +101,7 @@ struct Pool<'v, 'a> {
     view: &'v View<'a>,
     target: &'v Target,
     secret: &'v Secret,
-    told: BTreeSet<String>,
+    told: foldhash::HashSet<&'v str>,
     conflicts: &'v BTreeMap<String, BTreeSet<String>>,
     paused: bool,
 }

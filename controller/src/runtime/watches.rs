@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -46,7 +46,7 @@ pub(super) fn bootc_nodes(
 ) -> (Store<BootcNode>, impl Objects<BootcNode>) {
     let (store, writer) = reflector::store();
     let events =
-        watch(Api::<BootcNode>::all(client.clone())).modify(|bn| bn.managed_fields_mut().clear());
+        watch(Api::<BootcNode>::all(client.clone())).modify(|bn| bn.metadata.managed_fields = None);
     let cached = synced.track(Cache::BootcNodes, reflector::reflector(writer, events));
     (store, log_errors(cached.touched_objects(), "bootcnodes"))
 }

@@ -397,4 +397,5 @@ fn only_withdrawal(plan: &Plan, name: &str) -> bool {
         [Write::ApplyBootcNode(b)] if b.in_slot()
             && b.spec.desired_image_state == DesiredImageState::Staged)
 }
+mod cost;
 mod incremental;

@@ -1,0 +1,71 @@
+//! What one plan of a large pool costs, from scratch and with a warm memo
+//! after one node changed. Not a test of behaviour: run by hand, in release,
+//! to see where planning time goes
+//! (`cargo test --release -p controller --lib plan_cost -- --ignored --nocapture`;
+//! `PLAN_COST_NODES` sets the size, 5,000 by default).
+
+use std::time::Instant;
+
+use super::*;
+
+/// A pool mid-rollout: 40% done, 10% holding slots, the rest staged; or,
+/// `starting`, every node idle on the old image, none told the new one.
+fn pool_of(n: usize, starting: bool) -> (World, Vec<Node>) {
+    let mut world = World::new(pool("a", IntOrString::String("10%".into()), false));
+    let mut nodes = Vec::with_capacity(n);
+    for i in 0..n {
+        let name: &'static str = Box::leak(format!("sim-node-{}", i + 1).into_boxed_str());
+        let rebooting = !starting && (4 * n / 10..5 * n / 10).contains(&i);
+        let mut node = if rebooting {
+            rebooting_node(name, "a")
+        } else {
+            node(name, "a", true, false)
+        };
+        node.metadata.resource_version = Some((2 * i + 1).to_string());
+        nodes.push(node);
+        let b = if starting {
+            bn(name, OLD, Daemon::Idle(OLD))
+        } else if i < 4 * n / 10 {
+            bn(name, NEW, Daemon::Idle(NEW))
+        } else if rebooting {
+            bn(name, NEW, Daemon::Rebooting(OLD)).approved().slot(false)
+        } else {
+            bn(name, NEW, Daemon::Staged(OLD))
+        };
+        let mut b = b.build();
+        b.metadata.resource_version = Some((2 * i + 2).to_string());
+        world.bns.push(b);
+    }
+    (world, nodes)
+}
+
+#[test]
+#[ignore = "a measurement, run by hand in release"]
+fn plan_cost() {
+    let n = std::env::var("PLAN_COST_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    for (what, starting) in [("mid-rollout", false), ("starting", true)] {
+        let (mut world, nodes) = pool_of(n, starting);
+        let started = Instant::now();
+        let reference = plan(&world.input(&nodes));
+        println!("{n} nodes, {what}: from scratch {:?}", started.elapsed());
+        assert!(!reference.writes.is_empty() || reference.status.is_some());
+        let mut memo = Memo::default();
+        plan_incremental(&world.input(&nodes), &mut memo);
+        let rounds = 50;
+        let started = Instant::now();
+        for round in 0..rounds {
+            let b = &mut world.bns[round * 7 % n];
+            b.metadata.resource_version = Some((10 * n + round).to_string());
+            plan_incremental(&world.input(&nodes), &mut memo);
+        }
+        println!(
+            "{n} nodes, {what}: warm, one node changed: {:?} per plan ({} reused, {} computed)",
+            started.elapsed() / rounds as u32,
+            memo.reused,
+            memo.computed
+        );
+    }
+}
