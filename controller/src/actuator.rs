@@ -129,6 +129,39 @@ fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u
         .unwrap_or(0)
 }
 
+/// What a write's response is read for: the object's new
+/// `resourceVersion` (for the cache catch-up). Parsing the whole object back
+/// would cost the controller as much as making the write.
+#[derive(serde::Deserialize)]
+struct Response {
+    metadata: ResponseMeta,
+}
+
+#[derive(serde::Deserialize)]
+struct ResponseMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+/// Patches the cluster-scoped `K` named `name`; returns its new version.
+async fn patch_version<K: Resource<DynamicType = ()>>(
+    client: &kube::Client,
+    name: &str,
+    params: &PatchParams,
+    patch: &Patch<serde_json::Value>,
+) -> Result<u64, kube::Error> {
+    let mut req = kube::core::Request::new(K::url_path(&(), None))
+        .patch(name, params, patch)
+        .map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("patch");
+    let out: Response = client.request(req).await?;
+    Ok(out
+        .metadata
+        .resource_version
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0))
+}
+
 fn apply_params() -> PatchParams {
     PatchParams::apply(CONTROLLER_MANAGER).force()
 }
@@ -243,7 +276,6 @@ impl Actuator {
     /// Makes one write; returns how many API writes it took (0 or 1).
     async fn write_one(&self, pool: &BootcNodePool, w: &Write) -> Result<usize, ActuatorError> {
         let bns: Api<BootcNode> = Api::all(self.client.clone());
-        let nodes: Api<Node> = Api::all(self.client.clone());
         let mut count = 0;
         match w {
             Write::ApplyBootcNode(bn) => {
@@ -258,14 +290,18 @@ impl Actuator {
                     },
                     "spec": bn.spec,
                 });
-                let out = bns
-                    .patch(&name, &apply_params(), &Patch::Apply(&body))
-                    .await
-                    .map_err(|source| ActuatorError::ApplyBootcNode {
-                        name: name.clone(),
-                        source,
-                    })?;
-                self.record(pool, Written::BootcNode(name.clone()), rv_of(&out.metadata));
+                let version = patch_version::<BootcNode>(
+                    &self.client,
+                    &name,
+                    &apply_params(),
+                    &Patch::Apply(body),
+                )
+                .await
+                .map_err(|source| ActuatorError::ApplyBootcNode {
+                    name: name.clone(),
+                    source,
+                })?;
+                self.record(pool, Written::BootcNode(name.clone()), version);
                 tracing::debug!(pool = %pool.name_any(), bootcnode = %name, "applied BootcNode");
                 count += 1;
             }
@@ -299,8 +335,9 @@ impl Actuator {
                     field_manager: Some(CONTROLLER_MANAGER.to_owned()),
                     ..PatchParams::default()
                 };
-                match nodes.patch(name, &params, &Patch::Merge(&body)).await {
-                    Ok(out) => self.record(pool, Written::Node(name.clone()), rv_of(&out.metadata)),
+                match patch_version::<Node>(&self.client, name, &params, &Patch::Merge(body)).await
+                {
+                    Ok(version) => self.record(pool, Written::Node(name.clone()), version),
                     // The node is gone: nothing to restore on it.
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
                     Err(source) => {

@@ -634,7 +634,7 @@ struct NodeClock {
 
 #[derive(Debug, Default)]
 struct PoolClock {
-    nodes: HashMap<String, NodeClock>,
+    nodes: foldhash::HashMap<String, NodeClock>,
     rollout_since: Option<Instant>,
 }
 
@@ -674,15 +674,21 @@ impl PhaseClock {
     ) -> Observed {
         let clock = self.pools.entry(pool.to_owned()).or_default();
         let mut out = Observed::default();
-        clock.nodes.retain(|n, _| summary.states.contains_key(n));
         for (node, state) in &summary.states {
             let phase = Phase::of(summary, node, *state);
-            let entry = clock.nodes.entry(node.clone()).or_insert(NodeClock {
-                phase,
-                since: now,
-                whole: false,
-                update_since: None,
-            });
+            // Looked up before inserting: every plan passes every member.
+            if !clock.nodes.contains_key(node.as_str()) {
+                let first = NodeClock {
+                    phase,
+                    since: now,
+                    whole: false,
+                    update_since: None,
+                };
+                clock.nodes.insert(node.clone(), first);
+            }
+            let Some(entry) = clock.nodes.get_mut(node.as_str()) else {
+                continue;
+            };
             if entry.phase != phase {
                 if entry.whole && matches!(entry.phase, Phase::Staging | Phase::Rebooting) {
                     out.phases
@@ -706,6 +712,10 @@ impl PhaseClock {
             let waited = now.saturating_duration_since(entry.since);
             let longest = out.longest.entry(phase).or_default();
             *longest = (*longest).max(waited);
+        }
+        // Every member is in the clock now: it holds others only if sizes differ.
+        if clock.nodes.len() != summary.states.len() {
+            clock.nodes.retain(|n, _| summary.states.contains_key(n));
         }
         for event in events {
             match event.reason {
