@@ -119,10 +119,8 @@ fn start(opts: &DaemonOptions) -> Result<ExitCode, StartError> {
     );
 
     // Threads created from here on inherit the filter and the empty sets.
-    // One thread runs everything: the daemon waits on the API server and
-    // the helper, and a worker thread of its own would add its stack and a
-    // malloc arena to the resident set.
-    let rt = tokio::runtime::Builder::new_current_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()?;
     rt.block_on(async move {
