@@ -8,8 +8,8 @@ mod common;
 use common::*;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
-use kube::ResourceExt;
 use kube::api::{Api, ListParams};
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tests::daemon_player::{DaemonPlayer, PlayerOptions};
 use tests::recorder::Recorder;
@@ -67,7 +67,17 @@ async fn five_nodes_roll_two_at_a_time() {
     .await;
     let events: Api<Event> =
         Api::namespaced(env.admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
-    let mut all = events.list(&ListParams::default()).await.unwrap().items;
+    // The pool's Events only: the API server publishes its own in the same
+    // namespace (a ClusterIP repair, at its own time).
+    let pool_kind = api::BootcNodePool::kind(&());
+    let mut all: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(&*pool_kind))
+        .collect();
     all.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
     let reasons: Vec<String> = all.iter().filter_map(|e| e.reason.clone()).collect();
     assert_eq!(
