@@ -903,58 +903,26 @@ impl LatencySamples {
             "p99 < 100 ms",
             Some(self.seen_to_stage.len() == changes && p99 < 100.0),
         ));
-        report.push(row(
-            format!(
-                "admin PATCH sent -> bootc switch --download-only runs, p50 / p99 (n={})",
-                self.to_stage.len()
+        for (what, samples) in [
+            (
+                "admin PATCH sent -> bootc switch --download-only runs",
+                &self.to_stage,
             ),
-            format!(
-                "{:.1} / {:.1} ms",
-                percentile(&self.to_stage, 50.0),
-                percentile(&self.to_stage, 99.0)
+            (
+                "  of which the admin's PATCH round trip",
+                &self.patch_round_trip,
             ),
-            "",
-            None,
-        ));
-        report.push(row(
-            format!(
-                "  of which the admin's PATCH round trip, p50 / p99 (n={})",
-                self.patch_round_trip.len()
+            (
+                "  admin PATCH sent -> daemon logs \"spec seen\"",
+                &self.to_seen,
             ),
-            format!(
-                "{:.1} / {:.1} ms",
-                percentile(&self.patch_round_trip, 50.0),
-                percentile(&self.patch_round_trip, 99.0)
-            ),
-            "",
-            None,
-        ));
-        report.push(row(
-            format!(
-                "  admin PATCH sent -> daemon logs \"spec seen\", p50 / p99 (n={})",
-                self.to_seen.len()
-            ),
-            format!(
-                "{:.1} / {:.1} ms",
-                percentile(&self.to_seen, 50.0),
-                percentile(&self.to_seen, 99.0)
-            ),
-            "",
-            None,
-        ));
+        ] {
+            report.push(p50_p99_row(what, samples));
+        }
         if !self.to_log.is_empty() {
-            report.push(row(
-                format!(
-                    "admin PATCH sent -> daemon logs \"staging\", p50 / p99 (n={})",
-                    self.to_log.len()
-                ),
-                format!(
-                    "{:.1} / {:.1} ms",
-                    percentile(&self.to_log, 50.0),
-                    percentile(&self.to_log, 99.0)
-                ),
-                "",
-                None,
+            report.push(p50_p99_row(
+                "admin PATCH sent -> daemon logs \"staging\"",
+                &self.to_log,
             ));
         }
         report.details.push(format!(
@@ -963,6 +931,20 @@ impl LatencySamples {
     self.to_stage.last().copied().unwrap_or(f64::NAN)
 ));
     }
+}
+
+/// An untargeted row: `what`'s p50 and p99 over sorted `samples`, in ms.
+fn p50_p99_row(what: &str, samples: &[f64]) -> Row {
+    row(
+        format!("{what}, p50 / p99 (n={})", samples.len()),
+        format!(
+            "{:.1} / {:.1} ms",
+            percentile(samples, 50.0),
+            percentile(samples, 99.0)
+        ),
+        "",
+        None,
+    )
 }
 
 // ---------------------------------------------------------------- sizes
