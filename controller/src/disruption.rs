@@ -170,9 +170,10 @@ impl Budget {
             .insert(name.to_owned(), Unavailable::Disrupted);
     }
 
-    /// A member, counted if it is unavailable for a reason of its own.
-    pub fn member(&mut self, name: &str, node: &Node) {
-        if let Some(why) = Unavailable::of_member(node) {
+    /// A member, counted if it is unavailable for a reason of its own
+    /// (`Unavailable::of_member`).
+    pub fn member(&mut self, name: &str, own: Option<Unavailable>) {
+        if let Some(why) = own {
             self.unavailable.entry(name.to_owned()).or_insert(why);
         }
     }
@@ -319,7 +320,7 @@ pub(crate) mod tests {
                 b.hold(h);
             }
             for (m, ready, cordoned) in *members {
-                b.member(m, &node(*ready, *cordoned));
+                b.member(m, Unavailable::of_member(&node(*ready, *cordoned)));
             }
             assert_eq!(b.admits(candidate), *want, "{name}");
         }
@@ -328,8 +329,8 @@ pub(crate) mod tests {
     #[test]
     fn already_unavailable_candidates_go_first_and_blockers_are_named() {
         let mut b = Budget::new(1);
-        b.member("adm", &node(true, true));
-        b.member("x", &node(true, false));
+        b.member("adm", Unavailable::of_member(&node(true, true)));
+        b.member("x", Unavailable::of_member(&node(true, false)));
         let mut c = vec!["x".to_owned(), "adm".to_owned()];
         b.order(&mut c);
         assert_eq!(c, ["adm", "x"]);

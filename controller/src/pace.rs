@@ -8,15 +8,20 @@
 //! no sooner than [`Pace::rest`] times its last planning (choosing the
 //! pool's objects from the caches, planning and ticking its phase clock:
 //! the part that costs CPU, not the writes, which wait on the API server)
-//! after the last reconcile ended, and never more than [`Pace::longest`]
-//! after. With a rest of 9, planning one pool takes at most a tenth of the
+//! after the last reconcile ended, nor sooner than [`Pace::per_member`]
+//! for each of its members, and never more than [`Pace::longest`] after.
+//! With a rest of 9, planning one pool takes at most a tenth of the
 //! controller's time however fast its events arrive, so the controller's
 //! CPU follows the rollout's length rather than its event rate; a pool
 //! planned in 10 ms reacts within 0.1 s, a small one (planned in 0.1 ms)
 //! is barely delayed, and none waits more than half a second (a second was
 //! tried: the 5,000-node benchmark's rollout took 1.43 times its ideal
-//! instead of 1.00, since each wave needs several rounds of planning). Safety does not depend on it: every
-//! plan reads the whole state afresh.
+//! instead of 1.00, since each wave needs several rounds of planning).
+//! The rest per member keeps a large pool's plans as far apart when they
+//! get cheaper: every plan still reads every member, so making plans
+//! faster would otherwise buy more of them, not less CPU (a 5,000-node
+//! pool rests the longest half second either way; a 100-node one 10 ms).
+//! Safety does not depend on it: every plan reads the whole state afresh.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -27,6 +32,8 @@ use std::time::{Duration, Instant};
 pub struct Pace {
     /// Rest after a reconcile, as a multiple of its duration.
     pub rest: u32,
+    /// The shortest rest, per member of the pool.
+    pub per_member: Duration,
     /// The longest rest.
     pub longest: Duration,
 }
@@ -35,6 +42,7 @@ impl Default for Pace {
     fn default() -> Self {
         Pace {
             rest: 9,
+            per_member: Duration::from_micros(100),
             longest: Duration::from_millis(500),
         }
     }
@@ -42,18 +50,33 @@ impl Default for Pace {
 
 impl Pace {
     /// How long to wait at `now` before reconciling a pool whose last
-    /// reconcile took `took` and ended at `ended`.
-    pub fn wait(self, ended: Instant, took: Duration, now: Instant) -> Duration {
-        let rest = took.saturating_mul(self.rest).min(self.longest);
-        rest.saturating_sub(now.saturating_duration_since(ended))
+    /// reconcile planned `last.members` members in `last.took` and ended at
+    /// `last.ended`.
+    pub fn wait(self, last: Last, now: Instant) -> Duration {
+        let members = u32::try_from(last.members).unwrap_or(u32::MAX);
+        let rest = last
+            .took
+            .saturating_mul(self.rest)
+            .max(self.per_member.saturating_mul(members))
+            .min(self.longest);
+        rest.saturating_sub(now.saturating_duration_since(last.ended))
     }
+}
+
+/// A pool's last reconcile, as pacing sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Last {
+    pub ended: Instant,
+    /// Its planning's duration.
+    pub took: Duration,
+    pub members: usize,
 }
 
 /// The last reconcile of each pool, for [`Pace::wait`].
 #[derive(Debug, Default)]
 pub struct Pacer {
     pace: Pace,
-    last: Mutex<HashMap<String, (Instant, Duration)>>,
+    last: Mutex<HashMap<String, Last>>,
 }
 
 impl Pacer {
@@ -67,15 +90,22 @@ impl Pacer {
     /// How long the pool's next reconcile should wait now.
     pub fn wait(&self, pool: &str) -> Duration {
         let last = self.last.lock().ok().and_then(|l| l.get(pool).copied());
-        last.map_or(Duration::ZERO, |(ended, took)| {
-            self.pace.wait(ended, took, Instant::now())
-        })
+        last.map_or(Duration::ZERO, |last| self.pace.wait(last, Instant::now()))
     }
 
-    /// Records a reconcile of `pool` that ends now, whose planning took `took`.
-    pub fn done(&self, pool: &str, took: Duration) {
+    /// Records a reconcile of `pool` that ends now, whose planning of
+    /// `members` members took `took`.
+    pub fn done(&self, pool: &str, took: Duration, members: usize) {
+        let ended = Instant::now();
         if let Ok(mut last) = self.last.lock() {
-            last.insert(pool.to_owned(), (Instant::now(), took));
+            last.insert(
+                pool.to_owned(),
+                Last {
+                    ended,
+                    took,
+                    members,
+                },
+            );
         }
     }
 
@@ -95,22 +125,32 @@ mod tests {
         let ms = Duration::from_millis;
         let pace = Pace::default();
         let ended = Instant::now();
-        // (what, last reconcile took, time since it ended, wait)
+        // (what, last planning took, members, time since it ended, wait)
         let rows = [
-            ("a short reconcile barely waits", ms(2), ms(0), ms(18)),
-            ("nine times its duration", ms(40), ms(0), ms(360)),
-            ("less what already passed", ms(40), ms(100), ms(260)),
-            ("nothing once the rest is over", ms(40), ms(400), ms(0)),
-            ("at most the longest rest", ms(900), ms(0), ms(500)),
+            ("a short reconcile barely waits", ms(2), 10, ms(0), ms(18)),
+            ("nine times its duration", ms(40), 10, ms(0), ms(360)),
+            ("less what already passed", ms(40), 10, ms(100), ms(260)),
+            ("nothing once the rest is over", ms(40), 10, ms(400), ms(0)),
+            ("at most the longest rest", ms(900), 10, ms(0), ms(500)),
+            ("longest, less what passed", ms(900), 10, ms(300), ms(200)),
+            ("a cheap plan of many members", ms(2), 1000, ms(0), ms(100)),
+            ("members, less what passed", ms(2), 1000, ms(30), ms(70)),
+            ("nine times, when longer", ms(20), 1000, ms(0), ms(180)),
             (
-                "the longest rest, less what passed",
-                ms(900),
-                ms(300),
-                ms(200),
+                "members, at most the longest",
+                ms(2),
+                20_000,
+                ms(0),
+                ms(500),
             ),
         ];
-        for (what, took, since, want) in rows {
-            assert_eq!(pace.wait(ended, took, ended + since), want, "{what}");
+        for (what, took, members, since, want) in rows {
+            let last = Last {
+                ended,
+                took,
+                members,
+            };
+            assert_eq!(pace.wait(last, ended + since), want, "{what}");
         }
     }
 
@@ -118,7 +158,7 @@ mod tests {
     fn an_unknown_pool_does_not_wait() {
         let pacer = Pacer::new(Pace::default());
         assert_eq!(pacer.wait("new"), Duration::ZERO);
-        pacer.done("p", Duration::from_millis(100));
+        pacer.done("p", Duration::from_millis(100), 3);
         assert!(pacer.wait("p") > Duration::from_millis(400));
         pacer.forget("p");
         assert_eq!(pacer.wait("p"), Duration::ZERO);

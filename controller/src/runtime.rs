@@ -438,7 +438,8 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
     }
     let planned = planning.elapsed();
     let writes = ctx.actuator.execute(&pool, &plan).await?;
-    ctx.pacer.done(&name, selected + planned);
+    ctx.pacer
+        .done(&name, selected + planned, plan.summary.states.len());
     let status = plan.status.as_ref().or(pool.status.as_ref());
     let degraded = status
         .filter(|s| api::conditions::is_true(&s.conditions, api::reasons::DEGRADED))

@@ -12,13 +12,15 @@
 //! as the uncordon. Every [`NodePatch`] field is decided here: the actuator
 //! writes each one as it is.
 
+use std::sync::Arc;
+
 use api::BootcNode;
 use api::labels::{MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 
 use super::membership::owner_pool;
-use super::verdict::Rollout;
+use super::verdict::{Entry, Rollout};
 use super::view::View;
 use super::{NodePatch, Write};
 use crate::disruption::{self, cordoned_by, is_cordoned};
@@ -119,16 +121,19 @@ pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
 /// A cordon of ours on a member outside any slot (its slot record was lost
 /// with its BootcNode) is lifted, unless the member's writes before its
 /// BootcNode apply already uncordon it.
-pub(crate) fn lift_strays(view: &View<'_>, rollout: &mut Rollout) {
-    for (name, v) in &mut rollout.verdicts {
-        let Some(node) = view.node(name) else {
+pub(crate) fn lift_strays(view: &View<'_>, rollout: &mut Rollout<'_>) {
+    for Entry {
+        name, row, verdict, ..
+    } in rollout.verdicts.iter_mut()
+    {
+        let (Some(node), v) = (row.node, &**verdict) else {
             continue;
         };
         let uncordoning = v.pre.iter().any(
             |w| matches!(w, Write::PatchNode { patch, .. } if patch.unschedulable == Some(false)),
         );
         if !v.owned.in_slot && !uncordoning && cordoned_by(node, &view.pool_name) {
-            v.pre.push(Write::PatchNode {
+            Arc::make_mut(verdict).pre.push(Write::PatchNode {
                 name: name.to_owned(),
                 patch: NodePatch::UNCORDON,
             });

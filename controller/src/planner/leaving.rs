@@ -59,7 +59,7 @@ pub(crate) fn leavers(view: &View<'_>, members: &Membership) -> Leavers {
         });
     }
     for (name, node) in &view.nodes {
-        if view.bns.contains_key(name)
+        if view.row(name).bn.is_some()
             || members.contains(name)
             || !disruption::recorded_for(node, pool_name)
         {

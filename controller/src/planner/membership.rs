@@ -19,7 +19,7 @@ use kube::ResourceExt;
 use kube::core::{Expression, Selector, SelectorExt};
 
 use super::Problem;
-use super::memo::{Memo, Versions};
+use super::memo::Memo;
 use super::view::View;
 
 /// The pool's members, as this plan sees them.
@@ -85,9 +85,9 @@ pub(crate) fn of(
     let others = other_selectors(&view.input.other_pools);
     let mut out = Membership::default();
     for (name, node) in &view.nodes {
-        let bn = view.bn(name);
-        let versions = Versions::of(Some(node), bn);
-        let claim = memo.membership(name, versions, || {
+        let row = view.row(name);
+        let bn = row.bn;
+        let claim = memo.membership(name, row.versions, || {
             claim(pool, node, bn, selector.as_ref(), &others, has_target)
         });
         if let Some(pools) = claim.conflict {

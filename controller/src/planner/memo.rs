@@ -18,6 +18,7 @@
 //! is valid only before it: time changes its answer only there.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use api::{BootcNode, BootcNodePoolSpec};
 use jiff::Timestamp;
@@ -92,6 +93,12 @@ fn version<K: Resource>(object: Option<&K>) -> Result<Option<u64>, ()> {
 }
 
 impl Versions {
+    /// Neither object exists.
+    pub const NONE: Option<Versions> = Some(Versions {
+        node: None,
+        bn: None,
+    });
+
     /// None when an object has no numeric version (never kept).
     pub fn of(node: Option<&Node>, bn: Option<&BootcNode>) -> Option<Self> {
         Some(Versions {
@@ -136,7 +143,7 @@ impl VerdictKey {
 struct Entry {
     membership: Option<(Versions, Claim)>,
     staging: Option<(Versions, staging::Member)>,
-    verdict: Option<(VerdictKey, NodeVerdict)>,
+    verdict: Option<(VerdictKey, Arc<NodeVerdict>)>,
 }
 
 /// What a plan keeps for the next plan of the same pool (see the module
@@ -214,18 +221,18 @@ impl Memo {
         &mut self,
         name: &str,
         matches: impl Fn(&VerdictKey) -> bool,
-    ) -> Option<NodeVerdict> {
+    ) -> Option<Arc<NodeVerdict>> {
         let (_, v) = self
             .nodes
             .get(name)
             .and_then(|e| e.verdict.as_ref())
             .filter(|(k, _)| matches(k))?;
         self.reused += 1;
-        Some(v.clone())
+        Some(Arc::clone(v))
     }
 
     /// Keeps a verdict (the caller decides whether it may be kept).
-    pub(crate) fn keep_verdict(&mut self, name: &str, key: VerdictKey, v: NodeVerdict) {
+    pub(crate) fn keep_verdict(&mut self, name: &str, key: VerdictKey, v: Arc<NodeVerdict>) {
         self.nodes.entry(name.to_owned()).or_default().verdict = Some((key, v));
     }
 

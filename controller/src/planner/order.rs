@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use super::owned;
-use super::verdict::Rollout;
+use super::verdict::{Entry, Rollout};
 use super::view::View;
 use super::{DrainPhase, Write};
 
@@ -93,20 +93,17 @@ fn disrupts(w: &Write) -> bool {
 /// The plan's writes: the leavers', then each member's (writes before its
 /// BootcNode apply, the apply if anything changed, writes after it), slot
 /// releases first; then running drains of nodes that hold no slot stop.
-pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout) -> Writes {
+pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout<'_>) -> Writes {
     let mut flat = leavers.to_vec();
     let releasing =
-        |name: &str, in_slot: bool| !in_slot && view.bn(name).is_some_and(owned::in_slot);
+        |e: &&Entry<'_>| !e.verdict.owned.in_slot && e.row.bn.is_some_and(owned::in_slot);
     // Releases first, the rest in name order (a stable partition).
-    let (mut members, rest): (Vec<_>, Vec<_>) = rollout
-        .verdicts
-        .iter()
-        .partition(|(name, v)| releasing(name, v.owned.in_slot));
+    let (mut members, rest): (Vec<_>, Vec<_>) = rollout.verdicts.iter().partition(releasing);
     members.extend(rest);
-    for (name, v) in members {
-        flat.extend(v.pre.iter().cloned());
-        flat.extend(v.owned.apply_if_changed(name, view.bn(name), view.pool));
-        flat.extend(v.post.iter().cloned());
+    for Entry { name, row, verdict } in members {
+        flat.extend(verdict.pre.iter().cloned());
+        flat.extend(verdict.owned.apply_if_changed(name, row.bn, view.pool));
+        flat.extend(verdict.post.iter().cloned());
     }
     for (name, phase) in &view.input.drains {
         let slotted = rollout.verdicts.get(name).is_some_and(|v| v.owned.in_slot);

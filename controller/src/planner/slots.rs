@@ -14,8 +14,6 @@
 //!   when its BootcNode lost the slot record (deleted, recreated): the slot
 //!   is taken back.
 
-use std::collections::BTreeMap;
-
 use api::BootcNode;
 use api::labels::IN_REBOOT_SLOT_ANNOTATION;
 use k8s_openapi::api::core::v1::Node;
@@ -24,8 +22,8 @@ use kube::ResourceExt;
 use super::Write;
 use super::cordon;
 use super::owned::Owned;
-use super::verdict::{NodeVerdict, Rollout};
-use super::view::{ByName, View};
+use super::verdict::{Rollout, Verdicts};
+use super::view::View;
 use crate::disruption::{self, Budget};
 
 /// Does the node hold a slot of `pool` (its BootcNode's slot record, or the
@@ -61,7 +59,7 @@ pub(crate) fn reclaim(owned: &mut Owned, node: Option<&Node>, pool: &str) {
 /// Step 6, rule 1: unless the pool is paused or halted, free slots go to
 /// the candidates within the budget; the new holders are cordoned and about
 /// to drain.
-pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout) {
+pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout<'_>) {
     if rollout.paused || rollout.halted {
         return;
     }
@@ -69,7 +67,7 @@ pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout) {
     let taken = assign(
         &candidates,
         &mut rollout.budget,
-        &view.nodes,
+        view,
         &view.pool_name,
         &mut rollout.verdicts,
     );
@@ -89,15 +87,15 @@ pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout) {
 fn assign(
     candidates: &[String],
     budget: &mut Budget,
-    nodes: &ByName<'_, Node>,
+    view: &View<'_>,
     pool: &str,
-    verdicts: &mut BTreeMap<String, NodeVerdict>,
+    verdicts: &mut Verdicts<'_>,
 ) -> Vec<String> {
     let mut ordered = candidates.to_vec();
     budget.order(&mut ordered);
     let mut taken = Vec::new();
     for name in ordered {
-        let (Some(node), Some(v)) = (nodes.get(&name), verdicts.get_mut(&name)) else {
+        let (Some(node), Some(v)) = (view.node(&name), verdicts.get_mut(&name)) else {
             continue;
         };
         if !budget.admits(&name) {

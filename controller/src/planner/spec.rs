@@ -7,7 +7,7 @@ use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
 use k8s_openapi::api::core::v1::Node;
 
 use super::Target;
-use super::memo::{Memo, Versions};
+use super::memo::Memo;
 use super::owned::Owned;
 use super::pull_secret::{self, Secret};
 use super::slots::holds_slot;
@@ -92,9 +92,9 @@ pub(crate) fn told<'m>(
     let seen: Vec<staging::Member> = members
         .iter()
         .map(|name| {
-            let (bn, node) = (view.bn(name), view.node(name));
-            memo.staging(name, Versions::of(node, bn), || {
-                staged_member(node, bn, target, &view.pool_name)
+            let row = view.row(name);
+            memo.staging(name, row.versions, || {
+                staged_member(row.node, row.bn, target, &view.pool_name)
             })
         })
         .collect();

@@ -37,7 +37,7 @@ pub(crate) struct Facts<'a> {
     pub target: Option<&'a Target>,
     pub members: &'a Membership,
     pub leavers: Leavers,
-    pub rollout: Rollout,
+    pub rollout: Rollout<'a>,
     pub slots: usize,
 }
 
@@ -121,7 +121,7 @@ pub(crate) fn report(
     }
     let mut requeue_after = None;
     for v in verdicts.values() {
-        requeue(&mut requeue_after, v.requeue);
+        requeue(&mut requeue_after, v.requeue_at(view.input.now));
     }
     let status = coalesce(view, status, &mut requeue_after);
     Plan {
@@ -131,10 +131,13 @@ pub(crate) fn report(
         requeue_after,
         phases: verdicts
             .iter()
-            .filter_map(|(n, v)| v.phase.map(|p| (n.clone(), p)))
+            .filter_map(|e| e.verdict.phase.map(|p| (e.name.to_owned(), p)))
             .collect(),
         summary: Summary {
-            states: verdicts.iter().map(|(n, v)| (n.clone(), v.state)).collect(),
+            states: verdicts
+                .iter()
+                .map(|e| (e.name.to_owned(), e.verdict.state))
+                .collect(),
             draining: rollout.names(|v| v.draining).into_iter().collect(),
             slots,
             slots_in_use: verdicts.values().filter(|v| v.owned.in_slot).count(),
@@ -148,7 +151,7 @@ pub(crate) fn report(
 /// (`problems`), then the halt, conflicts, stuck nodes, failed drains and
 /// Degraded nodes; with the halt's and stuck nodes' events.
 fn degraded(
-    rollout: &Rollout,
+    rollout: &Rollout<'_>,
     members: &Membership,
     current: &BootcNodePoolStatus,
     problems: &mut Vec<Problem>,

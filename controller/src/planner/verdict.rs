@@ -9,6 +9,7 @@
 //! member's phase is timed for the stuck deadlines ([`crate::stuck`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use api::labels::MANAGED_LABEL;
@@ -21,13 +22,13 @@ use super::membership::Membership;
 use super::owned::Owned;
 use super::pull_secret::Secret;
 use super::state::{self, NodeState, classify, runs_target};
-use super::view::View;
+use super::view::{Row, View};
 use super::{DrainPhase, NodePatch, Target, Write, cordon, halt, slots, spec};
-use crate::disruption::{self, Budget};
+use crate::disruption::{self, Budget, Unavailable};
 use crate::stuck::{self, Stuck};
 use jiff::Timestamp;
 
-use super::memo::{Memo, VerdictKey, Versions};
+use super::memo::{Memo, VerdictKey};
 
 /// How long after a failed drain the controller tries again.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
@@ -53,6 +54,8 @@ pub(crate) struct NodeVerdict {
     /// Writes after it (label, cordon, drain).
     pub post: Vec<Write>,
     pub counted: Option<Counted>,
+    /// Its own unavailability (NotReady, cordoned), for the budget.
+    pub unavailable: Option<Unavailable>,
     pub unhealthy_in_slot: bool,
     pub candidate: bool,
     /// Held cordoned and unapproved in its slot by a pause.
@@ -60,6 +63,8 @@ pub(crate) struct NodeVerdict {
     /// Cordoned in its slot and not yet drained.
     pub draining: bool,
     pub drain_failure: Option<String>,
+    /// Look at the pool again after this long (from the plan that made the
+    /// verdict; see [`NodeVerdict::requeue_at`]).
     pub requeue: Option<Duration>,
     pub phase: Option<stuck::Phase>,
     pub stuck: Option<Stuck>,
@@ -71,10 +76,64 @@ pub(crate) struct NodeVerdict {
     pub keepable: bool,
 }
 
+impl NodeVerdict {
+    /// When the pool should be looked at again for this member, seen from
+    /// `now`: a kept verdict's requeue counts down to its recheck instant.
+    pub fn requeue_at(&self, now: Timestamp) -> Option<Duration> {
+        match self.recheck_at {
+            Some(at) => Some(at.duration_since(now).unsigned_abs()),
+            None => self.requeue,
+        }
+    }
+}
+
+/// One member's verdict, with its objects (the later steps read them
+/// without looking them up again).
+#[derive(Clone, Debug)]
+pub(crate) struct Entry<'a> {
+    pub name: &'a str,
+    pub row: Row<'a>,
+    /// Shared with the memo: a kept verdict is copied only when a later
+    /// step changes it (a slot handed out, a stray cordon lifted).
+    pub verdict: Arc<NodeVerdict>,
+}
+
+/// The members' verdicts, in name order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Verdicts<'a>(Vec<Entry<'a>>);
+
+impl<'a> Verdicts<'a> {
+    fn position(&self, name: &str) -> Option<usize> {
+        self.0.binary_search_by(|e| e.name.cmp(name)).ok()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&NodeVerdict> {
+        self.position(name).map(|i| &*self.0[i].verdict)
+    }
+
+    /// The member's verdict, to change (copied first if the memo shares it).
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut NodeVerdict> {
+        let i = self.position(name)?;
+        Some(Arc::make_mut(&mut self.0[i].verdict))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Entry<'a>> {
+        self.0.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry<'a>> {
+        self.0.iter_mut()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &NodeVerdict> {
+        self.0.iter().map(|e| &*e.verdict)
+    }
+}
+
 /// The verdicts, and what slot assignment made of them.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Rollout {
-    pub verdicts: BTreeMap<String, NodeVerdict>,
+pub(crate) struct Rollout<'a> {
+    pub verdicts: Verdicts<'a>,
     /// Slot holders that count for the halt, in name order.
     pub unhealthy_in_slots: Vec<String>,
     pub halted: bool,
@@ -85,13 +144,13 @@ pub(crate) struct Rollout {
     pub paused: bool,
 }
 
-impl Rollout {
+impl Rollout<'_> {
     /// The members whose verdict `pred` holds, in name order.
     pub fn names(&self, pred: impl Fn(&NodeVerdict) -> bool) -> Vec<String> {
         self.verdicts
             .iter()
-            .filter(|(_, v)| pred(v))
-            .map(|(n, _)| n.clone())
+            .filter(|e| pred(&e.verdict))
+            .map(|e| e.name.to_owned())
             .collect()
     }
 }
@@ -107,15 +166,15 @@ struct Pool<'v, 'a> {
 }
 
 /// Every member's verdict, and the budget and halt they add up to.
-pub(crate) fn verdicts(
-    view: &View<'_>,
+pub(crate) fn verdicts<'m>(
+    view: &View<'m>,
     target: &Target,
-    members: &Membership,
+    members: &'m Membership,
     leavers: &Leavers,
     secret: &Secret,
     slots: usize,
     memo: &mut Memo,
-) -> Rollout {
+) -> Rollout<'m> {
     let held = leavers.not_back.len();
     let told = spec::told(view, &members.names, target, slots, held, memo);
     let pool = Pool {
@@ -135,16 +194,22 @@ pub(crate) fn verdicts(
         out.budget.hold(name);
     }
     for name in &members.names {
-        let v = memoized(&pool, name, memo);
-        match (v.counted, view.node(name)) {
-            (Some(Counted::Holder), _) => out.budget.hold(name),
-            (Some(Counted::Member), Some(node)) => out.budget.member(name, node),
-            _ => {}
+        let row = view.row(name);
+        let v = memoized(&pool, name, row, memo);
+        match v.counted {
+            Some(Counted::Holder) => out.budget.hold(name),
+            Some(Counted::Member) => out.budget.member(name, v.unavailable),
+            None => {}
         }
         if v.unhealthy_in_slot {
             out.unhealthy_in_slots.push(name.clone());
         }
-        out.verdicts.insert(name.clone(), v);
+        // Members come in name order: the verdicts stay sorted.
+        out.verdicts.0.push(Entry {
+            name,
+            row,
+            verdict: v,
+        });
     }
     out.halted = halt::halted(out.unhealthy_in_slots.len());
     out
@@ -152,25 +217,24 @@ pub(crate) fn verdicts(
 
 /// One member's verdict, kept from the previous plan when nothing it reads
 /// has changed (see [`super::memo`]).
-fn memoized(pool: &Pool<'_, '_>, name: &str, memo: &mut Memo) -> NodeVerdict {
+fn memoized(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, memo: &mut Memo) -> Arc<NodeVerdict> {
     let input = pool.view.input;
     let now = input.now;
     let told = pool.told.contains(name);
     let drain = input.drains.get(name);
     let clock = input.phase_clock.get(name);
     let conflict = pool.conflicts.get(name);
-    let versions = Versions::of(pool.view.node(name), pool.view.bn(name));
+    let versions = row.versions;
     if let Some(versions) = versions
-        && let Some(mut v) = memo.verdict(name, |k| {
+        && let Some(v) = memo.verdict(name, |k| {
             k.matches(versions, told, drain, clock, conflict)
                 && k.until.is_none_or(|until| now < until)
         })
     {
-        v.requeue = v.recheck_at.map(|at| at.duration_since(now).unsigned_abs());
         return v;
     }
     memo.computed += 1;
-    let v = of(pool, name);
+    let v = Arc::new(of(pool, name, row));
     match versions.filter(|_| v.keepable) {
         Some(versions) => {
             let key = VerdictKey {
@@ -181,7 +245,7 @@ fn memoized(pool: &Pool<'_, '_>, name: &str, memo: &mut Memo) -> NodeVerdict {
                 conflict: conflict.cloned(),
                 until: v.recheck_at,
             };
-            memo.keep_verdict(name, key, v.clone());
+            memo.keep_verdict(name, key, Arc::clone(&v));
         }
         None => memo.forget_verdict(name),
     }
@@ -189,10 +253,9 @@ fn memoized(pool: &Pool<'_, '_>, name: &str, memo: &mut Memo) -> NodeVerdict {
 }
 
 /// One member's verdict (see the module docs).
-fn of(pool: &Pool<'_, '_>, name: &str) -> NodeVerdict {
+fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>) -> NodeVerdict {
     let view = pool.view;
-    let node = view.node(name);
-    let existing = view.bn(name);
+    let (node, existing) = (row.node, row.bn);
     let told = pool.told.contains(name);
     let mut owned = spec::desired(view.pool, existing, told, pool.target, pool.secret);
     slots::reclaim(&mut owned, node, &view.pool_name);
@@ -204,6 +267,7 @@ fn of(pool: &Pool<'_, '_>, name: &str) -> NodeVerdict {
         pre: Vec::new(),
         post: Vec::new(),
         counted: None,
+        unavailable: node.and_then(Unavailable::of_member),
         unhealthy_in_slot: false,
         candidate: false,
         held_by_pause: false,
