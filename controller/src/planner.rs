@@ -114,7 +114,8 @@ pub struct PlanInput<'a> {
     pub now: Timestamp,
     /// When each member entered the phase it waits in, as far as the
     /// controller remembers (see [`stuck`]).
-    pub phase_clock: stuck::Clock,
+    /// Shared with the runtime, which keeps it between plans.
+    pub phase_clock: std::sync::Arc<stuck::Clock>,
     /// The stuck deadlines in force.
     pub deadlines: stuck::Deadlines,
 }

@@ -144,7 +144,7 @@ struct Ctx {
     resync: Duration,
     ready: Arc<AtomicBool>,
     /// Per pool: when each member entered the phase it waits in.
-    phase_clocks: std::sync::Mutex<BTreeMap<String, crate::stuck::Clock>>,
+    phase_clocks: std::sync::Mutex<BTreeMap<String, Arc<crate::stuck::Clock>>>,
     /// Each pool's per-node answers kept for its next plan (incremental
     /// planning, see `planner::memo`).
     memos: std::sync::Mutex<BTreeMap<String, planner::Memo>>,
@@ -434,7 +434,7 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
     }
     if let Ok(mut clocks) = ctx.phase_clocks.lock() {
         let clock = crate::stuck::tick(&input.phase_clock, &plan.phases, input.now);
-        clocks.insert(name.clone(), clock);
+        clocks.insert(name.clone(), Arc::new(clock));
     }
     let planned = planning.elapsed();
     let writes = ctx.actuator.execute(&pool, &plan).await?;

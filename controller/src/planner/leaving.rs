@@ -37,8 +37,12 @@ pub(crate) fn leavers(view: &View<'_>, members: &Membership) -> Leavers {
     let pool = view.pool;
     let pool_name = &view.pool_name;
     let mut out = Leavers::default();
+    // Both in name order: membership is read by walking the members along.
+    let mut member = members.names.iter().peekable();
     for (name, bn) in &view.bns {
-        if !owned_by(bn, pool) || members.contains(name) || members.conflicts.contains_key(*name) {
+        while member.next_if(|m| m.as_str() < *name).is_some() {}
+        let is_member = member.peek().is_some_and(|m| m.as_str() == *name);
+        if is_member || members.conflicts.contains_key(*name) || !owned_by(bn, pool) {
             continue;
         }
         let node = view.node(name);

@@ -299,7 +299,7 @@ impl World {
             operator_namespace: api::labels::OPERATOR_NAMESPACE,
             last_status_write: self.last_status_write,
             now: now(),
-            phase_clock: self.clock.clone(),
+            phase_clock: std::sync::Arc::new(self.clock.clone()),
             deadlines: stuck::Deadlines::default(),
         }
     }
