@@ -35,6 +35,7 @@ use crate::synced::{Cache, Synced};
 use crate::target::{DigestOnly, Resolve};
 
 mod watches;
+mod wire;
 
 /// How the controller runs.
 #[derive(Clone)]
@@ -247,13 +248,13 @@ where
     })
 }
 
+/// What the Node cache keeps. The Node watch decodes no more than this
+/// (`wire::NodeWire`), and its conversion ends here all the same.
 fn strip_node(node: &mut Node) {
     // None, not cleared: a cleared Vec keeps its buffer.
     node.metadata.managed_fields = None;
-    // Annotations are dropped to save memory, except our cordon mark.
-    node.annotations_mut().retain(|k, _| {
-        k == api::labels::CORDONED_BY_ANNOTATION || k == api::labels::DISRUPTED_BY_ANNOTATION
-    });
+    node.annotations_mut()
+        .retain(|k, _| node_annotation_kept(k));
     if let Some(status) = node.status.as_mut() {
         status.images = None;
         status.volumes_attached = None;
@@ -263,6 +264,12 @@ fn strip_node(node: &mut Node) {
         status.capacity = None;
         status.allocatable = None;
     }
+}
+
+/// The Node annotations the cache keeps: our cordon and disruption marks.
+/// The others are dropped to save memory.
+fn node_annotation_kept(key: &str) -> bool {
+    key == api::labels::CORDONED_BY_ANNOTATION || key == api::labels::DISRUPTED_BY_ANNOTATION
 }
 
 fn strip_secret(secret: &mut Secret) {

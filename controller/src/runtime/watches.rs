@@ -6,7 +6,7 @@
 use std::fmt::Debug;
 
 use api::{BootcNode, BootcNodePool};
-use futures::Stream;
+use futures::{Stream, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Resource;
 use kube::api::Api;
@@ -16,9 +16,9 @@ use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
+use super::wire::{self, BootcNodeWire, NodeWire};
 use super::{
-    changed_only, log_errors, node_fingerprint, pool_fingerprint, secret_fingerprint, strip_node,
-    strip_secret,
+    changed_only, log_errors, node_fingerprint, pool_fingerprint, secret_fingerprint, strip_secret,
 };
 use crate::synced::{Cache, Synced};
 
@@ -39,26 +39,26 @@ where
     watcher(objects, watcher::Config::default()).backoff(api::watch::backoff())
 }
 
-/// Every BootcNode, cached without managed fields; each change passes on.
+/// Every BootcNode, cached without managed fields (not even decoded: see
+/// `wire`); each change passes on.
 pub(super) fn bootc_nodes(
     client: &kube::Client,
     synced: &Arc<Synced>,
 ) -> (Store<BootcNode>, impl Objects<BootcNode>) {
     let (store, writer) = reflector::store();
-    let events =
-        watch(Api::<BootcNode>::all(client.clone())).modify(|bn| bn.metadata.managed_fields = None);
+    let events = watch(Api::<BootcNodeWire>::all(client.clone())).map_ok(wire::real);
     let cached = synced.track(Cache::BootcNodes, reflector::reflector(writer, events));
     (store, log_errors(cached.touched_objects(), "bootcnodes"))
 }
 
-/// Every Node, trimmed (`strip_node`); only changes of what the plan reads
-/// (`node_fingerprint`) pass on.
+/// Every Node, trimmed (`strip_node`) as it is decoded (see `wire`); only
+/// changes of what the plan reads (`node_fingerprint`) pass on.
 pub(super) fn nodes(
     client: &kube::Client,
     synced: &Arc<Synced>,
 ) -> (Store<Node>, impl Objects<Node>) {
     let (store, writer) = reflector::store();
-    let events = watch(Api::all(client.clone())).modify(strip_node);
+    let events = watch(Api::<NodeWire>::all(client.clone())).map_ok(wire::real);
     let cached = synced.track(Cache::Nodes, reflector::reflector(writer, events));
     (
         store,
