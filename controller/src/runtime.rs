@@ -434,13 +434,14 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
         .ok()
         .and_then(|mut m| m.remove(&name))
         .unwrap_or_default();
-    let plan = planner::plan_incremental(&input, &mut memo);
+    let mut plan = planner::plan_incremental(&input, &mut memo);
     tracing::debug!(pool = %name, reused = memo.reused, computed = memo.computed, "planned");
     if let Ok(mut memos) = ctx.memos.lock() {
         memos.insert(name.clone(), memo);
     }
     if let Ok(mut clocks) = ctx.phase_clocks.lock() {
-        let clock = crate::stuck::tick(&input.phase_clock, &plan.phases, input.now);
+        let phases = std::mem::take(&mut plan.phases);
+        let clock = crate::stuck::tick(&input.phase_clock, phases, input.now);
         clocks.insert(name.clone(), Arc::new(clock));
     }
     let planned = planning.elapsed();

@@ -214,16 +214,19 @@ pub type Clock = BTreeMap<String, (Phase, Timestamp)>;
 
 /// The clock after a plan that saw `phases` at `now`: a phase seen again
 /// keeps its start, a new one starts now, a node in none is forgotten.
-pub fn tick(clock: &Clock, phases: &BTreeMap<String, Phase>, now: Timestamp) -> Clock {
+/// (Both are in name order: the clock is walked along, not searched.)
+pub fn tick(clock: &Clock, phases: BTreeMap<String, Phase>, now: Timestamp) -> Clock {
+    let mut kept = clock.iter().peekable();
     phases
-        .iter()
+        .into_iter()
         .filter(|(_, p)| p.clocked())
         .map(|(node, phase)| {
-            let since = match clock.get(node) {
-                Some((seen, since)) if seen == phase => *since,
+            while kept.next_if(|(n, _)| **n < node).is_some() {}
+            let since = match kept.peek() {
+                Some((n, (seen, since))) if **n == node && *seen == phase => *since,
                 _ => now,
             };
-            (node.clone(), (*phase, since))
+            (node, (phase, since))
         })
         .collect()
 }
@@ -343,16 +346,35 @@ mod tests {
             ("a".to_owned(), Phase::Staging),
             ("b".to_owned(), Phase::Rebooting),
         ]);
-        let c1 = tick(&Clock::new(), &phases, t0);
+        let c1 = tick(&Clock::new(), phases.clone(), t0);
         assert_eq!(c1.get("a"), Some(&(Phase::Staging, t0)));
         assert!(!c1.contains_key("b"), "the Node's Ready condition times it");
-        let c2 = tick(&c1, &phases, later(10));
+        let c2 = tick(&c1, phases.clone(), later(10));
         assert_eq!(c2.get("a"), Some(&(Phase::Staging, t0)), "kept");
         let next = BTreeMap::from([("a".to_owned(), Phase::DaemonSilent)]);
         assert_eq!(
-            tick(&c2, &next, later(20)).get("a"),
+            tick(&c2, next.clone(), later(20)).get("a"),
             Some(&(Phase::DaemonSilent, later(20)))
         );
-        assert!(tick(&c2, &BTreeMap::new(), later(20)).is_empty());
+        assert!(tick(&c2, BTreeMap::new(), later(20)).is_empty());
+        // Several nodes: the clock is walked in name order past the ones gone.
+        let clock = Clock::from([
+            ("a".to_owned(), (Phase::Staging, t0)),
+            ("c".to_owned(), (Phase::Staging, t0)),
+            ("e".to_owned(), (Phase::Staging, t0)),
+        ]);
+        let seen = BTreeMap::from([
+            ("b".to_owned(), Phase::Staging),
+            ("c".to_owned(), Phase::Staging),
+            ("d".to_owned(), Phase::Staging),
+            ("e".to_owned(), Phase::DaemonSilent),
+        ]);
+        let want = Clock::from([
+            ("b".to_owned(), (Phase::Staging, later(30))),
+            ("c".to_owned(), (Phase::Staging, t0)),
+            ("d".to_owned(), (Phase::Staging, later(30))),
+            ("e".to_owned(), (Phase::DaemonSilent, later(30))),
+        ]);
+        assert_eq!(tick(&clock, seen, later(30)), want);
     }
 }

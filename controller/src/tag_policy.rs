@@ -134,13 +134,15 @@ pub fn required_architectures<'a>(
     node_arch_labels: impl IntoIterator<Item = Option<&'a str>>,
     reported: impl IntoIterator<Item = Option<&'a str>>,
 ) -> BTreeSet<String> {
-    node_arch_labels
-        .into_iter()
-        .chain(reported)
-        .flatten()
-        .filter(|a| !a.is_empty())
-        .map(str::to_owned)
-        .collect()
+    // Inserted borrowed, one by one: thousands of members name a handful of
+    // architectures (collecting would copy, sort and deduplicate them all).
+    let mut distinct: BTreeSet<&str> = BTreeSet::new();
+    for arch in node_arch_labels.into_iter().chain(reported).flatten() {
+        if !arch.is_empty() {
+            distinct.insert(arch);
+        }
+    }
+    distinct.into_iter().map(str::to_owned).collect()
 }
 
 #[cfg(test)]

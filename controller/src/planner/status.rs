@@ -308,10 +308,11 @@ fn report_stuck(
 /// (from a node that runs it) and the digest's first 12 hex digits.
 pub fn target_summary(target: &Target, bootc_nodes: &[&BootcNode]) -> String {
     let short: String = target.digest.chars().take("sha256:".len() + 12).collect();
-    let version = bootc_nodes
-        .iter()
-        .filter(|bn| runs_target(bn, target))
-        .find_map(|bn| bn.status.as_ref()?.booted.as_ref()?.version.clone());
+    // The version first: it is cheaper to ask, and often absent everywhere.
+    let version = bootc_nodes.iter().find_map(|bn| {
+        let version = bn.status.as_ref()?.booted.as_ref()?.version.as_ref()?;
+        runs_target(bn, target).then(|| version.clone())
+    });
     match version {
         Some(v) => format!("{v} ({short})"),
         None => short,

@@ -180,7 +180,7 @@ impl Cluster {
                 }
             }
         }
-        self.world.clock = stuck::tick(&self.world.clock, &plan.phases, self.now);
+        self.world.clock = stuck::tick(&self.world.clock, plan.phases.clone(), self.now);
     }
 
     fn apply(&mut self, a: &BootcNodeApply) {
