@@ -98,7 +98,7 @@ fn planned(
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
         last_status_write: None,
         now: jiff::Timestamp::now(),
-        phase_clock: controller::stuck::Clock::new(),
+        phase_clock: std::sync::Arc::new(controller::stuck::Clock::new()),
         deadlines: controller::stuck::Deadlines::default(),
     });
     pool.status = plan.status.or(pool.status);
