@@ -12,9 +12,12 @@ use serde_json::{Value, json};
 
 use super::*;
 use api::labels::{
-    CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DAEMON_MANAGER, DISRUPTED_BY_ANNOTATION,
-    IN_REBOOT_SLOT_ANNOTATION, MANAGED_LABEL, WAS_CORDONED_ANNOTATION,
+    ARCH_LABEL, CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DAEMON_MANAGER,
+    DISRUPTED_BY_ANNOTATION, HOSTNAME_LABEL, IN_REBOOT_SLOT_ANNOTATION, MANAGED_LABEL,
+    WAS_CORDONED_ANNOTATION,
 };
+use api::node_health::NODE_READY;
+use api::reasons;
 
 const TARGET: &str =
     "quay.example/os/node@sha256:1c0f8d3f0b9c5b1e6a2d7e4f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b";
@@ -86,8 +89,8 @@ fn node_metadata() -> Value {
         "labels": {
             "beta.kubernetes.io/arch": "amd64",
             "beta.kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "kubernetes.io/hostname": "worker-17",
+            ARCH_LABEL: "amd64",
+            HOSTNAME_LABEL: "worker-17",
             "kubernetes.io/os": "linux",
             "node.kubernetes.io/instance-type": "m6i.xlarge",
             "topology.kubernetes.io/zone": "eu-west-1b",
@@ -179,7 +182,7 @@ fn node_status() -> Value {
             condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
             condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")
+            condition(NODE_READY, "True", "KubeletReady", "kubelet is posting ready status")
         ],
         "config": {"error": "assigned config not yet downloaded"},
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
@@ -241,9 +244,9 @@ fn bootc_node_json() -> Value {
             "bootId": "8d7b2c1e-5f4a-4e3b-9c2d-1a0b9c8d7e6f",
             "downloadOnlySupported": true,
             "conditions": [
-                bn_condition("Idle", "False", "Rebooting", "rebooting into the staged image"),
-                bn_condition("Degraded", "False", "Healthy", ""),
-                bn_condition("UpToDate", "False", "Staged", "the target is staged")
+                bn_condition(reasons::IDLE, "False", reasons::REBOOTING, "rebooting into the staged image"),
+                bn_condition(reasons::DEGRADED, "False", reasons::HEALTHY, ""),
+                bn_condition(reasons::UP_TO_DATE, "False", reasons::STAGED, "the target is staged")
             ]
         }
     })
