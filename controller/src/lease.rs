@@ -266,6 +266,36 @@ pub async fn keep(
     }
 }
 
+/// Runs [`keep`] on a thread of its own, with its own runtime and its own
+/// client (built by `client`, inside that runtime): a renewal must not wait
+/// for the controller's thread, which a long plan or a burst of watch events
+/// can hold for longer than the renew deadline. The thread ends when `stop`
+/// is cancelled or the lease is lost (then `lost` is cancelled).
+pub fn keep_on_own_thread(
+    client: impl FnOnce() -> Result<kube::Client, String> + Send + 'static,
+    cfg: LeaseConfig,
+    stop: CancellationToken,
+    lost: CancellationToken,
+    renewed: Instant,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("lease-renewal".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                match client() {
+                    Ok(client) => keep(client, cfg, stop, lost, renewed).await,
+                    Err(error) => {
+                        tracing::error!(%error, "no client to renew the lease with: stopping");
+                        lost.cancel();
+                    }
+                }
+            });
+        })
+}
+
 /// Gives the lease up (if we hold it) so another replica takes over at once.
 pub async fn release(client: &kube::Client, cfg: &LeaseConfig) -> Result<(), LeaseError> {
     let api: Api<Lease> = Api::namespaced(client.clone(), &cfg.namespace);

@@ -102,6 +102,8 @@ pub enum Error {
     CleanupWaiting { nodes: Vec<String> },
     #[error("lost the leader lease")]
     LeaseLost,
+    #[error("starting the lease renewal thread: {0}")]
+    LeaseThread(#[source] std::io::Error),
     #[error("building a client: {0}")]
     Client(#[source] kube::Error),
     #[error("answering a retry request: {0}")]
@@ -123,6 +125,7 @@ impl Error {
             Error::CachesBehind => "CachesBehind",
             Error::CleanupWaiting { .. } => "CleanupWaiting",
             Error::LeaseLost => "LeaseLost",
+            Error::LeaseThread(_) => "LeaseThread",
             Error::Client(_) => "Client",
             Error::Retry(_) => "Retry",
             Error::Health { .. } => "Health",
@@ -610,6 +613,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
     let client = counted_client(config.clone())?;
+    let lease_config = config.clone();
     let mut drain_config = config;
     drain_config.default_retry = false;
     let drain_client = counted_client(drain_config)?;
@@ -639,13 +643,15 @@ pub async fn run(
             return Ok(());
         };
         ready.store(false, Ordering::Relaxed);
-        tokio::spawn(lease::keep(
-            client.clone(),
+        let renewal_config = lease_config.clone();
+        lease::keep_on_own_thread(
+            move || counted_client(renewal_config).map_err(|e| e.to_string()),
             cfg.clone(),
             shutdown.child_token(),
             lost.clone(),
             renewed,
-        ));
+        )
+        .map_err(Error::LeaseThread)?;
     }
 
     metrics.set_leader(true);

@@ -66,8 +66,9 @@ async fn the_leader_killed_mid_drain_the_other_replica_resumes() {
     };
     let (mut sim, recorder, _v1) = started(options, 3).await;
     // Replica 0 took the Lease before replica 1 started (`start_controller`).
-    // Once (2026-11-25, `./dev test` under load) replica 1 held it here:
-    // say why if it happens again.
+    // Under load it used to lose it here: its renewals waited on the
+    // controller's one thread, busy for longer than the renew deadline. The
+    // renewal has its own thread since; say why if it happens again.
     let leader = sim.leader().await.unwrap();
     if leader != Some(0) {
         let other =
