@@ -10,6 +10,8 @@
 //! * [`drain`]: node drains through the Eviction API;
 //! * [`target`]: the `resolve_target` step (digest references; the seam for
 //!   a registry-backed tag resolver);
+//! * [`members`]: each pool's objects, kept up to date from the watch
+//!   events (what [`selection`] chooses from scratch);
 //! * [`retry`]: a person's retry of a node whose reboot failed;
 //! * [`lease`]: leader election on a Lease;
 //! * [`liveness`]: when `/healthz` fails (a wedged reconcile loop);
@@ -47,6 +49,7 @@ pub mod events;
 pub mod health;
 pub mod lease;
 pub mod liveness;
+pub mod members;
 
 pub mod metrics;
 pub mod pace;

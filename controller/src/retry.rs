@@ -59,23 +59,25 @@ pub fn patch_body(request: &Request) -> serde_json::Value {
     body
 }
 
-/// Answers the pool's retry requests; returns how many it answered. A
-/// conflict (the BootcNode changed meanwhile) is left for the next
-/// reconcile, which sees the request again.
-#[tracing::instrument(name = "retry", skip_all, fields(pool = %pool.name_any()))]
+/// Answers the pool's retry requests (from [`requests`]); returns how many
+/// it answered. A conflict (the BootcNode changed meanwhile) is left for
+/// the next reconcile, which sees the request again.
+#[tracing::instrument(name = "retry", skip_all, fields(pool = %pool))]
 pub async fn honour(
     client: &kube::Client,
-    pool: &BootcNodePool,
-    bns: &[std::sync::Arc<BootcNode>],
+    pool: &str,
+    wanted: &[Request],
 ) -> Result<usize, kube::Error> {
+    if wanted.is_empty() {
+        return Ok(0);
+    }
     let api: Api<BootcNode> = Api::all(client.clone());
     let params = PatchParams {
         field_manager: Some(CONTROLLER_MANAGER.to_owned()),
         ..PatchParams::default()
     };
-    let wanted = requests(pool, bns.iter().map(AsRef::as_ref));
     let mut answered = 0;
-    for request in &wanted {
+    for request in wanted {
         match api
             .patch(&request.node, &params, &Patch::Merge(patch_body(request)))
             .await

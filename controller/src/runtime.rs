@@ -29,6 +29,7 @@ use crate::drain::Drains;
 use crate::events::EventSink;
 use crate::lease::{self, LeaseConfig};
 use crate::liveness::Liveness;
+use crate::members::{Changes, Members};
 use crate::planner::{self, PlanInput};
 use crate::selection::Selection;
 use crate::synced::{Cache, Synced};
@@ -152,6 +153,10 @@ struct Ctx {
     /// Each pool's per-node answers kept for its next plan (incremental
     /// planning, see `planner::memo`).
     memos: std::sync::Mutex<BTreeMap<String, planner::Memo>>,
+    /// The Node and BootcNode names changed since each pool last looked,
+    /// and each pool's objects kept up to date with them (see `members`).
+    changes: Arc<Changes>,
+    members: std::sync::Mutex<BTreeMap<String, Arc<Members>>>,
     /// How often each pool is planned (see `pace`).
     pacer: crate::pace::Pacer,
     deadlines: crate::stuck::Deadlines,
@@ -324,7 +329,39 @@ fn pools_for_secret(
         .collect()
 }
 
+/// The caches, as `members` reads them.
+impl crate::members::Caches for Ctx {
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(&ObjectRef::new(name))
+    }
+    fn bn(&self, name: &str) -> Option<Arc<BootcNode>> {
+        self.bootc_nodes.get(&ObjectRef::new(name))
+    }
+    fn all_nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes.state()
+    }
+    fn all_bns(&self) -> Vec<Arc<BootcNode>> {
+        self.bootc_nodes.state()
+    }
+}
+
 impl Ctx {
+    /// The pool's objects, brought up to date with the changes recorded
+    /// since its last reconcile (see `members`). Kept for the next one
+    /// before they are read: a reconcile that fails later loses nothing.
+    fn members_of(&self, pool: &BootcNodePool) -> Arc<Members> {
+        let name = pool.name_any();
+        let kept = self.members.lock().ok().and_then(|mut m| m.remove(&name));
+        let mut members = kept.map(Arc::unwrap_or_clone).unwrap_or_default();
+        let decided = members.update(pool, self.changes.take(&name), self);
+        tracing::debug!(pool = %name, decided, "members brought up to date");
+        let members = Arc::new(members);
+        if let Ok(mut m) = self.members.lock() {
+            m.insert(name, Arc::clone(&members));
+        }
+        members
+    }
+
     fn input<'a>(
         &'a self,
         pool: &'a BootcNodePool,
@@ -411,19 +448,19 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
         ctx.secrets
             .get(&ObjectRef::new(&r.name).within(&r.namespace))
     });
-    let nodes = ctx.nodes.state();
-    let bns = ctx.bootc_nodes.state();
+    let selecting = std::time::Instant::now();
+    let members = ctx.members_of(&pool);
+    let selected = selecting.elapsed();
     // A person's retry request first: its write re-triggers the pool.
-    if crate::retry::honour(&ctx.client, &pool, &bns)
+    let retries = crate::retry::requests(&pool, members.bootc_nodes());
+    if crate::retry::honour(&ctx.client, &name, &retries)
         .await
         .map_err(Error::Retry)?
         > 0
     {
         return Ok(Action::requeue(ctx.resync));
     }
-    let selecting = std::time::Instant::now();
-    let chosen = Selection::of(&pool, &nodes, &bns);
-    let selected = selecting.elapsed();
+    let chosen = members.selection();
     let resolution = ctx
         .resolver
         .resolve(&pool, secret.as_deref(), &chosen.architectures)
@@ -503,6 +540,10 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
     if let Ok(mut memos) = ctx.memos.lock() {
         memos.remove(&pool.name_any());
     }
+    if let Ok(mut members) = ctx.members.lock() {
+        members.remove(&pool.name_any());
+    }
+    ctx.changes.forget(&pool.name_any());
     ctx.pacer.forget(&pool.name_any());
     tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
     Ok(Action::await_change())
@@ -710,8 +751,9 @@ async fn run_controller(
     let actuator = Actuator::new(client.clone(), drains.clone(), events);
 
     let synced = Synced::new();
-    let (bn_store, bn_stream) = watches::bootc_nodes(&client, &synced);
-    let (node_store, node_stream) = watches::nodes(&client, &synced);
+    let changes = Arc::new(Changes::default());
+    let (bn_store, bn_stream) = watches::bootc_nodes(&client, &synced, &changes);
+    let (node_store, node_stream) = watches::nodes(&client, &synced, &changes);
     let (secret_store, secret_stream) = watches::secrets(&client, &options.namespace, &synced);
     let (pool_store, pool_trigger) = watches::pools(&client, &synced);
     let pool_stream = watches::pool_changes(&client);
@@ -737,6 +779,8 @@ async fn run_controller(
         ready,
         phase_clocks: std::sync::Mutex::default(),
         memos: std::sync::Mutex::default(),
+        changes,
+        members: std::sync::Mutex::default(),
         pacer: crate::pace::Pacer::default(),
         deadlines: options.deadlines,
         liveness,

@@ -53,7 +53,7 @@ struct Counts {
 }
 
 impl Counts {
-    fn of<'a>(states: impl Iterator<Item = &'a NodeState>) -> Self {
+    fn of(states: impl Iterator<Item = NodeState>) -> Self {
         let mut c = Counts::default();
         for s in states {
             *match s {
@@ -88,7 +88,7 @@ pub(crate) fn report(
     let verdicts = &rollout.verdicts;
     let mut events = leavers.events;
     let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
-    let counts = Counts::of(verdicts.values().map(|v| &v.state));
+    let counts = Counts::of(verdicts.values().map(|v| v.reported_state()));
     let total = members.names.len();
     let slotted = rollout.names(|v| v.owned.in_slot && !paused);
     let held_by_pause = rollout.names(|v| v.held_by_pause);
@@ -136,7 +136,7 @@ pub(crate) fn report(
         summary: Summary {
             states: verdicts
                 .iter()
-                .map(|e| (e.name.to_owned(), e.verdict.state))
+                .map(|e| (e.name.to_owned(), e.verdict.reported_state()))
                 .collect(),
             draining: rollout.names(|v| v.draining).into_iter().collect(),
             slots,

@@ -77,6 +77,18 @@ pub(crate) struct NodeVerdict {
 }
 
 impl NodeVerdict {
+    /// The state the pool's status and metrics report: a member that runs
+    /// the target but still holds its reboot slot once this plan's writes
+    /// are made (it is not back: NotReady, or not yet released) is still
+    /// rebooting, so that neither `UpToDate` nor `RolloutComplete` is said
+    /// while a node the rollout rebooted is not back.
+    pub fn reported_state(&self) -> NodeState {
+        match self.state {
+            NodeState::UpToDate if self.owned.in_slot => NodeState::Rebooting,
+            state => state,
+        }
+    }
+
     /// When the pool should be looked at again for this member, seen from
     /// `now`: a kept verdict's requeue counts down to its recheck instant.
     pub fn requeue_at(&self, now: Timestamp) -> Option<Duration> {

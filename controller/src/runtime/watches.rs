@@ -20,6 +20,7 @@ use super::wire::{self, BootcNodeWire, NodeWire};
 use super::{
     changed_only, log_errors, node_fingerprint, pool_fingerprint, secret_fingerprint, strip_secret,
 };
+use crate::members::Changes;
 use crate::synced::{Cache, Synced};
 
 /// The objects a watch passes on to the controller.
@@ -39,27 +40,46 @@ where
     watcher(objects, watcher::Config::default()).backoff(api::watch::backoff())
 }
 
+/// Records, once the cache has it, each name a watch applied or deleted,
+/// and a relist (see `members`).
+fn record<K: Resource>(changes: &Changes, event: &watcher::Event<K>) {
+    match event {
+        watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
+            changes.touched(o.meta().name.as_deref().unwrap_or_default());
+        }
+        watcher::Event::InitDone => changes.everything(),
+        watcher::Event::Init => {}
+    }
+}
+
 /// Every BootcNode, cached without managed fields (not even decoded: see
-/// `wire`); each change passes on.
+/// `wire`); each change passes on, and is recorded in `changes`.
 pub(super) fn bootc_nodes(
     client: &kube::Client,
     synced: &Arc<Synced>,
+    changes: &Arc<Changes>,
 ) -> (Store<BootcNode>, impl Objects<BootcNode>) {
     let (store, writer) = reflector::store();
     let events = watch(Api::<BootcNodeWire>::all(client.clone())).map_ok(wire::real);
-    let cached = synced.track(Cache::BootcNodes, reflector::reflector(writer, events));
+    let changes = changes.clone();
+    let cached = reflector::reflector(writer, events).inspect_ok(move |e| record(&changes, e));
+    let cached = synced.track(Cache::BootcNodes, cached);
     (store, log_errors(cached.touched_objects(), "bootcnodes"))
 }
 
 /// Every Node, trimmed (`strip_node`) as it is decoded (see `wire`); only
-/// changes of what the plan reads (`node_fingerprint`) pass on.
+/// changes of what the plan reads (`node_fingerprint`) pass on, every
+/// change is recorded in `changes`.
 pub(super) fn nodes(
     client: &kube::Client,
     synced: &Arc<Synced>,
+    changes: &Arc<Changes>,
 ) -> (Store<Node>, impl Objects<Node>) {
     let (store, writer) = reflector::store();
     let events = watch(Api::<NodeWire>::all(client.clone())).map_ok(wire::real);
-    let cached = synced.track(Cache::Nodes, reflector::reflector(writer, events));
+    let changes = changes.clone();
+    let cached = reflector::reflector(writer, events).inspect_ok(move |e| record(&changes, e));
+    let cached = synced.track(Cache::Nodes, cached);
     (
         store,
         log_errors(changed_only(cached, node_fingerprint), "nodes"),

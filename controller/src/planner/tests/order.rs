@@ -115,8 +115,9 @@ fn one_node_update_writes_and_events() {
         (("draining", bn("w1", NEW, Daemon::Staged(OLD)).slot(false), true, true, Some(DrainPhase::Running)), 0, 0, vec![]),
         (("drained: approval", bn("w1", NEW, Daemon::Staged(OLD)).slot(false), true, true, Some(DrainPhase::Succeeded)), 1, 0, vec![]),
         (("rebooting", bn("w1", NEW, Daemon::Rebooting(OLD)).slot(false).approved(), true, false, Some(DrainPhase::Succeeded)), 0, 0, vec![]),
-        (("back but not Ready: the slot is held", bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(), true, false, Some(DrainPhase::Succeeded)), 0, 0, vec![event_reasons::ROLLOUT_COMPLETE]),
-        (("Ready: uncordon and release", bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(), true, true, Some(DrainPhase::Succeeded)), 1, 1, vec![]),
+        // Not complete while the node is not back.
+        (("back but not Ready: the slot is held", bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(), true, false, Some(DrainPhase::Succeeded)), 0, 0, vec![]),
+        (("Ready: uncordon and release", bn("w1", NEW, Daemon::Idle(NEW)).slot(false).approved(), true, true, Some(DrainPhase::Succeeded)), 1, 1, vec![event_reasons::ROLLOUT_COMPLETE]),
         (("done", bn("w1", NEW, Daemon::Idle(NEW)), false, true, None), 0, 0, vec![]),
     ];
     let mut status: Option<BootcNodePoolStatus> = None;

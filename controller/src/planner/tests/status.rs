@@ -60,6 +60,49 @@ fn status_message_counts_and_deployed_digest() {
     );
 }
 
+/// A node back on the target but not Ready holds its slot: it counts as
+/// rebooting, and the pool is not up to date until it is back.
+#[test]
+fn a_node_on_the_target_not_back_is_still_rebooting() {
+    let back = |ready: bool| {
+        let n = node("r1", "a", true, true);
+        World::new(pool("a", IntOrString::Int(1), false))
+            .node(if ready { n } else { down_for(n, 30) })
+            .bn(bn("r1", NEW, Daemon::Idle(NEW)).approved().slot(false))
+            .node(node("u1", "a", true, false))
+            .bn(bn("u1", NEW, Daemon::Idle(NEW)))
+            .drain("r1", DrainPhase::Succeeded)
+            .plan()
+    };
+    // (Ready, UpToDate's reason, its message, updatedCount)
+    let rows = [
+        (
+            false,
+            reasons::ROLLOUT_IN_PROGRESS,
+            "1/2 updated; 0 staging, 0 staged, 1 rebooting; in reboot slots: r1",
+            1,
+        ),
+        (
+            true,
+            reasons::ALL_UPDATED,
+            "2/2 updated; 0 staging, 0 staged, 0 rebooting",
+            2,
+        ),
+    ];
+    for (ready, reason, message, updated) in rows {
+        let p = back(ready);
+        assert_eq!(up_to_date(&p).1, reason, "Ready {ready}");
+        assert_eq!(up_to_date(&p).2, message, "Ready {ready}");
+        assert_eq!(p.status.unwrap().updated_count, updated, "Ready {ready}");
+        let state = p.summary.states["r1"];
+        assert_eq!(
+            state == NodeState::UpToDate,
+            ready,
+            "Ready {ready}: {state:?}"
+        );
+    }
+}
+
 /// The rollout's events name the image, how many nodes it concerns and the
 /// pace; a pool seen for the first time already up to date has none, and an
 /// empty pool has no update available.
