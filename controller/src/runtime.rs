@@ -677,6 +677,8 @@ pub async fn run(
     metrics.set_leader(false);
 
     let lost = CancellationToken::new();
+    let renewal_stop = shutdown.child_token();
+    let mut renewal = None;
     if let Some(cfg) = &options.lease {
         // A standby replica is ready: it is doing what it should.
         ready.store(true, Ordering::Relaxed);
@@ -685,14 +687,16 @@ pub async fn run(
         };
         ready.store(false, Ordering::Relaxed);
         let renewal_config = lease_config.clone();
-        lease::keep_on_own_thread(
-            move || counted_client(renewal_config).map_err(|e| e.to_string()),
-            cfg.clone(),
-            shutdown.child_token(),
-            lost.clone(),
-            renewed,
-        )
-        .map_err(Error::LeaseThread)?;
+        renewal = Some(
+            lease::keep_on_own_thread(
+                move || counted_client(renewal_config).map_err(|e| e.to_string()),
+                cfg.clone(),
+                renewal_stop.clone(),
+                lost.clone(),
+                renewed,
+            )
+            .map_err(Error::LeaseThread)?,
+        );
     }
 
     metrics.set_leader(true);
@@ -707,6 +711,11 @@ pub async fn run(
     )
     .await;
 
+    // The renewals stop before the release, so that none renews it after.
+    renewal_stop.cancel();
+    if let Some(thread) = renewal {
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    }
     // A lost lease is not ours to release; a release must not hold up the
     // exit either.
     if let Some(cfg) = &options.lease

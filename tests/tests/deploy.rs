@@ -266,6 +266,14 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
             false,
         ),
         (DAEMON_USER, "list", "nodes", None, false),
+        // Its watch starts with the object (sendInitialEvents): no LIST.
+        (
+            DAEMON_USER,
+            "list",
+            "bootcnodes.node.bootc.dev",
+            None,
+            false,
+        ),
         // Only the Secrets a pool names, by name (none yet: no pool).
         (DAEMON_USER, "get", "secrets", ns, false),
         (DAEMON_USER, "get", "secrets", Some(DAEMON_NAMESPACE), false),
@@ -465,7 +473,7 @@ const CONTROLLER_ELSEWHERE: &[&str] = &[
 /// The daemon, everywhere while no pool names a pull secret: BootcNodes and
 /// their status.
 const DAEMON_EVERYWHERE: &[&str] = &[
-    "bootcnodes.node.bootc.dev [] [] [get list watch]",
+    "bootcnodes.node.bootc.dev [] [] [get watch]",
     "bootcnodes.node.bootc.dev/status [] [] [patch]",
 ];
 

@@ -6,10 +6,11 @@
 //! the pool's disruption record (`bootc.dev/disrupted-by`, see
 //! [`crate::disruption`]). A cordon an admin had put there before is kept:
 //! the slot then writes the disruption record alone. When the node leaves
-//! its slot, the pool, or a deleted pool, its cordon goes back to what the
-//! record says, or, when the BootcNode and its record were lost, to what the
-//! Node's mark says; the mark and the disruption record go in the same patch
-//! as the uncordon. Every [`NodePatch`] field is decided here: the actuator
+//! its slot, the pool, or a deleted pool, our cordon is lifted if the record
+//! says it is ours, or, when the BootcNode and its record were lost, if the
+//! Node's mark says so; the mark and the disruption record go in the same
+//! patch as the uncordon. A cordon is never put back: an admin's that was
+//! lifted meanwhile stays lifted (one rule for all three: `lifts`). Every [`NodePatch`] field is decided here: the actuator
 //! writes each one as it is.
 
 use std::sync::Arc;
@@ -82,11 +83,7 @@ pub fn keep(node: &Node, pool: &str) -> Option<NodePatch> {
 /// (unless `was_cordoned` says an admin's was there first; without the
 /// record, our mark tells) and remove the record, in one write.
 pub fn release(node: &Node, pool: &str, was_cordoned: Option<&str>) -> Option<NodePatch> {
-    let ours = match was_cordoned {
-        Some(prior) => prior != "true",
-        None => cordoned_by(node, pool),
-    };
-    if ours && is_cordoned(node) {
+    if lifts(node, Some(pool), was_cordoned.map(|prior| prior == "true")) {
         Some(NodePatch::UNCORDON)
     } else if disruption::recorded_for(node, pool) {
         Some(NodePatch::record(false))
@@ -95,9 +92,23 @@ pub fn release(node: &Node, pool: &str, was_cordoned: Option<&str>) -> Option<No
     }
 }
 
-/// The patch that restores a Node whose BootcNode leaves its pool: the
-/// cordon state the BootcNode recorded (or, the record lost, our mark's
-/// cordon lifted), the disruption record and the managed label removed.
+/// Is the cordon on `node` ours to lift? It is there, and the BootcNode's
+/// record (`prior`: was the node cordoned before the slot?) says no one else
+/// had put it there; without the record, our mark on the Node says it is
+/// ours. A cordon is only ever lifted, never put back: an admin who lifted
+/// their own cordon meanwhile is not overruled. The one rule for a release
+/// and for a node that leaves.
+fn lifts(node: &Node, pool: Option<&str>, prior: Option<bool>) -> bool {
+    let ours = match prior {
+        Some(prior) => !prior,
+        None => pool.is_some_and(|p| cordoned_by(node, p)),
+    };
+    ours && is_cordoned(node)
+}
+
+/// The patch that restores a Node whose BootcNode leaves its pool: our
+/// cordon lifted as a release would ([`lifts`]), the mark, the disruption
+/// record and the managed label removed.
 pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
     let pool = owner_pool(bn).map(|(pool, _)| pool);
     let ours = |f: fn(&Node, &str) -> bool| pool.as_deref().is_some_and(|p| f(node, p));
@@ -106,14 +117,12 @@ pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
         disrupted: ours(disruption::recorded_for).then_some(false),
         ..NodePatch::default()
     };
-    let restored = match was_cordoned(bn) {
-        Some(prior) => (prior != is_cordoned(node)).then_some(prior),
-        None => ours(cordoned_by).then_some(false),
-    };
-    if let Some(unschedulable) = restored {
-        patch.unschedulable = Some(unschedulable);
-        // An uncordon takes our mark with it; a restored admin cordon is not ours.
-        patch.mark = (!unschedulable).then_some(false);
+    if lifts(node, pool.as_deref(), was_cordoned(bn)) {
+        // An uncordon takes our mark with it.
+        patch.unschedulable = Some(false);
+        patch.mark = Some(false);
+    } else if ours(cordoned_by) {
+        patch.mark = Some(false);
     }
     patch
 }
@@ -194,6 +203,40 @@ mod tests {
         ];
         for (what, node, was, want) in release_rows {
             assert_eq!(release(&node, "a", was), want, "{what}");
+        }
+        // A node that leaves: the same rule, and an admin's uncordon stands.
+        let owned = |was: Option<&str>| {
+            let mut bn: BootcNode = serde_json::from_value(serde_json::json!({
+                "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
+                "metadata": {"name": "n", "ownerReferences": [{"apiVersion": "node.bootc.dev/v1alpha1",
+                    "kind": "BootcNodePool", "name": "a", "uid": "uid-a"}]},
+                "spec": {"desiredImage": "quay.io/os@sha256:1"},
+            }))
+            .unwrap();
+            if let Some(was) = was {
+                bn.annotations_mut()
+                    .insert(WAS_CORDONED_ANNOTATION.into(), was.into());
+            }
+            bn
+        };
+        let lifted = |mark| NodePatch {
+            unschedulable: Some(false),
+            mark,
+            ..NodePatch::default()
+        };
+        // (what, Node, was-cordoned record, patch)
+        #[rustfmt::skip]
+        let leave_rows = [
+            ("ours by the record", n(true, false, false), Some("false"), lifted(Some(false))),
+            ("an admin's by the record", n(true, false, false), Some("true"), NodePatch::default()),
+            ("an admin's, lifted by them meanwhile", n(false, false, false), Some("true"), NodePatch::default()),
+            ("ours, lifted by an admin meanwhile", n(false, false, false), Some("false"), NodePatch::default()),
+            ("record lost, our mark", n(true, true, false), None, lifted(Some(false))),
+            ("record lost, no mark", n(true, false, false), None, NodePatch::default()),
+            ("an admin's by the record, our mark too", n(true, true, false), Some("true"), NodePatch { mark: Some(false), ..NodePatch::default() }),
+        ];
+        for (what, node, was, want) in leave_rows {
+            assert_eq!(on_leave(&owned(was), &node), want, "{what}");
         }
         assert!(prior(&n(true, false, false), "a"));
         assert!(
