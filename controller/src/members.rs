@@ -15,9 +15,10 @@
 //! scratch. A property test requires the kept selection to equal
 //! [`Selection::of`] after any sequence of changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use api::labels::RETRY_ANNOTATION;
 use api::{BootcNode, BootcNodePool};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -107,10 +108,11 @@ impl PoolKey {
 struct Entry {
     node: Option<Arc<Node>>,
     bn: Option<Arc<BootcNode>>,
-    /// The Node is selected: its `kubernetes.io/arch` label, if any.
-    selected_arch: Option<Option<String>>,
-    /// The BootcNode is owned: the architecture it reports, if any.
-    reported_arch: Option<Option<String>>,
+    /// What it tells tag resolution: the `kubernetes.io/arch` label of a
+    /// selected Node, the architecture an owned BootcNode reports.
+    architectures: Vec<String>,
+    /// An owned BootcNode carries a person's retry request.
+    retry: bool,
 }
 
 /// Decides one name for the pool (see the module docs); None when the pool
@@ -131,21 +133,23 @@ fn entry_for(
     if node.is_none() && bn.is_none() {
         return None;
     }
-    let selected_arch = selected.then(|| {
-        node.as_deref()
-            .and_then(|n| n.labels().get(api::labels::ARCH_LABEL).cloned())
-    });
-    let reported_arch = owned.then(|| {
-        bn.as_deref()
-            .and_then(|b| b.status.as_ref())
-            .and_then(|s| s.booted.as_ref())
-            .and_then(|b| b.architecture.clone())
-    });
+    let labelled = node
+        .as_deref()
+        .filter(|_| selected)
+        .and_then(|n| n.labels().get(api::labels::ARCH_LABEL))
+        .map(String::as_str);
+    let owned_bn = bn.as_deref().filter(|_| owned);
+    let reported = owned_bn
+        .and_then(|b| b.status.as_ref())
+        .and_then(|s| s.booted.as_ref())
+        .and_then(|b| b.architecture.as_deref());
+    let architectures = tag_policy::required_architectures([labelled], [reported]);
+    let retry = owned_bn.is_some_and(|b| b.annotations().contains_key(RETRY_ANNOTATION));
     Some(Entry {
         node,
         bn,
-        selected_arch,
-        reported_arch,
+        architectures: architectures.into_iter().collect(),
+        retry,
     })
 }
 
@@ -157,6 +161,10 @@ type Objects = (Option<Arc<Node>>, Option<Arc<BootcNode>>);
 pub struct Members {
     key: Option<PoolKey>,
     entries: BTreeMap<String, Entry>,
+    /// How many entries name each architecture.
+    architectures: BTreeMap<String, usize>,
+    /// The names whose BootcNode carries a retry request.
+    retries: BTreeSet<String>,
 }
 
 /// Where [`Members::update`] reads the caches.
@@ -198,8 +206,10 @@ impl Members {
                 names.len()
             }
             Pending::Everything => {
-                self.key = Some(key);
-                self.entries.clear();
+                *self = Members {
+                    key: Some(key),
+                    ..Members::default()
+                };
                 let mut objects: BTreeMap<String, Objects> = BTreeMap::new();
                 for node in caches.all_nodes() {
                     let name = node.name_any();
@@ -211,9 +221,8 @@ impl Members {
                 }
                 let decided = objects.len();
                 for (name, (node, bn)) in objects {
-                    if let Some(entry) = entry_for(pool, selector.as_ref(), node, bn) {
-                        self.entries.insert(name, entry);
-                    }
+                    let entry = entry_for(pool, selector.as_ref(), node, bn);
+                    self.put(&name, entry);
                 }
                 decided
             }
@@ -228,13 +237,35 @@ impl Members {
         node: Option<Arc<Node>>,
         bn: Option<Arc<BootcNode>>,
     ) {
-        match entry_for(pool, selector, node, bn) {
+        let entry = entry_for(pool, selector, node, bn);
+        self.put(name, entry);
+    }
+
+    /// Replaces (or removes) the name's entry, and its counts with it.
+    fn put(&mut self, name: &str, entry: Option<Entry>) {
+        let old = match entry {
             Some(entry) => {
-                self.entries.insert(name.to_owned(), entry);
+                for arch in &entry.architectures {
+                    *self.architectures.entry(arch.clone()).or_default() += 1;
+                }
+                if entry.retry {
+                    self.retries.insert(name.to_owned());
+                }
+                self.entries.insert(name.to_owned(), entry)
             }
-            None => {
-                self.entries.remove(name);
+            None => self.entries.remove(name),
+        };
+        let Some(old) = old else { return };
+        for arch in &old.architectures {
+            if let Some(n) = self.architectures.get_mut(arch) {
+                *n -= 1;
+                if *n == 0 {
+                    self.architectures.remove(arch);
+                }
             }
+        }
+        if old.retry && !self.entries.get(name).is_some_and(|e| e.retry) {
+            self.retries.remove(name);
         }
     }
 
@@ -244,19 +275,16 @@ impl Members {
         let entries = self.entries.values();
         Selection {
             nodes: entries.clone().filter_map(|e| e.node.as_deref()).collect(),
-            bns: entries.clone().filter_map(|e| e.bn.as_deref()).collect(),
-            architectures: tag_policy::required_architectures(
-                entries
-                    .clone()
-                    .filter_map(|e| e.selected_arch.as_ref().map(Option::as_deref)),
-                entries.filter_map(|e| e.reported_arch.as_ref().map(Option::as_deref)),
-            ),
+            bns: entries.filter_map(|e| e.bn.as_deref()).collect(),
+            architectures: self.architectures.keys().cloned().collect(),
         }
     }
 
-    /// The pool's BootcNodes (owned, or named after a Node it reads).
-    pub fn bootc_nodes(&self) -> impl Iterator<Item = &BootcNode> {
-        self.entries.values().filter_map(|e| e.bn.as_deref())
+    /// The pool's BootcNodes that carry a retry request.
+    pub fn retry_requests(&self) -> impl Iterator<Item = &BootcNode> {
+        self.retries
+            .iter()
+            .filter_map(|name| self.entries.get(name)?.bn.as_deref())
     }
 }
 

@@ -452,7 +452,7 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
     let members = ctx.members_of(&pool);
     let selected = selecting.elapsed();
     // A person's retry request first: its write re-triggers the pool.
-    let retries = crate::retry::requests(&pool, members.bootc_nodes());
+    let retries = crate::retry::requests(&pool, members.retry_requests());
     if crate::retry::honour(&ctx.client, &name, &retries)
         .await
         .map_err(Error::Retry)?

@@ -52,7 +52,12 @@ fn node(name: &str, role: &str, arch: Option<&str>, disrupted_by: Option<&str>) 
     )
 }
 
-fn bn(name: &str, owner: Option<(&str, &str)>, arch: Option<&str>) -> Arc<BootcNode> {
+fn bn(name: &str, owner: Option<(&str, &str)>, arch: Option<&str>, retry: bool) -> Arc<BootcNode> {
+    let annotations = if retry {
+        json!({api::labels::RETRY_ANNOTATION: ""})
+    } else {
+        json!({})
+    };
     let owners: Vec<_> = owner
         .map(|(name, uid)| {
             json!({"apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
@@ -63,7 +68,7 @@ fn bn(name: &str, owner: Option<(&str, &str)>, arch: Option<&str>) -> Arc<BootcN
     Arc::new(
         serde_json::from_value(json!({
             "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
-            "metadata": {"name": name, "ownerReferences": owners},
+            "metadata": {"name": name, "ownerReferences": owners, "annotations": annotations},
             "spec": {"desiredImage": "quay.io/os@sha256:1"},
             "status": {"booted": {"architecture": arch}},
         }))
@@ -91,6 +96,16 @@ impl Caches for Cluster {
     fn all_bns(&self) -> Vec<Arc<BootcNode>> {
         self.bns.values().cloned().collect()
     }
+}
+
+/// The retry requests, comparable.
+fn requests<'a>(pool: &BootcNodePool, bns: impl IntoIterator<Item = &'a BootcNode>) -> Vec<String> {
+    let mut names: Vec<String> = crate::retry::requests(pool, bns)
+        .into_iter()
+        .map(|r| r.node)
+        .collect();
+    names.sort();
+    names
 }
 
 /// Names and architectures of a selection, comparable.
@@ -126,7 +141,10 @@ fn change(rng: &mut Rng, cluster: &mut Cluster, changes: &Changes, pool: &mut Bo
                 1 => Some(("web", uid.as_str())),
                 _ => Some(("db", "uid-db")),
             };
-            cluster.bns.insert(name.into(), bn(name, owner, arch));
+            let retry = rng.below(4) == 0;
+            cluster
+                .bns
+                .insert(name.into(), bn(name, owner, arch, retry));
             changes.touched(name);
         }
         7 => {
@@ -175,6 +193,11 @@ fn the_kept_selection_equals_the_one_chosen_from_scratch() {
                 seen(&members.selection()),
                 seen(&reference),
                 "seed {seed}, step {step}"
+            );
+            assert_eq!(
+                requests(&pool, members.retry_requests()),
+                requests(&pool, bns.iter().map(AsRef::as_ref)),
+                "seed {seed}, step {step}: retry requests"
             );
         }
         assert!(partial > 0, "seed {seed}: every update decided everything");
