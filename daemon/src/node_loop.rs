@@ -15,6 +15,7 @@ use api::{BootEntryStatus, BootcNode, BootcNodeStatus, SecretReference, labels};
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
@@ -772,8 +773,8 @@ impl NodeLoop {
             "status differs"
         );
         let patch = serde_json::json!({
-            "apiVersion": "node.bootc.dev/v1alpha1",
-            "kind": "BootcNode",
+            "apiVersion": BootcNode::api_version(&()),
+            "kind": BootcNode::kind(&()),
             "status": status,
         });
         let name = self.config.node_name.clone();

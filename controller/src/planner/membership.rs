@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use api::{BootcNode, BootcNodePool, reasons};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
-use kube::ResourceExt;
 use kube::core::{Expression, Selector, SelectorExt};
+use kube::{Resource, ResourceExt};
 
 use super::Problem;
 use super::memo::Memo;
@@ -207,7 +207,7 @@ fn owner_reference_of(bn: &BootcNode) -> Option<&OwnerReference> {
         .owner_references
         .as_ref()?
         .iter()
-        .find(|o| o.kind == "BootcNodePool")
+        .find(|o| o.kind == BootcNodePool::kind(&()))
 }
 
 /// The name and uid of the pool that owns `bn`, if any.
@@ -223,8 +223,8 @@ pub fn owner_pool(bn: &BootcNode) -> Option<(String, Option<String>)> {
 /// The owner reference a member's BootcNode carries.
 pub fn owner_reference(pool: &BootcNodePool) -> OwnerReference {
     OwnerReference {
-        api_version: "node.bootc.dev/v1alpha1".into(),
-        kind: "BootcNodePool".into(),
+        api_version: BootcNodePool::api_version(&()).into_owned(),
+        kind: BootcNodePool::kind(&()).into_owned(),
         name: pool.name_any(),
         uid: pool.metadata.uid.clone().unwrap_or_default(),
         controller: Some(true),

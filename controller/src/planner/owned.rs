@@ -76,7 +76,7 @@ impl Owned {
                     .meta()
                     .owner_references
                     .as_ref()
-                    .is_some_and(|o| o.iter().any(|o| o.kind == "BootcNodePool"))
+                    .is_some_and(|o| o.iter().any(|o| o.kind == BootcNodePool::kind(&())))
         });
         changed.then(|| Write::ApplyBootcNode(Box::new(self.to_apply(name, pool))))
     }
