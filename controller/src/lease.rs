@@ -12,6 +12,12 @@
 //! wrote) stops acting. The remaining third is the margin for the holder to
 //! stop and for clock differences. The caller is told through a
 //! cancellation token and must stop the controller at once.
+//!
+//! The holder renews on a thread of its own ([`keep_on_own_thread`]), with
+//! its own runtime and client: the controller runs on one thread, which a
+//! burst of watch events or a long plan can hold for longer than the renew
+//! deadline (under load it did, and a healthy leader lost its Lease without
+//! a single failed renewal).
 
 use std::time::Duration;
 
