@@ -64,6 +64,8 @@ pub mod stuck;
 pub mod synced;
 pub mod tag_policy;
 pub mod target;
+#[cfg(test)]
+mod test_rng;
 
 pub use runtime::{Error, Options, run};
 pub use tokio_util::sync::CancellationToken;

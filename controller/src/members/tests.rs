@@ -8,17 +8,7 @@ use serde_json::json;
 
 use super::*;
 
-/// A small deterministic generator (xorshift), so that a failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
+use crate::test_rng::Rng;
 
 const NAMES: [&str; 5] = ["n1", "n2", "n3", "n4", "n5"];
 const POOLS: [&str; 2] = ["web", "db"];
@@ -117,7 +107,7 @@ fn seen(s: &Selection<'_>) -> (Vec<String>, Vec<String>, Vec<String>) {
     (nodes, bns, s.architectures.iter().cloned().collect())
 }
 
-/// One random change: returns whether the watches saw it as a relist.
+/// One random change, recorded as the watches would record it.
 fn change(rng: &mut Rng, cluster: &mut Cluster, changes: &Changes, pool: &mut BootcNodePool) {
     let name = NAMES[rng.below(NAMES.len() as u64) as usize];
     let role = POOLS[rng.below(2) as usize];
@@ -172,7 +162,7 @@ fn change(rng: &mut Rng, cluster: &mut Cluster, changes: &Changes, pool: &mut Bo
 #[test]
 fn the_kept_selection_equals_the_one_chosen_from_scratch() {
     for seed in 1..=300_u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut rng = Rng::seeded(seed);
         let mut cluster = Cluster::default();
         let changes = Changes::default();
         let mut pool = pool("web", "uid-1");

@@ -9,20 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
 
-/// A small deterministic generator (xorshift), so that a failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
+use crate::test_rng::Rng;
 
 const NAMES: [&str; 6] = ["n1", "n2", "n3", "n4", "n5", "n6"];
 
@@ -235,7 +222,7 @@ impl Cluster {
 fn incremental_plans_equal_plans_from_scratch() {
     let (mut reused, mut computed) = (0, 0);
     for seed in 1..=200u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut rng = Rng::seeded(seed);
         let mut cluster = Cluster::new(&mut rng);
         let mut memo = Memo::default();
         for step in 0..80 {
