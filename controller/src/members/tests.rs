@@ -112,50 +112,50 @@ fn change(rng: &mut Rng, cluster: &mut Cluster, changes: &Changes, pool: &mut Bo
     let name = NAMES[rng.below(NAMES.len() as u64) as usize];
     let role = POOLS[rng.below(2) as usize];
     let arch = ARCHES[rng.below(3) as usize];
-    match rng.below(10) {
+    let watched = match rng.below(10) {
         0..=2 => {
             let disrupted = (rng.below(3) == 0).then_some("web");
-            cluster
-                .nodes
-                .insert(name.into(), node(name, role, arch, disrupted));
-            changes.touched(name);
+            let node = node(name, role, arch, disrupted);
+            cluster.nodes.insert(name.into(), node);
+            true
         }
         3 => {
             cluster.nodes.remove(name);
-            changes.touched(name);
+            true
         }
         4..=6 => {
             let uid = pool.metadata.uid.clone().unwrap();
-            let owner = match rng.below(3) {
-                0 => None,
-                1 => Some(("web", uid.as_str())),
-                _ => Some(("db", "uid-db")),
-            };
-            let retry = rng.below(4) == 0;
-            cluster
-                .bns
-                .insert(name.into(), bn(name, owner, arch, retry));
-            changes.touched(name);
+            let owner = [None, Some(("web", uid.as_str())), Some(("db", "uid-db"))];
+            let owner = *rng.pick(&owner);
+            let bn = bn(name, owner, arch, rng.below(4) == 0);
+            cluster.bns.insert(name.into(), bn);
+            true
         }
         7 => {
             cluster.bns.remove(name);
-            changes.touched(name);
+            true
         }
         8 => {
             // A relist: the cache replaced, a deletion without its event.
             cluster.nodes.remove(name);
             changes.everything();
+            false
         }
         _ => {
+            let selected = pool.spec.node_selector.match_labels.as_ref().unwrap()["role"].clone();
+            let uid = pool.metadata.uid.clone().unwrap();
             *pool = if rng.below(2) == 0 {
-                self::pool(role, pool.metadata.uid.as_deref().unwrap())
+                self::pool(role, &uid)
             } else {
-                self::pool(
-                    pool.spec.node_selector.match_labels.as_ref().unwrap()["role"].as_str(),
-                    if rng.below(2) == 0 { "uid-1" } else { "uid-2" },
-                )
+                let uids = ["uid-1", "uid-2"];
+                let uid = *rng.pick(&uids);
+                self::pool(&selected, uid)
             };
+            false
         }
+    };
+    if watched {
+        changes.touched(name);
     }
 }
 
