@@ -686,10 +686,9 @@ pub async fn run(
             return Ok(());
         };
         ready.store(false, Ordering::Relaxed);
-        let renewal_config = lease_config.clone();
         renewal = Some(
             lease::keep_on_own_thread(
-                move || counted_client(renewal_config).map_err(|e| e.to_string()),
+                move || counted_client(lease_config).map_err(|e| e.to_string()),
                 cfg.clone(),
                 renewal_stop.clone(),
                 lost.clone(),
