@@ -3,11 +3,8 @@
 //!
 //! [`Selection::of`] chooses a pool's objects in one pass over the caches:
 //! at 5,000 nodes a sixth of the controller's CPU went there, on every
-//! reconcile. The choice is a rule about one name at a time (a Node is read
-//! when the selector matches it, when the pool owns the BootcNode named
-//! after it, or when it carries the pool's disruption record; a BootcNode
-//! when the pool owns it or its Node is read: [`entry_for`]), so it can be
-//! kept per name: the Node and BootcNode watches record every name they
+//! reconcile. The choice is a rule about one name at a time
+//! ([`crate::selection::reads`], used by both), so it can be kept per name: the Node and BootcNode watches record every name they
 //! apply or delete in [`Changes`], and [`Members::update`] re-decides only
 //! those names. A relist (the cache replaced wholesale, objects deleted
 //! meanwhile gone without an event), a pool whose selector, name or uid
@@ -18,15 +15,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use api::labels::RETRY_ANNOTATION;
 use api::{BootcNode, BootcNodePool};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
-use kube::core::{Selector, SelectorExt};
+use kube::core::Selector;
 
-use crate::selection::Selection;
-use crate::{disruption, planner, tag_policy};
+use crate::selection::{Selection, reads};
+use crate::tag_policy;
 
 /// What is left to decide again for one pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,41 +111,27 @@ struct Entry {
     retry: bool,
 }
 
-/// Decides one name for the pool (see the module docs); None when the pool
-/// reads neither object.
+/// Decides one name for the pool ([`reads`]); None when the pool reads
+/// neither object.
 fn entry_for(
     pool: &BootcNodePool,
     selector: Option<&Selector>,
     node: Option<Arc<Node>>,
     bn: Option<Arc<BootcNode>>,
 ) -> Option<Entry> {
-    let selected = node
-        .as_deref()
-        .is_some_and(|n| selector.is_some_and(|s| s.matches(n.labels())));
-    let owned = bn.as_deref().is_some_and(|b| planner::owned_by(b, pool));
-    let pool_name = pool.metadata.name.as_deref().unwrap_or_default();
-    let node = node.filter(|n| selected || owned || disruption::recorded_for(n, pool_name));
-    let bn = bn.filter(|_| owned || node.is_some());
-    if node.is_none() && bn.is_none() {
+    let r = reads(pool, selector, node.as_deref(), bn.as_deref());
+    let (read_node, read_bn, retry) = (r.node, r.bn, r.retry);
+    if !read_node && !read_bn {
         return None;
     }
-    let labelled = node
-        .as_deref()
-        .filter(|_| selected)
-        .and_then(|n| n.labels().get(api::labels::ARCH_LABEL))
-        .map(String::as_str);
-    let owned_bn = bn.as_deref().filter(|_| owned);
-    let reported = owned_bn
-        .and_then(|b| b.status.as_ref())
-        .and_then(|s| s.booted.as_ref())
-        .and_then(|b| b.architecture.as_deref());
-    let architectures = tag_policy::required_architectures([labelled], [reported]);
-    let retry = owned_bn.is_some_and(|b| b.annotations().contains_key(RETRY_ANNOTATION));
+    let architectures = tag_policy::required_architectures([r.labelled_arch], [r.reported_arch])
+        .into_iter()
+        .collect();
     Some(Entry {
-        node,
-        bn,
-        architectures: architectures.into_iter().collect(),
+        architectures,
         retry,
+        node: node.filter(|_| read_node),
+        bn: bn.filter(|_| read_bn),
     })
 }
 

@@ -3,12 +3,15 @@
 //! and those it disrupted (until they are back), the BootcNodes named after
 //! them and those it owns; and, for tag resolution, the architectures of its
 //! members (their `kubernetes.io/arch` labels and what their BootcNodes
-//! report). Names are compared borrowed: this runs on every reconcile, over
-//! every Node of the cluster.
+//! report). The rule is about one name at a time ([`reads`]): the runtime
+//! keeps each pool's choice name by name from the watch events
+//! (`crate::members`); [`Selection::of`] chooses from scratch, for a deleted
+//! pool's cleanup and as the reference the kept choice is tested against.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use api::labels::RETRY_ANNOTATION;
 use api::{BootcNode, BootcNodePool};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -29,47 +32,88 @@ fn name<K: kube::Resource>(object: &K) -> &str {
     object.meta().name.as_deref().unwrap_or_default()
 }
 
+/// What a pool reads of one name's objects: the one home of the rule
+/// (used here from scratch, and name by name by `members`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Reads<'o> {
+    pub node: bool,
+    pub bn: bool,
+    /// The selected Node's `kubernetes.io/arch` label.
+    pub labelled_arch: Option<&'o str>,
+    /// The architecture the owned BootcNode reports.
+    pub reported_arch: Option<&'o str>,
+    /// The owned BootcNode carries a person's retry request.
+    pub retry: bool,
+}
+
+/// Decides one name for `pool` (`pool_name`, its parsed `selector`): a
+/// Node is read when the selector matches it, when the pool owns the
+/// BootcNode named after it, or when it carries the pool's disruption
+/// record; a BootcNode when the pool owns it or its Node is read.
+pub(crate) fn reads<'o>(
+    pool: &BootcNodePool,
+    selector: Option<&Selector>,
+    node: Option<&'o Node>,
+    bn: Option<&'o BootcNode>,
+) -> Reads<'o> {
+    let selected = node.is_some_and(|n| selector.is_some_and(|s| s.matches(n.labels())));
+    let owned = bn.is_some_and(|b| planner::owned_by(b, pool));
+    let pool_name = pool.metadata.name.as_deref().unwrap_or_default();
+    let node_read =
+        node.is_some_and(|n| selected || owned || disruption::recorded_for(n, pool_name));
+    let owned_bn = bn.filter(|_| owned);
+    Reads {
+        node: node_read,
+        bn: bn.is_some() && (owned || node_read),
+        labelled_arch: node
+            .filter(|_| selected)
+            .and_then(|n| n.labels().get(api::labels::ARCH_LABEL))
+            .map(String::as_str),
+        reported_arch: owned_bn
+            .and_then(|b| b.status.as_ref())
+            .and_then(|s| s.booted.as_ref())
+            .and_then(|b| b.architecture.as_deref()),
+        retry: owned_bn.is_some_and(|b| b.annotations().contains_key(RETRY_ANNOTATION)),
+    }
+}
+
 impl<'a> Selection<'a> {
+    /// The pool's objects chosen from scratch, name by name ([`reads`]).
     pub fn of(pool: &BootcNodePool, nodes: &'a [Arc<Node>], bns: &'a [Arc<BootcNode>]) -> Self {
-        let pool_name = pool.name_any();
         let selector = Selector::try_from(pool.spec.node_selector.clone()).ok();
-        let owned: Vec<&BootcNode> = bns
+        let bn_of: foldhash::HashMap<&str, &BootcNode> =
+            bns.iter().map(|b| (name(b.as_ref()), b.as_ref())).collect();
+        let node_of: foldhash::HashMap<&str, &Node> = nodes
             .iter()
-            .map(AsRef::as_ref)
-            .filter(|bn| planner::owned_by(bn, pool))
+            .map(|n| (name(n.as_ref()), n.as_ref()))
             .collect();
-        let owned_names: foldhash::HashSet<&str> = owned.iter().map(|b| name(*b)).collect();
         let mut out = Selection::default();
-        let mut arch_labels = Vec::new();
+        let mut arches = Vec::new();
         for node in nodes.iter().map(AsRef::as_ref) {
-            let selected = selector.as_ref().is_some_and(|s| s.matches(node.labels()));
-            if selected {
-                arch_labels.push(
-                    node.labels()
-                        .get(api::labels::ARCH_LABEL)
-                        .map(String::as_str),
-                );
-            }
-            if selected
-                || owned_names.contains(name(node))
-                || disruption::recorded_for(node, &pool_name)
-            {
+            let r = reads(
+                pool,
+                selector.as_ref(),
+                Some(node),
+                bn_of.get(name(node)).copied(),
+            );
+            if r.node {
                 out.nodes.push(node);
             }
+            arches.push(r.labelled_arch);
         }
-        let node_names: foldhash::HashSet<&str> = out.nodes.iter().map(|n| name(*n)).collect();
-        out.bns = bns
-            .iter()
-            .map(AsRef::as_ref)
-            .filter(|bn| owned_names.contains(name(*bn)) || node_names.contains(name(*bn)))
-            .collect();
-        let reported = owned.iter().map(|bn| {
-            bn.status
-                .as_ref()
-                .and_then(|s| s.booted.as_ref())
-                .and_then(|b| b.architecture.as_deref())
-        });
-        out.architectures = tag_policy::required_architectures(arch_labels, reported);
+        for bn in bns.iter().map(AsRef::as_ref) {
+            let r = reads(
+                pool,
+                selector.as_ref(),
+                node_of.get(name(bn)).copied(),
+                Some(bn),
+            );
+            if r.bn {
+                out.bns.push(bn);
+            }
+            arches.push(r.reported_arch);
+        }
+        out.architectures = tag_policy::required_architectures(arches, []);
         out
     }
 }
