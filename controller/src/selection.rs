@@ -3,7 +3,7 @@
 //! and those it disrupted (until they are back), the BootcNodes named after
 //! them and those it owns; and, for tag resolution, the architectures of its
 //! members (their `kubernetes.io/arch` labels and what their BootcNodes
-//! report). The rule is about one name at a time ([`reads`]): the runtime
+//! report). The rule is about one name at a time (`reads`): the runtime
 //! keeps each pool's choice name by name from the watch events
 //! (`crate::members`); [`Selection::of`] chooses from scratch, for a deleted
 //! pool's cleanup and as the reference the kept choice is tested against.
@@ -78,7 +78,7 @@ pub(crate) fn reads<'o>(
 }
 
 impl<'a> Selection<'a> {
-    /// The pool's objects chosen from scratch, name by name ([`reads`]).
+    /// The pool's objects chosen from scratch, name by name (`reads`).
     pub fn of(pool: &BootcNodePool, nodes: &'a [Arc<Node>], bns: &'a [Arc<BootcNode>]) -> Self {
         let selector = Selector::try_from(pool.spec.node_selector.clone()).ok();
         let bn_of: foldhash::HashMap<&str, &BootcNode> =

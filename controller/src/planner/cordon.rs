@@ -1,17 +1,17 @@
 //! Cordon record and restore: nothing is left cordoned.
 //!
-//! A slot's cordon is recorded twice: `bootc.dev/was-cordoned` on the
-//! BootcNode (the Node's state before the slot) and `bootc.dev/cordoned-by:
-//! <pool>` on the Node itself, written in the same patch as the cordon, with
-//! the pool's disruption record (`bootc.dev/disrupted-by`, see
-//! [`crate::disruption`]). A cordon an admin had put there before is kept:
-//! the slot then writes the disruption record alone. When the node leaves
-//! its slot, the pool, or a deleted pool, our cordon is lifted if the record
-//! says it is ours, or, when the BootcNode and its record were lost, if the
-//! Node's mark says so; the mark and the disruption record go in the same
-//! patch as the uncordon. A cordon is never put back: an admin's that was
-//! lifted meanwhile stays lifted (one rule for all three: `lifts`). Every [`NodePatch`] field is decided here: the actuator
-//! writes each one as it is.
+//! A slot's cordon is recorded twice: `bootc.dev/was-cordoned` on the BootcNode
+//! (the Node's state before the slot) and `bootc.dev/cordoned-by: <pool>` on
+//! the Node itself, written in the same patch as the cordon, with the pool's
+//! disruption record (`bootc.dev/disrupted-by`, see [`crate::disruption`]). A
+//! cordon an admin had put there before is kept: the slot then writes the
+//! disruption record alone. When the node leaves its slot, the pool, or a
+//! deleted pool, our cordon is lifted if the record says it is ours, or, when
+//! the BootcNode and its record were lost, if the Node's mark says so; the mark
+//! and the disruption record go in the same patch as the uncordon. A cordon is
+//! never put back: an admin's that was lifted meanwhile stays lifted (one rule
+//! for all three: `lifts`). Every [`NodePatch`] field is decided here: the
+//! actuator writes each one as it is.
 
 use std::sync::Arc;
 
@@ -107,7 +107,7 @@ fn lifts(node: &Node, pool: Option<&str>, prior: Option<bool>) -> bool {
 }
 
 /// The patch that restores a Node whose BootcNode leaves its pool: our
-/// cordon lifted as a release would ([`lifts`]), the mark, the disruption
+/// cordon lifted as a release would (`lifts`), the mark, the disruption
 /// record and the managed label removed.
 pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
     let pool = owner_pool(bn).map(|(pool, _)| pool);
