@@ -4,6 +4,7 @@
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+use std::io::Write;
 use std::os::unix::process::CommandExt;
 
 fn main() {
@@ -21,10 +22,11 @@ fn main() {
         }
     }
     fds.sort_unstable();
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("fd-probe: fds={fds:?}");
-    }
+    // One write: the daemon logs to the same stderr, and `eprintln!` would
+    // write the list piece by piece, letting the daemon's line land inside
+    // it (a pipe write of less than PIPE_BUF bytes is atomic).
+    let line = format!("fd-probe: fds={fds:?}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
     let helper = tests::fake_host::bin("bootc-helper");
     let err = std::process::Command::new(helper)
         .args(std::env::args_os().skip(1))
