@@ -188,9 +188,15 @@ impl Budget {
         self.holders.len() < self.max && (already || self.unavailable.len() < self.max)
     }
 
+    /// Are all the slots held? Then no candidate is admitted.
+    pub fn full(&self) -> bool {
+        self.holders.len() >= self.max
+    }
+
     /// Orders candidates: already unavailable ones first (they cost nothing).
-    pub fn order(&self, candidates: &mut [String]) {
-        candidates.sort_by_key(|c| !self.unavailable.contains_key(c));
+    /// Once one is not admitted, none after it is: the counts only grow.
+    pub fn order(&self, candidates: &mut [&str]) {
+        candidates.sort_by_key(|c| !self.unavailable.contains_key(*c));
     }
 
     /// Gives `candidate` a slot.
@@ -331,7 +337,7 @@ pub(crate) mod tests {
         let mut b = Budget::new(1);
         b.member("adm", Unavailable::of_member(&node(true, true)));
         b.member("x", Unavailable::of_member(&node(true, false)));
-        let mut c = vec!["x".to_owned(), "adm".to_owned()];
+        let mut c = vec!["x", "adm"];
         b.order(&mut c);
         assert_eq!(c, ["adm", "x"]);
         assert_eq!(b.blocked_by_others().as_deref(), Some("adm (cordoned)"));

@@ -260,7 +260,7 @@ pub(crate) fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     let secret = pull_secret::checked(input, &mut problems);
     memo.begin(
         memo::PoolFacts::of(&view, target.as_ref(), &secret),
-        view.nodes.len(),
+        view.nodes,
     );
     let members = membership::of(&view, target.is_some(), memo, &mut problems);
     let leavers = leaving::leavers(&view, &members);

@@ -39,13 +39,14 @@ pub(crate) fn leavers(view: &View<'_>, members: &Membership) -> Leavers {
     let mut out = Leavers::default();
     // Both in name order: membership is read by walking the members along.
     let mut member = members.names.iter().peekable();
-    for (name, bn) in &view.bns {
-        while member.next_if(|m| m.as_str() < *name).is_some() {}
-        let is_member = member.peek().is_some_and(|m| m.as_str() == *name);
+    for (name, row) in &view.rows {
+        let Some(bn) = row.bn else { continue };
+        while member.next_if(|m| **m < *name).is_some() {}
+        let is_member = member.peek().is_some_and(|m| *m == name);
         if is_member || members.conflicts.contains_key(*name) || !owned_by(bn, pool) {
             continue;
         }
-        let node = view.node(name);
+        let node = row.node;
         if let Some(node) = node
             && holds_slot(node, bn, pool_name)
             && !disruption::is_back(node, Some(bn))
@@ -62,10 +63,9 @@ pub(crate) fn leavers(view: &View<'_>, members: &Membership) -> Leavers {
             node: Some((*name).to_owned()),
         });
     }
-    for (name, node) in &view.nodes {
-        if view.row(name).bn.is_some()
-            || members.contains(name)
-            || !disruption::recorded_for(node, pool_name)
+    for (name, row) in &view.rows {
+        let Some(node) = row.node else { continue };
+        if row.bn.is_some() || members.contains(name) || !disruption::recorded_for(node, pool_name)
         {
             continue;
         }
@@ -120,7 +120,7 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
     let mut writes = Vec::new();
     let mut waiting = Vec::new();
     let owned = |name: &str| view.bn(name).filter(|bn| owned_by(bn, input.pool));
-    for (name, bn) in view.bns.iter().filter(|(name, _)| owned(name).is_some()) {
+    for (name, bn) in view.bns().filter(|(name, _)| owned(name).is_some()) {
         let node = view.node(name);
         if let Some(node) = node
             && holds_slot(node, bn, pool_name)
@@ -135,7 +135,7 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
     // A node still carrying this pool's cordon mark or disruption record
     // without a BootcNode (deleted and not yet recreated) is restored by the
     // mark alone, once it is back.
-    for (name, node) in &view.nodes {
+    for (name, node) in view.nodes() {
         let ours = cordoned_by(node, pool_name) || disruption::recorded_for(node, pool_name);
         if owned(name).is_some() || !ours {
             continue;

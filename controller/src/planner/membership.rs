@@ -24,18 +24,18 @@ use super::view::View;
 
 /// The pool's members, as this plan sees them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Membership {
+pub struct Membership<'a> {
     /// Members in name order.
-    pub names: Vec<String>,
+    pub names: Vec<&'a str>,
+    /// Each member's place in the view's rows (in the order of `names`).
+    pub(crate) rows: Vec<usize>,
     /// Selected nodes other pools claim too, with those pools.
     pub conflicts: BTreeMap<String, BTreeSet<String>>,
 }
 
-impl Membership {
+impl Membership<'_> {
     pub fn contains(&self, name: &str) -> bool {
-        self.names
-            .binary_search_by(|n| n.as_str().cmp(name))
-            .is_ok()
+        self.names.binary_search(&name).is_ok()
     }
 
     /// The `NodeConflict` problem, if any node is in conflict.
@@ -68,12 +68,12 @@ pub struct Claim {
 
 /// The members of the pool (see the module docs); an unparsable selector
 /// is reported. Each node's answer is kept in `memo` for the next plan.
-pub(crate) fn of(
-    view: &View<'_>,
+pub(crate) fn of<'a>(
+    view: &View<'a>,
     has_target: bool,
     memo: &mut Memo,
     problems: &mut Vec<Problem>,
-) -> Membership {
+) -> Membership<'a> {
     let pool = view.pool;
     let selector = match parse_selector(&pool.spec.node_selector) {
         Ok(s) => Some(s),
@@ -84,17 +84,17 @@ pub(crate) fn of(
     };
     let others = other_selectors(&view.input.other_pools);
     let mut out = Membership::default();
-    for (name, node) in &view.nodes {
-        let row = view.row(name);
-        let bn = row.bn;
+    for (at, (name, row)) in view.rows.iter().enumerate() {
+        let Some(node) = row.node else { continue };
         let claim = memo.membership(name, row.versions, || {
-            claim(pool, node, bn, selector.as_ref(), &others, has_target)
+            claim(pool, node, row.bn, selector.as_ref(), &others, has_target)
         });
         if let Some(pools) = claim.conflict {
             out.conflicts.insert((*name).to_owned(), pools);
         }
         if claim.member {
-            out.names.push((*name).to_owned());
+            out.names.push(name);
+            out.rows.push(at);
         }
     }
     out

@@ -60,58 +60,60 @@ pub(crate) fn reclaim(owned: &mut Owned, node: Option<&Node>, pool: &str) {
 /// the candidates within the budget; the new holders are cordoned and about
 /// to drain.
 pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout<'_>) {
-    if rollout.paused || rollout.halted {
+    // With every slot held nobody is admitted, and nothing waits on others.
+    if rollout.paused || rollout.halted || rollout.budget.full() {
         return;
     }
-    let candidates = rollout.names(|v| v.candidate);
+    let candidates: Vec<&str> = rollout
+        .verdicts
+        .iter()
+        .filter(|e| e.verdict.candidate)
+        .map(|e| e.name)
+        .collect();
     let taken = assign(
-        &candidates,
+        candidates.clone(),
         &mut rollout.budget,
-        view,
         &view.pool_name,
         &mut rollout.verdicts,
     );
-    for name in &taken {
-        if let Some(v) = rollout.verdicts.get_mut(name) {
-            v.draining = true;
-        }
-    }
-    let left_out = taken.len() < candidates.len();
+    let left_out = taken < candidates.len();
     rollout.waiting_for_budget = rollout.budget.blocked_by_others().filter(|_| left_out);
 }
 
 /// Hands free reboot slots to `candidates` within the disruption budget
 /// (already unavailable candidates first): the slot record on the
 /// BootcNode, then the cordon with the disruption record, then the drain.
-/// Returns the nodes that took a slot.
+/// Returns how many took a slot.
 fn assign(
-    candidates: &[String],
+    mut candidates: Vec<&str>,
     budget: &mut Budget,
-    view: &View<'_>,
     pool: &str,
     verdicts: &mut Verdicts<'_>,
-) -> Vec<String> {
-    let mut ordered = candidates.to_vec();
-    budget.order(&mut ordered);
-    let mut taken = Vec::new();
-    for name in ordered {
-        let (Some(node), Some(v)) = (view.node(&name), verdicts.get_mut(&name)) else {
+) -> usize {
+    budget.order(&mut candidates);
+    let mut taken = 0;
+    for name in candidates {
+        if !budget.admits(name) {
+            // Nobody after it is admitted either (see `Budget::order`).
+            break;
+        }
+        let Some((Some(node), v)) = verdicts.entry_mut(name) else {
             continue;
         };
-        if !budget.admits(&name) {
-            continue;
-        }
-        budget.take(&name);
+        budget.take(name);
         v.owned.in_slot = true;
         v.owned.was_cordoned = Some(cordon::prior(node, pool).to_string());
         if let Some(patch) = cordon::keep(node, pool) {
             v.post.push(Write::PatchNode {
-                name: name.clone(),
+                name: name.to_owned(),
                 patch,
             });
         }
-        v.post.push(Write::StartDrain { node: name.clone() });
-        taken.push(name);
+        v.post.push(Write::StartDrain {
+            node: name.to_owned(),
+        });
+        v.draining = true;
+        taken += 1;
     }
     taken
 }

@@ -7,6 +7,7 @@ use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
 use k8s_openapi::api::core::v1::Node;
 
 use super::Target;
+use super::membership::Membership;
 use super::memo::Memo;
 use super::owned::Owned;
 use super::pull_secret::{self, Secret};
@@ -79,20 +80,22 @@ fn staged_member(
     }
 }
 
-/// The members told the target (see [`staging`]); `held_elsewhere` slots
-/// are held by nodes that left mid-reboot.
-pub(crate) fn told<'m>(
+/// The members told the target (see [`staging`]), one flag per member in
+/// the order of `members`; `held_elsewhere` slots are held by nodes that
+/// left mid-reboot.
+pub(crate) fn told(
     view: &View<'_>,
-    members: &'m [String],
+    members: &Membership<'_>,
     target: &Target,
     slots: usize,
     held_elsewhere: usize,
     memo: &mut Memo,
-) -> foldhash::HashSet<&'m str> {
+) -> Vec<bool> {
     let seen: Vec<staging::Member> = members
+        .rows
         .iter()
-        .map(|name| {
-            let row = view.row(name);
+        .map(|at| {
+            let (name, row) = view.rows[*at];
             memo.staging(name, row.versions, || {
                 staged_member(row.node, row.bn, target, &view.pool_name)
             })
@@ -100,11 +103,5 @@ pub(crate) fn told<'m>(
         .collect();
     let holders = seen.iter().filter(|m| m.in_slot).count() + held_elsewhere;
     let bounds = staging::Bounds::of(&view.pool.spec.rollout);
-    let told = staging::told(&seen, bounds, slots.saturating_sub(holders));
-    members
-        .iter()
-        .zip(told)
-        .filter(|(_, told)| *told)
-        .map(|(name, _)| name.as_str())
-        .collect()
+    staging::told(&seen, bounds, slots.saturating_sub(holders))
 }

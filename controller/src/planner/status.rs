@@ -35,7 +35,7 @@ pub const COUNTS_MIN_INTERVAL: Duration = Duration::from_secs(5);
 /// What the earlier steps found, for the status.
 pub(crate) struct Facts<'a> {
     pub target: Option<&'a Target>,
-    pub members: &'a Membership,
+    pub members: &'a Membership<'a>,
     pub leavers: Leavers,
     pub rollout: Rollout<'a>,
     pub slots: usize,
@@ -152,7 +152,7 @@ pub(crate) fn report(
 /// Degraded nodes; with the halt's and stuck nodes' events.
 fn degraded(
     rollout: &Rollout<'_>,
-    members: &Membership,
+    members: &Membership<'_>,
     current: &BootcNodePoolStatus,
     problems: &mut Vec<Problem>,
     events: &mut Vec<PlannedEvent>,

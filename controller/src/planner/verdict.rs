@@ -123,10 +123,12 @@ impl<'a> Verdicts<'a> {
         self.position(name).map(|i| &*self.0[i].verdict)
     }
 
-    /// The member's verdict, to change (copied first if the memo shares it).
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut NodeVerdict> {
+    /// The member's Node and verdict, to change (copied first if the memo
+    /// shares it).
+    pub fn entry_mut(&mut self, name: &str) -> Option<(Option<&'a Node>, &mut NodeVerdict)> {
         let i = self.position(name)?;
-        Some(Arc::make_mut(&mut self.0[i].verdict))
+        let entry = &mut self.0[i];
+        Some((entry.row.node, Arc::make_mut(&mut entry.verdict)))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Entry<'a>> {
@@ -172,7 +174,6 @@ struct Pool<'v, 'a> {
     view: &'v View<'a>,
     target: &'v Target,
     secret: &'v Secret,
-    told: foldhash::HashSet<&'v str>,
     conflicts: &'v BTreeMap<String, BTreeSet<String>>,
     paused: bool,
 }
@@ -181,19 +182,18 @@ struct Pool<'v, 'a> {
 pub(crate) fn verdicts<'m>(
     view: &View<'m>,
     target: &Target,
-    members: &'m Membership,
+    members: &Membership<'m>,
     leavers: &Leavers,
     secret: &Secret,
     slots: usize,
     memo: &mut Memo,
 ) -> Rollout<'m> {
     let held = leavers.not_back.len();
-    let told = spec::told(view, &members.names, target, slots, held, memo);
+    let told = spec::told(view, members, target, slots, held, memo);
     let pool = Pool {
         view,
         target,
         secret,
-        told,
         conflicts: &members.conflicts,
         paused: view.pool.spec.rollout.paused,
     };
@@ -205,16 +205,16 @@ pub(crate) fn verdicts<'m>(
     for name in &leavers.not_back {
         out.budget.hold(name);
     }
-    for name in &members.names {
-        let row = view.row(name);
-        let v = memoized(&pool, name, row, memo);
+    for (at, told) in members.rows.iter().zip(told) {
+        let (name, row) = view.rows[*at];
+        let v = memoized(&pool, name, row, told, memo);
         match v.counted {
             Some(Counted::Holder) => out.budget.hold(name),
             Some(Counted::Member) => out.budget.member(name, v.unavailable),
             None => {}
         }
         if v.unhealthy_in_slot {
-            out.unhealthy_in_slots.push(name.clone());
+            out.unhealthy_in_slots.push(name.to_owned());
         }
         // Members come in name order: the verdicts stay sorted.
         out.verdicts.0.push(Entry {
@@ -229,10 +229,15 @@ pub(crate) fn verdicts<'m>(
 
 /// One member's verdict, kept from the previous plan when nothing it reads
 /// has changed (see [`super::memo`]).
-fn memoized(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, memo: &mut Memo) -> Arc<NodeVerdict> {
+fn memoized(
+    pool: &Pool<'_, '_>,
+    name: &str,
+    row: Row<'_>,
+    told: bool,
+    memo: &mut Memo,
+) -> Arc<NodeVerdict> {
     let input = pool.view.input;
     let now = input.now;
-    let told = pool.told.contains(name);
     let drain = input.drains.get(name);
     let clock = input.phase_clock.get(name);
     let conflict = pool.conflicts.get(name);
@@ -246,7 +251,7 @@ fn memoized(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, memo: &mut Memo) -> A
         return v;
     }
     memo.computed += 1;
-    let v = Arc::new(of(pool, name, row));
+    let v = Arc::new(of(pool, name, row, told));
     match versions.filter(|_| v.keepable) {
         Some(versions) => {
             let key = VerdictKey {
@@ -265,10 +270,9 @@ fn memoized(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, memo: &mut Memo) -> A
 }
 
 /// One member's verdict (see the module docs).
-fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>) -> NodeVerdict {
+fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict {
     let view = pool.view;
     let (node, existing) = (row.node, row.bn);
-    let told = pool.told.contains(name);
     let mut owned = spec::desired(view.pool, existing, told, pool.target, pool.secret);
     slots::reclaim(&mut owned, node, &view.pool_name);
     let state = existing.map_or(NodeState::Pending, |bn| classify(bn, pool.target));

@@ -1,5 +1,11 @@
-//! What a plan sees: the input indexed by node name, and the pool's status
-//! as it is now. Built once per plan; every step reads it.
+//! What a plan sees: the input's objects merged by name, and the pool's
+//! status as it is now. Built once per plan; every step reads it.
+//!
+//! The steps walk the rows in name order rather than looking names up: a
+//! plan of a large pool visits every member several times, and a walk
+//! costs no hashing and no string comparison.
+
+use std::cmp::Ordering;
 
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use k8s_openapi::api::core::v1::Node;
@@ -12,10 +18,10 @@ pub(crate) struct View<'a> {
     pub input: &'a PlanInput<'a>,
     pub pool: &'a BootcNodePool,
     pub pool_name: String,
-    pub nodes: ByName<'a, Node>,
-    pub bns: ByName<'a, BootcNode>,
-    /// Each name's objects and versions, looked up by one hash.
-    rows: foldhash::HashMap<&'a str, Row<'a>>,
+    /// Every name that has a Node or a BootcNode, in name order, with both.
+    pub rows: Vec<(&'a str, Row<'a>)>,
+    /// How many rows have a Node.
+    pub nodes: usize,
     /// The pool's status as stored (empty for a new pool).
     pub current: BootcNodePoolStatus,
 }
@@ -37,48 +43,24 @@ impl Row<'_> {
     };
 }
 
-fn rows<'a>(
-    nodes: &ByName<'a, Node>,
-    bns: &ByName<'a, BootcNode>,
-) -> foldhash::HashMap<&'a str, Row<'a>> {
-    let mut rows: foldhash::HashMap<&'a str, Row<'a>> = foldhash::HashMap::default();
-    rows.reserve(nodes.len().max(bns.len()));
-    for (name, node) in nodes {
-        rows.insert(
-            name,
-            Row {
-                node: Some(*node),
-                ..Row::NONE
-            },
-        );
-    }
-    for (name, bn) in bns {
-        rows.entry(name).or_insert(Row::NONE).bn = Some(*bn);
-    }
-    for row in rows.values_mut() {
-        row.versions = Versions::of(row.node, row.bn);
-    }
-    rows
-}
-
 impl<'a> View<'a> {
     pub fn of(input: &'a PlanInput<'a>) -> Self {
-        let nodes = ByName::of(&input.nodes);
-        let bns = ByName::of(&input.bootc_nodes);
+        let rows = merged(by_name(&input.nodes), by_name(&input.bootc_nodes));
         View {
             input,
             pool: input.pool,
             pool_name: input.pool.name_any(),
-            rows: rows(&nodes, &bns),
-            nodes,
-            bns,
+            nodes: rows.iter().filter(|(_, r)| r.node.is_some()).count(),
+            rows,
             current: input.pool.status.clone().unwrap_or_default(),
         }
     }
 
     /// The name's objects and versions (none for an unknown name).
     pub fn row(&self, name: &str) -> Row<'a> {
-        self.rows.get(name).copied().unwrap_or(Row::NONE)
+        self.rows
+            .binary_search_by(|(n, _)| (*n).cmp(name))
+            .map_or(Row::NONE, |i| self.rows[i].1)
     }
 
     pub fn node(&self, name: &str) -> Option<&'a Node> {
@@ -88,6 +70,16 @@ impl<'a> View<'a> {
     pub fn bn(&self, name: &str) -> Option<&'a BootcNode> {
         self.row(name).bn
     }
+
+    /// The Nodes, in name order.
+    pub fn nodes(&self) -> impl Iterator<Item = (&'a str, &'a Node)> + '_ {
+        self.rows.iter().filter_map(|(n, r)| Some((*n, r.node?)))
+    }
+
+    /// The BootcNodes, in name order.
+    pub fn bns(&self) -> impl Iterator<Item = (&'a str, &'a BootcNode)> + '_ {
+        self.rows.iter().filter_map(|(n, r)| Some((*n, r.bn?)))
+    }
 }
 
 /// An object's name, borrowed (objects read from the API always have one).
@@ -95,35 +87,37 @@ fn name_of<K: kube::Resource>(object: &K) -> &str {
     object.meta().name.as_deref().unwrap_or_default()
 }
 
-/// Objects in name order (looked up through [`View::row`]).
-pub(crate) struct ByName<'a, K> {
-    sorted: Vec<(&'a str, &'a K)>,
+/// Objects in name order, one per name. The runtime gives them in name
+/// order already: the sort then only checks it.
+fn by_name<'a, K: kube::Resource>(objects: &[&'a K]) -> Vec<(&'a str, &'a K)> {
+    let mut sorted: Vec<(&'a str, &'a K)> = objects.iter().map(|o| (name_of(*o), *o)).collect();
+    sorted.sort_by_key(|(name, _)| *name);
+    sorted.dedup_by_key(|(name, _)| *name);
+    sorted
 }
 
-impl<'a, K: kube::Resource> ByName<'a, K> {
-    fn of(objects: &[&'a K]) -> Self {
-        let mut sorted: Vec<(&'a str, &'a K)> = objects.iter().map(|o| (name_of(*o), *o)).collect();
-        sorted.sort_by_key(|(name, _)| *name);
-        sorted.dedup_by_key(|(name, _)| *name);
-        ByName { sorted }
+/// The Nodes and BootcNodes merged by name, with their versions.
+fn merged<'a>(
+    nodes: Vec<(&'a str, &'a Node)>,
+    bns: Vec<(&'a str, &'a BootcNode)>,
+) -> Vec<(&'a str, Row<'a>)> {
+    let mut rows = Vec::with_capacity(nodes.len().max(bns.len()));
+    let (mut nodes, mut bns) = (nodes.into_iter().peekable(), bns.into_iter().peekable());
+    loop {
+        let order = match (nodes.peek(), bns.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((n, _)), Some((b, _))) => n.cmp(b),
+        };
+        let node = nodes.next_if(|_| order != Ordering::Greater);
+        let bn = bns.next_if(|_| order != Ordering::Less);
+        let Some(name) = node.map(|(n, _)| n).or(bn.map(|(n, _)| n)) else {
+            break;
+        };
+        let (node, bn) = (node.map(|(_, o)| o), bn.map(|(_, o)| o));
+        let versions = Versions::of(node, bn);
+        rows.push((name, Row { node, bn, versions }));
     }
-}
-
-impl<'a, K> ByName<'a, K> {
-    pub fn len(&self) -> usize {
-        self.sorted.len()
-    }
-
-    /// In name order.
-    pub fn iter(&self) -> std::slice::Iter<'_, (&'a str, &'a K)> {
-        self.sorted.iter()
-    }
-}
-
-impl<'s, 'a, K> IntoIterator for &'s ByName<'a, K> {
-    type Item = &'s (&'a str, &'a K);
-    type IntoIter = std::slice::Iter<'s, (&'a str, &'a K)>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.sorted.iter()
-    }
+    rows
 }

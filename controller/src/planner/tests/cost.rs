@@ -14,7 +14,8 @@ fn pool_of(n: usize, starting: bool) -> (World, Vec<Node>) {
     let mut world = World::new(pool("a", IntOrString::String("10%".into()), false));
     let mut nodes = Vec::with_capacity(n);
     for i in 0..n {
-        let name: &'static str = Box::leak(format!("sim-node-{}", i + 1).into_boxed_str());
+        // Zero-padded: the input comes in name order, as the runtime gives it.
+        let name: &'static str = Box::leak(format!("sim-node-{:06}", i + 1).into_boxed_str());
         let rebooting = !starting && (4 * n / 10..5 * n / 10).contains(&i);
         let mut node = if rebooting {
             rebooting_node(name, "a")
