@@ -102,7 +102,13 @@ pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout<'_>) 
     members.extend(rest);
     for Entry { name, row, verdict } in members {
         flat.extend(verdict.pre.iter().cloned());
-        flat.extend(verdict.owned.apply_if_changed(name, row.bn, view.pool));
+        if !verdict
+            .applied
+            .unwrap_or_else(|| verdict.owned.applied(row.bn))
+        {
+            let apply = verdict.owned.to_apply(name, view.pool);
+            flat.push(Write::ApplyBootcNode(Box::new(apply)));
+        }
         flat.extend(verdict.post.iter().cloned());
     }
     for (name, phase) in &view.input.drains {

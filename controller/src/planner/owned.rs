@@ -7,8 +7,8 @@ use api::labels::{IN_REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
 use kube::{Resource, ResourceExt};
 
+use super::BootcNodeApply;
 use super::membership::owner_reference;
-use super::{BootcNodeApply, Write};
 
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Owned {
@@ -62,22 +62,16 @@ impl Owned {
         }
     }
 
-    /// The apply, unless `bn` (None: not created yet) already has these
-    /// fields and its owner reference.
-    pub fn apply_if_changed(
-        &self,
-        name: &str,
-        bn: Option<&BootcNode>,
-        pool: &BootcNodePool,
-    ) -> Option<Write> {
-        let changed = bn.is_none_or(|bn| {
-            !self.is_on(bn)
-                || !bn
+    /// Does `bn` (None: not created yet) already have these fields and its
+    /// owner reference, so that nothing needs applying?
+    pub fn applied(&self, bn: Option<&BootcNode>) -> bool {
+        bn.is_some_and(|bn| {
+            self.is_on(bn)
+                && bn
                     .meta()
                     .owner_references
                     .as_ref()
                     .is_some_and(|o| o.iter().any(|o| o.kind == BootcNodePool::kind(&())))
-        });
-        changed.then(|| Write::ApplyBootcNode(Box::new(self.to_apply(name, pool))))
+        })
     }
 }

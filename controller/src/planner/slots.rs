@@ -103,6 +103,7 @@ fn assign(
         budget.take(name);
         v.owned.in_slot = true;
         v.owned.was_cordoned = Some(cordon::prior(node, pool).to_string());
+        v.applied = None;
         if let Some(patch) = cordon::keep(node, pool) {
             v.post.push(Write::PatchNode {
                 name: name.to_owned(),

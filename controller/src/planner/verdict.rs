@@ -22,7 +22,7 @@ use super::membership::Membership;
 use super::owned::Owned;
 use super::pull_secret::Secret;
 use super::state::{self, NodeState, classify, runs_target};
-use super::view::{Row, View};
+use super::view::{Row, View, Walk};
 use super::{DrainPhase, NodePatch, Target, Write, cordon, halt, slots, spec};
 use crate::disruption::{self, Budget, Unavailable};
 use crate::stuck::{self, Stuck};
@@ -47,6 +47,10 @@ pub(crate) enum Counted {
 pub(crate) struct NodeVerdict {
     /// Its BootcNode's owned fields after this plan.
     pub owned: Owned,
+    /// Does its BootcNode already carry `owned` (see [`Owned::applied`])?
+    /// Decided with the verdict, whose BootcNode a kept verdict shares;
+    /// None once a later step changed `owned`.
+    pub applied: Option<bool>,
     pub state: NodeState,
     pub runs_target: bool,
     /// Writes before its BootcNode apply (a release's Node restore).
@@ -205,9 +209,19 @@ pub(crate) fn verdicts<'m>(
     for name in &leavers.not_back {
         out.budget.hold(name);
     }
+    // Members come in name order: each map is walked once, not searched.
+    let mut drains = Walk::of(&view.input.drains);
+    let mut clock = Walk::of(&view.input.phase_clock);
+    let mut conflicts = Walk::of(&members.conflicts);
     for (at, told) in members.rows.iter().zip(told) {
         let (name, row) = view.rows[*at];
-        let v = memoized(&pool, name, row, told, memo);
+        let reads = Reads {
+            told,
+            drain: drains.get(name),
+            clock: clock.get(name),
+            conflict: conflicts.get(name),
+        };
+        let v = memoized(&pool, name, row, reads, memo);
         match v.counted {
             Some(Counted::Holder) => out.budget.hold(name),
             Some(Counted::Member) => out.budget.member(name, v.unavailable),
@@ -227,20 +241,30 @@ pub(crate) fn verdicts<'m>(
     out
 }
 
+/// What a member's verdict reads besides its objects and the pool's facts.
+struct Reads<'m> {
+    told: bool,
+    drain: Option<&'m DrainPhase>,
+    clock: Option<&'m (stuck::Phase, Timestamp)>,
+    conflict: Option<&'m BTreeSet<String>>,
+}
+
 /// One member's verdict, kept from the previous plan when nothing it reads
 /// has changed (see [`super::memo`]).
 fn memoized(
     pool: &Pool<'_, '_>,
     name: &str,
     row: Row<'_>,
-    told: bool,
+    reads: Reads<'_>,
     memo: &mut Memo,
 ) -> Arc<NodeVerdict> {
-    let input = pool.view.input;
-    let now = input.now;
-    let drain = input.drains.get(name);
-    let clock = input.phase_clock.get(name);
-    let conflict = pool.conflicts.get(name);
+    let now = pool.view.input.now;
+    let Reads {
+        told,
+        drain,
+        clock,
+        conflict,
+    } = reads;
     let versions = row.versions;
     if let Some(versions) = versions
         && let Some(v) = memo.verdict(name, |k| {
@@ -278,6 +302,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
     let state = existing.map_or(NodeState::Pending, |bn| classify(bn, pool.target));
     let mut v = NodeVerdict {
         owned,
+        applied: None,
         state,
         runs_target: existing.is_some_and(|bn| runs_target(bn, pool.target)),
         pre: Vec::new(),
@@ -321,6 +346,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         );
     }
     time_phase(pool, name, node, existing, ready, &mut v);
+    v.applied = Some(v.owned.applied(existing));
     match v.requeue.map(|d| pool.view.input.now.checked_add(d)) {
         None => {}
         Some(Ok(at)) => v.recheck_at = Some(at),

@@ -6,6 +6,8 @@
 //! costs no hashing and no string comparison.
 
 use std::cmp::Ordering;
+use std::collections::{BTreeMap, btree_map};
+use std::iter::Peekable;
 
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use k8s_openapi::api::core::v1::Node;
@@ -120,4 +122,28 @@ fn merged<'a>(
         rows.push((name, Row { node, bn, versions }));
     }
     rows
+}
+
+/// Looks names up in a name-ordered map, for names asked in name order:
+/// each lookup moves forward, so a walk over every member is one pass over
+/// the map.
+pub(crate) struct Walk<'m, V> {
+    entries: Peekable<btree_map::Iter<'m, String, V>>,
+}
+
+impl<'m, V> Walk<'m, V> {
+    pub fn of(map: &'m BTreeMap<String, V>) -> Self {
+        Walk {
+            entries: map.iter().peekable(),
+        }
+    }
+
+    /// The value for `name`, which must not come before the last name asked.
+    pub fn get(&mut self, name: &str) -> Option<&'m V> {
+        while self.entries.next_if(|(k, _)| k.as_str() < name).is_some() {}
+        self.entries
+            .peek()
+            .filter(|(k, _)| k.as_str() == name)
+            .map(|(_, v)| *v)
+    }
 }
