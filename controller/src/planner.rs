@@ -258,10 +258,7 @@ pub(crate) fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     let mut problems: Vec<Problem> = Vec::new();
     let target = target::in_force(&input.target, &view.current, &mut problems);
     let secret = pull_secret::checked(input, &mut problems);
-    memo.begin(
-        memo::PoolFacts::of(&view, target.as_ref(), &secret),
-        view.nodes,
-    );
+    memo.begin(memo::PoolFacts::of(&view, target.as_ref(), &secret), &view);
     let members = membership::of(&view, target.is_some(), memo, &mut problems);
     let leavers = leaving::leavers(&view, &members);
     let slots = budget::slots(&view.pool.spec.rollout, members.names.len(), &mut problems);

@@ -86,7 +86,7 @@ pub(crate) fn of<'a>(
     let mut out = Membership::default();
     for (at, (name, row)) in view.rows.iter().enumerate() {
         let Some(node) = row.node else { continue };
-        let claim = memo.membership(name, row.versions, || {
+        let claim = memo.membership(at, row.versions, || {
             claim(pool, node, row.bn, selector.as_ref(), &others, has_target)
         });
         if let Some(pools) = claim.conflict {

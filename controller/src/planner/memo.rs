@@ -151,7 +151,12 @@ struct Entry {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Memo {
     facts: Option<PoolFacts>,
-    nodes: foldhash::HashMap<String, Entry>,
+    /// Each name's place in `entries`.
+    index: foldhash::HashMap<String, usize>,
+    entries: Vec<Entry>,
+    /// This plan's entry for each of the view's rows: one lookup per name
+    /// and plan, however many steps ask.
+    at: Vec<usize>,
     /// Answers reused and computed by the last plan (for the tests and logs).
     pub reused: usize,
     pub computed: usize,
@@ -159,23 +164,37 @@ pub(crate) struct Memo {
 
 impl Memo {
     /// Starts a plan: a change of pool-wide facts forgets every answer, and
-    /// answers about nodes gone from the input are dropped now and then.
-    pub(crate) fn begin(&mut self, facts: PoolFacts, nodes_in_input: usize) {
-        if self.facts.as_ref() != Some(&facts) {
-            self.nodes.clear();
+    /// answers about names gone from the view are dropped now and then.
+    pub(crate) fn begin(&mut self, facts: PoolFacts, view: &View<'_>) {
+        let forget =
+            self.facts.as_ref() != Some(&facts) || self.index.len() > 2 * view.rows.len() + 64;
+        if forget {
+            self.index.clear();
+            self.entries.clear();
             self.facts = Some(facts);
         }
-        if self.nodes.len() > 2 * nodes_in_input + 64 {
-            self.nodes.clear();
+        self.at.clear();
+        for (name, _) in &view.rows {
+            let next = self.entries.len();
+            let at = *self.index.entry((*name).to_owned()).or_insert(next);
+            if at == next {
+                self.entries.push(Entry::default());
+            }
+            self.at.push(at);
         }
         self.reused = 0;
         self.computed = 0;
     }
 
-    /// The node's membership answer, kept or computed.
+    /// The entry of the view's row `row`.
+    fn entry(&mut self, row: usize) -> &mut Entry {
+        &mut self.entries[self.at[row]]
+    }
+
+    /// The membership answer for the view's row `row`, kept or computed.
     pub(crate) fn membership(
         &mut self,
-        name: &str,
+        row: usize,
         versions: Option<Versions>,
         compute: impl FnOnce() -> Claim,
     ) -> Claim {
@@ -183,63 +202,62 @@ impl Memo {
             self.computed += 1;
             return compute();
         };
-        if let Some((kept, answer)) = self.nodes.get(name).and_then(|e| e.membership.as_ref())
+        if let Some((kept, answer)) = &self.entry(row).membership
             && *kept == versions
         {
+            let answer = answer.clone();
             self.reused += 1;
-            return answer.clone();
+            return answer;
         }
         self.computed += 1;
         let answer = compute();
-        self.nodes.entry(name.to_owned()).or_default().membership =
-            Some((versions, answer.clone()));
+        self.entry(row).membership = Some((versions, answer.clone()));
         answer
     }
 
-    /// The member as the staging rule sees it, kept or computed.
+    /// The member of the view's row `row` as the staging rule sees it,
+    /// kept or computed.
     pub(crate) fn staging(
         &mut self,
-        name: &str,
+        row: usize,
         versions: Option<Versions>,
         compute: impl FnOnce() -> staging::Member,
     ) -> staging::Member {
         let Some(versions) = versions else {
             return compute();
         };
-        if let Some((kept, answer)) = self.nodes.get(name).and_then(|e| e.staging.as_ref())
-            && *kept == versions
+        let entry = self.entry(row);
+        if let Some((kept, answer)) = entry.staging
+            && kept == versions
         {
-            return *answer;
+            return answer;
         }
         let answer = compute();
-        self.nodes.entry(name.to_owned()).or_default().staging = Some((versions, answer));
+        entry.staging = Some((versions, answer));
         answer
     }
 
-    /// A kept verdict for these inputs, if any.
+    /// A kept verdict for the view's row `row` and these inputs, if any.
     pub(crate) fn verdict(
         &mut self,
-        name: &str,
+        row: usize,
         matches: impl Fn(&VerdictKey) -> bool,
     ) -> Option<Arc<NodeVerdict>> {
-        let (_, v) = self
-            .nodes
-            .get(name)
-            .and_then(|e| e.verdict.as_ref())
-            .filter(|(k, _)| matches(k))?;
+        let v = match &self.entry(row).verdict {
+            Some((k, v)) if matches(k) => Arc::clone(v),
+            _ => return None,
+        };
         self.reused += 1;
-        Some(Arc::clone(v))
+        Some(v)
     }
 
     /// Keeps a verdict (the caller decides whether it may be kept).
-    pub(crate) fn keep_verdict(&mut self, name: &str, key: VerdictKey, v: Arc<NodeVerdict>) {
-        self.nodes.entry(name.to_owned()).or_default().verdict = Some((key, v));
+    pub(crate) fn keep_verdict(&mut self, row: usize, key: VerdictKey, v: Arc<NodeVerdict>) {
+        self.entry(row).verdict = Some((key, v));
     }
 
-    /// Forgets a node's verdict (it may not be kept).
-    pub(crate) fn forget_verdict(&mut self, name: &str) {
-        if let Some(e) = self.nodes.get_mut(name) {
-            e.verdict = None;
-        }
+    /// Forgets a verdict (it may not be kept).
+    pub(crate) fn forget_verdict(&mut self, row: usize) {
+        self.entry(row).verdict = None;
     }
 }

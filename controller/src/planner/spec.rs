@@ -95,8 +95,8 @@ pub(crate) fn told(
         .rows
         .iter()
         .map(|at| {
-            let (name, row) = view.rows[*at];
-            memo.staging(name, row.versions, || {
+            let row = view.rows[*at].1;
+            memo.staging(*at, row.versions, || {
                 staged_member(row.node, row.bn, target, &view.pool_name)
             })
         })

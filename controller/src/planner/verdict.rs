@@ -221,7 +221,7 @@ pub(crate) fn verdicts<'m>(
             clock: clock.get(name),
             conflict: conflicts.get(name),
         };
-        let v = memoized(&pool, name, row, reads, memo);
+        let v = memoized(&pool, (*at, name, row), reads, memo);
         match v.counted {
             Some(Counted::Holder) => out.budget.hold(name),
             Some(Counted::Member) => out.budget.member(name, v.unavailable),
@@ -253,8 +253,7 @@ struct Reads<'m> {
 /// has changed (see [`super::memo`]).
 fn memoized(
     pool: &Pool<'_, '_>,
-    name: &str,
-    row: Row<'_>,
+    (at, name, row): (usize, &str, Row<'_>),
     reads: Reads<'_>,
     memo: &mut Memo,
 ) -> Arc<NodeVerdict> {
@@ -267,7 +266,7 @@ fn memoized(
     } = reads;
     let versions = row.versions;
     if let Some(versions) = versions
-        && let Some(v) = memo.verdict(name, |k| {
+        && let Some(v) = memo.verdict(at, |k| {
             k.matches(versions, told, drain, clock, conflict)
                 && k.until.is_none_or(|until| now < until)
         })
@@ -286,9 +285,9 @@ fn memoized(
                 conflict: conflict.cloned(),
                 until: v.recheck_at,
             };
-            memo.keep_verdict(name, key, Arc::clone(&v));
+            memo.keep_verdict(at, key, Arc::clone(&v));
         }
-        None => memo.forget_verdict(name),
+        None => memo.forget_verdict(at),
     }
     v
 }

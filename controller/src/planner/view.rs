@@ -22,8 +22,6 @@ pub(crate) struct View<'a> {
     pub pool_name: String,
     /// Every name that has a Node or a BootcNode, in name order, with both.
     pub rows: Vec<(&'a str, Row<'a>)>,
-    /// How many rows have a Node.
-    pub nodes: usize,
     /// The pool's status as stored (empty for a new pool).
     pub current: BootcNodePoolStatus,
 }
@@ -52,7 +50,6 @@ impl<'a> View<'a> {
             input,
             pool: input.pool,
             pool_name: input.pool.name_any(),
-            nodes: rows.iter().filter(|(_, r)| r.node.is_some()).count(),
             rows,
             current: input.pool.status.clone().unwrap_or_default(),
         }
