@@ -86,12 +86,14 @@ fn name_of<K: kube::Resource>(object: &K) -> &str {
     object.meta().name.as_deref().unwrap_or_default()
 }
 
-/// Objects in name order, one per name. The runtime gives them in name
-/// order already: the sort then only checks it.
+/// Objects in name order, one per name. The runtime gives them so: then
+/// one pass checks it, and nothing is sorted.
 fn by_name<'a, K: kube::Resource>(objects: &[&'a K]) -> Vec<(&'a str, &'a K)> {
     let mut sorted: Vec<(&'a str, &'a K)> = objects.iter().map(|o| (name_of(*o), *o)).collect();
-    sorted.sort_by_key(|(name, _)| *name);
-    sorted.dedup_by_key(|(name, _)| *name);
+    if !sorted.windows(2).all(|w| w[0].0 < w[1].0) {
+        sorted.sort_by_key(|(name, _)| *name);
+        sorted.dedup_by_key(|(name, _)| *name);
+    }
     sorted
 }
 
