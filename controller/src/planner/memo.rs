@@ -16,6 +16,10 @@
 //! timed from "now" rather than from a recorded instant. A kept verdict that
 //! waits for an instant (a drain retry, a reboot's grace, a phase deadline)
 //! is valid only before it: time changes its answer only there.
+//!
+//! The entries sit in a list; [`Memo::begin`] looks each of the view's
+//! names up once and every step reaches its entry by the row's position, so
+//! a plan hashes each name once, however many steps ask about it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
