@@ -380,7 +380,7 @@ impl Metrics {
         if seen.rollout_started {
             self.rollouts_started.get_or_create(&p()).inc();
         }
-        let counts = phase_counts(summary);
+        let counts = &seen.counts;
         for phase in Phase::ALL {
             let labels = PoolPhaseLabels {
                 pool: pool.into(),
@@ -538,15 +538,6 @@ impl Metrics {
     }
 }
 
-/// Members by phase.
-fn phase_counts(summary: &Summary) -> BTreeMap<Phase, usize> {
-    let mut counts = BTreeMap::new();
-    for (node, state) in &summary.states {
-        *counts.entry(Phase::of(summary, node, *state)).or_default() += 1;
-    }
-    counts
-}
-
 /// The Kubernetes verb and resource of a request to the API server, from
 /// its method and path (`/api/v1/nodes/n`, `/apis/g/v/namespaces/ns/r`).
 pub fn api_verb<'a>(
@@ -620,6 +611,8 @@ pub struct Observed {
     pub rollout_started: bool,
     /// Per phase, how long the longest-waiting node has been in it.
     pub longest: BTreeMap<Phase, Duration>,
+    /// Members by phase.
+    pub counts: BTreeMap<Phase, usize>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -676,17 +669,18 @@ impl PhaseClock {
         let mut out = Observed::default();
         for (node, state) in &summary.states {
             let phase = Phase::of(summary, node, *state);
+            *out.counts.entry(phase).or_default() += 1;
             // Looked up before inserting: every plan passes every member.
-            if !clock.nodes.contains_key(node.as_str()) {
+            let Some(entry) = clock.nodes.get_mut(node.as_str()) else {
                 let first = NodeClock {
                     phase,
                     since: now,
                     whole: false,
                     update_since: None,
                 };
+                // First seen now: it has waited nothing yet.
+                out.longest.entry(phase).or_default();
                 clock.nodes.insert(node.clone(), first);
-            }
-            let Some(entry) = clock.nodes.get_mut(node.as_str()) else {
                 continue;
             };
             if entry.phase != phase {

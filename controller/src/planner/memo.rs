@@ -179,11 +179,15 @@ impl Memo {
         }
         self.at.clear();
         for (name, _) in &view.rows {
-            let next = self.entries.len();
-            let at = *self.index.entry((*name).to_owned()).or_insert(next);
-            if at == next {
-                self.entries.push(Entry::default());
-            }
+            // Looked up before inserting: a known name costs no copy.
+            let at = match self.index.get(*name) {
+                Some(at) => *at,
+                None => {
+                    self.index.insert((*name).to_owned(), self.entries.len());
+                    self.entries.push(Entry::default());
+                    self.entries.len() - 1
+                }
+            };
             self.at.push(at);
         }
         self.reused = 0;

@@ -70,13 +70,14 @@ pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout<'_>) {
         .filter(|e| e.verdict.candidate)
         .map(|e| e.name)
         .collect();
+    let total = candidates.len();
     let taken = assign(
-        candidates.clone(),
+        candidates,
         &mut rollout.budget,
         &view.pool_name,
         &mut rollout.verdicts,
     );
-    let left_out = taken < candidates.len();
+    let left_out = taken < total;
     rollout.waiting_for_budget = rollout.budget.blocked_by_others().filter(|_| left_out);
 }
 
