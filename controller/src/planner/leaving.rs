@@ -19,7 +19,7 @@ use kube::ResourceExt;
 use super::membership::{Membership, owned_by};
 use super::owned::Owned;
 use super::slots::holds_slot;
-use super::view::View;
+use super::view::{Row, View};
 use super::{Cleanup, PlanInput, PlannedEvent, Write, cordon, event_reasons, order};
 use crate::disruption::{self, cordoned_by};
 
@@ -119,9 +119,15 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
     let pool_name = &view.pool_name;
     let mut writes = Vec::new();
     let mut waiting = Vec::new();
-    let owned = |name: &str| view.bn(name).filter(|bn| owned_by(bn, input.pool));
-    for (name, bn) in view.bns().filter(|(name, _)| owned(name).is_some()) {
-        let node = view.node(name);
+    // The row's BootcNode, if this pool owns it.
+    fn owned<'r>(row: &Row<'r>, pool: &BootcNodePool) -> Option<&'r BootcNode> {
+        row.bn.filter(|bn| owned_by(bn, pool))
+    }
+    for (name, row) in &view.rows {
+        let Some(bn) = owned(row, input.pool) else {
+            continue;
+        };
+        let node = row.node;
         if let Some(node) = node
             && holds_slot(node, bn, pool_name)
             && !disruption::is_back(node, Some(bn))
@@ -135,9 +141,10 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
     // A node still carrying this pool's cordon mark or disruption record
     // without a BootcNode (deleted and not yet recreated) is restored by the
     // mark alone, once it is back.
-    for (name, node) in view.nodes() {
+    for (name, row) in &view.rows {
+        let Some(node) = row.node else { continue };
         let ours = cordoned_by(node, pool_name) || disruption::recorded_for(node, pool_name);
-        if owned(name).is_some() || !ours {
+        if owned(row, input.pool).is_some() || !ours {
             continue;
         }
         if !disruption::is_back(node, None) {

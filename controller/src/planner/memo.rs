@@ -97,12 +97,6 @@ fn version<K: Resource>(object: Option<&K>) -> Result<Option<u64>, ()> {
 }
 
 impl Versions {
-    /// Neither object exists.
-    pub const NONE: Option<Versions> = Some(Versions {
-        node: None,
-        bn: None,
-    });
-
     /// None when an object has no numeric version (never kept).
     pub fn of(node: Option<&Node>, bn: Option<&BootcNode>) -> Option<Self> {
         Some(Versions {

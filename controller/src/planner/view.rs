@@ -35,14 +35,6 @@ pub(crate) struct Row<'a> {
     pub versions: Option<Versions>,
 }
 
-impl Row<'_> {
-    const NONE: Row<'static> = Row {
-        node: None,
-        bn: None,
-        versions: Versions::NONE,
-    };
-}
-
 impl<'a> View<'a> {
     pub fn of(input: &'a PlanInput<'a>) -> Self {
         let rows = merged(by_name(&input.nodes), by_name(&input.bootc_nodes));
@@ -53,31 +45,6 @@ impl<'a> View<'a> {
             rows,
             current: input.pool.status.clone().unwrap_or_default(),
         }
-    }
-
-    /// The name's objects and versions (none for an unknown name).
-    pub fn row(&self, name: &str) -> Row<'a> {
-        self.rows
-            .binary_search_by(|(n, _)| (*n).cmp(name))
-            .map_or(Row::NONE, |i| self.rows[i].1)
-    }
-
-    pub fn node(&self, name: &str) -> Option<&'a Node> {
-        self.row(name).node
-    }
-
-    pub fn bn(&self, name: &str) -> Option<&'a BootcNode> {
-        self.row(name).bn
-    }
-
-    /// The Nodes, in name order.
-    pub fn nodes(&self) -> impl Iterator<Item = (&'a str, &'a Node)> + '_ {
-        self.rows.iter().filter_map(|(n, r)| Some((*n, r.node?)))
-    }
-
-    /// The BootcNodes, in name order.
-    pub fn bns(&self) -> impl Iterator<Item = (&'a str, &'a BootcNode)> + '_ {
-        self.rows.iter().filter_map(|(n, r)| Some((*n, r.bn?)))
     }
 }
 
