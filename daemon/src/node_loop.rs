@@ -114,6 +114,29 @@ struct StatusFailure {
     retry_at: Instant,
 }
 
+/// What became of a decision's status report. The `Rebooting` report is
+/// written on condition that the BootcNode is still the version the apply
+/// was decided on (its `resourceVersion`, a precondition the API server
+/// checks): its answer confirms the approval with no read of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Report {
+    /// Written; a guarded one also confirmed that nothing changed.
+    Written,
+    /// Not written: it told nothing new (or goes out with the pull).
+    Unwritten,
+    /// Refused (409): the BootcNode changed since the copy decided on.
+    Stale,
+}
+
+/// A fresh read's answer on the approval an apply was decided on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Approval {
+    Holds,
+    Changed,
+    /// The read failed: not applying now, retried later.
+    Unknown,
+}
+
 /// After a step of [`NodeLoop::reconcile`]: decide again, or wait for the
 /// next wake-up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -324,9 +347,10 @@ impl NodeLoop {
             };
             let decision = self.decide(&node, &host);
             // A Staging report goes out with the pull (below), not before it.
-            if !matches!(decision.action, Action::Stage { .. }) {
-                self.write_status(&node, &host, &decision).await?;
-            }
+            let report = match decision.action {
+                Action::Stage { .. } => Report::Unwritten,
+                _ => self.write_status(&node, &host, &decision).await?,
+            };
             let next = match decision.action.clone() {
                 Action::None => Next::Done,
                 Action::RetryAfter(after) => {
@@ -334,7 +358,7 @@ impl NodeLoop {
                     Next::Done
                 }
                 Action::Stage { image } => self.stage(&node, &host, &decision, image).await?,
-                Action::Apply { soft_reboot } => self.apply(&node, soft_reboot).await?,
+                Action::Apply { soft_reboot } => self.apply(&node, soft_reboot, report).await?,
             };
             if next == Next::Done {
                 return Ok(());
@@ -433,12 +457,31 @@ impl NodeLoop {
         Ok(Next::Again)
     }
 
-    /// The one disruptive step, confirmed against a fresh read of the
-    /// BootcNode (not the watch's possibly stale copy) first. Done once
+    /// The one disruptive step, made only once the server confirmed that
+    /// the BootcNode is unchanged since the copy that approved it (not the
+    /// watch's word alone): by accepting the guarded `Rebooting` report,
+    /// or, when there was nothing new to report, by a fresh read. Done once
     /// bootc accepted it: the host is going down and the next daemon reports.
-    async fn apply(&mut self, node: &BootcNode, soft_reboot: bool) -> Result<Next, LoopError> {
-        if !self.approval_still_holds(node).await {
-            return Ok(Next::Again);
+    async fn apply(
+        &mut self,
+        node: &BootcNode,
+        soft_reboot: bool,
+        report: Report,
+    ) -> Result<Next, LoopError> {
+        let approval = match report {
+            Report::Written => Approval::Holds,
+            Report::Stale => match self.approval_still_holds(node).await {
+                // The report was refused: decide again on the fresh copy,
+                // whose Rebooting report goes out guarded by it.
+                Approval::Holds | Approval::Changed => Approval::Changed,
+                Approval::Unknown => Approval::Unknown,
+            },
+            Report::Unwritten => self.approval_still_holds(node).await,
+        };
+        match approval {
+            Approval::Holds => {}
+            Approval::Changed => return Ok(Next::Again),
+            Approval::Unknown => return Ok(Next::Done),
         }
         tracing::info!(soft_reboot, image = %node.spec.desired_image, "applying the staged image");
         let result = self.helper.apply(proto::ApplyRequest { soft_reboot }).await;
@@ -491,10 +534,10 @@ impl NodeLoop {
         Ok(true)
     }
 
-    /// Re-reads the BootcNode; true when it is unchanged (same spec) and so
-    /// the apply decided on it may go ahead. On a change the fresh object
-    /// replaces the cached one and the caller decides again.
-    async fn approval_still_holds(&mut self, node: &BootcNode) -> bool {
+    /// Re-reads the BootcNode: the approval holds when its spec is
+    /// unchanged, so the apply decided on it may go ahead. The fresh object
+    /// replaces the cached one, for the caller to decide again on a change.
+    async fn approval_still_holds(&mut self, node: &BootcNode) -> Approval {
         match self.nodes.get_opt(&self.config.node_name).await {
             Ok(Some(fresh)) => {
                 let same = fresh.spec == node.spec;
@@ -502,16 +545,20 @@ impl NodeLoop {
                     tracing::info!("the BootcNode changed before the apply; deciding again");
                 }
                 self.node = Some(fresh);
-                same
+                if same {
+                    Approval::Holds
+                } else {
+                    Approval::Changed
+                }
             }
             Ok(None) => {
                 self.node = None;
-                false
+                Approval::Changed
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot confirm the approval; not applying now");
                 self.retry_at = Some(Instant::now() + Duration::from_secs(5));
-                false
+                Approval::Unknown
             }
         }
     }
@@ -729,13 +776,14 @@ impl NodeLoop {
         })
     }
 
-    /// Writes the status for `decision`, unless it is what is stored.
+    /// Writes the status for `decision`, unless it is what is stored. The
+    /// report of an apply is guarded by the version of `node` (see [`Report`]).
     async fn write_status(
         &mut self,
         node: &BootcNode,
         host: &HostView,
         decision: &Decision,
-    ) -> Result<(), LoopError> {
+    ) -> Result<Report, LoopError> {
         let inputs = Inputs {
             spec: &node.spec,
             generation: node.metadata.generation,
@@ -746,15 +794,26 @@ impl NodeLoop {
             staged_here: self.staged_here(node),
         };
         let status = machine::status_to_write(decision, &inputs, &Time(jiff::Timestamp::now()));
-        if self.store_status(node, status).await? {
-            tracing::info!(
+        let guard = match decision.action {
+            Action::Apply { .. } => node.metadata.resource_version.as_deref(),
+            _ => None,
+        };
+        let report = self.store_guarded(node, status, guard).await?;
+        match report {
+            Report::Written => tracing::info!(
                 phase = decision.phase.as_str(),
                 degraded = decision.degraded.is_some(),
                 message = %decision.phase_message,
                 "status written"
-            );
+            ),
+            Report::Stale => {
+                tracing::info!(
+                    "the BootcNode changed since the apply was decided; reading it again"
+                );
+            }
+            Report::Unwritten => {}
         }
-        Ok(())
+        Ok(report)
     }
 
     /// Writes `status` unless it tells nothing new; true when written.
@@ -763,20 +822,34 @@ impl NodeLoop {
         node: &BootcNode,
         status: BootcNodeStatus,
     ) -> Result<bool, LoopError> {
+        Ok(self.store_guarded(node, status, None).await? == Report::Written)
+    }
+
+    /// Writes `status` unless it tells nothing new, on condition that the
+    /// BootcNode is still at `guard`'s resourceVersion when one is given.
+    async fn store_guarded(
+        &mut self,
+        node: &BootcNode,
+        status: BootcNodeStatus,
+        guard: Option<&str>,
+    ) -> Result<Report, LoopError> {
         let stored = self.last_written.as_ref().or(node.status.as_ref());
         if !machine::worth_writing(stored, &status) {
-            return Ok(false);
+            return Ok(Report::Unwritten);
         }
         tracing::debug!(
             stored = %serde_json::to_string(&stored).unwrap_or_default(),
             new = %serde_json::to_string(&status).unwrap_or_default(),
             "status differs"
         );
-        let patch = serde_json::json!({
+        let mut patch = serde_json::json!({
             "apiVersion": BootcNode::api_version(&()),
             "kind": BootcNode::kind(&()),
             "status": status,
         });
+        if let Some(version) = guard {
+            patch["metadata"] = serde_json::json!({ "resourceVersion": version });
+        }
         let name = self.config.node_name.clone();
         // A status lost to a passing API outage (a restart: refused
         // connections, then 403s while its RBAC cache warms) is retried with
@@ -794,6 +867,9 @@ impl NodeLoop {
                 .await
             {
                 Ok(_) => break,
+                Err(kube::Error::Api(status)) if guard.is_some() && status.code == 409 => {
+                    return Ok(Report::Stale);
+                }
                 Err(source) if transient(&source) && Instant::now() + delay < deadline => {
                     tracing::warn!(error = %source, retry_in = ?delay, "status write failed; retrying");
                     tokio::time::sleep(delay).await;
@@ -808,7 +884,7 @@ impl NodeLoop {
             }
         }
         self.last_written = Some(status);
-        Ok(true)
+        Ok(Report::Written)
     }
 }
 

@@ -6,7 +6,9 @@ use std::time::Duration;
 use api::{BootcNode, reasons};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use tests::daemon_loop::{daemon_requests, phase, spec, wait_bn, world_with};
+use tests::daemon_loop::{
+    daemon_requests, patch_spec, phase, spec, wait_bn, wait_for_reboot, world_with,
+};
 use tests::fake_host::{FakeHost, image};
 use tests::node_agent::{Agent, AgentOptions, create_bootc_node};
 use tests::{ControlPlane, require_root};
@@ -89,6 +91,42 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
             "daemon touched something else: {r}"
         );
     }
+    drop(agent);
+}
+
+/// An approved apply costs no read (SECURITY.md P28): the `Rebooting`
+/// report, written on condition that the BootcNode is still the version
+/// that approved it, is the confirmation. From Staged to the reboot the
+/// daemon sends that one write and nothing else.
+#[tokio::test]
+async fn an_approval_is_confirmed_by_the_guarded_report_not_a_read() {
+    require_root!();
+    let w = world_with(tests::control_plane::Options { audit: true }).await;
+    let (a, b) = (image('a'), image('b'));
+    let host = FakeHost::start(Some(&a)).unwrap();
+    create_bootc_node(&w.admin, "node-1", spec(&b))
+        .await
+        .unwrap();
+    let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
+    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
+        phase(bn) == Some(reasons::STAGED)
+    })
+    .await;
+
+    let before = daemon_requests(&w.cp).len();
+    patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
+    wait_for_reboot(&host, || format!("no reboot:\n{}", agent.log_text())).await;
+    let since: Vec<String> = daemon_requests(&w.cp).split_off(before);
+    assert_eq!(
+        since.len(),
+        1,
+        "requests from the approval to the reboot: {since:?}\n{}",
+        agent.log_text()
+    );
+    assert!(
+        since[0].starts_with("patch ") && since[0].contains("/bootcnodes/node-1/status"),
+        "{since:?}"
+    );
     drop(agent);
 }
 

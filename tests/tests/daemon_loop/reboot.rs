@@ -233,11 +233,12 @@ async fn staged_then_approved_while_down(
 }
 
 /// The apply is decided on the watch's copy of the BootcNode, which can be
-/// stale: the daemon re-reads the object before it applies. Here the
-/// approval is revoked while the daemon is busy re-staging, and everything
-/// the API server sends is held back (a proxy), so the watch event arrives
-/// only after the daemon has decided to apply on its stale copy. Only the
-/// fresh read (`approval_still_holds`) can stop the apply.
+/// stale: the daemon's `Rebooting` report is written on condition that the
+/// object is still that copy's version. Here the approval is revoked while
+/// the daemon is busy re-staging, and everything the API server sends is
+/// held back (a proxy), so the watch event arrives only after the daemon
+/// has decided to apply on its stale copy. Only the server's refusal of
+/// the report (and the fresh read it leads to) can stop the apply.
 #[tokio::test]
 async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     require_root!();
@@ -286,8 +287,8 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
         json!({"desiredImageState": DesiredImageState::Staged}),
     )
     .await;
-    // Hold the revocation back until the daemon has decided: it asks the
-    // server something (the fresh read), or it has applied.
+    // Hold the revocation back until the daemon has decided: it sends the
+    // server something (the guarded report), or it has applied.
     let deadline = std::time::Instant::now() + WAIT;
     while proxy.sent_while_frozen() == 0 && applies(&host).is_empty() {
         assert!(
