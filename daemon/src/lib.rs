@@ -16,6 +16,7 @@ pub mod agent;
 pub mod bootc_errors;
 pub mod helper_client;
 pub mod kubeconf;
+mod log_filter;
 pub mod machine;
 pub mod node_loop;
 pub mod privdrop;
@@ -29,6 +30,8 @@ pub mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+pub use log_filter::log_filter;
 
 /// Exit code when the helper died.
 pub const EXIT_HELPER_DIED: u8 = 3;
@@ -119,8 +122,11 @@ fn start(opts: &DaemonOptions) -> Result<ExitCode, StartError> {
     );
 
     // Threads created from here on inherit the filter and the empty sets.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    // One thread runs the loop: the daemon mostly waits on the API server
+    // and the helper. A worker thread would add its stack and a malloc
+    // arena, and tokio's multi-thread scheduler alone links libm (its
+    // statistics call `pow`): half a MiB of resident library for nothing.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {

@@ -68,14 +68,20 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let (filter, bad) = daemon::log_filter(std::env::var("RUST_LOG").ok().as_deref());
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
         )
+        .with(filter)
         .init();
+    if let Some(message) = bad {
+        tracing::warn!(%message, "RUST_LOG not understood; logging at info");
+    }
     let cli = Cli::parse();
     if let Some(Command::SeccompSelftest { case, layers }) = &cli.command {
         return daemon::selftest::run(case, cli.uid, cli.gid, *layers);

@@ -301,12 +301,7 @@ pub fn run(case: &str, uid: u32, gid: u32, layers: Layers) -> ExitCode {
             };
         }
         "tokio" => return tokio_paths(),
-        "thread" => {
-            return match std::thread::spawn(|| 7).join() {
-                Ok(7) => ExitCode::from(ALLOWED),
-                _ => ExitCode::from(OTHER_ERROR),
-            };
-        }
+        "thread" => return new_thread_is_confined(layers),
         _ => {}
     }
     let Some(rc) = raw(case) else {
@@ -326,11 +321,31 @@ pub fn run(case: &str, uid: u32, gid: u32, layers: Layers) -> ExitCode {
     })
 }
 
-/// What the daemon's loop does with tokio: a multi-thread runtime, timers,
+/// A thread started after the drop (as tokio's blocking pool starts them)
+/// runs, and holds no more than the thread that made it: its own status
+/// shows the drop, and the filter when one is installed.
+fn new_thread_is_confined(layers: Layers) -> ExitCode {
+    let seccomp = matches!(layers, Layers::All | Layers::Seccomp);
+    let status = std::thread::spawn(|| std::fs::read_to_string("/proc/thread-self/status")).join();
+    match status {
+        Ok(Ok(status)) => match crate::privdrop::check_unprivileged(&status, seccomp) {
+            Ok(()) => ExitCode::from(ALLOWED),
+            Err(error) => {
+                tracing::error!(%error, "self-test: a new thread is not confined");
+                ExitCode::from(OTHER_ERROR)
+            }
+        },
+        other => {
+            tracing::error!(?other, "self-test: a new thread could not read its status");
+            ExitCode::from(OTHER_ERROR)
+        }
+    }
+}
+
+/// What the daemon's loop does with tokio: its one-thread runtime, timers,
 /// a blocking-pool thread, a file read.
 fn tokio_paths() -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

@@ -24,10 +24,10 @@ fn every_daemon_thread_is_unprivileged_under_seccomp() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert!(
-        tasks.len() >= 2,
-        "main thread and a tokio worker: {tasks:?}"
-    );
+    // The loop runs on the main thread; any other (tokio's blocking pool)
+    // is checked too, and the self-test case "thread" checks one started
+    // after the drop.
+    assert!(!tasks.is_empty(), "no threads: {tasks:?}");
     for task in tasks {
         let status = std::fs::read_to_string(task.join("status")).unwrap();
         daemon::privdrop::check_unprivileged(&status, true)
