@@ -7,5 +7,7 @@
 //! image (built from its libraries) both have.
 
 fn main() {
+    // Nothing here depends on the sources: rerun only if this file changes.
+    println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rustc-link-arg-bin=bootc-daemon=-Wl,-z,pack-relative-relocs");
 }

@@ -120,8 +120,10 @@ struct StatusFailure {
 /// checks): its answer confirms the approval with no read of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Report {
-    /// Written; a guarded one also confirmed that nothing changed.
+    /// Written.
     Written,
+    /// Written on condition: the BootcNode had not changed.
+    Confirmed,
     /// Not written: it told nothing new (or goes out with the pull).
     Unwritten,
     /// Refused (409): the BootcNode changed since the copy decided on.
@@ -469,14 +471,14 @@ impl NodeLoop {
         report: Report,
     ) -> Result<Next, LoopError> {
         let approval = match report {
-            Report::Written => Approval::Holds,
+            Report::Confirmed => Approval::Holds,
             Report::Stale => match self.approval_still_holds(node).await {
                 // The report was refused: decide again on the fresh copy,
                 // whose Rebooting report goes out guarded by it.
                 Approval::Holds | Approval::Changed => Approval::Changed,
                 Approval::Unknown => Approval::Unknown,
             },
-            Report::Unwritten => self.approval_still_holds(node).await,
+            Report::Written | Report::Unwritten => self.approval_still_holds(node).await,
         };
         match approval {
             Approval::Holds => {}
@@ -800,7 +802,7 @@ impl NodeLoop {
         };
         let report = self.store_guarded(node, status, guard).await?;
         match report {
-            Report::Written => tracing::info!(
+            Report::Written | Report::Confirmed => tracing::info!(
                 phase = decision.phase.as_str(),
                 degraded = decision.degraded.is_some(),
                 message = %decision.phase_message,
@@ -822,7 +824,7 @@ impl NodeLoop {
         node: &BootcNode,
         status: BootcNodeStatus,
     ) -> Result<bool, LoopError> {
-        Ok(self.store_guarded(node, status, None).await? == Report::Written)
+        Ok(self.store_guarded(node, status, None).await? != Report::Unwritten)
     }
 
     /// Writes `status` unless it tells nothing new, on condition that the
@@ -884,7 +886,11 @@ impl NodeLoop {
             }
         }
         self.last_written = Some(status);
-        Ok(Report::Written)
+        Ok(if guard.is_some() {
+            Report::Confirmed
+        } else {
+            Report::Written
+        })
     }
 }
 
