@@ -85,11 +85,26 @@ async fn wait_pool(
     let pools = Api::<BootcNodePool>::all(cluster.cp.admin().await.unwrap());
     match tests::k8s::wait_for(pools, POOL, ROLLOUT, what, move |p| p.is_some_and(&cond)).await {
         Ok(p) => p.unwrap(),
-        Err(e) => {
-            let status = kubectl(cluster, &["get", "bnp,bn,nodes,pods", "-A", "-o", "wide"], None);
-            panic!("{e}\n{status}");
+        Err(e) => panic!("{e}\n{}", diagnostics(cluster)),
+    }
+}
+
+/// The cluster's objects and the operator's logs, for a failure.
+fn diagnostics(cluster: &NodeCluster) -> String {
+    let mut out = kubectl(cluster, &["get", "bnp,bn,nodes,pods", "-A", "-o", "wide"], None);
+    for (namespace, name) in [("bootc-daemon", "bootc-daemon"), ("bootc-operator", "bootc-controller")] {
+        let output = cluster
+            .cp
+            .kubectl()
+            .args(["logs", "-n", namespace, "-l", &format!("app.kubernetes.io/name={name}")])
+            .args(["--tail=15", "--prefix", "--all-containers"])
+            .output();
+        if let Ok(o) = output {
+            out.push_str(&String::from_utf8_lossy(&o.stdout));
+            out.push_str(&String::from_utf8_lossy(&o.stderr));
         }
     }
+    out
 }
 
 fn digest_of(reference: &str) -> String {
@@ -119,6 +134,14 @@ spec:
   maxUnavailable: 1
   selector: {matchLabels: {app: web}}
 "#;
+
+/// How often the controller's Lease changed hands.
+async fn lease_transitions(cluster: &NodeCluster) -> i32 {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases = Api::<Lease>::namespaced(cluster.cp.admin().await.unwrap(), "bootc-operator");
+    let lease = leases.get("bootc-controller").await.unwrap();
+    lease.spec.and_then(|s| s.lease_transitions).unwrap_or(0)
+}
 
 /// The registry's credentials as the pool's pull secret.
 fn pull_secret(cluster: &NodeCluster) {
@@ -234,6 +257,7 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
             daemon_confined_as_deployed(node);
         }
         let boots_before: Vec<usize> = cluster.nodes.iter().map(|n| n.boots().len()).collect();
+        let transitions_before = lease_transitions(&cluster).await;
         kubectl(&cluster, &["apply", "-f", "-"], Some(&pool_yaml(&cluster, "v2")));
         let v2_digest = digest_of(&v2);
         wait_pool(&cluster, "every node on v2", move |p| {
@@ -264,8 +288,24 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
             seen.count,
             recorder.timeline(seen.resource_version, 40)
         );
+        // Every node rebooted, the leader's too: the other replica took over.
+        assert!(
+            lease_transitions(&cluster).await > transitions_before,
+            "the controller's Lease never changed hands"
+        );
         let described = kubectl(&cluster, &["describe", "bnp", POOL], None);
         assert!(described.contains("RolloutComplete"), "{described}");
+        let plugin = std::process::Command::new(tests::fake_host::bin("kubectl-bootc"))
+            .args(["status", POOL])
+            .env("KUBECONFIG", cluster.cp.kubeconfig(tests::Identity::Admin))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&plugin.stdout);
+        assert!(plugin.status.success(), "{text}{}", String::from_utf8_lossy(&plugin.stderr));
+        assert!(text.contains("2.0 (sha256:"), "{text}");
+        for node in &cluster.nodes {
+            assert!(text.contains(&node.name), "{text}");
+        }
     });
 }
 

@@ -17,13 +17,17 @@ pub const FAKE_BOOTC_IN_NODE: &str = "/usr/local/libexec/fake-bootc";
 pub const KUBELET_IN_NODE: &str = "/usr/local/bin/kubelet";
 
 /// PID 1 before systemd. nspawn mounts the cgroup v1 controllers read-only
-/// (the kubelet and runc write them); the kubelet sets three kernel-global
-/// sysctls, which get node-private files over them so the machine's own
-/// values stay as they are.
+/// (the kubelet and runc write them), and all of `/proc/sys`: the network
+/// sysctls belong to the node's own network namespace and the CNI plugins
+/// set them (forwarding), so those are made writable; the kubelet sets three
+/// kernel-global sysctls, which get node-private files over them so the
+/// machine's own values stay as they are.
 const NODE_INIT: &str = r#"#!/bin/sh
 set -e
 mount -o remount,bind,rw /sys/fs/cgroup
 for c in /sys/fs/cgroup/*/; do mount -o remount,bind,rw "$c"; done
+mount --bind /proc/sys/net /proc/sys/net
+mount -o remount,bind,rw /proc/sys/net
 mkdir -p /run/node-sysctl
 for f in vm/overcommit_memory kernel/panic kernel/panic_on_oops; do
   cat "/proc/sys/$f" > "/run/node-sysctl/${f##*/}"
