@@ -114,9 +114,14 @@ impl RealNode {
         crate::fake_bootc::Layout::new(self.disk())
     }
 
-    /// The boots so far.
+    /// The boots so far (a line when each starts and when it ends).
     pub fn boots(&self) -> Vec<supervisor::BootRecord> {
         supervisor::read_boots(&self.spec)
+    }
+
+    /// How many times the node has booted.
+    pub fn boot_count(&self) -> u32 {
+        self.boots().last().map_or(0, |b| b.boot)
     }
 
     /// nspawn's pid for the running boot.
