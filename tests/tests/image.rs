@@ -127,6 +127,12 @@ async fn the_pushed_image_runs_from_its_own_root() {
     assert!(index.contains(&digest), "{digest} not in {index}");
 
     let rootfs = unpack(&pulled, &dir.path().join("bundle"));
+    // Reachable by any user, as a container runtime's rootfs is (the daemon
+    // may start as another user than the test's: daemon_user).
+    for path in [dir.path(), rootfs.parent().unwrap()] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     // The controller as the image's user: its libraries are all there.
     let help = run(Command::new("chroot")
         .arg("--userspec=65532:65532")
