@@ -69,6 +69,7 @@ pub const SKIP_ROOT_ENV: &str = "BOOTC_TEST_SKIP_ROOT";
 /// Whether a test that needs root runs: as root, yes; otherwise no (with a
 /// SKIPPED line) when [`SKIP_ROOT_ENV`] is `1`, and a panic saying how to
 /// run it when not.
+#[allow(clippy::print_stderr)] // the skip is said where the test's output goes
 pub fn root_or_explicit_skip() -> bool {
     if is_root() {
         return true;
