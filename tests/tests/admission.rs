@@ -305,6 +305,31 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
     assert_eq!(node.metadata.owner_references, None);
     assert_eq!(node.metadata.finalizers, None);
 
+    // A Node as big as kubelets make them (50 images of many names, the
+    // kubelet's default limit; 1,000 were seen to pass too): comparing it
+    // whole stays within CEL's cost limits.
+    let images: Vec<Value> = (0..50)
+        .map(|i| {
+            let names: Vec<String> = (0..8)
+                .map(|n| {
+                    format!(
+                        "registry.example.com/team-{i}/image-{n}@sha256:{:064x}",
+                        i * 8 + n
+                    )
+                })
+                .collect();
+            json!({"names": names, "sizeBytes": 1_000_000 + i})
+        })
+        .collect();
+    admin
+        .patch_status(
+            "node-a",
+            &pp,
+            &Patch::Merge(json!({"status": {"images": images}})),
+        )
+        .await
+        .unwrap();
+
     // What the controller does in a rollout (the actuator's merge patches):
     // label, cordon with its mark in one patch, uncordon (unschedulable
     // removed) with the mark, mark a disruption and lift it, unlabel.
