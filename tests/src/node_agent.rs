@@ -76,6 +76,7 @@ pub struct AgentOptions {
     /// The uid and gid the daemon starts as, with the capabilities a
     /// container runtime gives a privileged container's process of that
     /// user (see [`crate::image::container_user`]); None: the test's own.
+    /// Honoured by [`Agent::start`] and [`Agent::start_with_kubeconfig`].
     pub user: Option<(u32, u32)>,
 }
 

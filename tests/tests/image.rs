@@ -196,10 +196,10 @@ fn daemon_user(rootfs: &Path) -> (u32, u32) {
 
 /// The image's `bootc-daemon` and `bootc-helper` (the files pulled from the
 /// registry, not cargo's) run a node of a real API server, as the DaemonSet
-/// runs them (as the user its pod spec gives them with the image's config,
-/// with that user's capabilities): the daemon starts the helper, drops every privilege and
-/// reports the fake host's bootc status on its BootcNode with a node-bound
-/// token. (They run on the machine's own shared libraries, which the image
+/// runs them (as the user, and with the capabilities, that its pod spec
+/// gives them with the image's config: [`daemon_user`]): the daemon starts
+/// the helper, drops every privilege and reports the fake host's bootc
+/// status on its BootcNode with a node-bound token. (They run on the machine's own shared libraries, which the image
 /// copies: the chroot runs above show the image's copies load.)
 async fn the_images_daemon_runs_a_node(rootfs: &Path) {
     use api::{BootcNode, BootcNodeSpec};
