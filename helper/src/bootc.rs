@@ -176,12 +176,14 @@ pub fn help_supports_download_only(help: &str) -> bool {
     help.contains("--download-only") && help.contains("--from-downloaded")
 }
 
-/// The tail of bootc's stderr for an error message, on a char boundary.
+/// The tail of bootc's stderr for an error message, on a char boundary,
+/// its control characters escaped (it relays registries' error bodies, and
+/// ends up on an admin's terminal).
 pub fn error_text(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let text = text.trim();
+    let text = api::text::escape_controls(text.trim());
     if text.len() <= ERROR_TEXT_MAX {
-        return text.to_owned();
+        return text.into_owned();
     }
     let start = (text.len() - ERROR_TEXT_MAX..text.len()).find(|i| text.is_char_boundary(*i));
     format!("...{}", &text[start.unwrap_or(text.len())..])
@@ -503,5 +505,15 @@ mod tests {
         assert!(t.ends_with("error: the end"));
         assert!(t.len() <= ERROR_TEXT_MAX + 3);
         assert_eq!(error_text(b"  short\n"), "short");
+    }
+
+    #[test]
+    fn error_text_escapes_terminal_sequences() {
+        let stderr = b"error: 500: registry says: \x1b]0;OWNED\x07\x1b[2K\x1b[1Ahidden\n";
+        let t = error_text(stderr);
+        assert_eq!(
+            t,
+            "error: 500: registry says: \\u{1b}]0;OWNED\\u{7}\\u{1b}[2K\\u{1b}[1Ahidden"
+        );
     }
 }

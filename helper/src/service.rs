@@ -71,6 +71,8 @@ impl From<HelperError> for proto::Failure {
             _ => Code::Internal,
         };
         let (code, message) = (code.into(), e.to_string());
+        // Escaped: it may quote what bootc or its JSON said.
+        let message = api::text::escape_controls(&message).into_owned();
         proto::Failure { code, message }
     }
 }
