@@ -143,7 +143,9 @@ fn registry_cas(args: &Args) -> Result<Option<Vec<u8>>, MainError> {
         bundle.extend(read(path)?);
     }
     if let Some(dir) = &args.registry_ca_dir {
-        for path in ca_dir_files(dir).map_err(|e| MainError::RegistryCa(dir.display().to_string(), e))? {
+        for path in
+            ca_dir_files(dir).map_err(|e| MainError::RegistryCa(dir.display().to_string(), e))?
+        {
             bundle.push(b'\n');
             bundle.extend(read(&path)?);
         }
