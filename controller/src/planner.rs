@@ -14,7 +14,9 @@
 //!    ([`leaving`]);
 //! 4. [`budget`]: how many reboot slots `maxUnavailable` gives;
 //! 5. [`verdict`]: each member's spec ([`spec`]), state ([`state`]), slot
-//!    release or hold ([`slots`], [`halt`]), drain and approval;
+//!    release or hold ([`slots`], [`halt`]), drain and approval; then who
+//!    is newly told the target, within the slots the budget leaves free
+//!    ([`spec::tell`]);
 //! 6. [`slots`]: free slots handed to staged candidates within the budget,
 //!    then a cordon of ours left outside any slot lifted ([`cordon`]);
 //! 7. [`order`]: the writes, grouped by node and in the order that keeps
@@ -266,6 +268,7 @@ pub(crate) fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
         Some(target) => {
             let mut rollout =
                 verdict::verdicts(&view, target, &members, &leavers, &secret, slots, memo);
+            spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);
             cordon::lift_strays(&view, &mut rollout);
             rollout

@@ -225,3 +225,96 @@ fn a_tag_moving_a_b_a_reboots_nobody_twice() {
     }
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
 }
+
+/// A BootcNode whose bootc cannot stage locked.
+fn unlocked(b: Bn) -> BootcNode {
+    let mut b = b.build();
+    if let Some(s) = b.status.as_mut() {
+        s.download_only_supported = Some(false);
+    }
+    b
+}
+
+#[test]
+fn unlocked_hosts_are_told_only_for_a_slot_the_hand_out_would_give() {
+    // (name, maxUnavailable, paused, extra members (Node, BootcNode),
+    //  is the unlocked idle host "u" told the target)
+    type Row = (&'static str, i32, bool, Vec<(Node, BootcNode)>, bool);
+    let idle = |n: &'static str| bn(n, OLD, Daemon::Idle(OLD)).build();
+    let in_slot_unhealthy = |n: &'static str| {
+        (
+            node(n, "a", true, true),
+            bn(n, NEW, Daemon::Idle(NEW))
+                .approved()
+                .slot(false)
+                .degraded()
+                .build(),
+        )
+    };
+    let rows: Vec<Row> = vec![
+        ("a free slot: told", 1, false, vec![], true),
+        ("paused: no slot awaits it", 3, true, vec![], false),
+        (
+            "halted: two unhealthy slot holders",
+            3,
+            false,
+            vec![in_slot_unhealthy("bad1"), in_slot_unhealthy("bad2")],
+            false,
+        ),
+        (
+            "one unhealthy slot holder, no halt: a slot is free",
+            3,
+            false,
+            vec![in_slot_unhealthy("bad1")],
+            true,
+        ),
+        (
+            "an admin-cordoned member uses the budget",
+            1,
+            false,
+            vec![(node("adm", "a", true, true), idle("adm"))],
+            false,
+        ),
+        (
+            "a NotReady member uses the budget",
+            1,
+            false,
+            vec![(node("down", "a", false, false), idle("down"))],
+            false,
+        ),
+        (
+            "two slots, one NotReady member: one left",
+            2,
+            false,
+            vec![(node("down", "a", false, false), idle("down"))],
+            true,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (name, max, paused, extra, want) in rows {
+        let mut w = World::new(pool("a", IntOrString::Int(max), paused))
+            .node(node("u", "a", true, false));
+        w.bns.push(unlocked(bn("u", OLD, Daemon::Idle(OLD))));
+        for (n, b) in extra {
+            w.nodes.push(n);
+            w.bns.push(b);
+        }
+        let told = applied(&w.plan(), "u").is_some_and(|a| a.spec.desired_image == image(NEW));
+        if told != want {
+            wrong.push(format!("{name}: told {told}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn an_admin_cordoned_unlocked_host_is_told_for_the_slot_it_costs_nothing_to_take() {
+    // Its own cordon uses the budget, but slotting it disrupts nothing more:
+    // told, so that it can stage and take the slot (the hand-out's rule).
+    let mut w = World::new(pool("a", IntOrString::Int(1), false)).node(node("u", "a", true, true));
+    w.bns.push(unlocked(bn("u", OLD, Daemon::Idle(OLD))));
+    assert_eq!(
+        applied(&w.plan(), "u").map(|a| a.spec.desired_image.clone()),
+        Some(image(NEW))
+    );
+}
