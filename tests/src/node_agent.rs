@@ -189,6 +189,9 @@ impl Agent {
                 &options.poll_interval.as_secs().max(1).to_string(),
             ])
             .args(["--node-name", &options.node_name])
+            // The fake hosts stage from any repository (the allow-list has
+            // its own tests: helper_rpc.rs, daemon/tests/cli.rs).
+            .args(["--allowed-repository", daemon::repositories::ANY])
             .args(
                 kubeconfig
                     .map(|k| [OsStr::new("--kubeconfig"), k.as_os_str()])

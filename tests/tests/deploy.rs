@@ -54,6 +54,44 @@ fn can_i(
     String::from_utf8_lossy(&out.stdout).trim() == "yes"
 }
 
+/// The daemon takes its allow-list from the ConfigMap bootc-daemon, which
+/// deploy/ ships with an empty placeholder (the daemon refuses to start on
+/// it, `daemon/tests/cli.rs`), and which an overlay sets with a
+/// configMapGenerator merge, no JSON patch.
+fn the_allowed_repositories_are_a_required_setting(cp: &ControlPlane, env: &[serde_json::Value]) {
+    use daemon::repositories::{CONFIG_KEY, ENV};
+    assert!(
+        env.iter().any(|e| e["name"] == ENV
+            && e["valueFrom"]["configMapKeyRef"]["name"] == "bootc-daemon"
+            && e["valueFrom"]["configMapKeyRef"]["key"] == CONFIG_KEY),
+        "{env:?}"
+    );
+    let placeholder = ok(cp.kubectl().args([
+        "get",
+        "configmap/bootc-daemon",
+        "-n",
+        DAEMON_NAMESPACE,
+        "-o",
+        &format!("jsonpath={{.data.{CONFIG_KEY}}}"),
+    ]));
+    assert_eq!(placeholder, "", "deploy/ must not choose the repositories");
+    let overlay = tempfile::tempdir().unwrap();
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "resources:\n  - {}\nconfigMapGenerator:\n  - name: bootc-daemon\n    namespace: {DAEMON_NAMESPACE}\n    behavior: merge\n    literals:\n      - {CONFIG_KEY}=registry.example.com/acme/os\n",
+            repo_root().join("deploy").display()
+        ),
+    )
+    .unwrap();
+    let built = ok(cp.kubectl().arg("kustomize").arg(overlay.path()));
+    assert!(
+        built.contains(&format!("{CONFIG_KEY}: registry.example.com/acme/os"))
+            && built.contains("name: bootc-daemon\n  namespace: bootc-daemon"),
+        "{built}"
+    );
+}
+
 /// `kubectl apply -k deploy/`, and the CRDs established (a pool can be
 /// created), as the README tells users.
 fn install(cp: &ControlPlane) {
@@ -164,6 +202,7 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
             .any(|e| e["name"] == "BOOTC_NAMESPACE" && e["value"] == OPERATOR_NS),
         "{env:?}"
     );
+    the_allowed_repositories_are_a_required_setting(&cp, env);
 
     let dep = ok(cp.kubectl().args([
         "get",
