@@ -335,6 +335,107 @@ async fn an_image_must_cover_every_members_architecture() {
     let _ = BTreeMap::<String, String>::new();
 }
 
+/// The controller's registry client against a registry that redirects:
+/// a manifest request is never redirected, nothing goes from HTTPS to plain
+/// HTTP (the internal service below is never reached), a blob follows a
+/// redirect to HTTPS storage but at most a bounded number, and no response
+/// body reaches a pool's status (only its status code and error codes).
+#[tokio::test]
+async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
+    use tests::redirecting_registry::{Canned, CannedServer};
+    let env = env().await;
+    let internal = CannedServer::http(std::sync::Arc::new(|_: &str| {
+        Canned::new(500, br#"{"internal":"INTERNAL-SECRET-BODY"}"#)
+    }))
+    .await
+    .unwrap();
+    let inside = format!("http://{}", internal.host());
+    let config = br#"{"architecture":"amd64","os":"linux"}"#.to_vec();
+    let config_digest = controller::registry::sha256_digest(&config);
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": config_digest, "size": config.len()},
+        "layers": [],
+    }))
+    .unwrap();
+    let manifest_digest = controller::registry::sha256_digest(&manifest);
+    let routes = {
+        let inside = inside.clone();
+        move |path: &str| {
+            let image = Canned::new(200, &manifest)
+                .header("Content-Type", "application/vnd.oci.image.manifest.v1+json");
+            let blob = format!("/blobs/{config_digest}");
+            match path {
+                "/v2/acme/down/manifests/1" => Canned::redirect(&format!("{inside}/internal")),
+                "/v2/acme/body/manifests/1" => Canned::new(
+                    500,
+                    br#"{"errors":[{"code":"BLOB_UPLOAD_INVALID","message":"REGISTRY-BODY-TEXT \u001b]0;OWNED\u0007"}]}"#,
+                ),
+                "/storage/config" => Canned::new(200, &config),
+                p if p.ends_with("/manifests/1") => image,
+                p if p == format!("/v2/acme/ok{blob}") => Canned::redirect("/storage/config"),
+                p if p == format!("/v2/acme/blobdown{blob}") => {
+                    Canned::redirect(&format!("{inside}/blob"))
+                }
+                p if p == format!("/v2/acme/loop{blob}") => Canned::redirect(p),
+                _ => Canned::new(404, b"{\"errors\":[{\"code\":\"NAME_UNKNOWN\"}]}"),
+            }
+        }
+    };
+    let server = CannedServer::https(std::sync::Arc::new(routes)).await.unwrap();
+    let ca = server.ca_path().unwrap().display().to_string();
+    let _c = ControllerProc::spawn(&env, "c1", &["--registry-ca-file", &ca]);
+    for name in ["down", "body", "ok", "blobdown", "loop"] {
+        create_pool(
+            &env.admin,
+            &pool(
+                name,
+                json!({"pool": name}),
+                &format!("{}/acme/{name}:1", server.host()),
+                json!(1),
+            ),
+        )
+        .await;
+    }
+    let degraded = |name: &'static str| {
+        let admin = env.admin.clone();
+        async move {
+            let p = wait_pool(&admin, name, "Degraded", |p| degraded_reason(p).is_some()).await;
+            let (_, reason, message) = condition(&p, reasons::DEGRADED).unwrap();
+            (reason, message)
+        }
+    };
+
+    // The manifest redirected to an internal plain-HTTP address: refused.
+    let (reason, message) = degraded("down").await;
+    assert_eq!(reason, reasons::REGISTRY_ERROR, "{message}");
+    assert!(message.contains("manifest") && message.contains("not followed"), "{message}");
+    // A registry's error body: its status and error code only.
+    let (reason, message) = degraded("body").await;
+    assert_eq!(reason, reasons::REGISTRY_ERROR, "{message}");
+    assert!(message.contains("HTTP 500 (BLOB_UPLOAD_INVALID)"), "{message}");
+    assert!(!message.contains("REGISTRY-BODY-TEXT") && !message.contains('\u{1b}'), "{message}");
+    // A blob redirected within HTTPS: followed.
+    let p = wait_pool(&env.admin, "ok", "target", |p| target(p).is_some()).await;
+    assert_eq!(target(&p).as_deref(), Some(manifest_digest.as_str()));
+    assert!(server.hits().iter().any(|h| h == "/storage/config"), "{:?}", server.hits());
+    // A blob redirected to plain HTTP: refused.
+    let (_, message) = degraded("blobdown").await;
+    assert!(message.contains("never followed") && message.contains(&inside), "{message}");
+    // A blob redirected in a loop: given up after the bound.
+    let (_, message) = degraded("loop").await;
+    assert!(message.contains("more than 5 redirects"), "{message}");
+
+    assert!(internal.hits().is_empty(), "the internal service was reached: {:?}", internal.hits());
+    for name in ["down", "body", "blobdown", "loop"] {
+        let p = Api::<api::BootcNodePool>::all(env.admin.clone()).get(name).await.unwrap();
+        let text = serde_json::to_string(&p.status).unwrap();
+        assert!(!text.contains("INTERNAL-SECRET-BODY") && !text.contains("REGISTRY-BODY-TEXT"), "{name}: {text}");
+    }
+}
+
 /// `/healthz` fails while the reconcile loop is wedged, and answers again
 /// once it is not. The controller reaches the API server through a proxy
 /// that is then frozen (its requests arrive, no answer comes back, as on a

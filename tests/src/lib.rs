@@ -23,6 +23,7 @@ pub mod kstatus;
 pub mod node_agent;
 pub mod pki;
 pub mod recorder;
+pub mod redirecting_registry;
 pub mod registry;
 pub mod sim;
 pub mod write_probe;
