@@ -68,7 +68,8 @@ pub struct BootcNodePoolSpec {
 #[serde(rename_all = "camelCase")]
 pub struct ImageSpec {
     /// A tag (`quay.io/acme/os:prod`), a digest (`quay.io/acme/os@sha256:...`)
-    /// or both. A tag is resolved and re-polled; a digest never is.
+    /// or both. A tag is resolved and re-polled; a digest is checked against
+    /// its registry before any node is told (see the schema's description).
     #[serde(rename = "ref")]
     #[schemars(schema_with = "crate::schema::image_ref")]
     pub reference: String,

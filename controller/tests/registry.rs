@@ -335,6 +335,122 @@ async fn an_image_must_cover_every_members_architecture() {
     let _ = BTreeMap::<String, String>::new();
 }
 
+/// A digest reference is checked as a tag's digest is, before any node is
+/// told: a mistyped digest is not found, an image without a member's
+/// architecture is refused, each with the tag's reasons and the previous
+/// target kept; a good one rolls out.
+#[tokio::test]
+async fn digest_refs_are_checked_before_any_node_is_told() {
+    let env = env().await;
+    let reg = TestRegistry::start("tester", "pw").await.unwrap();
+    put_secret(&env.admin, &reg.good_docker_config()).await;
+    let amd = reg.push_image("acme/os", "amd", &amd64("1")).await.unwrap();
+    let arm = reg
+        .push_image(
+            "acme/os",
+            "arm",
+            &TestImage {
+                architecture: "arm64",
+                version: "1",
+                marker: "arm",
+            },
+        )
+        .await
+        .unwrap();
+    let amd_only = reg
+        .push_index("acme/os", "amd-only", &[("amd64", &amd)])
+        .await
+        .unwrap();
+    let both = reg
+        .push_index("acme/os", "multi", &[("amd64", &amd), ("arm64", &arm)])
+        .await
+        .unwrap();
+    for (name, arch) in [("x86", "amd64"), ("arm", "arm64")] {
+        create_node(
+            &env.admin,
+            name,
+            &[("pool", "w"), (api::labels::ARCH_LABEL, arch)],
+            false,
+        )
+        .await;
+    }
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: format!("{}/acme/os@{amd}", reg.host()),
+            ..Default::default()
+        },
+    );
+    let _c = controller(&env, &reg);
+    let pinned = |digest: &str| format!("{}/acme/os@{digest}", reg.host());
+    let bootc_nodes = Api::<BootcNode>::all(env.admin.clone());
+    let told = |digest: String| {
+        let bootc_nodes = bootc_nodes.clone();
+        async move {
+            bootc_nodes
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|bn| bn.spec.desired_image.contains(&digest))
+        }
+    };
+
+    // A digest nobody pushed: not found, no target, nobody told.
+    let typo = format!("sha256:{}", "0".repeat(64));
+    let mut p = tag_pool(&reg, "unused");
+    p.spec.image.reference = pinned(&typo);
+    create_pool(&env.admin, &p).await;
+    let p = wait_pool(&env.admin, "workers", reasons::IMAGE_NOT_FOUND, |p| {
+        degraded_reason(p).as_deref() == Some(reasons::IMAGE_NOT_FOUND)
+    })
+    .await;
+    assert_eq!(target(&p), None);
+    assert!(!told(typo.clone()).await, "the mistyped digest reached a node");
+
+    // An index without arm64, by digest: refused before any node is told.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": pinned(&amd_only)}}}),
+    )
+    .await;
+    let p = wait_pool(
+        &env.admin,
+        "workers",
+        reasons::UNSUPPORTED_ARCHITECTURE,
+        |p| degraded_reason(p).as_deref() == Some(reasons::UNSUPPORTED_ARCHITECTURE),
+    )
+    .await;
+    assert_eq!(target(&p), None);
+    assert!(condition(&p, reasons::DEGRADED).unwrap().2.contains("arm64"));
+    assert!(!told(amd_only.clone()).await, "the refused index reached a node");
+
+    // The index covering both, by digest: it rolls out.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": pinned(&both)}}}),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", &both, 2).await;
+
+    // Then a mistyped digest again: the target in force is kept.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": pinned(&typo)}}}),
+    )
+    .await;
+    let p = wait_pool(&env.admin, "workers", reasons::IMAGE_NOT_FOUND, |p| {
+        degraded_reason(p).as_deref() == Some(reasons::IMAGE_NOT_FOUND)
+    })
+    .await;
+    assert_eq!(target(&p).as_deref(), Some(both.as_str()));
+    assert!(!told(typo).await);
+}
+
 /// The controller's registry client against a registry that redirects:
 /// a manifest request is never redirected, nothing goes from HTTPS to plain
 /// HTTP (the internal service below is never reached), a blob follows a

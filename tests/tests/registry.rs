@@ -82,6 +82,14 @@ async fn tags_resolve_follow_pushes_and_errors_are_told_apart() {
         v1
     );
 
+    // A digest nobody pushed is asked for, and not found (never answered
+    // from the reference alone).
+    let typo = format!("sha256:{}", "0".repeat(64));
+    let by_typo = ImageRef::parse(&format!("{}/acme/os@{typo}", reg.host())).unwrap();
+    let err = r.resolve(&by_typo, Some(&good), "h1").await.unwrap_err();
+    assert!(matches!(err, RegistryError::NotFound { .. }), "{err:?}");
+    assert_eq!(err.reason(), api::reasons::IMAGE_NOT_FOUND);
+
     // Wrong password, no credentials: the credentials error.
     for (label, c) in [
         ("wrong password", Some(creds(&reg, "wrong"))),
