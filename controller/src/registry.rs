@@ -448,14 +448,16 @@ impl Resolver {
             message,
         };
         let http = self.http.as_ref().map_err(|e| other(e.clone()))?;
-        let plain = self.options.plain_http.iter().any(|h| *h == registry);
+        let plain = self.options.plain_http.contains(&registry);
         let scheme = if plain { "http" } else { "https" };
         let base = Url::parse(&format!("{scheme}://{}/", api_host(&registry)))
             .map_err(|e| other(format!("cannot form a registry URL for {registry:?}: {e}")))?;
         let mut session = Session::new(http, base, &image.registry_path(), credentials);
         let name_it = |e| named(e, &registry, &display);
         let wanted = image.digest.as_deref().unwrap_or(image.tag_or_latest());
-        let url = session.url(&format!("manifests/{wanted}")).map_err(name_it)?;
+        let url = session
+            .url(&format!("manifests/{wanted}"))
+            .map_err(name_it)?;
         let manifest = session
             .get(url, Endpoint::Manifest, Some(&ACCEPTED.join(", ")))
             .await
@@ -475,8 +477,13 @@ impl Resolver {
         let architectures = match parsed {
             ParsedManifest::Index { architectures } => architectures,
             ParsedManifest::Image { config_digest } => {
-                let url = session.url(&format!("blobs/{config_digest}")).map_err(name_it)?;
-                let blob = session.get(url, Endpoint::Blob, None).await.map_err(name_it)?;
+                let url = session
+                    .url(&format!("blobs/{config_digest}"))
+                    .map_err(name_it)?;
+                let blob = session
+                    .get(url, Endpoint::Blob, None)
+                    .await
+                    .map_err(name_it)?;
                 if sha256_digest(&blob.body) != config_digest {
                     return Err(RegistryError::InvalidManifest {
                         reference: display.clone(),

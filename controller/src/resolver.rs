@@ -151,8 +151,14 @@ impl RegistryResolver {
         }
         let result = self.query(&image, pull_secret).await;
         let reference = &pool.spec.image.reference;
-        let out =
-            tag_policy::apply_resolution(&current, result, architectures, reference, self.interval, now);
+        let out = tag_policy::apply_resolution(
+            &current,
+            result,
+            architectures,
+            reference,
+            self.interval,
+            now,
+        );
         self.remember(&key, pool, &out);
         match (out.error, pinned_target(&image)) {
             (None, Some(target)) => Resolution {

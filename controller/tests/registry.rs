@@ -388,12 +388,12 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
         let bootc_nodes = bootc_nodes.clone();
         async move {
             bootc_nodes
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .any(|bn| bn.spec.desired_image.contains(&digest))
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|bn| bn.spec.desired_image.contains(&digest))
         }
     };
 
@@ -407,7 +407,10 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
     })
     .await;
     assert_eq!(target(&p), None);
-    assert!(!told(typo.clone()).await, "the mistyped digest reached a node");
+    assert!(
+        !told(typo.clone()).await,
+        "the mistyped digest reached a node"
+    );
 
     // An index without arm64, by digest: refused before any node is told.
     patch_pool(
@@ -424,8 +427,16 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
     )
     .await;
     assert_eq!(target(&p), None);
-    assert!(condition(&p, reasons::DEGRADED).unwrap().2.contains("arm64"));
-    assert!(!told(amd_only.clone()).await, "the refused index reached a node");
+    assert!(
+        condition(&p, reasons::DEGRADED)
+            .unwrap()
+            .2
+            .contains("arm64")
+    );
+    assert!(
+        !told(amd_only.clone()).await,
+        "the refused index reached a node"
+    );
 
     // The index covering both, by digest: it rolls out.
     patch_pool(
@@ -500,7 +511,9 @@ async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
             }
         }
     };
-    let server = CannedServer::https(std::sync::Arc::new(routes)).await.unwrap();
+    let server = CannedServer::https(std::sync::Arc::new(routes))
+        .await
+        .unwrap();
     let ca = server.ca_path().unwrap().display().to_string();
     let _c = ControllerProc::spawn(&env, "c1", &["--registry-ca-file", &ca]);
     for name in ["down", "body", "ok", "blobdown", "loop"] {
@@ -527,28 +540,54 @@ async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
     // The manifest redirected to an internal plain-HTTP address: refused.
     let (reason, message) = degraded("down").await;
     assert_eq!(reason, reasons::REGISTRY_ERROR, "{message}");
-    assert!(message.contains("manifest") && message.contains("not followed"), "{message}");
+    assert!(
+        message.contains("manifest") && message.contains("not followed"),
+        "{message}"
+    );
     // A registry's error body: its status and error code only.
     let (reason, message) = degraded("body").await;
     assert_eq!(reason, reasons::REGISTRY_ERROR, "{message}");
-    assert!(message.contains("HTTP 500 (BLOB_UPLOAD_INVALID)"), "{message}");
-    assert!(!message.contains("REGISTRY-BODY-TEXT") && !message.contains('\u{1b}'), "{message}");
+    assert!(
+        message.contains("HTTP 500 (BLOB_UPLOAD_INVALID)"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("REGISTRY-BODY-TEXT") && !message.contains('\u{1b}'),
+        "{message}"
+    );
     // A blob redirected within HTTPS: followed.
     let p = wait_pool(&env.admin, "ok", "target", |p| target(p).is_some()).await;
     assert_eq!(target(&p).as_deref(), Some(manifest_digest.as_str()));
-    assert!(server.hits().iter().any(|h| h == "/storage/config"), "{:?}", server.hits());
+    assert!(
+        server.hits().iter().any(|h| h == "/storage/config"),
+        "{:?}",
+        server.hits()
+    );
     // A blob redirected to plain HTTP: refused.
     let (_, message) = degraded("blobdown").await;
-    assert!(message.contains("never followed") && message.contains(&inside), "{message}");
+    assert!(
+        message.contains("never followed") && message.contains(&inside),
+        "{message}"
+    );
     // A blob redirected in a loop: given up after the bound.
     let (_, message) = degraded("loop").await;
     assert!(message.contains("more than 5 redirects"), "{message}");
 
-    assert!(internal.hits().is_empty(), "the internal service was reached: {:?}", internal.hits());
+    assert!(
+        internal.hits().is_empty(),
+        "the internal service was reached: {:?}",
+        internal.hits()
+    );
     for name in ["down", "body", "blobdown", "loop"] {
-        let p = Api::<api::BootcNodePool>::all(env.admin.clone()).get(name).await.unwrap();
+        let p = Api::<api::BootcNodePool>::all(env.admin.clone())
+            .get(name)
+            .await
+            .unwrap();
         let text = serde_json::to_string(&p.status).unwrap();
-        assert!(!text.contains("INTERNAL-SECRET-BODY") && !text.contains("REGISTRY-BODY-TEXT"), "{name}: {text}");
+        assert!(
+            !text.contains("INTERNAL-SECRET-BODY") && !text.contains("REGISTRY-BODY-TEXT"),
+            "{name}: {text}"
+        );
     }
 }
 

@@ -78,10 +78,18 @@ mod tests {
         // (what, values, allow-list)
         let rows: Vec<(&str, Vec<&str>, Result<AllowList, AllowListError>)> = vec![
             ("nothing given", vec![], Err(AllowListError::Missing)),
-            ("the placeholder: empty", vec![""], Err(AllowListError::Missing)),
+            (
+                "the placeholder: empty",
+                vec![""],
+                Err(AllowListError::Missing),
+            ),
             ("blanks only", vec![" , ,"], Err(AllowListError::Missing)),
             ("any, on its own", vec!["any"], Ok(AllowList::Any)),
-            ("one repository", vec!["quay.io/acme/os"], only(&["quay.io/acme/os"])),
+            (
+                "one repository",
+                vec!["quay.io/acme/os"],
+                only(&["quay.io/acme/os"]),
+            ),
             (
                 "repeated and comma-separated",
                 vec!["quay.io/acme/os, quay.io/acme/ns/", "r.io/x"],
@@ -100,7 +108,12 @@ mod tests {
         }
         assert_eq!(AllowList::Any.repositories(), Vec::<String>::new());
         let text = AllowListError::Missing.to_string();
-        for needle in ["allowed-repositories", "bootc-daemon", "--allowed-repository", "`any`"] {
+        for needle in [
+            "allowed-repositories",
+            "bootc-daemon",
+            "--allowed-repository",
+            "`any`",
+        ] {
             assert!(text.contains(needle), "{needle}: {text}");
         }
     }

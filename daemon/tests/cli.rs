@@ -38,7 +38,10 @@ fn daemon_with(args: &[&str], env: Option<&str>, more: &[(&str, &str)]) -> (Opti
         cmd.env(daemon::repositories::ENV, value);
     }
     let out = cmd.output().expect("running bootc-daemon");
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -54,7 +57,10 @@ fn the_daemon_refuses_to_start_without_an_allowed_repository() {
             "--allowed-repository",
             "`any`",
         ] {
-            assert!(stderr.contains(needle), "{env:?}: {needle} missing: {stderr}");
+            assert!(
+                stderr.contains(needle),
+                "{env:?}: {needle} missing: {stderr}"
+            );
         }
     }
     let (code, stderr) = daemon(&["--allowed-repository", "any,quay.io/acme/os"], None);
@@ -89,6 +95,9 @@ fn the_sigpolicy_setting_reads_true_and_false_from_the_config_map() {
             &[("BOOTC_ENFORCE_CONTAINER_SIGPOLICY", value)],
         );
         assert_ne!(code, Some(2), "{value}: {stderr}");
-        assert!(stderr.contains(&format!("sigpolicy={value}")), "{value}: {stderr}");
+        assert!(
+            stderr.contains(&format!("sigpolicy={value}")),
+            "{value}: {stderr}"
+        );
     }
 }

@@ -65,9 +65,7 @@ impl CannedServer {
     /// Over HTTPS, with a certificate for 127.0.0.1 from its own test CA.
     pub async fn https(routes: Routes) -> Result<Self> {
         crate::registry::install_crypto_provider();
-        let dir = tempfile::Builder::new()
-            .prefix("bootc-canned-")
-            .tempdir()?;
+        let dir = tempfile::Builder::new().prefix("bootc-canned-").tempdir()?;
         pki::ca(dir.path())?;
         pki::serving_leaf(dir.path(), "serving")?;
         let certs = CertificateDer::pem_file_iter(dir.path().join("serving.crt"))

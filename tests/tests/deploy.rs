@@ -75,12 +75,17 @@ fn the_allowed_repositories_are_a_required_setting(cp: &ControlPlane, env: &[ser
         &format!("jsonpath={{.data.{CONFIG_KEY}}}"),
     ]));
     assert_eq!(placeholder, "", "deploy/ must not choose the repositories");
-    let overlay = tempfile::tempdir().unwrap();
+    // Kustomize takes a base by relative path only: the overlay lives in
+    // target/, two levels below the repository.
+    std::fs::create_dir_all(repo_root().join("target")).unwrap();
+    let overlay = tempfile::Builder::new()
+        .prefix("overlay-")
+        .tempdir_in(repo_root().join("target"))
+        .unwrap();
     std::fs::write(
         overlay.path().join("kustomization.yaml"),
         format!(
-            "resources:\n  - {}\nconfigMapGenerator:\n  - name: bootc-daemon\n    namespace: {DAEMON_NAMESPACE}\n    behavior: merge\n    literals:\n      - {CONFIG_KEY}=registry.example.com/acme/os\n",
-            repo_root().join("deploy").display()
+            "resources:\n  - ../../deploy\nconfigMapGenerator:\n  - name: bootc-daemon\n    namespace: {DAEMON_NAMESPACE}\n    behavior: merge\n    literals:\n      - {CONFIG_KEY}=registry.example.com/acme/os\n"
         ),
     )
     .unwrap();

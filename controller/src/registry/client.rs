@@ -5,7 +5,6 @@
 //! to the token realm it names) only; bodies are read up to a bound, and a
 //! failure's body gives only its error codes.
 
-
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, LOCATION, WWW_AUTHENTICATE};
 use reqwest::{StatusCode, Url};
 
@@ -207,7 +206,9 @@ impl<'a> Session<'a> {
                 .map_err(HttpError::Refused)?;
             hops += 1;
         };
-        let body = answer_limited(response, &requested, TOKEN_LIMIT).await?.body;
+        let body = answer_limited(response, &requested, TOKEN_LIMIT)
+            .await?
+            .body;
         #[derive(serde::Deserialize)]
         struct Token {
             #[serde(default)]
@@ -287,4 +288,3 @@ async fn read(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, 
     }
     Ok(body)
 }
-

@@ -49,7 +49,9 @@ pub enum Refused {
     NotRedirected { endpoint: &'static str },
     #[error("more than {MAX_REDIRECTS} redirects for one {endpoint} request; not followed")]
     TooMany { endpoint: &'static str },
-    #[error("the registry sent a {endpoint} request from HTTPS to plain HTTP ({to}); never followed")]
+    #[error(
+        "the registry sent a {endpoint} request from HTTPS to plain HTTP ({to}); never followed"
+    )]
     Downgrade { endpoint: &'static str, to: String },
     #[error("the registry sent a {endpoint} request to an unusable location; not followed")]
     BadLocation { endpoint: &'static str },
@@ -251,27 +253,115 @@ mod tests {
         let http = url("http://reg.local:5000/v2/a/blobs/sha256:1");
         // (what, from, location, hops, endpoint, followed to)
         #[rustfmt::skip]
-        let rows: Vec<(&str, &Url, &str, usize, Endpoint, Option<&str>)> = vec![
-            ("a blob to storage", &https, "https://storage.example/b?sig=1", 0, Endpoint::Blob, Some("https://storage.example/b?sig=1")),
-            ("relative", &https, "/other", 0, Endpoint::Blob, Some("https://reg.example/other")),
-            ("a token request", &https, "https://auth.example/t", 1, Endpoint::Token, Some("https://auth.example/t")),
-            ("a manifest: never", &https, "https://reg.example/x", 0, Endpoint::Manifest, None),
-            ("HTTPS to HTTP: never", &https, "http://10.0.0.1/internal", 0, Endpoint::Blob, None),
-            ("HTTPS to HTTP token: never", &https, "http://10.0.0.1/", 0, Endpoint::Token, None),
-            ("the last one allowed", &https, "https://s.example/", MAX_REDIRECTS - 1, Endpoint::Blob, Some("https://s.example/")),
-            ("one too many", &https, "https://s.example/", MAX_REDIRECTS, Endpoint::Blob, None),
-            ("plain HTTP registry (--insecure-registry) to HTTP", &http, "http://s.local/b", 0, Endpoint::Blob, Some("http://s.local/b")),
-            ("plain HTTP up to HTTPS", &http, "https://s.example/b", 0, Endpoint::Blob, Some("https://s.example/b")),
-            ("another scheme", &https, "file:///etc/passwd", 0, Endpoint::Blob, None),
+        type Row<'a> = (&'a str, &'a Url, &'a str, usize, Endpoint, Option<&'a str>);
+        let rows: Vec<Row<'_>> = vec![
+            (
+                "a blob to storage",
+                &https,
+                "https://storage.example/b?sig=1",
+                0,
+                Endpoint::Blob,
+                Some("https://storage.example/b?sig=1"),
+            ),
+            (
+                "relative",
+                &https,
+                "/other",
+                0,
+                Endpoint::Blob,
+                Some("https://reg.example/other"),
+            ),
+            (
+                "a token request",
+                &https,
+                "https://auth.example/t",
+                1,
+                Endpoint::Token,
+                Some("https://auth.example/t"),
+            ),
+            (
+                "a manifest: never",
+                &https,
+                "https://reg.example/x",
+                0,
+                Endpoint::Manifest,
+                None,
+            ),
+            (
+                "HTTPS to HTTP: never",
+                &https,
+                "http://10.0.0.1/internal",
+                0,
+                Endpoint::Blob,
+                None,
+            ),
+            (
+                "HTTPS to HTTP token: never",
+                &https,
+                "http://10.0.0.1/",
+                0,
+                Endpoint::Token,
+                None,
+            ),
+            (
+                "the last one allowed",
+                &https,
+                "https://s.example/",
+                MAX_REDIRECTS - 1,
+                Endpoint::Blob,
+                Some("https://s.example/"),
+            ),
+            (
+                "one too many",
+                &https,
+                "https://s.example/",
+                MAX_REDIRECTS,
+                Endpoint::Blob,
+                None,
+            ),
+            (
+                "plain HTTP registry (--insecure-registry) to HTTP",
+                &http,
+                "http://s.local/b",
+                0,
+                Endpoint::Blob,
+                Some("http://s.local/b"),
+            ),
+            (
+                "plain HTTP up to HTTPS",
+                &http,
+                "https://s.example/b",
+                0,
+                Endpoint::Blob,
+                Some("https://s.example/b"),
+            ),
+            (
+                "another scheme",
+                &https,
+                "file:///etc/passwd",
+                0,
+                Endpoint::Blob,
+                None,
+            ),
         ];
         for (what, from, location, hops, endpoint, want) in rows {
-            let got = redirect(from, location, hops, endpoint).ok().map(|u| u.to_string());
+            let got = redirect(from, location, hops, endpoint)
+                .ok()
+                .map(|u| u.to_string());
             assert_eq!(got.as_deref(), want, "{what}");
         }
-        let err = redirect(&https, "http://10.0.0.1:8080/internal?x=1", 0, Endpoint::Blob)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("http://10.0.0.1:8080") && !err.contains("internal"), "{err}");
+        let err = redirect(
+            &https,
+            "http://10.0.0.1:8080/internal?x=1",
+            0,
+            Endpoint::Blob,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("http://10.0.0.1:8080") && !err.contains("internal"),
+            "{err}"
+        );
         assert!(token_realm(&https, "http://auth.example/token").is_err());
         assert!(token_realm(&https, "https://auth.example/token").is_ok());
         assert!(token_realm(&http, "http://auth.local/token").is_ok());
@@ -280,7 +370,10 @@ mod tests {
 
     #[test]
     fn challenges_parse() {
-        assert_eq!(challenge(r#"Basic realm="bootc-test""#), Some(Challenge::Basic));
+        assert_eq!(
+            challenge(r#"Basic realm="bootc-test""#),
+            Some(Challenge::Basic)
+        );
         assert_eq!(
             challenge(
                 r#"Bearer realm="https://auth.example/token",service="reg.example",scope="repository:a/b:pull,push""#

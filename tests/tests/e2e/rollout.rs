@@ -416,16 +416,22 @@ async fn a_paused_mixed_pool_tells_no_bootc_1_16_node_the_target() {
     // Mid-rollout: nodes 1 and 2 approved to boot v2 (or already on it).
     for name in ["sim-node-1", "sim-node-2"] {
         let image = image.clone();
-        k8s::wait_for(bns.clone(), name, ROLLOUT, "approved to boot v2", move |b| {
-            b.is_some_and(|b| {
-                (b.spec.desired_image == image
-                    && b.spec.desired_image_state == DesiredImageState::Booted)
-                    || b.status
-                        .as_ref()
-                        .and_then(|s| s.booted.as_ref())
-                        .is_some_and(|e| e.image.as_deref() == Some(image.as_str()))
-            })
-        })
+        k8s::wait_for(
+            bns.clone(),
+            name,
+            ROLLOUT,
+            "approved to boot v2",
+            move |b| {
+                b.is_some_and(|b| {
+                    (b.spec.desired_image == image
+                        && b.spec.desired_image_state == DesiredImageState::Booted)
+                        || b.status
+                            .as_ref()
+                            .and_then(|s| s.booted.as_ref())
+                            .is_some_and(|e| e.image.as_deref() == Some(image.as_str()))
+                })
+            },
+        )
         .await
         .unwrap();
     }
@@ -436,10 +442,11 @@ async fn a_paused_mixed_pool_tells_no_bootc_1_16_node_the_target() {
             .filter(|b| {
                 b.status.as_ref().and_then(|s| s.download_only_supported) == Some(false)
                     && b.spec.desired_image == image
-                    && !b.status
+                    && b.status
                         .as_ref()
                         .and_then(|s| s.booted.as_ref())
-                        .is_some_and(|e| e.image.as_deref() == Some(image.as_str()))
+                        .and_then(|e| e.image.as_deref())
+                        != Some(image.as_str())
             })
             .map(|b| b.metadata.name.clone().unwrap_or_default())
             .collect()
@@ -456,7 +463,10 @@ async fn a_paused_mixed_pool_tells_no_bootc_1_16_node_the_target() {
         })
         .map(|b| b.metadata.name.clone().unwrap_or_default())
         .collect();
-    assert!(!untold.is_empty(), "every 1.16 node was told before the pause");
+    assert!(
+        !untold.is_empty(),
+        "every 1.16 node was told before the pause"
+    );
 
     // Nodes 1 and 2 come back and leave their slots: two slots free, the
     // pool paused.
