@@ -79,6 +79,15 @@ pub struct TargetProblem {
     pub message: String,
 }
 
+/// The pool's pull secret as the controller's cache has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretSeen {
+    /// Its version (`api::pull_secret::version`), what the nodes are told.
+    pub version: String,
+    /// Does it opt in to this pool (`api::pull_secret::allows`)?
+    pub allows_pool: bool,
+}
+
 /// What the controller knows about a drain of a node of this pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DrainPhase {
@@ -104,8 +113,8 @@ pub struct PlanInput<'a> {
     pub bootc_nodes: Vec<&'a BootcNode>,
     /// Every other pool (for NodeConflict).
     pub other_pools: Vec<&'a BootcNodePool>,
-    /// `sha256:<hex>` of the referenced pull secret's data, if it exists.
-    pub pull_secret_hash: Option<String>,
+    /// The referenced pull secret, if it exists.
+    pub pull_secret: Option<SecretSeen>,
     /// Drains of this pool's nodes, by node name.
     pub drains: BTreeMap<String, DrainPhase>,
     /// The operator's namespace: the only one pull secrets may live in.

@@ -259,7 +259,7 @@ impl RegistryResolver {
                     secret.name_any()
                 );
                 let data = secret.data.clone().unwrap_or_default();
-                let hash = api::secret_hash::pull_secret_hash(&data);
+                let hash = api::pull_secret::version(&secret.metadata).unwrap_or_default();
                 let json = data.get(".dockerconfigjson").ok_or_else(|| RegistryError::InvalidPullSecret {
                     secret: label.clone(),
                     message: "no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)".into(),

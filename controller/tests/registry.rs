@@ -19,7 +19,8 @@ use tests::registry::{TestImage, TestRegistry};
 
 fn pull_secret(config: &str) -> Secret {
     serde_json::from_value(json!({
-        "metadata": {"name": "pull", "namespace": "bootc-operator"},
+        "metadata": {"name": "pull", "namespace": "bootc-operator",
+                     "annotations": {api::labels::POOLS_ANNOTATION: "workers"}},
         "type": "kubernetes.io/dockerconfigjson",
         "data": {".dockerconfigjson": ByteString(config.as_bytes().to_vec())},
     }))

@@ -536,10 +536,11 @@ fn pool(secret: &str) -> BootcNodePool {
     .unwrap()
 }
 
-/// An empty `kubernetes.io/dockerconfigjson` Secret.
+/// An empty `kubernetes.io/dockerconfigjson` Secret that opts in to the
+/// pool `workers`.
 fn pull_secret(name: &str) -> Secret {
     serde_json::from_value(json!({
-        "metadata": {"name": name},
+        "metadata": {"name": name, "annotations": {api::labels::POOLS_ANNOTATION: "workers"}},
         "type": "kubernetes.io/dockerconfigjson",
         "data": {".dockerconfigjson": ByteString(br#"{"auths":{}}"#.to_vec())},
     }))
@@ -622,6 +623,13 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
             .await
             .unwrap();
     }
+    // Not a pull secret, and opted in to no pool (security review N2).
+    let tls: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "webhook-tls"},
+        "data": {"tls.key": ByteString(b"PRIVATE-KEY-OF-SOMETHING-ELSE".to_vec())},
+    }))
+    .unwrap();
+    secrets.create(&PostParams::default(), &tls).await.unwrap();
     let daemon = {
         let kubeconfig = cp.node_bound_kubeconfig("node-1").unwrap();
         let kc = Kubeconfig::read_from(kubeconfig).unwrap();
@@ -688,6 +696,49 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
     assert!(
         forbidden(reads.get("pull-a").await),
         "pull-a still readable"
+    );
+
+    // A pool writer names a Secret that does not opt in to the pool: no
+    // grant, and the pool says why and how to opt it in.
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"pullSecretRef": {"name": "webhook-tls", "namespace": OPERATOR_NS}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(60),
+        kube::runtime::wait::await_condition(
+            pools.clone(),
+            "workers",
+            |p: Option<&BootcNodePool>| {
+                p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                    api::conditions::reason(&s.conditions, api::reasons::DEGRADED)
+                        == Some(api::reasons::PULL_SECRET_NOT_ALLOWED)
+                })
+            },
+        ),
+    )
+    .await
+    .expect("the refused Secret is not reported on the pool")
+    .unwrap()
+    .unwrap();
+    let message =
+        api::conditions::message(&refused.status.unwrap().conditions, api::reasons::DEGRADED)
+            .unwrap_or_default()
+            .to_owned();
+    assert!(
+        message.contains("webhook-tls") && message.contains("bootc.dev/pools=workers"),
+        "{message}"
+    );
+    await_grant(&roles, &[]).await;
+    assert!(
+        forbidden(reads.get("webhook-tls").await),
+        "webhook-tls readable"
     );
 
     // No pool names a Secret: no rule at all.

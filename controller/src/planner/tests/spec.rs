@@ -292,8 +292,8 @@ fn unlocked_hosts_are_told_only_for_a_slot_the_hand_out_would_give() {
     ];
     let mut wrong = Vec::new();
     for (name, max, paused, extra, want) in rows {
-        let mut w = World::new(pool("a", IntOrString::Int(max), paused))
-            .node(node("u", "a", true, false));
+        let mut w =
+            World::new(pool("a", IntOrString::Int(max), paused)).node(node("u", "a", true, false));
         w.bns.push(unlocked(bn("u", OLD, Daemon::Idle(OLD))));
         for (n, b) in extra {
             w.nodes.push(n);
@@ -317,4 +317,48 @@ fn an_admin_cordoned_unlocked_host_is_told_for_the_slot_it_costs_nothing_to_take
         applied(&w.plan(), "u").map(|a| a.spec.desired_image.clone()),
         Some(image(NEW))
     );
+}
+
+#[test]
+fn a_pull_secret_that_does_not_opt_in_to_the_pool_is_refused() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("new", "a", true, false))
+        .node(node("had", "a", true, false))
+        .bn(bn("had", OLD, Daemon::Idle(OLD)));
+    w.pool.spec.pull_secret_ref = Some(SecretReference {
+        name: "webhook-tls".into(),
+        namespace: api::labels::OPERATOR_NAMESPACE.into(),
+    });
+    // "had" was told an earlier Secret: it keeps it.
+    w.bns[0].spec.pull_secret_ref = Some(SecretReference {
+        name: "old".into(),
+        namespace: api::labels::OPERATOR_NAMESPACE.into(),
+    });
+    w.bns[0].spec.pull_secret_hash = Some("u-old/1".into());
+    w.secret_hash = Some("u-1/7".into());
+    w.secret_refused = true;
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::PULL_SECRET_NOT_ALLOWED);
+    let message = degraded_message(&p);
+    assert!(
+        message.contains("bootc-operator/webhook-tls")
+            && message.contains(
+                "kubectl annotate secret -n bootc-operator webhook-tls bootc.dev/pools=a"
+            ),
+        "{message}"
+    );
+    // Nobody is told about it.
+    let new = &applied(&p, "new").unwrap().spec;
+    assert_eq!(
+        (&new.pull_secret_ref, &new.pull_secret_hash),
+        (&None, &None)
+    );
+    let had = applied(&p, "had").map_or(w.bns[0].spec.clone(), |a| a.spec.clone());
+    assert_eq!(had.pull_secret_ref.unwrap().name, "old");
+    // Opted in: used, its version told.
+    w.secret_refused = false;
+    let p = w.plan();
+    assert_ne!(degraded_reason(&p), reasons::PULL_SECRET_NOT_ALLOWED);
+    let new = &applied(&p, "new").unwrap().spec;
+    assert_eq!(new.pull_secret_hash.as_deref(), Some("u-1/7"));
 }
