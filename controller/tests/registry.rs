@@ -532,7 +532,10 @@ async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
     let degraded = |name: &'static str| {
         let admin = env.admin.clone();
         async move {
-            let p = wait_pool(&admin, name, "Degraded", |p| degraded_reason(p).is_some()).await;
+            let p = wait_pool(&admin, name, reasons::DEGRADED, |p| {
+                degraded_reason(p).is_some()
+            })
+            .await;
             let (_, reason, message) = condition(&p, reasons::DEGRADED).unwrap();
             (reason, message)
         }
