@@ -472,7 +472,7 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
 async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
     use tests::redirecting_registry::{Canned, CannedServer};
     let env = env().await;
-    let internal = CannedServer::http(std::sync::Arc::new(|_: &str| {
+    let internal = CannedServer::http(std::sync::Arc::new(|_: &_| {
         Canned::new(500, br#"{"internal":"INTERNAL-SECRET-BODY"}"#)
     }))
     .await
@@ -491,7 +491,8 @@ async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
     let manifest_digest = controller::registry::sha256_digest(&manifest);
     let routes = {
         let inside = inside.clone();
-        move |path: &str| {
+        move |request: &tests::redirecting_registry::Request| {
+            let path = request.path.as_str();
             let image = Canned::new(200, &manifest)
                 .header("Content-Type", "application/vnd.oci.image.manifest.v1+json");
             let blob = format!("/blobs/{config_digest}");

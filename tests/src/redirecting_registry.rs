@@ -44,13 +44,22 @@ impl Canned {
     }
 }
 
-/// The answer for each path.
-pub type Routes = Arc<dyn Fn(&str) -> Canned + Send + Sync>;
+/// One request as the routes see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// The path and query.
+    pub path: String,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+}
+
+/// The answer for each request.
+pub type Routes = Arc<dyn Fn(&Request) -> Canned + Send + Sync>;
 
 /// A running server; stopped when dropped.
 pub struct CannedServer {
     pub port: u16,
-    hits: Arc<Mutex<Vec<String>>>,
+    hits: Arc<Mutex<Vec<Request>>>,
     dir: Option<tempfile::TempDir>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -131,7 +140,18 @@ impl CannedServer {
 
     /// The paths requested so far.
     pub fn hits(&self) -> Vec<String> {
+        self.requests().into_iter().map(|r| r.path).collect()
+    }
+
+    /// The requests so far.
+    pub fn requests(&self) -> Vec<Request> {
         self.hits.lock().map(|h| h.clone()).unwrap_or_default()
+    }
+
+    /// The CA's certificate (PEM).
+    pub fn ca_pem(&self) -> Result<Vec<u8>> {
+        let path = self.ca_path().context("a plain-HTTP server has no CA")?;
+        Ok(std::fs::read(path)?)
     }
 }
 
@@ -139,7 +159,7 @@ impl CannedServer {
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     routes: &Routes,
-    hits: &Mutex<Vec<String>>,
+    hits: &Mutex<Vec<Request>>,
 ) {
     let mut request = Vec::new();
     let mut buf = [0u8; 4096];
@@ -156,10 +176,19 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         .and_then(|l| l.split_whitespace().nth(1))
         .unwrap_or("/")
         .to_owned();
+    let authorization = text
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))
+        .map(|(_, value)| value.trim().to_owned());
+    let request = Request {
+        path,
+        authorization,
+    };
     if let Ok(mut h) = hits.lock() {
-        h.push(path.clone());
+        h.push(request.clone());
     }
-    let answer = routes(&path);
+    let answer = routes(&request);
     let mut head = format!(
         "HTTP/1.1 {} Canned\r\nContent-Length: {}\r\nConnection: close\r\n",
         answer.status,
