@@ -759,7 +759,7 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
 /// before its first write of the BootcNode arrives.
 #[tokio::test]
 async fn a_pools_secret_is_granted_before_a_bootc_node_names_it() {
-    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
+    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true, ..Default::default() })
         .await
         .unwrap();
     install(&cp);
