@@ -87,7 +87,10 @@ fn node_serving_args(address: &str, d: &Path) -> Vec<String> {
         "--authorization-mode=Node,RBAC".into(),
         // Pods get projected, node-bound service-account tokens.
         "--kubelet-preferred-address-types=InternalIP".into(),
-        format!("--kubelet-client-certificate={}", d.join("admin.crt").display()),
+        format!(
+            "--kubelet-client-certificate={}",
+            d.join("admin.crt").display()
+        ),
         format!("--kubelet-client-key={}", d.join("admin.key").display()),
     ]
 }

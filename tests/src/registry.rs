@@ -73,7 +73,10 @@ impl TestRegistry {
             .tempdir()?;
         let d = dir.path();
         pki::ca(d)?;
-        let extra: Vec<&str> = Some(address).filter(|a| *a != "127.0.0.1").into_iter().collect();
+        let extra: Vec<&str> = Some(address)
+            .filter(|a| *a != "127.0.0.1")
+            .into_iter()
+            .collect();
         pki::serving_leaf_for(d, "serving", &extra)?;
         let out = Command::new("htpasswd")
             .args(["-Bbn", user, password])

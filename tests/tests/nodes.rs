@@ -91,12 +91,25 @@ async fn wait_pool(
 
 /// The cluster's objects and the operator's logs, for a failure.
 fn diagnostics(cluster: &NodeCluster) -> String {
-    let mut out = kubectl(cluster, &["get", "bnp,bn,nodes,pods", "-A", "-o", "wide"], None);
-    for (namespace, name) in [("bootc-daemon", "bootc-daemon"), ("bootc-operator", "bootc-controller")] {
+    let mut out = kubectl(
+        cluster,
+        &["get", "bnp,bn,nodes,pods", "-A", "-o", "wide"],
+        None,
+    );
+    for (namespace, name) in [
+        ("bootc-daemon", "bootc-daemon"),
+        ("bootc-operator", "bootc-controller"),
+    ] {
         let output = cluster
             .cp
             .kubectl()
-            .args(["logs", "-n", namespace, "-l", &format!("app.kubernetes.io/name={name}")])
+            .args([
+                "logs",
+                "-n",
+                namespace,
+                "-l",
+                &format!("app.kubernetes.io/name={name}"),
+            ])
             .args(["--tail=15", "--prefix", "--all-containers"])
             .output();
         if let Ok(o) = output {
@@ -149,7 +162,12 @@ fn pull_secret(cluster: &NodeCluster) {
     kubectl(
         cluster,
         &[
-            "create", "secret", "docker-registry", "os-pull", "-n", "bootc-operator",
+            "create",
+            "secret",
+            "docker-registry",
+            "os-pull",
+            "-n",
+            "bootc-operator",
             &format!("--docker-server={}", cluster.registry.host()),
             &format!("--docker-username={user}"),
             &format!("--docker-password={password}"),
@@ -161,7 +179,11 @@ fn pull_secret(cluster: &NodeCluster) {
 /// Runs a command to success.
 fn run(mut cmd: std::process::Command) {
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Polls `cond` (files in a node's disk and kubectl's answers have no
@@ -169,7 +191,10 @@ fn run(mut cmd: std::process::Command) {
 async fn wait_until(what: &str, cond: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + ROLLOUT;
     while !cond() {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -181,7 +206,10 @@ where
 {
     let deadline = std::time::Instant::now() + ROLLOUT;
     while !cond().await {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
@@ -191,7 +219,12 @@ async fn nothing_cordoned(cluster: &NodeCluster) {
     let nodes = Api::<Node>::all(cluster.cp.admin().await.unwrap());
     for node in &cluster.nodes {
         let n = nodes.get(&node.name).await.unwrap();
-        assert_ne!(n.spec.clone().unwrap().unschedulable, Some(true), "{} left cordoned", node.name);
+        assert_ne!(
+            n.spec.clone().unwrap().unschedulable,
+            Some(true),
+            "{} left cordoned",
+            node.name
+        );
         let marks: Vec<String> = n
             .metadata
             .annotations
@@ -219,18 +252,41 @@ fn proc_status(pid: i32) -> std::collections::BTreeMap<String, String> {
 /// capability, no_new_privs and its seccomp filter; the helper root.
 fn daemon_confined_as_deployed(node: &tests::nodes::RealNode) {
     let daemons = node.processes("bootc-daemon");
-    assert_eq!(daemons.len(), 1, "{}: daemon processes {daemons:?}", node.name);
+    assert_eq!(
+        daemons.len(),
+        1,
+        "{}: daemon processes {daemons:?}",
+        node.name
+    );
     let status = proc_status(daemons[0]);
-    assert_eq!(status["Uid"], "41742\t41742\t41742\t41742", "{}: {status:?}", node.name);
+    assert_eq!(
+        status["Uid"], "41742\t41742\t41742\t41742",
+        "{}: {status:?}",
+        node.name
+    );
     for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
-        assert_eq!(status[set], "0000000000000000", "{}: {set} {status:?}", node.name);
+        assert_eq!(
+            status[set], "0000000000000000",
+            "{}: {set} {status:?}",
+            node.name
+        );
     }
     assert_eq!(status["NoNewPrivs"], "1", "{}: {status:?}", node.name);
     assert_eq!(status["Seccomp"], "2", "{}: {status:?}", node.name);
     let helpers = node.processes("bootc-helper");
-    assert_eq!(helpers.len(), 1, "{}: helper processes {helpers:?}", node.name);
+    assert_eq!(
+        helpers.len(),
+        1,
+        "{}: helper processes {helpers:?}",
+        node.name
+    );
     let helper = proc_status(helpers[0]);
-    assert_eq!(helper["PPid"], daemons[0].to_string(), "{}: {helper:?}", node.name);
+    assert_eq!(
+        helper["PPid"],
+        daemons[0].to_string(),
+        "{}: {helper:?}",
+        node.name
+    );
 }
 
 #[test]
@@ -238,15 +294,31 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
     on_real_nodes(3, |cluster| async move {
         let recorder = Recorder::start(&cluster.cp).await.unwrap();
         operator::install(&cluster).unwrap();
-        let tools = format!("{}/{}", cluster.registry.host(), tests::nodes::images::TOOLS);
-        kubectl(&cluster, &["apply", "-f", "-"], Some(&WORKLOAD.replace("TOOLS", &tools)));
+        let tools = format!(
+            "{}/{}",
+            cluster.registry.host(),
+            tests::nodes::images::TOOLS
+        );
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&WORKLOAD.replace("TOOLS", &tools)),
+        );
         pull_secret(&cluster);
         let v2 = push_os(&cluster.registry, "2.0", "v2").await.unwrap();
         for node in &cluster.nodes {
-            kubectl(&cluster, &["label", "node", &node.name, &format!("{POOL_LABEL}={POOL}")], None);
+            kubectl(
+                &cluster,
+                &["label", "node", &node.name, &format!("{POOL_LABEL}={POOL}")],
+                None,
+            );
         }
         // The nodes already run v1: the pool is up to date at once.
-        kubectl(&cluster, &["apply", "-f", "-"], Some(&pool_yaml(&cluster, "v1")));
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&pool_yaml(&cluster, "v1")),
+        );
         let v1_digest = digest_of(&cluster.os_v1);
         wait_pool(&cluster, "the pool on v1", move |p| {
             let s = p.status.clone().unwrap_or_default();
@@ -258,7 +330,11 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
         }
         let boots_before: Vec<usize> = cluster.nodes.iter().map(|n| n.boots().len()).collect();
         let transitions_before = lease_transitions(&cluster).await;
-        kubectl(&cluster, &["apply", "-f", "-"], Some(&pool_yaml(&cluster, "v2")));
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&pool_yaml(&cluster, "v2")),
+        );
         let v2_digest = digest_of(&v2);
         wait_pool(&cluster, "every node on v2", move |p| {
             let s = p.status.clone().unwrap_or_default();
@@ -268,9 +344,19 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
         })
         .await;
         for (node, before) in cluster.nodes.iter().zip(boots_before) {
-            assert_eq!(node.boots().len(), before + 1, "{} rebooted once", node.name);
+            assert_eq!(
+                node.boots().len(),
+                before + 1,
+                "{} rebooted once",
+                node.name
+            );
             let state = node.bootc().read_state().unwrap();
-            assert_eq!(state.booted.unwrap().digest, digest_of(&v2), "{} boots v2", node.name);
+            assert_eq!(
+                state.booted.unwrap().digest,
+                digest_of(&v2),
+                "{} boots v2",
+                node.name
+            );
         }
         nothing_cordoned(&cluster).await;
         let nodes = Api::<Node>::all(cluster.cp.admin().await.unwrap());
@@ -278,7 +364,11 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
             let n = nodes.get(&node.name).await.unwrap();
             assert!(tests::nodes::is_ready(&n), "{} Ready", node.name);
             let os = n.status.unwrap().node_info.unwrap().os_image;
-            assert_eq!(os, "bootc test OS 2.0", "{}'s kubelet reports v2", node.name);
+            assert_eq!(
+                os, "bootc test OS 2.0",
+                "{}'s kubelet reports v2",
+                node.name
+            );
         }
         let all = BTreeSet::new();
         let seen = recorder.peak(&all, &all).await.unwrap();
@@ -301,7 +391,11 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&plugin.stdout);
-        assert!(plugin.status.success(), "{text}{}", String::from_utf8_lossy(&plugin.stderr));
+        assert!(
+            plugin.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&plugin.stderr)
+        );
         assert!(text.contains("2.0 (sha256:"), "{text}");
         for node in &cluster.nodes {
             assert!(text.contains(&node.name), "{text}");
@@ -341,13 +435,29 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
     on_real_nodes(3, |cluster| async move {
         let recorder = Recorder::start(&cluster.cp).await.unwrap();
         operator::install(&cluster).unwrap();
-        let tools = format!("{}/{}", cluster.registry.host(), tests::nodes::images::TOOLS);
-        kubectl(&cluster, &["apply", "-f", "-"], Some(&PINNED.replace("TOOLS", &tools)));
+        let tools = format!(
+            "{}/{}",
+            cluster.registry.host(),
+            tests::nodes::images::TOOLS
+        );
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&PINNED.replace("TOOLS", &tools)),
+        );
         pull_secret(&cluster);
         for node in &cluster.nodes {
-            kubectl(&cluster, &["label", "node", &node.name, &format!("{POOL_LABEL}={POOL}")], None);
+            kubectl(
+                &cluster,
+                &["label", "node", &node.name, &format!("{POOL_LABEL}={POOL}")],
+                None,
+            );
         }
-        kubectl(&cluster, &["apply", "-f", "-"], Some(&pool_yaml(&cluster, "v1")));
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&pool_yaml(&cluster, "v1")),
+        );
         let v1_digest = digest_of(&cluster.os_v1);
         wait_pool(&cluster, "the pool on v1", move |p| {
             let s = p.status.clone().unwrap_or_default();
@@ -356,22 +466,39 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
         .await;
         let (n1, n2, n3) = (&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]);
         // node-2's pull takes 8 s: long enough to lose its daemon meanwhile.
-        run(n2.exec(&["sh", "-c", "echo 8000 > /fake-bootc/stage-delay-ms"]).unwrap());
+        run(n2
+            .exec(&["sh", "-c", "echo 8000 > /fake-bootc/stage-delay-ms"])
+            .unwrap());
         let v2 = push_os(&cluster.registry, "2.0", "v2").await.unwrap();
         let n3_boots = n3.boots().len();
-        kubectl(&cluster, &["apply", "-f", "-"], Some(&pool_yaml(&cluster, "v2")));
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&pool_yaml(&cluster, "v2")),
+        );
 
         let staging = |node: &tests::nodes::RealNode, image: &str| {
             node.bootc()
                 .read_invocations()
                 .iter()
-                .filter(|i| i.argv.iter().any(|a| a == "--download-only") && i.argv.iter().any(|a| a == image))
+                .filter(|i| {
+                    i.argv.iter().any(|a| a == "--download-only")
+                        && i.argv.iter().any(|a| a == image)
+                })
                 .count()
         };
         wait_until("node-2 staging v2", || staging(n2, &v2) == 1).await;
         kubectl(
             &cluster,
-            &["delete", "pod", "-n", "bootc-daemon", "--wait=false", "--field-selector", "spec.nodeName=node-2"],
+            &[
+                "delete",
+                "pod",
+                "-n",
+                "bootc-daemon",
+                "--wait=false",
+                "--field-selector",
+                "spec.nodeName=node-2",
+            ],
             None,
         );
         // node-3 goes down by hand while it waits for its turn.
@@ -383,9 +510,20 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
             described.contains(api::event_reasons::DRAIN_BLOCKED) && described.contains("pinned")
         })
         .await;
-        let held = Api::<Node>::all(cluster.cp.admin().await.unwrap()).get("node-1").await.unwrap();
-        assert_eq!(held.spec.unwrap().unschedulable, Some(true), "node-1 cordoned in its slot");
-        kubectl(&cluster, &["delete", "pdb", "pinned", "-n", "default"], None);
+        let held = Api::<Node>::all(cluster.cp.admin().await.unwrap())
+            .get("node-1")
+            .await
+            .unwrap();
+        assert_eq!(
+            held.spec.unwrap().unschedulable,
+            Some(true),
+            "node-1 cordoned in its slot"
+        );
+        kubectl(
+            &cluster,
+            &["delete", "pdb", "pinned", "-n", "default"],
+            None,
+        );
 
         let v2_digest = digest_of(&v2);
         wait_pool(&cluster, "every node on v2", move |p| {
@@ -396,7 +534,11 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
         })
         .await;
         assert_eq!(staging(n2, &v2), 1, "node-2's stage started twice");
-        assert_eq!(n3.boots().len(), n3_boots + 2, "node-3: the hand reboot, then its slot's");
+        assert_eq!(
+            n3.boots().len(),
+            n3_boots + 2,
+            "node-3: the hand reboot, then its slot's"
+        );
         for node in [n1, n2, n3] {
             let booted = node.bootc().read_state().unwrap().booted.unwrap();
             assert_eq!(booted.digest, digest_of(&v2), "{} boots v2", node.name);
@@ -404,9 +546,17 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
         nothing_cordoned(&cluster).await;
         let all = BTreeSet::new();
         let by_operator = recorder.peak_records(&all, &all).await.unwrap();
-        assert!(by_operator.count <= 1, "{by_operator:?}\n{}", recorder.timeline(by_operator.resource_version, 40));
+        assert!(
+            by_operator.count <= 1,
+            "{by_operator:?}\n{}",
+            recorder.timeline(by_operator.resource_version, 40)
+        );
         let others: BTreeSet<String> = [n1.name.clone(), n2.name.clone()].into();
         let seen = recorder.peak(&others, &all).await.unwrap();
-        assert!(seen.count <= 1, "{seen:?}\n{}", recorder.timeline(seen.resource_version, 40));
+        assert!(
+            seen.count <= 1,
+            "{seen:?}\n{}",
+            recorder.timeline(seen.resource_version, 40)
+        );
     });
 }

@@ -70,7 +70,10 @@ async fn real_nodes(
         std::io::stdout(),
         "# registry {} (user and password in {}); the cluster's network: nsenter --net=/proc/{}/ns/net",
         cluster.registry.host(),
-        cluster.dir().join("layer/etc/containerd/config.toml").display(),
+        cluster
+            .dir()
+            .join("layer/etc/containerd/config.toml")
+            .display(),
         cluster.net_pid()
     )?;
     let api = format!("127.0.0.1:{}", cluster.cp.port());

@@ -52,7 +52,10 @@ pub(super) fn unlock_for_reboot(layout: &Layout) -> std::io::Result<()> {
 
 /// Runs `systemctl reboot` and waits for the shutdown to end this process.
 pub(super) fn reboot_and_park() -> i32 {
-    match std::process::Command::new("systemctl").arg("reboot").status() {
+    match std::process::Command::new("systemctl")
+        .arg("reboot")
+        .status()
+    {
         Ok(status) if status.success() => loop {
             std::thread::park();
         },

@@ -36,7 +36,10 @@ pub fn build_tools(layout: &Path) -> Result<()> {
     }
     let tag = "1";
     let image = format!("{}:{tag}", layout.display());
-    run(Command::new("umoci").arg("init").arg("--layout").arg(layout))?;
+    run(Command::new("umoci")
+        .arg("init")
+        .arg("--layout")
+        .arg(layout))?;
     run(Command::new("umoci").args(["new", "--image", &image]))?;
     run(Command::new("umoci")
         .args(["insert", "--image", &image])

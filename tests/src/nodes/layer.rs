@@ -124,8 +124,18 @@ pub fn write_shared(root: &Path, inputs: &LayerInputs<'_>) -> Result<()> {
     write(root, "/usr/local/sbin/node-init", NODE_INIT, 0o755)?;
     write(root, "/usr/bin/bootc", BOOTC_WRAPPER, 0o755)?;
     write(root, "/etc/fstab", "", 0o644)?;
-    write(root, "/etc/systemd/system/kubelet.service", KUBELET_UNIT, 0o644)?;
-    write(root, "/etc/systemd/system/fake-bootc.service", FAKE_BOOTC_UNIT, 0o644)?;
+    write(
+        root,
+        "/etc/systemd/system/kubelet.service",
+        KUBELET_UNIT,
+        0o644,
+    )?;
+    write(
+        root,
+        "/etc/systemd/system/fake-bootc.service",
+        FAKE_BOOTC_UNIT,
+        0o644,
+    )?;
     for unit in ["kubelet.service", "fake-bootc.service"] {
         link(
             root,
@@ -136,10 +146,20 @@ pub fn write_shared(root: &Path, inputs: &LayerInputs<'_>) -> Result<()> {
     for unit in MASKED {
         link(root, &format!("/etc/systemd/system/{unit}"), "/dev/null")?;
     }
-    write(root, "/etc/containerd/config.toml", containerd_config(inputs), 0o644)?;
+    write(
+        root,
+        "/etc/containerd/config.toml",
+        containerd_config(inputs),
+        0o644,
+    )?;
     let certs = format!("/etc/containerd/certs.d/{}", inputs.registry);
     write(root, &format!("{certs}/ca.crt"), inputs.registry_ca, 0o644)?;
-    write(root, &format!("{certs}/hosts.toml"), hosts_toml(inputs.registry, &certs), 0o644)?;
+    write(
+        root,
+        &format!("{certs}/hosts.toml"),
+        hosts_toml(inputs.registry, &certs),
+        0o644,
+    )?;
     // What bootc trusts for the registry (the fake reads it like bootc).
     let bootc_certs = format!("/etc/containers/certs.d/{}/ca.crt", inputs.registry);
     write(root, &bootc_certs, inputs.registry_ca, 0o644)?;
@@ -227,7 +247,11 @@ pub fn write_node(root: &Path, inputs: &NodeInputs<'_>) -> Result<()> {
     write(
         root,
         "/etc/default/kubelet",
-        format!("NODE_IP={}\nNODE_NAME={}\n", node_address(inputs.index), inputs.name),
+        format!(
+            "NODE_IP={}\nNODE_NAME={}\n",
+            node_address(inputs.index),
+            inputs.name
+        ),
         0o644,
     )?;
     write(root, "/etc/kubernetes/pki/kubelet.crt", inputs.cert, 0o644)?;
@@ -236,8 +260,18 @@ pub fn write_node(root: &Path, inputs: &NodeInputs<'_>) -> Result<()> {
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://{BRIDGE_ADDRESS}:{port}\n    certificate-authority: /etc/kubernetes/pki/ca.crt\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user:\n    client-certificate: /etc/kubernetes/pki/kubelet.crt\n    client-key: /etc/kubernetes/pki/kubelet.key\n",
         port = inputs.apiserver_port
     );
-    write(root, "/etc/kubernetes/kubelet.kubeconfig", kubeconfig, 0o600)?;
-    write(root, "/etc/cni/net.d/10-bootc.conflist", cni_config(inputs.index), 0o644)?;
+    write(
+        root,
+        "/etc/kubernetes/kubelet.kubeconfig",
+        kubeconfig,
+        0o600,
+    )?;
+    write(
+        root,
+        "/etc/cni/net.d/10-bootc.conflist",
+        cni_config(inputs.index),
+        0o644,
+    )?;
     let layout = Layout::new(root);
     layout.init(None)?;
     layout.set_version(inputs.bootc)?;

@@ -128,8 +128,7 @@ impl RealNode {
     /// The node's PID 1 (its systemd), seen from here: nspawn's child.
     pub fn init_pid(&self) -> Result<i32> {
         let nspawn = self.nspawn_pid()?;
-        let children =
-            std::fs::read_to_string(format!("/proc/{nspawn}/task/{nspawn}/children"))?;
+        let children = std::fs::read_to_string(format!("/proc/{nspawn}/task/{nspawn}/children"))?;
         children
             .split_whitespace()
             .next()
@@ -216,7 +215,8 @@ impl NodeCluster {
             ..Options::default()
         })
         .await?;
-        let registry = TestRegistry::start_at(REGISTRY_USER, REGISTRY_PASSWORD, BRIDGE_ADDRESS).await?;
+        let registry =
+            TestRegistry::start_at(REGISTRY_USER, REGISTRY_PASSWORD, BRIDGE_ADDRESS).await?;
         let dir = tempfile::Builder::new().prefix("bootc-nodes-").tempdir()?;
         let tools = dir.path().join("tools-oci");
         images::build_tools(&tools)?;
@@ -265,7 +265,12 @@ impl NodeCluster {
         std::fs::create_dir_all(&pki)?;
         std::fs::copy(self.cp.dir().join("ca.crt"), pki.join("ca.crt"))?;
         std::fs::copy(self.cp.dir().join("ca.key"), pki.join("ca.key"))?;
-        crate::pki::client_leaf(&pki, "kubelet", &format!("system:node:{name}"), "system:nodes")?;
+        crate::pki::client_leaf(
+            &pki,
+            "kubelet",
+            &format!("system:node:{name}"),
+            "system:nodes",
+        )?;
         let netns = self.net.add_node(index, self.cp.port())?;
         let mut booted = Deployment::of(&self.os_v1);
         booted.version = Some("1.0".into());
@@ -404,7 +409,10 @@ pub async fn push_os(registry: &TestRegistry, version: &str, marker: &str) -> Re
 fn built(name: &str) -> Result<PathBuf> {
     let path = crate::fake_host::bin(name);
     if !path.exists() {
-        bail!("{} not found: build it with `cargo build -p tests --bins`", path.display());
+        bail!(
+            "{} not found: build it with `cargo build -p tests --bins`",
+            path.display()
+        );
     }
     Ok(path)
 }

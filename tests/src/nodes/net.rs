@@ -36,7 +36,11 @@ impl Netns {
     pub fn create() -> Result<Netns> {
         let mut holder = Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--", "unshare", "--net", "--"])
-            .args(["sh", "-c", "ip link set lo up && echo ready && exec sleep infinity"])
+            .args([
+                "sh",
+                "-c",
+                "ip link set lo up && echo ready && exec sleep infinity",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -70,7 +74,8 @@ impl Netns {
     /// Runs `args` (an `ip` or `iptables` command line) inside.
     pub fn run(&self, args: &[&str]) -> Result<()> {
         let mut cmd = Command::new("nsenter");
-        cmd.arg(format!("--net={}", self.path().display())).args(args);
+        cmd.arg(format!("--net={}", self.path().display()))
+            .args(args);
         crate::pki::run(&mut cmd)
     }
 }
@@ -101,7 +106,14 @@ impl ClusterNet {
         let ns = Netns::create()?;
         ns.enter()?;
         here(&["ip", "link", "add", "br0", "type", "bridge"])?;
-        here(&["ip", "addr", "add", &format!("{BRIDGE_ADDRESS}/24"), "dev", "br0"])?;
+        here(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{BRIDGE_ADDRESS}/24"),
+            "dev",
+            "br0",
+        ])?;
         here(&["ip", "link", "set", "br0", "up"])?;
         Ok(ClusterNet { ns })
     }
@@ -118,7 +130,9 @@ impl ClusterNet {
         let veth = format!("veth{index}");
         let ip = node_address(index);
         let pid = ns.pid().to_string();
-        here(&["ip", "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &pid])?;
+        here(&[
+            "ip", "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &pid,
+        ])?;
         here(&["ip", "link", "set", &veth, "master", "br0", "up"])?;
         here(&["ip", "route", "add", &pod_range(index), "via", &ip])?;
         ns.run(&["ip", "addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
@@ -127,8 +141,21 @@ impl ClusterNet {
         let target = format!("{BRIDGE_ADDRESS}:{apiserver_port}");
         for chain in ["PREROUTING", "OUTPUT"] {
             ns.run(&[
-                "iptables", "-t", "nat", "-A", chain, "-d", KUBERNETES_SERVICE_IP, "-p", "tcp",
-                "--dport", "443", "-j", "DNAT", "--to-destination", &target,
+                "iptables",
+                "-t",
+                "nat",
+                "-A",
+                chain,
+                "-d",
+                KUBERNETES_SERVICE_IP,
+                "-p",
+                "tcp",
+                "--dport",
+                "443",
+                "-j",
+                "DNAT",
+                "--to-destination",
+                &target,
             ])?;
         }
         Ok(ns)

@@ -129,11 +129,25 @@ fn boot_loop(spec: &NodeSpec, cgroups: &Cgroups, signals: &SigSet) -> Result<()>
             return Ok(());
         }
         cgroups.clear_children();
-        record(spec, &BootRecord { boot, exit: None, unix_ms: unix_ms() })?;
+        record(
+            spec,
+            &BootRecord {
+                boot,
+                exit: None,
+                unix_ms: unix_ms(),
+            },
+        )?;
         let mut child = nspawn(spec)?;
         std::fs::write(spec.nspawn_pid_file(), child.id().to_string())?;
         let (code, stopping) = wait(&mut child, signals)?;
-        record(spec, &BootRecord { boot, exit: Some(code), unix_ms: unix_ms() })?;
+        record(
+            spec,
+            &BootRecord {
+                boot,
+                exit: Some(code),
+                unix_ms: unix_ms(),
+            },
+        )?;
         let crashed = std::fs::remove_file(spec.crash_file()).is_ok();
         if stopping || !(code == REBOOT_EXIT || crashed) {
             return Ok(());
@@ -253,8 +267,7 @@ impl Cgroups {
             };
             let parent = mount.join(path.trim_start_matches('/'));
             let dir = parent.join(format!("bootc-node-{name}"));
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             if controllers.split(',').any(|c| c == "cpuset") {
                 // A new cpuset cgroup has no CPUs or memory nodes until told.
                 for f in ["cpuset.cpus", "cpuset.mems"] {
@@ -280,10 +293,7 @@ impl Cgroups {
         for dir in &self.dirs {
             remove_below(dir);
             if let Some(parent) = dir.parent() {
-                let _ = std::fs::write(
-                    parent.join("cgroup.procs"),
-                    std::process::id().to_string(),
-                );
+                let _ = std::fs::write(parent.join("cgroup.procs"), std::process::id().to_string());
             }
             let _ = std::fs::remove_dir(dir);
         }
