@@ -381,12 +381,14 @@ pub struct RegistryOptions {
 }
 
 /// Resolves references and inspects manifests. Manifest facts are cached by
-/// (digest, pull secret version): content addressed, so they never go stale.
+/// (repository, digest, pull secret version): content addressed, so they
+/// never go stale; by repository too, so that a digest found in one
+/// repository is not taken to exist in another.
 pub struct Resolver {
     options: RegistryOptions,
     /// The HTTP client, or why it could not be built (a bad CA bundle).
     http: Result<reqwest::Client, String>,
-    cache: Mutex<HashMap<(String, String), ManifestFacts>>,
+    cache: Mutex<HashMap<CacheKey, ManifestFacts>>,
 }
 
 impl std::fmt::Debug for Resolver {
@@ -395,6 +397,17 @@ impl std::fmt::Debug for Resolver {
             .field("options", &self.options)
             .finish()
     }
+}
+
+/// (`registry/repository`, digest, pull secret version).
+type CacheKey = (String, String, String);
+
+fn cache_key(image: &ImageRef, digest: &str, secret_hash: &str) -> CacheKey {
+    (
+        image.repository(),
+        digest.to_owned(),
+        secret_hash.to_owned(),
+    )
 }
 
 /// The result of a resolution.
@@ -417,8 +430,8 @@ impl Resolver {
     }
 
     /// Facts learned before for this digest and these credentials.
-    fn cached(&self, digest: &str, secret_hash: &str) -> Option<ManifestFacts> {
-        let key = (digest.to_owned(), secret_hash.to_owned());
+    fn cached(&self, image: &ImageRef, digest: &str, secret_hash: &str) -> Option<ManifestFacts> {
+        let key = cache_key(image, digest, secret_hash);
         self.cache.lock().ok().and_then(|c| c.get(&key).cloned())
     }
 
@@ -436,7 +449,7 @@ impl Resolver {
         let registry = image.registry().to_owned();
         let display = image.to_string();
         if let Some(digest) = &image.digest
-            && let Some(facts) = self.cached(digest, secret_hash)
+            && let Some(facts) = self.cached(image, digest, secret_hash)
         {
             return Ok(Resolved {
                 pinned: image.pinned(digest),
@@ -467,7 +480,7 @@ impl Resolver {
             .get("docker-content-digest")
             .and_then(|v| v.to_str().ok());
         let digest = manifest_digest(image.digest.as_deref(), header, &manifest.body, &display)?;
-        if let Some(facts) = self.cached(&digest, secret_hash) {
+        if let Some(facts) = self.cached(image, &digest, secret_hash) {
             return Ok(Resolved {
                 pinned: image.pinned(&digest),
                 facts,
@@ -499,7 +512,7 @@ impl Resolver {
             architectures,
         };
         if let Ok(mut cache) = self.cache.lock() {
-            cache.insert((digest.clone(), secret_hash.to_owned()), facts.clone());
+            cache.insert(cache_key(image, &digest, secret_hash), facts.clone());
         }
         Ok(Resolved {
             pinned: image.pinned(&digest),

@@ -90,6 +90,12 @@ async fn tags_resolve_follow_pushes_and_errors_are_told_apart() {
     assert!(matches!(err, RegistryError::NotFound { .. }), "{err:?}");
     assert_eq!(err.reason(), api::reasons::IMAGE_NOT_FOUND);
 
+    // A digest found in one repository is not taken to exist in another
+    // (the facts learned for acme/os are not answered for acme/other).
+    let elsewhere = ImageRef::parse(&format!("{}/acme/other@{v1}", reg.host())).unwrap();
+    let err = r.resolve(&elsewhere, Some(&good), "h1").await.unwrap_err();
+    assert!(matches!(err, RegistryError::NotFound { .. }), "{err:?}");
+
     // Wrong password, no credentials: the credentials error.
     for (label, c) in [
         ("wrong password", Some(creds(&reg, "wrong"))),
