@@ -32,6 +32,10 @@ pub const DISRUPTED_BY_ANNOTATION: &str = "bootc.dev/disrupted-by";
 /// withdraws the approval, so that the daemon stages the target again under
 /// a new spec and the node is approved again like any other in its slot.
 pub const RETRY_ANNOTATION: &str = "bootc.dev/retry";
+/// On a Secret of the operator's namespace: the pools (comma-separated)
+/// that may use it as their pull secret (see [`crate::pull_secret`]).
+/// Without it, naming the Secret in a pool grants nothing.
+pub const POOLS_ANNOTATION: &str = "bootc.dev/pools";
 /// On a BootcNodePool: cleanup (uncordon, unlabel) runs before deletion.
 pub const POOL_FINALIZER: &str = "node.bootc.dev/pool-cleanup";
 /// Field manager used by the controller for server-side apply.

@@ -18,9 +18,9 @@ pub mod daemon_phase;
 #[cfg(feature = "crd")]
 pub mod node_health;
 #[cfg(feature = "crd")]
-pub mod schema;
+pub mod pull_secret;
 #[cfg(feature = "crd")]
-pub mod secret_hash;
+pub mod schema;
 #[cfg(feature = "crd")]
 pub mod v1alpha1;
 #[cfg(feature = "crd")]

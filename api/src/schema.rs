@@ -66,7 +66,7 @@ pub fn image_ref(_: &mut SchemaGenerator) -> Schema {
         "type": "string",
         "minLength": 1,
         "maxLength": REFERENCE_MAX_LEN,
-        "description": "A tag (`quay.io/acme/os:prod`), a digest (`quay.io/acme/os@sha256:...`) or both. A tag is resolved and re-polled; a digest never is.",
+        "description": "A tag (`quay.io/acme/os:prod`), a digest (`quay.io/acme/os@sha256:...`) or both. A tag is resolved and re-polled; a digest is checked against its registry (the manifest exists and covers every member's architecture) before any node is told.",
         "x-kubernetes-validations": [rule(
             concat!("self.matches(r'", image_ref_pattern!(), "')"),
             "must be an image reference with a tag and/or a sha256 digest, such as quay.io/acme/os:prod: a lower-case repository, no transport prefix (docker://) and no whitespace",

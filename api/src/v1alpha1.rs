@@ -68,7 +68,8 @@ pub struct BootcNodePoolSpec {
 #[serde(rename_all = "camelCase")]
 pub struct ImageSpec {
     /// A tag (`quay.io/acme/os:prod`), a digest (`quay.io/acme/os@sha256:...`)
-    /// or both. A tag is resolved and re-polled; a digest never is.
+    /// or both. A tag is resolved and re-polled; a digest is checked against
+    /// its registry before any node is told (see the schema's description).
     #[serde(rename = "ref")]
     #[schemars(schema_with = "crate::schema::image_ref")]
     pub reference: String,
@@ -238,7 +239,7 @@ pub struct BootcNodePoolStatus {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
     "rule": "has(self.pullSecretRef) || !has(self.pullSecretHash)",
-    "message": "pullSecretHash is the hash of pullSecretRef's content: it needs pullSecretRef"
+    "message": "pullSecretHash names a version of pullSecretRef: it needs pullSecretRef"
 }]))]
 pub struct BootcNodeSpec {
     /// `repository@sha256:<digest>`: the image this node should run.
@@ -252,7 +253,8 @@ pub struct BootcNodeSpec {
     pub reboot_policy: RebootPolicy,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret_ref: Option<SecretReference>,
-    /// Hash of the pull secret's content, so a rotation reaches the daemon.
+    /// The version of the pull secret (`<uid>/<resourceVersion>`, not a
+    /// hash of its content), so that a rotation reaches the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub pull_secret_hash: Option<String>,
@@ -364,6 +366,9 @@ pub mod reasons {
     /// `spec.pullSecretRef` names a Secret that does not exist (ranked before
     /// the registry's 401 that it causes).
     pub const PULL_SECRET_NOT_FOUND: &str = "PullSecretNotFound";
+    /// `spec.pullSecretRef` names a Secret that does not opt in to the pool
+    /// (its `bootc.dev/pools` annotation does not list it): not used.
+    pub const PULL_SECRET_NOT_ALLOWED: &str = "PullSecretNotAllowed";
     pub const HEALTHY: &str = "Healthy";
     /// A drain did not finish within `drainTimeoutSeconds` (also the
     /// controller's `drain_failed` metric reason).

@@ -1,8 +1,16 @@
 //! The daemons' grant on pull secrets: a Role in the operator's namespace
 //! (`deploy/rbac/controller.yaml`), bound to the daemon's ServiceAccount
 //! (`deploy/rbac/daemon.yaml`), whose one rule lets the daemons GET exactly
-//! the Secrets that the pools and their BootcNodes name. The controller
-//! keeps its rules up to date.
+//! the Secrets that the pools and their BootcNodes name **and** that opt in
+//! to the pool naming them (the Secret's `bootc.dev/pools` annotation, see
+//! `api::pull_secret`). The controller keeps its rules up to date.
+//!
+//! - Naming a Secret in a pool grants nothing by itself: anyone who may
+//!   write pools may name any Secret, but only someone who may write
+//!   Secrets can opt one in. A refused reference is reported on the pool
+//!   (`PullSecretNotAllowed`).
+//! - Every daemon shares the one ServiceAccount, so a Secret granted for
+//!   one pool is readable by every daemon (SECURITY.md section 7).
 //!
 //! - BootcNodes count as well as pools: a daemon reads the Secret its
 //!   BootcNode names, and a BootcNode keeps its old Secret while the pool's
@@ -28,9 +36,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use api::{BootcNode, BootcNodePool, SecretReference};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 /// The Role the controller keeps, in the operator's namespace.
 pub const ROLE: &str = api::labels::DAEMON_PULL_SECRETS_ROLE;
@@ -51,16 +60,21 @@ pub struct RoleError {
     message: String,
 }
 
-/// The Role's rules for these Secret references: `get` on the names of
-/// those in `namespace` (the Role's own), or no rule at all.
+/// The Role's rules for these Secret references, each with the pool it is
+/// for: `get` on the names of those in `namespace` (the Role's own) whose
+/// Secret opts in to that pool (`opted_in(secret, pool)`), or no rule at
+/// all.
 pub fn rules<'a>(
     namespace: &str,
-    references: impl IntoIterator<Item = &'a SecretReference>,
+    references: impl IntoIterator<Item = (&'a str, &'a SecretReference)>,
+    opted_in: impl Fn(&str, &str) -> bool,
 ) -> Vec<PolicyRule> {
     let names: BTreeSet<&str> = references
         .into_iter()
-        .filter(|r| r.namespace == namespace && !r.name.is_empty())
-        .map(|r| r.name.as_str())
+        .filter(|(pool, r)| {
+            r.namespace == namespace && !r.name.is_empty() && opted_in(&r.name, pool)
+        })
+        .map(|(_, r)| r.name.as_str())
         .collect();
     if names.is_empty() {
         return Vec::new();
@@ -108,6 +122,7 @@ pub struct Grant {
     namespace: String,
     pools: Store<BootcNodePool>,
     nodes: Store<BootcNode>,
+    secrets: Store<Secret>,
     /// The rules last written (None: not yet, or the last write failed).
     written: tokio::sync::Mutex<Option<Vec<PolicyRule>>>,
     /// Whether a reconcile has run, so the caches are synced.
@@ -128,12 +143,14 @@ impl Grant {
         namespace: &str,
         pools: Store<BootcNodePool>,
         nodes: Store<BootcNode>,
+        secrets: Store<Secret>,
     ) -> Arc<Self> {
         Arc::new(Grant {
             client,
             namespace: namespace.to_owned(),
             pools,
             nodes,
+            secrets,
             written: tokio::sync::Mutex::new(None),
             synced: AtomicBool::new(false),
         })
@@ -154,9 +171,24 @@ impl Grant {
         let mut written = self.written.lock().await;
         let want = {
             let (pools, nodes) = (self.pools.state(), self.nodes.state());
-            let from_pools = pools.iter().filter_map(|p| p.spec.pull_secret_ref.as_ref());
-            let from_nodes = nodes.iter().filter_map(|b| b.spec.pull_secret_ref.as_ref());
-            rules(&self.namespace, from_pools.chain(from_nodes))
+            let from_pools = pools.iter().filter_map(|p| {
+                Some((
+                    p.metadata.name.as_deref()?,
+                    p.spec.pull_secret_ref.as_ref()?,
+                ))
+            });
+            // A BootcNode's Secret is granted for the pool that owns it.
+            let from_nodes = nodes.iter().filter_map(|b| {
+                let owner = crate::planner::membership::owner_reference_of(b)?;
+                Some((owner.name.as_str(), b.spec.pull_secret_ref.as_ref()?))
+            });
+            let opted_in = |name: &str, pool: &str| {
+                let secret = self
+                    .secrets
+                    .get(&ObjectRef::new(name).within(&self.namespace));
+                secret.is_some_and(|s| api::pull_secret::allows(&s.metadata, pool))
+            };
+            rules(&self.namespace, from_pools.chain(from_nodes), opted_in)
         };
         if written.as_ref() == Some(&want) {
             return true;
@@ -214,6 +246,33 @@ mod tests {
     }
 
     #[test]
+    fn only_secrets_that_opt_in_to_the_naming_pool_are_granted() {
+        let ns = "bootc-operator";
+        // The Secret "pull" opts in to pool "a" only; "webhook-tls" to none.
+        let opted_in = |secret: &str, pool: &str| secret == "pull" && pool == "a";
+        let (pull, tls) = (r("pull", ns), r("webhook-tls", ns));
+        let names = |refs: Vec<(&str, &SecretReference)>| {
+            rules(ns, refs, opted_in)
+                .first()
+                .and_then(|rule| rule.resource_names.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(names(vec![("a", &pull)]), ["pull"]);
+        assert!(
+            names(vec![("evil", &tls)]).is_empty(),
+            "a Secret named by a pool it does not opt in to"
+        );
+        assert!(
+            names(vec![("b", &pull)]).is_empty(),
+            "another pool's Secret"
+        );
+        assert_eq!(
+            names(vec![("b", &pull), ("a", &pull), ("x", &tls)]),
+            ["pull"]
+        );
+    }
+
+    #[test]
     fn rules_name_exactly_the_referenced_secrets_of_the_namespace() {
         let ns = "bootc-operator";
         // What, the references, the names granted (None: no rule).
@@ -252,7 +311,7 @@ mod tests {
             ("an empty name grants nothing", vec![r("", ns)], None),
         ];
         for (what, refs, want) in cases {
-            let got = rules(ns, refs.iter());
+            let got = rules(ns, refs.iter().map(|r| ("p", r)), |_, _| true);
             match want {
                 None => assert!(got.is_empty(), "{what}: {got:?}"),
                 Some(names) => {

@@ -184,8 +184,21 @@ impl Budget {
 
     /// May `candidate` take a new slot now?
     pub fn admits(&self, candidate: &str) -> bool {
-        let already = self.unavailable.contains_key(candidate);
-        self.holders.len() < self.max && (already || self.unavailable.len() < self.max)
+        self.free_for(candidate) > 0
+    }
+
+    /// How many new slots the budget leaves for `candidate`: the slots not
+    /// held, and, unless the candidate is already unavailable (slotting it
+    /// disrupts nothing more), no more than the pool's unavailable nodes
+    /// leave. The one answer behind [`Budget::admits`] and the staging rule
+    /// for hosts that cannot stage locked.
+    pub fn free_for(&self, candidate: &str) -> usize {
+        let free = self.max.saturating_sub(self.holders.len());
+        if self.unavailable.contains_key(candidate) {
+            free
+        } else {
+            free.min(self.max.saturating_sub(self.unavailable.len()))
+        }
     }
 
     /// Are all the slots held? Then no candidate is admitted.

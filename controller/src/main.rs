@@ -68,6 +68,12 @@ struct Args {
     /// for several. Without it every registry must speak HTTPS.
     #[arg(long = "insecure-registry")]
     insecure_registries: Vec<String>,
+    /// Tests only: no registry at all. Digest references are taken as they
+    /// are, unchecked, and tags are refused (for tests whose images exist
+    /// in no registry). Never in a deployment: a mistyped digest would
+    /// reach every node.
+    #[arg(long, hide = true)]
+    no_registry: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -182,6 +188,26 @@ fn parse_addr(flag: &'static str, addr: &str) -> Result<Option<SocketAddr>, Main
         .map_err(|e| MainError::Addr(flag, addr.to_owned(), e))
 }
 
+/// The registry-backed resolver (or, with `--no-registry`, none).
+fn resolver(args: &Args) -> Result<std::sync::Arc<dyn controller::target::Resolve>, MainError> {
+    if args.no_registry {
+        tracing::warn!("--no-registry: digest references are not checked, tags are refused");
+        return Ok(std::sync::Arc::new(controller::target::DigestOnly));
+    }
+    let ca_bundle = registry_cas(args)?;
+    let registry = controller::registry::Resolver::new(controller::registry::RegistryOptions {
+        plain_http: args.insecure_registries.clone(),
+        ca_bundle,
+        timeout: Some(Duration::from_secs(30)),
+    });
+    Ok(std::sync::Arc::new(
+        controller::resolver::RegistryResolver::new(
+            registry,
+            Duration::from_secs(args.tag_resolution_interval_seconds.max(1)),
+        ),
+    ))
+}
+
 async fn real_main(args: Args) -> Result<(), MainError> {
     let identity = args.identity.clone().unwrap_or_else(|| {
         hostname::get()
@@ -198,16 +224,7 @@ async fn real_main(args: Args) -> Result<(), MainError> {
     options.resync = Duration::from_secs(args.resync_seconds.max(1));
     options.wedged_after = Duration::from_secs(args.wedged_after_seconds.max(1));
     options.deadlines = controller::stuck::Deadlines::scaled(args.stuck_deadline_scale)?;
-    let ca_bundle = registry_cas(&args)?;
-    let registry = controller::registry::Resolver::new(controller::registry::RegistryOptions {
-        plain_http: args.insecure_registries.clone(),
-        ca_bundle,
-        timeout: Some(Duration::from_secs(30)),
-    });
-    options.resolver = std::sync::Arc::new(controller::resolver::RegistryResolver::new(
-        registry,
-        Duration::from_secs(args.tag_resolution_interval_seconds.max(1)),
-    ));
+    options.resolver = resolver(&args)?;
     if args.leader_elect {
         let mut cfg = LeaseConfig::new(&args.lease_name, &args.namespace, &identity);
         cfg.duration = Duration::from_secs(args.lease_duration_seconds.max(2));

@@ -14,7 +14,9 @@
 //!    ([`leaving`]);
 //! 4. [`budget`]: how many reboot slots `maxUnavailable` gives;
 //! 5. [`verdict`]: each member's spec ([`spec`]), state ([`state`]), slot
-//!    release or hold ([`slots`], [`halt`]), drain and approval;
+//!    release or hold ([`slots`], [`halt`]), drain and approval; then who
+//!    is newly told the target, within the slots the budget leaves free
+//!    ([`spec::tell`]);
 //! 6. [`slots`]: free slots handed to staged candidates within the budget,
 //!    then a cordon of ours left outside any slot lifted ([`cordon`]);
 //! 7. [`order`]: the writes, grouped by node and in the order that keeps
@@ -77,6 +79,15 @@ pub struct TargetProblem {
     pub message: String,
 }
 
+/// The pool's pull secret as the controller's cache has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretSeen {
+    /// Its version (`api::pull_secret::version`), what the nodes are told.
+    pub version: String,
+    /// Does it opt in to this pool (`api::pull_secret::allows`)?
+    pub allows_pool: bool,
+}
+
 /// What the controller knows about a drain of a node of this pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DrainPhase {
@@ -102,8 +113,8 @@ pub struct PlanInput<'a> {
     pub bootc_nodes: Vec<&'a BootcNode>,
     /// Every other pool (for NodeConflict).
     pub other_pools: Vec<&'a BootcNodePool>,
-    /// `sha256:<hex>` of the referenced pull secret's data, if it exists.
-    pub pull_secret_hash: Option<String>,
+    /// The referenced pull secret, if it exists.
+    pub pull_secret: Option<SecretSeen>,
     /// Drains of this pool's nodes, by node name.
     pub drains: BTreeMap<String, DrainPhase>,
     /// The operator's namespace: the only one pull secrets may live in.
@@ -266,6 +277,7 @@ pub(crate) fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
         Some(target) => {
             let mut rollout =
                 verdict::verdicts(&view, target, &members, &leavers, &secret, slots, memo);
+            spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);
             cordon::lift_strays(&view, &mut rollout);
             rollout

@@ -2,8 +2,22 @@
 //! nodes can run it, before any BootcNode is told about a new digest.
 //!
 //! Pure parts (pull-secret parsing, manifest parsing, the architecture check,
-//! error classification) are plain functions with unit tests; [`Resolver`]
-//! is the thin I/O layer over `oci-client`.
+//! the registry protocol's rules in [`protocol`]) are plain functions with
+//! unit tests; [`Resolver`] is the thin I/O layer over [`client`].
+//!
+//! **What the controller contacts** for a pool: the registry its
+//! `spec.image.ref` names, over HTTPS (plain HTTP only for a registry given
+//! with `--insecure-registry`); the token realm that registry names in its
+//! challenge (HTTPS unless the registry itself is plain HTTP); and, for a
+//! config blob only, where the registry redirects it (storage), at most
+//! [`protocol::MAX_REDIRECTS`] hops and never from HTTPS to HTTP. A
+//! manifest request is never redirected. Through `HTTPS_PROXY` when set.
+//! Credentials (the pool's pull secret's entry for that registry) go to the
+//! registry's own origin and its token realm only. Nothing of an answer's
+//! body reaches a status but the distribution error codes it carries.
+
+mod client;
+pub mod protocol;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -11,12 +25,12 @@ use std::time::Duration;
 
 use api::image_ref::ImageRef;
 use base64::Engine;
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::errors::OciDistributionError;
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
+use reqwest::Url;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+
+use client::{HttpError, Session};
+use protocol::Endpoint;
 
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -288,70 +302,70 @@ pub fn check_architectures(
     }
 }
 
-/// Classifies an `oci-client` error.
-fn classify(err: OciDistributionError, registry: &str, reference: &str) -> RegistryError {
-    let unauthorized = |message: String| RegistryError::Unauthorized {
-        registry: registry.to_owned(),
-        reference: reference.to_owned(),
-        message,
-    };
-    let not_found = |message: String| RegistryError::NotFound {
-        reference: reference.to_owned(),
-        message,
-    };
+/// Names an HTTP failure for `reference` on `registry`.
+fn named(err: HttpError, registry: &str, reference: &str) -> RegistryError {
+    let reference = reference.to_owned();
     match err {
-        OciDistributionError::AuthenticationFailure(message) => unauthorized(message),
-        OciDistributionError::UnauthorizedError { url } => {
-            unauthorized(format!("401 Unauthorized from {url}"))
-        }
-        OciDistributionError::ImageManifestNotFoundError(message) => not_found(message),
-        OciDistributionError::ServerError { code, url, message } => match code {
-            401 | 403 => unauthorized(format!("{code} from {url}: {message}")),
-            404 => not_found(format!("404 from {url}: {message}")),
-            _ => RegistryError::Other {
-                reference: reference.to_owned(),
-                message: format!("{code} from {url}: {message}"),
-            },
+        HttpError::Unreachable(message) => RegistryError::Unreachable {
+            registry: registry.to_owned(),
+            message,
         },
-        OciDistributionError::RegistryError { envelope, url } => {
-            let codes: Vec<String> = envelope
-                .errors
-                .iter()
-                .map(|e| format!("{:?}", e.code))
-                .collect();
-            let message = format!("{url}: {envelope}");
-            let any = |needle: &str| codes.iter().any(|c| c.contains(needle));
-            if any("Unauthorized") || any("Denied") {
-                unauthorized(message)
-            } else if any("Unknown") {
-                not_found(message)
-            } else {
-                RegistryError::Other {
-                    reference: reference.to_owned(),
+        HttpError::Status {
+            failure,
+            summary,
+            url,
+        } => {
+            let message = format!("{summary} from {url}");
+            match failure {
+                protocol::Failure::Unauthorized => RegistryError::Unauthorized {
+                    registry: registry.to_owned(),
+                    reference,
                     message,
-                }
+                },
+                protocol::Failure::NotFound => RegistryError::NotFound { reference, message },
+                protocol::Failure::Other => RegistryError::Other { reference, message },
             }
         }
-        OciDistributionError::RequestError(e) => RegistryError::Unreachable {
-            registry: registry.to_owned(),
-            message: error_chain(&e),
+        HttpError::Refused(refused) => RegistryError::Other {
+            reference,
+            message: refused.to_string(),
         },
-        other => RegistryError::Other {
-            reference: reference.to_owned(),
-            message: other.to_string(),
-        },
+        HttpError::Invalid(message) => RegistryError::Other { reference, message },
     }
 }
 
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
+/// The registry's API origin: Docker Hub's names (`docker.io`) are served
+/// by `registry-1.docker.io`.
+fn api_host(registry: &str) -> &str {
+    match registry {
+        "docker.io" | "index.docker.io" => "registry-1.docker.io",
+        other => other,
     }
-    text
+}
+
+/// The digest of a manifest answer: a digest reference's own, which the
+/// body must hash to; for a tag, the body's, which the registry's
+/// `Docker-Content-Digest` (when it sends one) must agree with.
+pub fn manifest_digest(
+    pinned: Option<&str>,
+    header: Option<&str>,
+    body: &[u8],
+    reference: &str,
+) -> Result<String, RegistryError> {
+    let computed = sha256_digest(body);
+    let invalid = |message: String| RegistryError::InvalidManifest {
+        reference: reference.to_owned(),
+        message,
+    };
+    match (pinned, header) {
+        (Some(want), _) if want != computed => Err(invalid(format!(
+            "the registry's manifest for {want} hashes to {computed}"
+        ))),
+        (None, Some(said)) if said != computed => Err(invalid(format!(
+            "registry says {said}, body hashes to {computed}"
+        ))),
+        _ => Ok(computed),
+    }
 }
 
 /// How the controller talks to registries.
@@ -367,10 +381,14 @@ pub struct RegistryOptions {
 }
 
 /// Resolves references and inspects manifests. Manifest facts are cached by
-/// (digest, pull secret hash): content addressed, so they never go stale.
+/// (repository, digest, pull secret version): content addressed, so they
+/// never go stale; by repository too, so that a digest found in one
+/// repository is not taken to exist in another.
 pub struct Resolver {
     options: RegistryOptions,
-    cache: Mutex<HashMap<(String, String), ManifestFacts>>,
+    /// The HTTP client, or why it could not be built (a bad CA bundle).
+    http: Result<reqwest::Client, String>,
+    cache: Mutex<HashMap<CacheKey, ManifestFacts>>,
 }
 
 impl std::fmt::Debug for Resolver {
@@ -379,6 +397,17 @@ impl std::fmt::Debug for Resolver {
             .field("options", &self.options)
             .finish()
     }
+}
+
+/// (`registry/repository`, digest, pull secret version).
+type CacheKey = (String, String, String);
+
+fn cache_key(image: &ImageRef, digest: &str, secret_hash: &str) -> CacheKey {
+    (
+        image.repository(),
+        digest.to_owned(),
+        secret_hash.to_owned(),
+    )
 }
 
 /// The result of a resolution.
@@ -394,40 +423,23 @@ impl Resolver {
         // reqwest is built without a rustls provider (no aws-lc): use ring.
         let _ = rustls::crypto::ring::default_provider().install_default();
         Resolver {
+            http: client::http_client(&options),
             options,
             cache: Mutex::new(HashMap::new()),
         }
     }
 
-    fn client(&self) -> Client {
-        let mut config = ClientConfig {
-            read_timeout: self.options.timeout,
-            connect_timeout: self.options.timeout,
-            https_proxy: std::env::var("HTTPS_PROXY")
-                .or_else(|_| std::env::var("https_proxy"))
-                .ok(),
-            no_proxy: std::env::var("NO_PROXY")
-                .or_else(|_| std::env::var("no_proxy"))
-                .ok(),
-            // Index entries are inspected by us, not resolved to one platform.
-            platform_resolver: None,
-            ..Default::default()
-        };
-        if !self.options.plain_http.is_empty() {
-            config.protocol = ClientProtocol::HttpsExcept(self.options.plain_http.clone());
-        }
-        if let Some(pem) = &self.options.ca_bundle {
-            config.extra_root_certificates = vec![Certificate {
-                encoding: CertificateEncoding::Pem,
-                data: pem.clone(),
-            }];
-        }
-        Client::new(config)
+    /// Facts learned before for this digest and these credentials.
+    fn cached(&self, image: &ImageRef, digest: &str, secret_hash: &str) -> Option<ManifestFacts> {
+        let key = cache_key(image, digest, secret_hash);
+        self.cache.lock().ok().and_then(|c| c.get(&key).cloned())
     }
 
-    /// Resolves `image` (a tag, or a digest) with optional credentials.
-    /// `secret_hash` keys the cache so that facts learned with one set of
-    /// credentials are not served to a pool with other credentials.
+    /// Resolves `image` (a tag, or a digest) with optional credentials: the
+    /// manifest must exist (a digest's must hash to it) and its
+    /// architectures are read. `secret_hash` keys the cache so that facts
+    /// learned with one set of credentials are not served to a pool with
+    /// other credentials.
     pub async fn resolve(
         &self,
         image: &ImageRef,
@@ -436,52 +448,62 @@ impl Resolver {
     ) -> Result<Resolved, RegistryError> {
         let registry = image.registry().to_owned();
         let display = image.to_string();
-        let target = match &image.digest {
-            Some(digest) => format!("{registry}/{}@{digest}", image.registry_path()),
-            None => format!(
-                "{registry}/{}:{}",
-                image.registry_path(),
-                image.tag_or_latest()
-            ),
-        };
-        let reference: Reference = target.parse().map_err(|e| RegistryError::Other {
-            reference: display.clone(),
-            message: format!("cannot form a registry reference {target:?}: {e}"),
-        })?;
-        let auth = match credentials {
-            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
-            None => RegistryAuth::Anonymous,
-        };
-        let client = self.client();
-        let (body, digest) = client
-            .pull_manifest_raw(&reference, &auth, ACCEPTED)
-            .await
-            .map_err(|e| classify(e, &registry, &display))?;
-        let key = (digest.clone(), secret_hash.to_owned());
-        if let Some(facts) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        if let Some(digest) = &image.digest
+            && let Some(facts) = self.cached(image, digest, secret_hash)
+        {
             return Ok(Resolved {
-                pinned: image.pinned(&facts.digest),
+                pinned: image.pinned(digest),
                 facts,
             });
         }
-        let computed = sha256_digest(&body);
-        if computed != digest && image.digest.is_none() {
-            // The registry's Docker-Content-Digest must match the body.
-            return Err(RegistryError::InvalidManifest {
-                reference: display,
-                message: format!("registry says {digest}, body hashes to {computed}"),
+        let other = |message: String| RegistryError::Other {
+            reference: display.clone(),
+            message,
+        };
+        let http = self.http.as_ref().map_err(|e| other(e.clone()))?;
+        let plain = self.options.plain_http.contains(&registry);
+        let scheme = if plain { "http" } else { "https" };
+        let base = Url::parse(&format!("{scheme}://{}/", api_host(&registry)))
+            .map_err(|e| other(format!("cannot form a registry URL for {registry:?}: {e}")))?;
+        let mut session = Session::new(http, base, &image.registry_path(), credentials);
+        let name_it = |e| named(e, &registry, &display);
+        let wanted = image.digest.as_deref().unwrap_or(image.tag_or_latest());
+        let url = session
+            .url(&format!("manifests/{wanted}"))
+            .map_err(name_it)?;
+        let manifest = session
+            .get(url, Endpoint::Manifest, Some(&ACCEPTED.join(", ")))
+            .await
+            .map_err(name_it)?;
+        let header = manifest
+            .headers
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok());
+        let digest = manifest_digest(image.digest.as_deref(), header, &manifest.body, &display)?;
+        if let Some(facts) = self.cached(image, &digest, secret_hash) {
+            return Ok(Resolved {
+                pinned: image.pinned(&digest),
+                facts,
             });
         }
-        let (media_type, parsed) = parse_manifest(&body, &display)?;
+        let (media_type, parsed) = parse_manifest(&manifest.body, &display)?;
         let architectures = match parsed {
             ParsedManifest::Index { architectures } => architectures,
             ParsedManifest::Image { config_digest } => {
-                let mut blob = Vec::new();
-                client
-                    .pull_blob(&reference, config_digest.as_str(), &mut blob)
+                let url = session
+                    .url(&format!("blobs/{config_digest}"))
+                    .map_err(name_it)?;
+                let blob = session
+                    .get(url, Endpoint::Blob, None)
                     .await
-                    .map_err(|e| classify(e, &registry, &display))?;
-                parse_config_architecture(&blob, &display)?
+                    .map_err(name_it)?;
+                if sha256_digest(&blob.body) != config_digest {
+                    return Err(RegistryError::InvalidManifest {
+                        reference: display.clone(),
+                        message: format!("the config blob does not hash to {config_digest}"),
+                    });
+                }
+                parse_config_architecture(&blob.body, &display)?
             }
         };
         let facts = ManifestFacts {
@@ -490,7 +512,7 @@ impl Resolver {
             architectures,
         };
         if let Ok(mut cache) = self.cache.lock() {
-            cache.insert(key, facts.clone());
+            cache.insert(cache_key(image, &digest, secret_hash), facts.clone());
         }
         Ok(Resolved {
             pinned: image.pinned(&digest),

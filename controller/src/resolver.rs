@@ -1,8 +1,11 @@
-//! The registry-backed [`Resolve`]: digest references answer themselves;
-//! tag references are resolved with the pool's pull secret at most once per
-//! interval (at once after a spec change or a controller start), checked
-//! against the members' architectures, and any failure keeps the previous
-//! target in force (fail closed) with a condition that says why.
+//! The registry-backed [`Resolve`]: tag references are resolved with the
+//! pool's pull secret at most once per interval (at once after a spec
+//! change or a controller start); digest references are checked the same
+//! way (the manifest exists, hashes to the digest, and covers every
+//! member's architecture) before any node is told, then answered from the
+//! cache of what that digest was found to be. Either way any failure keeps
+//! the previous target in force (fail closed) with a condition that says
+//! why, and is tried again after the retry interval, not on every event.
 //!
 //! The schedule lives here, in memory, not in the pool's status: a poll
 //! that finds the same digest writes nothing (no heartbeats). A restarted
@@ -20,7 +23,7 @@ use kube::ResourceExt;
 use crate::planner::{Target, TargetProblem};
 use crate::registry::{RegistryError, Resolver, credentials_for};
 use crate::tag_policy::{self, CurrentTarget, TargetStep};
-use crate::target::{Resolution, Resolve, resolve_digest_ref};
+use crate::target::{Parsed, Resolution, Resolve, parse_reference, pinned_target};
 
 /// Resolves tags against registries.
 pub struct RegistryResolver {
@@ -122,6 +125,80 @@ impl RegistryResolver {
         }
     }
 
+    /// Checks a digest reference against its registry, as a tag's digest is
+    /// checked. A failure is kept (and answered) until its retry is due.
+    async fn check_digest(
+        &self,
+        pool: &BootcNodePool,
+        image: api::image_ref::ImageRef,
+        pull_secret: Option<&Secret>,
+        architectures: &BTreeSet<String>,
+    ) -> Resolution {
+        let name = pool.name_any();
+        let key = pool.metadata.uid.clone().unwrap_or_else(|| name.clone());
+        let status = pool.status.clone().unwrap_or_default();
+        let current = CurrentTarget {
+            target_digest: status.target_digest,
+            target_image: status.target_image,
+            next_resolution: None,
+        };
+        let now = jiff::Timestamp::now();
+        if let Some((problem, left)) = self.failure_not_due(&key, &name, pool, now) {
+            return Resolution {
+                target: Err(problem),
+                requeue_after: Some(left),
+            };
+        }
+        let result = self.query(&image, pull_secret).await;
+        let reference = &pool.spec.image.reference;
+        let out = tag_policy::apply_resolution(
+            &current,
+            result,
+            architectures,
+            reference,
+            self.interval,
+            now,
+        );
+        self.remember(&key, pool, &out);
+        match (out.error, pinned_target(&image)) {
+            (None, Some(target)) => Resolution {
+                target: Ok(target),
+                requeue_after: None,
+            },
+            (Some((reason, message)), _) => {
+                tracing::warn!(pool = %name, reason, %message, "digest reference refused");
+                Resolution {
+                    target: Err(TargetProblem { reason, message }),
+                    requeue_after: Some(out.requeue_after),
+                }
+            }
+            (None, None) => Resolution {
+                target: Err(TargetProblem {
+                    reason: api::reasons::INVALID_SPEC,
+                    message: format!("spec.image.ref {image} has no digest"),
+                }),
+                requeue_after: None,
+            },
+        }
+    }
+
+    /// The last failure for this spec, while its retry is not due yet.
+    fn failure_not_due(
+        &self,
+        key: &str,
+        name: &str,
+        pool: &BootcNodePool,
+        now: jiff::Timestamp,
+    ) -> Option<(TargetProblem, Duration)> {
+        let schedule = self.schedule.lock().ok()?.get(key).copied()?;
+        if schedule.generation != pool.metadata.generation || schedule.next <= now {
+            return None;
+        }
+        let (reason, message) = self.last_error.lock().ok()?.get(name).cloned()?;
+        let left = schedule.next.duration_since(now).unsigned_abs();
+        Some((TargetProblem { reason, message }, left))
+    }
+
     /// Between two resolutions: the last failure, or the target in force.
     fn kept(&self, pool: &BootcNodePool, current: &CurrentTarget) -> Result<Target, TargetProblem> {
         let name = pool.name_any();
@@ -182,7 +259,7 @@ impl RegistryResolver {
                     secret.name_any()
                 );
                 let data = secret.data.clone().unwrap_or_default();
-                let hash = api::secret_hash::pull_secret_hash(&data);
+                let hash = api::pull_secret::version(&secret.metadata).unwrap_or_default();
                 let json = data.get(".dockerconfigjson").ok_or_else(|| RegistryError::InvalidPullSecret {
                     secret: label.clone(),
                     message: "no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)".into(),
@@ -204,9 +281,13 @@ impl Resolve for RegistryResolver {
         architectures: &'a BTreeSet<String>,
     ) -> BoxFuture<'a, Resolution> {
         Box::pin(async move {
-            match resolve_digest_ref(&pool.spec.image.reference) {
-                Ok(resolution) => resolution,
-                Err(image) => {
+            match parse_reference(&pool.spec.image.reference) {
+                Parsed::Invalid(resolution) => resolution,
+                Parsed::Digest(image) => {
+                    self.check_digest(pool, image, pull_secret, architectures)
+                        .await
+                }
+                Parsed::Tag(image) => {
                     self.resolve_tag(pool, image, pull_secret, architectures)
                         .await
                 }

@@ -166,10 +166,16 @@ struct Ctx {
     synced: Arc<Synced>,
 }
 
-/// `sha256:<hex>` over a Secret's data (keys sorted, lengths included).
-pub fn secret_hash(secret: &Secret) -> String {
-    // One definition, shared with the daemon, which checks it after its GET.
-    api::secret_hash::pull_secret_hash(&secret.data.clone().unwrap_or_default())
+/// The Secret's version as the nodes are told it (`<uid>/<resourceVersion>`;
+/// one definition, shared with the daemon, which checks it after its GET).
+pub fn secret_version(secret: &Secret) -> String {
+    api::pull_secret::version(&secret.metadata).unwrap_or_default()
+}
+
+/// The pool's pull secret, if it exists and opts in to the pool: what the
+/// resolver may use.
+fn usable_secret(pool: &BootcNodePool, secret: Option<Arc<Secret>>) -> Option<Arc<Secret>> {
+    secret.filter(|s| api::pull_secret::allows(&s.metadata, &pool.name_any()))
 }
 
 /// What a Node event must change to matter: labels, Ready, unschedulable.
@@ -189,7 +195,7 @@ pub fn node_fingerprint(node: &Node) -> u64 {
 
 fn secret_fingerprint(secret: &Secret) -> u64 {
     let mut h = DefaultHasher::new();
-    secret_hash(secret).hash(&mut h);
+    secret_version(secret).hash(&mut h);
     h.finish()
 }
 
@@ -280,9 +286,13 @@ fn node_annotation_kept(key: &str) -> bool {
     key == api::labels::CORDONED_BY_ANNOTATION || key == api::labels::DISRUPTED_BY_ANNOTATION
 }
 
+/// The cache keeps a Secret's data and its pool opt-in, nothing else of
+/// its metadata's maps.
 fn strip_secret(secret: &mut Secret) {
     secret.metadata.managed_fields = None;
-    secret.annotations_mut().clear();
+    secret
+        .annotations_mut()
+        .retain(|k, _| k == api::labels::POOLS_ANNOTATION);
 }
 
 /// The pools a Node event concerns: those whose selector matches it and the
@@ -369,10 +379,13 @@ impl Ctx {
         others: &'a [Arc<BootcNodePool>],
         target: Result<planner::Target, planner::TargetProblem>,
     ) -> PlanInput<'a> {
-        let pull_secret_hash = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
+        let pull_secret = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
             self.secrets
                 .get(&ObjectRef::new(&r.name).within(&r.namespace))
-                .map(|s| secret_hash(&s))
+                .map(|s| planner::SecretSeen {
+                    version: secret_version(&s),
+                    allows_pool: api::pull_secret::allows(&s.metadata, &pool.name_any()),
+                })
         });
         PlanInput {
             pool,
@@ -384,7 +397,7 @@ impl Ctx {
                 .map(AsRef::as_ref)
                 .filter(|p| p.name_any() != pool.name_any())
                 .collect(),
-            pull_secret_hash,
+            pull_secret,
             drains: self.drains.snapshot(&pool.name_any()),
             operator_namespace: &self.namespace,
             last_status_write: self.actuator.last_status_write(&pool.name_any()),
@@ -448,6 +461,7 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
         ctx.secrets
             .get(&ObjectRef::new(&r.name).within(&r.namespace))
     });
+    let secret = usable_secret(&pool, secret);
     let selecting = std::time::Instant::now();
     let members = ctx.members_of(&pool);
     let selected = selecting.elapsed();
@@ -775,6 +789,7 @@ async fn run_controller(
             &options.namespace,
             pool_store.clone(),
             bn_store.clone(),
+            secret_store.clone(),
         ),
         pools: pool_store.clone(),
         nodes: node_store,
@@ -872,7 +887,6 @@ pub type DrainSnapshot = BTreeMap<String, planner::DrainPhase>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
 
     fn node(labels: &[(&str, &str)], ready: &str, heartbeat: i64, unschedulable: bool) -> Node {
@@ -948,21 +962,45 @@ mod tests {
     }
 
     #[test]
-    fn secret_hash_follows_the_data() {
-        let secret = |v: &[u8]| Secret {
-            data: Some(
-                [(".dockerconfigjson".to_owned(), ByteString(v.to_vec()))]
+    fn the_secret_version_follows_any_change_and_the_pool_opt_in_is_kept() {
+        let secret = |rv: &str| Secret {
+            metadata: kube::api::ObjectMeta {
+                uid: Some("u".into()),
+                resource_version: Some(rv.into()),
+                annotations: Some(
+                    [
+                        (api::labels::POOLS_ANNOTATION.to_owned(), "a".to_owned()),
+                        ("other".to_owned(), "x".to_owned()),
+                    ]
                     .into_iter()
                     .collect(),
-            ),
+                ),
+                ..Default::default()
+            },
             ..Secret::default()
         };
-        let a = secret_hash(&secret(b"{\"auths\":{}}"));
-        assert!(a.starts_with("sha256:") && a.len() == 71);
-        assert_eq!(a, secret_hash(&secret(b"{\"auths\":{}}")));
-        assert_ne!(a, secret_hash(&secret(b"{\"auths\":{\"x\":{}}}")));
-        let mut labelled = secret(b"{\"auths\":{}}");
-        labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into_iter().collect());
-        assert_eq!(a, secret_hash(&labelled), "metadata does not count");
+        assert_eq!(secret_version(&secret("1")), "u/1");
+        assert_ne!(secret_version(&secret("1")), secret_version(&secret("2")));
+        let mut cached = secret("1");
+        strip_secret(&mut cached);
+        assert_eq!(
+            cached.annotations().keys().collect::<Vec<_>>(),
+            [api::labels::POOLS_ANNOTATION]
+        );
+        let pool = |name: &str| {
+            BootcNodePool::new(
+                name,
+                serde_json::from_value(
+                    serde_json::json!({"nodeSelector": {}, "image": {"ref": "quay.io/a/os:1"}}),
+                )
+                .unwrap(),
+            )
+        };
+        let s = Some(Arc::new(cached));
+        assert!(usable_secret(&pool("a"), s.clone()).is_some());
+        assert!(
+            usable_secret(&pool("b"), s).is_none(),
+            "not opted in: not used"
+        );
     }
 }

@@ -15,7 +15,10 @@
 //! whose bootc cannot stage locked (no `--download-only`: an unplanned
 //! reboot would boot the staged image outside any slot) is told only when
 //! it is about to take a slot: while fewer such hosts wait for a slot than
-//! there are free slots. A member not told is kept on what it runs: its
+//! there are free slots. The free slots are the slot hand-out's own answer
+//! for that member (`planner::verdict::Rollout::free_slots_for`): none while
+//! the pool is paused or halted, and none that the pool's own unavailable
+//! nodes (NotReady, cordoned) use up. A member not told is kept on what it runs: its
 //! `desiredImage` is its booted image, so a target withdrawn before a node
 //! booted it (a tag moving A, B, A) costs that node nothing.
 
@@ -51,24 +54,30 @@ pub struct Member {
 }
 
 impl Member {
+    /// Told before this plan decides anything: already told, on the target
+    /// or in a slot.
+    pub fn already_told(&self) -> bool {
+        self.told || self.runs_target || self.in_slot
+    }
+
     fn waiting(&self) -> bool {
         !self.runs_target && !self.in_slot
     }
 }
 
 /// The members told the target after this plan: one flag per member, in
-/// the order given. Linear: the counts of told members waiting are kept as
-/// members are told, not recounted for each.
-pub fn told(members: &[Member], bounds: Bounds, free_slots: usize) -> Vec<bool> {
-    let mut out: Vec<bool> = members
-        .iter()
-        .map(|m| m.told || m.runs_target || m.in_slot)
-        .collect();
+/// the order given; `free_slots` gives, for each member in the same order,
+/// the free slots a new slot for it could come from. Linear: the counts of
+/// told members waiting are kept as members are told, not recounted for
+/// each.
+pub fn told(members: &[Member], bounds: Bounds, free_slots: &[usize]) -> Vec<bool> {
+    let mut out: Vec<bool> = members.iter().map(Member::already_told).collect();
     let mut waiting = Waiting::default();
     for m in members.iter().zip(&out).filter(|(_, told)| **told) {
         waiting.add(m.0);
     }
-    for (m, told) in members.iter().zip(out.iter_mut()).filter(|(_, t)| !**t) {
+    let rows = members.iter().zip(free_slots).zip(out.iter_mut());
+    for ((m, &free_slots), told) in rows.filter(|(_, t)| !**t) {
         let fits = bounds
             .max_concurrent
             .is_none_or(|max| waiting.downloading < max)
@@ -247,7 +256,8 @@ mod tests {
             ),
         ];
         for (name, members, bounds, free, want) in rows {
-            assert_eq!(names(&told(&members, bounds, free)), want, "{name}");
+            let free = vec![free; members.len()];
+            assert_eq!(names(&told(&members, bounds, &free)), want, "{name}");
         }
     }
 }

@@ -1,11 +1,14 @@
 //! Step 1 of the reconcile: which digest should the pool run?
 //!
-//! A digest reference (`repo@sha256:...`, with or without a tag) is its own
-//! target and never reaches a registry. A tag-only reference needs a
-//! [`Resolve`] implementation that talks to the registry; until one is
-//! plugged in ([`DigestOnly`]), tag references are reported as
-//! `Degraded/InvalidSpec` "tag resolution not yet available", and the previous
-//! target (if any) stays in force.
+//! A digest reference (`repo@sha256:...`, with or without a tag) names its
+//! target; the registry resolver (`crate::resolver`) checks it against the
+//! registry as it checks a tag's digest (the manifest exists and covers
+//! every member's architecture) before any node is told. A tag-only
+//! reference is resolved against the registry. Without a registry
+//! ([`DigestOnly`], the in-process tests' resolver) a digest is taken as
+//! it is, and tag references are reported as `Degraded/InvalidSpec` "tag
+//! resolution not yet available"; the previous target (if any) stays in
+//! force.
 
 use std::time::Duration;
 
@@ -39,38 +42,62 @@ pub trait Resolve: Send + Sync + 'static {
     ) -> BoxFuture<'a, Resolution>;
 }
 
-/// The part every resolver shares: parse, and answer digest references.
-/// Returns `Err(image)` with the parsed reference when it is a tag that needs
-/// a registry.
+/// A pool's reference as resolving it sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// Not usable: the resolution that says why (`InvalidSpec`).
+    Invalid(Resolution),
+    /// Pinned by a sha256 digest (a tag beside it is dropped).
+    Digest(ImageRef),
+    /// A tag only: resolved against the registry.
+    Tag(ImageRef),
+}
+
+fn invalid(message: String) -> Parsed {
+    Parsed::Invalid(Resolution {
+        target: Err(TargetProblem {
+            reason: reasons::INVALID_SPEC,
+            message,
+        }),
+        requeue_after: None,
+    })
+}
+
+/// Parses a pool's `spec.image.ref`.
+pub fn parse_reference(reference: &str) -> Parsed {
+    match ImageRef::parse(reference) {
+        Err(e) => invalid(format!("spec.image.ref: {e}")),
+        Ok(image) => match &image.digest {
+            Some(digest) if api::image_ref::is_sha256_digest(digest) => Parsed::Digest(image),
+            Some(digest) => invalid(format!(
+                "spec.image.ref: only sha256 digests are supported, got {digest}"
+            )),
+            None => Parsed::Tag(image),
+        },
+    }
+}
+
+/// The target a digest reference names, unchecked.
+pub fn pinned_target(image: &ImageRef) -> Option<Target> {
+    image.digest.as_ref().map(|digest| Target {
+        digest: digest.clone(),
+        image: image.pinned(digest),
+    })
+}
+
+/// Answers a digest reference without a registry ([`DigestOnly`]); returns
+/// `Err(image)` with the parsed reference when it is a tag.
 pub fn resolve_digest_ref(reference: &str) -> Result<Resolution, ImageRef> {
-    let image = match ImageRef::parse(reference) {
-        Ok(image) => image,
-        Err(e) => {
-            return Ok(Resolution {
-                target: Err(TargetProblem {
-                    reason: reasons::INVALID_SPEC,
-                    message: format!("spec.image.ref: {e}"),
-                }),
-                requeue_after: None,
-            });
-        }
-    };
-    match &image.digest {
-        Some(digest) if api::image_ref::is_sha256_digest(digest) => Ok(Resolution {
-            target: Ok(Target {
-                digest: digest.clone(),
-                image: image.pinned(digest),
-            }),
-            requeue_after: None,
-        }),
-        Some(digest) => Ok(Resolution {
-            target: Err(TargetProblem {
+    match parse_reference(reference) {
+        Parsed::Invalid(resolution) => Ok(resolution),
+        Parsed::Digest(image) => Ok(Resolution {
+            target: pinned_target(&image).ok_or_else(|| TargetProblem {
                 reason: reasons::INVALID_SPEC,
-                message: format!("spec.image.ref: only sha256 digests are supported, got {digest}"),
+                message: format!("spec.image.ref {image} has no digest"),
             }),
             requeue_after: None,
         }),
-        None => Err(image),
+        Parsed::Tag(image) => Err(image),
     }
 }
 

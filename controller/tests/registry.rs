@@ -19,7 +19,8 @@ use tests::registry::{TestImage, TestRegistry};
 
 fn pull_secret(config: &str) -> Secret {
     serde_json::from_value(json!({
-        "metadata": {"name": "pull", "namespace": "bootc-operator"},
+        "metadata": {"name": "pull", "namespace": "bootc-operator",
+                     "annotations": {api::labels::POOLS_ANNOTATION: "workers"}},
         "type": "kubernetes.io/dockerconfigjson",
         "data": {".dockerconfigjson": ByteString(config.as_bytes().to_vec())},
     }))
@@ -333,6 +334,266 @@ async fn an_image_must_cover_every_members_architecture() {
         format!("{}/acme/os@{both}", reg.host())
     );
     let _ = BTreeMap::<String, String>::new();
+}
+
+/// A digest reference is checked as a tag's digest is, before any node is
+/// told: a mistyped digest is not found, an image without a member's
+/// architecture is refused, each with the tag's reasons and the previous
+/// target kept; a good one rolls out.
+#[tokio::test]
+async fn digest_refs_are_checked_before_any_node_is_told() {
+    let env = env().await;
+    let reg = TestRegistry::start("tester", "pw").await.unwrap();
+    put_secret(&env.admin, &reg.good_docker_config()).await;
+    let amd = reg.push_image("acme/os", "amd", &amd64("1")).await.unwrap();
+    let arm = reg
+        .push_image(
+            "acme/os",
+            "arm",
+            &TestImage {
+                architecture: "arm64",
+                version: "1",
+                marker: "arm",
+            },
+        )
+        .await
+        .unwrap();
+    let amd_only = reg
+        .push_index("acme/os", "amd-only", &[("amd64", &amd)])
+        .await
+        .unwrap();
+    let both = reg
+        .push_index("acme/os", "multi", &[("amd64", &amd), ("arm64", &arm)])
+        .await
+        .unwrap();
+    for (name, arch) in [("x86", "amd64"), ("arm", "arm64")] {
+        create_node(
+            &env.admin,
+            name,
+            &[("pool", "w"), (api::labels::ARCH_LABEL, arch)],
+            false,
+        )
+        .await;
+    }
+    let _player = DaemonPlayer::start(
+        env.admin.clone(),
+        PlayerOptions {
+            initial_image: format!("{}/acme/os@{amd}", reg.host()),
+            ..Default::default()
+        },
+    );
+    let _c = controller(&env, &reg);
+    let pinned = |digest: &str| format!("{}/acme/os@{digest}", reg.host());
+    let bootc_nodes = Api::<BootcNode>::all(env.admin.clone());
+    let told = |digest: String| {
+        let bootc_nodes = bootc_nodes.clone();
+        async move {
+            bootc_nodes
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|bn| bn.spec.desired_image.contains(&digest))
+        }
+    };
+
+    // A digest nobody pushed: not found, no target, nobody told.
+    let typo = format!("sha256:{}", "0".repeat(64));
+    let mut p = tag_pool(&reg, "unused");
+    p.spec.image.reference = pinned(&typo);
+    create_pool(&env.admin, &p).await;
+    let p = wait_pool(&env.admin, "workers", reasons::IMAGE_NOT_FOUND, |p| {
+        degraded_reason(p).as_deref() == Some(reasons::IMAGE_NOT_FOUND)
+    })
+    .await;
+    assert_eq!(target(&p), None);
+    assert!(
+        !told(typo.clone()).await,
+        "the mistyped digest reached a node"
+    );
+
+    // An index without arm64, by digest: refused before any node is told.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": pinned(&amd_only)}}}),
+    )
+    .await;
+    let p = wait_pool(
+        &env.admin,
+        "workers",
+        reasons::UNSUPPORTED_ARCHITECTURE,
+        |p| degraded_reason(p).as_deref() == Some(reasons::UNSUPPORTED_ARCHITECTURE),
+    )
+    .await;
+    assert_eq!(target(&p), None);
+    assert!(
+        condition(&p, reasons::DEGRADED)
+            .unwrap()
+            .2
+            .contains("arm64")
+    );
+    assert!(
+        !told(amd_only.clone()).await,
+        "the refused index reached a node"
+    );
+
+    // The index covering both, by digest: it rolls out.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": pinned(&both)}}}),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", &both, 2).await;
+
+    // Then a mistyped digest again: the target in force is kept.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": pinned(&typo)}}}),
+    )
+    .await;
+    let p = wait_pool(&env.admin, "workers", reasons::IMAGE_NOT_FOUND, |p| {
+        degraded_reason(p).as_deref() == Some(reasons::IMAGE_NOT_FOUND)
+    })
+    .await;
+    assert_eq!(target(&p).as_deref(), Some(both.as_str()));
+    assert!(!told(typo).await);
+}
+
+/// The controller's registry client against a registry that redirects:
+/// a manifest request is never redirected, nothing goes from HTTPS to plain
+/// HTTP (the internal service below is never reached), a blob follows a
+/// redirect to HTTPS storage but at most a bounded number, and no response
+/// body reaches a pool's status (only its status code and error codes).
+#[tokio::test]
+async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
+    use tests::redirecting_registry::{Canned, CannedServer};
+    let env = env().await;
+    let internal = CannedServer::http(std::sync::Arc::new(|_: &_| {
+        Canned::new(500, br#"{"internal":"INTERNAL-SECRET-BODY"}"#)
+    }))
+    .await
+    .unwrap();
+    let inside = format!("http://{}", internal.host());
+    let config = br#"{"architecture":"amd64","os":"linux"}"#.to_vec();
+    let config_digest = controller::registry::sha256_digest(&config);
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": config_digest, "size": config.len()},
+        "layers": [],
+    }))
+    .unwrap();
+    let manifest_digest = controller::registry::sha256_digest(&manifest);
+    let routes = {
+        let inside = inside.clone();
+        move |request: &tests::redirecting_registry::Request| {
+            let path = request.path.as_str();
+            let image = Canned::new(200, &manifest)
+                .header("Content-Type", "application/vnd.oci.image.manifest.v1+json");
+            let blob = format!("/blobs/{config_digest}");
+            match path {
+                "/v2/acme/down/manifests/1" => Canned::redirect(&format!("{inside}/internal")),
+                "/v2/acme/body/manifests/1" => Canned::new(
+                    500,
+                    br#"{"errors":[{"code":"BLOB_UPLOAD_INVALID","message":"REGISTRY-BODY-TEXT \u001b]0;OWNED\u0007"}]}"#,
+                ),
+                "/storage/config" => Canned::new(200, &config),
+                p if p.ends_with("/manifests/1") => image,
+                p if p == format!("/v2/acme/ok{blob}") => Canned::redirect("/storage/config"),
+                p if p == format!("/v2/acme/blobdown{blob}") => {
+                    Canned::redirect(&format!("{inside}/blob"))
+                }
+                p if p == format!("/v2/acme/loop{blob}") => Canned::redirect(p),
+                _ => Canned::new(404, b"{\"errors\":[{\"code\":\"NAME_UNKNOWN\"}]}"),
+            }
+        }
+    };
+    let server = CannedServer::https(std::sync::Arc::new(routes))
+        .await
+        .unwrap();
+    let ca = server.ca_path().unwrap().display().to_string();
+    let _c = ControllerProc::spawn(&env, "c1", &["--registry-ca-file", &ca]);
+    for name in ["down", "body", "ok", "blobdown", "loop"] {
+        create_pool(
+            &env.admin,
+            &pool(
+                name,
+                json!({"pool": name}),
+                &format!("{}/acme/{name}:1", server.host()),
+                json!(1),
+            ),
+        )
+        .await;
+    }
+    let degraded = |name: &'static str| {
+        let admin = env.admin.clone();
+        async move {
+            let p = wait_pool(&admin, name, reasons::DEGRADED, |p| {
+                degraded_reason(p).is_some()
+            })
+            .await;
+            let (_, reason, message) = condition(&p, reasons::DEGRADED).unwrap();
+            (reason, message)
+        }
+    };
+
+    // The manifest redirected to an internal plain-HTTP address: refused.
+    let (reason, message) = degraded("down").await;
+    assert_eq!(reason, reasons::REGISTRY_ERROR, "{message}");
+    assert!(
+        message.contains("manifest") && message.contains("not followed"),
+        "{message}"
+    );
+    // A registry's error body: its status and error code only.
+    let (reason, message) = degraded("body").await;
+    assert_eq!(reason, reasons::REGISTRY_ERROR, "{message}");
+    assert!(
+        message.contains("HTTP 500 (BLOB_UPLOAD_INVALID)"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("REGISTRY-BODY-TEXT") && !message.contains('\u{1b}'),
+        "{message}"
+    );
+    // A blob redirected within HTTPS: followed.
+    let p = wait_pool(&env.admin, "ok", "target", |p| target(p).is_some()).await;
+    assert_eq!(target(&p).as_deref(), Some(manifest_digest.as_str()));
+    assert!(
+        server.hits().iter().any(|h| h == "/storage/config"),
+        "{:?}",
+        server.hits()
+    );
+    // A blob redirected to plain HTTP: refused.
+    let (_, message) = degraded("blobdown").await;
+    assert!(
+        message.contains("never followed") && message.contains(&inside),
+        "{message}"
+    );
+    // A blob redirected in a loop: given up after the bound.
+    let (_, message) = degraded("loop").await;
+    assert!(message.contains("more than 5 redirects"), "{message}");
+
+    assert!(
+        internal.hits().is_empty(),
+        "the internal service was reached: {:?}",
+        internal.hits()
+    );
+    for name in ["down", "body", "blobdown", "loop"] {
+        let p = Api::<api::BootcNodePool>::all(env.admin.clone())
+            .get(name)
+            .await
+            .unwrap();
+        let text = serde_json::to_string(&p.status).unwrap();
+        assert!(
+            !text.contains("INTERNAL-SECRET-BODY") && !text.contains("REGISTRY-BODY-TEXT"),
+            "{name}: {text}"
+        );
+    }
 }
 
 /// `/healthz` fails while the reconcile loop is wedged, and answers again

@@ -538,7 +538,9 @@ async fn pause_resume_rollback_and_delete() {
     ctl.terminate().await;
 }
 
-/// The Secret watch: rotating the pull secret bumps pullSecretHash.
+/// The Secret watch: rotating the pull secret bumps pullSecretHash, which
+/// names the Secret's version (uid and resourceVersion), never a hash of its
+/// content (every BootcNode reader sees it).
 #[tokio::test]
 async fn pull_secret_rotation_bumps_the_hash() {
     use k8s_openapi::api::core::v1::Secret;
@@ -547,7 +549,7 @@ async fn pull_secret_rotation_bumps_the_hash() {
     let secrets: Api<Secret> = Api::namespaced(env.admin.clone(), "bootc-operator");
     let secret = |auth: &str| -> Secret {
         serde_json::from_value(json!({
-            "metadata": {"name": "pull"},
+            "metadata": {"name": "pull", "annotations": {api::labels::POOLS_ANNOTATION: "workers"}},
             "type": "kubernetes.io/dockerconfigjson",
             "stringData": {".dockerconfigjson": format!("{{\"auths\":{{\"quay.io\":{{\"auth\":\"{auth}\"}}}}}}")},
         }))
@@ -575,7 +577,12 @@ async fn pull_secret_rotation_bumps_the_hash() {
     .unwrap()
     .unwrap();
     let first = bn.spec.pull_secret_hash.clone().unwrap();
-    assert!(first.starts_with("sha256:"));
+    let stored = secrets.get("pull").await.unwrap();
+    assert_eq!(
+        Some(&first),
+        api::pull_secret::version(&stored.metadata).as_ref()
+    );
+    assert!(!first.starts_with("sha256:"), "{first}");
     assert_eq!(bn.spec.pull_secret_ref.unwrap().name, "pull");
     secrets
         .replace("pull", &kube::api::PostParams::default(), &{

@@ -21,6 +21,7 @@ pub mod machine;
 pub mod node_loop;
 pub mod privdrop;
 pub mod pull_secret;
+pub mod repositories;
 pub mod sandbox;
 pub mod seccomp;
 pub mod selftest;

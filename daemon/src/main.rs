@@ -28,12 +28,18 @@ struct Cli {
     #[arg(long, default_value_t = daemon::privdrop::DEFAULT_GID)]
     gid: u32,
     /// A repository (`registry/path`) or namespace (`registry/path/`) the
-    /// helper may stage images from; repeat for more. None: any repository.
-    #[arg(long = "allowed-repository", value_name = "REPOSITORY")]
+    /// helper may stage images from; repeat for more, or separate with
+    /// commas. Required: `any` allows every repository, explicitly.
+    #[arg(
+        long = "allowed-repository",
+        value_name = "REPOSITORY",
+        env = daemon::repositories::ENV,
+        value_delimiter = ','
+    )]
     allowed_repositories: Vec<String>,
     /// Have bootc enforce the host's container signature policy
     /// (`bootc switch --enforce-container-sigpolicy`).
-    #[arg(long)]
+    #[arg(long, env = "BOOTC_ENFORCE_CONTAINER_SIGPOLICY")]
     enforce_container_sigpolicy: bool,
     /// How long the helper's Apply waits for an early bootc failure.
     #[arg(long, default_value_t = 5000)]
@@ -92,6 +98,14 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let allowed = match daemon::repositories::allow_list(&cli.allowed_repositories) {
+        Ok(allowed) => allowed,
+        Err(error) => {
+            tracing::error!(%error, "refusing to start");
+            return ExitCode::from(2);
+        }
+    };
+    tracing::info!(repositories = ?allowed, sigpolicy = cli.enforce_container_sigpolicy, "images are staged only from the allowed repositories");
     let opts = DaemonOptions {
         helper: HelperOptions {
             path: cli
@@ -99,7 +113,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(daemon::spawn::default_helper_path),
             host_pid: cli.host_pid,
             apply_window: Duration::from_millis(cli.apply_window_ms),
-            allowed_repositories: cli.allowed_repositories,
+            allowed_repositories: allowed.repositories(),
             enforce_sigpolicy: cli.enforce_container_sigpolicy,
         },
         host_root: cli.host_root,

@@ -760,16 +760,16 @@ impl NodeLoop {
                 reference.namespace, reference.name
             ))
         })?;
-        let mut data = secret.data.unwrap_or_default();
         if let Some(want) = hash {
-            let have = api::secret_hash::pull_secret_hash(&data);
+            let have = api::pull_secret::version(&secret.metadata).unwrap_or_default();
             if have != want {
                 return Err(AuthProblem::NotAnnounced(format!(
-                    "Secret {}/{} has content {have}, the controller announced {want}; waiting for it to catch up",
+                    "Secret {}/{} is at version {have}, the controller announced {want}; waiting for it to catch up",
                     reference.namespace, reference.name
                 )));
             }
         }
+        let mut data = secret.data.unwrap_or_default();
         data.remove(".dockerconfigjson").map(|v| PullSecretContent::new(v.0)).ok_or_else(|| {
             AuthProblem::Other(format!(
                 "Secret {}/{} has no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)",

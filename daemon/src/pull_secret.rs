@@ -1,7 +1,9 @@
 //! The pull secret the daemon last read, kept in memory so that the host's
 //! auth file can be rewritten on every spec change without reading the
 //! Secret again: the loop GETs it only when the controller announces other
-//! content (a new reference or hash) or the last write failed.
+//! content (a new reference, or a new `pullSecretHash`: the Secret's
+//! version, `<uid>/<resourceVersion>`, see `api::pull_secret`) or the last
+//! write failed.
 
 use std::fmt;
 
@@ -37,7 +39,7 @@ impl Drop for PullSecretContent {
 }
 
 /// What a cached content was announced as: the Secret it came from and the
-/// hash the controller published for it.
+/// version (`pullSecretHash`) the controller published for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Announced {
     pub reference: SecretReference,

@@ -69,6 +69,7 @@ impl DaemonProcess {
             .arg(host.root())
             .args(["--host-pid", &host.pid().to_string()])
             .args(["--apply-window-ms", "500"])
+            .args(["--allowed-repository", daemon::repositories::ANY])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

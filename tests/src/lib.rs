@@ -24,6 +24,7 @@ pub mod node_agent;
 pub mod nodes;
 pub mod pki;
 pub mod recorder;
+pub mod redirecting_registry;
 pub mod registry;
 pub mod sim;
 pub mod write_probe;

@@ -48,7 +48,9 @@ pub async fn grant_pull_secrets(cp: &ControlPlane, names: &[&str]) -> Result<()>
             namespace: namespace.to_owned(),
         })
         .collect();
-    let rules = controller::daemon_secrets::rules(namespace, &refs);
+    // Tests without a controller have no pool: every Secret given is granted.
+    let refs = refs.iter().map(|r| ("", r));
+    let rules = controller::daemon_secrets::rules(namespace, refs, |_, _| true);
     controller::daemon_secrets::apply(&cp.admin().await?, namespace, &rules).await?;
     Ok(())
 }
@@ -203,6 +205,9 @@ impl Agent {
                 &options.poll_interval.as_secs().max(1).to_string(),
             ])
             .args(["--node-name", &options.node_name])
+            // The fake hosts stage from any repository (the allow-list has
+            // its own tests: helper_rpc.rs, daemon/tests/cli.rs).
+            .args(["--allowed-repository", daemon::repositories::ANY])
             .args(
                 kubeconfig
                     .map(|k| [OsStr::new("--kubeconfig"), k.as_os_str()])

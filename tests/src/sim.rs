@@ -287,7 +287,8 @@ impl Sim {
         let registry = TestRegistry::start("sim", "sim-password").await?;
         let secrets: Api<Secret> = Api::namespaced(admin.clone(), api::labels::OPERATOR_NAMESPACE);
         let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": "os-pull", "namespace": api::labels::OPERATOR_NAMESPACE},
+            "metadata": {"name": "os-pull", "namespace": api::labels::OPERATOR_NAMESPACE,
+                         "annotations": {api::labels::POOLS_ANNOTATION: POOL}},
             "type": "kubernetes.io/dockerconfigjson",
             "data": {".dockerconfigjson": ByteString(registry.good_docker_config().into_bytes())},
         }))?;

@@ -617,7 +617,7 @@ async fn invalid_bootc_nodes_are_rejected_naming_the_field() {
             "hash-without-secret",
             json!({"desiredImage": digest, "pullSecretHash": "abc"}),
             "spec",
-            "pullSecretHash is the hash of pullSecretRef's content: it needs pullSecretRef",
+            "pullSecretHash names a version of pullSecretRef: it needs pullSecretRef",
         ),
     ];
     for (name, spec, field, rule) in cases {

@@ -54,6 +54,49 @@ fn can_i(
     String::from_utf8_lossy(&out.stdout).trim() == "yes"
 }
 
+/// The daemon takes its allow-list from the ConfigMap bootc-daemon, which
+/// deploy/ ships with an empty placeholder (the daemon refuses to start on
+/// it, `daemon/tests/cli.rs`), and which an overlay sets with a
+/// configMapGenerator merge, no JSON patch.
+fn the_allowed_repositories_are_a_required_setting(cp: &ControlPlane, env: &[serde_json::Value]) {
+    use daemon::repositories::{CONFIG_KEY, ENV};
+    assert!(
+        env.iter().any(|e| e["name"] == ENV
+            && e["valueFrom"]["configMapKeyRef"]["name"] == "bootc-daemon"
+            && e["valueFrom"]["configMapKeyRef"]["key"] == CONFIG_KEY),
+        "{env:?}"
+    );
+    let placeholder = ok(cp.kubectl().args([
+        "get",
+        "configmap/bootc-daemon",
+        "-n",
+        DAEMON_NAMESPACE,
+        "-o",
+        &format!("jsonpath={{.data.{CONFIG_KEY}}}"),
+    ]));
+    assert_eq!(placeholder, "", "deploy/ must not choose the repositories");
+    // Kustomize takes a base by relative path only: the overlay lives in
+    // target/, two levels below the repository.
+    std::fs::create_dir_all(repo_root().join("target")).unwrap();
+    let overlay = tempfile::Builder::new()
+        .prefix("overlay-")
+        .tempdir_in(repo_root().join("target"))
+        .unwrap();
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "resources:\n  - ../../deploy\nconfigMapGenerator:\n  - name: bootc-daemon\n    namespace: {DAEMON_NAMESPACE}\n    behavior: merge\n    literals:\n      - {CONFIG_KEY}=registry.example.com/acme/os\n"
+        ),
+    )
+    .unwrap();
+    let built = ok(cp.kubectl().arg("kustomize").arg(overlay.path()));
+    assert!(
+        built.contains(&format!("{CONFIG_KEY}: registry.example.com/acme/os"))
+            && built.contains("name: bootc-daemon\n  namespace: bootc-daemon"),
+        "{built}"
+    );
+}
+
 /// `kubectl apply -k deploy/`, and the CRDs established (a pool can be
 /// created), as the README tells users.
 fn install(cp: &ControlPlane) {
@@ -164,6 +207,7 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
             .any(|e| e["name"] == "BOOTC_NAMESPACE" && e["value"] == OPERATOR_NS),
         "{env:?}"
     );
+    the_allowed_repositories_are_a_required_setting(&cp, env);
 
     let dep = ok(cp.kubectl().args([
         "get",
@@ -492,10 +536,11 @@ fn pool(secret: &str) -> BootcNodePool {
     .unwrap()
 }
 
-/// An empty `kubernetes.io/dockerconfigjson` Secret.
+/// An empty `kubernetes.io/dockerconfigjson` Secret that opts in to the
+/// pool `workers`.
 fn pull_secret(name: &str) -> Secret {
     serde_json::from_value(json!({
-        "metadata": {"name": name},
+        "metadata": {"name": name, "annotations": {api::labels::POOLS_ANNOTATION: "workers"}},
         "type": "kubernetes.io/dockerconfigjson",
         "data": {".dockerconfigjson": ByteString(br#"{"auths":{}}"#.to_vec())},
     }))
@@ -578,6 +623,13 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
             .await
             .unwrap();
     }
+    // Not a pull secret, and opted in to no pool (security review N2).
+    let tls: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "webhook-tls"},
+        "data": {"tls.key": ByteString(b"PRIVATE-KEY-OF-SOMETHING-ELSE".to_vec())},
+    }))
+    .unwrap();
+    secrets.create(&PostParams::default(), &tls).await.unwrap();
     let daemon = {
         let kubeconfig = cp.node_bound_kubeconfig("node-1").unwrap();
         let kc = Kubeconfig::read_from(kubeconfig).unwrap();
@@ -644,6 +696,49 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
     assert!(
         forbidden(reads.get("pull-a").await),
         "pull-a still readable"
+    );
+
+    // A pool writer names a Secret that does not opt in to the pool: no
+    // grant, and the pool says why and how to opt it in.
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"pullSecretRef": {"name": "webhook-tls", "namespace": OPERATOR_NS}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(60),
+        kube::runtime::wait::await_condition(
+            pools.clone(),
+            "workers",
+            |p: Option<&BootcNodePool>| {
+                p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                    api::conditions::reason(&s.conditions, api::reasons::DEGRADED)
+                        == Some(api::reasons::PULL_SECRET_NOT_ALLOWED)
+                })
+            },
+        ),
+    )
+    .await
+    .expect("the refused Secret is not reported on the pool")
+    .unwrap()
+    .unwrap();
+    let message =
+        api::conditions::message(&refused.status.unwrap().conditions, api::reasons::DEGRADED)
+            .unwrap_or_default()
+            .to_owned();
+    assert!(
+        message.contains("webhook-tls") && message.contains("bootc.dev/pools=workers"),
+        "{message}"
+    );
+    await_grant(&roles, &[]).await;
+    assert!(
+        forbidden(reads.get("webhook-tls").await),
+        "webhook-tls readable"
     );
 
     // No pool names a Secret: no rule at all.

@@ -90,7 +90,7 @@ fn planned(
         nodes: nodes.iter().collect(),
         bootc_nodes: bns.iter().collect(),
         other_pools: vec![],
-        pull_secret_hash: None,
+        pull_secret: None,
         drains: drains
             .iter()
             .map(|(n, p)| ((*n).to_owned(), p.clone()))

@@ -171,6 +171,20 @@ fn pull_secret(cluster: &NodeCluster) {
         ],
         None,
     );
+    // The Secret opts in to the pool that names it.
+    let opt_in = format!("{}={POOL}", api::labels::POOLS_ANNOTATION);
+    kubectl(
+        cluster,
+        &[
+            "annotate",
+            "secret",
+            "os-pull",
+            "-n",
+            "bootc-operator",
+            &opt_in,
+        ],
+        None,
+    );
 }
 
 /// Runs a command to success.

@@ -82,6 +82,20 @@ async fn tags_resolve_follow_pushes_and_errors_are_told_apart() {
         v1
     );
 
+    // A digest nobody pushed is asked for, and not found (never answered
+    // from the reference alone).
+    let typo = format!("sha256:{}", "0".repeat(64));
+    let by_typo = ImageRef::parse(&format!("{}/acme/os@{typo}", reg.host())).unwrap();
+    let err = r.resolve(&by_typo, Some(&good), "h1").await.unwrap_err();
+    assert!(matches!(err, RegistryError::NotFound { .. }), "{err:?}");
+    assert_eq!(err.reason(), api::reasons::IMAGE_NOT_FOUND);
+
+    // A digest found in one repository is not taken to exist in another
+    // (the facts learned for acme/os are not answered for acme/other).
+    let elsewhere = ImageRef::parse(&format!("{}/acme/other@{v1}", reg.host())).unwrap();
+    let err = r.resolve(&elsewhere, Some(&good), "h1").await.unwrap_err();
+    assert!(matches!(err, RegistryError::NotFound { .. }), "{err:?}");
+
     // Wrong password, no credentials: the credentials error.
     for (label, c) in [
         ("wrong password", Some(creds(&reg, "wrong"))),
@@ -359,4 +373,117 @@ async fn the_fake_hosts_pull_uses_the_hosts_auth_file_and_ca() {
         format!("{err:#}").ends_with(": authentication required"),
         "{err:#}"
     );
+}
+
+/// Registries such as quay.io and Docker Hub answer with a bearer
+/// challenge (the real docker-registry here uses basic auth): the resolver
+/// asks the realm the challenge names for a token, with the pull secret's
+/// credentials as basic auth and the challenge's service and scope, and
+/// retries with the token; the credentials go to the realm and the
+/// registry's own origin only, and never to a blob's storage. Without
+/// credentials it asks for an anonymous token.
+#[tokio::test]
+async fn bearer_challenges_get_a_token_from_the_realm() {
+    use std::sync::Arc;
+    use tests::redirecting_registry::{Canned, CannedServer, Request};
+    let token_server = CannedServer::https(Arc::new(|r: &Request| {
+        if r.path.starts_with("/token?") {
+            Canned::new(200, br#"{"token":"T0KEN"}"#)
+        } else {
+            Canned::new(404, b"")
+        }
+    }))
+    .await
+    .unwrap();
+    let realm = format!("https://{}/token", token_server.host());
+    let config = br#"{"architecture":"arm64","os":"linux"}"#.to_vec();
+    let config_digest = controller::registry::sha256_digest(&config);
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": config_digest, "size": config.len()},
+        "layers": [],
+    }))
+    .unwrap();
+    let digest = controller::registry::sha256_digest(&manifest);
+    let challenge =
+        format!(r#"Bearer realm="{realm}",service="reg.test",scope="repository:acme/os:pull""#);
+    let registry = CannedServer::https(Arc::new(move |r: &Request| {
+        let authorized = r.authorization.as_deref() == Some("Bearer T0KEN");
+        match r.path.as_str() {
+            _ if !authorized && r.path.starts_with("/v2/") => {
+                Canned::new(401, b"").header("WWW-Authenticate", &challenge)
+            }
+            "/v2/acme/os/manifests/1" => Canned::new(200, &manifest),
+            p if p == format!("/v2/acme/os/blobs/{config_digest}") => {
+                Canned::redirect("/storage/config?signature=s3cret")
+            }
+            "/storage/config?signature=s3cret" => Canned::new(200, &config),
+            _ => Canned::new(404, b""),
+        }
+    }))
+    .await
+    .unwrap();
+    let mut bundle = registry.ca_pem().unwrap();
+    bundle.extend(token_server.ca_pem().unwrap());
+    let r = Resolver::new(RegistryOptions {
+        ca_bundle: Some(bundle),
+        ..Default::default()
+    });
+    let image = ImageRef::parse(&format!("{}/acme/os:1", registry.host())).unwrap();
+    let creds = Credentials {
+        username: "robot".into(),
+        password: "pw".into(),
+    };
+    let resolved = r.resolve(&image, Some(&creds), "v1").await.unwrap();
+    assert_eq!(resolved.facts.digest, digest);
+    assert_eq!(
+        resolved.facts.architectures,
+        BTreeSet::from(["arm64".to_owned()])
+    );
+    let asked = token_server.requests();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].path.contains("service=reg.test")
+            && asked[0]
+                .path
+                .contains("scope=repository%3Aacme%2Fos%3Apull"),
+        "{asked:?}"
+    );
+    // robot:pw
+    assert_eq!(
+        asked[0].authorization.as_deref(),
+        Some("Basic cm9ib3Q6cHc=")
+    );
+    let storage: Vec<Request> = registry
+        .requests()
+        .into_iter()
+        .filter(|q| q.path.starts_with("/storage/"))
+        .collect();
+    assert_eq!(storage.len(), 1, "{:?}", registry.requests());
+    // The storage is the registry's own origin here, so the token goes
+    // with it; the basic credentials never reach the registry.
+    assert!(
+        registry
+            .requests()
+            .iter()
+            .all(|q| q.authorization.as_deref() != Some("Basic cm9ib3Q6cHc=")),
+        "{:?}",
+        registry.requests()
+    );
+
+    // No credentials: an anonymous token (no basic auth to the realm).
+    let anonymous = Resolver::new(RegistryOptions {
+        ca_bundle: Some({
+            let mut b = registry.ca_pem().unwrap();
+            b.extend(token_server.ca_pem().unwrap());
+            b
+        }),
+        ..Default::default()
+    });
+    anonymous.resolve(&image, None, "none").await.unwrap();
+    let asked = token_server.requests();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(asked[1].authorization, None, "{asked:?}");
 }

@@ -202,7 +202,7 @@ pub fn owned_by(bn: &BootcNode, pool: &BootcNodePool) -> bool {
 }
 
 /// The owner reference naming a pool, if any.
-fn owner_reference_of(bn: &BootcNode) -> Option<&OwnerReference> {
+pub fn owner_reference_of(bn: &BootcNode) -> Option<&OwnerReference> {
     bn.metadata
         .owner_references
         .as_ref()?

@@ -2,8 +2,9 @@
 //!
 //! A `pullSecretRef` outside the operator's namespace is an invalid spec and
 //! is not passed on (every daemon would refuse it and turn Degraded). A
-//! pool-wide credentials problem (the referenced Secret missing, or not a
-//! docker config) is reported once on the pool and is not passed on either:
+//! pool-wide credentials problem (the referenced Secret missing, not opted
+//! in to the pool by its `bootc.dev/pools` annotation, or not a docker
+//! config) is reported once on the pool and is not passed on either:
 //! an existing BootcNode keeps the fields it has (its host keeps the auth
 //! file it has), so that nodes do not all turn Degraded over it and a node
 //! on the target stays healthy; staging goes on with the credentials each
@@ -18,10 +19,10 @@ use super::{PlanInput, Problem};
 pub struct Secret {
     /// The reference, unless it is invalid.
     pub reference: Option<SecretReference>,
-    /// Its data's hash, when the Secret exists.
+    /// Its version (`<uid>/<resourceVersion>`), when the Secret exists.
     pub hash: Option<String>,
-    /// The reference cannot be used now (missing or not a docker config):
-    /// existing members keep what they have.
+    /// The reference cannot be used now (missing, not opted in to the pool,
+    /// or not a docker config): existing members keep what they have.
     pub broken: bool,
 }
 
@@ -39,14 +40,23 @@ pub fn checked(input: &PlanInput<'_>, problems: &mut Vec<Problem>) -> Secret {
             None
         }
         Some(r) => {
-            if input.pull_secret_hash.is_none() {
-                problems.push((
+            match &input.pull_secret {
+                None => problems.push((
                     reasons::PULL_SECRET_NOT_FOUND,
                     format!(
                         "spec.pullSecretRef: Secret {}/{} not found",
                         r.namespace, r.name
                     ),
-                ));
+                )),
+                Some(seen) if !seen.allows_pool => problems.push((
+                    reasons::PULL_SECRET_NOT_ALLOWED,
+                    api::pull_secret::not_allowed_message(
+                        &r.namespace,
+                        &r.name,
+                        input.pool.metadata.name.as_deref().unwrap_or_default(),
+                    ),
+                )),
+                Some(_) => {}
             }
             Some(r.clone())
         }
@@ -56,10 +66,11 @@ pub fn checked(input: &PlanInput<'_>, problems: &mut Vec<Problem>) -> Secret {
         .target
         .as_ref()
         .is_err_and(|p| p.reason == reasons::INVALID_PULL_SECRET);
-    let broken = reference.is_some() && (input.pull_secret_hash.is_none() || invalid);
+    let usable = input.pull_secret.as_ref().is_some_and(|s| s.allows_pool);
+    let broken = reference.is_some() && (!usable || invalid);
     Secret {
         reference,
-        hash: input.pull_secret_hash.clone(),
+        hash: input.pull_secret.as_ref().map(|s| s.version.clone()),
         broken,
     }
 }

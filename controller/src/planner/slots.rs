@@ -61,7 +61,7 @@ pub(crate) fn reclaim(owned: &mut Owned, node: Option<&Node>, pool: &str) {
 /// to drain.
 pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout<'_>) {
     // With every slot held nobody is admitted, and nothing waits on others.
-    if rollout.paused || rollout.halted || rollout.budget.full() {
+    if !rollout.hands_out() {
         return;
     }
     let candidates: Vec<&str> = rollout

@@ -13,6 +13,7 @@ use super::owned::Owned;
 use super::pull_secret::{self, Secret};
 use super::slots::holds_slot;
 use super::state::{NodeState, classify, runs_target};
+use super::verdict::Rollout;
 use super::view::View;
 use crate::staging;
 
@@ -42,13 +43,18 @@ pub(crate) fn desired(
         Some(bn) if !told => kept_image(bn),
         _ => target.image.clone(),
     };
+    point_at(&mut owned, image);
+    owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
+    pull_secret::sync(&mut owned.spec, existing, secret);
+    owned
+}
+
+/// Points the member's spec at `image`; a new image resets the approval.
+fn point_at(owned: &mut Owned, image: String) {
     if owned.spec.desired_image != image {
         owned.spec.desired_image = image;
         owned.spec.desired_image_state = DesiredImageState::Staged;
     }
-    owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
-    pull_secret::sync(&mut owned.spec, existing, secret);
-    owned
 }
 
 /// What a member waiting to be told the target is kept on: the image it
@@ -80,18 +86,14 @@ fn staged_member(
     }
 }
 
-/// The members told the target (see [`staging`]), one flag per member in
-/// the order of `members`; `held_elsewhere` slots are held by nodes that
-/// left mid-reboot.
-pub(crate) fn told(
+/// Each member as the staging rule sees it, in the order of `members`.
+pub(crate) fn staging_members(
     view: &View<'_>,
     members: &Membership<'_>,
     target: &Target,
-    slots: usize,
-    held_elsewhere: usize,
     memo: &mut Memo,
-) -> Vec<bool> {
-    let seen: Vec<staging::Member> = members
+) -> Vec<staging::Member> {
+    members
         .rows
         .iter()
         .map(|at| {
@@ -100,8 +102,33 @@ pub(crate) fn told(
                 staged_member(row.node, row.bn, target, &view.pool_name)
             })
         })
+        .collect()
+}
+
+/// The members told the target now (see [`staging`]), once the verdicts
+/// have counted the disruption budget: each may use only the free slots
+/// the slot hand-out would give it ([`Rollout::free_slots_for`]), so that
+/// nothing is told for a slot a pause, a halt or the pool's own unavailable
+/// nodes hold back. A member newly told has its spec pointed at the target.
+pub(crate) fn tell(view: &View<'_>, target: &Target, rollout: &mut Rollout<'_>) {
+    let free: Vec<usize> = rollout
+        .verdicts
+        .iter()
+        .map(|e| rollout.free_slots_for(e.name))
         .collect();
-    let holders = seen.iter().filter(|m| m.in_slot).count() + held_elsewhere;
     let bounds = staging::Bounds::of(&view.pool.spec.rollout);
-    staging::told(&seen, bounds, slots.saturating_sub(holders))
+    let told = staging::told(&rollout.staging, bounds, &free);
+    let newly: Vec<&str> = rollout
+        .verdicts
+        .iter()
+        .zip(rollout.staging.iter().zip(told))
+        .filter(|(_, (m, told))| *told && !m.already_told())
+        .map(|(e, _)| e.name)
+        .collect();
+    for name in newly {
+        if let Some((_, v)) = rollout.verdicts.entry_mut(name) {
+            point_at(&mut v.owned, target.image.clone());
+            v.applied = None;
+        }
+    }
 }

@@ -325,7 +325,9 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
     let rank = |r: &str| match r {
         reasons::INVALID_SPEC => 0,
         // Before the registry's refusal it causes.
-        reasons::PULL_SECRET_NOT_FOUND | reasons::INVALID_PULL_SECRET => 1,
+        reasons::PULL_SECRET_NOT_FOUND
+        | reasons::PULL_SECRET_NOT_ALLOWED
+        | reasons::INVALID_PULL_SECRET => 1,
         reasons::NODE_CONFLICT => 3,
         reasons::ROLLOUT_HALTED => 4,
         reasons::NODE_STUCK => 5,

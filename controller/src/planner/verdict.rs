@@ -25,6 +25,7 @@ use super::state::{self, NodeState, classify, runs_target};
 use super::view::{Row, View, Walk};
 use super::{DrainPhase, NodePatch, Target, Write, cordon, halt, slots, spec};
 use crate::disruption::{self, Budget, Unavailable};
+use crate::staging;
 use crate::stuck::{self, Stuck};
 use jiff::Timestamp;
 
@@ -160,9 +161,28 @@ pub(crate) struct Rollout<'a> {
     /// The disruption budget as the verdicts leave it.
     pub budget: Budget,
     pub paused: bool,
+    /// Each member as the staging rule sees it, in the verdicts' order.
+    pub staging: Vec<staging::Member>,
 }
 
 impl Rollout<'_> {
+    /// May new reboot slots be handed out at all? Not while the pool is
+    /// paused or halted, nor with every slot held.
+    pub fn hands_out(&self) -> bool {
+        !self.paused && !self.halted && !self.budget.full()
+    }
+
+    /// The free slots a new slot for `name` could come from: the slot
+    /// hand-out's answer ([`super::slots::hand_out`]), which the staging
+    /// rule reads too ([`spec::tell`]).
+    pub fn free_slots_for(&self, name: &str) -> usize {
+        if self.hands_out() {
+            self.budget.free_for(name)
+        } else {
+            0
+        }
+    }
+
     /// The members whose verdict `pred` holds, in name order.
     pub fn names(&self, pred: impl Fn(&NodeVerdict) -> bool) -> Vec<String> {
         self.verdicts
@@ -192,8 +212,9 @@ pub(crate) fn verdicts<'m>(
     slots: usize,
     memo: &mut Memo,
 ) -> Rollout<'m> {
-    let held = leavers.not_back.len();
-    let told = spec::told(view, members, target, slots, held, memo);
+    // Told before this plan: who is newly told waits for the budget
+    // ([`spec::tell`]).
+    let staging = spec::staging_members(view, members, target, memo);
     let pool = Pool {
         view,
         target,
@@ -213,10 +234,10 @@ pub(crate) fn verdicts<'m>(
     let mut drains = Walk::of(&view.input.drains);
     let mut clock = Walk::of(&view.input.phase_clock);
     let mut conflicts = Walk::of(&members.conflicts);
-    for (at, told) in members.rows.iter().zip(told) {
+    for (at, seen) in members.rows.iter().zip(&staging) {
         let (name, row) = view.rows[*at];
         let reads = Reads {
-            told,
+            told: seen.already_told(),
             drain: drains.get(name),
             clock: clock.get(name),
             conflict: conflicts.get(name),
@@ -238,6 +259,7 @@ pub(crate) fn verdicts<'m>(
         });
     }
     out.halted = halt::halted(out.unhealthy_in_slots.len());
+    out.staging = staging;
     out
 }
 

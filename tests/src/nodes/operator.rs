@@ -2,8 +2,9 @@
 //! installs it: its image (built by `tests/scripts/build-image.sh` from the
 //! binaries the tests built, the helper as it ships) pushed to the cluster's
 //! registry, and `kubectl apply -k` of an overlay of `deploy/` that names the
-//! image, the registry's CA (the optional ConfigMap deploy/ reads) and
-//! nothing else.
+//! image, the registry's CA (the optional ConfigMap deploy/ reads), the
+//! repository the nodes may boot (the required setting of the daemons'
+//! ConfigMap) and nothing else.
 
 use std::path::{Path, PathBuf};
 
@@ -58,8 +59,11 @@ pub fn write_overlay(cluster: &NodeCluster, image: &str) -> Result<PathBuf> {
     std::fs::write(dir.join("registry-ca.crt"), cluster.registry.ca_pem()?)?;
     let deploy = relative(&crate::repo_root().join("deploy"), &dir);
     let text = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {deploy}\nimages:\n  - name: bootc-operator\n    newName: {image}\n    newTag: {OPERATOR_TAG}\nconfigMapGenerator:\n  - name: bootc-registry-ca\n    namespace: bootc-operator\n    files:\n      - registry-ca.crt\n    options:\n      disableNameSuffixHash: true\n",
-        deploy = deploy.display()
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {deploy}\nimages:\n  - name: bootc-operator\n    newName: {image}\n    newTag: {OPERATOR_TAG}\nconfigMapGenerator:\n  - name: bootc-registry-ca\n    namespace: bootc-operator\n    files:\n      - registry-ca.crt\n    options:\n      disableNameSuffixHash: true\n  - name: bootc-daemon\n    namespace: bootc-daemon\n    behavior: merge\n    literals:\n      - {key}={registry}/{repo}\n",
+        deploy = deploy.display(),
+        key = daemon::repositories::CONFIG_KEY,
+        registry = cluster.registry.host(),
+        repo = super::OS_REPO,
     );
     std::fs::write(dir.join("kustomization.yaml"), text)?;
     Ok(dir)

@@ -86,9 +86,7 @@ async fn idle_with_pull_secret(
         name: "pull".into(),
         namespace: "bootc-operator".into(),
     });
-    s.pull_secret_hash = Some(api::secret_hash::pull_secret_hash(
-        secret.data.as_ref().unwrap(),
-    ));
+    s.pull_secret_hash = api::pull_secret::version(&secret.metadata);
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();
     let agent = Agent::start(&w.cp, host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
@@ -204,7 +202,7 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
 
     // Rotation: the controller bumps the hash, the file follows.
     let rotated = rotate(&secrets, v2).await;
-    let hash2 = api::secret_hash::pull_secret_hash(rotated.data.as_ref().unwrap());
+    let hash2 = api::pull_secret::version(&rotated.metadata).unwrap();
     patch_spec(&w.nodes, "node-1", json!({"pullSecretHash": hash2})).await;
     wait_auth(&host, v2, || {
         format!("rotation not followed:\n{}", agent.log_text())

@@ -325,6 +325,7 @@ async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
     let mut again = secret;
     again.metadata = kube::api::ObjectMeta {
         name: Some("os-pull".into()),
+        annotations: again.metadata.annotations.take(),
         ..Default::default()
     };
     secrets

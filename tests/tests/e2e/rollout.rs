@@ -388,3 +388,126 @@ async fn bootc_1_16_nodes_stage_only_when_a_slot_awaits_them() {
     }
     assert_disruption_at_most(&recorder, 1).await;
 }
+
+/// A paused pool tells no bootc-1.16 node (no locked staging) the target:
+/// such a node would boot a staged image on any reboot, outside any slot.
+/// Paused mid-rollout, while the first two nodes hold the two slots, the
+/// 1.16 nodes not yet told stay on what they run even once those slots are
+/// free again. Nodes 1, 2, 4, 5 run bootc 1.16, 3 and 6 the PR's; 3 and 6
+/// download slowly, so that 1 and 2 take the slots.
+#[tokio::test]
+async fn a_paused_mixed_pool_tells_no_bootc_1_16_node_the_target() {
+    require_root!();
+    let options = SimOptions {
+        bootc_versions: vec![BootcVersion::V1_16, BootcVersion::V1_16, BootcVersion::Pr],
+        max_unavailable: json!(2),
+        reboot_time: Duration::from_secs(4),
+        ..SimOptions::default()
+    };
+    let (sim, _recorder, _v1) = started(options, 6).await;
+    for n in sim.nodes.lock().await.iter() {
+        if n.host.layout.version().locked_staging() {
+            std::fs::write(n.host.layout.stage_delay(), "8000").unwrap();
+        }
+    }
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let image = sim.pinned(&v2);
+    let bns: Api<BootcNode> = Api::all(sim.admin.clone());
+    // Mid-rollout: nodes 1 and 2 approved to boot v2 (or already on it).
+    for name in ["sim-node-1", "sim-node-2"] {
+        let image = image.clone();
+        k8s::wait_for(
+            bns.clone(),
+            name,
+            ROLLOUT,
+            "approved to boot v2",
+            move |b| {
+                b.is_some_and(|b| {
+                    (b.spec.desired_image == image
+                        && b.spec.desired_image_state == DesiredImageState::Booted)
+                        || b.status
+                            .as_ref()
+                            .and_then(|s| s.booted.as_ref())
+                            .is_some_and(|e| e.image.as_deref() == Some(image.as_str()))
+                })
+            },
+        )
+        .await
+        .unwrap();
+    }
+    set_paused(&sim, true).await;
+    // 1.16 nodes told v2 and not (yet) on it.
+    let told_waiting = |list: &[BootcNode]| -> Vec<String> {
+        list.iter()
+            .filter(|b| {
+                b.status.as_ref().and_then(|s| s.download_only_supported) == Some(false)
+                    && b.spec.desired_image == image
+                    && b.status
+                        .as_ref()
+                        .and_then(|s| s.booted.as_ref())
+                        .and_then(|e| e.image.as_deref())
+                        != Some(image.as_str())
+            })
+            .map(|b| b.metadata.name.clone().unwrap_or_default())
+            .collect()
+    };
+    let untold: Vec<String> = bns
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|b| {
+            b.status.as_ref().and_then(|s| s.download_only_supported) == Some(false)
+                && b.spec.desired_image != image
+        })
+        .map(|b| b.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert!(
+        !untold.is_empty(),
+        "every 1.16 node was told before the pause"
+    );
+
+    // Nodes 1 and 2 come back and leave their slots: two slots free, the
+    // pool paused.
+    for name in ["sim-node-1", "sim-node-2"] {
+        k8s::wait_for(bns.clone(), name, ROLLOUT, "out of its slot", |b| {
+            b.is_some_and(|b| {
+                !b.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION))
+            })
+        })
+        .await
+        .unwrap();
+    }
+    // One more plan after that (a spec change, seen in the status).
+    sim.patch_pool(json!({"rollout": {"drainTimeoutSeconds": 61}}))
+        .await
+        .unwrap();
+    let generation = Api::<BootcNodePool>::all(sim.admin.clone())
+        .get(POOL)
+        .await
+        .unwrap()
+        .metadata
+        .generation;
+    wait_pool(&sim, "the spec change planned", move |p| {
+        p.status.as_ref().and_then(|s| s.observed_generation) == generation
+    })
+    .await;
+    let now = bns.list(&ListParams::default()).await.unwrap().items;
+    let told: Vec<String> = told_waiting(&now)
+        .into_iter()
+        .filter(|n| untold.contains(n))
+        .collect();
+    assert!(
+        told.is_empty(),
+        "bootc 1.16 nodes told the target while paused: {told:?}\n{}",
+        diagnostics(&sim).await
+    );
+
+    // Resumed: the rollout finishes.
+    set_paused(&sim, false).await;
+    wait_rolled(&sim, &v2, 6).await;
+}

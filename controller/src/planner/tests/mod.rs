@@ -226,6 +226,8 @@ struct World {
     drains: BTreeMap<String, DrainPhase>,
     target: Result<Target, TargetProblem>,
     secret_hash: Option<String>,
+    /// The Secret does not opt in to the pool.
+    secret_refused: bool,
     last_status_write: Option<Timestamp>,
     clock: stuck::Clock,
 }
@@ -244,6 +246,7 @@ impl World {
             drains: BTreeMap::new(),
             target: Ok(target(NEW)),
             secret_hash: None,
+            secret_refused: false,
             last_status_write: None,
             clock: stuck::Clock::new(),
         }
@@ -294,7 +297,10 @@ impl World {
             nodes: nodes.iter().collect(),
             bootc_nodes: self.bns.iter().collect(),
             other_pools: self.others.iter().collect(),
-            pull_secret_hash: self.secret_hash.clone(),
+            pull_secret: self.secret_hash.clone().map(|version| SecretSeen {
+                version,
+                allows_pool: !self.secret_refused,
+            }),
             drains: self.drains.clone(),
             operator_namespace: api::labels::OPERATOR_NAMESPACE,
             last_status_write: self.last_status_write,

@@ -225,3 +225,140 @@ fn a_tag_moving_a_b_a_reboots_nobody_twice() {
     }
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
 }
+
+/// A BootcNode whose bootc cannot stage locked.
+fn unlocked(b: Bn) -> BootcNode {
+    let mut b = b.build();
+    if let Some(s) = b.status.as_mut() {
+        s.download_only_supported = Some(false);
+    }
+    b
+}
+
+#[test]
+fn unlocked_hosts_are_told_only_for_a_slot_the_hand_out_would_give() {
+    // (name, maxUnavailable, paused, extra members (Node, BootcNode),
+    //  is the unlocked idle host "u" told the target)
+    type Row = (&'static str, i32, bool, Vec<(Node, BootcNode)>, bool);
+    let idle = |n: &'static str| bn(n, OLD, Daemon::Idle(OLD)).build();
+    let in_slot_unhealthy = |n: &'static str| {
+        (
+            node(n, "a", true, true),
+            bn(n, NEW, Daemon::Idle(NEW))
+                .approved()
+                .slot(false)
+                .degraded()
+                .build(),
+        )
+    };
+    let rows: Vec<Row> = vec![
+        ("a free slot: told", 1, false, vec![], true),
+        ("paused: no slot awaits it", 3, true, vec![], false),
+        (
+            "halted: two unhealthy slot holders",
+            3,
+            false,
+            vec![in_slot_unhealthy("bad1"), in_slot_unhealthy("bad2")],
+            false,
+        ),
+        (
+            "one unhealthy slot holder, no halt: a slot is free",
+            3,
+            false,
+            vec![in_slot_unhealthy("bad1")],
+            true,
+        ),
+        (
+            "an admin-cordoned member uses the budget",
+            1,
+            false,
+            vec![(node("adm", "a", true, true), idle("adm"))],
+            false,
+        ),
+        (
+            "a NotReady member uses the budget",
+            1,
+            false,
+            vec![(node("down", "a", false, false), idle("down"))],
+            false,
+        ),
+        (
+            "two slots, one NotReady member: one left",
+            2,
+            false,
+            vec![(node("down", "a", false, false), idle("down"))],
+            true,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (name, max, paused, extra, want) in rows {
+        let mut w =
+            World::new(pool("a", IntOrString::Int(max), paused)).node(node("u", "a", true, false));
+        w.bns.push(unlocked(bn("u", OLD, Daemon::Idle(OLD))));
+        for (n, b) in extra {
+            w.nodes.push(n);
+            w.bns.push(b);
+        }
+        let told = applied(&w.plan(), "u").is_some_and(|a| a.spec.desired_image == image(NEW));
+        if told != want {
+            wrong.push(format!("{name}: told {told}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn an_admin_cordoned_unlocked_host_is_told_for_the_slot_it_costs_nothing_to_take() {
+    // Its own cordon uses the budget, but slotting it disrupts nothing more:
+    // told, so that it can stage and take the slot (the hand-out's rule).
+    let mut w = World::new(pool("a", IntOrString::Int(1), false)).node(node("u", "a", true, true));
+    w.bns.push(unlocked(bn("u", OLD, Daemon::Idle(OLD))));
+    assert_eq!(
+        applied(&w.plan(), "u").map(|a| a.spec.desired_image.clone()),
+        Some(image(NEW))
+    );
+}
+
+#[test]
+fn a_pull_secret_that_does_not_opt_in_to_the_pool_is_refused() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("new", "a", true, false))
+        .node(node("had", "a", true, false))
+        .bn(bn("had", OLD, Daemon::Idle(OLD)));
+    w.pool.spec.pull_secret_ref = Some(SecretReference {
+        name: "webhook-tls".into(),
+        namespace: api::labels::OPERATOR_NAMESPACE.into(),
+    });
+    // "had" was told an earlier Secret: it keeps it.
+    w.bns[0].spec.pull_secret_ref = Some(SecretReference {
+        name: "old".into(),
+        namespace: api::labels::OPERATOR_NAMESPACE.into(),
+    });
+    w.bns[0].spec.pull_secret_hash = Some("u-old/1".into());
+    w.secret_hash = Some("u-1/7".into());
+    w.secret_refused = true;
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::PULL_SECRET_NOT_ALLOWED);
+    let message = degraded_message(&p);
+    assert!(
+        message.contains("bootc-operator/webhook-tls")
+            && message.contains(
+                "kubectl annotate secret -n bootc-operator webhook-tls bootc.dev/pools=a"
+            ),
+        "{message}"
+    );
+    // Nobody is told about it.
+    let new = &applied(&p, "new").unwrap().spec;
+    assert_eq!(
+        (&new.pull_secret_ref, &new.pull_secret_hash),
+        (&None, &None)
+    );
+    let had = applied(&p, "had").map_or(w.bns[0].spec.clone(), |a| a.spec.clone());
+    assert_eq!(had.pull_secret_ref.unwrap().name, "old");
+    // Opted in: used, its version told.
+    w.secret_refused = false;
+    let p = w.plan();
+    assert_ne!(degraded_reason(&p), reasons::PULL_SECRET_NOT_ALLOWED);
+    let new = &applied(&p, "new").unwrap().spec;
+    assert_eq!(new.pull_secret_hash.as_deref(), Some("u-1/7"));
+}
