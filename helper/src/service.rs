@@ -1,12 +1,15 @@
 //! The four calls. Each validates its input before anything runs, holds the
 //! one operation lock for its whole duration, and is bounded by a timeout.
+//! [`Engine`] is the gRPC service tonic's generated server dispatches to.
 
 use crate::bootc::{self, RunError, Runner};
 use crate::validate::{self, ValidationError};
 use crate::{auth, status};
-use proto::{Code, call::Method, reply::Outcome};
+use proto::Code;
+use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Mutex;
+use tonic::{Request, Response, Status};
 
 /// Pulling an OS image can take a while on a slow link.
 pub const STAGE_LIMIT: Duration = Duration::from_secs(30 * 60);
@@ -44,22 +47,14 @@ pub enum HelperError {
     Auth(#[from] auth::AuthWriteError),
     #[error("{rpc}: did not finish within {limit:?}")]
     Timeout { rpc: &'static str, limit: Duration },
-    #[error("not a call: {0}")]
-    Malformed(prost::DecodeError),
-    #[error(transparent)]
-    TooLarge(#[from] proto::frame::TooLarge),
-    #[error("a call of none of the methods {:?}", proto::METHODS)]
-    UnknownMethod,
 }
 
-impl From<HelperError> for proto::Failure {
+impl From<HelperError> for Status {
     fn from(e: HelperError) -> Self {
         use {HelperError as E, RunError as R};
         let code = match &e {
             E::Invalid(ValidationError::RepositoryNotAllowed { .. }) => Code::PermissionDenied,
-            E::Invalid(_) | E::Malformed(_) => Code::InvalidArgument,
-            E::TooLarge(_) => Code::ResourceExhausted,
-            E::UnknownMethod => Code::Unimplemented,
+            E::Invalid(_) => Code::InvalidArgument,
             E::NothingStaged | E::StagedMismatch { .. } | E::Bootc(R::Busy { .. }) => {
                 Code::FailedPrecondition
             }
@@ -70,8 +65,7 @@ impl From<HelperError> for proto::Failure {
             }
             _ => Code::Internal,
         };
-        let (code, message) = (code.into(), e.to_string());
-        proto::Failure { code, message }
+        Status::new(code, e.to_string())
     }
 }
 
@@ -185,42 +179,60 @@ impl Engine {
         Ok(proto::WriteAuthResponse {})
     }
 
-    async fn call(&self, method: Method) -> Result<Outcome, HelperError> {
-        Ok(match method {
-            Method::Stage(r) => Outcome::Stage(self.stage(&r.image).await?),
-            Method::Apply(r) => Outcome::Apply(self.apply(r.soft_reboot).await?),
-            Method::Status(_) => Outcome::Status(self.status().await?),
-            Method::WriteAuth(r) => {
-                Outcome::WriteAuth(self.write_auth(&r.docker_config_json).await?)
-            }
+    /// Runs one call under its time limit; a refusal or failure is logged.
+    async fn timed<T>(
+        rpc: &'static str,
+        limit: Duration,
+        call: impl Future<Output = Result<T, HelperError>>,
+    ) -> Result<Response<T>, Status> {
+        let timed = tokio::time::timeout(limit, call).await;
+        let result = timed.unwrap_or(Err(HelperError::Timeout { rpc, limit }));
+        result.map(Response::new).map_err(|e| {
+            tracing::warn!(rpc, error = %e, "refused or failed");
+            e.into()
         })
-    }
-
-    /// Runs one call under its time limit: its response or its failure.
-    pub async fn answer(&self, method: Option<Method>) -> proto::Reply {
-        let Some(method) = method else {
-            return reply(Err(HelperError::UnknownMethod));
-        };
-        let (rpc, limit) = match &method {
-            Method::Stage(_) => ("stage", STAGE_LIMIT + STATUS_LIMIT + SLACK),
-            Method::Apply(_) => ("apply", STATUS_LIMIT + self.apply_window + SLACK),
-            Method::Status(_) => ("status", STATUS_LIMIT * 2 + SLACK),
-            Method::WriteAuth(_) => ("write_auth", WRITE_AUTH_LIMIT),
-        };
-        let timed = tokio::time::timeout(limit, self.call(method)).await;
-        reply(timed.unwrap_or(Err(HelperError::Timeout { rpc, limit })))
     }
 }
 
-/// The reply for the result of a call (or for a frame that is not one);
-/// a refusal or failure is logged.
-pub fn reply(result: Result<Outcome, HelperError>) -> proto::Reply {
-    let outcome = result.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "refused or failed");
-        Outcome::Failure(e.into())
-    });
-    proto::Reply {
-        outcome: Some(outcome),
+/// The four calls as tonic's generated server calls them. A path that is
+/// none of them never gets here: the generated server answers UNIMPLEMENTED.
+#[tonic::async_trait]
+impl proto::helper_server::Helper for Engine {
+    async fn stage(
+        &self,
+        r: Request<proto::StageRequest>,
+    ) -> Result<Response<proto::StageResponse>, Status> {
+        let limit = STAGE_LIMIT + STATUS_LIMIT + SLACK;
+        Self::timed("stage", limit, Engine::stage(self, &r.get_ref().image)).await
+    }
+
+    async fn apply(
+        &self,
+        r: Request<proto::ApplyRequest>,
+    ) -> Result<Response<proto::ApplyResponse>, Status> {
+        let limit = STATUS_LIMIT + self.apply_window + SLACK;
+        Self::timed("apply", limit, Engine::apply(self, r.get_ref().soft_reboot)).await
+    }
+
+    async fn status(
+        &self,
+        _: Request<proto::StatusRequest>,
+    ) -> Result<Response<proto::StatusResponse>, Status> {
+        let limit = STATUS_LIMIT * 2 + SLACK;
+        Self::timed("status", limit, Engine::status(self)).await
+    }
+
+    async fn write_auth(
+        &self,
+        r: Request<proto::WriteAuthRequest>,
+    ) -> Result<Response<proto::WriteAuthResponse>, Status> {
+        let json = &r.get_ref().docker_config_json;
+        Self::timed(
+            "write_auth",
+            WRITE_AUTH_LIMIT,
+            Engine::write_auth(self, json),
+        )
+        .await
     }
 }
 
