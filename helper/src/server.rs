@@ -9,6 +9,7 @@
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use proto::helper_server::{Helper, HelperServer};
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use tonic::codegen::Service;
 
@@ -33,15 +34,20 @@ pub enum ServeError {
     Http2(#[from] hyper::Error),
 }
 
-/// The HTTP/2 server settings for the one connection. No keep-alive ping
-/// and no timer: nothing but the peer keeps the connection (and so the
-/// helper) alive.
-pub fn http2_settings() -> http2::Builder<TokioExecutor> {
-    let mut builder = http2::Builder::new(TokioExecutor::new());
-    builder
+/// Serves the four calls until the peer closes the connection: the
+/// [`crate::service::Engine`]'s, or a test's stand-in.
+pub async fn serve<T: Helper>(stream: UnixStream, engine: Arc<T>) -> Result<(), ServeError> {
+    stream.set_nonblocking(true)?;
+    let io = TokioIo::new(tokio::net::UnixStream::from_std(stream)?);
+    let grpc = HelperServer::from_arc(engine)
+        .max_decoding_message_size(proto::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(proto::MAX_MESSAGE_BYTES);
+    let service = hyper::service::service_fn(move |request| grpc.clone().call(request));
+    // No keep-alive ping and no timer: nothing but the peer keeps the
+    // connection (and so the helper) alive.
+    http2::Builder::new(TokioExecutor::new())
         .max_concurrent_streams(MAX_STREAMS)
         .max_header_list_size(MAX_HEADER_LIST_BYTES)
-        .header_table_size(MAX_HEADER_LIST_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
         .initial_stream_window_size(WINDOW_BYTES)
         .initial_connection_window_size(WINDOW_BYTES)
@@ -49,22 +55,8 @@ pub fn http2_settings() -> http2::Builder<TokioExecutor> {
         .max_pending_accept_reset_streams(MAX_RESETS)
         .max_local_error_reset_streams(MAX_RESETS)
         .keep_alive_interval(None)
-        .auto_date_header(false);
-    builder
-}
-
-/// Serves the four calls until the peer closes the connection: the
-/// [`crate::service::Engine`]'s, or a test's stand-in.
-pub async fn serve<T: Helper>(
-    stream: std::os::unix::net::UnixStream,
-    engine: Arc<T>,
-) -> Result<(), ServeError> {
-    stream.set_nonblocking(true)?;
-    let io = TokioIo::new(tokio::net::UnixStream::from_std(stream)?);
-    let grpc = HelperServer::from_arc(engine)
-        .max_decoding_message_size(proto::MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(proto::MAX_MESSAGE_BYTES);
-    let service = hyper::service::service_fn(move |request| grpc.clone().call(request));
-    http2_settings().serve_connection(io, service).await?;
+        .auto_date_header(false)
+        .serve_connection(io, service)
+        .await?;
     Ok(())
 }

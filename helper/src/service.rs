@@ -5,7 +5,8 @@
 use crate::bootc::{self, RunError, Runner};
 use crate::validate::{self, ValidationError};
 use crate::{auth, status};
-use proto::Code;
+use proto::{ApplyRequest, ApplyResponse, Code, StageRequest, StageResponse};
+use proto::{StatusRequest, StatusResponse, WriteAuthRequest, WriteAuthResponse};
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Mutex;
@@ -51,18 +52,15 @@ pub enum HelperError {
 
 impl From<HelperError> for Status {
     fn from(e: HelperError) -> Self {
-        use {HelperError as E, RunError as R};
+        use {HelperError as E, RunError as R, auth::AuthWriteError as A};
         let code = match &e {
             E::Invalid(ValidationError::RepositoryNotAllowed { .. }) => Code::PermissionDenied,
             E::Invalid(_) => Code::InvalidArgument,
-            E::NothingStaged | E::StagedMismatch { .. } | E::Bootc(R::Busy { .. }) => {
-                Code::FailedPrecondition
-            }
+            E::NothingStaged | E::StagedMismatch { .. } => Code::FailedPrecondition,
+            E::Bootc(R::Busy { .. }) => Code::FailedPrecondition,
             E::Bootc(R::Failed { .. }) => Code::Aborted,
             E::Bootc(R::Timeout { .. }) | E::Timeout { .. } => Code::DeadlineExceeded,
-            E::Auth(auth::AuthWriteError::Symlink(_) | auth::AuthWriteError::WrongType { .. }) => {
-                Code::PermissionDenied
-            }
+            E::Auth(A::Symlink(_) | A::WrongType { .. }) => Code::PermissionDenied,
             _ => Code::Internal,
         };
         Status::new(code, e.to_string())
@@ -129,7 +127,7 @@ impl Engine {
         Ok(id.to_owned())
     }
 
-    pub async fn stage(&self, image: &str) -> Result<proto::StageResponse, HelperError> {
+    pub async fn stage(&self, image: &str) -> Result<StageResponse, HelperError> {
         let image = validate::stage_image(image, &self.policy)?;
         let mut state = self.state.lock().await;
         let locked = self.download_only(&mut state).await?;
@@ -140,10 +138,10 @@ impl Engine {
         let op = bootc::UnitOp::Stage;
         self.runner.run_in_unit(op, &argv, STAGE_LIMIT).await?;
         state.last_staged = Some(image);
-        Ok(proto::StageResponse { locked })
+        Ok(StageResponse { locked })
     }
 
-    pub async fn apply(&self, soft_reboot: bool) -> Result<proto::ApplyResponse, HelperError> {
+    pub async fn apply(&self, soft_reboot: bool) -> Result<ApplyResponse, HelperError> {
         let state = self.state.lock().await;
         let Some(staged) = state.last_staged.clone() else {
             return Err(HelperError::NothingStaged);
@@ -158,10 +156,10 @@ impl Engine {
         let argv = bootc::apply_argv(&staged, locked, soft_reboot);
         let argv = sigpolicy(argv, self.policy.enforce_sigpolicy);
         self.runner.apply(&argv, self.apply_window).await?;
-        Ok(proto::ApplyResponse {})
+        Ok(ApplyResponse {})
     }
 
-    pub async fn status(&self) -> Result<proto::StatusResponse, HelperError> {
+    pub async fn status(&self) -> Result<StatusResponse, HelperError> {
         let mut state = self.state.lock().await;
         let download_only_supported = self.download_only(&mut state).await?;
         let host = self.host_status().await?;
@@ -171,12 +169,12 @@ impl Engine {
         Ok(reply)
     }
 
-    pub async fn write_auth(&self, json: &[u8]) -> Result<proto::WriteAuthResponse, HelperError> {
+    pub async fn write_auth(&self, json: &[u8]) -> Result<WriteAuthResponse, HelperError> {
         let content = validate::auth_payload(json)?;
         let _state = self.state.lock().await;
         let path = auth::write(&self.runner.host_root(), &content)?;
         tracing::info!(path = %path.display(), "wrote registry credentials");
-        Ok(proto::WriteAuthResponse {})
+        Ok(WriteAuthResponse {})
     }
 
     /// Runs one call under its time limit; a refusal or failure is logged.
@@ -184,7 +182,7 @@ impl Engine {
         rpc: &'static str,
         limit: Duration,
         call: impl Future<Output = Result<T, HelperError>>,
-    ) -> Result<Response<T>, Status> {
+    ) -> Rpc<T> {
         let timed = tokio::time::timeout(limit, call).await;
         let result = timed.unwrap_or(Err(HelperError::Timeout { rpc, limit }));
         result.map(Response::new).map_err(|e| {
@@ -194,38 +192,28 @@ impl Engine {
     }
 }
 
+type Rpc<T> = Result<Response<T>, Status>;
+
 /// The four calls as tonic's generated server calls them. A path that is
 /// none of them never gets here: the generated server answers UNIMPLEMENTED.
 #[tonic::async_trait]
 impl proto::helper_server::Helper for Engine {
-    async fn stage(
-        &self,
-        r: Request<proto::StageRequest>,
-    ) -> Result<Response<proto::StageResponse>, Status> {
+    async fn stage(&self, r: Request<StageRequest>) -> Rpc<StageResponse> {
         let limit = STAGE_LIMIT + STATUS_LIMIT + SLACK;
         Self::timed("stage", limit, Engine::stage(self, &r.get_ref().image)).await
     }
 
-    async fn apply(
-        &self,
-        r: Request<proto::ApplyRequest>,
-    ) -> Result<Response<proto::ApplyResponse>, Status> {
+    async fn apply(&self, r: Request<ApplyRequest>) -> Rpc<ApplyResponse> {
         let limit = STATUS_LIMIT + self.apply_window + SLACK;
         Self::timed("apply", limit, Engine::apply(self, r.get_ref().soft_reboot)).await
     }
 
-    async fn status(
-        &self,
-        _: Request<proto::StatusRequest>,
-    ) -> Result<Response<proto::StatusResponse>, Status> {
+    async fn status(&self, _: Request<StatusRequest>) -> Rpc<StatusResponse> {
         let limit = STATUS_LIMIT * 2 + SLACK;
         Self::timed("status", limit, Engine::status(self)).await
     }
 
-    async fn write_auth(
-        &self,
-        r: Request<proto::WriteAuthRequest>,
-    ) -> Result<Response<proto::WriteAuthResponse>, Status> {
+    async fn write_auth(&self, r: Request<WriteAuthRequest>) -> Rpc<WriteAuthResponse> {
         let json = &r.get_ref().docker_config_json;
         Self::timed(
             "write_auth",
