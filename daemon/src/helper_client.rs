@@ -179,11 +179,11 @@ mod tests {
     /// The helper's end, played by a stand-in served by the helper's own
     /// server: Apply is refused; Status answers in turn "first", "second",
     /// the first only once `gate` opens.
-    #[derive(Default)]
+    #[derive(Default, Clone)]
     struct Fake {
-        started: Notify,
-        gate: Mutex<Option<oneshot::Receiver<()>>>,
-        answered: std::sync::Mutex<Vec<String>>,
+        started: Arc<Notify>,
+        gate: Arc<Mutex<Option<oneshot::Receiver<()>>>>,
+        answered: Arc<std::sync::Mutex<Vec<String>>>,
     }
 
     #[tonic::async_trait]
@@ -224,7 +224,7 @@ mod tests {
         }
     }
 
-    async fn pair(fake: Arc<Fake>) -> (HelperClient, tokio::task::JoinHandle<()>) {
+    async fn pair(fake: Fake) -> (HelperClient, tokio::task::JoinHandle<()>) {
         let (mine, theirs) = UnixStream::pair().unwrap();
         let helper = tokio::spawn(async move {
             helper::server::serve(theirs, fake).await.unwrap();
@@ -236,7 +236,7 @@ mod tests {
     /// closed connection is "gone", for that call and every later one.
     #[tokio::test]
     async fn a_refusal_is_an_answer_and_a_closed_connection_is_gone() {
-        let (mut client, helper) = pair(Arc::default()).await;
+        let (mut client, helper) = pair(Fake::default()).await;
         let err = client
             .apply(proto::ApplyRequest::default())
             .await
@@ -254,7 +254,7 @@ mod tests {
         let big = proto::WriteAuthRequest {
             docker_config_json: vec![0; proto::MAX_MESSAGE_BYTES],
         };
-        let (mut client, _helper) = pair(Arc::default()).await;
+        let (mut client, _helper) = pair(Fake::default()).await;
         let err = client.write_auth(big).await.unwrap_err();
         assert_eq!(err.code(), Code::ResourceExhausted);
         assert!(!err.is_gone());
@@ -265,11 +265,11 @@ mod tests {
     #[tokio::test]
     async fn a_call_given_up_on_still_runs_to_its_end() {
         let (open, gate) = oneshot::channel();
-        let fake = Arc::new(Fake {
-            gate: Mutex::new(Some(gate)),
+        let fake = Fake {
+            gate: Arc::new(Mutex::new(Some(gate))),
             ..Default::default()
-        });
-        let (mut client, _helper) = pair(Arc::clone(&fake)).await;
+        };
+        let (mut client, _helper) = pair(fake.clone()).await;
         let mut first = client.clone();
         let first = tokio::spawn(async move { first.status(proto::StatusRequest {}).await });
         fake.started.notified().await;

@@ -55,7 +55,7 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         tracing::warn!("no --allowed-repository: Stage accepts an image from any repository");
     }
     tracing::info!(host_pid = args.host_pid, policy = ?args.policy, "bootc-helper serving on fd 3");
-    let engine = std::sync::Arc::new(Engine::new(args));
+    let engine = Engine::new(args);
     // Either way the daemon is gone (it never closes the connection while
     // it lives), so the helper's work is over. A broken connection, or an
     // HTTP/2 protocol error that closed it, is an error exit.

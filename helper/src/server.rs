@@ -10,7 +10,6 @@ use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use proto::helper_server::{Helper, HelperServer};
 use std::os::unix::net::UnixStream;
-use std::sync::Arc;
 use tonic::codegen::Service;
 
 /// Streams open at once: the daemon makes one call at a time.
@@ -19,8 +18,8 @@ pub const MAX_STREAMS: u32 = 1;
 pub const MAX_HEADER_LIST_BYTES: u32 = 4 * 1024;
 /// HTTP/2's smallest allowed frame size limit (its default), set anyway.
 pub const MAX_FRAME_BYTES: u32 = 16 * 1024;
-/// Flow-control windows and the send buffer: what the peer can make the
-/// helper hold beyond the one message being read or written.
+/// Flow-control windows: what the peer can make the helper hold beyond the
+/// one message being read.
 const WINDOW_BYTES: u32 = 64 * 1024;
 /// Streams the peer may reset, or the helper refuse, before the connection
 /// is closed (HTTP/2 "rapid reset" floods).
@@ -36,27 +35,38 @@ pub enum ServeError {
 
 /// Serves the four calls until the peer closes the connection: the
 /// [`crate::service::Engine`]'s, or a test's stand-in.
-pub async fn serve<T: Helper>(stream: UnixStream, engine: Arc<T>) -> Result<(), ServeError> {
+pub async fn serve<T: Helper>(stream: UnixStream, engine: T) -> Result<(), ServeError> {
     stream.set_nonblocking(true)?;
     let io = TokioIo::new(tokio::net::UnixStream::from_std(stream)?);
-    let grpc = HelperServer::from_arc(engine)
+    let grpc = HelperServer::new(engine)
         .max_decoding_message_size(proto::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(proto::MAX_MESSAGE_BYTES);
     let service = hyper::service::service_fn(move |request| grpc.clone().call(request));
     // No keep-alive ping and no timer: nothing but the peer keeps the
     // connection (and so the helper) alive.
-    http2::Builder::new(TokioExecutor::new())
+    let served = http2::Builder::new(TokioExecutor::new())
         .max_concurrent_streams(MAX_STREAMS)
         .max_header_list_size(MAX_HEADER_LIST_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
         .initial_stream_window_size(WINDOW_BYTES)
         .initial_connection_window_size(WINDOW_BYTES)
-        .max_send_buf_size(WINDOW_BYTES as usize)
         .max_pending_accept_reset_streams(MAX_RESETS)
         .max_local_error_reset_streams(MAX_RESETS)
         .keep_alive_interval(None)
         .auto_date_header(false)
         .serve_connection(io, service)
-        .await?;
-    Ok(())
+        .await;
+    match served {
+        Err(e) if !closed_by_peer(&e) => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// The daemon closing its end ends the connection as EOF does, or as a
+/// reset when it left bytes unread (its exit, for one): not an error.
+fn closed_by_peer(e: &hyper::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionReset, UnexpectedEof};
+    let causes = std::iter::successors(std::error::Error::source(e), |c| c.source());
+    let mut kinds = causes.filter_map(|c| Some(c.downcast_ref::<std::io::Error>()?.kind()));
+    kinds.any(|k| matches!(k, BrokenPipe | ConnectionReset | UnexpectedEof))
 }

@@ -5,8 +5,7 @@
 use crate::bootc::{self, RunError, Runner};
 use crate::validate::{self, ValidationError};
 use crate::{auth, status};
-use proto::{ApplyRequest, ApplyResponse, Code, StageRequest, StageResponse};
-use proto::{StatusRequest, StatusResponse, WriteAuthRequest, WriteAuthResponse};
+use proto::*;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Mutex;
@@ -176,23 +175,21 @@ impl Engine {
         tracing::info!(path = %path.display(), "wrote registry credentials");
         Ok(WriteAuthResponse {})
     }
-
-    /// Runs one call under its time limit; a refusal or failure is logged.
-    async fn timed<T>(
-        rpc: &'static str,
-        limit: Duration,
-        call: impl Future<Output = Result<T, HelperError>>,
-    ) -> Rpc<T> {
-        let timed = tokio::time::timeout(limit, call).await;
-        let result = timed.unwrap_or(Err(HelperError::Timeout { rpc, limit }));
-        result.map(Response::new).map_err(|e| {
-            tracing::warn!(rpc, error = %e, "refused or failed");
-            e.into()
-        })
-    }
 }
 
 type Rpc<T> = Result<Response<T>, Status>;
+/// What a call comes to, before it is a gRPC answer.
+type Out<T> = Result<T, HelperError>;
+
+/// Runs one call under its time limit; a refusal or failure is logged.
+async fn timed<T>(rpc: &'static str, limit: Duration, f: impl Future<Output = Out<T>>) -> Rpc<T> {
+    let timed = tokio::time::timeout(limit, f).await;
+    let result = timed.unwrap_or(Err(HelperError::Timeout { rpc, limit }));
+    result.map(Response::new).map_err(|e| {
+        tracing::warn!(rpc, error = %e, "refused or failed");
+        e.into()
+    })
+}
 
 /// The four calls as tonic's generated server calls them. A path that is
 /// none of them never gets here: the generated server answers UNIMPLEMENTED.
@@ -200,22 +197,22 @@ type Rpc<T> = Result<Response<T>, Status>;
 impl proto::helper_server::Helper for Engine {
     async fn stage(&self, r: Request<StageRequest>) -> Rpc<StageResponse> {
         let limit = STAGE_LIMIT + STATUS_LIMIT + SLACK;
-        Self::timed("stage", limit, Engine::stage(self, &r.get_ref().image)).await
+        timed("stage", limit, Engine::stage(self, &r.get_ref().image)).await
     }
 
     async fn apply(&self, r: Request<ApplyRequest>) -> Rpc<ApplyResponse> {
         let limit = STATUS_LIMIT + self.apply_window + SLACK;
-        Self::timed("apply", limit, Engine::apply(self, r.get_ref().soft_reboot)).await
+        timed("apply", limit, Engine::apply(self, r.get_ref().soft_reboot)).await
     }
 
     async fn status(&self, _: Request<StatusRequest>) -> Rpc<StatusResponse> {
         let limit = STATUS_LIMIT * 2 + SLACK;
-        Self::timed("status", limit, Engine::status(self)).await
+        timed("status", limit, Engine::status(self)).await
     }
 
     async fn write_auth(&self, r: Request<WriteAuthRequest>) -> Rpc<WriteAuthResponse> {
         let json = &r.get_ref().docker_config_json;
-        Self::timed(
+        timed(
             "write_auth",
             WRITE_AUTH_LIMIT,
             Engine::write_auth(self, json),
