@@ -79,9 +79,7 @@ pub fn serve_one(path: &str, stream: &[u8]) -> (i32, Option<Seen>) {
 /// The message bytes of `stream`, if it starts with an uncompressed message
 /// of at most the limit, whole.
 pub fn first_message(stream: &[u8]) -> Option<&[u8]> {
-    let (&[flag, a, b, c, d], rest) = stream.split_first_chunk::<5>()? else {
-        return None;
-    };
+    let (&[flag, a, b, c, d], rest) = stream.split_first_chunk::<5>()?;
     let len = u32::from_be_bytes([a, b, c, d]) as usize;
     (flag == 0 && len <= proto::MAX_MESSAGE_BYTES).then_some(rest.get(..len)?)
 }
