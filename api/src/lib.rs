@@ -1,13 +1,15 @@
 //! The shared vocabulary of bootc-operator: the two custom resources, the
 //! label and annotation names, condition helpers, and image references.
 //!
-//! With the default `crd` feature off, only [`image_ref`] and [`labels`] are
-//! built; the privileged helper uses that subset and links no Kubernetes code.
+//! With the default `crd` feature off, only [`image_ref`], [`labels`] and
+//! [`text`] are built; the privileged helper uses that subset and links no
+//! Kubernetes code.
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod image_ref;
 pub mod labels;
+pub mod text;
 
 #[cfg(feature = "crd")]
 pub mod conditions;

@@ -59,6 +59,11 @@ struct Args {
     /// Extra CA certificates (PEM) to trust for registries.
     #[arg(long, env = "BOOTC_REGISTRY_CA_FILE")]
     registry_ca_file: Option<std::path::PathBuf>,
+    /// A directory of PEM files whose CA certificates to trust for
+    /// registries, as well; absent or empty adds none (deploy/ mounts the
+    /// optional ConfigMap `bootc-registry-ca` here).
+    #[arg(long, env = "BOOTC_REGISTRY_CA_DIR")]
+    registry_ca_dir: Option<std::path::PathBuf>,
     /// A registry (host[:port]) that may be reached over plain HTTP. Repeat
     /// for several. Without it every registry must speak HTTPS.
     #[arg(long = "insecure-registry")]
@@ -79,7 +84,7 @@ enum MainError {
     Config(String),
     #[error(transparent)]
     Run(#[from] controller::Error),
-    #[error("reading --registry-ca-file {0}: {1}")]
+    #[error("reading the registry CA {0}: {1}")]
     RegistryCa(String, std::io::Error),
     #[error("invalid --stuck-deadline-scale: {0}")]
     StuckScale(#[from] controller::stuck::BadScale),
@@ -127,6 +132,46 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+/// The extra registry CAs of `--registry-ca-file` and `--registry-ca-dir`,
+/// one PEM bundle (None: none).
+fn registry_cas(args: &Args) -> Result<Option<Vec<u8>>, MainError> {
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| MainError::RegistryCa(path.display().to_string(), e))
+    };
+    let mut bundle = Vec::new();
+    if let Some(path) = &args.registry_ca_file {
+        bundle.extend(read(path)?);
+    }
+    if let Some(dir) = &args.registry_ca_dir {
+        for path in
+            ca_dir_files(dir).map_err(|e| MainError::RegistryCa(dir.display().to_string(), e))?
+        {
+            bundle.push(b'\n');
+            bundle.extend(read(&path)?);
+        }
+    }
+    Ok((!bundle.is_empty()).then_some(bundle))
+}
+
+/// The files of a CA directory in name order, hidden ones (a ConfigMap
+/// volume's `..data`) left out; an absent directory has none.
+fn ca_dir_files(dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        other => other?,
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if !hidden && entry.path().is_file() {
+            files.push(entry.path());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// `addr`, or None for "".
 fn parse_addr(flag: &'static str, addr: &str) -> Result<Option<SocketAddr>, MainError> {
     if addr.is_empty() {
@@ -153,13 +198,7 @@ async fn real_main(args: Args) -> Result<(), MainError> {
     options.resync = Duration::from_secs(args.resync_seconds.max(1));
     options.wedged_after = Duration::from_secs(args.wedged_after_seconds.max(1));
     options.deadlines = controller::stuck::Deadlines::scaled(args.stuck_deadline_scale)?;
-    let ca_bundle = match &args.registry_ca_file {
-        Some(path) => Some(
-            std::fs::read(path)
-                .map_err(|e| MainError::RegistryCa(path.display().to_string(), e))?,
-        ),
-        None => None,
-    };
+    let ca_bundle = registry_cas(&args)?;
     let registry = controller::registry::Resolver::new(controller::registry::RegistryOptions {
         plain_http: args.insecure_registries.clone(),
         ca_bundle,

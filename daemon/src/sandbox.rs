@@ -142,13 +142,23 @@ mod tests {
 
     #[test]
     fn every_readable_path_is_absolute_and_explained() {
+        use std::path::{Component, Path};
+        let proc = Path::new("/proc");
         for (path, why) in READABLE {
-            assert!(path.starts_with('/'), "{path}");
+            let p = Path::new(path);
+            assert!(p.is_absolute(), "{path}");
             assert!(!why.is_empty(), "{path} has no reason");
-            // Nothing below the host's root or other processes.
+            // Compared by components: "/proc" and "/" hold every process's
+            // /proc/<pid>, "/proc/../proc" is /proc again.
             assert!(
-                !path.starts_with("/proc/") || *path == "/proc/self",
-                "{path}"
+                p.components()
+                    .all(|c| matches!(c, Component::RootDir | Component::Normal(_))),
+                "{path} is not in normal form"
+            );
+            assert!(!proc.starts_with(p), "{path} holds all of /proc");
+            assert!(
+                !p.starts_with(proc) || p == Path::new("/proc/self"),
+                "{path} is below /proc but not /proc/self"
             );
         }
     }

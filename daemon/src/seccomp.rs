@@ -15,7 +15,10 @@
 //! so neither another process's `/proc/<pid>/mem` nor any file); `socket`
 //! only AF_INET / AF_INET6 (the API server; not AF_UNIX, so no host D-Bus or
 //! container-runtime socket, and no AF_NETLINK, AF_ALG, AF_VSOCK... whose
-//! kernel code would be reachable); `prlimit64` only reading its own
+//! kernel code would be reachable); `socketpair` only the AF_UNIX stream
+//! pair tokio's signal driver makes (the same kernel code as `socket` would
+//! otherwise run for any family, and a datagram pair could `sendto` any
+//! pathname Unix socket); `prlimit64` only reading its own
 //! limits; `fcntl` only descriptor and status flags (no F_SETOWN, which
 //! would aim SIGIO at another process).
 //!
@@ -103,7 +106,7 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_waitid: "reap the helper when it exits",
     // networking (the API server; the helper's socketpair)
     SYS_socket: "connections to the API server (AF_INET / AF_INET6 only)",
-    SYS_socketpair: "tokio signal driver",
+    SYS_socketpair: "tokio signal driver (AF_UNIX, SOCK_STREAM only)",
     SYS_connect: "connections to the API server",
     SYS_getsockopt: "socket errors after a non-blocking connect",
     SYS_setsockopt: "TCP_NODELAY, keepalive",
@@ -184,6 +187,10 @@ pub const OPEN_WRITE_FLAGS: u64 = (libc::O_WRONLY
 /// The address families `socket` accepts.
 pub const SOCKET_FAMILIES: [i32; 2] = [libc::AF_INET, libc::AF_INET6];
 
+/// The flags `socketpair`'s type may carry besides SOCK_STREAM: what mio's
+/// `UnixStream::pair` (tokio's signal driver) passes.
+const SOCKETPAIR_TYPE_FLAGS: i32 = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+
 /// The `fcntl` commands allowed.
 const FCNTL_CMDS: [i32; 5] = [
     libc::F_GETFD,
@@ -262,6 +269,19 @@ fn allow_rules(pid: i32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError
             .iter()
             .map(|f| only(vec![cond(0, Dword, SeccompCmpOp::Eq, *f as u64)?]))
             .collect::<Result<_, _>>()?,
+    );
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![only(vec![
+            cond(0, Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
+            cond(
+                1,
+                Dword,
+                SeccompCmpOp::MaskedEq(u64::from(!SOCKETPAIR_TYPE_FLAGS as u32)),
+                libc::SOCK_STREAM as u64,
+            )?,
+            cond(2, Dword, SeccompCmpOp::Eq, 0)?,
+        ])?],
     );
     rules.insert(
         libc::SYS_prlimit64,

@@ -95,6 +95,10 @@ const OTHER_CASES: &[&str] = &[
     "socket:netlink",
     "socket:alg",
     "socket:vsock",
+    "socketpair:unix",
+    "socketpair:unix_dgram",
+    "socketpair:netlink",
+    "socketpair:vsock",
     "read:<path>",
     "open_rw:<path>",
     "prlimit:<pid>",
@@ -125,8 +129,21 @@ fn family(name: &str) -> Option<libc::c_int> {
     })
 }
 
-/// The cases that take an argument: `socket:<family>`, `read:<path>`,
-/// `open_rw:<path>`, `prlimit:<pid>`.
+/// The family and type a `socketpair:<name>` case asks for: `unix` is what
+/// tokio's signal driver makes, the others what the kernel would run or
+/// give without the filter.
+fn pair_kind(name: &str) -> Option<(libc::c_int, libc::c_int)> {
+    Some(match name {
+        "unix" => (libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK),
+        "unix_dgram" => (libc::AF_UNIX, libc::SOCK_DGRAM),
+        "netlink" => (libc::AF_NETLINK, libc::SOCK_RAW),
+        "vsock" => (libc::AF_VSOCK, libc::SOCK_STREAM),
+        _ => return None,
+    })
+}
+
+/// The cases that take an argument: `socket:<family>`,
+/// `socketpair:<kind>`, `read:<path>`, `open_rw:<path>`, `prlimit:<pid>`.
 fn raw_with_arg(case: &str) -> Option<libc::c_long> {
     let (name, arg) = case.split_once(':')?;
     let path = std::ffi::CString::new(arg).ok()?;
@@ -134,8 +151,10 @@ fn raw_with_arg(case: &str) -> Option<libc::c_long> {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    let mut fds = [-1 as libc::c_int; 2];
     // SAFETY: plain integers, a NUL-terminated path that outlives the call,
-    // a live rlimit64 to write into, and a stack buffer with its true length.
+    // a live rlimit64 and a live pair of ints to write into, and a stack
+    // buffer with its true length.
     unsafe {
         Some(match name {
             "socket" => {
@@ -148,6 +167,16 @@ fn raw_with_arg(case: &str) -> Option<libc::c_long> {
                     _ => libc::SOCK_STREAM,
                 };
                 libc::syscall(libc::SYS_socket, family, kind | libc::SOCK_CLOEXEC, 0)
+            }
+            "socketpair" => {
+                let (family, kind) = pair_kind(arg)?;
+                libc::syscall(
+                    libc::SYS_socketpair,
+                    family,
+                    kind | libc::SOCK_CLOEXEC,
+                    0,
+                    fds.as_mut_ptr(),
+                )
             }
             "read" => {
                 let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);

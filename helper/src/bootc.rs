@@ -76,13 +76,20 @@ fn words(line: &str) -> Vec<String> {
 /// name, collected when it ends (so the name is free again, also after a
 /// failure), waited for (its exit status is bootc's), its output in files
 /// (`/run/bootc-operator/<op>.stdout|stderr`).
+///
+/// The service type is `simple`: its start job is done once systemd has
+/// forked, so `--wait` always ends with the main process's own exit status.
+/// With `exec`, a bootc that fails at once can fail the start job itself,
+/// and systemd-run then exits 1 with a message of its own instead (seen on
+/// systemd 252 in 2 of 6 runs; `SERVICE_TYPE` in the tests' fake systemd
+/// does it every time).
 pub fn unit_argv(op: UnitOp, bootc_argv: &[String]) -> Vec<String> {
     let (unit, out) = (
         op.unit(),
         format!("/{}/{}", OUTPUT_DIRS.join("/"), op.stem()),
     );
     let mut argv = words(&format!(
-        "--unit={unit} --collect --wait --quiet --service-type=exec \
+        "--unit={unit} --collect --wait --quiet --service-type=simple \
          --property=StandardOutput=truncate:{out}.stdout \
          --property=StandardError=truncate:{out}.stderr -- {BOOTC}"
     ));
@@ -92,10 +99,10 @@ pub fn unit_argv(op: UnitOp, bootc_argv: &[String]) -> Vec<String> {
 
 /// `systemd-run` around a read: a transient service with a generated name,
 /// its stdout and stderr piped back to the helper, waited for (its exit
-/// status is bootc's), collected.
+/// status is bootc's, see [`unit_argv`] on the service type), collected.
 pub fn read_unit_argv(bootc_argv: &[String]) -> Vec<String> {
     let mut argv = words(&format!(
-        "--collect --wait --quiet --pipe --service-type=exec -- {BOOTC}"
+        "--collect --wait --quiet --pipe --service-type=simple -- {BOOTC}"
     ));
     argv.extend_from_slice(bootc_argv);
     argv
@@ -169,12 +176,14 @@ pub fn help_supports_download_only(help: &str) -> bool {
     help.contains("--download-only") && help.contains("--from-downloaded")
 }
 
-/// The tail of bootc's stderr for an error message, on a char boundary.
+/// The tail of bootc's stderr for an error message, on a char boundary,
+/// its control characters escaped (it relays registries' error bodies, and
+/// ends up on an admin's terminal).
 pub fn error_text(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let text = text.trim();
+    let text = api::text::escape_controls(text.trim());
     if text.len() <= ERROR_TEXT_MAX {
-        return text.to_owned();
+        return text.into_owned();
     }
     let start = (text.len() - ERROR_TEXT_MAX..text.len()).find(|i| text.is_char_boundary(*i));
     format!("...{}", &text[start.unwrap_or(text.len())..])
@@ -452,7 +461,7 @@ mod tests {
                 "--collect",
                 "--wait",
                 "--quiet",
-                "--service-type=exec",
+                "--service-type=simple",
                 "--property=StandardOutput=truncate:/run/bootc-operator/stage.stdout",
                 "--property=StandardError=truncate:/run/bootc-operator/stage.stderr",
                 "--",
@@ -496,5 +505,15 @@ mod tests {
         assert!(t.ends_with("error: the end"));
         assert!(t.len() <= ERROR_TEXT_MAX + 3);
         assert_eq!(error_text(b"  short\n"), "short");
+    }
+
+    #[test]
+    fn error_text_escapes_terminal_sequences() {
+        let stderr = b"error: 500: registry says: \x1b]0;OWNED\x07\x1b[2K\x1b[1Ahidden\n";
+        let t = error_text(stderr);
+        assert_eq!(
+            t,
+            "error: 500: registry says: \\u{1b}]0;OWNED\\u{7}\\u{1b}[2K\\u{1b}[1Ahidden"
+        );
     }
 }

@@ -62,7 +62,9 @@ impl From<HelperError> for Status {
             E::Auth(A::Symlink(_) | A::WrongType { .. }) => Code::PermissionDenied,
             _ => Code::Internal,
         };
-        Status::new(code, e.to_string())
+        // Escaped: it may quote what bootc or its JSON said.
+        let message = api::text::escape_controls(&e.to_string()).into_owned();
+        Status::new(code, message)
     }
 }
 

@@ -42,6 +42,10 @@ pub fn pool_events<'a>(snap: &'a Snapshot, pool: &str) -> Vec<&'a Event> {
 
 /// The history of `pool`.
 pub fn history(snap: &Snapshot, pool: &str) -> String {
+    crate::shown(history_text(snap, pool))
+}
+
+fn history_text(snap: &Snapshot, pool: &str) -> String {
     let Some(p) = snap.pool(pool) else {
         return format!("no BootcNodePool named {pool}\n");
     };

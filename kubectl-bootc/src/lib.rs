@@ -10,6 +10,9 @@
 //! * [`why`]: the chain of reasons a node is not updating;
 //! * [`history`]: what the pool's status and Events tell of its rollouts;
 //! * [`retry_refusal`]: whether a node awaits a retry (`kubectl bootc retry`).
+//!
+//! Their text is [`shown`]: control characters read from the cluster are
+//! escaped, never sent to the terminal.
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
@@ -151,6 +154,16 @@ pub fn age(since: jiff::Timestamp, now: jiff::Timestamp) -> String {
     }
 }
 
+/// `text` as the plugin prints it: what it read from the cluster (status
+/// messages, Events, names) may carry terminal control sequences, escaped
+/// here.
+pub fn shown(text: String) -> String {
+    match api::text::escape_controls(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(escaped) => escaped,
+    }
+}
+
 /// Why `kubectl bootc retry` refuses: None when the node awaits a retry
 /// (approved to boot and Degraded, see [`BootcNode::awaits_retry`]), else
 /// what the node is doing instead.
@@ -177,6 +190,46 @@ pub(crate) mod fixtures;
 mod tests {
     use super::*;
     use fixtures::{Phase, V1, bn};
+
+    /// An OSC window title, a line erasure and a cursor move, as a registry
+    /// (through bootc's stderr) or a node could write them.
+    const HOSTILE: &str = "pull failed: \u{1b}]0;OWNED\u{7}\u{1b}[2K\u{1b}[1Ahidden\u{9b}2J";
+
+    #[test]
+    fn text_read_from_the_cluster_reaches_the_terminal_escaped() {
+        use fixtures::*;
+        let mut snap = alone_in(
+            halted(pool("workers", false), HOSTILE),
+            degrade(slotted(bn("n1", V1, Phase::Rebooting), true), HOSTILE),
+            true,
+            true,
+        );
+        snap.events = vec![event(
+            "workers",
+            api::event_reasons::DRAIN_BLOCKED,
+            Some("n1"),
+            10,
+            HOSTILE,
+        )];
+        let why = why(&snap, "n1", now()).join("\n");
+        let refusal = retry_refusal(&snap, "n9", now()).unwrap_or_default();
+        for (what, text) in [
+            ("status", status(&snap, None, now())),
+            ("why", why),
+            ("history", history(&snap, "workers")),
+            ("retry", refusal),
+        ] {
+            assert!(
+                !text.chars().any(|c| c.is_control() && c != '\n'),
+                "{what}: {text:?}"
+            );
+        }
+        let status = status(&snap, None, now());
+        assert!(
+            status.contains("\\u{1b}]0;OWNED\\u{7}\\u{1b}[2K\\u{1b}[1Ahidden\\u{9b}2J"),
+            "{status}"
+        );
+    }
 
     #[test]
     fn a_phase_this_plugin_does_not_know_is_shown_as_written() {

@@ -170,6 +170,12 @@ async fn run(cli: Cli) -> Result<String, Error> {
     }
 }
 
+/// The error as printed: an API server's message may quote what a
+/// pool writer or a node wrote.
+fn report(e: &Error) -> String {
+    kubectl_bootc::shown(format!("kubectl bootc: {e}"))
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -180,11 +186,25 @@ async fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = writeln!(std::io::stderr().lock(), "kubectl bootc: {e}");
+            let _ = writeln!(std::io::stderr().lock(), "{}", report(&e));
             match e {
                 Error::Refused(_) => ExitCode::from(2),
                 _ => ExitCode::FAILURE,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_is_printed_with_its_control_characters_escaped() {
+        let e = Error::Refused("n1 does not await a retry: \u{1b}]0;OWNED\u{7}\u{1b}[2K".into());
+        assert_eq!(
+            report(&e),
+            "kubectl bootc: n1 does not await a retry: \\u{1b}]0;OWNED\\u{7}\\u{1b}[2K"
+        );
     }
 }

@@ -13,6 +13,10 @@ use crate::{
 
 /// The status of `pool`, or of every pool when None.
 pub fn status(snap: &Snapshot, pool: Option<&str>, now: jiff::Timestamp) -> String {
+    crate::shown(status_text(snap, pool, now))
+}
+
+fn status_text(snap: &Snapshot, pool: Option<&str>, now: jiff::Timestamp) -> String {
     let mut pools: Vec<&BootcNodePool> = snap
         .pools
         .iter()

@@ -14,6 +14,13 @@ use crate::{
 
 /// Why node `name` is (or is not) updating, at `now`.
 pub fn why(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
+    why_lines(snap, name, now)
+        .into_iter()
+        .map(crate::shown)
+        .collect()
+}
+
+fn why_lines(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
     let node = snap.node(name);
     let Some(bn) = snap.bootc_node(name) else {
         return not_a_member(snap, name, node);

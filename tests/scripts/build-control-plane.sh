@@ -2,6 +2,9 @@
 # Builds the test control plane from published Go modules, with the ordinary
 # `go` client, and caches the binaries outside the repository by version:
 #   $CACHE/kubernetes-v<version>/{kube-apiserver,kubectl}
+#     and, for the newest minor only (the real-node suite runs on it),
+#     {kubelet,kube-controller-manager,kube-scheduler}, built in the same
+#     `go build` so the packages they share compile once
 #   $CACHE/etcd-v<version>/{etcd,etcdctl}
 # The pins are the wrapper modules in tests/control-plane/ (go.mod and go.sum
 # committed, like Cargo.lock). Each build happens once per machine; progress
@@ -63,8 +66,14 @@ build_kubernetes() { # minor, e.g. 1.37
   local version
   version="$(pinned "$dir/go.mod" k8s.io/kubernetes)"
   local out="$CACHE/kubernetes-$version"
-  if [ ! -x "$out/kube-apiserver" ] || [ ! -x "$out/kubectl" ]; then
-    log "building kube-apiserver and kubectl $version from Go modules (about 10 minutes on 2 cores, once per machine)"
+  local cmds=(kube-apiserver kubectl)
+  if [ "$1" = "$(newest_minor)" ]; then
+    cmds+=(kubelet kube-controller-manager kube-scheduler)
+  fi
+  local missing="" c
+  for c in "${cmds[@]}"; do [ -x "$out/$c" ] || missing+=" $c"; done
+  if [ -n "$missing" ]; then
+    log "building ${cmds[*]} $version from Go modules (about 10 minutes on 2 cores, more with the node binaries; once per machine)"
     local major minor
     major="$(echo "${version#v}" | cut -d. -f1)"
     minor="$(echo "${version#v}" | cut -d. -f2)"
@@ -74,9 +83,14 @@ build_kubernetes() { # minor, e.g. 1.37
       ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
       ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
     done
-    build "$dir" "$out" "$ldflags" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+    build "$dir" "$out" "$ldflags" "${cmds[@]/#/k8s.io/kubernetes/cmd/}"
   fi
   echo "$1 $out"
+}
+
+# The newest minor the wrapper modules pin.
+newest_minor() {
+  ls -d "$ROOT"/kubernetes-* | sed 's|.*/kubernetes-||' | sort -t. -k2 -n | tail -n1
 }
 
 need_go

@@ -40,7 +40,9 @@ done | sort -u | while read -r lib; do
   install -m 0755 "$(readlink -f "$lib")" "$root$lib"
 done
 install -m 0644 /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
-# The controller runs as 65532, the daemon drops to 65534 (nobody).
+# The controller runs as 65532 (the image's user); the daemon starts as root
+# (deploy/daemon.yaml's runAsUser) and drops to 41742, its own uid, which
+# needs no entry here.
 printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' \
   'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' \
   'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' >"$root/etc/passwd"

@@ -14,6 +14,12 @@ PKGS=(
   python3-jsonschema   # validates the fake bootc's status against bootc's JSON schema
   ca-certificates
   prometheus           # promtool checks the alert rules; a real Prometheus scrapes the controller
+  # The real-node suite (tests/src/nodes/): no container runtime or systemd
+  # is installed on the machine itself, they run inside the node containers.
+  mmdebstrap           # builds the nodes' root filesystem (tests/scripts/build-node-rootfs.sh)
+  busybox-static       # the pause and workload image the nodes run
+  iproute2             # the cluster's network namespaces, bridge and veths
+  iptables             # stands in for kube-proxy inside each node's namespace
 )
 # etcd, kube-apiserver and kubectl are built from Go modules by
 # build-control-plane.sh, not installed from here.

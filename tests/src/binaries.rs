@@ -104,6 +104,24 @@ pub fn kube_apiserver() -> Result<PathBuf> {
     cached(format!("kubernetes-{}", kube_version()?), "kube-apiserver")
 }
 
+/// The kubelet of the chosen release (built for the newest minor only).
+pub fn kubelet() -> Result<PathBuf> {
+    cached(format!("kubernetes-{}", kube_version()?), "kubelet")
+}
+
+/// kube-controller-manager of the chosen release (newest minor only).
+pub fn kube_controller_manager() -> Result<PathBuf> {
+    cached(
+        format!("kubernetes-{}", kube_version()?),
+        "kube-controller-manager",
+    )
+}
+
+/// kube-scheduler of the chosen release (newest minor only).
+pub fn kube_scheduler() -> Result<PathBuf> {
+    cached(format!("kubernetes-{}", kube_version()?), "kube-scheduler")
+}
+
 /// kubectl of the chosen release.
 pub fn kubectl() -> Result<PathBuf> {
     cached(format!("kubernetes-{}", kube_version()?), "kubectl")

@@ -1,7 +1,11 @@
 //! A real Kubernetes control plane for tests: etcd and kube-apiserver on
 //! loopback, with generated certificates, RBAC, and static tokens for the
 //! operator's two service accounts. No scheduler and no kubelet: tests create
-//! Node objects and play kubelet themselves.
+//! Node objects and play kubelet themselves. For real nodes
+//! ([`Options::serve_nodes_at`], see `crate::nodes`) it also serves an
+//! address of the nodes' network, authorizes kubelets (Node, RBAC), hands
+//! pods their service-account tokens, and runs kube-controller-manager and
+//! kube-scheduler beside it.
 //!
 //! Every instance has its own ports and directories and stops only what it
 //! started (children are killed on drop, and get SIGKILL through
@@ -63,12 +67,40 @@ impl Identity {
 pub struct Options {
     /// Write an audit log of every request (metadata level) to `audit.log`.
     pub audit: bool,
+    /// Serve real nodes: the API server listens on every address of the
+    /// (namespaced) network it runs in and advertises this one, which its
+    /// certificate names with the `kubernetes` Service's address.
+    pub serve_nodes_at: Option<String>,
+}
+
+/// The `kubernetes` Service's address: the first of the service range.
+pub const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
+
+/// The API server's arguments that differ when it serves real nodes.
+fn node_serving_args(address: &str, d: &Path) -> Vec<String> {
+    vec![
+        "--bind-address=0.0.0.0".into(),
+        format!("--advertise-address={address}"),
+        // The `kubernetes` Service's endpoint is this address: pods reach it.
+        "--endpoint-reconciler-type=lease".into(),
+        // Kubelets authenticate with their node certificates.
+        "--authorization-mode=Node,RBAC".into(),
+        // Pods get projected, node-bound service-account tokens.
+        "--kubelet-preferred-address-types=InternalIP".into(),
+        format!(
+            "--kubelet-client-certificate={}",
+            d.join("admin.crt").display()
+        ),
+        format!("--kubelet-client-key={}", d.join("admin.key").display()),
+    ]
 }
 
 /// A running etcd + kube-apiserver.
 pub struct ControlPlane {
     dir: tempfile::TempDir,
     etcd: Child,
+    /// kube-controller-manager and kube-scheduler, when serving real nodes.
+    controllers: Vec<Child>,
     apiserver: Option<Child>,
     apiserver_args: Vec<String>,
     apiserver_bin: PathBuf,
@@ -94,9 +126,12 @@ pub fn free_port() -> Result<u16> {
 
 /// Generates a CA, a serving certificate for 127.0.0.1, an admin client
 /// certificate and a service-account signing key.
-fn generate_pki(dir: &Path) -> Result<()> {
+fn generate_pki(dir: &Path, serve_nodes_at: Option<&str>) -> Result<()> {
     pki::ca(dir)?;
-    pki::serving_leaf(dir, "serving")?;
+    match serve_nodes_at {
+        Some(address) => pki::serving_leaf_for(dir, "serving", &[address, KUBERNETES_SERVICE_IP])?,
+        None => pki::serving_leaf(dir, "serving")?,
+    }
     pki::leaf(
         dir,
         "admin",
@@ -216,7 +251,7 @@ impl ControlPlane {
             .prefix("bootc-cp-")
             .tempdir_in(base)?;
         let d = dir.path();
-        generate_pki(d)?;
+        generate_pki(d, options.serve_nodes_at.as_deref())?;
         write_tokens(d)?;
 
         let etcd_port = free_port()?;
@@ -233,13 +268,22 @@ impl ControlPlane {
         let etcd = spawn_logged(&etcd_bin, &etcd_args, &d.join("etcd.log"))?;
 
         let port = free_port()?;
-        let mut args: Vec<String> = vec![
-            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+        let loopback_only: Vec<String> = vec![
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
             // A loopback address is refused by the endpoint reconciler, which
             // keeps the `kubernetes` Service's endpoints: nothing here needs them.
             "--endpoint-reconciler-type=none".into(),
+            "--authorization-mode=RBAC".into(),
+            // No kubelet mounts tokens: tests hand them out themselves.
+            "--disable-admission-plugins=ServiceAccount".into(),
+        ];
+        let mut args: Vec<String> = match &options.serve_nodes_at {
+            Some(address) => node_serving_args(address, d),
+            None => loopback_only,
+        };
+        args.extend([
+            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
             format!("--secure-port={port}"),
             format!("--cert-dir={}", d.join("certs").display()),
             format!("--tls-cert-file={}", d.join("serving.crt").display()),
@@ -252,8 +296,6 @@ impl ControlPlane {
                 d.join("sa.key").display()
             ),
             "--service-account-issuer=https://kubernetes.default.svc".into(),
-            "--authorization-mode=RBAC".into(),
-            "--disable-admission-plugins=ServiceAccount".into(),
             "--service-cluster-ip-range=10.0.0.0/24".into(),
             "--allow-privileged=true".into(),
             "--enable-priority-and-fairness=false".into(),
@@ -263,7 +305,7 @@ impl ControlPlane {
             // are stored as JSON it can read, and nothing is compacted away.
             "--storage-media-type=application/json".into(),
             "--etcd-compaction-interval=0".into(),
-        ];
+        ]);
         if options.audit {
             std::fs::write(d.join("audit-policy.yaml"), AUDIT_POLICY)?;
             args.push(format!(
@@ -280,6 +322,7 @@ impl ControlPlane {
         let mut cp = ControlPlane {
             dir,
             etcd,
+            controllers: Vec::new(),
             apiserver: None,
             apiserver_args: args,
             apiserver_bin,
@@ -288,7 +331,50 @@ impl ControlPlane {
         };
         cp.write_kubeconfigs()?;
         cp.start_apiserver().await?;
+        if options.serve_nodes_at.is_some() {
+            cp.start_controllers()?;
+        }
         Ok(cp)
+    }
+
+    /// kube-controller-manager and kube-scheduler, as the admin, without
+    /// leader election (one of each): the DaemonSet, Deployment, disruption
+    /// and node-lifecycle controllers, the root CA every pod's token volume
+    /// mounts, and the scheduler placing pods.
+    fn start_controllers(&mut self) -> Result<()> {
+        let d = self.dir.path().to_owned();
+        let admin = self.kubeconfig(Identity::Admin).display().to_string();
+        let kcm_args = vec![
+            format!("--kubeconfig={admin}"),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--use-service-account-credentials=false".into(),
+            format!("--root-ca-file={}", d.join("ca.crt").display()),
+            format!(
+                "--service-account-private-key-file={}",
+                d.join("sa.key").display()
+            ),
+            "--v=0".into(),
+        ];
+        let kcm = spawn_logged(
+            &binaries::kube_controller_manager()?,
+            &kcm_args,
+            &d.join("controller-manager.log"),
+        )?;
+        self.controllers.push(kcm);
+        let scheduler_args = vec![
+            format!("--kubeconfig={admin}"),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--v=0".into(),
+        ];
+        let scheduler = spawn_logged(
+            &binaries::kube_scheduler()?,
+            &scheduler_args,
+            &d.join("scheduler.log"),
+        )?;
+        self.controllers.push(scheduler);
+        Ok(())
     }
 
     async fn start_apiserver(&mut self) -> Result<()> {
@@ -508,6 +594,10 @@ impl ControlPlane {
 
 impl Drop for ControlPlane {
     fn drop(&mut self) {
+        for child in &mut self.controllers {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         self.stop_apiserver();
         let _ = self.etcd.kill();
         let _ = self.etcd.wait();

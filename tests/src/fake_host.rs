@@ -49,7 +49,8 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 /// Whether the tests can create namespaces and drop privilege. CI runs as
-/// root; elsewhere the privileged tests skip with a message.
+/// root; elsewhere the privileged tests fail unless [`SKIP_ROOT_ENV`] asks
+/// to skip them.
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -61,12 +62,34 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Skips the calling test (returns from it) when not root.
+/// Set to `1` to skip (pass, saying so) the tests that need root when not
+/// root. Unset, they fail: a green suite that never ran is worse than a red one.
+pub const SKIP_ROOT_ENV: &str = "BOOTC_TEST_SKIP_ROOT";
+
+/// Whether a test that needs root runs: as root, yes; otherwise no (with a
+/// SKIPPED line) when [`SKIP_ROOT_ENV`] is `1`, and a panic saying how to
+/// run it when not.
+#[allow(clippy::print_stderr)] // the skip is said where the test's output goes
+pub fn root_or_explicit_skip() -> bool {
+    if is_root() {
+        return true;
+    }
+    if std::env::var_os(SKIP_ROOT_ENV).is_some_and(|v| v == "1") {
+        eprintln!("SKIPPED ({SKIP_ROOT_ENV}=1): this test needs root");
+        return false;
+    }
+    panic!(
+        "this test needs root (namespaces, setns, privilege drop) and did not run: \
+         run the tests as root, or set {SKIP_ROOT_ENV}=1 to skip them knowingly"
+    );
+}
+
+/// Runs the calling test only as root: otherwise it fails, or returns
+/// (skipped, saying so) when [`SKIP_ROOT_ENV`] is `1`.
 #[macro_export]
 macro_rules! require_root {
     () => {
-        if !$crate::fake_host::is_root() {
-            eprintln!("SKIPPED: this test needs root (namespaces, setns, privilege drop); CI runs it as root");
+        if !$crate::fake_host::root_or_explicit_skip() {
             return;
         }
     };
@@ -212,5 +235,75 @@ impl FakeHost {
         })?;
         let client = daemon::helper_client::connect(socket).await?;
         Ok(TestHelper { process, client })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A test that needs root, for the test below to run as nobody.
+    #[test]
+    fn needs_root() {
+        crate::require_root!();
+    }
+
+    /// `cmd` as nobody, without the skip variable (unless `skip` sets it).
+    fn as_nobody(program: &Path, args: &[&str], skip: Option<&str>) -> std::process::Output {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(program)
+            .args(args)
+            .env_remove(SKIP_ROOT_ENV);
+        if let Some(value) = skip {
+            cmd.env(SKIP_ROOT_ENV, value);
+        }
+        cmd.output().unwrap()
+    }
+
+    #[test]
+    fn a_root_test_fails_when_not_root_unless_skipping_is_asked_for() {
+        crate::require_root!();
+        let exe = std::env::current_exe().unwrap();
+        let args = ["--exact", "fake_host::tests::needs_root", "--nocapture"];
+        for skip in [None, Some("0")] {
+            let out = as_nobody(&exe, &args, skip);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success(),
+                "{skip:?}: passed as nobody\n{stderr}"
+            );
+            assert!(
+                stderr.contains("needs root") && stderr.contains(SKIP_ROOT_ENV),
+                "{stderr}"
+            );
+        }
+        let out = as_nobody(&exe, &args, Some("1"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(stderr.contains("SKIPPED"), "{stderr}");
+    }
+
+    #[test]
+    fn dev_test_refuses_to_start_without_root() {
+        crate::require_root!();
+        // No cargo on this PATH: were the check missing, `./dev test` would
+        // stop at "cargo not found" instead, before building anything.
+        let dev = crate::repo_root().join("dev");
+        let out = as_nobody(
+            Path::new("/usr/bin/env"),
+            &[
+                "-i",
+                "PATH=/usr/bin:/bin",
+                "bash",
+                dev.to_str().unwrap(),
+                "test",
+            ],
+            None,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("./dev test needs root"), "{stderr}");
     }
 }

@@ -22,6 +22,7 @@ pub mod image_pull;
 pub mod k8s;
 pub mod kstatus;
 pub mod node_agent;
+pub mod nodes;
 pub mod pki;
 pub mod recorder;
 pub mod registry;

@@ -73,6 +73,11 @@ pub struct AgentOptions {
     /// Where bootc-daemon and bootc-helper are (default: next to the tests'
     /// own binaries); benchmarks point it at release builds.
     pub bin_dir: Option<PathBuf>,
+    /// The uid and gid the daemon starts as, with the capabilities a
+    /// container runtime gives a privileged container's process of that
+    /// user (see [`crate::image::container_user`]); None: the test's own.
+    /// Honoured by [`Agent::start`] and [`Agent::start_with_kubeconfig`].
+    pub user: Option<(u32, u32)>,
 }
 
 impl AgentOptions {
@@ -82,6 +87,7 @@ impl AgentOptions {
             poll_interval: Duration::from_secs(300),
             apply_window: Duration::from_millis(300),
             bin_dir: None,
+            user: None,
         }
     }
 }
@@ -118,7 +124,15 @@ impl Agent {
         log_dir: &Path,
     ) -> Result<Agent> {
         let mut cmd = Command::new("setpriv");
-        cmd.args(["--pdeathsig", "KILL", "--"]);
+        cmd.args(["--pdeathsig", "KILL"]);
+        if let Some((uid, gid)) = options.user {
+            // A privileged container: the full bounding set; no ambient or
+            // inheritable capabilities (CRI sets none), so a non-root
+            // user's exec leaves its permitted and effective sets empty.
+            cmd.args(["--reuid", &uid.to_string(), "--regid", &gid.to_string()])
+                .args(["--clear-groups", "--inh-caps=-all"]);
+        }
+        cmd.arg("--");
         Self::spawn(cmd, Some(kubeconfig), host, options, log_dir)
     }
 

@@ -78,10 +78,29 @@ pub fn leaf(dir: &Path, name: &str, subject: &str, extensions: &str) -> Result<(
 
 /// A serving certificate for 127.0.0.1 and localhost.
 pub fn serving_leaf(dir: &Path, name: &str) -> Result<()> {
+    serving_leaf_for(dir, name, &[])
+}
+
+/// A serving certificate for 127.0.0.1, localhost and the addresses `ips`
+/// (a server inside a network namespace of the real-node cluster).
+pub fn serving_leaf_for(dir: &Path, name: &str, ips: &[&str]) -> Result<()> {
+    let extra: String = ips.iter().map(|ip| format!(",IP:{ip}")).collect();
     leaf(
         dir,
         name,
         "/CN=localhost",
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n",
+        &format!(
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc{extra}\n"
+        ),
+    )
+}
+
+/// A client certificate for `user` in `group` (`name.key`, `name.crt`).
+pub fn client_leaf(dir: &Path, name: &str, user: &str, group: &str) -> Result<()> {
+    leaf(
+        dir,
+        name,
+        &format!("/O={group}/CN={user}"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
     )
 }

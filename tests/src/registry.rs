@@ -33,6 +33,9 @@ pub fn install_crypto_provider() {
 pub struct TestRegistry {
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// The address it serves on: loopback, or the bridge of the real-node
+    /// cluster's network.
+    address: String,
     port: u16,
     user: String,
     password: String,
@@ -59,12 +62,22 @@ pub struct TestImage<'a> {
 impl TestRegistry {
     /// Starts a registry requiring `user`/`password`.
     pub async fn start(user: &str, password: &str) -> Result<Self> {
+        Self::start_at(user, password, "127.0.0.1").await
+    }
+
+    /// Starts a registry requiring `user`/`password`, serving on `address`
+    /// (an address of the network this process is in).
+    pub async fn start_at(user: &str, password: &str, address: &str) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("bootc-registry-")
             .tempdir()?;
         let d = dir.path();
         pki::ca(d)?;
-        pki::serving_leaf(d, "serving")?;
+        let extra: Vec<&str> = Some(address)
+            .filter(|a| *a != "127.0.0.1")
+            .into_iter()
+            .collect();
+        pki::serving_leaf_for(d, "serving", &extra)?;
         let out = Command::new("htpasswd")
             .args(["-Bbn", user, password])
             .output()
@@ -76,6 +89,7 @@ impl TestRegistry {
         let mut reg = TestRegistry {
             dir,
             child: None,
+            address: address.to_owned(),
             port: free_port()?,
             user: user.to_owned(),
             password: password.to_owned(),
@@ -88,8 +102,9 @@ impl TestRegistry {
     fn write_config(&self) -> Result<()> {
         let d = self.dir.path();
         let config = format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {data}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {crt}\n    key: {key}\nauth:\n  htpasswd:\n    realm: bootc-test\n    path: {htpasswd}\n",
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {data}\n  delete:\n    enabled: true\nhttp:\n  addr: {address}:{port}\n  tls:\n    certificate: {crt}\n    key: {key}\nauth:\n  htpasswd:\n    realm: bootc-test\n    path: {htpasswd}\n",
             data = d.join("data").display(),
+            address = self.address,
             port = self.port,
             crt = d.join("serving.crt").display(),
             key = d.join("serving.key").display(),
@@ -109,7 +124,7 @@ impl TestRegistry {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            if tokio::net::TcpStream::connect((self.address.as_str(), self.port))
                 .await
                 .is_ok()
             {
@@ -148,9 +163,19 @@ impl TestRegistry {
         self.start_process().await
     }
 
-    /// `127.0.0.1:<port>`.
+    /// `user:password`, as skopeo's `--creds` takes them.
+    pub fn credentials(&self) -> String {
+        format!("{}:{}", self.user, self.password)
+    }
+
+    /// The user and password it requires.
+    pub fn login(&self) -> (&str, &str) {
+        (&self.user, &self.password)
+    }
+
+    /// `<address>:<port>` (`127.0.0.1:<port>` unless started elsewhere).
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.address, self.port)
     }
 
     /// The CA certificate (PEM) that signed the registry's certificate.

@@ -248,6 +248,7 @@ impl Sim {
     pub async fn start(options: SimOptions) -> Result<Sim> {
         let cp = ControlPlane::start_with(Options {
             audit: options.audit,
+            ..Options::default()
         })
         .await?;
         let admin = cp.admin().await?;

@@ -266,13 +266,82 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
     .await;
     assert!(message.contains("only bootc.dev/ labels"), "{message}");
 
-    // What the controller does in a rollout: label, cordon with its mark,
-    // uncordon, unlabel.
+    // Fields the policy does not name are refused too (it masks what may
+    // change, not what may not): an owner reference that does not resolve
+    // would have the garbage collector delete the Node, a finalizer would
+    // block its deletion; and other spec fields.
+    let ghost_owner = json!({"metadata": {"ownerReferences": [{
+        "apiVersion": "v1", "kind": "Node", "name": "ghost",
+        "uid": "11111111-2222-3333-4444-555555555555"}]}});
+    let finalizer = json!({"metadata": {"finalizers": ["example.com/block-deletion"]}});
+    for (what, patch, says) in [
+        (
+            "an owner reference",
+            ghost_owner,
+            "in the metadata of Node node-a",
+        ),
+        ("a finalizer", finalizer, "in the metadata of Node node-a"),
+        (
+            "a provider ID",
+            json!({"spec": {"providerID": "evil://node-a"}}),
+            "only spec.unschedulable of Node node-a",
+        ),
+        (
+            "a pod CIDR",
+            json!({"spec": {"podCIDR": "10.9.0.0/24", "podCIDRs": ["10.9.0.0/24"]}}),
+            "only spec.unschedulable of Node node-a",
+        ),
+    ] {
+        let message = refused(&format!("{what} by the controller"), || async {
+            nodes
+                .patch("node-a", &pp, &Patch::Merge(patch.clone()))
+                .await
+                .map(|_| ())
+        })
+        .await;
+        assert!(message.contains(says), "{what}: {message}");
+    }
+    let node = admin.get("node-a").await.unwrap();
+    assert_eq!(node.metadata.owner_references, None);
+    assert_eq!(node.metadata.finalizers, None);
+
+    // A Node as big as kubelets make them (50 images of many names, the
+    // kubelet's default limit; 1,000 were seen to pass too): comparing it
+    // whole stays within CEL's cost limits.
+    let images: Vec<Value> = (0..50)
+        .map(|i| {
+            let names: Vec<String> = (0..8)
+                .map(|n| {
+                    format!(
+                        "registry.example.com/team-{i}/image-{n}@sha256:{:064x}",
+                        i * 8 + n
+                    )
+                })
+                .collect();
+            json!({"names": names, "sizeBytes": 1_000_000 + i})
+        })
+        .collect();
+    admin
+        .patch_status(
+            "node-a",
+            &pp,
+            &Patch::Merge(json!({"status": {"images": images}})),
+        )
+        .await
+        .unwrap();
+
+    // What the controller does in a rollout (the actuator's merge patches):
+    // label, cordon with its mark in one patch, uncordon (unschedulable
+    // removed) with the mark, mark a disruption and lift it, unlabel.
     for patch in [
         json!({"metadata": {"labels": {api::labels::MANAGED_LABEL: ""}}}),
         json!({"metadata": {"annotations": {api::labels::CORDONED_BY_ANNOTATION: "workers"}},
                "spec": {"unschedulable": true}}),
         json!({"metadata": {"annotations": {api::labels::CORDONED_BY_ANNOTATION: null}},
+               "spec": {"unschedulable": null}}),
+        json!({"metadata": {"annotations": {api::labels::DISRUPTED_BY_ANNOTATION: "workers"}},
+               "spec": {"unschedulable": true}}),
+        json!({"metadata": {"annotations": {api::labels::DISRUPTED_BY_ANNOTATION: null}},
                "spec": {"unschedulable": false}}),
         json!({"metadata": {"labels": {api::labels::MANAGED_LABEL: null}}}),
     ] {

@@ -190,6 +190,33 @@ fn only_inet_sockets_can_be_created() {
     expect("none", &[], "socket:netlink", selftest::ALLOWED);
 }
 
+#[test]
+fn only_tokios_unix_stream_pair_can_be_created() {
+    require_root!();
+    // What tokio's signal driver makes still works.
+    expect("all", &[], "socketpair:unix", selftest::ALLOWED);
+    // socketpair() runs the family's kernel code as socket() does (the
+    // socket is created before the family refuses to pair it), and a
+    // datagram pair could send to any pathname Unix socket.
+    for kind in ["unix_dgram", "netlink", "vsock"] {
+        let case = format!("socketpair:{kind}");
+        // The kernel alone answers something other than EPERM (the pair,
+        // EOPNOTSUPP from the family, or EAFNOSUPPORT where it is not
+        // built in)...
+        let control = selftest_with("none", &[], &case);
+        assert_ne!(
+            code(&control),
+            Some(selftest::REFUSED_EPERM),
+            "{case}: {}",
+            String::from_utf8_lossy(&control.stderr)
+        );
+        // ...so the filter's EPERM is the filter's.
+        expect("seccomp", &[], &case, selftest::REFUSED_EPERM);
+        expect("all", &[], &case, selftest::REFUSED_EPERM);
+    }
+    expect("none", &[], "socketpair:unix_dgram", selftest::ALLOWED);
+}
+
 /// A process next to the daemon: `sleep` as `uid`/`gid`, with a secret in
 /// its environment and a file only its uid (and root) can read, reachable
 /// through `/proc/<pid>/root`.
@@ -229,6 +256,12 @@ impl Victim {
         format!("read:/proc/{}/environ", self.pid())
     }
 
+    /// Readable by anyone, and not behind Landlock's ptrace scoping (as
+    /// `environ`, `root` and `mem` are): only the read rules refuse it.
+    fn cmdline(&self) -> String {
+        format!("read:/proc/{}/cmdline", self.pid())
+    }
+
     fn root_file(&self) -> String {
         format!(
             "read:/proc/{}/root{}",
@@ -259,13 +292,18 @@ fn a_process_of_the_daemons_own_uid_is_out_of_reach() {
     use daemon::privdrop::{DEFAULT_GID, DEFAULT_UID};
     let v = Victim::start(DEFAULT_UID, DEFAULT_GID);
     let (environ, root, mem, limits) = (v.environ(), v.root_file(), v.mem(), v.limits());
+    let cmdline = v.cmdline();
     // Control: the kernel lets a process of the same uid read its
-    // environment and files, open its memory for writing, read its limits.
-    for case in [&environ, &root, &mem, &limits] {
+    // environment, command line and files, open its memory for writing,
+    // read its limits.
+    for case in [&environ, &cmdline, &root, &mem, &limits] {
         expect("none", &[], case, selftest::ALLOWED);
     }
     // Landlock: nothing outside the daemon's read-only set, its own /proc
-    // included.
+    // included. The command line is refused by the read rules alone (the
+    // others by its ptrace scoping too).
+    expect("landlock", &[], &cmdline, selftest::REFUSED_EACCES);
+    expect("all", &[], &cmdline, selftest::REFUSED_EACCES);
     expect("landlock", &[], &environ, selftest::REFUSED_EACCES);
     expect("landlock", &[], &root, selftest::REFUSED_EACCES);
     expect("landlock", &[], &mem, selftest::REFUSED_EACCES);

@@ -664,9 +664,12 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
 /// before its first write of the BootcNode arrives.
 #[tokio::test]
 async fn a_pools_secret_is_granted_before_a_bootc_node_names_it() {
-    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
-        .await
-        .unwrap();
+    let cp = ControlPlane::start_with(tests::control_plane::Options {
+        audit: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     install(&cp);
     let admin = cp.admin().await.unwrap();
     let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({

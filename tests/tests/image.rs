@@ -127,6 +127,12 @@ async fn the_pushed_image_runs_from_its_own_root() {
     assert!(index.contains(&digest), "{digest} not in {index}");
 
     let rootfs = unpack(&pulled, &dir.path().join("bundle"));
+    // Reachable by any user, as a container runtime's rootfs is (the daemon
+    // may start as another user than the test's: daemon_user).
+    for path in [dir.path(), rootfs.parent().unwrap()] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     // The controller as the image's user: its libraries are all there.
     let help = run(Command::new("chroot")
         .arg("--userspec=65532:65532")
@@ -174,11 +180,26 @@ fn exe(pid: u32) -> PathBuf {
     std::fs::read_link(format!("/proc/{pid}/exe")).unwrap()
 }
 
+/// The user (and with it the capabilities) a container runtime starts the
+/// image's daemon as under `deploy/daemon.yaml`'s pod spec: its
+/// `runAsUser`/`runAsGroup`, else the image's user (65532, the
+/// controller's).
+fn daemon_user(rootfs: &Path) -> (u32, u32) {
+    let config = config(rootfs);
+    let id = |key: &str| u32::try_from(config["process"]["user"][key].as_u64().unwrap()).unwrap();
+    let text = std::fs::read_to_string(tests::repo_root().join("deploy/daemon.yaml")).unwrap();
+    let daemonset: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let passwd = std::fs::read_to_string(rootfs.join("etc/passwd")).unwrap();
+    let pod = &daemonset["spec"]["template"]["spec"];
+    tests::image::container_user(pod, "daemon", (id("uid"), id("gid")), &passwd).unwrap()
+}
+
 /// The image's `bootc-daemon` and `bootc-helper` (the files pulled from the
 /// registry, not cargo's) run a node of a real API server, as the DaemonSet
-/// runs them: the daemon starts the helper, drops every privilege and
-/// reports the fake host's bootc status on its BootcNode with a node-bound
-/// token. (They run on the machine's own shared libraries, which the image
+/// runs them (as the user, and with the capabilities, that its pod spec
+/// gives them with the image's config: [`daemon_user`]): the daemon starts
+/// the helper, drops every privilege and reports the fake host's bootc
+/// status on its BootcNode with a node-bound token. (They run on the machine's own shared libraries, which the image
 /// copies: the chroot runs above show the image's copies load.)
 async fn the_images_daemon_runs_a_node(rootfs: &Path) {
     use api::{BootcNode, BootcNodeSpec};
@@ -198,8 +219,10 @@ async fn the_images_daemon_runs_a_node(rootfs: &Path) {
     };
     create_bootc_node(&admin, "node-1", spec).await.unwrap();
     let logs = tempfile::tempdir().unwrap();
+    let user = daemon_user(rootfs);
     let options = AgentOptions {
         bin_dir: Some(rootfs.join("usr/bin")),
+        user: Some(user),
         ..AgentOptions::new("node-1")
     };
     let agent = Agent::start(&cp, &host, &options, logs.path()).unwrap();
@@ -216,7 +239,9 @@ async fn the_images_daemon_runs_a_node(rootfs: &Path) {
     )
     .await;
     let log = agent.log_text();
-    let bn = idle.unwrap_or_else(|e| panic!("{e}\n{log}")).unwrap();
+    let bn = idle
+        .unwrap_or_else(|e| panic!("{e} (the daemon started as uid/gid {user:?})\n{log}"))
+        .unwrap();
     let status = bn.status.unwrap();
     assert_eq!(
         status.booted.unwrap().image.as_deref(),

@@ -450,9 +450,12 @@ pub fn kubelet_deletes(
 
 /// Like [`env`], with the API server's audit log on.
 pub async fn env_with_audit() -> Env {
-    let cp = ControlPlane::start_with(tests::control_plane::Options { audit: true })
-        .await
-        .unwrap();
+    let cp = ControlPlane::start_with(tests::control_plane::Options {
+        audit: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     setup(cp).await
 }
 

@@ -33,6 +33,7 @@
 //! short text of our own.
 
 pub mod cli;
+mod real_host;
 mod switch;
 
 use serde::{Deserialize, Serialize};
@@ -573,6 +574,17 @@ pub fn main_with(args: Vec<String>) -> i32 {
         }
     };
     let layout = Layout::new(root);
+    if let [hook] = rest.as_slice()
+        && let Some(result) = node_hook(&layout, hook)
+    {
+        return match result {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "error: fake bootc {hook}: {e}");
+                1
+            }
+        };
+    }
     if let [flag, tool, rest @ ..] = rest.as_slice()
         && flag == "--as"
     {
@@ -611,6 +623,9 @@ fn bootc_main(layout: &Layout, rest: &[String]) -> i32 {
             let _ = std::io::stdout().write_all(outcome.stdout.as_bytes());
             let _ = std::io::stderr().write_all(outcome.stderr.as_bytes());
             let _ = std::io::stdout().flush();
+            if outcome.park && layout.is_real_host() {
+                return real_host::reboot_and_park();
+            }
             if outcome.park {
                 // Like real bootc after `systemctl reboot`: it parks until
                 // the machine going down kills it. The fake machine goes
@@ -625,6 +640,15 @@ fn bootc_main(layout: &Layout, rest: &[String]) -> i32 {
             let _ = writeln!(std::io::stderr(), "error: fake bootc: {e}");
             1
         }
+    }
+}
+
+/// The real node's boot and shutdown hooks (`real_host`), if `arg` names one.
+fn node_hook(layout: &Layout, arg: &str) -> Option<std::io::Result<()>> {
+    match arg {
+        "--node-boot" => Some(real_host::on_boot(layout)),
+        "--node-shutdown" => Some(real_host::on_shutdown(layout)),
+        _ => None,
     }
 }
 

@@ -421,8 +421,12 @@ fn from_downloaded(
     Ok(out)
 }
 
-/// bootc's `reboot()`: `systemctl reboot`, an orderly reboot.
+/// bootc's `reboot()`: `systemctl reboot`, an orderly reboot. On a real
+/// node the shutdown itself finalizes (`real_host`).
 fn reboot_planned(layout: &Layout, state: &mut State) -> std::io::Result<()> {
+    if layout.is_real_host() {
+        return super::real_host::unlock_for_reboot(layout);
+    }
     reboot(layout, state, UnplannedReboot::Orderly, false)
 }
 

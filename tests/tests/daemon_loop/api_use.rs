@@ -16,7 +16,11 @@ use tests::{ControlPlane, require_root};
 #[tokio::test]
 async fn idle_daemon_holds_one_watch_and_sends_nothing() {
     require_root!();
-    let w = world_with(tests::control_plane::Options { audit: true }).await;
+    let w = world_with(tests::control_plane::Options {
+        audit: true,
+        ..Default::default()
+    })
+    .await;
     let a = image('a');
     let host = FakeHost::start(Some(&a)).unwrap();
     create_bootc_node(&w.admin, "node-1", spec(&a))
@@ -101,7 +105,11 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
 #[tokio::test]
 async fn an_approval_is_confirmed_by_the_guarded_report_not_a_read() {
     require_root!();
-    let w = world_with(tests::control_plane::Options { audit: true }).await;
+    let w = world_with(tests::control_plane::Options {
+        audit: true,
+        ..Default::default()
+    })
+    .await;
     let (a, b) = (image('a'), image('b'));
     let host = FakeHost::start(Some(&a)).unwrap();
     create_bootc_node(&w.admin, "node-1", spec(&b))
@@ -139,7 +147,11 @@ async fn an_approval_is_confirmed_by_the_guarded_report_not_a_read() {
 async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
     use std::os::unix::fs::PermissionsExt;
     require_root!();
-    let w = world_with(tests::control_plane::Options { audit: true }).await;
+    let w = world_with(tests::control_plane::Options {
+        audit: true,
+        ..Default::default()
+    })
+    .await;
 
     // What the kubelet projects into a pod: world-readable files.
     let sa = tempfile::tempdir().unwrap();

@@ -92,6 +92,9 @@ async fn a_failing_bootc_status_is_reported_and_the_node_recovers() {
         let c = conditions::find(&status.conditions, reasons::DEGRADED).unwrap();
         assert_eq!(c.reason, reason, "{name}: {}", c.message);
         assert!(c.message.contains(words), "{name}: {}", c.message);
+        // bootc's own words and status, not a failed start job's (systemd-run
+        // with --service-type=exec, see fake_systemd::job_failed).
+        assert!(!c.message.contains("Job for"), "{name}: {}", c.message);
         assert_eq!(
             status.observed_generation, bn.metadata.generation,
             "{name}: spec seen"

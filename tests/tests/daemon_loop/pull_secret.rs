@@ -122,7 +122,11 @@ async fn rotate(secrets: &Api<Secret>, content: &str) -> Secret {
 #[tokio::test]
 async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
     require_root!();
-    let w = world_with(tests::control_plane::Options { audit: true }).await;
+    let w = world_with(tests::control_plane::Options {
+        audit: true,
+        ..Default::default()
+    })
+    .await;
     let (a, b) = (image('a'), image('b'));
     let host = FakeHost::start(Some(&a)).unwrap();
     let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;

@@ -1,0 +1,567 @@
+//! The operator as a user installs it, on real nodes (tests/src/nodes/):
+//! node containers with a real systemd, containerd and kubelet that really
+//! reboot, a real scheduler and controller manager, the operator's own image
+//! installed with `kubectl apply -k` of `deploy/`. Only bootc is faked.
+//!
+//! Each test enters a network namespace of its own before its runtime
+//! starts, so every address it uses lives there.
+// Test checks: a failure is a panic that says what was expected.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use api::BootcNodePool;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
+use tests::nodes::{ClusterNet, NodeCluster, NodeClusterOptions, operator, push_os};
+use tests::recorder::Recorder;
+
+/// How long a rollout of three real nodes may take.
+const ROLLOUT: Duration = Duration::from_secs(300);
+const POOL: &str = "workers";
+const POOL_LABEL: &str = "test.bootc.dev/pool";
+
+/// Runs `body` on a fresh cluster of `nodes` real nodes.
+fn on_real_nodes<F, Fut>(nodes: usize, body: F)
+where
+    F: FnOnce(NodeCluster) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    tests::require_root!();
+    let net = ClusterNet::enter().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let options = NodeClusterOptions {
+            nodes,
+            ..NodeClusterOptions::default()
+        };
+        let cluster = NodeCluster::start(net, &options).await.unwrap();
+        body(cluster).await;
+    });
+}
+
+fn kubectl(cluster: &NodeCluster, args: &[&str], input: Option<&str>) -> String {
+    use std::io::Write;
+    let mut cmd = cluster.cp.kubectl();
+    cmd.args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.unwrap_or("").as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The pool, as a user writes it: every labelled node, one at a time,
+/// following the OS repository's `tag`.
+fn pool_yaml(cluster: &NodeCluster, tag: &str) -> String {
+    format!(
+        "apiVersion: node.bootc.dev/v1alpha1\nkind: BootcNodePool\nmetadata:\n  name: {POOL}\nspec:\n  nodeSelector:\n    matchLabels:\n      {POOL_LABEL}: {POOL}\n  image:\n    ref: {}/{}:{tag}\n  pullSecretRef:\n    name: os-pull\n    namespace: bootc-operator\n  rollout:\n    maxUnavailable: 1\n",
+        cluster.registry.host(),
+        tests::nodes::OS_REPO,
+    )
+}
+
+async fn wait_pool(
+    cluster: &NodeCluster,
+    what: &str,
+    cond: impl Fn(&BootcNodePool) -> bool + Send + 'static,
+) -> BootcNodePool {
+    let pools = Api::<BootcNodePool>::all(cluster.cp.admin().await.unwrap());
+    match tests::k8s::wait_for(pools, POOL, ROLLOUT, what, move |p| p.is_some_and(&cond)).await {
+        Ok(p) => p.unwrap(),
+        Err(e) => panic!("{e}\n{}", diagnostics(cluster)),
+    }
+}
+
+/// The cluster's objects and the operator's logs, for a failure.
+fn diagnostics(cluster: &NodeCluster) -> String {
+    let mut out = kubectl(
+        cluster,
+        &["get", "bnp,bn,nodes,pods", "-A", "-o", "wide"],
+        None,
+    );
+    for (namespace, name) in [
+        ("bootc-daemon", "bootc-daemon"),
+        ("bootc-operator", "bootc-controller"),
+    ] {
+        let output = cluster
+            .cp
+            .kubectl()
+            .args([
+                "logs",
+                "-n",
+                namespace,
+                "-l",
+                &format!("app.kubernetes.io/name={name}"),
+            ])
+            .args(["--tail=15", "--prefix", "--all-containers"])
+            .output();
+        if let Ok(o) = output {
+            out.push_str(&String::from_utf8_lossy(&o.stdout));
+            out.push_str(&String::from_utf8_lossy(&o.stderr));
+        }
+    }
+    out
+}
+
+fn digest_of(reference: &str) -> String {
+    reference.split_once('@').unwrap().1.to_owned()
+}
+
+/// The workload a drain must move: three replicas, at most one down.
+const WORKLOAD: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+        - name: web
+          image: TOOLS
+          command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: default}
+spec:
+  maxUnavailable: 1
+  selector: {matchLabels: {app: web}}
+"#;
+
+/// How often the controller's Lease changed hands.
+async fn lease_transitions(cluster: &NodeCluster) -> i32 {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases = Api::<Lease>::namespaced(cluster.cp.admin().await.unwrap(), "bootc-operator");
+    let lease = leases.get("bootc-controller").await.unwrap();
+    lease.spec.and_then(|s| s.lease_transitions).unwrap_or(0)
+}
+
+/// The registry's credentials as the pool's pull secret.
+fn pull_secret(cluster: &NodeCluster) {
+    let (user, password) = cluster.registry.login();
+    kubectl(
+        cluster,
+        &[
+            "create",
+            "secret",
+            "docker-registry",
+            "os-pull",
+            "-n",
+            "bootc-operator",
+            &format!("--docker-server={}", cluster.registry.host()),
+            &format!("--docker-username={user}"),
+            &format!("--docker-password={password}"),
+        ],
+        None,
+    );
+}
+
+/// Runs a command to success.
+fn run(mut cmd: std::process::Command) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Polls `cond` (files in a node's disk and kubectl's answers have no
+/// watch) until it holds, failing after the rollout's time.
+async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + ROLLOUT;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn wait_until_async<F, Fut>(what: &str, cond: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + ROLLOUT;
+    while !cond().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// No node is cordoned or carries the operator's marks.
+async fn nothing_cordoned(cluster: &NodeCluster) {
+    let nodes = Api::<Node>::all(cluster.cp.admin().await.unwrap());
+    for node in &cluster.nodes {
+        let n = nodes.get(&node.name).await.unwrap();
+        assert_ne!(
+            n.spec.clone().unwrap().unschedulable,
+            Some(true),
+            "{} left cordoned",
+            node.name
+        );
+        let marks: Vec<String> = n
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .into_keys()
+            .chain(n.metadata.labels.unwrap_or_default().into_keys())
+            .filter(|k| k.starts_with("bootc.dev/") && k != api::labels::MANAGED_LABEL)
+            .collect();
+        assert!(marks.is_empty(), "{}: {marks:?} left", node.name);
+    }
+}
+
+/// `/proc/<pid>/status` as key and value.
+fn proc_status(pid: i32) -> std::collections::BTreeMap<String, String> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+/// The daemon and its helper as the container runtime started them from
+/// deploy/'s pod spec, read from /proc: the daemon on its own uid with no
+/// capability, no_new_privs and its seccomp filter; the helper root.
+fn daemon_confined_as_deployed(node: &tests::nodes::RealNode) {
+    let daemons = node.processes("bootc-daemon");
+    assert_eq!(
+        daemons.len(),
+        1,
+        "{}: daemon processes {daemons:?}",
+        node.name
+    );
+    let status = proc_status(daemons[0]);
+    assert_eq!(
+        status["Uid"], "41742\t41742\t41742\t41742",
+        "{}: {status:?}",
+        node.name
+    );
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(
+            status[set], "0000000000000000",
+            "{}: {set} {status:?}",
+            node.name
+        );
+    }
+    assert_eq!(status["NoNewPrivs"], "1", "{}: {status:?}", node.name);
+    assert_eq!(status["Seccomp"], "2", "{}: {status:?}", node.name);
+    let helpers = node.processes("bootc-helper");
+    assert_eq!(
+        helpers.len(),
+        1,
+        "{}: helper processes {helpers:?}",
+        node.name
+    );
+    let helper = proc_status(helpers[0]);
+    assert_eq!(
+        helper["PPid"],
+        daemons[0].to_string(),
+        "{}: {helper:?}",
+        node.name
+    );
+}
+
+#[test]
+fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
+    on_real_nodes(3, |cluster| async move {
+        let recorder = Recorder::start(&cluster.cp).await.unwrap();
+        operator::install(&cluster).unwrap();
+        let tools = format!(
+            "{}/{}",
+            cluster.registry.host(),
+            tests::nodes::images::TOOLS
+        );
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&WORKLOAD.replace("TOOLS", &tools)),
+        );
+        pull_secret(&cluster);
+        let v2 = push_os(&cluster.registry, "2.0", "v2").await.unwrap();
+        for node in &cluster.nodes {
+            kubectl(
+                &cluster,
+                &["label", "node", &node.name, &format!("{POOL_LABEL}={POOL}")],
+                None,
+            );
+        }
+        // The nodes already run v1: the pool is up to date at once.
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&pool_yaml(&cluster, "v1")),
+        );
+        let v1_digest = digest_of(&cluster.os_v1);
+        wait_pool(&cluster, "the pool on v1", move |p| {
+            let s = p.status.clone().unwrap_or_default();
+            s.target_digest.as_deref() == Some(v1_digest.as_str()) && s.updated_count == 3
+        })
+        .await;
+        for node in &cluster.nodes {
+            daemon_confined_as_deployed(node);
+        }
+        let boots_before: Vec<u32> = cluster.nodes.iter().map(|n| n.boot_count()).collect();
+        let transitions_before = lease_transitions(&cluster).await;
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&pool_yaml(&cluster, "v2")),
+        );
+        let v2_digest = digest_of(&v2);
+        wait_pool(&cluster, "every node on v2", move |p| {
+            let s = p.status.clone().unwrap_or_default();
+            s.target_digest.as_deref() == Some(v2_digest.as_str())
+                && s.updated_count == 3
+                && s.updating_count == 0
+        })
+        .await;
+        for (node, before) in cluster.nodes.iter().zip(boots_before) {
+            assert_eq!(node.boot_count(), before + 1, "{} rebooted once", node.name);
+            let state = node.bootc().read_state().unwrap();
+            assert_eq!(
+                state.booted.unwrap().digest,
+                digest_of(&v2),
+                "{} boots v2",
+                node.name
+            );
+        }
+        nothing_cordoned(&cluster).await;
+        let nodes = Api::<Node>::all(cluster.cp.admin().await.unwrap());
+        for node in &cluster.nodes {
+            let n = nodes.get(&node.name).await.unwrap();
+            assert!(tests::nodes::is_ready(&n), "{} Ready", node.name);
+            let os = n.status.unwrap().node_info.unwrap().os_image;
+            assert_eq!(
+                os, "bootc test OS 2.0",
+                "{}'s kubelet reports v2",
+                node.name
+            );
+        }
+        let all = BTreeSet::new();
+        let seen = recorder.peak(&all, &all).await.unwrap();
+        assert!(
+            seen.count <= 1,
+            "the cluster saw {} nodes disrupted at once: {seen:?}\n{}",
+            seen.count,
+            recorder.timeline(seen.resource_version, 40)
+        );
+        // Every node rebooted, the leader's too: the other replica took over.
+        assert!(
+            lease_transitions(&cluster).await > transitions_before,
+            "the controller's Lease never changed hands"
+        );
+        let described = kubectl(&cluster, &["describe", "bnp", POOL], None);
+        assert!(described.contains("RolloutComplete"), "{described}");
+        let plugin = std::process::Command::new(tests::fake_host::bin("kubectl-bootc"))
+            .args(["status", POOL])
+            .env("KUBECONFIG", cluster.cp.kubeconfig(tests::Identity::Admin))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&plugin.stdout);
+        assert!(
+            plugin.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&plugin.stderr)
+        );
+        assert!(text.contains("2.0 (sha256:"), "{text}");
+        for node in &cluster.nodes {
+            assert!(text.contains(&node.name), "{text}");
+        }
+    });
+}
+
+/// A pod pinned to node-1 that a PodDisruptionBudget never lets go.
+const PINNED: &str = r#"apiVersion: v1
+kind: Pod
+metadata: {name: pinned, namespace: default, labels: {app: pinned}}
+spec:
+  nodeName: node-1
+  terminationGracePeriodSeconds: 5
+  containers:
+    - name: pinned
+      image: TOOLS
+      command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: pinned, namespace: default}
+spec:
+  maxUnavailable: 0
+  selector: {matchLabels: {app: pinned}}
+"#;
+
+/// Faults on real nodes, judged by what the kubelets report: a PDB that
+/// never allows node-1's drain (named on the pool, the node kept cordoned in
+/// its slot until the PDB goes), node-2's daemon pod deleted while it stages
+/// (the DaemonSet recreates it; the stage unit is not started twice), and
+/// node-3 rebooted by hand mid-rollout (outside any slot: its locked staged
+/// image is dropped, it boots v1 again and is updated in its turn). The
+/// rollout completes with never more than one node disrupted by the operator.
+#[test]
+fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
+    on_real_nodes(3, |cluster| async move {
+        let recorder = Recorder::start(&cluster.cp).await.unwrap();
+        operator::install(&cluster).unwrap();
+        let tools = format!(
+            "{}/{}",
+            cluster.registry.host(),
+            tests::nodes::images::TOOLS
+        );
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&PINNED.replace("TOOLS", &tools)),
+        );
+        pull_secret(&cluster);
+        for node in &cluster.nodes {
+            kubectl(
+                &cluster,
+                &["label", "node", &node.name, &format!("{POOL_LABEL}={POOL}")],
+                None,
+            );
+        }
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&pool_yaml(&cluster, "v1")),
+        );
+        let v1_digest = digest_of(&cluster.os_v1);
+        wait_pool(&cluster, "the pool on v1", move |p| {
+            let s = p.status.clone().unwrap_or_default();
+            s.target_digest.as_deref() == Some(v1_digest.as_str()) && s.updated_count == 3
+        })
+        .await;
+        let (n1, n2, n3) = (&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]);
+        // node-2's pull takes 8 s: long enough to lose its daemon meanwhile.
+        run(n2
+            .exec(&["sh", "-c", "echo 8000 > /fake-bootc/stage-delay-ms"])
+            .unwrap());
+        let v2 = push_os(&cluster.registry, "2.0", "v2").await.unwrap();
+        let n3_boots = n3.boot_count();
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&pool_yaml(&cluster, "v2")),
+        );
+
+        // When each `switch --download-only` of `image` started, in µs.
+        let staging = |node: &tests::nodes::RealNode, image: &str| -> Vec<u64> {
+            node.bootc()
+                .read_invocations()
+                .iter()
+                .filter(|i| {
+                    i.argv.iter().any(|a| a == "--download-only")
+                        && i.argv.iter().any(|a| a == image)
+                })
+                .map(|i| i.unix_micros)
+                .collect()
+        };
+        wait_until("node-2 staging v2", || staging(n2, &v2).len() == 1).await;
+        kubectl(
+            &cluster,
+            &[
+                "delete",
+                "pod",
+                "-n",
+                "bootc-daemon",
+                "--wait=false",
+                "--field-selector",
+                "spec.nodeName=node-2",
+            ],
+            None,
+        );
+        // node-3 goes down by hand while it waits for its turn.
+        run(n3.exec(&["systemctl", "reboot"]).unwrap());
+
+        // node-1 takes the slot first (name order) and its drain is refused.
+        wait_until_async("the pool names the blocked drain", || async {
+            let described = kubectl(&cluster, &["describe", "bnp", POOL], None);
+            described.contains(api::event_reasons::DRAIN_BLOCKED) && described.contains("pinned")
+        })
+        .await;
+        let held = Api::<Node>::all(cluster.cp.admin().await.unwrap())
+            .get("node-1")
+            .await
+            .unwrap();
+        assert_eq!(
+            held.spec.unwrap().unschedulable,
+            Some(true),
+            "node-1 cordoned in its slot"
+        );
+        kubectl(
+            &cluster,
+            &["delete", "pdb", "pinned", "-n", "default"],
+            None,
+        );
+
+        let v2_digest = digest_of(&v2);
+        wait_pool(&cluster, "every node on v2", move |p| {
+            let s = p.status.clone().unwrap_or_default();
+            s.target_digest.as_deref() == Some(v2_digest.as_str())
+                && s.updated_count == 3
+                && s.updating_count == 0
+        })
+        .await;
+        // The new daemon's helper waited for the stage unit the old one had
+        // started, then staged again (a no-op for bootc: the same image),
+        // as it must to apply only what it staged itself: never two at once.
+        let stages = staging(n2, &v2);
+        assert!(stages.len() <= 2, "node-2 staged v2 {} times", stages.len());
+        if let [first, second] = stages[..] {
+            assert!(
+                second - first >= 8_000_000,
+                "node-2: a second stage {} ms after the first, while it ran",
+                (second - first) / 1000
+            );
+        }
+        assert_eq!(
+            n3.boot_count(),
+            n3_boots + 2,
+            "node-3: the hand reboot, then its slot's"
+        );
+        for node in [n1, n2, n3] {
+            let booted = node.bootc().read_state().unwrap().booted.unwrap();
+            assert_eq!(booted.digest, digest_of(&v2), "{} boots v2", node.name);
+        }
+        nothing_cordoned(&cluster).await;
+        let all = BTreeSet::new();
+        let by_operator = recorder.peak_records(&all, &all).await.unwrap();
+        assert!(
+            by_operator.count <= 1,
+            "{by_operator:?}\n{}",
+            recorder.timeline(by_operator.resource_version, 40)
+        );
+        let others: BTreeSet<String> = [n1.name.clone(), n2.name.clone()].into();
+        let seen = recorder.peak(&others, &all).await.unwrap();
+        assert!(
+            seen.count <= 1,
+            "{seen:?}\n{}",
+            recorder.timeline(seen.resource_version, 40)
+        );
+    });
+}
