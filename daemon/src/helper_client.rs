@@ -1,18 +1,28 @@
-//! The daemon's client of the helper, over its end of the socketpair: one
-//! frame out and one frame back per call (`proto/proto/helper.proto`), one
-//! call at a time. A task owns the socket and runs each call to its end, so
-//! a caller that stops waiting never leaves half a frame on the wire.
+//! The daemon's client of the helper: tonic's generated client over one
+//! HTTP/2 connection on its end of the socketpair (`proto/proto/helper.proto`).
+//! One call at a time, and each in a task of its own, so a caller that stops
+//! waiting never cancels a call the helper is running (a Stage halfway
+//! through its pull, say).
 
-use proto::{Code, call::Method, reply::Outcome};
+use proto::Code;
 use std::io;
 use std::os::unix::net::UnixStream;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+type Grpc = proto::helper_client::HelperClient<Channel>;
+type Answer<T> = Result<tonic::Response<T>, tonic::Status>;
+type Sent<T> = std::pin::Pin<Box<dyn Future<Output = Answer<T>> + Send>>;
+
+/// The URI tonic requires: never resolved, the connector ignores it.
+const URI: &str = "http://bootc-helper.invalid";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("helper socket: {0}")]
     Socket(#[from] io::Error),
+    #[error("HTTP/2 connection to the helper: {0}")]
+    Http2(#[from] tonic::transport::Error),
 }
 
 /// How a call failed: the helper's answer, or no answer at all.
@@ -35,11 +45,11 @@ impl CallError {
         }
     }
 
-    /// The helper's code ([`Code::Unspecified`] when it is gone).
+    /// The helper's code ([`Code::Unavailable`] when it is gone).
     pub fn code(&self) -> Code {
         match self {
             CallError::Failed { code, .. } => *code,
-            CallError::Gone(_) => Code::Unspecified,
+            CallError::Gone(_) => Code::Unavailable,
         }
     }
 
@@ -57,125 +67,104 @@ impl CallError {
     }
 }
 
-type Pending = (Method, oneshot::Sender<Result<Outcome, CallError>>);
+impl From<tonic::Status> for CallError {
+    /// A status the client made from a transport error carries that error
+    /// as its source; one the helper sent carries none.
+    fn from(status: tonic::Status) -> Self {
+        if std::error::Error::source(&status).is_some() {
+            return CallError::Gone(status.to_string());
+        }
+        CallError::failed(status.code(), status.message())
+    }
+}
 
-/// The helper's four calls, one at a time per handle (as with a generated
-/// gRPC client). Clones share the one connection; their calls queue.
+/// The helper's four calls. Clones share the one connection; their calls
+/// queue.
 #[derive(Debug, Clone)]
 pub struct HelperClient {
-    calls: mpsc::Sender<Pending>,
+    grpc: Arc<tokio::sync::Mutex<Grpc>>,
 }
 
 /// Connects over `stream` (the daemon's end of the socketpair). There is
-/// exactly one connection: once it breaks, every later call fails with
-/// [`CallError::Gone`]; the daemon then exits and is restarted with a new
-/// helper. Dropping every clone of the client closes the socket.
+/// exactly one connection: the connector hands it out once, so once it
+/// breaks every later call fails with [`CallError::Gone`]; the daemon then
+/// exits and is restarted with a new helper. No keep-alive pings.
 pub async fn connect(stream: UnixStream) -> Result<HelperClient, ConnectError> {
     stream.set_nonblocking(true)?;
-    let stream = tokio::net::UnixStream::from_std(stream)?;
-    let (calls, queue) = mpsc::channel(4);
-    tokio::spawn(run(stream, queue));
-    Ok(HelperClient { calls })
-}
-
-/// Runs the queued calls in order until every client is dropped or the
-/// connection breaks.
-async fn run(mut stream: tokio::net::UnixStream, mut queue: mpsc::Receiver<Pending>) {
-    while let Some((method, answer)) = queue.recv().await {
-        let result = exchange(&mut stream, method).await;
-        let broken = result.as_ref().is_err_and(CallError::is_gone);
-        let _ = answer.send(result);
-        if broken {
-            return;
-        }
-    }
-}
-
-fn gone(e: impl std::fmt::Display) -> CallError {
-    CallError::Gone(e.to_string())
-}
-
-/// One frame out, one frame back.
-async fn exchange(
-    stream: &mut tokio::net::UnixStream,
-    method: Method,
-) -> Result<Outcome, CallError> {
-    use prost::Message;
-    let call = proto::Call {
-        method: Some(method),
-    };
-    let frame = proto::frame::encode(&call)
-        .map_err(|e| CallError::failed(Code::ResourceExhausted, e.to_string()))?;
-    stream.write_all(&frame).await.map_err(gone)?;
-    let mut header = [0; proto::frame::HEADER];
-    stream.read_exact(&mut header).await.map_err(gone)?;
-    let mut body = vec![0; proto::frame::length(header).map_err(gone)?];
-    stream.read_exact(&mut body).await.map_err(gone)?;
-    match proto::Reply::decode(body.as_slice()).map_err(gone)?.outcome {
-        Some(Outcome::Failure(f)) => Err(CallError::failed(f.code(), f.message)),
-        Some(outcome) => Ok(outcome),
-        None => Err(gone("the helper's reply carries no outcome")),
-    }
+    let mut stream = Some(tokio::net::UnixStream::from_std(stream)?);
+    let connector = tower::service_fn(move |_: Uri| {
+        let once = stream.take().map(hyper_util::rt::TokioIo::new);
+        let gone = || io::Error::new(io::ErrorKind::NotConnected, "the helper connection is gone");
+        std::future::ready(once.ok_or_else(gone))
+    });
+    let channel = Endpoint::from_static(URI)
+        .connect_with_connector(connector)
+        .await?;
+    let grpc = Grpc::new(channel)
+        .max_decoding_message_size(proto::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(proto::MAX_MESSAGE_BYTES);
+    Ok(HelperClient {
+        grpc: Arc::new(tokio::sync::Mutex::new(grpc)),
+    })
 }
 
 impl HelperClient {
-    async fn call<T>(
+    /// Sends `request` once the calls before it are done, and runs the call
+    /// to its end even if this caller stops waiting.
+    async fn call<Req, Res>(
         &self,
-        method: Method,
-        want: fn(Outcome) -> Option<T>,
-    ) -> Result<T, CallError> {
-        let (answer, answered) = oneshot::channel();
-        let closed = || gone("the helper connection is closed");
-        self.calls
-            .send((method, answer))
-            .await
-            .map_err(|_| closed())?;
-        let outcome = answered.await.map_err(|_| closed())??;
-        want(outcome).ok_or_else(|| gone("the helper answered another call"))
+        request: Req,
+        send: fn(Grpc, Req) -> Sent<Res>,
+    ) -> Result<Res, CallError>
+    where
+        Req: prost::Message + 'static,
+        Res: Send + 'static,
+    {
+        let len = request.encoded_len();
+        if len > proto::MAX_MESSAGE_BYTES {
+            let limit = proto::MAX_MESSAGE_BYTES;
+            let message = format!("a message of {len} bytes is over the limit of {limit} bytes");
+            return Err(CallError::failed(Code::ResourceExhausted, message));
+        }
+        let grpc = Arc::clone(&self.grpc);
+        let call = tokio::spawn(async move {
+            let one_at_a_time = grpc.lock().await;
+            send(one_at_a_time.clone(), request).await
+        });
+        let answer = call.await.map_err(|e| CallError::Gone(e.to_string()))?;
+        Ok(answer?.into_inner())
     }
 
     pub async fn stage(
         &mut self,
         r: proto::StageRequest,
     ) -> Result<proto::StageResponse, CallError> {
-        let want = |o| match o {
-            Outcome::Stage(v) => Some(v),
-            _ => None,
-        };
-        self.call(Method::Stage(r), want).await
+        self.call(r, |mut g, r| Box::pin(async move { g.stage(r).await }))
+            .await
     }
 
     pub async fn apply(
         &mut self,
         r: proto::ApplyRequest,
     ) -> Result<proto::ApplyResponse, CallError> {
-        let want = |o| match o {
-            Outcome::Apply(v) => Some(v),
-            _ => None,
-        };
-        self.call(Method::Apply(r), want).await
+        self.call(r, |mut g, r| Box::pin(async move { g.apply(r).await }))
+            .await
     }
 
     pub async fn status(
         &mut self,
         r: proto::StatusRequest,
     ) -> Result<proto::StatusResponse, CallError> {
-        let want = |o| match o {
-            Outcome::Status(v) => Some(v),
-            _ => None,
-        };
-        self.call(Method::Status(r), want).await
+        self.call(r, |mut g, r| Box::pin(async move { g.status(r).await }))
+            .await
     }
 
     pub async fn write_auth(
         &mut self,
         r: proto::WriteAuthRequest,
     ) -> Result<proto::WriteAuthResponse, CallError> {
-        let want = |o| match o {
-            Outcome::WriteAuth(v) => Some(v),
-            _ => None,
-        };
-        self.call(Method::WriteAuth(r), want).await
+        self.call(r, |mut g, r| Box::pin(async move { g.write_auth(r).await }))
+            .await
     }
 }
 
@@ -183,50 +172,71 @@ impl HelperClient {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use prost::Message;
-    use std::time::Duration;
+    use proto::helper_server::Helper;
+    use tokio::sync::{Mutex, Notify, oneshot};
+    use tonic::{Request, Response, Status};
 
-    /// The helper's end, played by hand: reads a call, answers `reply`.
-    async fn answer(peer: &mut tokio::net::UnixStream, reply: Outcome) {
-        let mut header = [0; proto::frame::HEADER];
-        peer.read_exact(&mut header).await.unwrap();
-        let mut body = vec![0; proto::frame::length(header).unwrap()];
-        peer.read_exact(&mut body).await.unwrap();
-        proto::Call::decode(body.as_slice()).unwrap();
-        let reply = proto::Reply {
-            outcome: Some(reply),
-        };
-        peer.write_all(&proto::frame::encode(&reply).unwrap())
-            .await
-            .unwrap();
+    /// The helper's end, played by a stand-in served by the helper's own
+    /// server: Apply is refused; Status answers in turn "first", "second",
+    /// the first only once `gate` opens.
+    #[derive(Default, Clone)]
+    struct Fake {
+        started: Arc<Notify>,
+        gate: Arc<Mutex<Option<oneshot::Receiver<()>>>>,
+        answered: Arc<std::sync::Mutex<Vec<String>>>,
     }
 
-    fn status(boot_id: &str) -> Outcome {
-        Outcome::Status(proto::StatusResponse {
-            boot_id: boot_id.into(),
-            ..Default::default()
-        })
+    #[tonic::async_trait]
+    impl Helper for Fake {
+        async fn stage(
+            &self,
+            _: Request<proto::StageRequest>,
+        ) -> Result<Response<proto::StageResponse>, Status> {
+            Err(Status::unimplemented("not in this test"))
+        }
+        async fn apply(
+            &self,
+            _: Request<proto::ApplyRequest>,
+        ) -> Result<Response<proto::ApplyResponse>, Status> {
+            Err(Status::failed_precondition("bootc is busy"))
+        }
+        async fn status(
+            &self,
+            _: Request<proto::StatusRequest>,
+        ) -> Result<Response<proto::StatusResponse>, Status> {
+            self.started.notify_one();
+            if let Some(gate) = self.gate.lock().await.take() {
+                gate.await.unwrap();
+            }
+            let mut answered = self.answered.lock().unwrap();
+            let boot_id = ["first", "second"][answered.len()].to_owned();
+            answered.push(boot_id.clone());
+            Ok(Response::new(proto::StatusResponse {
+                boot_id,
+                ..Default::default()
+            }))
+        }
+        async fn write_auth(
+            &self,
+            _: Request<proto::WriteAuthRequest>,
+        ) -> Result<Response<proto::WriteAuthResponse>, Status> {
+            Ok(Response::new(proto::WriteAuthResponse {}))
+        }
     }
 
-    async fn pair() -> (HelperClient, tokio::net::UnixStream) {
+    async fn pair(fake: Fake) -> (HelperClient, tokio::task::JoinHandle<()>) {
         let (mine, theirs) = UnixStream::pair().unwrap();
-        theirs.set_nonblocking(true).unwrap();
-        let peer = tokio::net::UnixStream::from_std(theirs).unwrap();
-        (connect(mine).await.unwrap(), peer)
+        let helper = tokio::spawn(async move {
+            helper::server::serve(theirs, fake).await.unwrap();
+        });
+        (connect(mine).await.unwrap(), helper)
     }
 
     /// A refusal (whatever its code or message) is the helper's answer; a
     /// closed connection is "gone", for that call and every later one.
     #[tokio::test]
     async fn a_refusal_is_an_answer_and_a_closed_connection_is_gone() {
-        let (mut client, mut peer) = pair().await;
-        let refusal = proto::Failure {
-            code: Code::FailedPrecondition.into(),
-            message: "bootc is busy".into(),
-        };
-        let helper = tokio::spawn(async move {
-            answer(&mut peer, Outcome::Failure(refusal)).await;
-        });
+        let (mut client, helper) = pair(Fake::default()).await;
         let err = client
             .apply(proto::ApplyRequest::default())
             .await
@@ -234,7 +244,8 @@ mod tests {
         assert_eq!(err.code(), Code::FailedPrecondition);
         assert_eq!(err.message(), "bootc is busy");
         assert!(!err.is_gone());
-        helper.await.unwrap();
+        helper.abort();
+        assert!(helper.await.unwrap_err().is_cancelled());
         for _ in 0..2 {
             let err = client.status(proto::StatusRequest {}).await.unwrap_err();
             assert!(err.is_gone(), "{err:?}");
@@ -243,30 +254,30 @@ mod tests {
         let big = proto::WriteAuthRequest {
             docker_config_json: vec![0; proto::MAX_MESSAGE_BYTES],
         };
-        let (mut client, _peer) = pair().await;
+        let (mut client, _helper) = pair(Fake::default()).await;
         let err = client.write_auth(big).await.unwrap_err();
         assert_eq!(err.code(), Code::ResourceExhausted);
         assert!(!err.is_gone());
     }
 
-    /// A caller that gives up on a call does not leave its reply to be
-    /// taken for the next call's.
+    /// A caller that gives up on a call does not cancel it: the helper runs
+    /// it to its end, and the next call is answered after it.
     #[tokio::test]
-    async fn a_call_given_up_on_leaves_the_connection_in_step() {
-        let (mut client, mut peer) = pair().await;
-        let helper = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            answer(&mut peer, status("first")).await;
-            answer(&mut peer, status("second")).await;
-        });
-        let first = client.status(proto::StatusRequest {});
-        assert!(
-            tokio::time::timeout(Duration::from_millis(50), first)
-                .await
-                .is_err()
-        );
-        let second = client.status(proto::StatusRequest {}).await.unwrap();
-        assert_eq!(second.boot_id, "second");
-        helper.await.unwrap();
+    async fn a_call_given_up_on_still_runs_to_its_end() {
+        let (open, gate) = oneshot::channel();
+        let fake = Fake {
+            gate: Arc::new(Mutex::new(Some(gate))),
+            ..Default::default()
+        };
+        let (mut client, _helper) = pair(fake.clone()).await;
+        let mut first = client.clone();
+        let first = tokio::spawn(async move { first.status(proto::StatusRequest {}).await });
+        fake.started.notified().await;
+        first.abort();
+        assert!(first.await.unwrap_err().is_cancelled());
+        let second = client.status(proto::StatusRequest {});
+        open.send(()).unwrap();
+        assert_eq!(second.await.unwrap().boot_id, "second");
+        assert_eq!(*fake.answered.lock().unwrap(), ["first", "second"]);
     }
 }

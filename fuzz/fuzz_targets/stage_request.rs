@@ -1,23 +1,14 @@
-//! A call frame as the helper receives it (the length, then a `Call`), and
-//! for a Stage, the validation under an allow-list. No panic; what passes
-//! is canonical and inside the allow-list.
+//! A Stage call as the helper receives it (a gRPC request stream, decoded
+//! by tonic's generated server), then the validation under an allow-list.
+//! No panic; what passes is canonical and inside the allow-list.
 #![no_main]
 
+use bootc_operator_fuzz::{Seen, serve_one};
 use helper::validate::{ImagePolicy, stage_image};
 use libfuzzer_sys::fuzz_target;
-use prost::Message;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((header, body)) = data.split_first_chunk::<{ proto::frame::HEADER }>() else {
-        return;
-    };
-    let Ok(len) = proto::frame::length(*header) else {
-        return;
-    };
-    let Ok(call) = proto::Call::decode(&body[..len.min(body.len())]) else {
-        return;
-    };
-    let Some(proto::call::Method::Stage(request)) = call.method else {
+    let Some(Seen::Stage(request)) = serve_one(&proto::path("Stage"), data).1 else {
         return;
     };
     let policy = ImagePolicy {

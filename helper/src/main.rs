@@ -55,13 +55,12 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         tracing::warn!("no --allowed-repository: Stage accepts an image from any repository");
     }
     tracing::info!(host_pid = args.host_pid, policy = ?args.policy, "bootc-helper serving on fd 3");
-    let engine = Engine::new(args);
     // Either way the daemon is gone (it never closes the connection while
-    // it lives), so the helper's work is over. A broken connection, or a
-    // frame the helper cannot find the end of, is an error exit.
+    // it lives), so the helper's work is over. A broken connection, or an
+    // HTTP/2 protocol error that closed it, is an error exit.
     rt.block_on(async move {
         tokio::select! {
-            served = helper::server::serve(socket, &engine) => {
+            served = helper::server::serve(socket, Engine::new(args)) => {
                 served?;
                 tracing::info!("daemon closed the connection; exiting");
             }

@@ -1,12 +1,15 @@
 //! The four calls. Each validates its input before anything runs, holds the
 //! one operation lock for its whole duration, and is bounded by a timeout.
+//! [`Engine`] is the gRPC service tonic's generated server dispatches to.
 
 use crate::bootc::{self, RunError, Runner};
 use crate::validate::{self, ValidationError};
 use crate::{auth, status};
-use proto::{Code, call::Method, reply::Outcome};
+use proto::*;
+use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Mutex;
+use tonic::{Request, Response, Status};
 
 /// Pulling an OS image can take a while on a slow link.
 pub const STAGE_LIMIT: Duration = Duration::from_secs(30 * 60);
@@ -44,36 +47,24 @@ pub enum HelperError {
     Auth(#[from] auth::AuthWriteError),
     #[error("{rpc}: did not finish within {limit:?}")]
     Timeout { rpc: &'static str, limit: Duration },
-    #[error("not a call: {0}")]
-    Malformed(prost::DecodeError),
-    #[error(transparent)]
-    TooLarge(#[from] proto::frame::TooLarge),
-    #[error("a call of none of the methods {:?}", proto::METHODS)]
-    UnknownMethod,
 }
 
-impl From<HelperError> for proto::Failure {
+impl From<HelperError> for Status {
     fn from(e: HelperError) -> Self {
-        use {HelperError as E, RunError as R};
+        use {HelperError as E, RunError as R, auth::AuthWriteError as A};
         let code = match &e {
             E::Invalid(ValidationError::RepositoryNotAllowed { .. }) => Code::PermissionDenied,
-            E::Invalid(_) | E::Malformed(_) => Code::InvalidArgument,
-            E::TooLarge(_) => Code::ResourceExhausted,
-            E::UnknownMethod => Code::Unimplemented,
-            E::NothingStaged | E::StagedMismatch { .. } | E::Bootc(R::Busy { .. }) => {
-                Code::FailedPrecondition
-            }
+            E::Invalid(_) => Code::InvalidArgument,
+            E::NothingStaged | E::StagedMismatch { .. } => Code::FailedPrecondition,
+            E::Bootc(R::Busy { .. }) => Code::FailedPrecondition,
             E::Bootc(R::Failed { .. }) => Code::Aborted,
             E::Bootc(R::Timeout { .. }) | E::Timeout { .. } => Code::DeadlineExceeded,
-            E::Auth(auth::AuthWriteError::Symlink(_) | auth::AuthWriteError::WrongType { .. }) => {
-                Code::PermissionDenied
-            }
+            E::Auth(A::Symlink(_) | A::WrongType { .. }) => Code::PermissionDenied,
             _ => Code::Internal,
         };
-        let (code, message) = (code.into(), e.to_string());
         // Escaped: it may quote what bootc or its JSON said.
-        let message = api::text::escape_controls(&message).into_owned();
-        proto::Failure { code, message }
+        let message = api::text::escape_controls(&e.to_string()).into_owned();
+        Status::new(code, message)
     }
 }
 
@@ -137,7 +128,7 @@ impl Engine {
         Ok(id.to_owned())
     }
 
-    pub async fn stage(&self, image: &str) -> Result<proto::StageResponse, HelperError> {
+    pub async fn stage(&self, image: &str) -> Result<StageResponse, HelperError> {
         let image = validate::stage_image(image, &self.policy)?;
         let mut state = self.state.lock().await;
         let locked = self.download_only(&mut state).await?;
@@ -148,10 +139,10 @@ impl Engine {
         let op = bootc::UnitOp::Stage;
         self.runner.run_in_unit(op, &argv, STAGE_LIMIT).await?;
         state.last_staged = Some(image);
-        Ok(proto::StageResponse { locked })
+        Ok(StageResponse { locked })
     }
 
-    pub async fn apply(&self, soft_reboot: bool) -> Result<proto::ApplyResponse, HelperError> {
+    pub async fn apply(&self, soft_reboot: bool) -> Result<ApplyResponse, HelperError> {
         let state = self.state.lock().await;
         let Some(staged) = state.last_staged.clone() else {
             return Err(HelperError::NothingStaged);
@@ -166,10 +157,10 @@ impl Engine {
         let argv = bootc::apply_argv(&staged, locked, soft_reboot);
         let argv = sigpolicy(argv, self.policy.enforce_sigpolicy);
         self.runner.apply(&argv, self.apply_window).await?;
-        Ok(proto::ApplyResponse {})
+        Ok(ApplyResponse {})
     }
 
-    pub async fn status(&self) -> Result<proto::StatusResponse, HelperError> {
+    pub async fn status(&self) -> Result<StatusResponse, HelperError> {
         let mut state = self.state.lock().await;
         let download_only_supported = self.download_only(&mut state).await?;
         let host = self.host_status().await?;
@@ -179,50 +170,56 @@ impl Engine {
         Ok(reply)
     }
 
-    pub async fn write_auth(&self, json: &[u8]) -> Result<proto::WriteAuthResponse, HelperError> {
+    pub async fn write_auth(&self, json: &[u8]) -> Result<WriteAuthResponse, HelperError> {
         let content = validate::auth_payload(json)?;
         let _state = self.state.lock().await;
         let path = auth::write(&self.runner.host_root(), &content)?;
         tracing::info!(path = %path.display(), "wrote registry credentials");
-        Ok(proto::WriteAuthResponse {})
-    }
-
-    async fn call(&self, method: Method) -> Result<Outcome, HelperError> {
-        Ok(match method {
-            Method::Stage(r) => Outcome::Stage(self.stage(&r.image).await?),
-            Method::Apply(r) => Outcome::Apply(self.apply(r.soft_reboot).await?),
-            Method::Status(_) => Outcome::Status(self.status().await?),
-            Method::WriteAuth(r) => {
-                Outcome::WriteAuth(self.write_auth(&r.docker_config_json).await?)
-            }
-        })
-    }
-
-    /// Runs one call under its time limit: its response or its failure.
-    pub async fn answer(&self, method: Option<Method>) -> proto::Reply {
-        let Some(method) = method else {
-            return reply(Err(HelperError::UnknownMethod));
-        };
-        let (rpc, limit) = match &method {
-            Method::Stage(_) => ("stage", STAGE_LIMIT + STATUS_LIMIT + SLACK),
-            Method::Apply(_) => ("apply", STATUS_LIMIT + self.apply_window + SLACK),
-            Method::Status(_) => ("status", STATUS_LIMIT * 2 + SLACK),
-            Method::WriteAuth(_) => ("write_auth", WRITE_AUTH_LIMIT),
-        };
-        let timed = tokio::time::timeout(limit, self.call(method)).await;
-        reply(timed.unwrap_or(Err(HelperError::Timeout { rpc, limit })))
+        Ok(WriteAuthResponse {})
     }
 }
 
-/// The reply for the result of a call (or for a frame that is not one);
-/// a refusal or failure is logged.
-pub fn reply(result: Result<Outcome, HelperError>) -> proto::Reply {
-    let outcome = result.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "refused or failed");
-        Outcome::Failure(e.into())
-    });
-    proto::Reply {
-        outcome: Some(outcome),
+type Rpc<T> = Result<Response<T>, Status>;
+/// What a call comes to, before it is a gRPC answer.
+type Out<T> = Result<T, HelperError>;
+
+/// Runs one call under its time limit; a refusal or failure is logged.
+async fn timed<T>(rpc: &'static str, limit: Duration, f: impl Future<Output = Out<T>>) -> Rpc<T> {
+    let timed = tokio::time::timeout(limit, f).await;
+    let result = timed.unwrap_or(Err(HelperError::Timeout { rpc, limit }));
+    result.map(Response::new).map_err(|e| {
+        tracing::warn!(rpc, error = %e, "refused or failed");
+        e.into()
+    })
+}
+
+/// The four calls as tonic's generated server calls them. A path that is
+/// none of them never gets here: the generated server answers UNIMPLEMENTED.
+#[tonic::async_trait]
+impl proto::helper_server::Helper for Engine {
+    async fn stage(&self, r: Request<StageRequest>) -> Rpc<StageResponse> {
+        let limit = STAGE_LIMIT + STATUS_LIMIT + SLACK;
+        timed("stage", limit, Engine::stage(self, &r.get_ref().image)).await
+    }
+
+    async fn apply(&self, r: Request<ApplyRequest>) -> Rpc<ApplyResponse> {
+        let limit = STATUS_LIMIT + self.apply_window + SLACK;
+        timed("apply", limit, Engine::apply(self, r.get_ref().soft_reboot)).await
+    }
+
+    async fn status(&self, _: Request<StatusRequest>) -> Rpc<StatusResponse> {
+        let limit = STATUS_LIMIT * 2 + SLACK;
+        timed("status", limit, Engine::status(self)).await
+    }
+
+    async fn write_auth(&self, r: Request<WriteAuthRequest>) -> Rpc<WriteAuthResponse> {
+        let json = &r.get_ref().docker_config_json;
+        timed(
+            "write_auth",
+            WRITE_AUTH_LIMIT,
+            Engine::write_auth(self, json),
+        )
+        .await
     }
 }
 

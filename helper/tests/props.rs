@@ -1,11 +1,13 @@
 #![allow(clippy::unwrap_used)]
 //! Properties of what the root helper parses from the daemon and from bootc
 //! (the same functions the fuzz targets drive; these run in every
-//! `./dev test`): the frames it reads, Stage requests, WriteAuth payloads,
-//! bootc's status, its own command line.
+//! `./dev test`): the gRPC requests it decodes (through tonic's generated
+//! server, as served), Stage requests, WriteAuth payloads, bootc's status,
+//! its own command line.
 
 use helper::validate::{DockerConfig, ImagePolicy, ValidationError, auth_payload, stage_image};
 use proptest::prelude::*;
+use prost::Message;
 
 fn policy() -> impl Strategy<Value = ImagePolicy> {
     (
@@ -40,52 +42,145 @@ fn jsonish() -> impl Strategy<Value = String> {
     .prop_map(|parts| parts.concat())
 }
 
-/// A call frame: noise, or a real call (of any method) with its bytes
-/// overwritten here and there.
-fn frame() -> impl Strategy<Value = Vec<u8>> {
-    use proto::call::Method;
-    let method = prop_oneof![
-        any::<String>().prop_map(|image| Method::Stage(proto::StageRequest { image })),
-        any::<bool>().prop_map(|soft_reboot| Method::Apply(proto::ApplyRequest { soft_reboot })),
-        Just(Method::Status(proto::StatusRequest {})),
-        proptest::collection::vec(any::<u8>(), 0..64).prop_map(|docker_config_json| {
-            Method::WriteAuth(proto::WriteAuthRequest { docker_config_json })
-        }),
+/// The service behind the generated server: records the request it was
+/// called with (encoded), runs nothing, answers an empty response.
+#[derive(Default)]
+struct Probe(std::sync::Mutex<Option<Vec<u8>>>);
+
+type Answer<T> = Result<tonic::Response<T>, tonic::Status>;
+
+impl Probe {
+    fn saw<T: Default>(&self, message: &impl Message) -> Answer<T> {
+        *self.0.lock().unwrap() = Some(message.encode_to_vec());
+        Ok(tonic::Response::new(T::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl proto::helper_server::Helper for Probe {
+    async fn stage(&self, r: tonic::Request<proto::StageRequest>) -> Answer<proto::StageResponse> {
+        self.saw(r.get_ref())
+    }
+    async fn apply(&self, r: tonic::Request<proto::ApplyRequest>) -> Answer<proto::ApplyResponse> {
+        self.saw(r.get_ref())
+    }
+    async fn status(
+        &self,
+        r: tonic::Request<proto::StatusRequest>,
+    ) -> Answer<proto::StatusResponse> {
+        self.saw(r.get_ref())
+    }
+    async fn write_auth(
+        &self,
+        r: tonic::Request<proto::WriteAuthRequest>,
+    ) -> Answer<proto::WriteAuthResponse> {
+        self.saw(r.get_ref())
+    }
+}
+
+/// `body` as the request stream of a call to `path`, through the generated
+/// server with the helper's limits: the grpc-status, and the request the
+/// service got (encoded), if it got one.
+fn serve_one(path: &str, body: Vec<u8>) -> (i32, Option<Vec<u8>>) {
+    use http_body_util::BodyExt;
+    use tonic::codegen::Service;
+    let probe = std::sync::Arc::new(Probe::default());
+    let mut server = proto::helper_server::HelperServer::from_arc(probe.clone())
+        .max_decoding_message_size(proto::MAX_MESSAGE_BYTES);
+    let request = http::Request::post(path)
+        .header("content-type", "application/grpc")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    thread_local! {
+        static RT: tokio::runtime::Runtime =
+            tokio::runtime::Builder::new_current_thread().build().unwrap();
+    }
+    let code = RT.with(|rt| {
+        rt.block_on(async {
+            let response = server.call(request).await.unwrap();
+            let (parts, body) = response.into_parts();
+            let trailers = body.collect().await.unwrap().trailers().cloned();
+            let status = parts.headers.get("grpc-status").cloned();
+            let status = status.or_else(|| trailers?.get("grpc-status").cloned());
+            status.unwrap().to_str().unwrap().parse().unwrap()
+        })
+    });
+    let seen = probe.0.lock().unwrap().take();
+    (code, seen)
+}
+
+/// A request stream: noise, or one real message of the method with its
+/// bytes (prefix included) overwritten here and there.
+fn request() -> impl Strategy<Value = (usize, Vec<u8>)> {
+    let message = prop_oneof![
+        any::<String>().prop_map(|image| (0, proto::StageRequest { image }.encode_to_vec())),
+        any::<bool>()
+            .prop_map(|soft_reboot| (1, proto::ApplyRequest { soft_reboot }.encode_to_vec())),
+        Just((2, Vec::new())),
+        proptest::collection::vec(any::<u8>(), 0..64).prop_map(|json| (
+            3,
+            proto::WriteAuthRequest {
+                docker_config_json: json
+            }
+            .encode_to_vec()
+        )),
     ];
     let call = (
-        proptest::option::of(method),
+        message,
         proptest::collection::vec((any::<usize>(), any::<u8>()), 0..3),
     )
-        .prop_map(|(method, flips)| {
-            let mut frame = proto::frame::encode(&proto::Call { method }).unwrap();
+        .prop_map(|((method, body), flips)| {
+            let mut stream = vec![0];
+            stream.extend((body.len() as u32).to_be_bytes());
+            stream.extend(body);
             for (at, byte) in flips {
-                let len = frame.len();
-                frame[at % len] = byte;
+                let len = stream.len();
+                stream[at % len] = byte;
             }
-            frame
+            (method, stream)
         });
-    prop_oneof![proptest::collection::vec(any::<u8>(), 0..64), call]
+    let noise = (0..5usize, proptest::collection::vec(any::<u8>(), 0..64));
+    prop_oneof![noise, call]
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
-    /// A frame as the helper reads it (the length, then the body as a
-    /// `Call`): no panic; a body over the limit is never read, and what
-    /// decodes encodes back to a frame that decodes to the same call.
+    /// A request as the helper's gRPC server decodes it: no panic, always
+    /// a status; a message over the limit never reaches the service, and
+    /// what reaches it is exactly what the stream carried; a path that is
+    /// none of the four is UNIMPLEMENTED.
     #[test]
-    fn call_frames_never_panic(frame in frame()) {
-        use prost::Message;
-        let Some((header, body)) = frame.split_first_chunk::<{ proto::frame::HEADER }>() else {
-            return Ok(());
+    fn grpc_requests_never_panic((method, stream) in request()) {
+        let path = match proto::METHODS.get(method) {
+            Some(m) => proto::path(m),
+            None => proto::path("Other"),
         };
-        let Ok(len) = proto::frame::length(*header) else {
-            prop_assert!(u32::from_be_bytes(*header) as usize > proto::MAX_MESSAGE_BYTES);
-            return Ok(());
-        };
-        if let Ok(call) = proto::Call::decode(&body[..len.min(body.len())]) {
-            let again = proto::frame::encode(&call).unwrap();
-            prop_assert_eq!(proto::Call::decode(&again[proto::frame::HEADER..]).unwrap(), call);
+        let (code, seen) = serve_one(&path, stream.clone());
+        if method >= proto::METHODS.len() {
+            prop_assert_eq!(code, proto::Code::Unimplemented as i32);
+        }
+        let announced = stream.get(1..5).map(|b| u32::from_be_bytes(b.try_into().unwrap()) as usize);
+        if announced.is_some_and(|len| len > proto::MAX_MESSAGE_BYTES) {
+            prop_assert!(seen.is_none());
+            // Refused for its size unless its flag byte was refused first.
+            if stream[0] == 0 && method < proto::METHODS.len() {
+                prop_assert_eq!(code, proto::Code::OutOfRange as i32);
+            }
+        }
+        if let Some(seen) = seen {
+            prop_assert_eq!(code, 0);
+            let len = announced.unwrap();
+            let body = &stream[5..5 + len];
+            // The re-encoding of what was decoded: the same bytes, or (for
+            // unknown fields dropped, fields repeated) its canonical form.
+            let again = match method {
+                0 => proto::StageRequest::decode(body).unwrap().encode_to_vec(),
+                1 => proto::ApplyRequest::decode(body).unwrap().encode_to_vec(),
+                2 => proto::StatusRequest::decode(body).unwrap().encode_to_vec(),
+                _ => proto::WriteAuthRequest::decode(body).unwrap().encode_to_vec(),
+            };
+            prop_assert_eq!(seen, again);
         }
     }
 

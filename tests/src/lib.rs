@@ -14,6 +14,7 @@ pub mod fake_bootc;
 pub mod fake_host;
 pub mod fake_systemd;
 pub mod freeze_proxy;
+pub mod h2_raw;
 pub mod helper_size;
 
 pub mod image;
