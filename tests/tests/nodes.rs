@@ -368,7 +368,7 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
         let nodes = Api::<Node>::all(cluster.cp.admin().await.unwrap());
         for node in &cluster.nodes {
             let n = nodes.get(&node.name).await.unwrap();
-            assert!(tests::nodes::is_ready(&n), "{} Ready", node.name);
+            assert!(api::node_health::is_ready(&n), "{} Ready", node.name);
             let os = n.status.unwrap().node_info.unwrap().os_image;
             assert_eq!(
                 os, "bootc test OS 2.0",
@@ -390,7 +390,10 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
             "the controller's Lease never changed hands"
         );
         let described = kubectl(&cluster, &["describe", "bnp", POOL], None);
-        assert!(described.contains("RolloutComplete"), "{described}");
+        assert!(
+            described.contains(api::event_reasons::ROLLOUT_COMPLETE),
+            "{described}"
+        );
         let plugin = std::process::Command::new(tests::fake_host::bin("kubectl-bootc"))
             .args(["status", POOL])
             .env("KUBECONFIG", cluster.cp.kubeconfig(tests::Identity::Admin))

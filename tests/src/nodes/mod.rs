@@ -331,7 +331,7 @@ impl NodeCluster {
                 &node.name,
                 NODES_READY,
                 "the node Ready",
-                |n: Option<&Node>| n.is_some_and(is_ready),
+                |n: Option<&Node>| n.is_some_and(api::node_health::is_ready),
             )
             .await;
             if let Err(e) = found {
@@ -382,14 +382,6 @@ impl Drop for NodeCluster {
             node.stop();
         }
     }
-}
-
-/// Is the Node's Ready condition True?
-pub fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Pushes an OS image of `version` to [`OS_REPO`] with a unique marker;
