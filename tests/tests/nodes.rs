@@ -300,42 +300,46 @@ fn daemon_confined_as_deployed(node: &tests::nodes::RealNode) {
     );
 }
 
+/// The operator installed from deploy/, `workload` (its `TOOLS` the tools
+/// image) running, the pull secret, and the pool of every node on v1, which
+/// the nodes already run: up to date at once. The recorder starts first.
+async fn installed_with_a_pool_on_v1(cluster: &NodeCluster, workload: &str) -> Recorder {
+    let recorder = Recorder::start(&cluster.cp).await.unwrap();
+    operator::install(cluster).unwrap();
+    let tools = format!(
+        "{}/{}",
+        cluster.registry.host(),
+        tests::nodes::images::TOOLS
+    );
+    kubectl(
+        cluster,
+        &["apply", "-f", "-"],
+        Some(&workload.replace("TOOLS", &tools)),
+    );
+    pull_secret(cluster);
+    for node in &cluster.nodes {
+        let label = format!("{POOL_LABEL}={POOL}");
+        kubectl(cluster, &["label", "node", &node.name, &label], None);
+    }
+    kubectl(
+        cluster,
+        &["apply", "-f", "-"],
+        Some(&pool_yaml(cluster, "v1")),
+    );
+    let v1_digest = digest_of(&cluster.os_v1);
+    wait_pool(cluster, "the pool on v1", move |p| {
+        let s = p.status.clone().unwrap_or_default();
+        s.target_digest.as_deref() == Some(v1_digest.as_str()) && s.updated_count == 3
+    })
+    .await;
+    recorder
+}
+
 #[test]
 fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
     on_real_nodes(3, |cluster| async move {
-        let recorder = Recorder::start(&cluster.cp).await.unwrap();
-        operator::install(&cluster).unwrap();
-        let tools = format!(
-            "{}/{}",
-            cluster.registry.host(),
-            tests::nodes::images::TOOLS
-        );
-        kubectl(
-            &cluster,
-            &["apply", "-f", "-"],
-            Some(&WORKLOAD.replace("TOOLS", &tools)),
-        );
-        pull_secret(&cluster);
+        let recorder = installed_with_a_pool_on_v1(&cluster, WORKLOAD).await;
         let v2 = push_os(&cluster.registry, "2.0", "v2").await.unwrap();
-        for node in &cluster.nodes {
-            kubectl(
-                &cluster,
-                &["label", "node", &node.name, &format!("{POOL_LABEL}={POOL}")],
-                None,
-            );
-        }
-        // The nodes already run v1: the pool is up to date at once.
-        kubectl(
-            &cluster,
-            &["apply", "-f", "-"],
-            Some(&pool_yaml(&cluster, "v1")),
-        );
-        let v1_digest = digest_of(&cluster.os_v1);
-        wait_pool(&cluster, "the pool on v1", move |p| {
-            let s = p.status.clone().unwrap_or_default();
-            s.target_digest.as_deref() == Some(v1_digest.as_str()) && s.updated_count == 3
-        })
-        .await;
         for node in &cluster.nodes {
             daemon_confined_as_deployed(node);
         }
@@ -442,37 +446,7 @@ spec:
 #[test]
 fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
     on_real_nodes(3, |cluster| async move {
-        let recorder = Recorder::start(&cluster.cp).await.unwrap();
-        operator::install(&cluster).unwrap();
-        let tools = format!(
-            "{}/{}",
-            cluster.registry.host(),
-            tests::nodes::images::TOOLS
-        );
-        kubectl(
-            &cluster,
-            &["apply", "-f", "-"],
-            Some(&PINNED.replace("TOOLS", &tools)),
-        );
-        pull_secret(&cluster);
-        for node in &cluster.nodes {
-            kubectl(
-                &cluster,
-                &["label", "node", &node.name, &format!("{POOL_LABEL}={POOL}")],
-                None,
-            );
-        }
-        kubectl(
-            &cluster,
-            &["apply", "-f", "-"],
-            Some(&pool_yaml(&cluster, "v1")),
-        );
-        let v1_digest = digest_of(&cluster.os_v1);
-        wait_pool(&cluster, "the pool on v1", move |p| {
-            let s = p.status.clone().unwrap_or_default();
-            s.target_digest.as_deref() == Some(v1_digest.as_str()) && s.updated_count == 3
-        })
-        .await;
+        let recorder = installed_with_a_pool_on_v1(&cluster, PINNED).await;
         let (n1, n2, n3) = (&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]);
         // node-2's pull takes 8 s: long enough to lose its daemon meanwhile.
         run(n2
