@@ -37,7 +37,7 @@ build_rootfs() {
     tmp="$out.tmp"
     rm -rf "$tmp"
     mkdir -p "$CACHE"
-    # Only the host's sources whose suite is the node's (no third-party lists).
+    # The machine's own Debian sources (mmdebstrap reads them on stdin).
     host_sources | mmdebstrap --mode=root --variant=minbase --include="$PACKAGES" \
       --skip=output/dev "$suite" "$tmp" - >&2
     rm -rf "$out"
