@@ -68,15 +68,9 @@ impl RegistryResolver {
         pull_secret: Option<&Secret>,
         architectures: &BTreeSet<String>,
     ) -> Resolution {
-        let name = pool.name_any();
-        let key = pool.metadata.uid.clone().unwrap_or_else(|| name.clone());
-        let status = pool.status.clone().unwrap_or_default();
+        let (name, key) = (pool.name_any(), pool_key(pool));
         let schedule = self.schedule.lock().ok().and_then(|s| s.get(&key).copied());
-        let current = CurrentTarget {
-            target_digest: status.target_digest.clone(),
-            target_image: status.target_image.clone(),
-            next_resolution: schedule.map(|s| s.next),
-        };
+        let current = current_target(pool, schedule.map(|s| s.next));
         // Not resolved since this controller started, or resolved for an
         // older spec: at once.
         let spec_changed = schedule.is_none_or(|s| s.generation != pool.metadata.generation);
@@ -134,14 +128,8 @@ impl RegistryResolver {
         pull_secret: Option<&Secret>,
         architectures: &BTreeSet<String>,
     ) -> Resolution {
-        let name = pool.name_any();
-        let key = pool.metadata.uid.clone().unwrap_or_else(|| name.clone());
-        let status = pool.status.clone().unwrap_or_default();
-        let current = CurrentTarget {
-            target_digest: status.target_digest,
-            target_image: status.target_image,
-            next_resolution: None,
-        };
+        let (name, key) = (pool.name_any(), pool_key(pool));
+        let current = current_target(pool, None);
         let now = jiff::Timestamp::now();
         if let Some((problem, left)) = self.failure_not_due(&key, &name, pool, now) {
             return Resolution {
@@ -311,5 +299,21 @@ fn log_outcome(
             tracing::warn!(pool = %name, reason = p.reason, message = %p.message, "tag resolution failed")
         }
         _ => {}
+    }
+}
+
+/// What the resolver keys a pool's schedule and errors by: its uid (a pool
+/// recreated under the same name starts afresh), else its name.
+fn pool_key(pool: &BootcNodePool) -> String {
+    pool.metadata.uid.clone().unwrap_or_else(|| pool.name_any())
+}
+
+/// The target the pool's status records, with the next resolution due.
+fn current_target(pool: &BootcNodePool, next_resolution: Option<jiff::Timestamp>) -> CurrentTarget {
+    let status = pool.status.as_ref();
+    CurrentTarget {
+        target_digest: status.and_then(|s| s.target_digest.clone()),
+        target_image: status.and_then(|s| s.target_image.clone()),
+        next_resolution,
     }
 }
