@@ -1,24 +1,19 @@
-//! The bootc pool controller.
+//! The bootc pool controller: the I/O around the `rollout` crate's plan.
 //!
-//! * [`planner`]: the pool reconciler's decisions, a pipeline of pure steps
-//!   (`docs/design.md` names each rule's home);
-//! * [`disruption`]: the disruption bound (who counts as disrupted, when a
-//!   node is back, when a new slot may be handed out);
-//! * [`staging`]: which members are told the target (staging bounds);
-//! * [`stuck`]: each phase a node waits in, its deadline and next step;
-//! * [`actuator`]: makes the planner's writes, in the planner's order;
-//! * [`drain`]: node drains through the Eviction API;
-//! * [`target`]: the `resolve_target` step (digest references; the seam for
-//!   a registry-backed tag resolver);
-//! * [`members`]: each pool's objects, kept up to date from the watch
-//!   events (what [`selection`] chooses from scratch);
-//! * [`retry`]: a person's retry of a node whose reboot failed;
-//! * [`lease`]: leader election on a Lease;
-//! * [`liveness`]: when `/healthz` fails (a wedged reconcile loop);
-//! * [`synced`]: which caches have listed their objects (reconciles and
-//!   `/readyz` wait on it);
-//! * [`daemon_secrets`]: the daemons' Role on the pull secrets the pools name;
-//! * [`runtime`]: caches, watches, reconcile, finalizer, health endpoints.
+//! Three layers, each a folder whose module doc says what it holds; a layer
+//! imports only those below it:
+//!
+//! * [`runtime`]: watches, caches and each pool's choice of objects, the
+//!   reconcile (gather, plan, act, record), pacing, leader election and the
+//!   HTTP endpoints;
+//! * [`actions`]: the writes and requests that carry a plan out (actuator,
+//!   drains, events, the daemons' grant on pull secrets, retries);
+//! * [`target`]: which digest a pool should run (the tag policy, the
+//!   registry client and the resolver that schedules it);
+//! * [`metrics`], at the bottom: what every layer counts.
+//!
+//! Below them all, the `rollout` crate decides (no I/O, no clock of its own)
+//! and `api` names every object, field and reason.
 //!
 //! In-process use: `controller::run(config, Options::new("me"), token)`
 //! with a `kube::Config` and a [`CancellationToken`]; it returns once the
@@ -36,36 +31,15 @@
 //! update, bootcnodes list/watch/create/patch/delete; core nodes
 //! list/watch/patch, pods list, pods/eviction create; in its namespace:
 //! secrets get/list/watch, coordination.k8s.io leases create and get/update
-//! of its Lease, rbac roles patch of [`daemon_secrets::ROLE`]; in `default`:
+//! of its Lease, rbac roles patch of [`actions::daemon_secrets::ROLE`]; in `default`:
 //! events.k8s.io events create.
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
-pub mod actuator;
-pub mod daemon_secrets;
-pub mod disruption;
-pub mod drain;
-pub mod events;
-pub mod health;
-pub mod lease;
-pub mod liveness;
-pub mod members;
-
+pub mod actions;
 pub mod metrics;
-pub mod pace;
-pub mod planner;
-pub mod registry;
-pub mod resolver;
-pub mod retry;
 pub mod runtime;
-pub mod selection;
-pub mod staging;
-pub mod stuck;
-pub mod synced;
-pub mod tag_policy;
 pub mod target;
-#[cfg(test)]
-mod test_rng;
 
 pub use runtime::{Error, Options, run};
 pub use tokio_util::sync::CancellationToken;

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use controller::lease::LeaseConfig;
+use controller::runtime::lease::LeaseConfig;
 use controller::{Options, run};
 use tokio_util::sync::CancellationToken;
 
@@ -47,7 +47,7 @@ struct Args {
     resync_seconds: u64,
     /// /healthz fails while a reconcile has been running this long, in
     /// seconds (a wedged loop: the kubelet restarts the controller).
-    #[arg(long, default_value_t = controller::liveness::WEDGED_AFTER.as_secs())]
+    #[arg(long, default_value_t = controller::runtime::liveness::WEDGED_AFTER.as_secs())]
     wedged_after_seconds: u64,
     /// Multiply every stuck deadline (the table in the `stuck` module docs)
     /// by this; 1 keeps the defaults.
@@ -93,7 +93,7 @@ enum MainError {
     #[error("reading the registry CA {0}: {1}")]
     RegistryCa(String, std::io::Error),
     #[error("invalid --stuck-deadline-scale: {0}")]
-    StuckScale(#[from] controller::stuck::BadScale),
+    StuckScale(#[from] rollout::stuck::BadScale),
     #[error("installing signal handlers: {0}")]
     Signal(std::io::Error),
 }
@@ -195,13 +195,15 @@ fn resolver(args: &Args) -> Result<std::sync::Arc<dyn controller::target::Resolv
         return Ok(std::sync::Arc::new(controller::target::DigestOnly));
     }
     let ca_bundle = registry_cas(args)?;
-    let registry = controller::registry::Resolver::new(controller::registry::RegistryOptions {
-        plain_http: args.insecure_registries.clone(),
-        ca_bundle,
-        timeout: Some(Duration::from_secs(30)),
-    });
+    let registry = controller::target::registry::Resolver::new(
+        controller::target::registry::RegistryOptions {
+            plain_http: args.insecure_registries.clone(),
+            ca_bundle,
+            timeout: Some(Duration::from_secs(30)),
+        },
+    );
     Ok(std::sync::Arc::new(
-        controller::resolver::RegistryResolver::new(
+        controller::target::resolver::RegistryResolver::new(
             registry,
             Duration::from_secs(args.tag_resolution_interval_seconds.max(1)),
         ),
@@ -223,7 +225,7 @@ async fn real_main(args: Args) -> Result<(), MainError> {
     options.metrics_addr = metrics_addr;
     options.resync = Duration::from_secs(args.resync_seconds.max(1));
     options.wedged_after = Duration::from_secs(args.wedged_after_seconds.max(1));
-    options.deadlines = controller::stuck::Deadlines::scaled(args.stuck_deadline_scale)?;
+    options.deadlines = rollout::stuck::Deadlines::scaled(args.stuck_deadline_scale)?;
     options.resolver = resolver(&args)?;
     if args.leader_elect {
         let mut cfg = LeaseConfig::new(&args.lease_name, &args.namespace, &identity);

@@ -29,7 +29,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::planner::{NodeState, PlannedEvent, Summary, event_reasons};
+use rollout::{NodeState, PlannedEvent, Summary, event_reasons};
 
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -24,17 +24,23 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::actuator::{Actuator, ActuatorError, Written};
-use crate::drain::Drains;
-use crate::events::EventSink;
-use crate::lease::{self, LeaseConfig};
-use crate::liveness::Liveness;
-use crate::members::{Changes, Members};
-use crate::planner::{self, PlanInput};
-use crate::selection::Selection;
-use crate::synced::{Cache, Synced};
+use crate::actions::actuator::{Actuator, ActuatorError, Written};
+use crate::actions::drain::Drains;
+use crate::actions::events::EventSink;
 use crate::target::{DigestOnly, Resolve};
+use lease::LeaseConfig;
+use liveness::Liveness;
+use members::{Changes, Members};
+use rollout::{self, PlanInput};
+use selection::Selection;
+use synced::{Cache, Synced};
 
+pub mod lease;
+pub mod liveness;
+pub mod members;
+pub mod pace;
+pub mod selection;
+pub mod synced;
 mod watches;
 mod wire;
 
@@ -56,10 +62,10 @@ pub struct Options {
     /// Reconcile every pool at least this often even without events.
     pub resync: Duration,
     /// A reconcile running this long makes `/healthz` fail (see
-    /// [`crate::liveness`]).
+    /// [`crate::runtime::liveness`]).
     pub wedged_after: Duration,
-    /// The stuck deadlines (see [`crate::stuck`]).
-    pub deadlines: crate::stuck::Deadlines,
+    /// The stuck deadlines (see [`rollout::stuck`]).
+    pub deadlines: rollout::stuck::Deadlines,
 }
 
 impl std::fmt::Debug for Options {
@@ -85,8 +91,8 @@ impl Options {
             instance: instance.to_owned(),
             resolver: Arc::new(DigestOnly),
             resync: Duration::from_secs(600),
-            wedged_after: crate::liveness::WEDGED_AFTER,
-            deadlines: crate::stuck::Deadlines::default(),
+            wedged_after: crate::runtime::liveness::WEDGED_AFTER,
+            deadlines: rollout::stuck::Deadlines::default(),
         }
     }
 }
@@ -138,7 +144,7 @@ struct Ctx {
     client: kube::Client,
     namespace: String,
     /// The daemons' Role on the pull secrets the pools name.
-    daemon_secrets: Arc<crate::daemon_secrets::Grant>,
+    daemon_secrets: Arc<crate::actions::daemon_secrets::Grant>,
     pools: Store<BootcNodePool>,
     nodes: Store<Node>,
     bootc_nodes: Store<BootcNode>,
@@ -149,17 +155,17 @@ struct Ctx {
     resync: Duration,
     ready: Arc<AtomicBool>,
     /// Per pool: when each member entered the phase it waits in.
-    phase_clocks: std::sync::Mutex<BTreeMap<String, Arc<crate::stuck::Clock>>>,
+    phase_clocks: std::sync::Mutex<BTreeMap<String, Arc<rollout::stuck::Clock>>>,
     /// Each pool's per-node answers kept for its next plan (incremental
-    /// planning, see `planner::memo`).
-    memos: std::sync::Mutex<BTreeMap<String, planner::Memo>>,
+    /// planning, see `rollout::memo`).
+    memos: std::sync::Mutex<BTreeMap<String, rollout::Memo>>,
     /// The Node and BootcNode names changed since each pool last looked,
     /// and each pool's objects kept up to date with them (see `members`).
     changes: Arc<Changes>,
     members: std::sync::Mutex<BTreeMap<String, Arc<Members>>>,
     /// How often each pool is planned (see `pace`).
-    pacer: crate::pace::Pacer,
-    deadlines: crate::stuck::Deadlines,
+    pacer: crate::runtime::pace::Pacer,
+    deadlines: rollout::stuck::Deadlines,
     /// The reconciles running now, for `/healthz`.
     liveness: Arc<Liveness>,
     /// Which caches have listed their objects.
@@ -305,16 +311,16 @@ fn pools_for_node(
     let mut out: Vec<ObjectRef<BootcNodePool>> = pools
         .state()
         .iter()
-        .filter(|p| planner::selects(p, node))
+        .filter(|p| rollout::selects(p, node))
         .map(|p| ObjectRef::from_obj(p.as_ref()))
         .collect();
     if let Some(bn) = bootc_nodes.get(&ObjectRef::new(&node.name_any()))
-        && let Some((owner, _)) = planner::owner_pool(&bn)
+        && let Some((owner, _)) = rollout::owner_pool(&bn)
     {
         out.push(ObjectRef::new(&owner));
     }
     // The pool that disrupted it, until it is back.
-    if let Some(pool) = crate::disruption::recorded_by(node) {
+    if let Some(pool) = rollout::disruption::recorded_by(node) {
         out.push(ObjectRef::new(pool));
     }
     out
@@ -340,7 +346,7 @@ fn pools_for_secret(
 }
 
 /// The caches, as `members` reads them.
-impl crate::members::Caches for Ctx {
+impl crate::runtime::members::Caches for Ctx {
     fn node(&self, name: &str) -> Option<Arc<Node>> {
         self.nodes.get(&ObjectRef::new(name))
     }
@@ -377,12 +383,12 @@ impl Ctx {
         pool: &'a BootcNodePool,
         chosen: Selection<'a>,
         others: &'a [Arc<BootcNodePool>],
-        target: Result<planner::Target, planner::TargetProblem>,
+        target: Result<rollout::Target, rollout::TargetProblem>,
     ) -> PlanInput<'a> {
         let pull_secret = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
             self.secrets
                 .get(&ObjectRef::new(&r.name).within(&r.namespace))
-                .map(|s| planner::SecretSeen {
+                .map(|s| rollout::SecretSeen {
                     version: secret_version(&s),
                     allows_pool: api::pull_secret::allows(&s.metadata, &pool.name_any()),
                 })
@@ -466,8 +472,8 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
     let members = ctx.members_of(&pool);
     let selected = selecting.elapsed();
     // A person's retry request first: its write re-triggers the pool.
-    let retries = crate::retry::requests(&pool, members.retry_requests());
-    if crate::retry::honour(&ctx.client, &name, &retries)
+    let retries = crate::actions::retry::requests(&pool, members.retry_requests());
+    if crate::actions::retry::honour(&ctx.client, &name, &retries)
         .await
         .map_err(Error::Retry)?
         > 0
@@ -488,14 +494,14 @@ async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, E
         .ok()
         .and_then(|mut m| m.remove(&name))
         .unwrap_or_default();
-    let mut plan = planner::plan_incremental(&input, &mut memo);
+    let mut plan = rollout::plan_incremental(&input, &mut memo);
     tracing::debug!(pool = %name, reused = memo.reused, computed = memo.computed, "planned");
     if let Ok(mut memos) = ctx.memos.lock() {
         memos.insert(name.clone(), memo);
     }
     if let Ok(mut clocks) = ctx.phase_clocks.lock() {
         let phases = std::mem::take(&mut plan.phases);
-        let clock = crate::stuck::tick(&input.phase_clock, phases, input.now);
+        let clock = rollout::stuck::tick(&input.phase_clock, phases, input.now);
         clocks.insert(name.clone(), Arc::new(clock));
     }
     let planned = planning.elapsed();
@@ -537,12 +543,12 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
         &pool,
         Selection::of(&pool, &nodes, &bns),
         &[],
-        Err(planner::TargetProblem {
+        Err(rollout::TargetProblem {
             reason: api::reasons::INVALID_SPEC,
             message: "pool is being deleted".into(),
         }),
     );
-    let cleanup = planner::plan_cleanup(&input);
+    let cleanup = rollout::plan_cleanup(&input);
     let n = ctx.actuator.write(&pool, &cleanup.writes).await?;
     if !cleanup.waiting.is_empty() {
         tracing::info!(pool = %pool.name_any(), writes = n, waiting = ?cleanup.waiting, "pool deleted: waiting for nodes it disrupted to be back");
@@ -612,7 +618,7 @@ fn http_answer(path: &str, ready: bool, wedged: bool) -> (&'static str, &'static
 }
 
 /// Serves /healthz (ok unless the reconcile loop is wedged, see
-/// [`crate::liveness`]), /readyz (ok once `ready`) and /metrics.
+/// [`crate::runtime::liveness`]), /readyz (ok once `ready`) and /metrics.
 async fn serve_health(
     addr: SocketAddr,
     ready: Arc<AtomicBool>,
@@ -784,7 +790,7 @@ async fn run_controller(
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         namespace: options.namespace.clone(),
-        daemon_secrets: crate::daemon_secrets::Grant::new(
+        daemon_secrets: crate::actions::daemon_secrets::Grant::new(
             client.clone(),
             &options.namespace,
             pool_store.clone(),
@@ -804,7 +810,7 @@ async fn run_controller(
         memos: std::sync::Mutex::default(),
         changes,
         members: std::sync::Mutex::default(),
-        pacer: crate::pace::Pacer::default(),
+        pacer: crate::runtime::pace::Pacer::default(),
         deadlines: options.deadlines,
         liveness,
         synced: synced.clone(),
@@ -882,7 +888,7 @@ async fn shutdown_before_sync(shutdown: CancellationToken, synced: Arc<Synced>) 
 }
 
 /// Drains by pool name, for tests and diagnostics.
-pub type DrainSnapshot = BTreeMap<String, planner::DrainPhase>;
+pub type DrainSnapshot = BTreeMap<String, rollout::DrainPhase>;
 
 #[cfg(test)]
 mod tests {

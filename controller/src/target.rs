@@ -1,7 +1,7 @@
 //! Step 1 of the reconcile: which digest should the pool run?
 //!
 //! A digest reference (`repo@sha256:...`, with or without a tag) names its
-//! target; the registry resolver (`crate::resolver`) checks it against the
+//! target; the registry resolver (`crate::target::resolver`) checks it against the
 //! registry as it checks a tag's digest (the manifest exists and covers
 //! every member's architecture) before any node is told. A tag-only
 //! reference is resolved against the registry. Without a registry
@@ -9,6 +9,10 @@
 //! it is, and tag references are reported as `Degraded/InvalidSpec` "tag
 //! resolution not yet available"; the previous target (if any) stays in
 //! force.
+
+pub mod registry;
+pub mod resolver;
+pub mod tag_policy;
 
 use std::time::Duration;
 
@@ -18,7 +22,7 @@ use api::reasons;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::planner::{Target, TargetProblem};
+use rollout::{Target, TargetProblem};
 
 /// The outcome of resolving a pool's image reference.
 #[derive(Clone, Debug, PartialEq, Eq)]

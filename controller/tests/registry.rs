@@ -479,7 +479,7 @@ async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
     .unwrap();
     let inside = format!("http://{}", internal.host());
     let config = br#"{"architecture":"amd64","os":"linux"}"#.to_vec();
-    let config_digest = controller::registry::sha256_digest(&config);
+    let config_digest = controller::target::registry::sha256_digest(&config);
     let manifest = serde_json::to_vec(&json!({
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -488,7 +488,7 @@ async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
         "layers": [],
     }))
     .unwrap();
-    let manifest_digest = controller::registry::sha256_digest(&manifest);
+    let manifest_digest = controller::target::registry::sha256_digest(&manifest);
     let routes = {
         let inside = inside.clone();
         move |request: &tests::redirecting_registry::Request| {

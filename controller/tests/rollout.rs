@@ -460,7 +460,7 @@ async fn pause_resume_rollback_and_delete() {
     );
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
     // n2 is cordoned by the admin: it uses one of the two slots' worth of
-    // the budget (see controller/src/disruption.rs), one is left to roll.
+    // the budget (see rollout/src/disruption.rs), one is left to roll.
     let mut p = workers_pool(2);
     p.spec.rollout.paused = true;
     create_pool(&env.admin, &p).await;

@@ -100,7 +100,7 @@ pub async fn pull(
             let shown = auth_file
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
-            match controller::registry::credentials_for(&json, &registry, &shown)? {
+            match controller::target::registry::credentials_for(&json, &registry, &shown)? {
                 Some(c) => RegistryAuth::Basic(c.username, c.password),
                 None => RegistryAuth::Anonymous,
             }

@@ -50,8 +50,8 @@ pub async fn grant_pull_secrets(cp: &ControlPlane, names: &[&str]) -> Result<()>
         .collect();
     // Tests without a controller have no pool: every Secret given is granted.
     let refs = refs.iter().map(|r| ("", r));
-    let rules = controller::daemon_secrets::rules(namespace, refs, |_, _| true);
-    controller::daemon_secrets::apply(&cp.admin().await?, namespace, &rules).await?;
+    let rules = controller::actions::daemon_secrets::rules(namespace, refs, |_, _| true);
+    controller::actions::daemon_secrets::apply(&cp.admin().await?, namespace, &rules).await?;
     Ok(())
 }
 

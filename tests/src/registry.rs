@@ -7,7 +7,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use controller::registry::sha256_digest;
+use controller::target::registry::sha256_digest;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, Config, ImageLayer};
 use oci_client::manifest::OciImageManifest;
 use oci_client::secrets::RegistryAuth;

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use api::labels::MANAGED_LABEL;
 use api::node_health::NODE_READY;
 use api::{BootcNode, BootcNodePool, DesiredImageState, reasons};
-use controller::planner::{self, DrainPhase, PlanInput, Target, TargetProblem};
 use k8s_openapi::api::core::v1::Node;
+use rollout::{DrainPhase, PlanInput, Target, TargetProblem};
 use serde_json::{Value, json};
 
 const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
@@ -84,7 +84,7 @@ fn planned(
     target: Result<Target, TargetProblem>,
     drains: &[(&str, DrainPhase)],
 ) -> BootcNodePool {
-    let plan = planner::plan(&PlanInput {
+    let plan = rollout::plan(&PlanInput {
         pool: &pool,
         target,
         nodes: nodes.iter().collect(),
@@ -98,8 +98,8 @@ fn planned(
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
         last_status_write: None,
         now: jiff::Timestamp::now(),
-        phase_clock: std::sync::Arc::new(controller::stuck::Clock::new()),
-        deadlines: controller::stuck::Deadlines::default(),
+        phase_clock: std::sync::Arc::new(rollout::stuck::Clock::new()),
+        deadlines: rollout::stuck::Deadlines::default(),
     });
     pool.status = plan.status.or(pool.status);
     pool

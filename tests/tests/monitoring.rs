@@ -117,7 +117,7 @@ fn alert_exprs() -> Vec<(String, String)> {
 /// once something happened to it (a pool reconciled, a drain failed...).
 fn exercise_every_metric() -> String {
     use api::reasons;
-    use controller::planner::{NodeState, PlannedEvent, Summary, event_reasons};
+    use rollout::{NodeState, PlannedEvent, Summary, event_reasons};
     use std::time::Duration;
     let m = controller::metrics::global();
     let summary = Summary {
@@ -157,7 +157,7 @@ fn exercise_every_metric() -> String {
     );
     m.drain_succeeded(Duration::from_secs(1));
     m.drain_failed(reasons::DRAIN_TIMED_OUT);
-    m.eviction_refused(controller::drain::EVICTION_REFUSED_BY_BUDGET);
+    m.eviction_refused(controller::actions::drain::EVICTION_REFUSED_BY_BUDGET);
     m.reconciled(Duration::from_millis(1));
     m.reconcile_failed("Write");
     m.api_request(&http::Method::GET, "/api/v1/nodes", None);

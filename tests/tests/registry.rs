@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use api::image_ref::ImageRef;
-use controller::registry::{
+use controller::target::registry::{
     Credentials, RegistryError, RegistryOptions, Resolver, check_architectures, credentials_for,
 };
 use tests::registry::{TestImage, TestRegistry};
@@ -397,7 +397,7 @@ async fn bearer_challenges_get_a_token_from_the_realm() {
     .unwrap();
     let realm = format!("https://{}/token", token_server.host());
     let config = br#"{"architecture":"arm64","os":"linux"}"#.to_vec();
-    let config_digest = controller::registry::sha256_digest(&config);
+    let config_digest = controller::target::registry::sha256_digest(&config);
     let manifest = serde_json::to_vec(&serde_json::json!({
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -406,7 +406,7 @@ async fn bearer_challenges_get_a_token_from_the_realm() {
         "layers": [],
     }))
     .unwrap();
-    let digest = controller::registry::sha256_digest(&manifest);
+    let digest = controller::target::registry::sha256_digest(&manifest);
     let challenge =
         format!(r#"Bearer realm="{realm}",service="reg.test",scope="repository:acme/os:pull""#);
     let registry = CannedServer::https(Arc::new(move |r: &Request| {

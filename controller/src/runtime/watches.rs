@@ -16,12 +16,12 @@ use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
+use super::members::Changes;
+use super::synced::{Cache, Synced};
 use super::wire::{self, BootcNodeWire, NodeWire};
 use super::{
     changed_only, log_errors, node_fingerprint, pool_fingerprint, secret_fingerprint, strip_secret,
 };
-use crate::members::Changes;
-use crate::synced::{Cache, Synced};
 
 /// The objects a watch passes on to the controller.
 pub(super) trait Objects<K>:
@@ -144,5 +144,5 @@ pub(super) fn every_pool(pools: &Store<BootcNodePool>) -> Vec<ObjectRef<BootcNod
 
 /// The pool a BootcNode belongs to.
 pub(super) fn pool_of(bn: &BootcNode) -> Option<ObjectRef<BootcNodePool>> {
-    crate::planner::owner_pool(bn).map(|(name, _)| ObjectRef::new(&name))
+    rollout::owner_pool(bn).map(|(name, _)| ObjectRef::new(&name))
 }

@@ -1,0 +1,16 @@
+//! The actions: the writes and requests that carry out a plan.
+//!
+//! * [`actuator`]: makes the planner's writes, in the planner's order;
+//! * [`drain`]: node drains through the Eviction API;
+//! * [`events`]: Kubernetes Events about pools, best effort;
+//! * [`daemon_secrets`]: the daemons' Role on the pull secrets the pools name;
+//! * [`retry`]: a person's retry of a node whose reboot failed.
+//!
+//! May import `rollout`, `api` and [`crate::metrics`]; never the runtime or
+//! the target above it.
+
+pub mod actuator;
+pub mod daemon_secrets;
+pub mod drain;
+pub mod events;
+pub mod retry;

@@ -1,0 +1,452 @@
+//! Makes the planner's writes, as the planner arranged them
+//! ([`rollout::order`]): wave after wave, the nodes of a wave
+//! concurrently, each node's writes in order, stopping at the node's first
+//! failure. It decides nothing: every field it writes is in the plan.
+//!
+//! BootcNodes and the pool status are written with server-side apply as
+//! `bootc-controller` (the controller owns those fields). Nodes belong to
+//! someone else: the managed label and `spec.unschedulable` are changed with
+//! small merge patches, the way `kubectl cordon` does, under the same field
+//! manager name. Nothing is written that the planner did not ask for, and the
+//! planner asks only for differences.
+
+use std::collections::HashMap;
+
+use std::sync::{Arc, Mutex};
+
+use api::labels::{
+    CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, MANAGED_LABEL,
+};
+use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::actions::drain::Drains;
+use crate::actions::events::EventSink;
+use rollout::{NodePatch, Plan, Write, Writes};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActuatorError {
+    #[error("applying BootcNode {name}: {source}")]
+    ApplyBootcNode {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("deleting BootcNode {name}: {source}")]
+    DeleteBootcNode {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("patching Node {name}: {source}")]
+    PatchNode {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("writing status of pool {name}: {source}")]
+    Status {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// An object the actuator wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Written {
+    PoolStatus,
+    BootcNode(String),
+    DeletedBootcNode(String),
+    Node(String),
+}
+
+/// Performs writes for the reconciler.
+///
+/// It remembers the resourceVersion of its own last writes per pool, so that
+/// the reconciler can tell when its caches have not yet seen them: planning
+/// on such a cache would repeat writes already made.
+#[derive(Clone)]
+pub struct Actuator {
+    client: kube::Client,
+    drains: Drains,
+    events: EventSink,
+    written: Arc<Mutex<HashMap<String, OwnWrites>>>,
+    /// When each pool's status was last written (for the planner's
+    /// coalescing of count-only changes).
+    status_written: Arc<Mutex<HashMap<String, jiff::Timestamp>>>,
+}
+
+/// A pool's own recent writes: resourceVersion and when it was written.
+type OwnWrites = HashMap<Written, (u64, std::time::Instant)>;
+
+/// After this long a write no longer holds planning back, whatever the
+/// caches say (an object created and deleted by someone else before the
+/// cache saw it would otherwise block forever).
+const CATCH_UP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The merge patch for a [`NodePatch`] of `pool`.
+fn node_patch_body(patch: &NodePatch, pool: &str) -> serde_json::Value {
+    let mut labels = serde_json::Map::new();
+    let mut annotations = serde_json::Map::new();
+    let mut body = json!({});
+    if let Some(managed) = patch.managed {
+        labels.insert(
+            MANAGED_LABEL.into(),
+            if managed { json!("") } else { json!(null) },
+        );
+    }
+    if let Some(unschedulable) = patch.unschedulable {
+        body["spec"] = json!({
+            "unschedulable": if unschedulable { json!(true) } else { json!(null) }
+        });
+    }
+    if let Some(mark) = patch.mark {
+        let value = if mark { json!(pool) } else { json!(null) };
+        annotations.insert(CORDONED_BY_ANNOTATION.into(), value);
+    }
+    if let Some(disrupted) = patch.disrupted {
+        let value = if disrupted { json!(pool) } else { json!(null) };
+        annotations.insert(DISRUPTED_BY_ANNOTATION.into(), value);
+    }
+    if !labels.is_empty() {
+        body["metadata"]["labels"] = labels.into();
+    }
+    if !annotations.is_empty() {
+        body["metadata"]["annotations"] = annotations.into();
+    }
+    body
+}
+
+fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What a write's response is read for: the object's new
+/// `resourceVersion` (for the cache catch-up). Parsing the whole object back
+/// would cost the controller as much as making the write.
+#[derive(serde::Deserialize)]
+struct Response {
+    metadata: ResponseMeta,
+}
+
+#[derive(serde::Deserialize)]
+struct ResponseMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+/// Patches the cluster-scoped `K` named `name`; returns its new version.
+async fn patch_version<K: Resource<DynamicType = ()>>(
+    client: &kube::Client,
+    name: &str,
+    params: &PatchParams,
+    patch: &Patch<serde_json::Value>,
+) -> Result<u64, kube::Error> {
+    let mut req = kube::core::Request::new(K::url_path(&(), None))
+        .patch(name, params, patch)
+        .map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("patch");
+    let out: Response = client.request(req).await?;
+    Ok(out
+        .metadata
+        .resource_version
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0))
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(CONTROLLER_MANAGER).force()
+}
+
+impl Actuator {
+    pub fn new(client: kube::Client, drains: Drains, events: EventSink) -> Self {
+        Actuator {
+            client,
+            drains,
+            events,
+            written: Arc::default(),
+            status_written: Arc::default(),
+        }
+    }
+
+    /// When this controller last wrote `pool`'s status.
+    pub fn last_status_write(&self, pool: &str) -> Option<jiff::Timestamp> {
+        self.status_written
+            .lock()
+            .ok()
+            .and_then(|w| w.get(pool).copied())
+    }
+
+    fn record(&self, pool: &BootcNodePool, what: Written, rv: u64) {
+        if rv == 0 {
+            return;
+        }
+        if let Ok(mut w) = self.written.lock() {
+            let mine = w.entry(pool.name_any()).or_default();
+            // A deleted BootcNode no longer waits on its earlier apply.
+            if let Written::DeletedBootcNode(name) = &what {
+                mine.remove(&Written::BootcNode(name.clone()));
+            }
+            mine.insert(what, (rv, std::time::Instant::now()));
+        }
+    }
+
+    /// Have the caches caught up with this pool's own writes? `seen` gives
+    /// the resourceVersion the cache holds for an object (None: absent).
+    /// Entries that the cache has caught up with are forgotten.
+    pub fn caught_up(&self, pool: &str, seen: impl Fn(&Written) -> Option<u64>) -> bool {
+        let Ok(mut all) = self.written.lock() else {
+            return true;
+        };
+        let Some(mine) = all.get_mut(pool) else {
+            return true;
+        };
+        mine.retain(|what, (rv, at)| {
+            at.elapsed() < CATCH_UP_LIMIT
+                && match (what, seen(what)) {
+                    // A deleted BootcNode: caught up once the cache lost it (or holds
+                    // a newer one).
+                    (Written::DeletedBootcNode(_), None) => false,
+                    (Written::DeletedBootcNode(_), Some(have)) => have <= *rv,
+                    // A created BootcNode the cache does not have yet.
+                    (Written::BootcNode(_), None) => true,
+                    // A Node deleted since: nothing to wait for.
+                    (_, None) => false,
+                    (_, Some(have)) => have < *rv,
+                }
+        });
+        let ok = mine.is_empty();
+        if ok {
+            all.remove(pool);
+        }
+        ok
+    }
+
+    /// Makes `writes`: wave after wave, each node's in order, different
+    /// nodes' concurrently (see the module note). Returns how many API
+    /// writes were made; on a failure, the first error (what the other nodes'
+    /// writes did stays done: every write is idempotent and replanned).
+    pub async fn write(
+        &self,
+        pool: &BootcNodePool,
+        writes: &Writes,
+    ) -> Result<usize, ActuatorError> {
+        let mut count = 0;
+        for wave in writes.waves() {
+            // The futures are made first: a stream adapter's closure over
+            // borrowed writes would not be provably Send in the runtime.
+            let per_node: Vec<_> = wave
+                .iter()
+                .map(|one_node| self.write_in_order(pool, one_node))
+                .collect();
+            // Every started write is seen through (and recorded for the
+            // cache catch-up) before an error is returned: a write dropped in
+            // flight may have landed unrecorded.
+            let made: Vec<Result<usize, ActuatorError>> = futures::stream::iter(per_node)
+                .buffer_unordered(WRITE_CONCURRENCY)
+                .collect()
+                .await;
+            for m in made {
+                count += m?;
+            }
+        }
+        Ok(count)
+    }
+
+    async fn write_in_order(
+        &self,
+        pool: &BootcNodePool,
+        writes: &[Write],
+    ) -> Result<usize, ActuatorError> {
+        let mut count = 0;
+        for w in writes {
+            count += self.write_one(pool, w).await?;
+        }
+        Ok(count)
+    }
+
+    /// Makes one write; returns how many API writes it took (0 or 1).
+    async fn write_one(&self, pool: &BootcNodePool, w: &Write) -> Result<usize, ActuatorError> {
+        let bns: Api<BootcNode> = Api::all(self.client.clone());
+        let mut count = 0;
+        match w {
+            Write::ApplyBootcNode(bn) => {
+                let name = bn.name.clone();
+                let body = json!({
+                    "apiVersion": BootcNode::api_version(&()),
+                    "kind": BootcNode::kind(&()),
+                    "metadata": {
+                        "name": name,
+                        "annotations": bn.annotations,
+                        "ownerReferences": [bn.owner],
+                    },
+                    "spec": bn.spec,
+                });
+                let version = patch_version::<BootcNode>(
+                    &self.client,
+                    &name,
+                    &apply_params(),
+                    &Patch::Apply(body),
+                )
+                .await
+                .map_err(|source| ActuatorError::ApplyBootcNode {
+                    name: name.clone(),
+                    source,
+                })?;
+                self.record(pool, Written::BootcNode(name.clone()), version);
+                tracing::debug!(pool = %pool.name_any(), bootcnode = %name, "applied BootcNode");
+                count += 1;
+            }
+            Write::DeleteBootcNode { name } => {
+                match bns.delete(name, &DeleteParams::default()).await {
+                    Ok(either) => {
+                        // Caught up once the cache has lost it (a created
+                        // BootcNode the cache lacks would wait instead).
+                        if let Some(obj) = either.left() {
+                            self.record(
+                                pool,
+                                Written::DeletedBootcNode(name.clone()),
+                                rv_of(&obj.metadata),
+                            );
+                        }
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(source) => {
+                        return Err(ActuatorError::DeleteBootcNode {
+                            name: name.clone(),
+                            source,
+                        });
+                    }
+                }
+                tracing::info!(pool = %pool.name_any(), bootcnode = %name, "deleted BootcNode");
+                count += 1;
+            }
+            Write::PatchNode { name, patch } => {
+                let body = node_patch_body(patch, &pool.name_any());
+                let params = PatchParams {
+                    field_manager: Some(CONTROLLER_MANAGER.to_owned()),
+                    ..PatchParams::default()
+                };
+                match patch_version::<Node>(&self.client, name, &params, &Patch::Merge(body)).await
+                {
+                    Ok(version) => self.record(pool, Written::Node(name.clone()), version),
+                    // The node is gone: nothing to restore on it.
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(source) => {
+                        return Err(ActuatorError::PatchNode {
+                            name: name.clone(),
+                            source,
+                        });
+                    }
+                }
+                tracing::info!(pool = %pool.name_any(), node = %name, ?patch, "patched Node");
+                count += 1;
+            }
+            Write::StartDrain { node } => self.drains.start(pool, node),
+            Write::CancelDrain { node } => self.drains.cancel(node),
+        }
+        Ok(count)
+    }
+
+    /// Writes the pool's status through the status subresource.
+    pub async fn write_status(
+        &self,
+        pool: &BootcNodePool,
+        status: &BootcNodePoolStatus,
+    ) -> Result<(), ActuatorError> {
+        let api: Api<BootcNodePool> = Api::all(self.client.clone());
+        let name = pool.name_any();
+        let body = json!({
+            "apiVersion": BootcNodePool::api_version(&()),
+            "kind": BootcNodePool::kind(&()),
+            "status": status,
+        });
+        let out = api
+            .patch_status(&name, &apply_params(), &Patch::Apply(&body))
+            .await
+            .map_err(|source| ActuatorError::Status {
+                name: name.clone(),
+                source,
+            })?;
+        self.record(pool, Written::PoolStatus, rv_of(&out.metadata));
+        if let Ok(mut w) = self.status_written.lock() {
+            w.insert(name, jiff::Timestamp::now());
+        }
+        Ok(())
+    }
+
+    /// Makes a whole plan: writes, then status, then events.
+    pub async fn execute(&self, pool: &BootcNodePool, plan: &Plan) -> Result<usize, ActuatorError> {
+        let mut count = self.write(pool, &plan.writes).await?;
+        if let Some(status) = &plan.status {
+            self.write_status(pool, status).await?;
+            count += 1;
+        }
+        for ev in &plan.events {
+            self.events
+                .publish(pool, ev.node.as_deref(), ev.reason, &ev.message, ev.warning)
+                .await;
+        }
+        Ok(count)
+    }
+}
+
+/// How many nodes' writes run at once: enough to take a wave of slots in one
+/// round trip's time at scale, few enough not to crowd the API server.
+const WRITE_CONCURRENCY: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every field of the patch is the plan's: the actuator adds nothing
+    /// (an uncordon without the mark's removal leaves the mark alone).
+    #[test]
+    fn a_node_patch_is_written_as_planned() {
+        let ours = CORDONED_BY_ANNOTATION;
+        let record = DISRUPTED_BY_ANNOTATION;
+        // (what, patch, merge patch)
+        let rows = [
+            (
+                "slot cordon",
+                NodePatch::SLOT_CORDON,
+                json!({"spec": {"unschedulable": true},
+                       "metadata": {"annotations": {ours: "p", record: "p"}}}),
+            ),
+            (
+                "uncordon",
+                NodePatch::UNCORDON,
+                json!({"spec": {"unschedulable": null},
+                       "metadata": {"annotations": {ours: null, record: null}}}),
+            ),
+            (
+                "an uncordon that keeps the mark",
+                NodePatch {
+                    unschedulable: Some(false),
+                    ..NodePatch::default()
+                },
+                json!({"spec": {"unschedulable": null}}),
+            ),
+            (
+                "record only, label off",
+                NodePatch {
+                    managed: Some(false),
+                    ..NodePatch::record(true)
+                },
+                json!({"metadata": {"labels": {MANAGED_LABEL: null},
+                                    "annotations": {record: "p"}}}),
+            ),
+        ];
+        for (what, patch, want) in rows {
+            assert_eq!(node_patch_body(&patch, "p"), want, "{what}");
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! The daemons' grant on pull secrets: a Role in the operator's namespace
+//! (`deploy/rbac/controller.yaml`), bound to the daemon's ServiceAccount
+//! (`deploy/rbac/daemon.yaml`), whose one rule lets the daemons GET exactly
+//! the Secrets that the pools and their BootcNodes name **and** that opt in
+//! to the pool naming them (the Secret's `bootc.dev/pools` annotation, see
+//! `api::pull_secret`). The controller keeps its rules up to date.
+//!
+//! - Naming a Secret in a pool grants nothing by itself: anyone who may
+//!   write pools may name any Secret, but only someone who may write
+//!   Secrets can opt one in. A refused reference is reported on the pool
+//!   (`PullSecretNotAllowed`).
+//! - Every daemon shares the one ServiceAccount, so a Secret granted for
+//!   one pool is readable by every daemon (SECURITY.md section 7).
+//!
+//! - BootcNodes count as well as pools: a daemon reads the Secret its
+//!   BootcNode names, and a BootcNode keeps its old Secret while the pool's
+//!   new one is missing or broken, or until the controller has moved it.
+//! - No Secret named, no rule: RBAC reads an empty `resourceNames` as every
+//!   name.
+//! - The controller holds `get` on every Secret of its namespace, so RBAC's
+//!   escalation check lets it write this rule without `escalate`; the Role
+//!   and its binding come from `deploy/`, so it needs neither `create` nor
+//!   `bind`, only `patch` on this one Role.
+//! - Every reconcile brings the Role up to date before it writes BootcNodes
+//!   (a pool's new Secret is granted before any BootcNode names it); the
+//!   caches have no change notification, so for revocations and deleted
+//!   pools they are also compared once a second (microseconds, no request).
+//!   The Role is written only when its rules change, and not before the
+//!   first reconcile (with caches not yet synced it would revoke every
+//!   grant); with no pool at all since the controller started, it is left
+//!   as it is.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use api::{BootcNode, BootcNodePool, SecretReference};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+
+/// The Role the controller keeps, in the operator's namespace.
+pub const ROLE: &str = api::labels::DAEMON_PULL_SECRETS_ROLE;
+
+/// How often the caches are compared with the last rules written.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How long a failed write waits before the next attempt.
+const RETRY_AFTER: Duration = Duration::from_secs(10);
+/// A write that takes longer has failed (a reconcile waits for it).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "writing Role {namespace}/{ROLE} (the daemons' pull-secret grant): {message}; the Role comes from deploy/ (kubectl apply -k deploy/)"
+)]
+pub struct RoleError {
+    namespace: String,
+    message: String,
+}
+
+/// The Role's rules for these Secret references, each with the pool it is
+/// for: `get` on the names of those in `namespace` (the Role's own) whose
+/// Secret opts in to that pool (`opted_in(secret, pool)`), or no rule at
+/// all.
+pub fn rules<'a>(
+    namespace: &str,
+    references: impl IntoIterator<Item = (&'a str, &'a SecretReference)>,
+    opted_in: impl Fn(&str, &str) -> bool,
+) -> Vec<PolicyRule> {
+    let names: BTreeSet<&str> = references
+        .into_iter()
+        .filter(|(pool, r)| {
+            r.namespace == namespace && !r.name.is_empty() && opted_in(&r.name, pool)
+        })
+        .map(|(_, r)| r.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    vec![PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec!["secrets".to_owned()]),
+        resource_names: Some(names.into_iter().map(str::to_owned).collect()),
+        verbs: vec!["get".to_owned()],
+        non_resource_urls: None,
+    }]
+}
+
+/// Writes the Role's rules (server-side apply; the rest of the Role is
+/// `deploy/`'s).
+pub async fn apply(
+    client: &kube::Client,
+    namespace: &str,
+    rules: &[PolicyRule],
+) -> Result<(), RoleError> {
+    let body = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": ROLE, "namespace": namespace},
+        "rules": rules,
+    });
+    let params = PatchParams::apply(api::labels::CONTROLLER_MANAGER).force();
+    let role = Api::<Role>::namespaced(client.clone(), namespace);
+    let patch = Patch::Apply(&body);
+    let write = role.patch(ROLE, &params, &patch);
+    let message = match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(Ok(_)) => return Ok(()),
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => format!("no answer within {WRITE_TIMEOUT:?}"),
+    };
+    Err(RoleError {
+        namespace: namespace.to_owned(),
+        message,
+    })
+}
+
+/// The grant, kept from the controller's caches of pools and BootcNodes.
+pub struct Grant {
+    client: kube::Client,
+    namespace: String,
+    pools: Store<BootcNodePool>,
+    nodes: Store<BootcNode>,
+    secrets: Store<Secret>,
+    /// The rules last written (None: not yet, or the last write failed).
+    written: tokio::sync::Mutex<Option<Vec<PolicyRule>>>,
+    /// Whether a reconcile has run, so the caches are synced.
+    synced: AtomicBool,
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant")
+            .field("namespace", &self.namespace)
+            .finish()
+    }
+}
+
+impl Grant {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        pools: Store<BootcNodePool>,
+        nodes: Store<BootcNode>,
+        secrets: Store<Secret>,
+    ) -> Arc<Self> {
+        Arc::new(Grant {
+            client,
+            namespace: namespace.to_owned(),
+            pools,
+            nodes,
+            secrets,
+            written: tokio::sync::Mutex::new(None),
+            synced: AtomicBool::new(false),
+        })
+    }
+
+    /// Brings the Role up to date before a reconcile writes BootcNodes, so
+    /// that no daemon is sent to a Secret it may not read yet. A reconcile
+    /// runs with the caches synced, and from then on the keeper runs too.
+    /// False when the write failed (logged).
+    pub async fn sync(&self) -> bool {
+        self.synced.store(true, Ordering::Relaxed);
+        self.write_if_changed().await
+    }
+
+    /// Writes the rules for what the caches name now, unless they are what
+    /// was last written.
+    async fn write_if_changed(&self) -> bool {
+        let mut written = self.written.lock().await;
+        let want = {
+            let (pools, nodes) = (self.pools.state(), self.nodes.state());
+            let from_pools = pools.iter().filter_map(|p| {
+                Some((
+                    p.metadata.name.as_deref()?,
+                    p.spec.pull_secret_ref.as_ref()?,
+                ))
+            });
+            // A BootcNode's Secret is granted for the pool that owns it.
+            let from_nodes = nodes.iter().filter_map(|b| {
+                let owner = rollout::membership::owner_reference_of(b)?;
+                Some((owner.name.as_str(), b.spec.pull_secret_ref.as_ref()?))
+            });
+            let opted_in = |name: &str, pool: &str| {
+                let secret = self
+                    .secrets
+                    .get(&ObjectRef::new(name).within(&self.namespace));
+                secret.is_some_and(|s| api::pull_secret::allows(&s.metadata, pool))
+            };
+            rules(&self.namespace, from_pools.chain(from_nodes), opted_in)
+        };
+        if written.as_ref() == Some(&want) {
+            return true;
+        }
+        match apply(&self.client, &self.namespace, &want).await {
+            Ok(()) => {
+                let names = want.first().and_then(|r| r.resource_names.clone());
+                tracing::info!(role = ROLE, secrets = ?names.unwrap_or_default(), "daemons' pull-secret grant written");
+                *written = Some(want);
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%error, "daemons' pull-secret grant not written; retrying");
+                *written = None;
+                false
+            }
+        }
+    }
+
+    /// Keeps the Role in step with the caches (revocations, pools gone)
+    /// once a reconcile has found them synced (an empty cache would revoke
+    /// every grant), until the returned [`Keeper`] is dropped. Not
+    /// `Store::wait_until_ready`: kube wakes only the last of several tasks
+    /// waiting on one store, and the controller's own tasks wait on these.
+    pub fn keep(self: &Arc<Self>) -> Keeper {
+        let grant = self.clone();
+        Keeper(tokio::spawn(async move {
+            loop {
+                let ok = !grant.synced.load(Ordering::Relaxed) || grant.write_if_changed().await;
+                tokio::time::sleep(if ok { CHECK_EVERY } else { RETRY_AFTER }).await;
+            }
+        }))
+    }
+}
+
+/// Stops the keeper when dropped.
+#[derive(Debug)]
+pub struct Keeper(tokio::task::JoinHandle<()>);
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(name: &str, namespace: &str) -> SecretReference {
+        SecretReference {
+            name: name.into(),
+            namespace: namespace.into(),
+        }
+    }
+
+    #[test]
+    fn only_secrets_that_opt_in_to_the_naming_pool_are_granted() {
+        let ns = "bootc-operator";
+        // The Secret "pull" opts in to pool "a" only; "webhook-tls" to none.
+        let opted_in = |secret: &str, pool: &str| secret == "pull" && pool == "a";
+        let (pull, tls) = (r("pull", ns), r("webhook-tls", ns));
+        let names = |refs: Vec<(&str, &SecretReference)>| {
+            rules(ns, refs, opted_in)
+                .first()
+                .and_then(|rule| rule.resource_names.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(names(vec![("a", &pull)]), ["pull"]);
+        assert!(
+            names(vec![("evil", &tls)]).is_empty(),
+            "a Secret named by a pool it does not opt in to"
+        );
+        assert!(
+            names(vec![("b", &pull)]).is_empty(),
+            "another pool's Secret"
+        );
+        assert_eq!(
+            names(vec![("b", &pull), ("a", &pull), ("x", &tls)]),
+            ["pull"]
+        );
+    }
+
+    #[test]
+    fn rules_name_exactly_the_referenced_secrets_of_the_namespace() {
+        let ns = "bootc-operator";
+        // What, the references, the names granted (None: no rule).
+        type Case = (
+            &'static str,
+            Vec<SecretReference>,
+            Option<Vec<&'static str>>,
+        );
+        let cases: &[Case] = &[
+            (
+                "nothing named: no rule (an empty list would mean every name)",
+                vec![],
+                None,
+            ),
+            ("one pool", vec![r("pull", ns)], Some(vec!["pull"])),
+            (
+                "shared and repeated names once, sorted",
+                vec![r("b", ns), r("a", ns), r("b", ns)],
+                Some(vec!["a", "b"]),
+            ),
+            (
+                "a pool moved to a new Secret, its BootcNodes still on the old",
+                vec![r("new", ns), r("old", ns), r("old", ns)],
+                Some(vec!["new", "old"]),
+            ),
+            (
+                "another namespace's Secret is not this Role's to grant",
+                vec![r("pull", "default")],
+                None,
+            ),
+            (
+                "mixed namespaces",
+                vec![r("elsewhere", "kube-system"), r("pull", ns)],
+                Some(vec!["pull"]),
+            ),
+            ("an empty name grants nothing", vec![r("", ns)], None),
+        ];
+        for (what, refs, want) in cases {
+            let got = rules(ns, refs.iter().map(|r| ("p", r)), |_, _| true);
+            match want {
+                None => assert!(got.is_empty(), "{what}: {got:?}"),
+                Some(names) => {
+                    assert_eq!(got.len(), 1, "{what}: {got:?}");
+                    let rule = &got[0];
+                    assert_eq!(rule.api_groups, Some(vec![String::new()]), "{what}");
+                    assert_eq!(rule.resources, Some(vec!["secrets".to_owned()]), "{what}");
+                    assert_eq!(rule.verbs, vec!["get".to_owned()], "{what}");
+                    assert_eq!(
+                        rule.resource_names.as_deref(),
+                        Some(
+                            names
+                                .iter()
+                                .map(|n| (*n).to_owned())
+                                .collect::<Vec<_>>()
+                                .as_slice()
+                        ),
+                        "{what}"
+                    );
+                    assert!(rule.non_resource_urls.is_none(), "{what}");
+                }
+            }
+        }
+    }
+}

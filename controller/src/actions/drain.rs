@@ -1,0 +1,407 @@
+//! Draining a node through the Eviction API, without kubectl.
+//!
+//! A drain lists the pods bound to the node, skips mirror pods and pods owned
+//! by a DaemonSet, asks for an eviction of each (policy/v1), retries evictions that a PodDisruptionBudget
+//! refuses (429) with backoff, and waits until the pods are gone. After the
+//! pool's `drainTimeoutSeconds` it gives up, naming the pods still there.
+//!
+//! Drains run as tasks next to the reconciler: [`Drains`] keeps their phase
+//! by node, cancels them when the node leaves its slot, and re-enqueues the
+//! pool when one ends.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use api::BootcNodePool;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, EvictParams, ListParams};
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::actions::events::EventSink;
+use rollout::{DrainPhase, event_reasons};
+
+/// The metrics' reason for an eviction a PodDisruptionBudget refused.
+pub const EVICTION_REFUSED_BY_BUDGET: &str = "PodDisruptionBudget";
+
+/// Why one eviction did not happen.
+enum EvictError {
+    /// 429: a PodDisruptionBudget does not allow it now.
+    Budget,
+    Other(String),
+}
+
+async fn evict(client: &kube::Client, namespace: &str, name: &str) -> Result<(), EvictError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    match pods.evict(name, &EvictParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 429 => Err(EvictError::Budget),
+        Err(e) => Err(EvictError::Other(e.to_string())),
+    }
+}
+
+/// Pods a drain leaves alone: mirror pods, DaemonSet pods, and the
+/// controller's own pods in the operator's namespace (see
+/// `api::labels::CONTROLLER_APP_NAME`).
+pub fn is_skipped(pod: &Pod, operator_namespace: &str) -> bool {
+    let mirror = pod
+        .annotations()
+        .contains_key(api::labels::MIRROR_POD_ANNOTATION);
+    let daemonset = pod
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
+    let controller = pod.namespace().as_deref() == Some(operator_namespace)
+        && pod
+            .labels()
+            .get(api::labels::APP_NAME_LABEL)
+            .is_some_and(|v| v == api::labels::CONTROLLER_APP_NAME);
+    mirror || daemonset || controller
+}
+
+/// Drains `node`, giving up after `timeout`. The error names the pods still
+/// on the node and why. `on_blocked` is called once per pod the first time a
+/// PodDisruptionBudget refuses its eviction.
+pub async fn drain_node(
+    client: &kube::Client,
+    operator_namespace: &str,
+    node: &str,
+    timeout: Duration,
+    mut on_blocked: impl FnMut(String),
+) -> Result<(), String> {
+    let mut reported: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let pods: Api<Pod> = Api::all(client.clone());
+    let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let mut remaining: Vec<String> = Vec::new();
+        match pods.list(&lp).await {
+            Ok(list) => {
+                let targets: Vec<&Pod> = list
+                    .items
+                    .iter()
+                    .filter(|p| !is_skipped(p, operator_namespace))
+                    .collect();
+                if targets.is_empty() {
+                    return Ok(());
+                }
+                for pod in targets {
+                    let ns = pod.namespace().unwrap_or_default();
+                    let name = pod.name_any();
+                    if pod.metadata.deletion_timestamp.is_some() {
+                        remaining.push(format!("{ns}/{name} (terminating)"));
+                        continue;
+                    }
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    let attempt = tokio::time::timeout(
+                        left.max(Duration::from_secs(1)),
+                        evict(client, &ns, &name),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(EvictError::Other("eviction request timed out".into()))
+                    });
+                    match attempt {
+                        Ok(()) => remaining.push(format!("{ns}/{name} (evicted, terminating)")),
+                        Err(EvictError::Budget) => {
+                            if reported.insert(format!("{ns}/{name}")) {
+                                on_blocked(format!("{ns}/{name}"));
+                            }
+                            remaining.push(format!(
+                                "{ns}/{name} (eviction refused by a PodDisruptionBudget)"
+                            ))
+                        }
+                        Err(EvictError::Other(e)) => {
+                            tracing::debug!(node, pod = %format!("{ns}/{name}"), error = %e, "eviction failed");
+                            remaining.push(format!("{ns}/{name} (eviction failed: {e})"))
+                        }
+                    }
+                }
+            }
+            Err(e) => remaining.push(format!("(listing pods failed: {e})")),
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return Err(format!(
+                "drain of node {node} timed out after {}s; still blocking: {}",
+                timeout.as_secs(),
+                remaining.join(", ")
+            ));
+        }
+        tokio::time::sleep(backoff.min(deadline - now)).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// What one drain task needs.
+struct Run {
+    pool: BootcNodePool,
+    node: String,
+    timeout: Duration,
+    retry: bool,
+    cancel: CancellationToken,
+    id: u64,
+}
+
+struct Entry {
+    pool: String,
+    phase: DrainPhase,
+    cancel: CancellationToken,
+    id: u64,
+}
+
+/// The drains in flight and their outcomes, by node.
+#[derive(Clone)]
+pub struct Drains {
+    client: kube::Client,
+    /// The operator's namespace (its own pods are not evicted).
+    namespace: String,
+    events: EventSink,
+    trigger: mpsc::UnboundedSender<ObjectRef<BootcNodePool>>,
+    entries: Arc<Mutex<HashMap<String, Entry>>>,
+    next_id: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Drains {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        events: EventSink,
+        trigger: mpsc::UnboundedSender<ObjectRef<BootcNodePool>>,
+    ) -> Self {
+        Drains {
+            client,
+            namespace: namespace.to_owned(),
+            events,
+            trigger,
+            entries: Arc::default(),
+            next_id: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The phases of `pool`'s drains, by node.
+    pub fn snapshot(&self, pool: &str) -> BTreeMap<String, DrainPhase> {
+        self.lock()
+            .iter()
+            .filter(|(_, e)| e.pool == pool)
+            .map(|(n, e)| (n.clone(), e.phase.clone()))
+            .collect()
+    }
+
+    /// Forgets (and stops) the drain of `node`, if any.
+    pub fn cancel(&self, node: &str) {
+        if let Some(entry) = self.lock().remove(node) {
+            entry.cancel.cancel();
+            if entry.phase == DrainPhase::Running {
+                tracing::info!(node, pool = %entry.pool, "drain cancelled");
+            }
+        }
+    }
+
+    /// Starts draining `node` for `pool` (replacing any previous drain).
+    pub fn start(&self, pool: &BootcNodePool, node: &str) {
+        let timeout = Duration::from_secs(
+            u64::try_from(pool.spec.rollout.drain_timeout_seconds)
+                .unwrap_or(1)
+                .max(1),
+        );
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cancel = CancellationToken::new();
+        let pool_name = pool.name_any();
+        let retry = matches!(
+            self.lock().get(node).map(|e| &e.phase),
+            Some(DrainPhase::Failed { .. })
+        );
+        if let Some(old) = self.lock().insert(
+            node.to_owned(),
+            Entry {
+                pool: pool_name.clone(),
+                phase: DrainPhase::Running,
+                cancel: cancel.clone(),
+                id,
+            },
+        ) {
+            old.cancel.cancel();
+        }
+        let span = tracing::info_span!(parent: None, "drain", pool = %pool_name, node = %node);
+        let run = self.clone().run(Run {
+            pool: pool.clone(),
+            node: node.to_owned(),
+            timeout,
+            retry,
+            cancel,
+            id,
+        });
+        tokio::spawn(tracing::Instrument::instrument(run, span));
+    }
+
+    /// One drain, from its start to its recorded outcome.
+    async fn run(self, r: Run) {
+        let Run {
+            pool,
+            node,
+            timeout,
+            retry,
+            cancel,
+            id,
+        } = r;
+        let pool_name = pool.name_any();
+        tracing::info!(node, pool = %pool_name, ?timeout, retry, "drain started");
+        // The first drain needs no event (the slot's cordon shows it); a
+        // retry after a DrainFailed warning is news.
+        if retry {
+            let message = format!(
+                "draining node {node} again (timeout {}s)",
+                timeout.as_secs()
+            );
+            self.events
+                .publish(
+                    &pool,
+                    Some(&node),
+                    event_reasons::DRAIN_RETRIED,
+                    &message,
+                    false,
+                )
+                .await;
+        }
+        let started = std::time::Instant::now();
+        let Some(result) = self
+            .drain_reporting_blocks(&pool, &node, timeout, &cancel)
+            .await
+        else {
+            return;
+        };
+        if !self.record(&node, id, &result) {
+            return;
+        }
+        match &result {
+            // No event: the approval that follows is the news, and it
+            // shows in the BootcNode and the daemon's status.
+            Ok(()) => {
+                crate::metrics::global().drain_succeeded(started.elapsed());
+                tracing::info!(node, pool = %pool_name, "drain finished");
+            }
+            Err(message) => {
+                crate::metrics::global().drain_failed(api::reasons::DRAIN_TIMED_OUT);
+                tracing::warn!(node, pool = %pool_name, %message, "drain failed");
+                self.events
+                    .publish(
+                        &pool,
+                        Some(&node),
+                        event_reasons::DRAIN_FAILED,
+                        message,
+                        true,
+                    )
+                    .await;
+            }
+        }
+        let _ = self.trigger.send(ObjectRef::from_obj(&pool));
+    }
+
+    /// Drains `node`, publishing a `DrainBlocked` event for each pod a
+    /// PodDisruptionBudget holds; None when cancelled.
+    async fn drain_reporting_blocks(
+        &self,
+        pool: &BootcNodePool,
+        node: &str,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Option<Result<(), String>> {
+        let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
+        let drain = drain_node(&self.client, &self.namespace, node, timeout, move |pod| {
+            let _ = blocked_tx.send(pod);
+        });
+        tokio::pin!(drain);
+        loop {
+            tokio::select! {
+                r = &mut drain => return Some(r),
+                Some(pod) = blocked_rx.recv() => {
+                    crate::metrics::global().eviction_refused(EVICTION_REFUSED_BY_BUDGET);
+                    tracing::info!(node, %pod, "eviction refused by a PodDisruptionBudget; retrying");
+                    let message = format!("eviction of {pod} from node {node} refused by a PodDisruptionBudget; retrying");
+                    self.events
+                        .publish(pool, Some(node), event_reasons::DRAIN_BLOCKED, &message, true)
+                        .await;
+                }
+                () = cancel.cancelled() => return None,
+            }
+        }
+    }
+
+    /// Records a drain's outcome; false when the drain was replaced or
+    /// cancelled meanwhile (its outcome no longer counts).
+    fn record(&self, node: &str, id: u64, result: &Result<(), String>) -> bool {
+        let phase = match result {
+            Ok(()) => DrainPhase::Succeeded,
+            Err(message) => DrainPhase::Failed {
+                message: message.clone(),
+                at: jiff::Timestamp::now(),
+            },
+        };
+        match self.lock().get_mut(node) {
+            Some(e) if e.id == id => {
+                e.phase = phase;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Stops every drain (shutdown).
+    pub fn cancel_all(&self) {
+        for (_, e) in self.lock().drain() {
+            e.cancel.cancel();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn daemonset_and_mirror_pods_are_skipped() {
+        let plain = pod(serde_json::json!({"metadata": {"name": "a"}}));
+        let mirror = pod(serde_json::json!({"metadata": {"name": "m",
+            "annotations": {api::labels::MIRROR_POD_ANNOTATION: "x"}}}));
+        let ds = pod(
+            serde_json::json!({"metadata": {"name": "d", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true}]}}),
+        );
+        let rs = pod(
+            serde_json::json!({"metadata": {"name": "r", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": true}]}}),
+        );
+        let ns = api::labels::OPERATOR_NAMESPACE;
+        let controller = |namespace: &str| {
+            pod(
+                serde_json::json!({"metadata": {"name": "c", "namespace": namespace,
+                "labels": {api::labels::APP_NAME_LABEL: api::labels::CONTROLLER_APP_NAME}}}),
+            )
+        };
+        assert!(!is_skipped(&plain, ns));
+        assert!(is_skipped(&mirror, ns));
+        assert!(is_skipped(&ds, ns));
+        assert!(!is_skipped(&rs, ns));
+        assert!(is_skipped(&controller(ns), ns), "the controller's own pod");
+        assert!(
+            !is_skipped(&controller("default"), ns),
+            "a look-alike elsewhere"
+        );
+    }
+}

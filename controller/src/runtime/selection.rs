@@ -1,0 +1,199 @@
+//! Which cached objects one pool's plan reads, chosen in one pass over the
+//! caches: the Nodes its selector matches, those of the BootcNodes it owns
+//! and those it disrupted (until they are back), the BootcNodes named after
+//! them and those it owns; and, for tag resolution, the architectures of its
+//! members (their `kubernetes.io/arch` labels and what their BootcNodes
+//! report). The rule is about one name at a time (`reads`): the runtime
+//! keeps each pool's choice name by name from the watch events
+//! (`crate::runtime::members`); [`Selection::of`] chooses from scratch, for a deleted
+//! pool's cleanup and as the reference the kept choice is tested against.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use api::labels::RETRY_ANNOTATION;
+use api::{BootcNode, BootcNodePool};
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::core::{Selector, SelectorExt};
+
+use crate::target::tag_policy;
+
+use rollout::disruption;
+
+/// What a pool's plan reads (see the module docs).
+#[derive(Debug, Default)]
+pub struct Selection<'a> {
+    pub nodes: Vec<&'a Node>,
+    pub bns: Vec<&'a BootcNode>,
+    /// The members' architectures, for tag resolution.
+    pub architectures: BTreeSet<String>,
+}
+
+fn name<K: kube::Resource>(object: &K) -> &str {
+    object.meta().name.as_deref().unwrap_or_default()
+}
+
+/// What a pool reads of one name's objects: the one home of the rule
+/// (used here from scratch, and name by name by `members`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Reads<'o> {
+    pub node: bool,
+    pub bn: bool,
+    /// The selected Node's `kubernetes.io/arch` label.
+    pub labelled_arch: Option<&'o str>,
+    /// The architecture the owned BootcNode reports.
+    pub reported_arch: Option<&'o str>,
+    /// The owned BootcNode carries a person's retry request.
+    pub retry: bool,
+}
+
+/// Decides one name for `pool` (`pool_name`, its parsed `selector`): a
+/// Node is read when the selector matches it, when the pool owns the
+/// BootcNode named after it, or when it carries the pool's disruption
+/// record; a BootcNode when the pool owns it or its Node is read.
+pub(crate) fn reads<'o>(
+    pool: &BootcNodePool,
+    selector: Option<&Selector>,
+    node: Option<&'o Node>,
+    bn: Option<&'o BootcNode>,
+) -> Reads<'o> {
+    let selected = node.is_some_and(|n| selector.is_some_and(|s| s.matches(n.labels())));
+    let owned = bn.is_some_and(|b| rollout::owned_by(b, pool));
+    let pool_name = pool.metadata.name.as_deref().unwrap_or_default();
+    let node_read =
+        node.is_some_and(|n| selected || owned || disruption::recorded_for(n, pool_name));
+    let owned_bn = bn.filter(|_| owned);
+    Reads {
+        node: node_read,
+        bn: bn.is_some() && (owned || node_read),
+        labelled_arch: node
+            .filter(|_| selected)
+            .and_then(|n| n.labels().get(api::labels::ARCH_LABEL))
+            .map(String::as_str),
+        reported_arch: owned_bn
+            .and_then(|b| b.status.as_ref())
+            .and_then(|s| s.booted.as_ref())
+            .and_then(|b| b.architecture.as_deref()),
+        retry: owned_bn.is_some_and(|b| b.annotations().contains_key(RETRY_ANNOTATION)),
+    }
+}
+
+impl<'a> Selection<'a> {
+    /// The pool's objects chosen from scratch, name by name (`reads`).
+    pub fn of(pool: &BootcNodePool, nodes: &'a [Arc<Node>], bns: &'a [Arc<BootcNode>]) -> Self {
+        let selector = Selector::try_from(pool.spec.node_selector.clone()).ok();
+        let bn_of: foldhash::HashMap<&str, &BootcNode> =
+            bns.iter().map(|b| (name(b.as_ref()), b.as_ref())).collect();
+        let node_of: foldhash::HashMap<&str, &Node> = nodes
+            .iter()
+            .map(|n| (name(n.as_ref()), n.as_ref()))
+            .collect();
+        let mut out = Selection::default();
+        let mut arches = Vec::new();
+        for node in nodes.iter().map(AsRef::as_ref) {
+            let r = reads(
+                pool,
+                selector.as_ref(),
+                Some(node),
+                bn_of.get(name(node)).copied(),
+            );
+            if r.node {
+                out.nodes.push(node);
+            }
+            arches.push(r.labelled_arch);
+        }
+        for bn in bns.iter().map(AsRef::as_ref) {
+            let r = reads(
+                pool,
+                selector.as_ref(),
+                node_of.get(name(bn)).copied(),
+                Some(bn),
+            );
+            if r.bn {
+                out.bns.push(bn);
+            }
+            arches.push(r.reported_arch);
+        }
+        out.architectures = tag_policy::required_architectures(arches, []);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use serde_json::json;
+
+    use super::*;
+
+    fn node(name: &str, labels: serde_json::Value, annotations: serde_json::Value) -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": labels, "annotations": annotations}
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn bn(name: &str, owner: Option<&str>, arch: Option<&str>) -> Arc<BootcNode> {
+        let owners: Vec<_> = owner
+            .map(|o| {
+                json!({"apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+                             "name": o, "uid": format!("uid-{o}")})
+            })
+            .into_iter()
+            .collect();
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
+                "metadata": {"name": name, "ownerReferences": owners},
+                "spec": {"desiredImage": "quay.io/os@sha256:1"},
+                "status": {"booted": {"architecture": arch}},
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_pool_reads_its_selected_owned_and_disrupted_nodes() {
+        let mut pool: BootcNodePool = serde_json::from_value(json!({
+            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+            "metadata": {"name": "web", "uid": "uid-web"},
+            "spec": {"nodeSelector": {"matchLabels": {"role": "web"}}, "image": {"ref": "quay.io/os:1"}},
+        }))
+        .unwrap();
+        pool.metadata.uid = Some("uid-web".into());
+        let web = json!({"role": "web", api::labels::ARCH_LABEL: "arm64"});
+        let nodes = [
+            node("selected", web.clone(), json!({})),
+            node("owned-relabelled", json!({"role": "db"}), json!({})),
+            node(
+                "disrupted",
+                json!({}),
+                json!({api::labels::DISRUPTED_BY_ANNOTATION: "web"}),
+            ),
+            node("other", json!({"role": "db"}), json!({})),
+        ];
+        let bns = [
+            bn("selected", None, None),
+            bn("owned-relabelled", Some("web"), Some("amd64")),
+            bn("other", Some("db"), Some("s390x")),
+            bn("gone", Some("web"), None),
+        ];
+        let chosen = Selection::of(&pool, &nodes, &bns);
+        let names = |v: Vec<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
+        let node_names: Vec<String> = chosen.nodes.iter().map(|n| n.name_any()).collect();
+        let bn_names: Vec<String> = chosen.bns.iter().map(|b| b.name_any()).collect();
+        assert_eq!(
+            node_names,
+            names(vec!["selected", "owned-relabelled", "disrupted"])
+        );
+        assert_eq!(
+            bn_names,
+            names(vec!["selected", "owned-relabelled", "gone"])
+        );
+        let archs: Vec<&str> = chosen.architectures.iter().map(String::as_str).collect();
+        assert_eq!(archs, ["amd64", "arm64"]);
+    }
+}

@@ -1,0 +1,319 @@
+//! The registry-backed [`Resolve`]: tag references are resolved with the
+//! pool's pull secret at most once per interval (at once after a spec
+//! change or a controller start); digest references are checked the same
+//! way (the manifest exists, hashes to the digest, and covers every
+//! member's architecture) before any node is told, then answered from the
+//! cache of what that digest was found to be. Either way any failure keeps
+//! the previous target in force (fail closed) with a condition that says
+//! why, and is tried again after the retry interval, not on every event.
+//!
+//! The schedule lives here, in memory, not in the pool's status: a poll
+//! that finds the same digest writes nothing (no heartbeats). A restarted
+//! controller resolves every tag once at start, then keeps the interval.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use api::BootcNodePool;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+
+use crate::target::registry::{RegistryError, Resolver, credentials_for};
+use crate::target::tag_policy::{self, CurrentTarget, TargetStep};
+use crate::target::{Parsed, Resolution, Resolve, parse_reference, pinned_target};
+use rollout::{Target, TargetProblem};
+
+/// Resolves tags against registries.
+pub struct RegistryResolver {
+    registry: Resolver,
+    interval: Duration,
+    /// Per pool: the last resolution's failure, shown until the next try.
+    last_error: Mutex<HashMap<String, (&'static str, String)>>,
+    /// Per pool (by uid): the schedule of its tag resolution.
+    schedule: Mutex<HashMap<String, Schedule>>,
+}
+
+/// When a pool's tag is next resolved, and for which spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Schedule {
+    /// The pool generation the last resolution was made for.
+    generation: Option<i64>,
+    next: jiff::Timestamp,
+}
+
+impl std::fmt::Debug for RegistryResolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryResolver")
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegistryResolver {
+    pub fn new(registry: Resolver, interval: Duration) -> Self {
+        RegistryResolver {
+            registry,
+            interval,
+            last_error: Mutex::new(HashMap::new()),
+            schedule: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn resolve_tag(
+        &self,
+        pool: &BootcNodePool,
+        image: api::image_ref::ImageRef,
+        pull_secret: Option<&Secret>,
+        architectures: &BTreeSet<String>,
+    ) -> Resolution {
+        let (name, key) = (pool.name_any(), pool_key(pool));
+        let schedule = self.schedule.lock().ok().and_then(|s| s.get(&key).copied());
+        let current = current_target(pool, schedule.map(|s| s.next));
+        // Not resolved since this controller started, or resolved for an
+        // older spec: at once.
+        let spec_changed = schedule.is_none_or(|s| s.generation != pool.metadata.generation);
+        let now = jiff::Timestamp::now();
+        match tag_policy::plan_target(&image, &current, spec_changed, now) {
+            TargetStep::Pinned { digest, image } => Resolution {
+                target: Ok(Target { digest, image }),
+                requeue_after: None,
+            },
+            TargetStep::NotDue { requeue_after } => Resolution {
+                target: self.kept(pool, &current),
+                requeue_after: Some(requeue_after),
+            },
+            TargetStep::Resolve => {
+                let asked = std::time::Instant::now();
+                let result = self.query(&image, pull_secret).await;
+                let took = asked.elapsed();
+                let out = tag_policy::apply_resolution(
+                    &current,
+                    result,
+                    architectures,
+                    &pool.spec.image.reference,
+                    self.interval,
+                    now,
+                );
+                self.remember(&key, pool, &out);
+                let target = match (out.error, out.target_digest, out.target_image) {
+                    (None, Some(digest), Some(image)) => Ok(Target { digest, image }),
+                    (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
+                    _ => Err(TargetProblem {
+                        reason: api::reasons::TAG_NOT_RESOLVED,
+                        message: "resolution returned no digest".into(),
+                    }),
+                };
+                crate::metrics::global().tag_resolution(
+                    &name,
+                    took,
+                    target.as_ref().err().map(|p| p.reason),
+                );
+                log_outcome(&name, &image, &current, &target);
+                Resolution {
+                    target,
+                    requeue_after: Some(out.requeue_after),
+                }
+            }
+        }
+    }
+
+    /// Checks a digest reference against its registry, as a tag's digest is
+    /// checked. A failure is kept (and answered) until its retry is due.
+    async fn check_digest(
+        &self,
+        pool: &BootcNodePool,
+        image: api::image_ref::ImageRef,
+        pull_secret: Option<&Secret>,
+        architectures: &BTreeSet<String>,
+    ) -> Resolution {
+        let (name, key) = (pool.name_any(), pool_key(pool));
+        let current = current_target(pool, None);
+        let now = jiff::Timestamp::now();
+        if let Some((problem, left)) = self.failure_not_due(&key, &name, pool, now) {
+            return Resolution {
+                target: Err(problem),
+                requeue_after: Some(left),
+            };
+        }
+        let result = self.query(&image, pull_secret).await;
+        let reference = &pool.spec.image.reference;
+        let out = tag_policy::apply_resolution(
+            &current,
+            result,
+            architectures,
+            reference,
+            self.interval,
+            now,
+        );
+        self.remember(&key, pool, &out);
+        match (out.error, pinned_target(&image)) {
+            (None, Some(target)) => Resolution {
+                target: Ok(target),
+                requeue_after: None,
+            },
+            (Some((reason, message)), _) => {
+                tracing::warn!(pool = %name, reason, %message, "digest reference refused");
+                Resolution {
+                    target: Err(TargetProblem { reason, message }),
+                    requeue_after: Some(out.requeue_after),
+                }
+            }
+            (None, None) => Resolution {
+                target: Err(TargetProblem {
+                    reason: api::reasons::INVALID_SPEC,
+                    message: format!("spec.image.ref {image} has no digest"),
+                }),
+                requeue_after: None,
+            },
+        }
+    }
+
+    /// The last failure for this spec, while its retry is not due yet.
+    fn failure_not_due(
+        &self,
+        key: &str,
+        name: &str,
+        pool: &BootcNodePool,
+        now: jiff::Timestamp,
+    ) -> Option<(TargetProblem, Duration)> {
+        let schedule = self.schedule.lock().ok()?.get(key).copied()?;
+        if schedule.generation != pool.metadata.generation || schedule.next <= now {
+            return None;
+        }
+        let (reason, message) = self.last_error.lock().ok()?.get(name).cloned()?;
+        let left = schedule.next.duration_since(now).unsigned_abs();
+        Some((TargetProblem { reason, message }, left))
+    }
+
+    /// Between two resolutions: the last failure, or the target in force.
+    fn kept(&self, pool: &BootcNodePool, current: &CurrentTarget) -> Result<Target, TargetProblem> {
+        let name = pool.name_any();
+        let error = self
+            .last_error
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&name).cloned());
+        match (error, &current.target_digest, &current.target_image) {
+            (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
+            (None, Some(digest), Some(image)) => Ok(Target {
+                digest: digest.clone(),
+                image: image.clone(),
+            }),
+            _ => Err(TargetProblem {
+                reason: api::reasons::TAG_NOT_RESOLVED,
+                message: format!("{} has not been resolved yet", pool.spec.image.reference),
+            }),
+        }
+    }
+
+    /// Keeps a resolution's schedule (under `key`) and failure, if any.
+    fn remember(&self, key: &str, pool: &BootcNodePool, out: &tag_policy::TargetOutcome) {
+        let name = pool.name_any();
+        if let Ok(mut schedule) = self.schedule.lock() {
+            schedule.insert(
+                key.to_owned(),
+                Schedule {
+                    generation: pool.metadata.generation,
+                    next: out.next_resolution,
+                },
+            );
+        }
+        tracing::debug!(pool = %name, next = %out.next_resolution, "next tag resolution scheduled");
+        if let Ok(mut errors) = self.last_error.lock() {
+            match &out.error {
+                Some(e) => {
+                    errors.insert(name, e.clone());
+                }
+                None => {
+                    errors.remove(&name);
+                }
+            }
+        }
+    }
+
+    async fn query(
+        &self,
+        image: &api::image_ref::ImageRef,
+        pull_secret: Option<&Secret>,
+    ) -> Result<crate::target::registry::Resolved, RegistryError> {
+        let (credentials, hash) = match pull_secret {
+            None => (None, String::new()),
+            Some(secret) => {
+                let label = format!(
+                    "{}/{}",
+                    secret.namespace().unwrap_or_default(),
+                    secret.name_any()
+                );
+                let data = secret.data.clone().unwrap_or_default();
+                let hash = api::pull_secret::version(&secret.metadata).unwrap_or_default();
+                let json = data.get(".dockerconfigjson").ok_or_else(|| RegistryError::InvalidPullSecret {
+                    secret: label.clone(),
+                    message: "no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)".into(),
+                })?;
+                (credentials_for(&json.0, image.registry(), &label)?, hash)
+            }
+        };
+        self.registry
+            .resolve(image, credentials.as_ref(), &hash)
+            .await
+    }
+}
+
+impl Resolve for RegistryResolver {
+    fn resolve<'a>(
+        &'a self,
+        pool: &'a BootcNodePool,
+        pull_secret: Option<&'a Secret>,
+        architectures: &'a BTreeSet<String>,
+    ) -> BoxFuture<'a, Resolution> {
+        Box::pin(async move {
+            match parse_reference(&pool.spec.image.reference) {
+                Parsed::Invalid(resolution) => resolution,
+                Parsed::Digest(image) => {
+                    self.check_digest(pool, image, pull_secret, architectures)
+                        .await
+                }
+                Parsed::Tag(image) => {
+                    self.resolve_tag(pool, image, pull_secret, architectures)
+                        .await
+                }
+            }
+        })
+    }
+}
+
+/// Logs a resolution: a new digest, or a failure.
+fn log_outcome(
+    name: &str,
+    tag: &api::image_ref::ImageRef,
+    current: &CurrentTarget,
+    target: &Result<Target, TargetProblem>,
+) {
+    match target {
+        Ok(t) if current.target_digest.as_deref() != Some(t.digest.as_str()) => {
+            tracing::info!(pool = %name, %tag, digest = %t.digest, "tag resolved to a new digest");
+        }
+        Err(p) => {
+            tracing::warn!(pool = %name, reason = p.reason, message = %p.message, "tag resolution failed")
+        }
+        _ => {}
+    }
+}
+
+/// What the resolver keys a pool's schedule and errors by: its uid (a pool
+/// recreated under the same name starts afresh), else its name.
+fn pool_key(pool: &BootcNodePool) -> String {
+    pool.metadata.uid.clone().unwrap_or_else(|| pool.name_any())
+}
+
+/// The target the pool's status records, with the next resolution due.
+fn current_target(pool: &BootcNodePool, next_resolution: Option<jiff::Timestamp>) -> CurrentTarget {
+    let status = pool.status.as_ref();
+    CurrentTarget {
+        target_digest: status.and_then(|s| s.target_digest.clone()),
+        target_image: status.and_then(|s| s.target_image.clone()),
+        next_resolution,
+    }
+}

@@ -1,0 +1,247 @@
+//! Cordon record and restore: nothing is left cordoned.
+//!
+//! A slot's cordon is recorded twice: `bootc.dev/was-cordoned` on the BootcNode
+//! (the Node's state before the slot) and `bootc.dev/cordoned-by: <pool>` on
+//! the Node itself, written in the same patch as the cordon, with the pool's
+//! disruption record (`bootc.dev/disrupted-by`, see [`crate::disruption`]). A
+//! cordon an admin had put there before is kept: the slot then writes the
+//! disruption record alone. When the node leaves its slot, the pool, or a
+//! deleted pool, our cordon is lifted if the record says it is ours, or, when
+//! the BootcNode and its record were lost, if the Node's mark says so; the mark
+//! and the disruption record go in the same patch as the uncordon. A cordon is
+//! never put back: an admin's that was lifted meanwhile stays lifted (one rule
+//! for all three: `lifts`). Every [`NodePatch`] field is decided here: the
+//! actuator writes each one as it is.
+
+use std::sync::Arc;
+
+use api::BootcNode;
+use api::labels::{MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
+use k8s_openapi::api::core::v1::Node;
+use kube_core::ResourceExt;
+
+use crate::disruption::{self, cordoned_by, is_cordoned};
+use crate::membership::owner_pool;
+use crate::verdict::{Entry, Rollout};
+use crate::view::View;
+use crate::{NodePatch, Write};
+
+impl NodePatch {
+    /// Lift a cordon of ours: the node is back (the mark and the
+    /// disruption record go with it).
+    pub const UNCORDON: NodePatch = NodePatch {
+        managed: None,
+        unschedulable: Some(false),
+        mark: Some(false),
+        disrupted: Some(false),
+    };
+    /// Cordon for a reboot slot, marked as ours, with the disruption record.
+    pub const SLOT_CORDON: NodePatch = NodePatch {
+        managed: None,
+        unschedulable: Some(true),
+        mark: Some(true),
+        disrupted: Some(true),
+    };
+    /// The disruption record alone: on a node an admin had cordoned (its
+    /// slot starts), or off it (back, and the cordon stays the admin's).
+    pub const fn record(disrupted: bool) -> NodePatch {
+        NodePatch {
+            managed: None,
+            unschedulable: None,
+            mark: None,
+            disrupted: Some(disrupted),
+        }
+    }
+}
+
+/// `bootc.dev/was-cordoned` on the BootcNode, if recorded.
+pub fn was_cordoned(bn: &BootcNode) -> Option<bool> {
+    bn.annotations()
+        .get(WAS_CORDONED_ANNOTATION)
+        .map(|v| v == "true")
+}
+
+/// Was the Node cordoned before `pool`'s slot? A cordon with our mark is
+/// ours (from a slot whose BootcNode record was lost): it was not.
+pub fn prior(node: &Node, pool: &str) -> bool {
+    is_cordoned(node) && !cordoned_by(node, pool)
+}
+
+/// The patch that puts or keeps a slotted node cordoned and recorded, if
+/// needed.
+pub fn keep(node: &Node, pool: &str) -> Option<NodePatch> {
+    if !is_cordoned(node) {
+        Some(NodePatch::SLOT_CORDON)
+    } else if !disruption::recorded_for(node, pool) {
+        Some(NodePatch::record(true))
+    } else {
+        None
+    }
+}
+
+/// The patch that ends a node's disruption once it is back: lift our cordon
+/// (unless `was_cordoned` says an admin's was there first; without the
+/// record, our mark tells) and remove the record, in one write.
+pub fn release(node: &Node, pool: &str, was_cordoned: Option<&str>) -> Option<NodePatch> {
+    if lifts(node, Some(pool), was_cordoned.map(|prior| prior == "true")) {
+        Some(NodePatch::UNCORDON)
+    } else if disruption::recorded_for(node, pool) {
+        Some(NodePatch::record(false))
+    } else {
+        None
+    }
+}
+
+/// Is the cordon on `node` ours to lift? It is there, and the BootcNode's
+/// record (`prior`: was the node cordoned before the slot?) says no one else
+/// had put it there; without the record, our mark on the Node says it is
+/// ours. A cordon is only ever lifted, never put back: an admin who lifted
+/// their own cordon meanwhile is not overruled. The one rule for a release
+/// and for a node that leaves.
+fn lifts(node: &Node, pool: Option<&str>, prior: Option<bool>) -> bool {
+    let ours = match prior {
+        Some(prior) => !prior,
+        None => pool.is_some_and(|p| cordoned_by(node, p)),
+    };
+    ours && is_cordoned(node)
+}
+
+/// The patch that restores a Node whose BootcNode leaves its pool: our
+/// cordon lifted as a release would (`lifts`), the mark, the disruption
+/// record and the managed label removed.
+pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
+    let pool = owner_pool(bn).map(|(pool, _)| pool);
+    let ours = |f: fn(&Node, &str) -> bool| pool.as_deref().is_some_and(|p| f(node, p));
+    let mut patch = NodePatch {
+        managed: node.labels().contains_key(MANAGED_LABEL).then_some(false),
+        disrupted: ours(disruption::recorded_for).then_some(false),
+        ..NodePatch::default()
+    };
+    if lifts(node, pool.as_deref(), was_cordoned(bn)) {
+        // An uncordon takes our mark with it.
+        patch.unschedulable = Some(false);
+        patch.mark = Some(false);
+    } else if ours(cordoned_by) {
+        patch.mark = Some(false);
+    }
+    patch
+}
+
+/// A cordon of ours on a member outside any slot (its slot record was lost
+/// with its BootcNode) is lifted, unless the member's writes before its
+/// BootcNode apply already uncordon it.
+pub(crate) fn lift_strays(view: &View<'_>, rollout: &mut Rollout<'_>) {
+    for Entry {
+        name, row, verdict, ..
+    } in rollout.verdicts.iter_mut()
+    {
+        let (Some(node), v) = (row.node, &**verdict) else {
+            continue;
+        };
+        let uncordoning = v.pre.iter().any(
+            |w| matches!(w, Write::PatchNode { patch, .. } if patch.unschedulable == Some(false)),
+        );
+        if !v.owned.in_slot && !uncordoning && cordoned_by(node, &view.pool_name) {
+            Arc::make_mut(verdict).pre.push(Write::PatchNode {
+                name: name.to_owned(),
+                patch: NodePatch::UNCORDON,
+            });
+        }
+    }
+}
+
+/// The patch that restores a Node a deleted pool marked or recorded without
+/// a BootcNode, once it is back: our cordon lifted, marks and label gone.
+pub fn on_cleanup(node: &Node, pool: &str) -> NodePatch {
+    let mut patch = release(node, pool, None).unwrap_or_default();
+    patch.managed = node.labels().contains_key(MANAGED_LABEL).then_some(false);
+    patch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
+
+    /// A Node: cordoned or not, with our mark and our record or not.
+    fn n(cordoned: bool, mark: bool, record: bool) -> Node {
+        let mut node = crate::disruption::tests::node(true, cordoned);
+        if mark {
+            node.annotations_mut()
+                .insert(CORDONED_BY_ANNOTATION.into(), "a".into());
+        }
+        if record {
+            node.annotations_mut()
+                .insert(DISRUPTED_BY_ANNOTATION.into(), "a".into());
+        }
+        node
+    }
+
+    #[test]
+    fn entering_and_releasing_a_slot() {
+        let (cordon, record) = (Some(NodePatch::SLOT_CORDON), Some(NodePatch::record(true)));
+        // (what, Node (cordoned, our mark, our record), patch)
+        #[rustfmt::skip]
+        let keep_rows = [
+            ("uncordoned: cordon, mark, record", n(false, false, false), cordon),
+            ("an admin's cordon: the record alone", n(true, false, false), record),
+            ("already ours", n(true, true, true), None),
+        ];
+        for (what, node, want) in keep_rows {
+            assert_eq!(keep(&node, "a"), want, "{what}");
+        }
+        const UNCORDON: Option<NodePatch> = Some(NodePatch::UNCORDON);
+        const UNRECORD: Option<NodePatch> = Some(NodePatch::record(false));
+        // (what, Node, was-cordoned record, patch)
+        #[rustfmt::skip]
+        let release_rows = [
+            ("ours by the record", n(true, true, true), Some("false"), UNCORDON),
+            ("an admin's by the record", n(true, false, true), Some("true"), UNRECORD),
+            ("record lost, our mark", n(true, true, true), None, UNCORDON),
+            ("record lost, no mark", n(true, false, true), None, UNRECORD),
+            ("nothing of ours left", n(false, false, false), Some("false"), None),
+        ];
+        for (what, node, was, want) in release_rows {
+            assert_eq!(release(&node, "a", was), want, "{what}");
+        }
+        // A node that leaves: the same rule, and an admin's uncordon stands.
+        let owned = |was: Option<&str>| {
+            let mut bn: BootcNode = serde_json::from_value(serde_json::json!({
+                "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
+                "metadata": {"name": "n", "ownerReferences": [{"apiVersion": "node.bootc.dev/v1alpha1",
+                    "kind": "BootcNodePool", "name": "a", "uid": "uid-a"}]},
+                "spec": {"desiredImage": "quay.io/os@sha256:1"},
+            }))
+            .unwrap();
+            if let Some(was) = was {
+                bn.annotations_mut()
+                    .insert(WAS_CORDONED_ANNOTATION.into(), was.into());
+            }
+            bn
+        };
+        let lifted = |mark| NodePatch {
+            unschedulable: Some(false),
+            mark,
+            ..NodePatch::default()
+        };
+        // (what, Node, was-cordoned record, patch)
+        #[rustfmt::skip]
+        let leave_rows = [
+            ("ours by the record", n(true, false, false), Some("false"), lifted(Some(false))),
+            ("an admin's by the record", n(true, false, false), Some("true"), NodePatch::default()),
+            ("an admin's, lifted by them meanwhile", n(false, false, false), Some("true"), NodePatch::default()),
+            ("ours, lifted by an admin meanwhile", n(false, false, false), Some("false"), NodePatch::default()),
+            ("record lost, our mark", n(true, true, false), None, lifted(Some(false))),
+            ("record lost, no mark", n(true, false, false), None, NodePatch::default()),
+            ("an admin's by the record, our mark too", n(true, true, false), Some("true"), NodePatch { mark: Some(false), ..NodePatch::default() }),
+        ];
+        for (what, node, was, want) in leave_rows {
+            assert_eq!(on_leave(&owned(was), &node), want, "{what}");
+        }
+        assert!(prior(&n(true, false, false), "a"));
+        assert!(
+            !prior(&n(true, true, false), "a"),
+            "our mark: not an admin's"
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! The fields the controller owns on a BootcNode (its spec, the slot record
+//! and the prior cordon state), as a value a plan compares and changes.
+
+use std::collections::BTreeMap;
+
+use api::labels::{IN_REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
+use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
+use kube_core::{Resource, ResourceExt};
+
+use crate::BootcNodeApply;
+use crate::membership::owner_reference;
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Owned {
+    pub spec: BootcNodeSpec,
+    pub in_slot: bool,
+    /// `bootc.dev/was-cordoned`: the Node's cordon before the slot.
+    pub was_cordoned: Option<String>,
+}
+
+/// Does `bn` record a reboot slot?
+pub fn in_slot(bn: &BootcNode) -> bool {
+    bn.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION)
+}
+
+impl Owned {
+    pub fn of(bn: &BootcNode) -> Self {
+        let ann = bn.annotations();
+        Owned {
+            spec: bn.spec.clone(),
+            in_slot: in_slot(bn),
+            was_cordoned: ann.get(WAS_CORDONED_ANNOTATION).cloned(),
+        }
+    }
+
+    /// Does `bn` carry exactly these fields? (Compared in place: a plan
+    /// asks this of every member.)
+    pub fn is_on(&self, bn: &BootcNode) -> bool {
+        let ann = bn.annotations();
+        bn.spec == self.spec
+            && ann.contains_key(IN_REBOOT_SLOT_ANNOTATION) == self.in_slot
+            && ann.get(WAS_CORDONED_ANNOTATION) == self.was_cordoned.as_ref()
+    }
+
+    pub fn approved(&self) -> bool {
+        self.spec.desired_image_state == DesiredImageState::Booted
+    }
+
+    pub fn to_apply(&self, name: &str, pool: &BootcNodePool) -> BootcNodeApply {
+        let mut annotations = BTreeMap::new();
+        if self.in_slot {
+            annotations.insert(IN_REBOOT_SLOT_ANNOTATION.to_owned(), "true".to_owned());
+        }
+        if let Some(w) = &self.was_cordoned {
+            annotations.insert(WAS_CORDONED_ANNOTATION.to_owned(), w.clone());
+        }
+        BootcNodeApply {
+            name: name.to_owned(),
+            owner: owner_reference(pool),
+            annotations,
+            spec: self.spec.clone(),
+        }
+    }
+
+    /// Does `bn` (None: not created yet) already have these fields and its
+    /// owner reference, so that nothing needs applying?
+    pub fn applied(&self, bn: Option<&BootcNode>) -> bool {
+        bn.is_some_and(|bn| {
+            self.is_on(bn)
+                && bn
+                    .meta()
+                    .owner_references
+                    .as_ref()
+                    .is_some_and(|o| o.iter().any(|o| o.kind == BootcNodePool::kind(&())))
+        })
+    }
+}

@@ -1,0 +1,160 @@
+//! Slot entry and release (rules 1 and 2).
+//!
+//! * Entry: a member that is Staged, healthy (Ready, not Degraded), not
+//!   being deleted and not in conflict is a candidate; free slots go to
+//!   candidates within the disruption budget ([`crate::disruption::Budget`]),
+//!   already unavailable ones first, unless the pool is paused or halted
+//!   ([`super::halt`]). Entering a slot writes the slot record on the
+//!   BootcNode (with the prior cordon state) first, then the cordon with the
+//!   disruption record ([`super::cordon`]), then starts the drain.
+//! * Release: a slot holder leaves its slot only once it is back: on the
+//!   target, not Degraded, Ready, and with no reboot in flight. Its Node is
+//!   restored before the BootcNode's slot record goes.
+//! * A node that carries the pool's disruption record holds its slot even
+//!   when its BootcNode lost the slot record (deleted, recreated): the slot
+//!   is taken back.
+
+use api::BootcNode;
+use api::labels::IN_REBOOT_SLOT_ANNOTATION;
+use k8s_openapi::api::core::v1::Node;
+use kube_core::ResourceExt;
+
+use crate::Write;
+use crate::cordon;
+use crate::disruption::{self, Budget};
+use crate::owned::Owned;
+use crate::verdict::{Rollout, Verdicts};
+use crate::view::View;
+
+/// Does the node hold a slot of `pool` (its BootcNode's slot record, or the
+/// Node's disruption record)?
+pub fn holds_slot(node: &Node, bn: &BootcNode, pool: &str) -> bool {
+    bn.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION) || disruption::recorded_for(node, pool)
+}
+
+/// Rule 1: may a member outside any slot take a free one? Staged, healthy
+/// (Ready, not Degraded), its Node not being deleted, and in no conflict.
+pub fn candidate(staged: bool, healthy: bool, deleting: bool, in_conflict: bool) -> bool {
+    staged && healthy && !deleting && !in_conflict
+}
+
+/// Rule 2: may a slot holder be released? Only once updated, healthy
+/// (Ready, not Degraded) and with no reboot in flight: the node is back.
+pub fn releasable(runs_target: bool, healthy: bool, reboot_in_flight: bool) -> bool {
+    runs_target && healthy && !reboot_in_flight
+}
+
+/// A member disrupted by our slot whose BootcNode record was lost takes its
+/// slot back.
+pub(crate) fn reclaim(owned: &mut Owned, node: Option<&Node>, pool: &str) {
+    if let Some(node) = node
+        && disruption::recorded_for(node, pool)
+        && !owned.in_slot
+    {
+        owned.in_slot = true;
+        owned.was_cordoned = Some(cordon::prior(node, pool).to_string());
+    }
+}
+
+/// Step 6, rule 1: unless the pool is paused or halted, free slots go to
+/// the candidates within the budget; the new holders are cordoned and about
+/// to drain.
+pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout<'_>) {
+    // With every slot held nobody is admitted, and nothing waits on others.
+    if !rollout.hands_out() {
+        return;
+    }
+    let candidates: Vec<&str> = rollout
+        .verdicts
+        .iter()
+        .filter(|e| e.verdict.candidate)
+        .map(|e| e.name)
+        .collect();
+    let total = candidates.len();
+    let taken = assign(
+        candidates,
+        &mut rollout.budget,
+        &view.pool_name,
+        &mut rollout.verdicts,
+    );
+    let left_out = taken < total;
+    rollout.waiting_for_budget = rollout.budget.blocked_by_others().filter(|_| left_out);
+}
+
+/// Hands free reboot slots to `candidates` within the disruption budget
+/// (already unavailable candidates first): the slot record on the
+/// BootcNode, then the cordon with the disruption record, then the drain.
+/// Returns how many took a slot.
+fn assign(
+    mut candidates: Vec<&str>,
+    budget: &mut Budget,
+    pool: &str,
+    verdicts: &mut Verdicts<'_>,
+) -> usize {
+    budget.order(&mut candidates);
+    let mut taken = 0;
+    for name in candidates {
+        if !budget.admits(name) {
+            // Nobody after it is admitted either (see `Budget::order`).
+            break;
+        }
+        let Some((Some(node), v)) = verdicts.entry_mut(name) else {
+            continue;
+        };
+        budget.take(name);
+        v.owned.in_slot = true;
+        v.owned.was_cordoned = Some(cordon::prior(node, pool).to_string());
+        v.applied = None;
+        if let Some(patch) = cordon::keep(node, pool) {
+            v.post.push(Write::PatchNode {
+                name: name.to_owned(),
+                patch,
+            });
+        }
+        v.post.push(Write::StartDrain {
+            node: name.to_owned(),
+        });
+        v.draining = true;
+        taken += 1;
+    }
+    taken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_staged_healthy_members_are_candidates() {
+        // (staged, healthy, Node being deleted, in conflict, candidate)
+        let rows = [
+            (true, true, false, false, true),
+            (false, true, false, false, false),
+            (true, false, false, false, false),
+            (true, true, true, false, false),
+            (true, true, false, true, false),
+        ];
+        for (staged, healthy, deleting, conflict, want) in rows {
+            let got = candidate(staged, healthy, deleting, conflict);
+            assert_eq!(got, want, "{staged} {healthy} {deleting} {conflict}");
+        }
+    }
+
+    #[test]
+    fn release_only_when_back() {
+        // (runs the target, healthy, reboot in flight, released)
+        let rows = [
+            (true, true, false, true),
+            (false, true, false, false),
+            (true, false, false, false),
+            (true, true, true, false),
+        ];
+        for (runs, healthy, in_flight, want) in rows {
+            assert_eq!(
+                releasable(runs, healthy, in_flight),
+                want,
+                "{runs} {healthy} {in_flight}"
+            );
+        }
+    }
+}

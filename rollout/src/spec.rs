@@ -1,0 +1,134 @@
+//! Each member's spec: the target, or what it runs while the staging bounds
+//! ([`crate::staging`]) keep it waiting to be told; the pool's reboot
+//! policy; the pull secret ([`super::pull_secret`]). A new image resets the
+//! approval: approval belongs to a slot, and is given for one image.
+
+use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
+use k8s_openapi::api::core::v1::Node;
+
+use crate::Target;
+use crate::membership::Membership;
+use crate::memo::Memo;
+use crate::owned::Owned;
+use crate::pull_secret::{self, Secret};
+use crate::slots::holds_slot;
+use crate::staging;
+use crate::state::{NodeState, classify, runs_target};
+use crate::verdict::Rollout;
+use crate::view::View;
+
+/// The member's owned fields with its spec brought in line with the pool.
+pub(crate) fn desired(
+    pool: &BootcNodePool,
+    existing: Option<&BootcNode>,
+    told: bool,
+    target: &Target,
+    secret: &Secret,
+) -> Owned {
+    let mut owned = match existing {
+        Some(bn) => Owned::of(bn),
+        None => Owned {
+            spec: BootcNodeSpec {
+                desired_image: target.image.clone(),
+                desired_image_state: DesiredImageState::Staged,
+                reboot_policy: pool.spec.disruption.reboot_policy,
+                pull_secret_ref: None,
+                pull_secret_hash: None,
+            },
+            in_slot: false,
+            was_cordoned: None,
+        },
+    };
+    let image = match existing {
+        Some(bn) if !told => kept_image(bn),
+        _ => target.image.clone(),
+    };
+    point_at(&mut owned, image);
+    owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
+    pull_secret::sync(&mut owned.spec, existing, secret);
+    owned
+}
+
+/// Points the member's spec at `image`; a new image resets the approval.
+fn point_at(owned: &mut Owned, image: String) {
+    if owned.spec.desired_image != image {
+        owned.spec.desired_image = image;
+        owned.spec.desired_image_state = DesiredImageState::Staged;
+    }
+}
+
+/// What a member waiting to be told the target is kept on: the image it
+/// runs (its BootcNode's desired image while it has not reported one).
+fn kept_image(bn: &BootcNode) -> String {
+    bn.status
+        .as_ref()
+        .and_then(|s| s.booted.as_ref())
+        .and_then(|b| b.image.clone())
+        .unwrap_or_else(|| bn.spec.desired_image.clone())
+}
+
+/// One member as the staging rule sees it.
+fn staged_member(
+    node: Option<&Node>,
+    bn: Option<&BootcNode>,
+    target: &Target,
+    pool_name: &str,
+) -> staging::Member {
+    let status = bn.and_then(|b| b.status.as_ref());
+    staging::Member {
+        told: bn.is_none_or(|b| b.spec.desired_image == target.image),
+        runs_target: bn.is_some_and(|b| runs_target(b, target)),
+        staged: bn.is_some_and(|b| classify(b, target) == NodeState::Staged),
+        in_slot: bn
+            .zip(node)
+            .is_some_and(|(b, n)| holds_slot(n, b, pool_name)),
+        unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
+    }
+}
+
+/// Each member as the staging rule sees it, in the order of `members`.
+pub(crate) fn staging_members(
+    view: &View<'_>,
+    members: &Membership<'_>,
+    target: &Target,
+    memo: &mut Memo,
+) -> Vec<staging::Member> {
+    members
+        .rows
+        .iter()
+        .map(|at| {
+            let row = view.rows[*at].1;
+            memo.staging(*at, row.versions, || {
+                staged_member(row.node, row.bn, target, &view.pool_name)
+            })
+        })
+        .collect()
+}
+
+/// The members told the target now (see [`staging`]), once the verdicts
+/// have counted the disruption budget: each may use only the free slots
+/// the slot hand-out would give it ([`Rollout::free_slots_for`]), so that
+/// nothing is told for a slot a pause, a halt or the pool's own unavailable
+/// nodes hold back. A member newly told has its spec pointed at the target.
+pub(crate) fn tell(view: &View<'_>, target: &Target, rollout: &mut Rollout<'_>) {
+    let free: Vec<usize> = rollout
+        .verdicts
+        .iter()
+        .map(|e| rollout.free_slots_for(e.name))
+        .collect();
+    let bounds = staging::Bounds::of(&view.pool.spec.rollout);
+    let told = staging::told(&rollout.staging, bounds, &free);
+    let newly: Vec<&str> = rollout
+        .verdicts
+        .iter()
+        .zip(rollout.staging.iter().zip(told))
+        .filter(|(_, (m, told))| *told && !m.already_told())
+        .map(|(e, _)| e.name)
+        .collect();
+    for name in newly {
+        if let Some((_, v)) = rollout.verdicts.entry_mut(name) {
+            point_at(&mut v.owned, target.image.clone());
+            v.applied = None;
+        }
+    }
+}

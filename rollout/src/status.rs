@@ -1,0 +1,444 @@
+//! Step 8, the pool's status: the counts and their breakdown, the
+//! conditions (UpToDate, Degraded with every problem, and the kstatus ones),
+//! the rollout's events, and when the status is written.
+//!
+//! The `UpToDate` message is the breakdown: "5/10 updated; 2 staging, 2
+//! staged, 1 rebooting", then what holds the rollout: the nodes in reboot
+//! slots (a pause names the ones it holds cordoned), nodes that left
+//! mid-reboot, the pool's own unavailable nodes. `Degraded` carries the most
+//! important problem's reason and every problem's message. A change that
+//! touches only the counts (and the breakdown) is written at most every
+//! [`COUNTS_MIN_INTERVAL`], and always once things settle; target,
+//! conditions and generation are written at once.
+
+use std::time::Duration;
+
+use api::conditions::{self, ConditionUpdate};
+use api::{BootcNode, BootcNodePoolStatus, reasons};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::leaving::Leavers;
+use crate::membership::Membership;
+use crate::state::{NodeState, runs_target};
+use crate::stuck::Stuck;
+use crate::verdict::{Rollout, requeue};
+use crate::view::View;
+use crate::{Plan, PlannedEvent, Problem, Summary, Target, Writes, event_reasons, halt};
+
+/// The shortest time between two pool status writes that change nothing but
+/// the node counts (and the breakdown message that spells them out). Such a
+/// change is written once this has passed since the last status write, so
+/// that the counts at rest are always accurate; every other change (target,
+/// conditions, generation) is written at once.
+pub const COUNTS_MIN_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What the earlier steps found, for the status.
+pub(crate) struct Facts<'a> {
+    pub target: Option<&'a Target>,
+    pub members: &'a Membership<'a>,
+    pub leavers: Leavers,
+    pub rollout: Rollout<'a>,
+    pub slots: usize,
+}
+
+/// Per-state counts for the status message.
+#[derive(Default)]
+struct Counts {
+    updated: usize,
+    staging: usize,
+    staged: usize,
+    rebooting: usize,
+    pending: usize,
+    degraded: usize,
+}
+
+impl Counts {
+    fn of(states: impl Iterator<Item = NodeState>) -> Self {
+        let mut c = Counts::default();
+        for s in states {
+            *match s {
+                NodeState::Degraded => &mut c.degraded,
+                NodeState::UpToDate => &mut c.updated,
+                NodeState::Pending => &mut c.pending,
+                NodeState::Staging => &mut c.staging,
+                NodeState::Staged => &mut c.staged,
+                NodeState::Rebooting => &mut c.rebooting,
+            } += 1;
+        }
+        c
+    }
+}
+
+/// The plan: the writes, with the status, events and summary they lead to.
+pub(crate) fn report(
+    view: &View<'_>,
+    facts: Facts<'_>,
+    mut problems: Vec<Problem>,
+    writes: Writes,
+) -> Plan {
+    let Facts {
+        target,
+        members,
+        leavers,
+        rollout,
+        slots,
+    } = facts;
+    let current = &view.current;
+    let paused = view.pool.spec.rollout.paused;
+    let verdicts = &rollout.verdicts;
+    let mut events = leavers.events;
+    let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
+    let counts = Counts::of(verdicts.values().map(|v| v.reported_state()));
+    let total = members.names.len();
+    let slotted = rollout.names(|v| v.owned.in_slot && !paused);
+    let held_by_pause = rollout.names(|v| v.held_by_pause);
+    let message = breakdown(
+        &counts,
+        total,
+        &slotted,
+        &leavers.not_back,
+        rollout.waiting_for_budget.as_deref(),
+    );
+    let up_to_date = up_to_date(
+        target.is_some() && counts.updated == total,
+        paused,
+        message,
+        &held_by_pause,
+    );
+
+    let all_run_target = target.is_some() && total > 0 && verdicts.values().all(|v| v.runs_target);
+    let status = new_status(
+        view,
+        target,
+        all_run_target,
+        &counts,
+        total,
+        &up_to_date,
+        &degraded_cond,
+    );
+    if let Some(t) = target {
+        events.extend(milestones(current, t, total, counts.updated, slots, paused));
+    }
+    let mut requeue_after = None;
+    for v in verdicts.values() {
+        requeue(&mut requeue_after, v.requeue_at(view.input.now));
+    }
+    let status = coalesce(view, status, &mut requeue_after);
+    Plan {
+        writes,
+        events,
+        status,
+        requeue_after,
+        phases: verdicts
+            .iter()
+            .filter_map(|e| e.verdict.phase.map(|p| (e.name.to_owned(), p)))
+            .collect(),
+        summary: Summary {
+            states: verdicts
+                .iter()
+                .map(|e| (e.name.to_owned(), e.verdict.reported_state()))
+                .collect(),
+            draining: rollout.names(|v| v.draining).into_iter().collect(),
+            slots,
+            slots_in_use: verdicts.values().filter(|v| v.owned.in_slot).count(),
+            halted: rollout.halted,
+            paused,
+        },
+    }
+}
+
+/// The Degraded condition from every problem: those of the earlier steps
+/// (`problems`), then the halt, conflicts, stuck nodes, failed drains and
+/// Degraded nodes; with the halt's and stuck nodes' events.
+fn degraded(
+    rollout: &Rollout<'_>,
+    members: &Membership<'_>,
+    current: &BootcNodePoolStatus,
+    problems: &mut Vec<Problem>,
+    events: &mut Vec<PlannedEvent>,
+) -> ConditionUpdate {
+    let verdicts = &rollout.verdicts;
+    if rollout.halted {
+        halt::report(&rollout.unhealthy_in_slots, current, problems, events);
+    }
+    problems.extend(members.conflict_problem());
+    let stuck: Vec<&Stuck> = verdicts.values().filter_map(|v| v.stuck.as_ref()).collect();
+    report_stuck(&stuck, current, problems, events);
+    let drain_failures: Vec<&str> = verdicts
+        .values()
+        .filter_map(|v| v.drain_failure.as_deref())
+        .collect();
+    if !drain_failures.is_empty() {
+        problems.push((reasons::DRAIN_TIMED_OUT, drain_failures.join("; ")));
+    }
+    let degraded = rollout.names(|v| v.state == NodeState::Degraded);
+    if !degraded.is_empty() {
+        problems.push((
+            reasons::NODE_DEGRADED,
+            format!("degraded nodes: {}", degraded.join(", ")),
+        ));
+    }
+    degraded_condition(problems)
+}
+
+/// The UpToDate condition: every member on the target, paused (naming the
+/// nodes a pause holds cordoned) or in progress.
+fn up_to_date(
+    done: bool,
+    paused: bool,
+    breakdown: String,
+    held_by_pause: &[String],
+) -> ConditionUpdate {
+    if done {
+        ConditionUpdate::new(reasons::UP_TO_DATE, true, reasons::ALL_UPDATED, breakdown)
+    } else if paused {
+        // A pause holds the slots it finds: say which nodes stay cordoned.
+        let message = if held_by_pause.is_empty() {
+            breakdown
+        } else {
+            format!(
+                "{breakdown}; held cordoned in reboot slots until resumed: {}",
+                held_by_pause.join(", ")
+            )
+        };
+        ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, message)
+    } else {
+        ConditionUpdate::new(
+            reasons::UP_TO_DATE,
+            false,
+            reasons::ROLLOUT_IN_PROGRESS,
+            breakdown,
+        )
+    }
+}
+
+/// The pool's status after this plan.
+fn new_status(
+    view: &View<'_>,
+    target: Option<&Target>,
+    all_run_target: bool,
+    counts: &Counts,
+    total: usize,
+    up_to_date: &ConditionUpdate,
+    degraded: &ConditionUpdate,
+) -> BootcNodePoolStatus {
+    let generation = view.pool.metadata.generation;
+    let mut status = view.current.clone();
+    status.observed_generation = generation;
+    status.target_digest = target.map(|t| t.digest.clone());
+    status.target_image = target.map(|t| t.image.clone());
+    status.target_summary = target.map(|t| target_summary(t, &view.input.bootc_nodes));
+    if all_run_target && let Some(t) = target {
+        status.deployed_digest = Some(t.digest.clone());
+    }
+    // An empty pool has nothing to update, whatever it last deployed.
+    status.update_available = total > 0
+        && status.target_digest.is_some()
+        && status.target_digest != status.deployed_digest;
+    let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    status.node_count = count(total);
+    status.updated_count = count(counts.updated);
+    status.updating_count =
+        count(counts.staging + counts.staged + counts.rebooting + counts.pending);
+    status.degraded_count = count(counts.degraded);
+    let now = Time(view.input.now);
+    conditions::apply(&mut status.conditions, up_to_date, generation, &now);
+    conditions::apply(&mut status.conditions, degraded, generation, &now);
+    for c in crate::health::kstatus_conditions(up_to_date, degraded) {
+        conditions::apply(&mut status.conditions, &c, generation, &now);
+    }
+    status
+}
+
+/// The status to write now, if it changed: a change of the counts alone
+/// within [`COUNTS_MIN_INTERVAL`] of the last write waits for the requeue.
+fn coalesce(
+    view: &View<'_>,
+    status: BootcNodePoolStatus,
+    requeue_after: &mut Option<Duration>,
+) -> Option<BootcNodePoolStatus> {
+    let current = &view.current;
+    if status == *current {
+        return None;
+    }
+    let input = view.input;
+    let since_last = input
+        .last_status_write
+        .map(|at| input.now.duration_since(at).unsigned_abs());
+    match since_last {
+        Some(since) if since < COUNTS_MIN_INTERVAL && counts_only(current, &status) => {
+            // Coalesced with the changes to come; written by the requeue.
+            requeue(
+                requeue_after,
+                Some(COUNTS_MIN_INTERVAL.saturating_sub(since)),
+            );
+            None
+        }
+        _ => Some(status),
+    }
+}
+
+/// Stuck nodes go on the pool's Degraded condition, and each one newly
+/// stuck in its phase gets one Warning Event.
+fn report_stuck(
+    stuck_nodes: &[&Stuck],
+    current: &BootcNodePoolStatus,
+    problems: &mut Vec<Problem>,
+    events: &mut Vec<PlannedEvent>,
+) {
+    if stuck_nodes.is_empty() {
+        return;
+    }
+    let reported = conditions::message(&current.conditions, reasons::DEGRADED).unwrap_or("");
+    for s in stuck_nodes {
+        if !reported.contains(&s.key()) {
+            events.push(PlannedEvent {
+                reason: event_reasons::NODE_STUCK,
+                message: s.message(),
+                warning: true,
+                node: Some(s.node.clone()),
+            });
+        }
+    }
+    let messages: Vec<String> = stuck_nodes.iter().map(|s| s.message()).collect();
+    problems.push((reasons::NODE_STUCK, messages.join("; ")));
+}
+
+/// The target as a person reads it: the version label bootc reports for it
+/// (from a node that runs it) and the digest's first 12 hex digits.
+pub fn target_summary(target: &Target, bootc_nodes: &[&BootcNode]) -> String {
+    let short: String = target.digest.chars().take("sha256:".len() + 12).collect();
+    // The version first: it is cheaper to ask, and often absent everywhere.
+    let version = bootc_nodes.iter().find_map(|bn| {
+        let version = bn.status.as_ref()?.booted.as_ref()?.version.as_ref()?;
+        runs_target(bn, target).then(|| version.clone())
+    });
+    match version {
+        Some(v) => format!("{v} ({short})"),
+        None => short,
+    }
+}
+
+/// The Degraded condition: the most important problem's reason, and every
+/// problem's message.
+fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
+    let rank = |r: &str| match r {
+        reasons::INVALID_SPEC => 0,
+        // Before the registry's refusal it causes.
+        reasons::PULL_SECRET_NOT_FOUND
+        | reasons::PULL_SECRET_NOT_ALLOWED
+        | reasons::INVALID_PULL_SECRET => 1,
+        reasons::NODE_CONFLICT => 3,
+        reasons::ROLLOUT_HALTED => 4,
+        reasons::NODE_STUCK => 5,
+        reasons::DRAIN_TIMED_OUT => 6,
+        reasons::NODE_DEGRADED => 7,
+        _ => 2,
+    };
+    problems.sort_by_key(|(r, _)| rank(r));
+    match problems.first() {
+        Some((reason, _)) => {
+            let message: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
+            ConditionUpdate::new(reasons::DEGRADED, true, reason, message.join("; "))
+        }
+        None => ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "no issues"),
+    }
+}
+
+/// "5/10 updated; 2 staging, 2 staged, 1 rebooting" and what holds the
+/// rollout: the nodes in reboot slots (`slotted`; a pause names them its
+/// own way), nodes that left mid-reboot, the pool's own unavailable nodes.
+fn breakdown(
+    counts: &Counts,
+    total: usize,
+    slotted: &[String],
+    not_back: &[String],
+    waiting_for_budget: Option<&str>,
+) -> String {
+    if total == 0 {
+        return "0 nodes: no node is a member (none matches spec.nodeSelector, or each one that does is in conflict)".to_owned();
+    }
+    let mut s = format!(
+        "{}/{} updated; {} staging, {} staged, {} rebooting",
+        counts.updated, total, counts.staging, counts.staged, counts.rebooting
+    );
+    if counts.pending > 0 {
+        s.push_str(&format!(", {} pending", counts.pending));
+    }
+    if counts.degraded > 0 {
+        s.push_str(&format!(", {} degraded", counts.degraded));
+    }
+    if !slotted.is_empty() {
+        s.push_str(&format!("; in reboot slots: {}", slotted.join(", ")));
+    }
+    if !not_back.is_empty() {
+        s.push_str(&format!(
+            "; left the pool, leaving once back from their reboot: {}",
+            not_back.join(", ")
+        ));
+    }
+    if let Some(others) = waiting_for_budget {
+        s.push_str(&format!(
+            "; no new reboot slot while these nodes are unavailable: {others}"
+        ));
+    }
+    s
+}
+
+/// The pool's Normal events: a rollout starts when the pool adopts a target
+/// that some members do not run, and is complete when they all do.
+fn milestones(
+    current: &BootcNodePoolStatus,
+    target: &Target,
+    total: usize,
+    updated: usize,
+    slots: usize,
+    paused: bool,
+) -> Option<PlannedEvent> {
+    let adopted_now = current.target_digest.as_deref() != Some(target.digest.as_str());
+    let behind = total.saturating_sub(updated);
+    if adopted_now && behind > 0 {
+        return Some(PlannedEvent {
+            reason: event_reasons::ROLLOUT_STARTED,
+            message: format!(
+                "rolling out {} to {behind} of {total} nodes, at most {slots} at a time{}",
+                target.image,
+                if paused { " (paused)" } else { "" }
+            ),
+            warning: false,
+            node: None,
+        });
+    }
+    let was_complete =
+        conditions::reason(&current.conditions, reasons::UP_TO_DATE) == Some(reasons::ALL_UPDATED);
+    // A pool seen for the first time already up to date rolled nothing out.
+    let rolled = current.target_digest.is_some() && !was_complete;
+    (total > 0 && behind == 0 && rolled).then(|| PlannedEvent {
+        reason: event_reasons::ROLLOUT_COMPLETE,
+        message: format!("all {total} nodes run {}", target.image),
+        warning: false,
+        node: None,
+    })
+}
+
+/// Do `old` and `new` differ only in the node counts and the UpToDate
+/// message that spells them out (same status and reason)?
+fn counts_only(old: &BootcNodePoolStatus, new: &BootcNodePoolStatus) -> bool {
+    let strip = |s: &BootcNodePoolStatus| {
+        let mut s = s.clone();
+        s.node_count = 0;
+        s.updated_count = 0;
+        s.updating_count = 0;
+        s.degraded_count = 0;
+        // Ready and Reconciling copy UpToDate's message (crate::health).
+        for c in &mut s.conditions {
+            if [reasons::UP_TO_DATE, reasons::READY, reasons::RECONCILING]
+                .contains(&c.type_.as_str())
+            {
+                c.message.clear();
+            }
+        }
+        s
+    };
+    strip(old) == strip(new)
+}

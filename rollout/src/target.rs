@@ -1,0 +1,103 @@
+//! Step 1, the target, failing closed: the image resolved for this plan, or,
+//! when resolution failed, the one the pool's status already names. Nothing
+//! is rolled to an image the controller could not verify; the problem goes
+//! on the pool's Degraded condition.
+
+use api::{BootcNodePool, BootcNodePoolStatus, reasons};
+
+use crate::{Problem, Target, TargetProblem};
+
+/// The target in force (None: the pool has never had one).
+pub fn in_force(
+    resolved: &Result<Target, TargetProblem>,
+    current: &BootcNodePoolStatus,
+    problems: &mut Vec<Problem>,
+) -> Option<Target> {
+    match resolved {
+        Ok(t) => Some(t.clone()),
+        Err(p) => {
+            problems.push((p.reason, p.message.clone()));
+            match (&current.target_digest, &current.target_image) {
+                (Some(digest), Some(image)) => Some(Target {
+                    digest: digest.clone(),
+                    image: image.clone(),
+                }),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// No target at all: say so, unless a problem already explains it.
+pub fn report_none(pool: &BootcNodePool, problems: &mut Vec<Problem>) {
+    if problems.is_empty() {
+        problems.push((
+            reasons::INVALID_SPEC,
+            format!(
+                "spec.image.ref {:?}: no target image",
+                pool.spec.image.reference
+            ),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(d: &str) -> Target {
+        Target {
+            digest: d.into(),
+            image: format!("r@{d}"),
+        }
+    }
+
+    #[test]
+    fn a_failed_resolution_keeps_the_previous_target_and_reports() {
+        let before = BootcNodePoolStatus {
+            target_digest: Some("sha256:a".into()),
+            target_image: Some("r@sha256:a".into()),
+            ..BootcNodePoolStatus::default()
+        };
+        let failed = Err(TargetProblem {
+            reason: reasons::REGISTRY_UNREACHABLE,
+            message: "down".into(),
+        });
+        // (what, resolved, status before, in force, problems)
+        type Row = (
+            &'static str,
+            Result<Target, TargetProblem>,
+            BootcNodePoolStatus,
+            Option<Target>,
+            usize,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "resolved",
+                Ok(t("sha256:b")),
+                before.clone(),
+                Some(t("sha256:b")),
+                0,
+            ),
+            (
+                "failed: kept",
+                failed.clone(),
+                before,
+                Some(t("sha256:a")),
+                1,
+            ),
+            (
+                "failed, none before",
+                failed,
+                BootcNodePoolStatus::default(),
+                None,
+                1,
+            ),
+        ];
+        for (what, resolved, current, want, n) in rows {
+            let mut problems = Vec::new();
+            assert_eq!(in_force(&resolved, &current, &mut problems), want, "{what}");
+            assert_eq!(problems.len(), n, "{what}");
+        }
+    }
+}

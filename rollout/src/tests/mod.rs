@@ -1,0 +1,407 @@
+//! Table-driven tests of the planner, one file per rule (see each step's
+//! module), sharing the `World` fixture below.
+
+use std::collections::BTreeMap;
+
+use api::labels::{IN_REBOOT_SLOT_ANNOTATION, MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
+use api::{
+    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeSpec, BootcNodeStatus, DesiredImageState,
+    RebootPolicy, SecretReference, conditions, reasons,
+};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition, LabelSelector, OwnerReference, Time,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube_core::ResourceExt;
+use serde_json::json;
+
+use super::*;
+use crate::disruption::{self, is_cordoned as node_unschedulable};
+use crate::stuck;
+
+mod budget;
+mod cordon;
+mod halt;
+mod leaving;
+mod membership;
+mod order;
+mod slots;
+mod spec;
+mod state;
+mod status;
+mod target;
+
+const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const NEW: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+const REPO: &str = "quay.io/acme/os";
+
+fn image(d: &str) -> String {
+    format!("{REPO}@{d}")
+}
+
+fn target(d: &str) -> Target {
+    Target {
+        digest: d.into(),
+        image: image(d),
+    }
+}
+
+fn pool(name: &str, max: IntOrString, paused: bool) -> BootcNodePool {
+    let mut p = BootcNodePool::new(
+        name,
+        serde_json::from_value(json!({
+            "nodeSelector": {"matchLabels": {"pool": name}},
+            "image": {"ref": image(NEW)},
+            "rollout": {"paused": paused},
+        }))
+        .unwrap(),
+    );
+    p.spec.rollout.max_unavailable = max;
+    p.metadata.uid = Some(format!("uid-{name}"));
+    p.metadata.generation = Some(3);
+    p
+}
+
+fn node(name: &str, pool: &str, ready: bool, cordoned: bool) -> Node {
+    let mut n = crate::disruption::tests::node(ready, cordoned);
+    n.metadata.name = Some(name.into());
+    n.metadata.labels = Some(BTreeMap::from([
+        ("pool".to_owned(), pool.to_owned()),
+        (MANAGED_LABEL.to_owned(), String::new()),
+    ]));
+    n
+}
+
+fn cond(type_: &str, status: bool, reason: &str) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: String::new(),
+        observed_generation: None,
+        last_transition_time: Time(Timestamp::UNIX_EPOCH),
+    }
+}
+
+/// What the daemon reports, for the table.
+#[derive(Clone, Copy, Debug)]
+enum Daemon {
+    Nothing,
+    Idle(&'static str),
+    Staging(&'static str),
+    Staged(&'static str),
+    Rebooting(&'static str),
+}
+
+struct Bn {
+    name: &'static str,
+    pool: &'static str,
+    desired: &'static str,
+    booted_state: DesiredImageState,
+    daemon: Daemon,
+    degraded: bool,
+    slot: Option<bool>,
+    /// The daemon's last report is for an older spec generation.
+    behind: bool,
+}
+
+fn bn(name: &'static str, desired: &'static str, daemon: Daemon) -> Bn {
+    Bn {
+        name,
+        pool: "a",
+        desired,
+        booted_state: DesiredImageState::Staged,
+        daemon,
+        degraded: false,
+        slot: None,
+        behind: false,
+    }
+}
+
+impl Bn {
+    fn degraded(mut self) -> Self {
+        self.degraded = true;
+        self
+    }
+    fn slot(mut self, was_cordoned: bool) -> Self {
+        self.slot = Some(was_cordoned);
+        self
+    }
+    fn approved(mut self) -> Self {
+        self.booted_state = DesiredImageState::Booted;
+        self
+    }
+    fn behind(mut self) -> Self {
+        self.behind = true;
+        self
+    }
+    fn owned_by(mut self, pool: &'static str) -> Self {
+        self.pool = pool;
+        self
+    }
+    fn build(&self) -> BootcNode {
+        let mut b = BootcNode::new(
+            self.name,
+            BootcNodeSpec {
+                desired_image: image(self.desired),
+                desired_image_state: self.booted_state,
+                reboot_policy: RebootPolicy::RebootOnly,
+                pull_secret_ref: None,
+                pull_secret_hash: None,
+            },
+        );
+        b.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "node.bootc.dev/v1alpha1".into(),
+            kind: "BootcNodePool".into(),
+            name: self.pool.into(),
+            uid: format!("uid-{}", self.pool),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]);
+        if let Some(w) = self.slot {
+            b.metadata.annotations = Some(BTreeMap::from([
+                (IN_REBOOT_SLOT_ANNOTATION.to_owned(), "true".to_owned()),
+                (WAS_CORDONED_ANNOTATION.to_owned(), w.to_string()),
+            ]));
+        }
+        let entry = |d: &str| BootEntryStatus {
+            image: Some(image(d)),
+            image_digest: Some(d.into()),
+            ..BootEntryStatus::default()
+        };
+        let (booted, staged, idle) = match self.daemon {
+            Daemon::Nothing => {
+                b.status = None;
+                return b;
+            }
+            Daemon::Idle(d) => (
+                entry(d),
+                None,
+                cond(reasons::IDLE, true, reasons::REASON_IDLE),
+            ),
+            Daemon::Staging(d) => (entry(d), None, cond(reasons::IDLE, false, reasons::STAGING)),
+            Daemon::Staged(d) => (
+                entry(d),
+                Some(entry(self.desired)),
+                cond(reasons::IDLE, false, reasons::STAGED),
+            ),
+            Daemon::Rebooting(d) => (
+                entry(d),
+                Some(entry(self.desired)),
+                cond(reasons::IDLE, false, reasons::REBOOTING),
+            ),
+        };
+        if self.behind {
+            b.metadata.generation = Some(5);
+        }
+        b.status = Some(BootcNodeStatus {
+            observed_generation: self.behind.then_some(4),
+            booted: Some(booted),
+            staged,
+            conditions: vec![
+                idle,
+                cond(
+                    reasons::DEGRADED,
+                    self.degraded,
+                    if self.degraded {
+                        reasons::ERROR
+                    } else {
+                        reasons::HEALTHY
+                    },
+                ),
+            ],
+            ..BootcNodeStatus::default()
+        });
+        b
+    }
+}
+
+struct World {
+    pool: BootcNodePool,
+    others: Vec<BootcNodePool>,
+    nodes: Vec<Node>,
+    bns: Vec<BootcNode>,
+    drains: BTreeMap<String, DrainPhase>,
+    target: Result<Target, TargetProblem>,
+    secret_hash: Option<String>,
+    /// The Secret does not opt in to the pool.
+    secret_refused: bool,
+    last_status_write: Option<Timestamp>,
+    clock: stuck::Clock,
+}
+
+fn now() -> Timestamp {
+    Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000)
+}
+
+impl World {
+    fn new(pool: BootcNodePool) -> Self {
+        World {
+            pool,
+            others: vec![],
+            nodes: vec![],
+            bns: vec![],
+            drains: BTreeMap::new(),
+            target: Ok(target(NEW)),
+            secret_hash: None,
+            secret_refused: false,
+            last_status_write: None,
+            clock: stuck::Clock::new(),
+        }
+    }
+    fn node(mut self, n: Node) -> Self {
+        self.nodes.push(n);
+        self
+    }
+    fn bn(mut self, b: Bn) -> Self {
+        self.bns.push(b.build());
+        self
+    }
+    fn drain(mut self, node: &str, phase: DrainPhase) -> Self {
+        self.drains.insert(node.into(), phase);
+        self
+    }
+    /// The Nodes as the actuator leaves them: a node whose BootcNode holds
+    /// a slot carries the pool's disruption record, and our cordon mark
+    /// when the cordon is ours.
+    fn recorded_nodes(&self) -> Vec<Node> {
+        let mut nodes = self.nodes.clone();
+        for bn in &self.bns {
+            let ann = bn.annotations();
+            if !ann.contains_key(IN_REBOOT_SLOT_ANNOTATION) {
+                continue;
+            }
+            let Some((pool, _)) = owner_pool(bn) else {
+                continue;
+            };
+            let ours = ann.get(WAS_CORDONED_ANNOTATION).map(String::as_str) == Some("false");
+            for n in nodes.iter_mut().filter(|n| n.name_any() == bn.name_any()) {
+                n.annotations_mut()
+                    .insert(api::labels::DISRUPTED_BY_ANNOTATION.into(), pool.clone());
+                if ours && node_unschedulable(n) {
+                    n.annotations_mut()
+                        .insert(api::labels::CORDONED_BY_ANNOTATION.into(), pool.clone());
+                }
+            }
+        }
+        nodes
+    }
+    /// The planner's input with these `nodes` (the World's own, or as the
+    /// actuator leaves them).
+    fn input<'a>(&'a self, nodes: &'a [Node]) -> PlanInput<'a> {
+        PlanInput {
+            pool: &self.pool,
+            target: self.target.clone(),
+            nodes: nodes.iter().collect(),
+            bootc_nodes: self.bns.iter().collect(),
+            other_pools: self.others.iter().collect(),
+            pull_secret: self.secret_hash.clone().map(|version| SecretSeen {
+                version,
+                allows_pool: !self.secret_refused,
+            }),
+            drains: self.drains.clone(),
+            operator_namespace: api::labels::OPERATOR_NAMESPACE,
+            last_status_write: self.last_status_write,
+            now: now(),
+            phase_clock: std::sync::Arc::new(self.clock.clone()),
+            deadlines: stuck::Deadlines::default(),
+        }
+    }
+    fn plan(&self) -> Plan {
+        let nodes = self.recorded_nodes();
+        plan(&self.input(&nodes))
+    }
+}
+
+fn applied<'a>(plan: &'a Plan, name: &str) -> Option<&'a BootcNodeApply> {
+    plan.writes.iter().find_map(|w| match w {
+        Write::ApplyBootcNode(b) if b.name == name => Some(b.as_ref()),
+        _ => None,
+    })
+}
+
+fn slotted(plan: &Plan) -> Vec<String> {
+    plan.writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::StartDrain { node } => Some(node.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn degraded_reason(plan: &Plan) -> String {
+    let s = plan.status.as_ref().expect("status");
+    conditions::find(&s.conditions, reasons::DEGRADED)
+        .map(|c| c.reason.clone())
+        .unwrap_or_default()
+}
+
+fn degraded_message(plan: &Plan) -> String {
+    let s = plan.status.as_ref().expect("status");
+    conditions::find(&s.conditions, reasons::DEGRADED)
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+fn up_to_date(plan: &Plan) -> (String, String, String) {
+    let s = plan.status.as_ref().expect("status");
+    let c = conditions::find(&s.conditions, reasons::UP_TO_DATE).expect("an UpToDate condition");
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+/// A NotReady node whose Ready condition changed `secs_ago` before the
+/// World's clock.
+fn down_for(mut n: Node, secs_ago: i64) -> Node {
+    let at = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000_000 - secs_ago);
+    if let Some(c) = n
+        .status
+        .as_mut()
+        .and_then(|s| s.conditions.as_mut())
+        .and_then(|cs| cs.first_mut())
+    {
+        c.status = "False".into();
+        c.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at));
+    }
+    n
+}
+
+/// A Node cordoned by `pool`'s reboot slot (with our mark).
+fn marked(mut n: Node, pool: &str) -> Node {
+    n.annotations_mut()
+        .insert(api::labels::CORDONED_BY_ANNOTATION.into(), pool.to_owned());
+    n
+}
+
+fn uncordons(plan: &Plan, name: &str) -> bool {
+    plan.writes.iter().any(|w| {
+        matches!(w, Write::PatchNode { name: n, patch } if n == name && patch.unschedulable == Some(false))
+    })
+}
+
+// The disruption bound: a node disrupted by a slot keeps counting until it
+// is back, whatever happens to its slot's other records.
+
+/// A node this pool's slot cordoned (our mark and the disruption record),
+/// NotReady: it is rebooting.
+fn rebooting_node(name: &str, pool_label: &str) -> Node {
+    let mut n = marked(down_for(node(name, pool_label, true, true), 20), "a");
+    n.annotations_mut()
+        .insert(api::labels::DISRUPTED_BY_ANNOTATION.into(), "a".into());
+    n
+}
+
+fn node_writes<'a>(plan: &'a Plan, name: &str) -> Vec<&'a Write> {
+    plan.writes.iter().filter(|w| w.node() == name).collect()
+}
+
+/// The node's only write withdraws its approval, keeping its slot.
+fn only_withdrawal(plan: &Plan, name: &str) -> bool {
+    matches!(node_writes(plan, name).as_slice(),
+        [Write::ApplyBootcNode(b)] if b.in_slot()
+            && b.spec.desired_image_state == DesiredImageState::Staged)
+}
+mod cost;
+mod incremental;

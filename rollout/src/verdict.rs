@@ -1,0 +1,540 @@
+//! Step 5, each member's verdict: what one plan decides for each member,
+//! from its own Node, BootcNode and drain and the pool-wide facts (target,
+//! told set, pool spec, time). A slot holder is released once back
+//! ([`super::slots`]) or held: kept cordoned and drained, approved to boot
+//! once drained and staged (not while paused), and counted for the
+//! unhealthy halt ([`super::halt`]). A member outside a slot is not
+//! approved, its drain stops, and, staged and healthy, it is a candidate
+//! for a free slot (handed out by `slots::hand_out`). Each
+//! member's phase is timed for the stuck deadlines ([`crate::stuck`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::labels::MANAGED_LABEL;
+use api::{BootcNode, DesiredImageState};
+use k8s_openapi::api::core::v1::Node;
+use kube_core::ResourceExt;
+
+use crate::disruption::{self, Budget, Unavailable};
+use crate::leaving::Leavers;
+use crate::membership::Membership;
+use crate::owned::Owned;
+use crate::pull_secret::Secret;
+use crate::staging;
+use crate::state::{self, NodeState, classify, runs_target};
+use crate::stuck::{self, Stuck};
+use crate::view::{Row, View, Walk};
+use crate::{DrainPhase, NodePatch, Target, Write, cordon, halt, slots, spec};
+use jiff::Timestamp;
+
+use crate::memo::{Memo, VerdictKey};
+
+/// How long after a failed drain the controller tries again.
+pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
+
+/// How a member counts in the disruption budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Counted {
+    /// It holds one of the pool's slots.
+    Holder,
+    /// A member, counted if it is unavailable for a reason of its own.
+    Member,
+}
+
+/// One member's verdict.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeVerdict {
+    /// Its BootcNode's owned fields after this plan.
+    pub owned: Owned,
+    /// Does its BootcNode already carry `owned` (see [`Owned::applied`])?
+    /// Decided with the verdict, whose BootcNode a kept verdict shares;
+    /// None once a later step changed `owned`.
+    pub applied: Option<bool>,
+    pub state: NodeState,
+    pub runs_target: bool,
+    /// Writes before its BootcNode apply (a release's Node restore).
+    pub pre: Vec<Write>,
+    /// Writes after it (label, cordon, drain).
+    pub post: Vec<Write>,
+    pub counted: Option<Counted>,
+    /// Its own unavailability (NotReady, cordoned), for the budget.
+    pub unavailable: Option<Unavailable>,
+    pub unhealthy_in_slot: bool,
+    pub candidate: bool,
+    /// Held cordoned and unapproved in its slot by a pause.
+    pub held_by_pause: bool,
+    /// Cordoned in its slot and not yet drained.
+    pub draining: bool,
+    pub drain_failure: Option<String>,
+    /// Look at the pool again after this long (from the plan that made the
+    /// verdict; see [`NodeVerdict::requeue_at`]).
+    pub requeue: Option<Duration>,
+    pub phase: Option<stuck::Phase>,
+    pub stuck: Option<Stuck>,
+    /// Its answer does not depend on the time before this instant (the
+    /// requeue, absolute); see [`super::memo`].
+    pub recheck_at: Option<Timestamp>,
+    /// It may be kept for the next plan: not stuck (the message counts the
+    /// minutes) and not timed from "now" (see [`super::memo`]).
+    pub keepable: bool,
+}
+
+impl NodeVerdict {
+    /// The state the pool's status and metrics report: a member that runs
+    /// the target but still holds its reboot slot once this plan's writes
+    /// are made (it is not back: NotReady, or not yet released) is still
+    /// rebooting, so that neither `UpToDate` nor `RolloutComplete` is said
+    /// while a node the rollout rebooted is not back.
+    pub fn reported_state(&self) -> NodeState {
+        match self.state {
+            NodeState::UpToDate if self.owned.in_slot => NodeState::Rebooting,
+            state => state,
+        }
+    }
+
+    /// When the pool should be looked at again for this member, seen from
+    /// `now`: a kept verdict's requeue counts down to its recheck instant.
+    pub fn requeue_at(&self, now: Timestamp) -> Option<Duration> {
+        match self.recheck_at {
+            Some(at) => Some(at.duration_since(now).unsigned_abs()),
+            None => self.requeue,
+        }
+    }
+}
+
+/// One member's verdict, with its objects (the later steps read them
+/// without looking them up again).
+#[derive(Clone, Debug)]
+pub(crate) struct Entry<'a> {
+    pub name: &'a str,
+    pub row: Row<'a>,
+    /// Shared with the memo: a kept verdict is copied only when a later
+    /// step changes it (a slot handed out, a stray cordon lifted).
+    pub verdict: Arc<NodeVerdict>,
+}
+
+/// The members' verdicts, in name order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Verdicts<'a>(Vec<Entry<'a>>);
+
+impl<'a> Verdicts<'a> {
+    fn position(&self, name: &str) -> Option<usize> {
+        self.0.binary_search_by(|e| e.name.cmp(name)).ok()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&NodeVerdict> {
+        self.position(name).map(|i| &*self.0[i].verdict)
+    }
+
+    /// The member's Node and verdict, to change (copied first if the memo
+    /// shares it).
+    pub fn entry_mut(&mut self, name: &str) -> Option<(Option<&'a Node>, &mut NodeVerdict)> {
+        let i = self.position(name)?;
+        let entry = &mut self.0[i];
+        Some((entry.row.node, Arc::make_mut(&mut entry.verdict)))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Entry<'a>> {
+        self.0.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry<'a>> {
+        self.0.iter_mut()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &NodeVerdict> {
+        self.0.iter().map(|e| &*e.verdict)
+    }
+}
+
+/// The verdicts, and what slot assignment made of them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Rollout<'a> {
+    pub verdicts: Verdicts<'a>,
+    /// Slot holders that count for the halt, in name order.
+    pub unhealthy_in_slots: Vec<String>,
+    pub halted: bool,
+    /// Slots are free but the pool's own unavailable nodes use the budget up.
+    pub waiting_for_budget: Option<String>,
+    /// The disruption budget as the verdicts leave it.
+    pub budget: Budget,
+    pub paused: bool,
+    /// Each member as the staging rule sees it, in the verdicts' order.
+    pub staging: Vec<staging::Member>,
+}
+
+impl Rollout<'_> {
+    /// May new reboot slots be handed out at all? Not while the pool is
+    /// paused or halted, nor with every slot held.
+    pub fn hands_out(&self) -> bool {
+        !self.paused && !self.halted && !self.budget.full()
+    }
+
+    /// The free slots a new slot for `name` could come from: the slot
+    /// hand-out's answer ([`super::slots::hand_out`]), which the staging
+    /// rule reads too ([`spec::tell`]).
+    pub fn free_slots_for(&self, name: &str) -> usize {
+        if self.hands_out() {
+            self.budget.free_for(name)
+        } else {
+            0
+        }
+    }
+
+    /// The members whose verdict `pred` holds, in name order.
+    pub fn names(&self, pred: impl Fn(&NodeVerdict) -> bool) -> Vec<String> {
+        self.verdicts
+            .iter()
+            .filter(|e| pred(&e.verdict))
+            .map(|e| e.name.to_owned())
+            .collect()
+    }
+}
+
+/// The pool-wide facts a member's verdict reads.
+struct Pool<'v, 'a> {
+    view: &'v View<'a>,
+    target: &'v Target,
+    secret: &'v Secret,
+    conflicts: &'v BTreeMap<String, BTreeSet<String>>,
+    paused: bool,
+}
+
+/// Every member's verdict, and the budget and halt they add up to.
+pub(crate) fn verdicts<'m>(
+    view: &View<'m>,
+    target: &Target,
+    members: &Membership<'m>,
+    leavers: &Leavers,
+    secret: &Secret,
+    slots: usize,
+    memo: &mut Memo,
+) -> Rollout<'m> {
+    // Told before this plan: who is newly told waits for the budget
+    // ([`spec::tell`]).
+    let staging = spec::staging_members(view, members, target, memo);
+    let pool = Pool {
+        view,
+        target,
+        secret,
+        conflicts: &members.conflicts,
+        paused: view.pool.spec.rollout.paused,
+    };
+    let mut out = Rollout {
+        budget: Budget::new(slots),
+        paused: pool.paused,
+        ..Rollout::default()
+    };
+    for name in &leavers.not_back {
+        out.budget.hold(name);
+    }
+    // Members come in name order: each map is walked once, not searched.
+    let mut drains = Walk::of(&view.input.drains);
+    let mut clock = Walk::of(&view.input.phase_clock);
+    let mut conflicts = Walk::of(&members.conflicts);
+    for (at, seen) in members.rows.iter().zip(&staging) {
+        let (name, row) = view.rows[*at];
+        let reads = Reads {
+            told: seen.already_told(),
+            drain: drains.get(name),
+            clock: clock.get(name),
+            conflict: conflicts.get(name),
+        };
+        let v = memoized(&pool, (*at, name, row), reads, memo);
+        match v.counted {
+            Some(Counted::Holder) => out.budget.hold(name),
+            Some(Counted::Member) => out.budget.member(name, v.unavailable),
+            None => {}
+        }
+        if v.unhealthy_in_slot {
+            out.unhealthy_in_slots.push(name.to_owned());
+        }
+        // Members come in name order: the verdicts stay sorted.
+        out.verdicts.0.push(Entry {
+            name,
+            row,
+            verdict: v,
+        });
+    }
+    out.halted = halt::halted(out.unhealthy_in_slots.len());
+    out.staging = staging;
+    out
+}
+
+/// What a member's verdict reads besides its objects and the pool's facts.
+struct Reads<'m> {
+    told: bool,
+    drain: Option<&'m DrainPhase>,
+    clock: Option<&'m (stuck::Phase, Timestamp)>,
+    conflict: Option<&'m BTreeSet<String>>,
+}
+
+/// One member's verdict, kept from the previous plan when nothing it reads
+/// has changed (see [`super::memo`]).
+fn memoized(
+    pool: &Pool<'_, '_>,
+    (at, name, row): (usize, &str, Row<'_>),
+    reads: Reads<'_>,
+    memo: &mut Memo,
+) -> Arc<NodeVerdict> {
+    let now = pool.view.input.now;
+    let Reads {
+        told,
+        drain,
+        clock,
+        conflict,
+    } = reads;
+    let versions = row.versions;
+    if let Some(versions) = versions
+        && let Some(v) = memo.verdict(at, |k| {
+            k.matches(versions, told, drain, clock, conflict)
+                && k.until.is_none_or(|until| now < until)
+        })
+    {
+        return v;
+    }
+    memo.computed += 1;
+    let v = Arc::new(of(pool, name, row, told));
+    match versions.filter(|_| v.keepable) {
+        Some(versions) => {
+            let key = VerdictKey {
+                versions,
+                told,
+                drain: drain.cloned(),
+                clock: clock.cloned(),
+                conflict: conflict.cloned(),
+                until: v.recheck_at,
+            };
+            memo.keep_verdict(at, key, Arc::clone(&v));
+        }
+        None => memo.forget_verdict(at),
+    }
+    v
+}
+
+/// One member's verdict (see the module docs).
+fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict {
+    let view = pool.view;
+    let (node, existing) = (row.node, row.bn);
+    let mut owned = spec::desired(view.pool, existing, told, pool.target, pool.secret);
+    slots::reclaim(&mut owned, node, &view.pool_name);
+    let state = existing.map_or(NodeState::Pending, |bn| classify(bn, pool.target));
+    let mut v = NodeVerdict {
+        owned,
+        applied: None,
+        state,
+        runs_target: existing.is_some_and(|bn| runs_target(bn, pool.target)),
+        pre: Vec::new(),
+        post: Vec::new(),
+        counted: None,
+        unavailable: node.and_then(Unavailable::of_member),
+        unhealthy_in_slot: false,
+        candidate: false,
+        held_by_pause: false,
+        draining: false,
+        drain_failure: None,
+        requeue: None,
+        phase: None,
+        stuck: None,
+        recheck_at: None,
+        keepable: true,
+    };
+    let ready = node.is_some_and(disruption::is_ready);
+    let healthy = ready && state != NodeState::Degraded;
+    let in_flight = existing.is_none_or(disruption::reboot_in_flight);
+    if !v.owned.in_slot {
+        outside_slot(pool, name, node, healthy, &mut v);
+    } else if slots::releasable(v.runs_target, healthy, in_flight) {
+        release(pool, name, node, &mut v);
+    } else {
+        hold(pool, name, node, ready, &mut v);
+    }
+    if let Some(node) = node
+        && !node.labels().contains_key(MANAGED_LABEL)
+    {
+        let label = NodePatch {
+            managed: Some(true),
+            ..NodePatch::default()
+        };
+        v.post.insert(
+            0,
+            Write::PatchNode {
+                name: name.to_owned(),
+                patch: label,
+            },
+        );
+    }
+    time_phase(pool, name, node, existing, ready, &mut v);
+    v.applied = Some(v.owned.applied(existing));
+    match v.requeue.map(|d| pool.view.input.now.checked_add(d)) {
+        None => {}
+        Some(Ok(at)) => v.recheck_at = Some(at),
+        Some(Err(_)) => v.keepable = false,
+    }
+    v
+}
+
+/// Rule 2: the node is back; its Node is restored before its BootcNode's
+/// slot record goes.
+fn release(pool: &Pool<'_, '_>, name: &str, node: Option<&Node>, v: &mut NodeVerdict) {
+    if let Some(node) = node {
+        let patch = cordon::release(node, &pool.view.pool_name, v.owned.was_cordoned.as_deref());
+        if patch.as_ref().is_none_or(|p| p.unschedulable.is_none()) {
+            // Still cordoned (an admin's cordon): unavailable.
+            v.counted = Some(Counted::Member);
+        }
+        if let Some(patch) = patch {
+            v.pre.push(Write::PatchNode {
+                name: name.to_owned(),
+                patch,
+            });
+        }
+    }
+    v.owned.in_slot = false;
+    v.owned.was_cordoned = None;
+    v.owned.spec.desired_image_state = DesiredImageState::Staged;
+    if pool.view.input.drains.contains_key(name) {
+        v.post.push(Write::CancelDrain {
+            node: name.to_owned(),
+        });
+    }
+}
+
+/// A slot holder not back yet: counted for the halt; until approved, kept
+/// cordoned, recorded and drained, then approved once drained and staged.
+fn hold(pool: &Pool<'_, '_>, name: &str, node: Option<&Node>, ready: bool, v: &mut NodeVerdict) {
+    v.counted = Some(Counted::Holder);
+    let holder = halt::Holder {
+        degraded: v.state == NodeState::Degraded,
+        ready,
+        rebooting: v.owned.approved() && !v.runs_target,
+        not_ready_since: node.and_then(state::not_ready_since),
+    };
+    let (unhealthy, recheck) = halt::unhealthy(holder, pool.view.input.now);
+    v.unhealthy_in_slot = unhealthy;
+    requeue(&mut v.requeue, recheck);
+    if v.owned.approved() || v.runs_target {
+        return;
+    }
+    v.held_by_pause = pool.paused;
+    if let Some(patch) = node.and_then(|n| cordon::keep(n, &pool.view.pool_name)) {
+        v.post.push(Write::PatchNode {
+            name: name.to_owned(),
+            patch,
+        });
+    }
+    drain_progress(pool, name, v);
+}
+
+/// A slot holder's drain, until it is approved to boot.
+fn drain_progress(pool: &Pool<'_, '_>, name: &str, v: &mut NodeVerdict) {
+    let input = pool.view.input;
+    match input.drains.get(name) {
+        None => {
+            v.draining = true;
+            v.post.push(Write::StartDrain {
+                node: name.to_owned(),
+            });
+        }
+        Some(DrainPhase::Running) => v.draining = true,
+        Some(DrainPhase::Succeeded) => {
+            // Drained and staged: approved to boot (a pause holds it).
+            if v.state == NodeState::Staged && !pool.paused {
+                v.owned.spec.desired_image_state = DesiredImageState::Booted;
+            }
+        }
+        Some(DrainPhase::Failed { message, at }) => {
+            v.draining = true;
+            v.drain_failure = Some(format!("{name}: {message}"));
+            let since = input.now.duration_since(*at).unsigned_abs();
+            if since >= DRAIN_RETRY {
+                v.post.push(Write::StartDrain {
+                    node: name.to_owned(),
+                });
+            } else {
+                requeue(&mut v.requeue, Some(DRAIN_RETRY.saturating_sub(since)));
+            }
+        }
+    }
+}
+
+/// A member outside any slot: approval belongs to a slot, its drain stops,
+/// and staged and healthy it is a candidate (rule 1).
+fn outside_slot(
+    pool: &Pool<'_, '_>,
+    name: &str,
+    node: Option<&Node>,
+    healthy: bool,
+    v: &mut NodeVerdict,
+) {
+    if node.is_some() {
+        v.counted = Some(Counted::Member);
+    }
+    v.owned.spec.desired_image_state = DesiredImageState::Staged;
+    if pool.view.input.drains.contains_key(name) {
+        v.post.push(Write::CancelDrain {
+            node: name.to_owned(),
+        });
+    }
+    let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
+    let in_conflict = pool.conflicts.contains_key(name);
+    v.candidate = slots::candidate(v.state == NodeState::Staged, healthy, deleting, in_conflict);
+}
+
+/// Times the member's phase (see [`stuck`]): past its deadline it is stuck;
+/// before, the pool is looked at again when it would be.
+fn time_phase(
+    pool: &Pool<'_, '_>,
+    name: &str,
+    node: Option<&Node>,
+    existing: Option<&BootcNode>,
+    ready: bool,
+    v: &mut NodeVerdict,
+) {
+    let input = pool.view.input;
+    let facts = stuck::Facts {
+        in_slot: v.owned.in_slot,
+        approved: v.owned.approved(),
+        ready,
+        runs_target: v.runs_target,
+        degraded: v.state == NodeState::Degraded,
+        staging: v.state == NodeState::Staging,
+        daemon_behind: existing.is_some_and(state::daemon_behind),
+    };
+    let Some(phase) = stuck::phase_of(facts) else {
+        return;
+    };
+    v.phase = Some(phase);
+    let since = if phase.clocked() {
+        match input.phase_clock.get(name) {
+            Some((seen, since)) if *seen == phase => Some(*since),
+            _ => None,
+        }
+    } else {
+        node.and_then(state::not_ready_since)
+    };
+    // Timed from now, the answer moves with the clock: not kept.
+    v.keepable &= since.is_some();
+    match stuck::assess(
+        input.deadlines,
+        name,
+        phase,
+        since.unwrap_or(input.now),
+        input.now,
+    ) {
+        Ok(s) => {
+            v.keepable = false;
+            v.stuck = Some(s);
+        }
+        Err(left) => requeue(&mut v.requeue, Some(left)),
+    }
+}
+
+/// Keeps the sooner of two requeues.
+pub(crate) fn requeue(at: &mut Option<Duration>, after: Option<Duration>) {
+    if let Some(after) = after {
+        *at = Some(at.map_or(after, |r| r.min(after)));
+    }
+}
