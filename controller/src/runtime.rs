@@ -10,13 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use api::labels::{OPERATOR_NAMESPACE, POOL_FINALIZER};
+use api::labels::OPERATOR_NAMESPACE;
 use api::{BootcNode, BootcNodePool};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::Api;
-use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
@@ -24,21 +21,24 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::actions::actuator::{Actuator, ActuatorError, Written};
+use crate::actions::actuator::{Actuator, ActuatorError};
 use crate::actions::drain::Drains;
 use crate::actions::events::EventSink;
 use crate::target::{DigestOnly, Resolve};
 use lease::LeaseConfig;
 use liveness::Liveness;
-use members::{Changes, Members};
-use rollout::{self, PlanInput};
-use selection::Selection;
+use members::Changes;
+use pool_state::PoolStates;
+use reconcile::{Ctx, error_policy, reconcile};
+
 use synced::{Cache, Synced};
 
 pub mod lease;
 pub mod liveness;
 pub mod members;
 pub mod pace;
+pub mod pool_state;
+mod reconcile;
 pub mod selection;
 pub mod synced;
 mod watches;
@@ -140,48 +140,10 @@ impl Error {
     }
 }
 
-struct Ctx {
-    client: kube::Client,
-    namespace: String,
-    /// The daemons' Role on the pull secrets the pools name.
-    daemon_secrets: Arc<crate::actions::daemon_secrets::Grant>,
-    pools: Store<BootcNodePool>,
-    nodes: Store<Node>,
-    bootc_nodes: Store<BootcNode>,
-    secrets: Store<Secret>,
-    drains: Drains,
-    actuator: Actuator,
-    resolver: Arc<dyn Resolve>,
-    resync: Duration,
-    ready: Arc<AtomicBool>,
-    /// Per pool: when each member entered the phase it waits in.
-    phase_clocks: std::sync::Mutex<BTreeMap<String, Arc<rollout::stuck::Clock>>>,
-    /// Each pool's per-node answers kept for its next plan (incremental
-    /// planning, see `rollout::memo`).
-    memos: std::sync::Mutex<BTreeMap<String, rollout::Memo>>,
-    /// The Node and BootcNode names changed since each pool last looked,
-    /// and each pool's objects kept up to date with them (see `members`).
-    changes: Arc<Changes>,
-    members: std::sync::Mutex<BTreeMap<String, Arc<Members>>>,
-    /// How often each pool is planned (see `pace`).
-    pacer: crate::runtime::pace::Pacer,
-    deadlines: rollout::stuck::Deadlines,
-    /// The reconciles running now, for `/healthz`.
-    liveness: Arc<Liveness>,
-    /// Which caches have listed their objects.
-    synced: Arc<Synced>,
-}
-
 /// The Secret's version as the nodes are told it (`<uid>/<resourceVersion>`;
 /// one definition, shared with the daemon, which checks it after its GET).
 pub fn secret_version(secret: &Secret) -> String {
     api::pull_secret::version(&secret.metadata).unwrap_or_default()
-}
-
-/// The pool's pull secret, if it exists and opts in to the pool: what the
-/// resolver may use.
-fn usable_secret(pool: &BootcNodePool, secret: Option<Arc<Secret>>) -> Option<Arc<Secret>> {
-    secret.filter(|s| api::pull_secret::allows(&s.metadata, &pool.name_any()))
 }
 
 /// What a Node event must change to matter: labels, Ready, unschedulable.
@@ -343,257 +305,6 @@ fn pools_for_secret(
         })
         .map(|p| ObjectRef::from_obj(p.as_ref()))
         .collect()
-}
-
-/// The caches, as `members` reads them.
-impl crate::runtime::members::Caches for Ctx {
-    fn node(&self, name: &str) -> Option<Arc<Node>> {
-        self.nodes.get(&ObjectRef::new(name))
-    }
-    fn bn(&self, name: &str) -> Option<Arc<BootcNode>> {
-        self.bootc_nodes.get(&ObjectRef::new(name))
-    }
-    fn all_nodes(&self) -> Vec<Arc<Node>> {
-        self.nodes.state()
-    }
-    fn all_bns(&self) -> Vec<Arc<BootcNode>> {
-        self.bootc_nodes.state()
-    }
-}
-
-impl Ctx {
-    /// The pool's objects, brought up to date with the changes recorded
-    /// since its last reconcile (see `members`). Kept for the next one
-    /// before they are read: a reconcile that fails later loses nothing.
-    fn members_of(&self, pool: &BootcNodePool) -> Arc<Members> {
-        let name = pool.name_any();
-        let kept = self.members.lock().ok().and_then(|mut m| m.remove(&name));
-        let mut members = kept.map(Arc::unwrap_or_clone).unwrap_or_default();
-        let decided = members.update(pool, self.changes.take(&name), self);
-        tracing::debug!(pool = %name, decided, "members brought up to date");
-        let members = Arc::new(members);
-        if let Ok(mut m) = self.members.lock() {
-            m.insert(name, Arc::clone(&members));
-        }
-        members
-    }
-
-    fn input<'a>(
-        &'a self,
-        pool: &'a BootcNodePool,
-        chosen: Selection<'a>,
-        others: &'a [Arc<BootcNodePool>],
-        target: Result<rollout::Target, rollout::TargetProblem>,
-    ) -> PlanInput<'a> {
-        let pull_secret = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
-            self.secrets
-                .get(&ObjectRef::new(&r.name).within(&r.namespace))
-                .map(|s| rollout::SecretSeen {
-                    version: secret_version(&s),
-                    allows_pool: api::pull_secret::allows(&s.metadata, &pool.name_any()),
-                })
-        });
-        PlanInput {
-            pool,
-            target,
-            nodes: chosen.nodes,
-            bootc_nodes: chosen.bns,
-            other_pools: others
-                .iter()
-                .map(AsRef::as_ref)
-                .filter(|p| p.name_any() != pool.name_any())
-                .collect(),
-            pull_secret,
-            drains: self.drains.snapshot(&pool.name_any()),
-            operator_namespace: &self.namespace,
-            last_status_write: self.actuator.last_status_write(&pool.name_any()),
-            now: jiff::Timestamp::now(),
-            phase_clock: self
-                .phase_clocks
-                .lock()
-                .ok()
-                .and_then(|c| c.get(&pool.name_any()).cloned())
-                .unwrap_or_default(),
-            deadlines: self.deadlines,
-        }
-    }
-}
-
-fn store_rv<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>, name: &str) -> Option<u64> {
-    store.get(&ObjectRef::new(name)).map(|o| {
-        o.meta()
-            .resource_version
-            .as_deref()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(0)
-    })
-}
-
-/// Have the caches seen this pool's own last writes? Planning on caches that
-/// have not would make those writes again (or, for a cleanup, miss a
-/// BootcNode just created); the watch events of those writes re-trigger the
-/// pool.
-fn caught_up(ctx: &Ctx, name: &str) -> bool {
-    let caught_up = ctx.actuator.caught_up(name, |w| match w {
-        Written::PoolStatus => store_rv(&ctx.pools, name),
-        Written::BootcNode(n) | Written::DeletedBootcNode(n) => store_rv(&ctx.bootc_nodes, n),
-        Written::Node(n) => store_rv(&ctx.nodes, n),
-    });
-    if !caught_up {
-        tracing::debug!(pool = %name, "caches behind our own writes; waiting for them");
-    }
-    caught_up
-}
-
-#[tracing::instrument(name = "reconcile", skip_all, fields(pool = %pool.name_any()))]
-async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let name = pool.name_any();
-    // Changes that arrive meanwhile are planned together (see `pace`).
-    tokio::time::sleep(ctx.pacer.wait(&name)).await;
-    if !caught_up(&ctx, &name) {
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    }
-    plan_and_write(pool, &ctx).await
-}
-
-/// One reconcile of a pool: read, plan, write (see `planner`).
-async fn plan_and_write(pool: Arc<BootcNodePool>, ctx: &Ctx) -> Result<Action, Error> {
-    let started = std::time::Instant::now();
-    let name = pool.name_any();
-    // The freshest copy of the pool (its status included).
-    let pool = ctx.pools.get(&ObjectRef::from_obj(&*pool)).unwrap_or(pool);
-    ctx.daemon_secrets.sync().await;
-    let secret = pool.spec.pull_secret_ref.as_ref().and_then(|r| {
-        ctx.secrets
-            .get(&ObjectRef::new(&r.name).within(&r.namespace))
-    });
-    let secret = usable_secret(&pool, secret);
-    let selecting = std::time::Instant::now();
-    let members = ctx.members_of(&pool);
-    let selected = selecting.elapsed();
-    // A person's retry request first: its write re-triggers the pool.
-    let retries = crate::actions::retry::requests(&pool, members.retry_requests());
-    if crate::actions::retry::honour(&ctx.client, &name, &retries)
-        .await
-        .map_err(Error::Retry)?
-        > 0
-    {
-        return Ok(Action::requeue(ctx.resync));
-    }
-    let chosen = members.selection();
-    let resolution = ctx
-        .resolver
-        .resolve(&pool, secret.as_deref(), &chosen.architectures)
-        .await;
-    let pools = ctx.pools.state();
-    let planning = std::time::Instant::now();
-    let input = ctx.input(&pool, chosen, &pools, resolution.target.clone());
-    let mut memo = ctx
-        .memos
-        .lock()
-        .ok()
-        .and_then(|mut m| m.remove(&name))
-        .unwrap_or_default();
-    let mut plan = rollout::plan_incremental(&input, &mut memo);
-    tracing::debug!(pool = %name, reused = memo.reused, computed = memo.computed, "planned");
-    if let Ok(mut memos) = ctx.memos.lock() {
-        memos.insert(name.clone(), memo);
-    }
-    if let Ok(mut clocks) = ctx.phase_clocks.lock() {
-        let phases = std::mem::take(&mut plan.phases);
-        let clock = rollout::stuck::tick(&input.phase_clock, phases, input.now);
-        clocks.insert(name.clone(), Arc::new(clock));
-    }
-    let planned = planning.elapsed();
-    let writes = ctx.actuator.execute(&pool, &plan).await?;
-    ctx.pacer
-        .done(&name, selected + planned, plan.summary.states.len());
-    let status = plan.status.as_ref().or(pool.status.as_ref());
-    let degraded = status
-        .filter(|s| api::conditions::is_true(&s.conditions, api::reasons::DEGRADED))
-        .and_then(|s| api::conditions::reason(&s.conditions, api::reasons::DEGRADED));
-    let metrics = crate::metrics::global();
-    metrics.observe_plan(&name, &plan.summary, &plan.events, degraded);
-    metrics.reconciled(started.elapsed());
-    let elapsed_us = started.elapsed().as_micros();
-    if writes > 0 {
-        tracing::info!(pool = %pool.name_any(), writes, elapsed_us, "reconciled");
-    } else {
-        tracing::debug!(pool = %pool.name_any(), elapsed_us, "reconciled; nothing to change");
-    }
-    let mut after = ctx.resync;
-    for d in [plan.requeue_after, resolution.requeue_after]
-        .into_iter()
-        .flatten()
-    {
-        after = after.min(d);
-    }
-    Ok(Action::requeue(after))
-}
-
-#[tracing::instrument(name = "cleanup", skip_all, fields(pool = %pool.name_any()))]
-async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    // An Ok here removes the finalizer: waiting must be an error.
-    if !caught_up(&ctx, &pool.name_any()) {
-        return Err(Error::CachesBehind);
-    }
-    let nodes = ctx.nodes.state();
-    let bns = ctx.bootc_nodes.state();
-    let input = ctx.input(
-        &pool,
-        Selection::of(&pool, &nodes, &bns),
-        &[],
-        Err(rollout::TargetProblem {
-            reason: api::reasons::INVALID_SPEC,
-            message: "pool is being deleted".into(),
-        }),
-    );
-    let cleanup = rollout::plan_cleanup(&input);
-    let n = ctx.actuator.write(&pool, &cleanup.writes).await?;
-    if !cleanup.waiting.is_empty() {
-        tracing::info!(pool = %pool.name_any(), writes = n, waiting = ?cleanup.waiting, "pool deleted: waiting for nodes it disrupted to be back");
-        return Err(Error::CleanupWaiting {
-            nodes: cleanup.waiting,
-        });
-    }
-    crate::metrics::global().forget_pool(&pool.name_any());
-    if let Ok(mut memos) = ctx.memos.lock() {
-        memos.remove(&pool.name_any());
-    }
-    if let Ok(mut members) = ctx.members.lock() {
-        members.remove(&pool.name_any());
-    }
-    ctx.changes.forget(&pool.name_any());
-    ctx.pacer.forget(&pool.name_any());
-    tracing::info!(pool = %pool.name_any(), writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
-    Ok(Action::await_change())
-}
-
-async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let _running = ctx.liveness.start();
-    ctx.synced
-        .wait(&[Cache::Nodes, Cache::BootcNodes, Cache::Secrets])
-        .await;
-    let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
-    let c = ctx.clone();
-    finalizer(&api, POOL_FINALIZER, pool, |event| async move {
-        match event {
-            Finalizer::Apply(p) => apply(p, c).await,
-            Finalizer::Cleanup(p) => cleanup(p, c).await,
-        }
-    })
-    .await
-    .map_err(|e| Error::Finalizer(e.to_string()))
-}
-
-fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ctx>) -> Action {
-    if let Error::CleanupWaiting { .. } = error {
-        tracing::debug!(pool = %pool.name_any(), %error, "cleanup waiting");
-        return Action::requeue(Duration::from_secs(2));
-    }
-    tracing::warn!(pool = %pool.name_any(), %error, "reconcile failed; retrying");
-    crate::metrics::global().reconcile_failed(error.kind());
-    Action::requeue(Duration::from_secs(2))
 }
 
 /// The answer to a GET of `path`: status line, content type, body.
@@ -777,6 +488,12 @@ async fn run_controller(
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
     let drains = Drains::new(drain_client, &options.namespace, events.clone(), trigger_tx);
     let actuator = Actuator::new(client.clone(), drains.clone(), events);
+    let tuning = reconcile::Tuning {
+        namespace: options.namespace.clone(),
+        resync: options.resync,
+        deadlines: options.deadlines,
+        pace: pace::Pace::default(),
+    };
 
     let synced = Synced::new();
     let changes = Arc::new(Changes::default());
@@ -789,7 +506,6 @@ async fn run_controller(
 
     let ctx = Arc::new(Ctx {
         client: client.clone(),
-        namespace: options.namespace.clone(),
         daemon_secrets: crate::actions::daemon_secrets::Grant::new(
             client.clone(),
             &options.namespace,
@@ -797,25 +513,22 @@ async fn run_controller(
             bn_store.clone(),
             secret_store.clone(),
         ),
-        pools: pool_store.clone(),
-        nodes: node_store,
-        bootc_nodes: bn_store.clone(),
-        secrets: secret_store,
-        drains: drains.clone(),
-        actuator,
-        resolver: options.resolver.clone(),
-        resync: options.resync,
-        ready,
-        phase_clocks: std::sync::Mutex::default(),
-        memos: std::sync::Mutex::default(),
+        caches: reconcile::Caches {
+            pools: pool_store.clone(),
+            nodes: node_store,
+            bootc_nodes: bn_store.clone(),
+            secrets: secret_store,
+        },
+        states: PoolStates::default(),
         changes,
-        members: std::sync::Mutex::default(),
-        pacer: crate::runtime::pace::Pacer::default(),
-        deadlines: options.deadlines,
+        actuator,
+        drains: drains.clone(),
+        resolver: options.resolver.clone(),
+        tuning,
         liveness,
         synced: synced.clone(),
     });
-    let ready_task = ready_when_synced(synced.clone(), ctx.ready.clone());
+    let ready_task = ready_when_synced(synced.clone(), ready);
     let _daemon_secrets = ctx.daemon_secrets.keep();
     tracing::info!("controller starting");
     let (p1, p2, p3) = (pool_store.clone(), pool_store.clone(), pool_store.clone());
@@ -894,6 +607,7 @@ pub type DrainSnapshot = BTreeMap<String, rollout::DrainPhase>;
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
+    use reconcile::usable_secret;
 
     fn node(labels: &[(&str, &str)], ready: &str, heartbeat: i64, unschedulable: bool) -> Node {
         let mut n = Node::default();

@@ -37,13 +37,32 @@ pub struct Resolution {
 /// paused and must fail closed (return a [`TargetProblem`]).
 pub trait Resolve: Send + Sync + 'static {
     /// `architectures`: what the pool's members run (labels and reports);
-    /// a new target must cover all of them.
+    /// a new target must cover all of them. `memory`: what the resolver
+    /// keeps about this pool between reconciles (in the pool's state).
     fn resolve<'a>(
         &'a self,
         pool: &'a BootcNodePool,
         pull_secret: Option<&'a Secret>,
         architectures: &'a std::collections::BTreeSet<String>,
+        memory: &'a mut TargetMemory,
     ) -> BoxFuture<'a, Resolution>;
+}
+
+/// What a resolver remembers about one pool between its reconciles: when
+/// its reference is next checked against the registry, for which spec, and
+/// the last check's failure (shown until the next try).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TargetMemory {
+    pub(crate) schedule: Option<Schedule>,
+    pub(crate) last_error: Option<(&'static str, String)>,
+}
+
+/// When a pool's reference is next resolved, and for which spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Schedule {
+    /// The pool generation the last resolution was made for.
+    pub(crate) generation: Option<i64>,
+    pub(crate) next: jiff::Timestamp,
 }
 
 /// A pool's reference as resolving it sees it.
@@ -115,6 +134,7 @@ impl Resolve for DigestOnly {
         pool: &'a BootcNodePool,
         _pull_secret: Option<&'a Secret>,
         _architectures: &'a std::collections::BTreeSet<String>,
+        _memory: &'a mut TargetMemory,
     ) -> BoxFuture<'a, Resolution> {
         let out = match resolve_digest_ref(&pool.spec.image.reference) {
             Ok(resolution) => resolution,
@@ -163,7 +183,14 @@ mod tests {
             }))
             .unwrap(),
         );
-        let r = DigestOnly.resolve(&pool, None, &Default::default()).await;
+        let r = DigestOnly
+            .resolve(
+                &pool,
+                None,
+                &Default::default(),
+                &mut TargetMemory::default(),
+            )
+            .await;
         let problem = r.target.unwrap_err();
         assert_eq!(problem.reason, reasons::INVALID_SPEC);
         assert!(problem.message.contains("tag resolution not yet available"));

@@ -12,8 +12,6 @@
 
 use std::collections::HashMap;
 
-use std::sync::{Arc, Mutex};
-
 use api::labels::{
     CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, MANAGED_LABEL,
 };
@@ -65,24 +63,68 @@ pub enum Written {
     Node(String),
 }
 
-/// Performs writes for the reconciler.
-///
-/// It remembers the resourceVersion of its own last writes per pool, so that
-/// the reconciler can tell when its caches have not yet seen them: planning
-/// on such a cache would repeat writes already made.
+/// Performs writes for the reconciler. It keeps nothing of its own: what
+/// it wrote for a pool goes to that pool's [`OwnWrites`].
 #[derive(Clone)]
 pub struct Actuator {
     client: kube::Client,
     drains: Drains,
     events: EventSink,
-    written: Arc<Mutex<HashMap<String, OwnWrites>>>,
-    /// When each pool's status was last written (for the planner's
-    /// coalescing of count-only changes).
-    status_written: Arc<Mutex<HashMap<String, jiff::Timestamp>>>,
 }
 
-/// A pool's own recent writes: resourceVersion and when it was written.
-type OwnWrites = HashMap<Written, (u64, std::time::Instant)>;
+/// The controller's own recent writes for one pool (kept in the pool's
+/// state): the resourceVersion of each and when it was made, so that the
+/// reconcile can tell when its caches have not yet seen them (planning on
+/// such a cache would repeat writes already made), and when the pool's
+/// status was last written (for the planner's coalescing of count-only
+/// changes).
+#[derive(Clone, Debug, Default)]
+pub struct OwnWrites {
+    versions: HashMap<Written, (u64, std::time::Instant)>,
+    status_at: Option<jiff::Timestamp>,
+}
+
+/// A write made: what, and the version the API server gave it.
+type Made = (Written, u64);
+
+impl OwnWrites {
+    /// When this controller last wrote the pool's status.
+    pub fn last_status_write(&self) -> Option<jiff::Timestamp> {
+        self.status_at
+    }
+
+    fn record(&mut self, (what, rv): Made) {
+        if rv == 0 {
+            return;
+        }
+        // A deleted BootcNode no longer waits on its earlier apply.
+        if let Written::DeletedBootcNode(name) = &what {
+            self.versions.remove(&Written::BootcNode(name.clone()));
+        }
+        self.versions.insert(what, (rv, std::time::Instant::now()));
+    }
+
+    /// Have the caches caught up with these writes? `seen` gives the
+    /// resourceVersion the cache holds for an object (None: absent).
+    /// Entries that the cache has caught up with are forgotten.
+    pub fn caught_up(&mut self, seen: impl Fn(&Written) -> Option<u64>) -> bool {
+        self.versions.retain(|what, (rv, at)| {
+            at.elapsed() < CATCH_UP_LIMIT
+                && match (what, seen(what)) {
+                    // A deleted BootcNode: caught up once the cache lost it (or holds
+                    // a newer one).
+                    (Written::DeletedBootcNode(_), None) => false,
+                    (Written::DeletedBootcNode(_), Some(have)) => have <= *rv,
+                    // A created BootcNode the cache does not have yet.
+                    (Written::BootcNode(_), None) => true,
+                    // A Node deleted since: nothing to wait for.
+                    (_, None) => false,
+                    (_, Some(have)) => have < *rv,
+                }
+        });
+        self.versions.is_empty()
+    }
+}
 
 /// After this long a write no longer holds planning back, whatever the
 /// caches say (an object created and deleted by someone else before the
@@ -172,62 +214,7 @@ impl Actuator {
             client,
             drains,
             events,
-            written: Arc::default(),
-            status_written: Arc::default(),
         }
-    }
-
-    /// When this controller last wrote `pool`'s status.
-    pub fn last_status_write(&self, pool: &str) -> Option<jiff::Timestamp> {
-        self.status_written
-            .lock()
-            .ok()
-            .and_then(|w| w.get(pool).copied())
-    }
-
-    fn record(&self, pool: &BootcNodePool, what: Written, rv: u64) {
-        if rv == 0 {
-            return;
-        }
-        if let Ok(mut w) = self.written.lock() {
-            let mine = w.entry(pool.name_any()).or_default();
-            // A deleted BootcNode no longer waits on its earlier apply.
-            if let Written::DeletedBootcNode(name) = &what {
-                mine.remove(&Written::BootcNode(name.clone()));
-            }
-            mine.insert(what, (rv, std::time::Instant::now()));
-        }
-    }
-
-    /// Have the caches caught up with this pool's own writes? `seen` gives
-    /// the resourceVersion the cache holds for an object (None: absent).
-    /// Entries that the cache has caught up with are forgotten.
-    pub fn caught_up(&self, pool: &str, seen: impl Fn(&Written) -> Option<u64>) -> bool {
-        let Ok(mut all) = self.written.lock() else {
-            return true;
-        };
-        let Some(mine) = all.get_mut(pool) else {
-            return true;
-        };
-        mine.retain(|what, (rv, at)| {
-            at.elapsed() < CATCH_UP_LIMIT
-                && match (what, seen(what)) {
-                    // A deleted BootcNode: caught up once the cache lost it (or holds
-                    // a newer one).
-                    (Written::DeletedBootcNode(_), None) => false,
-                    (Written::DeletedBootcNode(_), Some(have)) => have <= *rv,
-                    // A created BootcNode the cache does not have yet.
-                    (Written::BootcNode(_), None) => true,
-                    // A Node deleted since: nothing to wait for.
-                    (_, None) => false,
-                    (_, Some(have)) => have < *rv,
-                }
-        });
-        let ok = mine.is_empty();
-        if ok {
-            all.remove(pool);
-        }
-        ok
     }
 
     /// Makes `writes`: wave after wave, each node's in order, different
@@ -238,6 +225,7 @@ impl Actuator {
         &self,
         pool: &BootcNodePool,
         writes: &Writes,
+        own: &mut OwnWrites,
     ) -> Result<usize, ActuatorError> {
         let mut count = 0;
         for wave in writes.waves() {
@@ -250,33 +238,55 @@ impl Actuator {
             // Every started write is seen through (and recorded for the
             // cache catch-up) before an error is returned: a write dropped in
             // flight may have landed unrecorded.
-            let made: Vec<Result<usize, ActuatorError>> = futures::stream::iter(per_node)
-                .buffer_unordered(WRITE_CONCURRENCY)
-                .collect()
-                .await;
-            for m in made {
-                count += m?;
+            let made: Vec<(Vec<Made>, Result<usize, ActuatorError>)> =
+                futures::stream::iter(per_node)
+                    .buffer_unordered(WRITE_CONCURRENCY)
+                    .collect()
+                    .await;
+            let mut first_error = None;
+            for (records, m) in made {
+                records.into_iter().for_each(|r| own.record(r));
+                match m {
+                    Ok(n) => count += n,
+                    Err(e) => first_error = first_error.or(Some(e)),
+                }
+            }
+            if let Some(e) = first_error {
+                return Err(e);
             }
         }
         Ok(count)
     }
 
+    /// Makes one node's writes in order, up to the first failure: the
+    /// writes made (for the catch-up), and how many or the failure.
     async fn write_in_order(
         &self,
         pool: &BootcNodePool,
         writes: &[Write],
-    ) -> Result<usize, ActuatorError> {
-        let mut count = 0;
+    ) -> (Vec<Made>, Result<usize, ActuatorError>) {
+        let (mut made, mut count) = (Vec::new(), 0);
         for w in writes {
-            count += self.write_one(pool, w).await?;
+            match self.write_one(pool, w).await {
+                Ok((n, record)) => {
+                    count += n;
+                    made.extend(record);
+                }
+                Err(e) => return (made, Err(e)),
+            }
         }
-        Ok(count)
+        (made, Ok(count))
     }
 
-    /// Makes one write; returns how many API writes it took (0 or 1).
-    async fn write_one(&self, pool: &BootcNodePool, w: &Write) -> Result<usize, ActuatorError> {
+    /// Makes one write; returns how many API writes it took (0 or 1) and
+    /// the version it made, if any.
+    async fn write_one(
+        &self,
+        pool: &BootcNodePool,
+        w: &Write,
+    ) -> Result<(usize, Option<Made>), ActuatorError> {
         let bns: Api<BootcNode> = Api::all(self.client.clone());
-        let mut count = 0;
+        let (mut count, mut made) = (0, None);
         match w {
             Write::ApplyBootcNode(bn) => {
                 let name = bn.name.clone();
@@ -301,7 +311,7 @@ impl Actuator {
                     name: name.clone(),
                     source,
                 })?;
-                self.record(pool, Written::BootcNode(name.clone()), version);
+                made = Some((Written::BootcNode(name.clone()), version));
                 tracing::debug!(pool = %pool.name_any(), bootcnode = %name, "applied BootcNode");
                 count += 1;
             }
@@ -311,11 +321,10 @@ impl Actuator {
                         // Caught up once the cache has lost it (a created
                         // BootcNode the cache lacks would wait instead).
                         if let Some(obj) = either.left() {
-                            self.record(
-                                pool,
+                            made = Some((
                                 Written::DeletedBootcNode(name.clone()),
                                 rv_of(&obj.metadata),
-                            );
+                            ));
                         }
                     }
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -337,7 +346,7 @@ impl Actuator {
                 };
                 match patch_version::<Node>(&self.client, name, &params, &Patch::Merge(body)).await
                 {
-                    Ok(version) => self.record(pool, Written::Node(name.clone()), version),
+                    Ok(version) => made = Some((Written::Node(name.clone()), version)),
                     // The node is gone: nothing to restore on it.
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
                     Err(source) => {
@@ -353,7 +362,7 @@ impl Actuator {
             Write::StartDrain { node } => self.drains.start(pool, node),
             Write::CancelDrain { node } => self.drains.cancel(node),
         }
-        Ok(count)
+        Ok((count, made))
     }
 
     /// Writes the pool's status through the status subresource.
@@ -361,6 +370,7 @@ impl Actuator {
         &self,
         pool: &BootcNodePool,
         status: &BootcNodePoolStatus,
+        own: &mut OwnWrites,
     ) -> Result<(), ActuatorError> {
         let api: Api<BootcNodePool> = Api::all(self.client.clone());
         let name = pool.name_any();
@@ -376,18 +386,21 @@ impl Actuator {
                 name: name.clone(),
                 source,
             })?;
-        self.record(pool, Written::PoolStatus, rv_of(&out.metadata));
-        if let Ok(mut w) = self.status_written.lock() {
-            w.insert(name, jiff::Timestamp::now());
-        }
+        own.record((Written::PoolStatus, rv_of(&out.metadata)));
+        own.status_at = Some(jiff::Timestamp::now());
         Ok(())
     }
 
     /// Makes a whole plan: writes, then status, then events.
-    pub async fn execute(&self, pool: &BootcNodePool, plan: &Plan) -> Result<usize, ActuatorError> {
-        let mut count = self.write(pool, &plan.writes).await?;
+    pub async fn execute(
+        &self,
+        pool: &BootcNodePool,
+        plan: &Plan,
+        own: &mut OwnWrites,
+    ) -> Result<usize, ActuatorError> {
+        let mut count = self.write(pool, &plan.writes, own).await?;
         if let Some(status) = &plan.status {
-            self.write_status(pool, status).await?;
+            self.write_status(pool, status, own).await?;
             count += 1;
         }
         for ev in &plan.events {

@@ -23,8 +23,6 @@
 //! pool rests the longest half second either way; a 100-node one 10 ms).
 //! Safety does not depend on it: every plan reads the whole state afresh.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The pacing rule's parameters.
@@ -52,6 +50,12 @@ impl Pace {
     /// How long to wait at `now` before reconciling a pool whose last
     /// reconcile planned `last.members` members in `last.took` and ended at
     /// `last.ended`.
+    /// How long a pool whose last reconcile was `last` (None: never, in
+    /// this controller's memory) should wait now.
+    pub fn wait_after(self, last: Option<Last>) -> Duration {
+        last.map_or(Duration::ZERO, |last| self.wait(last, Instant::now()))
+    }
+
     pub fn wait(self, last: Last, now: Instant) -> Duration {
         let members = u32::try_from(last.members).unwrap_or(u32::MAX);
         let rest = last
@@ -72,46 +76,14 @@ pub struct Last {
     pub members: usize,
 }
 
-/// The last reconcile of each pool, for [`Pace::wait`].
-#[derive(Debug, Default)]
-pub struct Pacer {
-    pace: Pace,
-    last: Mutex<HashMap<String, Last>>,
-}
-
-impl Pacer {
-    pub fn new(pace: Pace) -> Self {
-        Pacer {
-            pace,
-            last: Mutex::default(),
-        }
-    }
-
-    /// How long the pool's next reconcile should wait now.
-    pub fn wait(&self, pool: &str) -> Duration {
-        let last = self.last.lock().ok().and_then(|l| l.get(pool).copied());
-        last.map_or(Duration::ZERO, |last| self.pace.wait(last, Instant::now()))
-    }
-
-    /// Records a reconcile of `pool` that ends now, whose planning of
-    /// `members` members took `took`.
-    pub fn done(&self, pool: &str, took: Duration, members: usize) {
-        let ended = Instant::now();
-        if let Ok(mut last) = self.last.lock() {
-            last.insert(
-                pool.to_owned(),
-                Last {
-                    ended,
-                    took,
-                    members,
-                },
-            );
-        }
-    }
-
-    pub fn forget(&self, pool: &str) {
-        if let Ok(mut last) = self.last.lock() {
-            last.remove(pool);
+impl Last {
+    /// A reconcile that ends now, whose planning of `members` members took
+    /// `took`.
+    pub fn ended_now(took: Duration, members: usize) -> Self {
+        Last {
+            ended: Instant::now(),
+            took,
+            members,
         }
     }
 }
@@ -155,12 +127,10 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_pool_does_not_wait() {
-        let pacer = Pacer::new(Pace::default());
-        assert_eq!(pacer.wait("new"), Duration::ZERO);
-        pacer.done("p", Duration::from_millis(100), 3);
-        assert!(pacer.wait("p") > Duration::from_millis(400));
-        pacer.forget("p");
-        assert_eq!(pacer.wait("p"), Duration::ZERO);
+    fn a_pool_never_reconciled_does_not_wait() {
+        let pace = Pace::default();
+        assert_eq!(pace.wait_after(None), Duration::ZERO);
+        let last = Last::ended_now(Duration::from_millis(100), 3);
+        assert!(pace.wait_after(Some(last)) > Duration::from_millis(400));
     }
 }

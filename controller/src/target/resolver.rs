@@ -7,12 +7,12 @@
 //! the previous target in force (fail closed) with a condition that says
 //! why, and is tried again after the retry interval, not on every event.
 //!
-//! The schedule lives here, in memory, not in the pool's status: a poll
+//! The schedule lives in memory ([`TargetMemory`], in the pool's state), not in
+//! the pool's status: a poll
 //! that finds the same digest writes nothing (no heartbeats). A restarted
 //! controller resolves every tag once at start, then keeps the interval.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use api::BootcNodePool;
@@ -22,25 +22,15 @@ use kube::ResourceExt;
 
 use crate::target::registry::{RegistryError, Resolver, credentials_for};
 use crate::target::tag_policy::{self, CurrentTarget, TargetStep};
-use crate::target::{Parsed, Resolution, Resolve, parse_reference, pinned_target};
+use crate::target::{
+    Parsed, Resolution, Resolve, Schedule, TargetMemory, parse_reference, pinned_target,
+};
 use rollout::{Target, TargetProblem};
 
 /// Resolves tags against registries.
 pub struct RegistryResolver {
     registry: Resolver,
     interval: Duration,
-    /// Per pool: the last resolution's failure, shown until the next try.
-    last_error: Mutex<HashMap<String, (&'static str, String)>>,
-    /// Per pool (by uid): the schedule of its tag resolution.
-    schedule: Mutex<HashMap<String, Schedule>>,
-}
-
-/// When a pool's tag is next resolved, and for which spec.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Schedule {
-    /// The pool generation the last resolution was made for.
-    generation: Option<i64>,
-    next: jiff::Timestamp,
 }
 
 impl std::fmt::Debug for RegistryResolver {
@@ -53,12 +43,7 @@ impl std::fmt::Debug for RegistryResolver {
 
 impl RegistryResolver {
     pub fn new(registry: Resolver, interval: Duration) -> Self {
-        RegistryResolver {
-            registry,
-            interval,
-            last_error: Mutex::new(HashMap::new()),
-            schedule: Mutex::new(HashMap::new()),
-        }
+        RegistryResolver { registry, interval }
     }
 
     async fn resolve_tag(
@@ -67,9 +52,10 @@ impl RegistryResolver {
         image: api::image_ref::ImageRef,
         pull_secret: Option<&Secret>,
         architectures: &BTreeSet<String>,
+        memory: &mut TargetMemory,
     ) -> Resolution {
-        let (name, key) = (pool.name_any(), pool_key(pool));
-        let schedule = self.schedule.lock().ok().and_then(|s| s.get(&key).copied());
+        let name = pool.name_any();
+        let schedule = memory.schedule;
         let current = current_target(pool, schedule.map(|s| s.next));
         // Not resolved since this controller started, or resolved for an
         // older spec: at once.
@@ -81,7 +67,7 @@ impl RegistryResolver {
                 requeue_after: None,
             },
             TargetStep::NotDue { requeue_after } => Resolution {
-                target: self.kept(pool, &current),
+                target: kept(pool, &current, memory),
                 requeue_after: Some(requeue_after),
             },
             TargetStep::Resolve => {
@@ -96,7 +82,7 @@ impl RegistryResolver {
                     self.interval,
                     now,
                 );
-                self.remember(&key, pool, &out);
+                remember(memory, pool, &out);
                 let target = match (out.error, out.target_digest, out.target_image) {
                     (None, Some(digest), Some(image)) => Ok(Target { digest, image }),
                     (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
@@ -127,11 +113,12 @@ impl RegistryResolver {
         image: api::image_ref::ImageRef,
         pull_secret: Option<&Secret>,
         architectures: &BTreeSet<String>,
+        memory: &mut TargetMemory,
     ) -> Resolution {
-        let (name, key) = (pool.name_any(), pool_key(pool));
+        let name = pool.name_any();
         let current = current_target(pool, None);
         let now = jiff::Timestamp::now();
-        if let Some((problem, left)) = self.failure_not_due(&key, &name, pool, now) {
+        if let Some((problem, left)) = failure_not_due(memory, pool, now) {
             return Resolution {
                 target: Err(problem),
                 requeue_after: Some(left),
@@ -147,7 +134,7 @@ impl RegistryResolver {
             self.interval,
             now,
         );
-        self.remember(&key, pool, &out);
+        remember(memory, pool, &out);
         match (out.error, pinned_target(&image)) {
             (None, Some(target)) => Resolution {
                 target: Ok(target),
@@ -167,69 +154,6 @@ impl RegistryResolver {
                 }),
                 requeue_after: None,
             },
-        }
-    }
-
-    /// The last failure for this spec, while its retry is not due yet.
-    fn failure_not_due(
-        &self,
-        key: &str,
-        name: &str,
-        pool: &BootcNodePool,
-        now: jiff::Timestamp,
-    ) -> Option<(TargetProblem, Duration)> {
-        let schedule = self.schedule.lock().ok()?.get(key).copied()?;
-        if schedule.generation != pool.metadata.generation || schedule.next <= now {
-            return None;
-        }
-        let (reason, message) = self.last_error.lock().ok()?.get(name).cloned()?;
-        let left = schedule.next.duration_since(now).unsigned_abs();
-        Some((TargetProblem { reason, message }, left))
-    }
-
-    /// Between two resolutions: the last failure, or the target in force.
-    fn kept(&self, pool: &BootcNodePool, current: &CurrentTarget) -> Result<Target, TargetProblem> {
-        let name = pool.name_any();
-        let error = self
-            .last_error
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&name).cloned());
-        match (error, &current.target_digest, &current.target_image) {
-            (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
-            (None, Some(digest), Some(image)) => Ok(Target {
-                digest: digest.clone(),
-                image: image.clone(),
-            }),
-            _ => Err(TargetProblem {
-                reason: api::reasons::TAG_NOT_RESOLVED,
-                message: format!("{} has not been resolved yet", pool.spec.image.reference),
-            }),
-        }
-    }
-
-    /// Keeps a resolution's schedule (under `key`) and failure, if any.
-    fn remember(&self, key: &str, pool: &BootcNodePool, out: &tag_policy::TargetOutcome) {
-        let name = pool.name_any();
-        if let Ok(mut schedule) = self.schedule.lock() {
-            schedule.insert(
-                key.to_owned(),
-                Schedule {
-                    generation: pool.metadata.generation,
-                    next: out.next_resolution,
-                },
-            );
-        }
-        tracing::debug!(pool = %name, next = %out.next_resolution, "next tag resolution scheduled");
-        if let Ok(mut errors) = self.last_error.lock() {
-            match &out.error {
-                Some(e) => {
-                    errors.insert(name, e.clone());
-                }
-                None => {
-                    errors.remove(&name);
-                }
-            }
         }
     }
 
@@ -267,16 +191,17 @@ impl Resolve for RegistryResolver {
         pool: &'a BootcNodePool,
         pull_secret: Option<&'a Secret>,
         architectures: &'a BTreeSet<String>,
+        memory: &'a mut TargetMemory,
     ) -> BoxFuture<'a, Resolution> {
         Box::pin(async move {
             match parse_reference(&pool.spec.image.reference) {
                 Parsed::Invalid(resolution) => resolution,
                 Parsed::Digest(image) => {
-                    self.check_digest(pool, image, pull_secret, architectures)
+                    self.check_digest(pool, image, pull_secret, architectures, memory)
                         .await
                 }
                 Parsed::Tag(image) => {
-                    self.resolve_tag(pool, image, pull_secret, architectures)
+                    self.resolve_tag(pool, image, pull_secret, architectures, memory)
                         .await
                 }
             }
@@ -302,12 +227,6 @@ fn log_outcome(
     }
 }
 
-/// What the resolver keys a pool's schedule and errors by: its uid (a pool
-/// recreated under the same name starts afresh), else its name.
-fn pool_key(pool: &BootcNodePool) -> String {
-    pool.metadata.uid.clone().unwrap_or_else(|| pool.name_any())
-}
-
 /// The target the pool's status records, with the next resolution due.
 fn current_target(pool: &BootcNodePool, next_resolution: Option<jiff::Timestamp>) -> CurrentTarget {
     let status = pool.status.as_ref();
@@ -316,4 +235,55 @@ fn current_target(pool: &BootcNodePool, next_resolution: Option<jiff::Timestamp>
         target_image: status.and_then(|s| s.target_image.clone()),
         next_resolution,
     }
+}
+
+/// The last failure for this spec, while its retry is not due yet.
+fn failure_not_due(
+    memory: &TargetMemory,
+    pool: &BootcNodePool,
+    now: jiff::Timestamp,
+) -> Option<(TargetProblem, Duration)> {
+    let schedule = memory.schedule?;
+    if schedule.generation != pool.metadata.generation || schedule.next <= now {
+        return None;
+    }
+    let (reason, message) = memory.last_error.clone()?;
+    let left = schedule.next.duration_since(now).unsigned_abs();
+    Some((TargetProblem { reason, message }, left))
+}
+
+/// Between two resolutions: the last failure, or the target in force.
+fn kept(
+    pool: &BootcNodePool,
+    current: &CurrentTarget,
+    memory: &TargetMemory,
+) -> Result<Target, TargetProblem> {
+    match (
+        &memory.last_error,
+        &current.target_digest,
+        &current.target_image,
+    ) {
+        (Some((reason, message)), _, _) => Err(TargetProblem {
+            reason,
+            message: message.clone(),
+        }),
+        (None, Some(digest), Some(image)) => Ok(Target {
+            digest: digest.clone(),
+            image: image.clone(),
+        }),
+        _ => Err(TargetProblem {
+            reason: api::reasons::TAG_NOT_RESOLVED,
+            message: format!("{} has not been resolved yet", pool.spec.image.reference),
+        }),
+    }
+}
+
+/// Keeps a resolution's schedule and failure, if any.
+fn remember(memory: &mut TargetMemory, pool: &BootcNodePool, out: &tag_policy::TargetOutcome) {
+    memory.schedule = Some(Schedule {
+        generation: pool.metadata.generation,
+        next: out.next_resolution,
+    });
+    tracing::debug!(pool = %pool.name_any(), next = %out.next_resolution, "next tag resolution scheduled");
+    memory.last_error = out.error.clone();
 }

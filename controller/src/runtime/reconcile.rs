@@ -1,0 +1,349 @@
+//! One reconcile of a pool, in four steps: gather the input from the caches,
+//! plan (the `rollout` crate; the pool's memo, phase clock and timing are in
+//! its [`PoolState`]), act (the actuator), record (metrics, pace, requeue).
+//! A deleted pool's cleanup runs through the finalizer and ends by
+//! forgetting everything kept about the pool, in one place.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use api::labels::POOL_FINALIZER;
+use api::{BootcNode, BootcNodePool};
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use rollout::{Plan, PlanInput};
+
+use super::liveness::Liveness;
+use super::members::{self, Changes, Members};
+use super::pace::{self, Pace};
+use super::pool_state::{PoolState, PoolStates};
+use super::selection::Selection;
+use super::synced::{Cache, Synced};
+use super::{Error, secret_version};
+use crate::actions::actuator::{Actuator, OwnWrites, Written};
+use crate::actions::daemon_secrets::Grant;
+use crate::actions::drain::Drains;
+use crate::target::{Resolution, Resolve};
+
+/// The caches a reconcile reads.
+pub struct Caches {
+    pub pools: Store<BootcNodePool>,
+    pub nodes: Store<Node>,
+    pub bootc_nodes: Store<BootcNode>,
+    pub secrets: Store<Secret>,
+}
+
+/// The settings a reconcile follows.
+pub struct Tuning {
+    /// Where events go and pull secrets live.
+    pub namespace: String,
+    /// Reconcile every pool at least this often even without events.
+    pub resync: Duration,
+    pub deadlines: rollout::stuck::Deadlines,
+    pub pace: Pace,
+}
+
+/// What every reconcile shares: clients, caches, the pool states, settings.
+pub struct Ctx {
+    pub client: kube::Client,
+    pub caches: Caches,
+    pub states: PoolStates,
+    /// The names the watches saw change since each pool last looked.
+    pub changes: Arc<Changes>,
+    pub actuator: Actuator,
+    pub drains: Drains,
+    /// The daemons' Role on the pull secrets the pools name.
+    pub daemon_secrets: Arc<Grant>,
+    pub resolver: Arc<dyn Resolve>,
+    pub tuning: Tuning,
+    /// The reconciles running now, for `/healthz`.
+    pub liveness: Arc<Liveness>,
+    /// Which caches have listed their objects.
+    pub synced: Arc<Synced>,
+}
+
+/// The caches, as `members` reads them.
+impl members::Caches for Caches {
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(&ObjectRef::new(name))
+    }
+    fn bn(&self, name: &str) -> Option<Arc<BootcNode>> {
+        self.bootc_nodes.get(&ObjectRef::new(name))
+    }
+    fn all_nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes.state()
+    }
+    fn all_bns(&self) -> Vec<Arc<BootcNode>> {
+        self.bootc_nodes.state()
+    }
+}
+
+/// The pool's pull secret, if it exists and opts in to the pool: what the
+/// resolver may use.
+pub(super) fn usable_secret(
+    pool: &BootcNodePool,
+    secret: Option<Arc<Secret>>,
+) -> Option<Arc<Secret>> {
+    secret.filter(|s| api::pull_secret::allows(&s.metadata, &pool.name_any()))
+}
+
+impl Caches {
+    fn pull_secret(&self, pool: &BootcNodePool) -> Option<Arc<Secret>> {
+        let r = pool.spec.pull_secret_ref.as_ref()?;
+        self.secrets
+            .get(&ObjectRef::new(&r.name).within(&r.namespace))
+    }
+
+    fn version_of<K: Resource<DynamicType = ()> + Clone>(
+        store: &Store<K>,
+        name: &str,
+    ) -> Option<u64> {
+        store.get(&ObjectRef::new(name)).map(|o| {
+            o.meta()
+                .resource_version
+                .as_deref()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0)
+        })
+    }
+
+    /// Have the caches seen this pool's own last writes? Planning on caches
+    /// that have not would make those writes again (or, for a cleanup, miss
+    /// a BootcNode just created); the watch events of those writes
+    /// re-trigger the pool.
+    fn caught_up(&self, name: &str, writes: &mut OwnWrites) -> bool {
+        let caught_up = writes.caught_up(|w| match w {
+            Written::PoolStatus => Self::version_of(&self.pools, name),
+            Written::BootcNode(n) | Written::DeletedBootcNode(n) => {
+                Self::version_of(&self.bootc_nodes, n)
+            }
+            Written::Node(n) => Self::version_of(&self.nodes, n),
+        });
+        if !caught_up {
+            tracing::debug!(pool = %name, "caches behind our own writes; waiting for them");
+        }
+        caught_up
+    }
+}
+
+impl Ctx {
+    /// The planner's input for `pool`: its chosen objects, the other pools,
+    /// what the caches and the pool's state say, and the time.
+    fn input<'a>(
+        &'a self,
+        pool: &'a BootcNodePool,
+        chosen: Selection<'a>,
+        others: &'a [Arc<BootcNodePool>],
+        target: Result<rollout::Target, rollout::TargetProblem>,
+        state: (&OwnWrites, &Arc<rollout::stuck::Clock>),
+    ) -> PlanInput<'a> {
+        let pull_secret = self.caches.pull_secret(pool).map(|s| rollout::SecretSeen {
+            version: secret_version(&s),
+            allows_pool: api::pull_secret::allows(&s.metadata, &pool.name_any()),
+        });
+        PlanInput {
+            pool,
+            target,
+            nodes: chosen.nodes,
+            bootc_nodes: chosen.bns,
+            other_pools: others
+                .iter()
+                .map(AsRef::as_ref)
+                .filter(|p| p.name_any() != pool.name_any())
+                .collect(),
+            pull_secret,
+            drains: self.drains.snapshot(&pool.name_any()),
+            operator_namespace: &self.tuning.namespace,
+            last_status_write: state.0.last_status_write(),
+            now: jiff::Timestamp::now(),
+            phase_clock: Arc::clone(state.1),
+            deadlines: self.tuning.deadlines,
+        }
+    }
+}
+
+/// The pool's objects, brought up to date with the changes recorded since
+/// its last reconcile (see `members`).
+fn bring_up_to_date(ctx: &Ctx, pool: &BootcNodePool, members: &mut Members) {
+    let name = pool.name_any();
+    let decided = members.update(pool, ctx.changes.take(&name), &ctx.caches);
+    tracing::debug!(pool = %name, decided, "members brought up to date");
+}
+
+#[tracing::instrument(name = "reconcile", skip_all, fields(pool = %pool.name_any()))]
+async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let name = pool.name_any();
+    let mut state = ctx.states.hold(&pool);
+    // Changes that arrive meanwhile are planned together (see `pace`).
+    tokio::time::sleep(ctx.tuning.pace.wait_after(state.pace)).await;
+    if !ctx.caches.caught_up(&name, &mut state.writes) {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    reconcile_pool(pool, &ctx, &mut state).await
+}
+
+/// Step 1, gather: the pool's objects brought up to date (and how long
+/// that took, for pacing). None when a person's retry request was answered
+/// first: its write re-triggers the pool.
+async fn gather(
+    pool: &BootcNodePool,
+    ctx: &Ctx,
+    members: &mut Members,
+) -> Result<Option<Duration>, Error> {
+    ctx.daemon_secrets.sync().await;
+    let selecting = Instant::now();
+    bring_up_to_date(ctx, pool, members);
+    let selected = selecting.elapsed();
+    let retries = crate::actions::retry::requests(pool, members.retry_requests());
+    let answered = crate::actions::retry::honour(&ctx.client, &pool.name_any(), &retries)
+        .await
+        .map_err(Error::Retry)?;
+    Ok((answered == 0).then_some(selected))
+}
+
+/// One reconcile of a pool: gather, plan, act, record.
+async fn reconcile_pool(
+    pool: Arc<BootcNodePool>,
+    ctx: &Ctx,
+    state: &mut PoolState,
+) -> Result<Action, Error> {
+    let started = Instant::now();
+    // The freshest copy of the pool (its status included).
+    let pool = ctx
+        .caches
+        .pools
+        .get(&ObjectRef::from_obj(&*pool))
+        .unwrap_or(pool);
+    let PoolState {
+        members,
+        memo,
+        phase_clock,
+        pace,
+        target,
+        writes,
+    } = state;
+    let Some(selected) = gather(&pool, ctx, members).await? else {
+        return Ok(Action::requeue(ctx.tuning.resync));
+    };
+    let chosen = members.selection();
+    let secret = usable_secret(&pool, ctx.caches.pull_secret(&pool));
+    let resolution = ctx
+        .resolver
+        .resolve(&pool, secret.as_deref(), &chosen.architectures, target)
+        .await;
+    // Step 2, plan.
+    let planning = Instant::now();
+    let pools = ctx.caches.pools.state();
+    let target = resolution.target.clone();
+    let input = ctx.input(&pool, chosen, &pools, target, (writes, phase_clock));
+    let mut plan = rollout::plan_incremental(&input, memo);
+    tracing::debug!(pool = %pool.name_any(), reused = memo.reused, computed = memo.computed, "planned");
+    let phases = std::mem::take(&mut plan.phases);
+    *phase_clock = Arc::new(rollout::stuck::tick(&input.phase_clock, phases, input.now));
+    let planned = planning.elapsed();
+    // Step 3, act.
+    let made = ctx.actuator.execute(&pool, &plan, writes).await?;
+    // Step 4, record.
+    *pace = Some(pace::Last::ended_now(
+        selected + planned,
+        plan.summary.states.len(),
+    ));
+    record(&pool, &plan, made, started);
+    Ok(Action::requeue(requeue_after(ctx, &plan, &resolution)))
+}
+
+/// The metrics and the log line of a reconcile that made `made` writes.
+fn record(pool: &BootcNodePool, plan: &Plan, made: usize, started: Instant) {
+    let name = pool.name_any();
+    let status = plan.status.as_ref().or(pool.status.as_ref());
+    let degraded = status
+        .filter(|s| api::conditions::is_true(&s.conditions, api::reasons::DEGRADED))
+        .and_then(|s| api::conditions::reason(&s.conditions, api::reasons::DEGRADED));
+    let metrics = crate::metrics::global();
+    metrics.observe_plan(&name, &plan.summary, &plan.events, degraded);
+    metrics.reconciled(started.elapsed());
+    let elapsed_us = started.elapsed().as_micros();
+    if made > 0 {
+        tracing::info!(pool = %name, writes = made, elapsed_us, "reconciled");
+    } else {
+        tracing::debug!(pool = %name, elapsed_us, "reconciled; nothing to change");
+    }
+}
+
+/// The soonest of the resync, the plan's and the resolution's requeues.
+fn requeue_after(ctx: &Ctx, plan: &Plan, resolution: &Resolution) -> Duration {
+    [plan.requeue_after, resolution.requeue_after]
+        .into_iter()
+        .flatten()
+        .fold(ctx.tuning.resync, Duration::min)
+}
+
+#[tracing::instrument(name = "cleanup", skip_all, fields(pool = %pool.name_any()))]
+async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let name = pool.name_any();
+    let mut state = ctx.states.hold(&pool);
+    // An Ok here removes the finalizer: waiting must be an error.
+    if !ctx.caches.caught_up(&name, &mut state.writes) {
+        return Err(Error::CachesBehind);
+    }
+    let nodes = ctx.caches.nodes.state();
+    let bns = ctx.caches.bootc_nodes.state();
+    let input = ctx.input(
+        &pool,
+        Selection::of(&pool, &nodes, &bns),
+        &[],
+        Err(rollout::TargetProblem {
+            reason: api::reasons::INVALID_SPEC,
+            message: "pool is being deleted".into(),
+        }),
+        (&state.writes, &state.phase_clock),
+    );
+    let cleanup = rollout::plan_cleanup(&input);
+    let n = ctx
+        .actuator
+        .write(&pool, &cleanup.writes, &mut state.writes)
+        .await?;
+    if !cleanup.waiting.is_empty() {
+        tracing::info!(pool = %name, writes = n, waiting = ?cleanup.waiting, "pool deleted: waiting for nodes it disrupted to be back");
+        return Err(Error::CleanupWaiting {
+            nodes: cleanup.waiting,
+        });
+    }
+    // The one place a pool is forgotten.
+    state.forget();
+    ctx.changes.forget(&name);
+    crate::metrics::global().forget_pool(&name);
+    tracing::info!(pool = %name, writes = n, "pool deleted: cordons restored, labels and BootcNodes removed");
+    Ok(Action::await_change())
+}
+
+pub(super) async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let _running = ctx.liveness.start();
+    ctx.synced
+        .wait(&[Cache::Nodes, Cache::BootcNodes, Cache::Secrets])
+        .await;
+    let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
+    let c = ctx.clone();
+    finalizer(&api, POOL_FINALIZER, pool, |event| async move {
+        match event {
+            Finalizer::Apply(p) => apply(p, c).await,
+            Finalizer::Cleanup(p) => cleanup(p, c).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(e.to_string()))
+}
+
+pub(super) fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+    if let Error::CleanupWaiting { .. } = error {
+        tracing::debug!(pool = %pool.name_any(), %error, "cleanup waiting");
+        return Action::requeue(Duration::from_secs(2));
+    }
+    tracing::warn!(pool = %pool.name_any(), %error, "reconcile failed; retrying");
+    crate::metrics::global().reconcile_failed(error.kind());
+    Action::requeue(Duration::from_secs(2))
+}
