@@ -8,7 +8,8 @@
 //! for a free slot (handed out by `slots::hand_out`). Each
 //! member's phase is timed for the stuck deadlines ([`crate::stuck`]).
 //!
-//! A pause holds the slots it finds: a holder drained but not yet approved
+//! A failed drain is reported and tried again after [`DRAIN_RETRY`]. A
+//! pause holds the slots it finds: a holder drained but not yet approved
 //! stays cordoned until the resume (the `UpToDate/Paused` message names it).
 
 use std::collections::{BTreeMap, BTreeSet};
