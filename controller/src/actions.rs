@@ -6,8 +6,8 @@
 //! * [`daemon_secrets`]: the daemons' Role on the pull secrets the pools name;
 //! * [`retry`]: a person's retry of a node whose reboot failed.
 //!
-//! May import `rollout`, `api` and [`crate::metrics`]; never the runtime or
-//! the target above it.
+//! May import `rollout`, `api` and [`crate::metrics`]; never the runtime
+//! above it, nor the target beside it.
 
 pub mod actuator;
 pub mod daemon_secrets;

@@ -1,6 +1,10 @@
 //! The controller runtime: caches, watches and their mapping to pools, the
 //! reconcile function (gather from the caches, plan, act), the finalizer,
 //! leader election and the health endpoints.
+//!
+//! The top layer: may import [`crate::actions`], [`crate::target`],
+//! [`crate::metrics`], `rollout` and `api`; nothing imports it but the
+//! crate's entry points.
 
 use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;

@@ -9,6 +9,9 @@
 //! it is, and tag references are reported as `Degraded/InvalidSpec` "tag
 //! resolution not yet available"; the previous target (if any) stays in
 //! force.
+//!
+//! May import `rollout`, `api` and [`crate::metrics`]; never the runtime
+//! above it, nor the actions beside it.
 
 pub mod registry;
 pub mod resolver;

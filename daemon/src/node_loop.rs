@@ -6,6 +6,16 @@
 //! (inotify on `ostree/bootc`), the fallback poll, and a retry timer after a
 //! failure. Host status is re-read after each of the daemon's own commands
 //! too, because bootc does not always touch its mtime.
+//!
+//! No heartbeats: a spec change that leaves the node Idle on its desired
+//! image (an approval withdrawn as its slot is released) is not
+//! acknowledged with a write. The apply is guarded (SECURITY.md P28): the
+//! `Rebooting` report (boot id, booted and staged deployments) is written
+//! first, on condition that the BootcNode is still the version that
+//! approved it (its `resourceVersion`); a refused report means a fresh read
+//! and a new decision. So a reboot into the wrong image is detected and not
+//! retried; after a soft reboot, which keeps the boot id, the booted
+//! deployment changing (or the staged one gone) counts as the reboot.
 
 use std::pin::Pin;
 use std::time::{Duration, Instant};

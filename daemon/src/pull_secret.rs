@@ -4,6 +4,14 @@
 //! content (a new reference, or a new `pullSecretHash`: the Secret's
 //! version, `<uid>/<resourceVersion>`, see `api::pull_secret`) or the last
 //! write failed.
+//!
+//! The helper writes it to `/run/ostree/auth.json` at start-up and on every
+//! change of the BootcNode's spec, so the file is there before any pull even
+//! if something cleared `/run`. A Secret deleted or broken is the pool's
+//! problem, reported there: a host that already holds the announced content
+//! keeps it, and a failure to read it makes the node `Degraded` (and holds
+//! its download) only while the node needs to download; a node on its
+//! image, or staged and approved, stays healthy and its reboot goes on.
 
 use std::fmt;
 

@@ -7,7 +7,7 @@
 //! `resourceVersion`s), drain, phase clock, conflict or staging permission
 //! changed, and everything when a pool-wide fact changes. The answers are the
 //! same functions' answers: [`super::plan`] is [`super::plan_incremental`]
-//! with an empty memo, and a property test (`planner/tests/incremental.rs`)
+//! with an empty memo, and a property test (`rollout/src/tests/incremental.rs`)
 //! requires both to give identical plans over random event sequences.
 //!
 //! What is never kept: a node whose objects carry no numeric

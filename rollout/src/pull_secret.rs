@@ -1,9 +1,10 @@
 //! Step 2, the pull secret: which credentials the nodes are told about.
 //!
-//! A `pullSecretRef` outside the operator's namespace is an invalid spec and
-//! is not passed on (every daemon would refuse it and turn Degraded). A
-//! pool-wide credentials problem (the referenced Secret missing, not opted
-//! in to the pool by its `bootc.dev/pools` annotation, or not a docker
+//! A `pullSecretRef` outside the operator's namespace is an invalid spec
+//! (`InvalidSpec`) and is not passed on (every daemon would refuse it and
+//! turn Degraded). A pool-wide credentials problem (the referenced Secret
+//! missing, `PullSecretNotFound`; not opted in to the pool by its
+//! `bootc.dev/pools` annotation, `PullSecretNotAllowed`; or not a docker
 //! config) is reported once on the pool and is not passed on either:
 //! an existing BootcNode keeps the fields it has (its host keeps the auth
 //! file it has), so that nodes do not all turn Degraded over it and a node

@@ -7,6 +7,10 @@
 //! approved, its drain stops, and, staged and healthy, it is a candidate
 //! for a free slot (handed out by `slots::hand_out`). Each
 //! member's phase is timed for the stuck deadlines ([`crate::stuck`]).
+//!
+//! A failed drain is reported and tried again after [`DRAIN_RETRY`]. A
+//! pause holds the slots it finds: a holder drained but not yet approved
+//! stays cordoned until the resume (the `UpToDate/Paused` message names it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

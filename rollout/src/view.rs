@@ -3,7 +3,10 @@
 //!
 //! The steps walk the rows in name order rather than looking names up: a
 //! plan of a large pool visits every member several times, and a walk
-//! costs no hashing and no string comparison.
+//! costs no hashing and no string comparison. The runtime gives the Nodes
+//! and BootcNodes in name order, so the view merges them in one pass and
+//! sorts nothing; membership records each member's row, and the drains,
+//! the phase clock and the conflicts are walked along in the same order.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, btree_map};

@@ -2,6 +2,9 @@
 //! ([`rollout::order`]): wave after wave, the nodes of a wave
 //! concurrently, each node's writes in order, stopping at the node's first
 //! failure. It decides nothing: every field it writes is in the plan.
+//! At most 16 nodes' writes are in flight at once (`WRITE_CONCURRENCY`); on
+//! a failure the first error is returned only once every write already
+//! started has finished, so that the cache catch-up knows what landed.
 //!
 //! BootcNodes and the pool status are written with server-side apply as
 //! `bootc-controller` (the controller owns those fields). Nodes belong to

@@ -5,6 +5,17 @@
 //! refuses (429) with backoff, and waits until the pods are gone. After the
 //! pool's `drainTimeoutSeconds` it gives up, naming the pods still there.
 //!
+//! Like `kubectl drain --ignore-daemonsets --delete-emptydir-data --force`,
+//! it evicts everything else, pods with `emptyDir` volumes and pods no
+//! controller will recreate included: protect those with a
+//! PodDisruptionBudget. It also leaves the operator's own controller pods
+//! alone ([`is_skipped`]): the reboot stops the one on the node and the other
+//! replica (required anti-affinity) takes the lease; on a one-node cluster
+//! the controller, which tolerates the cordon, comes back with the node and
+//! lifts it. A refused eviction is reported once per pod (`DrainBlocked`); a
+//! drain that times out is reported (`DrainTimedOut`) and retried, the node
+//! staying cordoned in its slot.
+//!
 //! Drains run as tasks next to the reconciler: [`Drains`] keeps their phase
 //! by node, cancels them when the node leaves its slot, and re-enqueues the
 //! pool when one ends.

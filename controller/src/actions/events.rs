@@ -3,6 +3,13 @@
 //! Pools and Nodes are cluster-scoped. The API server keeps an event about a
 //! cluster-scoped object in the `default` namespace, with no namespace in its
 //! reference, and that is where `kubectl describe bnp NAME` finds it.
+//!
+//! Events are few: a healthy node's steps are its BootcNode's state and the
+//! controller's log, not Events. A pool gets two Normal Events per rollout,
+//! `RolloutStarted` (the image, how many nodes, how many at a time) and
+//! `RolloutComplete`; the others are Warnings about a node or the pool
+//! (`DrainBlocked`, `DrainFailed`, `RolloutHalted`, `NodeStuck`), a
+//! `DrainRetried` after a failed drain, and `NodeLeft` when a node leaves.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -7,6 +7,8 @@
 //! spec. Withdrawing the approval (`desiredImageState: Staged`) gives the
 //! daemon a new spec: it stages the target again (a no-op for bootc), and
 //! the planner approves it again in its slot like any other staged node.
+//! Nothing else needs a person: a failed download is retried by the daemon,
+//! a failed drain by the controller.
 //!
 //! The request is consumed either way: the annotation is removed in the same
 //! write (guarded by the resourceVersion seen), so that one request is one

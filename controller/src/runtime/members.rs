@@ -9,6 +9,8 @@
 //! re-decides only those names. A relist (the cache replaced wholesale, objects
 //! deleted meanwhile gone without an event), a pool whose selector, name or uid
 //! changed, and a pool seen for the first time are decided again from scratch.
+//! The members' architectures and the retry requests of the pool's own
+//! BootcNodes are kept the same way, by name, so neither walks the members.
 //! A property test requires the kept selection to equal [`Selection::of`] after
 //! any sequence of changes.
 

@@ -15,6 +15,17 @@
 //! Credentials (the pool's pull secret's entry for that registry) go to the
 //! registry's own origin and its token realm only. Nothing of an answer's
 //! body reaches a status but the distribution error codes it carries.
+//! Since anyone who may write a pool chooses the registry, the controller's
+//! pod can be made to connect to any address over HTTPS: a NetworkPolicy on
+//! its egress closes that (SECURITY.md).
+//!
+//! **Errors** are told apart in the pool's `Degraded` reason
+//! (`RegistryUnauthorized`, `ImageNotFound`, `RegistryUnreachable`,
+//! `UnsupportedArchitecture`, `InvalidManifest`, `InvalidPullSecret`), with
+//! the registry's HTTP status and error codes (`HTTP 404
+//! (MANIFEST_UNKNOWN)`). Extra CAs come from `--registry-ca-file`. For a
+//! multi-arch image the target is the index digest; a node reports the
+//! per-platform digest, and both count as a match (`rollout::state`).
 
 mod client;
 pub mod protocol;

@@ -1,6 +1,6 @@
 //! The registry-backed [`Resolve`]: tag references are resolved with the
 //! pool's pull secret at most once per interval (at once after a spec
-//! change or a controller start); digest references are checked the same
+//! change or a controller start; also while the pool is paused); digest references are checked the same
 //! way (the manifest exists, hashes to the digest, and covers every
 //! member's architecture) before any node is told, then answered from the
 //! cache of what that digest was found to be. Either way any failure keeps

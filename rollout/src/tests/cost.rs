@@ -2,7 +2,7 @@
 //! after one node changed; and that the warm plan recomputes only that
 //! node. The test runs at 300 nodes; for the cost of a large pool run it in
 //! release with a size
-//! (`PLAN_COST_NODES=5000 cargo test --release -p controller --lib plan_cost -- --nocapture`).
+//! (`PLAN_COST_NODES=5000 cargo test --release -p rollout --lib plan_cost -- --nocapture`).
 
 use std::time::Instant;
 
