@@ -8,7 +8,7 @@
 use api::{RolloutSpec, reasons};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::Problem;
+use crate::model::Problem;
 
 /// The number of reboot slots for `members` nodes (see the module docs).
 pub fn max_unavailable(value: &IntOrString, members: usize) -> Result<usize, String> {

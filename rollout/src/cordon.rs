@@ -21,10 +21,10 @@ use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
 use crate::disruption::{self, cordoned_by, is_cordoned};
+use crate::facts::{Entry, Rollout};
 use crate::membership::owner_pool;
-use crate::verdict::{Entry, Rollout};
+use crate::model::{NodePatch, Write};
 use crate::view::View;
-use crate::{NodePatch, Write};
 
 impl NodePatch {
     /// Lift a cordon of ours: the node is back (the mark and the

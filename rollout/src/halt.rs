@@ -9,7 +9,7 @@ use std::time::Duration;
 use api::{BootcNodePoolStatus, conditions, reasons};
 use jiff::Timestamp;
 
-use crate::{PlannedEvent, Problem, event_reasons};
+use crate::model::{PlannedEvent, Problem, event_reasons};
 
 /// How long a node approved to boot may stay NotReady before it counts as
 /// unhealthy for rule 3: being NotReady is what a reboot looks like, and

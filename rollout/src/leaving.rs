@@ -18,10 +18,22 @@ use kube_core::ResourceExt;
 
 use crate::disruption::{self, cordoned_by};
 use crate::membership::{Membership, owned_by};
+use crate::model::{PlanInput, PlannedEvent, Write, event_reasons};
+use crate::order::Writes;
 use crate::owned::Owned;
 use crate::slots::holds_slot;
 use crate::view::{Row, View};
-use crate::{Cleanup, PlanInput, PlannedEvent, Write, cordon, event_reasons, order};
+use crate::{cordon, order};
+
+/// What a deleted pool's cleanup does now, and what it waits for.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cleanup {
+    pub writes: Writes,
+    /// Nodes this pool disrupted that are not back yet: their cleanup (and
+    /// the pool's finalizer) waits for them, so that they keep counting as
+    /// disrupted while they reboot.
+    pub waiting: Vec<String>,
+}
 
 /// What the leaving nodes need.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -88,7 +100,7 @@ fn leave(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
     writes.push(Write::CancelDrain { node: name.clone() });
     if let Some(node) = node {
         let patch = cordon::on_leave(bn, node);
-        if patch != crate::NodePatch::default() {
+        if patch != crate::model::NodePatch::default() {
             writes.push(Write::PatchNode {
                 name: name.clone(),
                 patch,

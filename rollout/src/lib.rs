@@ -35,23 +35,18 @@
 //! [`health`] (the kstatus conditions), and [`cordon`] (the cordon a slot
 //! puts on a Node, and its restoration).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
-
-use api::labels::IN_REBOOT_SLOT_ANNOTATION;
-use api::{BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeSpec};
-use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use facts::Rollout;
 
 pub mod budget;
 pub mod cordon;
 pub mod disruption;
+mod facts;
 pub mod halt;
 pub mod health;
 pub mod leaving;
 pub mod membership;
 mod memo;
+pub mod model;
 pub mod order;
 mod owned;
 pub mod pull_secret;
@@ -75,198 +70,12 @@ pub use state::{NodeState, classify, runs_target};
 pub use status::{COUNTS_MIN_INTERVAL, target_summary};
 pub use verdict::DRAIN_RETRY;
 
-/// The image the pool's nodes should run, from the `resolve_target` step.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
-    /// `sha256:...`: for a multi-arch image, the index digest.
-    pub digest: String,
-    /// `repository@digest`: what BootcNodes are told to run.
-    pub image: String,
-}
-
-/// Why the pool has no (new) target: a Degraded reason and a message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TargetProblem {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-/// The pool's pull secret as the controller's cache has it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SecretSeen {
-    /// Its version (`api::pull_secret::version`), what the nodes are told.
-    pub version: String,
-    /// Does it opt in to this pool (`api::pull_secret::allows`)?
-    pub allows_pool: bool,
-}
-
-/// What the controller knows about a drain of a node of this pool.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DrainPhase {
-    Running,
-    Succeeded,
-    /// Gave up (timeout or error) at `at`; `message` names what blocked.
-    Failed {
-        message: String,
-        at: Timestamp,
-    },
-}
-
-/// Everything [`plan`] decides from.
-#[derive(Clone, Debug)]
-pub struct PlanInput<'a> {
-    pub pool: &'a BootcNodePool,
-    /// The outcome of target resolution. On a problem the previous target in
-    /// `pool.status` stays in force (fail closed).
-    pub target: Result<Target, TargetProblem>,
-    /// The Nodes the selector matches, plus the Nodes of owned BootcNodes.
-    pub nodes: Vec<&'a Node>,
-    /// The BootcNodes named after those Nodes, and every BootcNode this pool owns.
-    pub bootc_nodes: Vec<&'a BootcNode>,
-    /// Every other pool (for NodeConflict).
-    pub other_pools: Vec<&'a BootcNodePool>,
-    /// The referenced pull secret, if it exists.
-    pub pull_secret: Option<SecretSeen>,
-    /// Drains of this pool's nodes, by node name.
-    pub drains: BTreeMap<String, DrainPhase>,
-    /// The operator's namespace: the only one pull secrets may live in.
-    pub operator_namespace: &'a str,
-    /// When this controller last wrote the pool's status (None: not since
-    /// it started).
-    pub last_status_write: Option<Timestamp>,
-    pub now: Timestamp,
-    /// When each member entered the phase it waits in, as far as the
-    /// controller remembers (see [`stuck`]).
-    /// Shared with the runtime, which keeps it between plans.
-    pub phase_clock: std::sync::Arc<stuck::Clock>,
-    /// The stuck deadlines in force.
-    pub deadlines: stuck::Deadlines,
-}
-
-/// Changes to a Node's `bootc.dev/managed` label, `spec.unschedulable` and
-/// the pool's marks on it. Every field is decided by the planner (see
-/// [`cordon`]); the actuator turns each into its merge patch as it is.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NodePatch {
-    /// Some(true): set the managed label; Some(false): remove it.
-    pub managed: Option<bool>,
-    /// Some(value): set `spec.unschedulable`.
-    pub unschedulable: Option<bool>,
-    /// Some(true): mark the cordon as the pool's own
-    /// (`bootc.dev/cordoned-by: <pool>`); Some(false): remove the mark.
-    pub mark: Option<bool>,
-    /// Some(true): write the pool's disruption record
-    /// (`bootc.dev/disrupted-by`); Some(false): remove it (the node is back).
-    pub disrupted: Option<bool>,
-}
-
-/// One write; a node's writes are made in the order [`order`] gives them.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Write {
-    /// Server-side apply of the fields the controller owns on a BootcNode
-    /// (owner reference, slot annotations, spec).
-    ApplyBootcNode(Box<BootcNodeApply>),
-    DeleteBootcNode {
-        name: String,
-    },
-    PatchNode {
-        name: String,
-        patch: NodePatch,
-    },
-    StartDrain {
-        node: String,
-    },
-    CancelDrain {
-        node: String,
-    },
-}
-
-impl Write {
-    /// The node the write is about.
-    pub fn node(&self) -> &str {
-        match self {
-            Write::ApplyBootcNode(bn) => &bn.name,
-            Write::DeleteBootcNode { name } | Write::PatchNode { name, .. } => name,
-            Write::StartDrain { node } | Write::CancelDrain { node } => node,
-        }
-    }
-}
-
-/// The fields the controller owns on a BootcNode: what it server-side
-/// applies (with the owner reference to the pool).
-#[derive(Clone, Debug, PartialEq)]
-pub struct BootcNodeApply {
-    pub name: String,
-    pub owner: OwnerReference,
-    /// The slot and prior-cordon annotations.
-    pub annotations: BTreeMap<String, String>,
-    pub spec: BootcNodeSpec,
-}
-
-impl BootcNodeApply {
-    pub fn in_slot(&self) -> bool {
-        self.annotations.contains_key(IN_REBOOT_SLOT_ANNOTATION)
-    }
-}
-
-/// A Kubernetes Event to publish once the writes before it succeeded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlannedEvent {
-    pub reason: &'static str,
-    pub message: String,
-    pub warning: bool,
-    /// The node concerned, if any.
-    pub node: Option<String>,
-}
-
-/// Event reasons (in `api`, where `kubectl bootc history` reads them too).
-pub use api::event_reasons;
-
-/// The planner's answer.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Plan {
-    pub writes: Writes,
-    pub events: Vec<PlannedEvent>,
-    /// The new status, when it differs from the pool's current one.
-    pub status: Option<BootcNodePoolStatus>,
-    /// Reconcile again after this long even if nothing changes (a drain retry).
-    pub requeue_after: Option<Duration>,
-    /// The phase each member waits in (the runtime's clock ticks with it).
-    pub phases: BTreeMap<String, stuck::Phase>,
-    /// What the plan saw, for the metrics.
-    pub summary: Summary,
-}
-
-/// The pool as the plan saw it: each member's state and the reboot slots.
-/// Read by the metrics, never by the actuator.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Summary {
-    /// Each member's state, by node name.
-    pub states: BTreeMap<String, NodeState>,
-    /// Slot holders that are cordoned and not yet drained (drain running or
-    /// failed): what a person calls draining.
-    pub draining: BTreeSet<String>,
-    /// The reboot slots `maxUnavailable` allows.
-    pub slots: usize,
-    /// The nodes holding a slot once the plan's writes are made.
-    pub slots_in_use: usize,
-    /// Rule 3 stopped new slots.
-    pub halted: bool,
-    pub paused: bool,
-}
-
-/// What a deleted pool's cleanup does now, and what it waits for.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Cleanup {
-    pub writes: Writes,
-    /// Nodes this pool disrupted that are not back yet: their cleanup (and
-    /// the pool's finalizer) waits for them, so that they keep counting as
-    /// disrupted while they reboot.
-    pub waiting: Vec<String>,
-}
-
-/// A Degraded problem: its reason and message (see [`status`]).
-pub type Problem = (&'static str, String);
+pub use leaving::Cleanup;
+pub use model::{
+    BootcNodeApply, DrainPhase, NodePatch, PlanInput, PlannedEvent, Problem, SecretSeen, Target,
+    TargetProblem, Write, event_reasons,
+};
+pub use status::{Plan, Summary};
 
 /// Decides what to do for one pool, from scratch: the pipeline of the module
 /// docs. The reference for [`plan_incremental`].
@@ -296,7 +105,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
         }
         None => {
             target::report_none(view.pool, &mut problems);
-            verdict::Rollout::default()
+            Rollout::default()
         }
     };
     let writes = order::writes(&view, &leavers.writes, &rollout);

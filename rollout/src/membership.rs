@@ -18,8 +18,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReferen
 use kube_core::{Expression, Selector, SelectorExt};
 use kube_core::{Resource, ResourceExt};
 
-use crate::Problem;
+use crate::facts::Claim;
 use crate::memo::Memo;
+use crate::model::Problem;
 use crate::view::View;
 
 /// The pool's members, as this plan sees them.
@@ -56,14 +57,6 @@ impl Membership<'_> {
             .collect();
         Some((reasons::NODE_CONFLICT, text.join("; ")))
     }
-}
-
-/// One node's answer to "is it a member?" (see the module docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Claim {
-    pub member: bool,
-    /// The other pools that claim it too.
-    pub conflict: Option<BTreeSet<String>>,
 }
 
 /// The members of the pool (see the module docs); an unparsable selector
@@ -218,16 +211,4 @@ pub fn owner_pool(bn: &BootcNode) -> Option<(String, Option<String>)> {
             Some(o.uid.clone()).filter(|u| !u.is_empty()),
         )
     })
-}
-
-/// The owner reference a member's BootcNode carries.
-pub fn owner_reference(pool: &BootcNodePool) -> OwnerReference {
-    OwnerReference {
-        api_version: BootcNodePool::api_version(&()).into_owned(),
-        kind: BootcNodePool::kind(&()).into_owned(),
-        name: pool.name_any(),
-        uid: pool.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
 }

@@ -24,17 +24,15 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use api::{BootcNode, BootcNodePoolSpec};
+use api::BootcNodePoolSpec;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube_core::Resource;
 
-use crate::membership::Claim;
+use crate::facts::Claim;
+use crate::facts::NodeVerdict;
+use crate::model::{DrainPhase, Target};
 use crate::pull_secret::Secret;
-use crate::verdict::NodeVerdict;
-use crate::view::View;
-use crate::{DrainPhase, Target};
+use crate::view::{Versions, View};
 use crate::{staging, stuck};
 
 /// The pool-wide facts every kept answer depends on; when one changes,
@@ -73,36 +71,6 @@ impl PoolFacts {
                 .collect(),
             deadlines: view.input.deadlines,
         }
-    }
-}
-
-/// The versions of one node's objects (None: the object does not exist).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Versions {
-    node: Option<u64>,
-    bn: Option<u64>,
-}
-
-fn version<K: Resource>(object: Option<&K>) -> Result<Option<u64>, ()> {
-    match object {
-        None => Ok(None),
-        Some(o) => o
-            .meta()
-            .resource_version
-            .as_deref()
-            .and_then(|rv| rv.parse().ok())
-            .map(Some)
-            .ok_or(()),
-    }
-}
-
-impl Versions {
-    /// None when an object has no numeric version (never kept).
-    pub fn of(node: Option<&Node>, bn: Option<&BootcNode>) -> Option<Self> {
-        Some(Versions {
-            node: version(node).ok()?,
-            bn: version(bn).ok()?,
-        })
     }
 }
 

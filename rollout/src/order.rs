@@ -16,10 +16,10 @@
 
 use std::collections::HashMap;
 
+use crate::facts::{Entry, Rollout};
+use crate::model::{DrainPhase, Write};
 use crate::owned;
-use crate::verdict::{Entry, Rollout};
 use crate::view::View;
-use crate::{DrainPhase, Write};
 
 /// A plan's writes: per node, in the node's order, in two waves (see the
 /// module docs).
@@ -126,7 +126,7 @@ pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout<'_>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::NodePatch;
+    use crate::model::NodePatch;
 
     fn patch(node: &str, patch: NodePatch) -> Write {
         Write::PatchNode {

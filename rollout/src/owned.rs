@@ -7,8 +7,21 @@ use api::labels::{IN_REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
 use kube_core::{Resource, ResourceExt};
 
-use crate::BootcNodeApply;
-use crate::membership::owner_reference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use crate::model::BootcNodeApply;
+
+/// The owner reference a member's BootcNode carries.
+pub fn owner_reference(pool: &BootcNodePool) -> OwnerReference {
+    OwnerReference {
+        api_version: BootcNodePool::api_version(&()).into_owned(),
+        kind: BootcNodePool::kind(&()).into_owned(),
+        name: pool.name_any(),
+        uid: pool.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Owned {

@@ -13,7 +13,7 @@
 
 use api::{BootcNode, BootcNodeSpec, SecretReference, reasons};
 
-use crate::{PlanInput, Problem};
+use crate::model::{PlanInput, Problem};
 
 /// The pool's pull secret as the nodes may be told about it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

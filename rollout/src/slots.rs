@@ -19,11 +19,11 @@ use api::labels::IN_REBOOT_SLOT_ANNOTATION;
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
-use crate::Write;
 use crate::cordon;
 use crate::disruption::{self, Budget};
+use crate::facts::{Rollout, Verdicts};
+use crate::model::Write;
 use crate::owned::Owned;
-use crate::verdict::{Rollout, Verdicts};
 use crate::view::View;
 
 /// Does the node hold a slot of `pool` (its BootcNode's slot record, or the

@@ -6,15 +6,15 @@
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
 use k8s_openapi::api::core::v1::Node;
 
-use crate::Target;
+use crate::facts::Rollout;
 use crate::membership::Membership;
 use crate::memo::Memo;
+use crate::model::Target;
 use crate::owned::Owned;
 use crate::pull_secret::{self, Secret};
 use crate::slots::holds_slot;
 use crate::staging;
 use crate::state::{NodeState, classify, runs_target};
-use crate::verdict::Rollout;
 use crate::view::View;
 
 /// The member's owned fields with its spec brought in line with the pool.

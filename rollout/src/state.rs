@@ -6,7 +6,7 @@ use api::reasons;
 use api::{BootcNode, DaemonPhase};
 use k8s_openapi::api::core::v1::Node;
 
-use crate::Target;
+use crate::model::Target;
 
 /// Where a node is in its update cycle, as the controller sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -11,19 +11,56 @@
 //! [`COUNTS_MIN_INTERVAL`], and always once things settle; target,
 //! conditions and generation are written at once.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use api::conditions::{self, ConditionUpdate};
 use api::{BootcNode, BootcNodePoolStatus, reasons};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::facts::Rollout;
 use crate::leaving::Leavers;
 use crate::membership::Membership;
+use crate::model::{PlannedEvent, Problem, Target, event_reasons};
+use crate::order::Writes;
 use crate::state::{NodeState, runs_target};
 use crate::stuck::Stuck;
-use crate::verdict::{Rollout, requeue};
+use crate::verdict::requeue;
 use crate::view::View;
-use crate::{Plan, PlannedEvent, Problem, Summary, Target, Writes, event_reasons, halt};
+use crate::{halt, stuck};
+
+/// The planner's answer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    pub writes: Writes,
+    pub events: Vec<PlannedEvent>,
+    /// The new status, when it differs from the pool's current one.
+    pub status: Option<BootcNodePoolStatus>,
+    /// Reconcile again after this long even if nothing changes (a drain retry).
+    pub requeue_after: Option<Duration>,
+    /// The phase each member waits in (the runtime's clock ticks with it).
+    pub phases: BTreeMap<String, stuck::Phase>,
+    /// What the plan saw, for the metrics.
+    pub summary: Summary,
+}
+
+/// The pool as the plan saw it: each member's state and the reboot slots.
+/// Read by the metrics, never by the actuator.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Each member's state, by node name.
+    pub states: BTreeMap<String, NodeState>,
+    /// Slot holders that are cordoned and not yet drained (drain running or
+    /// failed): what a person calls draining.
+    pub draining: BTreeSet<String>,
+    /// The reboot slots `maxUnavailable` allows.
+    pub slots: usize,
+    /// The nodes holding a slot once the plan's writes are made.
+    pub slots_in_use: usize,
+    /// Rule 3 stopped new slots.
+    pub halted: bool,
+    pub paused: bool,
+}
 
 /// The shortest time between two pool status writes that change nothing but
 /// the node counts (and the breakdown message that spells them out). Such a

@@ -5,7 +5,7 @@
 
 use api::{BootcNodePool, BootcNodePoolStatus, reasons};
 
-use crate::{Problem, Target, TargetProblem};
+use crate::model::{Problem, Target, TargetProblem};
 
 /// The target in force (None: the pool has never had one).
 pub fn in_force(

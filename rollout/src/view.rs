@@ -14,10 +14,10 @@ use std::iter::Peekable;
 
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use k8s_openapi::api::core::v1::Node;
+use kube_core::Resource;
 use kube_core::ResourceExt;
 
-use crate::PlanInput;
-use crate::memo::Versions;
+use crate::model::PlanInput;
 
 pub(crate) struct View<'a> {
     pub input: &'a PlanInput<'a>,
@@ -114,5 +114,35 @@ impl<'m, V> Walk<'m, V> {
             .peek()
             .filter(|(k, _)| k.as_str() == name)
             .map(|(_, v)| *v)
+    }
+}
+
+/// The versions of one node's objects (None: the object does not exist).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Versions {
+    node: Option<u64>,
+    bn: Option<u64>,
+}
+
+fn version<K: Resource>(object: Option<&K>) -> Result<Option<u64>, ()> {
+    match object {
+        None => Ok(None),
+        Some(o) => o
+            .meta()
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse().ok())
+            .map(Some)
+            .ok_or(()),
+    }
+}
+
+impl Versions {
+    /// None when an object has no numeric version (never kept).
+    pub fn of(node: Option<&Node>, bn: Option<&BootcNode>) -> Option<Self> {
+        Some(Versions {
+            node: version(node).ok()?,
+            bn: version(bn).ok()?,
+        })
     }
 }

@@ -20,6 +20,8 @@ use serde_json::json;
 use super::*;
 use crate::disruption::{self, is_cordoned as node_unschedulable};
 use crate::stuck;
+use api::BootcNodePoolStatus;
+use std::time::Duration;
 
 mod budget;
 mod cordon;

@@ -1,0 +1,191 @@
+//! The facts one step of a plan hands to the next: a node's membership
+//! claim, each member's verdict, and the rollout those verdicts add up to.
+//! Types only: the steps that decide them import this module, never each
+//! other's types, so that no step reaches back into one before it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+
+use crate::disruption::{Budget, Unavailable};
+use crate::model::Write;
+use crate::owned::Owned;
+use crate::staging;
+use crate::state::NodeState;
+use crate::stuck::{self, Stuck};
+use crate::view::Row;
+
+/// One node's answer to "is it a member?" (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Claim {
+    pub member: bool,
+    /// The other pools that claim it too.
+    pub conflict: Option<BTreeSet<String>>,
+}
+
+/// How a member counts in the disruption budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Counted {
+    /// It holds one of the pool's slots.
+    Holder,
+    /// A member, counted if it is unavailable for a reason of its own.
+    Member,
+}
+
+/// One member's verdict.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeVerdict {
+    /// Its BootcNode's owned fields after this plan.
+    pub owned: Owned,
+    /// Does its BootcNode already carry `owned` (see [`Owned::applied`])?
+    /// Decided with the verdict, whose BootcNode a kept verdict shares;
+    /// None once a later step changed `owned`.
+    pub applied: Option<bool>,
+    pub state: NodeState,
+    pub runs_target: bool,
+    /// Writes before its BootcNode apply (a release's Node restore).
+    pub pre: Vec<Write>,
+    /// Writes after it (label, cordon, drain).
+    pub post: Vec<Write>,
+    pub counted: Option<Counted>,
+    /// Its own unavailability (NotReady, cordoned), for the budget.
+    pub unavailable: Option<Unavailable>,
+    pub unhealthy_in_slot: bool,
+    pub candidate: bool,
+    /// Held cordoned and unapproved in its slot by a pause.
+    pub held_by_pause: bool,
+    /// Cordoned in its slot and not yet drained.
+    pub draining: bool,
+    pub drain_failure: Option<String>,
+    /// Look at the pool again after this long (from the plan that made the
+    /// verdict; see [`NodeVerdict::requeue_at`]).
+    pub requeue: Option<Duration>,
+    pub phase: Option<stuck::Phase>,
+    pub stuck: Option<Stuck>,
+    /// Its answer does not depend on the time before this instant (the
+    /// requeue, absolute); see [`super::memo`].
+    pub recheck_at: Option<Timestamp>,
+    /// It may be kept for the next plan: not stuck (the message counts the
+    /// minutes) and not timed from "now" (see [`super::memo`]).
+    pub keepable: bool,
+}
+
+impl NodeVerdict {
+    /// The state the pool's status and metrics report: a member that runs
+    /// the target but still holds its reboot slot once this plan's writes
+    /// are made (it is not back: NotReady, or not yet released) is still
+    /// rebooting, so that neither `UpToDate` nor `RolloutComplete` is said
+    /// while a node the rollout rebooted is not back.
+    pub fn reported_state(&self) -> NodeState {
+        match self.state {
+            NodeState::UpToDate if self.owned.in_slot => NodeState::Rebooting,
+            state => state,
+        }
+    }
+
+    /// When the pool should be looked at again for this member, seen from
+    /// `now`: a kept verdict's requeue counts down to its recheck instant.
+    pub fn requeue_at(&self, now: Timestamp) -> Option<Duration> {
+        match self.recheck_at {
+            Some(at) => Some(at.duration_since(now).unsigned_abs()),
+            None => self.requeue,
+        }
+    }
+}
+
+/// One member's verdict, with its objects (the later steps read them
+/// without looking them up again).
+#[derive(Clone, Debug)]
+pub(crate) struct Entry<'a> {
+    pub name: &'a str,
+    pub row: Row<'a>,
+    /// Shared with the memo: a kept verdict is copied only when a later
+    /// step changes it (a slot handed out, a stray cordon lifted).
+    pub verdict: Arc<NodeVerdict>,
+}
+
+/// The members' verdicts, in name order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Verdicts<'a>(Vec<Entry<'a>>);
+
+impl<'a> Verdicts<'a> {
+    /// Adds the next member's verdict (members come in name order).
+    pub fn push(&mut self, entry: Entry<'a>) {
+        self.0.push(entry);
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        self.0.binary_search_by(|e| e.name.cmp(name)).ok()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&NodeVerdict> {
+        self.position(name).map(|i| &*self.0[i].verdict)
+    }
+
+    /// The member's Node and verdict, to change (copied first if the memo
+    /// shares it).
+    pub fn entry_mut(&mut self, name: &str) -> Option<(Option<&'a Node>, &mut NodeVerdict)> {
+        let i = self.position(name)?;
+        let entry = &mut self.0[i];
+        Some((entry.row.node, Arc::make_mut(&mut entry.verdict)))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Entry<'a>> {
+        self.0.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry<'a>> {
+        self.0.iter_mut()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &NodeVerdict> {
+        self.0.iter().map(|e| &*e.verdict)
+    }
+}
+
+/// The verdicts, and what slot assignment made of them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Rollout<'a> {
+    pub verdicts: Verdicts<'a>,
+    /// Slot holders that count for the halt, in name order.
+    pub unhealthy_in_slots: Vec<String>,
+    pub halted: bool,
+    /// Slots are free but the pool's own unavailable nodes use the budget up.
+    pub waiting_for_budget: Option<String>,
+    /// The disruption budget as the verdicts leave it.
+    pub budget: Budget,
+    pub paused: bool,
+    /// Each member as the staging rule sees it, in the verdicts' order.
+    pub staging: Vec<staging::Member>,
+}
+
+impl Rollout<'_> {
+    /// May new reboot slots be handed out at all? Not while the pool is
+    /// paused or halted, nor with every slot held.
+    pub fn hands_out(&self) -> bool {
+        !self.paused && !self.halted && !self.budget.full()
+    }
+
+    /// The free slots a new slot for `name` could come from: the slot
+    /// hand-out's answer ([`super::slots::hand_out`]), which the staging
+    /// rule reads too ([`spec::tell`]).
+    pub fn free_slots_for(&self, name: &str) -> usize {
+        if self.hands_out() {
+            self.budget.free_for(name)
+        } else {
+            0
+        }
+    }
+
+    /// The members whose verdict `pred` holds, in name order.
+    pub fn names(&self, pred: impl Fn(&NodeVerdict) -> bool) -> Vec<String> {
+        self.verdicts
+            .iter()
+            .filter(|e| pred(&e.verdict))
+            .map(|e| e.name.to_owned())
+            .collect()
+    }
+}

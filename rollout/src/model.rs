@@ -1,0 +1,162 @@
+//! The plan's vocabulary: what a plan reads ([`PlanInput`]) and what it
+//! returns ([`Plan`], [`Cleanup`]). Types only, below every step.
+
+use std::collections::BTreeMap;
+
+use api::labels::IN_REBOOT_SLOT_ANNOTATION;
+use api::{BootcNode, BootcNodePool, BootcNodeSpec};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use crate::stuck;
+
+/// The image the pool's nodes should run, from the `resolve_target` step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// `sha256:...`: for a multi-arch image, the index digest.
+    pub digest: String,
+    /// `repository@digest`: what BootcNodes are told to run.
+    pub image: String,
+}
+
+/// Why the pool has no (new) target: a Degraded reason and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetProblem {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The pool's pull secret as the controller's cache has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretSeen {
+    /// Its version (`api::pull_secret::version`), what the nodes are told.
+    pub version: String,
+    /// Does it opt in to this pool (`api::pull_secret::allows`)?
+    pub allows_pool: bool,
+}
+
+/// What the controller knows about a drain of a node of this pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DrainPhase {
+    Running,
+    Succeeded,
+    /// Gave up (timeout or error) at `at`; `message` names what blocked.
+    Failed {
+        message: String,
+        at: Timestamp,
+    },
+}
+
+/// Everything [`plan`] decides from.
+#[derive(Clone, Debug)]
+pub struct PlanInput<'a> {
+    pub pool: &'a BootcNodePool,
+    /// The outcome of target resolution. On a problem the previous target in
+    /// `pool.status` stays in force (fail closed).
+    pub target: Result<Target, TargetProblem>,
+    /// The Nodes the selector matches, plus the Nodes of owned BootcNodes.
+    pub nodes: Vec<&'a Node>,
+    /// The BootcNodes named after those Nodes, and every BootcNode this pool owns.
+    pub bootc_nodes: Vec<&'a BootcNode>,
+    /// Every other pool (for NodeConflict).
+    pub other_pools: Vec<&'a BootcNodePool>,
+    /// The referenced pull secret, if it exists.
+    pub pull_secret: Option<SecretSeen>,
+    /// Drains of this pool's nodes, by node name.
+    pub drains: BTreeMap<String, DrainPhase>,
+    /// The operator's namespace: the only one pull secrets may live in.
+    pub operator_namespace: &'a str,
+    /// When this controller last wrote the pool's status (None: not since
+    /// it started).
+    pub last_status_write: Option<Timestamp>,
+    pub now: Timestamp,
+    /// When each member entered the phase it waits in, as far as the
+    /// controller remembers (see [`stuck`]).
+    /// Shared with the runtime, which keeps it between plans.
+    pub phase_clock: std::sync::Arc<stuck::Clock>,
+    /// The stuck deadlines in force.
+    pub deadlines: stuck::Deadlines,
+}
+
+/// Changes to a Node's `bootc.dev/managed` label, `spec.unschedulable` and
+/// the pool's marks on it. Every field is decided by the planner (see
+/// [`cordon`]); the actuator turns each into its merge patch as it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodePatch {
+    /// Some(true): set the managed label; Some(false): remove it.
+    pub managed: Option<bool>,
+    /// Some(value): set `spec.unschedulable`.
+    pub unschedulable: Option<bool>,
+    /// Some(true): mark the cordon as the pool's own
+    /// (`bootc.dev/cordoned-by: <pool>`); Some(false): remove the mark.
+    pub mark: Option<bool>,
+    /// Some(true): write the pool's disruption record
+    /// (`bootc.dev/disrupted-by`); Some(false): remove it (the node is back).
+    pub disrupted: Option<bool>,
+}
+
+/// One write; a node's writes are made in the order [`order`] gives them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    /// Server-side apply of the fields the controller owns on a BootcNode
+    /// (owner reference, slot annotations, spec).
+    ApplyBootcNode(Box<BootcNodeApply>),
+    DeleteBootcNode {
+        name: String,
+    },
+    PatchNode {
+        name: String,
+        patch: NodePatch,
+    },
+    StartDrain {
+        node: String,
+    },
+    CancelDrain {
+        node: String,
+    },
+}
+
+impl Write {
+    /// The node the write is about.
+    pub fn node(&self) -> &str {
+        match self {
+            Write::ApplyBootcNode(bn) => &bn.name,
+            Write::DeleteBootcNode { name } | Write::PatchNode { name, .. } => name,
+            Write::StartDrain { node } | Write::CancelDrain { node } => node,
+        }
+    }
+}
+
+/// The fields the controller owns on a BootcNode: what it server-side
+/// applies (with the owner reference to the pool).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BootcNodeApply {
+    pub name: String,
+    pub owner: OwnerReference,
+    /// The slot and prior-cordon annotations.
+    pub annotations: BTreeMap<String, String>,
+    pub spec: BootcNodeSpec,
+}
+
+impl BootcNodeApply {
+    pub fn in_slot(&self) -> bool {
+        self.annotations.contains_key(IN_REBOOT_SLOT_ANNOTATION)
+    }
+}
+
+/// A Kubernetes Event to publish once the writes before it succeeded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedEvent {
+    pub reason: &'static str,
+    pub message: String,
+    pub warning: bool,
+    /// The node concerned, if any.
+    pub node: Option<String>,
+}
+
+/// Event reasons (in `api`, where `kubectl bootc history` reads them too).
+pub use api::event_reasons;
+
+/// A Degraded problem: its reason and message (see [`status`]).
+pub type Problem = (&'static str, String);
