@@ -1,4 +1,9 @@
-//! Step 1 of the reconcile: which digest should the pool run?
+//! The target layer: which digest a pool should run, found before the plan
+//! (whose step 1, `rollout::target`, keeps the previous target in force when
+//! this fails). It holds the [`Resolve`] seam and the resolver without a
+//! registry ([`DigestOnly`]) here, the tag policy ([`tag_policy`], pure),
+//! the registry client ([`registry`]) and the resolver that schedules it
+//! ([`resolver`], its memory in the pool's state: [`TargetMemory`]).
 //!
 //! A digest reference (`repo@sha256:...`, with or without a tag) names its
 //! target; the registry resolver (`crate::target::resolver`) checks it against the

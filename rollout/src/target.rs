@@ -1,4 +1,4 @@
-//! Step 1, the target, failing closed: the image resolved for this plan, or,
+//! Step 1 of the plan, the target, failing closed: the image resolved for this plan, or,
 //! when resolution failed, the one the pool's status already names. Nothing
 //! is rolled to an image the controller could not verify; the problem goes
 //! on the pool's Degraded condition.
@@ -6,6 +6,19 @@
 use api::{BootcNodePool, BootcNodePoolStatus, reasons};
 
 use crate::model::{Problem, Target, TargetProblem};
+
+/// The target the pool's status names: the one kept in force until a new
+/// one is verified (the one home of "keep the previous target", which the
+/// controller's resolver reads too).
+pub fn previous(status: &BootcNodePoolStatus) -> Option<Target> {
+    match (&status.target_digest, &status.target_image) {
+        (Some(digest), Some(image)) => Some(Target {
+            digest: digest.clone(),
+            image: image.clone(),
+        }),
+        _ => None,
+    }
+}
 
 /// The target in force (None: the pool has never had one).
 pub fn in_force(
@@ -17,13 +30,7 @@ pub fn in_force(
         Ok(t) => Some(t.clone()),
         Err(p) => {
             problems.push((p.reason, p.message.clone()));
-            match (&current.target_digest, &current.target_image) {
-                (Some(digest), Some(image)) => Some(Target {
-                    digest: digest.clone(),
-                    image: image.clone(),
-                }),
-                _ => None,
-            }
+            previous(current)
         }
     }
 }

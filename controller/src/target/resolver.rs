@@ -217,7 +217,7 @@ fn log_outcome(
     target: &Result<Target, TargetProblem>,
 ) {
     match target {
-        Ok(t) if current.target_digest.as_deref() != Some(t.digest.as_str()) => {
+        Ok(t) if current.previous.as_ref().map(|p| &p.digest) != Some(&t.digest) => {
             tracing::info!(pool = %name, %tag, digest = %t.digest, "tag resolved to a new digest");
         }
         Err(p) => {
@@ -231,8 +231,7 @@ fn log_outcome(
 fn current_target(pool: &BootcNodePool, next_resolution: Option<jiff::Timestamp>) -> CurrentTarget {
     let status = pool.status.as_ref();
     CurrentTarget {
-        target_digest: status.and_then(|s| s.target_digest.clone()),
-        target_image: status.and_then(|s| s.target_image.clone()),
+        previous: status.and_then(rollout::target::previous),
         next_resolution,
     }
 }
@@ -258,20 +257,13 @@ fn kept(
     current: &CurrentTarget,
     memory: &TargetMemory,
 ) -> Result<Target, TargetProblem> {
-    match (
-        &memory.last_error,
-        &current.target_digest,
-        &current.target_image,
-    ) {
-        (Some((reason, message)), _, _) => Err(TargetProblem {
+    match (&memory.last_error, &current.previous) {
+        (Some((reason, message)), _) => Err(TargetProblem {
             reason,
             message: message.clone(),
         }),
-        (None, Some(digest), Some(image)) => Ok(Target {
-            digest: digest.clone(),
-            image: image.clone(),
-        }),
-        _ => Err(TargetProblem {
+        (None, Some(previous)) => Ok(previous.clone()),
+        (None, None) => Err(TargetProblem {
             reason: api::reasons::TAG_NOT_RESOLVED,
             message: format!("{} has not been resolved yet", pool.spec.image.reference),
         }),

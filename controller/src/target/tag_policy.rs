@@ -1,15 +1,18 @@
-//! Step 1 of a reconcile: which digest should the pool run?
+//! The tag policy, pure: when the registry is asked about a pool's
+//! reference, and how its answer is folded into the target.
 //!
 //! A digest reference is its own answer and never touches a registry. A tag
 //! is resolved at most once per interval (and at once when the spec
 //! changes), the result checked against the nodes' architectures, and any
-//! failure keeps the previous target: the controller fails closed.
+//! failure keeps the previous target ([`rollout::target::previous`]): the
+//! controller fails closed.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use api::image_ref::ImageRef;
 use jiff::Timestamp;
+use rollout::Target;
 
 use crate::target::registry::{RegistryError, Resolved, check_architectures};
 
@@ -18,11 +21,11 @@ pub const DEFAULT_RESOLVE_INTERVAL: Duration = Duration::from_secs(300);
 /// After a failed resolution, retry no later than this.
 pub const MAX_RETRY_AFTER_ERROR: Duration = Duration::from_secs(60);
 
-/// What the pool's status says about the current target.
+/// The target in force before this resolution, and when the next is due.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CurrentTarget {
-    pub target_digest: Option<String>,
-    pub target_image: Option<String>,
+    /// [`rollout::target::previous`] of the pool's status.
+    pub previous: Option<Target>,
     pub next_resolution: Option<Timestamp>,
 }
 
@@ -51,11 +54,11 @@ pub fn plan_target(
         };
     }
     let repository_changed = current
-        .target_image
-        .as_deref()
-        .and_then(|img| img.split_once('@'))
+        .previous
+        .as_ref()
+        .and_then(|t| t.image.split_once('@'))
         .is_some_and(|(repo, _)| repo != reference.repository());
-    if spec_changed || repository_changed || current.target_digest.is_none() {
+    if spec_changed || repository_changed || current.previous.is_none() {
         return TargetStep::Resolve;
     }
     match current.next_resolution {
@@ -105,9 +108,10 @@ pub fn apply_resolution(
         },
         Err(err) => {
             let retry = interval.min(MAX_RETRY_AFTER_ERROR);
+            let kept = current.previous.clone();
             TargetOutcome {
-                target_digest: current.target_digest.clone(),
-                target_image: current.target_image.clone(),
+                target_digest: kept.as_ref().map(|t| t.digest.clone()),
+                target_image: kept.map(|t| t.image),
                 next_resolution: add(now, retry),
                 requeue_after: retry,
                 error: Some((err.reason(), fail_closed_message(&err, current))),
@@ -117,8 +121,8 @@ pub fn apply_resolution(
 }
 
 fn fail_closed_message(err: &RegistryError, current: &CurrentTarget) -> String {
-    match &current.target_digest {
-        Some(digest) => format!("{err}; keeping the previous target {digest}"),
+    match &current.previous {
+        Some(Target { digest, .. }) => format!("{err}; keeping the previous target {digest}"),
         None => format!("{err}; no target yet, nothing will be rolled out"),
     }
 }
@@ -159,8 +163,10 @@ mod tests {
 
     fn current(next_in: i64) -> CurrentTarget {
         CurrentTarget {
-            target_digest: Some(D1.into()),
-            target_image: Some(format!("r.io/os@{D1}")),
+            previous: Some(Target {
+                digest: D1.into(),
+                image: format!("r.io/os@{D1}"),
+            }),
             next_resolution: Some(
                 now()
                     .checked_add(jiff::SignedDuration::from_secs(next_in))
