@@ -16,7 +16,6 @@
 
 use std::collections::HashMap;
 
-use crate::owned;
 use crate::verdict::{Entry, Rollout};
 use crate::view::View;
 use crate::{DrainPhase, Write};
@@ -96,7 +95,7 @@ fn disrupts(w: &Write) -> bool {
 pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout<'_>) -> Writes {
     let mut flat = leavers.to_vec();
     let releasing =
-        |e: &&Entry<'_>| !e.verdict.owned.in_slot && e.row.bn.is_some_and(owned::in_slot);
+        |e: &&Entry<'_>| !e.verdict.owned.in_slot && e.row.bn.is_some_and(api::BootcNode::in_slot);
     // Releases first, the rest in name order (a stable partition).
     let (mut members, rest): (Vec<_>, Vec<_>) = rollout.verdicts.iter().partition(releasing);
     members.extend(rest);

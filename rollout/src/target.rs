@@ -17,14 +17,20 @@ pub fn in_force(
         Ok(t) => Some(t.clone()),
         Err(p) => {
             problems.push((p.reason, p.message.clone()));
-            match (&current.target_digest, &current.target_image) {
-                (Some(digest), Some(image)) => Some(Target {
-                    digest: digest.clone(),
-                    image: image.clone(),
-                }),
-                _ => None,
-            }
+            recorded(current)
         }
+    }
+}
+
+/// The target the pool's status records (its digest and image), the one a
+/// failed resolution keeps in force; `kubectl bootc` reads the target so.
+pub fn recorded(status: &BootcNodePoolStatus) -> Option<Target> {
+    match (&status.target_digest, &status.target_image) {
+        (Some(digest), Some(image)) => Some(Target {
+            digest: digest.clone(),
+            image: image.clone(),
+        }),
+        _ => None,
     }
 }
 
