@@ -518,6 +518,86 @@ mod tests {
         ]);
     }
 
+    /// Where the plugin once read an object its own way, it now says what
+    /// the planner decides.
+    #[test]
+    fn the_headline_follows_the_planners_rules() {
+        // The slot record lost (BootcNode recreated), the Node still
+        // recorded as disrupted by the pool: the planner holds its slot.
+        let mut recorded = node("n2", false, true);
+        recorded.annotations_mut().insert(
+            api::labels::DISRUPTED_BY_ANNOTATION.into(),
+            "workers".into(),
+        );
+        let mut approved = bn("n2", V1, Phase::Rebooting);
+        approved.spec.desired_image_state = api::DesiredImageState::Booted;
+        let lost_record = snapshot(vec![pool("workers", false)], vec![approved], vec![recorded]);
+        // Degraded on the target: the pool counts it Degraded, not updated.
+        let degraded_on_target = alone(
+            degrade(bn("n1", V2, Phase::Idle), "bootc status failed"),
+            true,
+            false,
+        );
+        // The daemon says Staged, but for another image than the target.
+        let mut other_staged = bn("n1", V1, Phase::Staged);
+        other_staged.status.as_mut().unwrap().staged = Some(api::BootEntryStatus {
+            image: Some(format!("r.example/acme/os@{V1}")),
+            image_digest: Some(V1.into()),
+            ..api::BootEntryStatus::default()
+        });
+        // A staged member whose Node is being deleted takes no slot.
+        let mut deleting = node("n1", true, false);
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(0)));
+        let being_deleted = snapshot(
+            vec![pool("workers", false)],
+            vec![bn("n1", V1, Phase::Staged)],
+            vec![deleting],
+        );
+        check(vec![
+            (
+                "slot record lost, disruption recorded",
+                lost_record.clone(),
+                "n2",
+                vec!["rebooting: approved to boot, the Node NotReady for 3m"],
+            ),
+            (
+                "Degraded on the target",
+                degraded_on_target.clone(),
+                "n1",
+                vec!["the node is Degraded (Error): bootc status failed"],
+            ),
+            (
+                "staged for another image",
+                alone(other_staged, true, false),
+                "n1",
+                vec!["staging: downloading the target for 3m"],
+            ),
+        ]);
+        let lines = why(&degraded_on_target, "n1", now());
+        assert_eq!(
+            lines.get(1).map(String::as_str),
+            Some("runs the target 2.0 (sha256:222222222222)"),
+            "{lines:#?}"
+        );
+        let lines = why(&being_deleted, "n1", now());
+        assert_eq!(
+            lines.first().map(String::as_str),
+            Some("a Node being deleted is given no reboot slot"),
+            "{lines:#?}"
+        );
+        let table = crate::status(&lost_record, Some("workers"), now());
+        assert!(
+            table.contains("Slots:    maxUnavailable 1; slots held by n2 (Rebooting)\n"),
+            "{table}"
+        );
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("n2 "))
+            .unwrap_or_default();
+        assert!(row.contains(" yes "), "the SLOT column: {row}");
+    }
+
     #[test]
     fn a_failed_reboot_points_at_retry() {
         let snap = alone(
