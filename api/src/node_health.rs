@@ -130,11 +130,13 @@ mod tests {
     fn cordon_and_marks_table() {
         use k8s_openapi::api::core::v1::NodeSpec;
         let node = |unschedulable: Option<bool>, marks: &[(&str, &str)]| {
-            let mut n = Node::default();
-            n.spec = Some(NodeSpec {
-                unschedulable,
-                ..NodeSpec::default()
-            });
+            let mut n = Node {
+                spec: Some(NodeSpec {
+                    unschedulable,
+                    ..NodeSpec::default()
+                }),
+                ..Node::default()
+            };
             if !marks.is_empty() {
                 n.metadata.annotations = Some(
                     marks

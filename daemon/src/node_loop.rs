@@ -29,8 +29,10 @@ pub type Helper = crate::helper_client::HelperClient;
 /// The default fallback poll of the host's status.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
 
-/// After bootc accepted an apply, how long to wait for the reboot before
-/// reporting that it did not happen.
+/// After bootc accepted an apply, how long to wait for the host to reboot
+/// before reporting that it did not (the apply failed). Not the planner's
+/// `rollout::NOT_READY_WHILE_REBOOTING`, which is how long a node approved to
+/// boot may be NotReady before it counts as unhealthy.
 pub const REBOOT_AFTER_APPLY_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Settings of the loop.

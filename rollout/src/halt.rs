@@ -12,7 +12,8 @@ use jiff::Timestamp;
 use crate::{PlannedEvent, Problem, event_reasons};
 
 /// How long a node approved to boot may stay NotReady before it counts as
-/// unhealthy for rule 3: being NotReady is what a reboot looks like, and
+/// unhealthy for rule 3 (not the daemon's `REBOOT_AFTER_APPLY_TIMEOUT`, how
+/// long it waits for the host to reboot after an apply): being NotReady is what a reboot looks like, and
 /// two nodes rebooting together are not evidence of a bad image. A node
 /// that came back on the target and is still NotReady counts at once.
 pub const NOT_READY_WHILE_REBOOTING: Duration = Duration::from_secs(600);
