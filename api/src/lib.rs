@@ -12,6 +12,8 @@ pub mod labels;
 pub mod text;
 
 #[cfg(feature = "crd")]
+mod bootc_node;
+#[cfg(feature = "crd")]
 pub mod conditions;
 #[cfg(feature = "crd")]
 pub mod daemon_phase;

@@ -1,9 +1,14 @@
-//! How the operator reads a Node's health: its `Ready` condition. The one
-//! home of the rule, used by the controller's planner and budget, its cache
-//! fingerprints, and the kubectl plugin.
+//! How the operator reads a Node: its `Ready` condition, its cordon, and
+//! the marks a pool leaves on it (whose slot cordoned it, whose disruption
+//! it counts against). The one home of each reading, used by the planner
+//! and its budget, the controller's cache fingerprints, the kubectl plugin,
+//! the tests and the benchmark. A BootcNode's readings are methods of
+//! [`crate::BootcNode`] (`api/src/bootc_node.rs`).
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
+
+use crate::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
 
 /// The kubelet's condition type for a Node that can run pods.
 pub const NODE_READY: &str = "Ready";
@@ -32,6 +37,37 @@ pub fn not_ready_since(node: &Node) -> Option<Option<Timestamp>> {
         Some(c) => Some(c.last_transition_time.as_ref().map(|t| t.0)),
         None => Some(None),
     }
+}
+
+/// Is the Node cordoned (`spec.unschedulable`), by anyone?
+pub fn is_cordoned(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// The pool whose reboot slot cordoned the Node: it is cordoned and marked
+/// `bootc.dev/cordoned-by: <pool>`. None when it is not cordoned, or
+/// cordoned by someone else (an admin, another tool); a mark left on an
+/// uncordoned Node names nothing.
+pub fn cordoned_by(node: &Node) -> Option<&str> {
+    annotation(node, CORDONED_BY_ANNOTATION).filter(|_| is_cordoned(node))
+}
+
+/// The pool named by the Node's disruption record
+/// (`bootc.dev/disrupted-by`), if any: it counts against that pool's
+/// `maxUnavailable` until it is back.
+pub fn disrupted_by(node: &Node) -> Option<&str> {
+    annotation(node, DISRUPTED_BY_ANNOTATION)
+}
+
+fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 #[cfg(test)]
@@ -87,6 +123,65 @@ mod tests {
         for (name, n, ready, since) in rows {
             assert_eq!(is_ready(&n), ready, "{name}");
             assert_eq!(not_ready_since(&n), since, "{name}");
+        }
+    }
+
+    #[test]
+    fn cordon_and_marks_table() {
+        use k8s_openapi::api::core::v1::NodeSpec;
+        let node = |unschedulable: Option<bool>, marks: &[(&str, &str)]| {
+            let mut n = Node {
+                spec: Some(NodeSpec {
+                    unschedulable,
+                    ..NodeSpec::default()
+                }),
+                ..Node::default()
+            };
+            if !marks.is_empty() {
+                n.metadata.annotations = Some(
+                    marks
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                );
+            }
+            n
+        };
+        let ours = [(CORDONED_BY_ANNOTATION, "workers")];
+        let record = [(DISRUPTED_BY_ANNOTATION, "workers")];
+        // (what, Node, cordoned, cordoned by, disrupted by)
+        type Row<'a> = (&'a str, Node, bool, Option<&'a str>, Option<&'a str>);
+        let rows: Vec<Row<'_>> = vec![
+            ("no spec", Node::default(), false, None, None),
+            ("schedulable", node(Some(false), &[]), false, None, None),
+            ("unset", node(None, &[]), false, None, None),
+            ("an admin's cordon", node(Some(true), &[]), true, None, None),
+            (
+                "a slot's cordon",
+                node(Some(true), &ours),
+                true,
+                Some("workers"),
+                None,
+            ),
+            (
+                "a stale mark, uncordoned",
+                node(Some(false), &ours),
+                false,
+                None,
+                None,
+            ),
+            (
+                "a disruption record alone",
+                node(Some(false), &record),
+                false,
+                None,
+                Some("workers"),
+            ),
+        ];
+        for (what, n, cordoned, by, disrupted) in rows {
+            assert_eq!(is_cordoned(&n), cordoned, "{what}");
+            assert_eq!(cordoned_by(&n), by, "{what}");
+            assert_eq!(disrupted_by(&n), disrupted, "{what}");
         }
     }
 }

@@ -434,22 +434,6 @@ pub mod event_reasons {
     pub const NODE_STUCK: &str = "NodeStuck";
 }
 
-impl BootcNode {
-    /// Approved to boot (`desiredImageState: Booted`) and Degraded: its
-    /// reboot or apply failed. After a reboot into the wrong image the
-    /// daemon does not apply again for the same spec (that could loop), so
-    /// only a person moves such a node: a new image for the pool, or a retry
-    /// ([`crate::labels::RETRY_ANNOTATION`]). Every other failure is retried
-    /// on its own (a download with backoff, a drain by the controller).
-    pub fn awaits_retry(&self) -> bool {
-        self.spec.desired_image_state == DesiredImageState::Booted
-            && self
-                .status
-                .as_ref()
-                .is_some_and(|s| crate::conditions::is_true(&s.conditions, reasons::DEGRADED))
-    }
-}
-
 impl BootEntryStatus {
     /// Is this deployment the image `desired` (`repository@digest`)?
     ///

@@ -30,7 +30,7 @@ struct Args {
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// Lease duration in seconds.
-    #[arg(long, default_value_t = 15)]
+    #[arg(long, default_value_t = LeaseConfig::new("", "", "").duration.as_secs())]
     lease_duration_seconds: u64,
     /// Serve /healthz and /readyz on this address ("" disables).
     #[arg(long, default_value = "0.0.0.0:8081")]
@@ -43,7 +43,7 @@ struct Args {
     #[arg(long, value_enum, default_value = "text", env = "BOOTC_LOG_FORMAT")]
     log_format: LogFormat,
     /// Reconcile every pool at least this often, in seconds.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = Options::new("").resync.as_secs())]
     resync_seconds: u64,
     /// /healthz fails while a reconcile has been running this long, in
     /// seconds (a wedged loop: the kubelet restarts the controller).
@@ -51,10 +51,10 @@ struct Args {
     wedged_after_seconds: u64,
     /// Multiply every stuck deadline (the table in the `stuck` module docs)
     /// by this; 1 keeps the defaults.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = rollout::stuck::Deadlines::DEFAULT_SCALE)]
     stuck_deadline_scale: f64,
     /// Resolve tag references against their registry this often, in seconds.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = controller::target::tag_policy::DEFAULT_RESOLVE_INTERVAL.as_secs())]
     tag_resolution_interval_seconds: u64,
     /// Extra CA certificates (PEM) to trust for registries.
     #[arg(long, env = "BOOTC_REGISTRY_CA_FILE")]

@@ -126,9 +126,7 @@ trait AnnotationsEmpty {
 impl AnnotationsEmpty for api::BootcNode {
     fn annotations_empty(&self) -> bool {
         use kube::ResourceExt;
-        !self
-            .annotations()
-            .contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION)
+        !self.in_slot()
             && !self
                 .annotations()
                 .contains_key(api::labels::WAS_CORDONED_ANNOTATION)
@@ -161,7 +159,7 @@ async fn restart_mid_rollout_keeps_slots() {
         "n2",
         WAIT,
         "n2 approved in its slot",
-        |b| b.is_some_and(|b| b.spec.desired_image_state == api::DesiredImageState::Booted),
+        |b| b.is_some_and(api::BootcNode::approved),
     )
     .await
     .unwrap();
@@ -209,10 +207,7 @@ async fn bootc_node_deleted_mid_slot_leaves_nothing_cordoned() {
     let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
     create_pool(&env.admin, &workers_pool(1)).await;
     let bns = Api::<api::BootcNode>::all(env.admin.clone());
-    let slotted = |b: &api::BootcNode| {
-        b.annotations()
-            .contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION)
-    };
+    let slotted = |b: &api::BootcNode| b.in_slot();
     let holder = {
         use futures::TryStreamExt;
         use kube::runtime::{WatchStreamExt, watcher};
@@ -290,7 +285,7 @@ async fn label_removed_mid_rollout_releases_the_node() {
         "n1",
         WAIT,
         "n1 approved in its slot",
-        |b| b.is_some_and(|b| b.spec.desired_image_state == api::DesiredImageState::Booted),
+        |b| b.is_some_and(api::BootcNode::approved),
     )
     .await
     .unwrap();
@@ -432,9 +427,7 @@ async fn two_failed_nodes_halt_the_rollout() {
         .await
         .into_iter()
         .flatten()
-        .filter(|b| {
-            kube::ResourceExt::annotations(b).contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION)
-        })
+        .filter(|b| b.in_slot())
         .count();
     assert_eq!(slotted, 2);
     assert_eq!(p.status.unwrap().degraded_count, 2);

@@ -42,7 +42,7 @@ struct Cli {
     #[arg(long, env = "BOOTC_ENFORCE_CONTAINER_SIGPOLICY")]
     enforce_container_sigpolicy: bool,
     /// How long the helper's Apply waits for an early bootc failure.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = u64::try_from(proto::APPLY_WINDOW.as_millis()).unwrap_or(u64::MAX))]
     apply_window_ms: u64,
     /// The Node this daemon runs on (its BootcNode has the same name).
     #[arg(long, env = "NODE_NAME", default_value = "")]
@@ -52,7 +52,7 @@ struct Cli {
     #[arg(long, env = "BOOTC_NAMESPACE", default_value = api::labels::OPERATOR_NAMESPACE)]
     namespace: String,
     /// Fallback poll of the host's bootc status, in seconds.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = daemon::node_loop::DEFAULT_POLL_INTERVAL.as_secs())]
     poll_interval_secs: u64,
     /// A kubeconfig instead of the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]

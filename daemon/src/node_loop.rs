@@ -39,9 +39,11 @@ pub type Helper = crate::helper_client::HelperClient;
 /// The default fallback poll of the host's status.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
 
-/// After bootc accepted an apply, how long to wait for the reboot before
-/// reporting that it did not happen.
-pub const REBOOT_GRACE: Duration = Duration::from_secs(600);
+/// After bootc accepted an apply, how long to wait for the host to reboot
+/// before reporting that it did not (the apply failed). Not the planner's
+/// `rollout::NOT_READY_WHILE_REBOOTING`, which is how long a node approved to
+/// boot may be NotReady before it counts as unhealthy.
+pub const REBOOT_AFTER_APPLY_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Settings of the loop.
 #[derive(Clone, Debug)]
@@ -380,13 +382,13 @@ impl NodeLoop {
     }
 
     /// True while the host is going down after an accepted apply (nothing
-    /// to decide then). Past [`REBOOT_GRACE`] without a reboot, records the
+    /// to decide then). Past [`REBOOT_AFTER_APPLY_TIMEOUT`] without a reboot, records the
     /// apply as failed and returns false.
     fn awaiting_reboot(&mut self) -> Result<bool, LoopError> {
         let Some(since) = self.rebooting_since else {
             return Ok(false);
         };
-        if since.elapsed() < REBOOT_GRACE {
+        if since.elapsed() < REBOOT_AFTER_APPLY_TIMEOUT {
             return Ok(true);
         }
         self.rebooting_since = None;
@@ -505,7 +507,7 @@ impl NodeLoop {
         )?;
         if applied {
             self.rebooting_since = Some(Instant::now());
-            self.retry_at = Some(Instant::now() + REBOOT_GRACE);
+            self.retry_at = Some(Instant::now() + REBOOT_AFTER_APPLY_TIMEOUT);
             return Ok(Next::Done);
         }
         self.refresh_host().await?;

@@ -18,7 +18,7 @@ pub const STATUS_LIMIT: Duration = Duration::from_secs(60);
 pub const WRITE_AUTH_LIMIT: Duration = Duration::from_secs(10);
 /// How long Apply waits for bootc to fail before answering that the
 /// reboot is under way, unless `--apply-window-ms` says otherwise.
-pub const APPLY_WINDOW: Duration = Duration::from_secs(5);
+pub use proto::APPLY_WINDOW;
 /// Below the host root: the kernel's id of the current boot.
 const BOOT_ID: &str = "proc/sys/kernel/random/boot_id";
 /// Slack on top of the inner limits for the whole call (lock wait included).

@@ -4,7 +4,12 @@
 //! (a [`Snapshot`]: pools, BootcNodes, Nodes, the pools' Events) to text.
 //! `main.rs` reads the objects, makes the one write a command needs (pause,
 //! resume, retry) and prints. The words are the `api` crate's: phases,
-//! reasons, annotations and event reasons come from there.
+//! reasons, annotations and event reasons come from there. So are the
+//! readings of each object (in a slot, approved, Degraded, which image it
+//! runs, its daemon behind, the Node Ready or cordoned and by whom), and the
+//! rules are the planner's (`rollout`: the target in force, the node's state,
+//! who holds a slot, who may take one, who is unavailable), so that what the
+//! plugin says and what the controller does cannot disagree.
 //!
 //! * [`status`]: a pool's rollout at a glance, one line per node;
 //! * [`why`]: the chain of reasons a node is not updating;
@@ -20,8 +25,7 @@ pub mod history;
 pub mod status;
 pub mod why;
 
-use api::labels::IN_REBOOT_SLOT_ANNOTATION;
-use api::{BootcNode, BootcNodePool, DaemonPhase, reasons};
+use api::{BootcNode, BootcNodePool};
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::{Resource, ResourceExt};
 
@@ -74,12 +78,6 @@ pub fn pool_of(bn: &BootcNode) -> Option<&str> {
         .map(|o| o.name.as_str())
 }
 
-/// The daemon's phase (None: not reported yet, or one this plugin does not
-/// know: a newer daemon).
-pub fn phase(bn: &BootcNode) -> Option<DaemonPhase> {
-    bn.status.as_ref()?.phase().ok().flatten()
-}
-
 /// The daemon's phase for display: a phase this plugin does not know is
 /// shown as the daemon wrote it; `missing` when none is reported.
 pub fn phase_label(bn: &BootcNode, missing: &str) -> String {
@@ -90,42 +88,20 @@ pub fn phase_label(bn: &BootcNode, missing: &str) -> String {
     }
 }
 
-/// Since when the BootcNode is in its phase.
-pub fn phase_since(bn: &BootcNode) -> Option<jiff::Timestamp> {
-    let status = bn.status.as_ref()?;
-    api::conditions::find(&status.conditions, reasons::IDLE).map(|c| c.last_transition_time.0)
+/// The pool's target, as the planner keeps it in force: the digest and
+/// image its status records (`rollout::target::recorded`).
+pub fn target(pool: &BootcNodePool) -> Option<rollout::Target> {
+    rollout::target::recorded(pool.status.as_ref()?)
 }
 
-pub fn in_slot(bn: &BootcNode) -> bool {
-    bn.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION)
-}
-
-pub fn approved(bn: &BootcNode) -> bool {
-    bn.spec.desired_image_state == api::DesiredImageState::Booted
-}
-
-/// The BootcNode's `Degraded` condition when it is True: (reason, message).
-pub fn degraded(bn: &BootcNode) -> Option<(&str, &str)> {
-    let status = bn.status.as_ref()?;
-    api::conditions::find(&status.conditions, reasons::DEGRADED)
-        .filter(|c| c.status == "True")
-        .map(|c| (c.reason.as_str(), c.message.as_str()))
-}
-
-/// Does the node run its pool's target?
-pub fn runs_target(bn: &BootcNode, pool: &BootcNodePool) -> bool {
-    let target = pool.status.as_ref().and_then(|s| s.target_image.as_deref());
-    let booted = bn.status.as_ref().and_then(|s| s.booted.as_ref());
-    matches!((target, booted), (Some(t), Some(b)) if b.is_image(t))
-}
-
-pub use api::node_health::not_ready_since;
-
-pub fn cordoned(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
+/// Does the member hold a reboot slot of `pool`, as the planner counts it
+/// (`rollout::slots::holds_slot`): its BootcNode's slot record, or its
+/// Node's disruption record for the pool (a lost slot record is taken back)?
+pub fn holds_slot(snap: &Snapshot, bn: &BootcNode, pool: &str) -> bool {
+    match snap.node(&bn.name_any()) {
+        Some(node) => rollout::slots::holds_slot(node, bn, pool),
+        None => bn.in_slot(),
+    }
 }
 
 /// The pool's condition of `type_` when it is True: (reason, message).
@@ -189,6 +165,7 @@ pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use api::reasons;
     use fixtures::{Phase, V1, bn};
 
     /// An OSC window title, a line erasure and a cursor move, as a registry
@@ -234,7 +211,7 @@ mod tests {
     #[test]
     fn a_phase_this_plugin_does_not_know_is_shown_as_written() {
         let known = bn("n1", V1, Phase::Staged);
-        assert_eq!(phase(&known), Some(DaemonPhase::Staged));
+        assert_eq!(known.phase(), Some(api::DaemonPhase::Staged));
         assert_eq!(phase_label(&known, "?"), reasons::STAGED);
 
         let mut newer = known.clone();
@@ -245,7 +222,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(phase(&newer), None);
+        assert_eq!(newer.phase(), None);
         assert_eq!(phase_label(&newer, "?"), "Verifying");
 
         let mut silent = known;

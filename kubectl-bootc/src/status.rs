@@ -6,10 +6,7 @@
 use api::{BootcNodePool, reasons};
 use kube::ResourceExt;
 
-use crate::{
-    Snapshot, age, in_slot, not_ready_since, phase_label, phase_since, pool_condition,
-    pool_condition_any, why,
-};
+use crate::{Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, why};
 
 /// The status of `pool`, or of every pool when None.
 pub fn status(snap: &Snapshot, pool: Option<&str>, now: jiff::Timestamp) -> String {
@@ -98,10 +95,10 @@ fn node_table(snap: &Snapshot, pool: &str, now: jiff::Timestamp) -> String {
     for bn in snap.members(pool) {
         let name = bn.name_any();
         let ready = snap.node(&name).map_or("?", |n| {
-            if not_ready_since(n).is_some() {
-                "False"
-            } else {
+            if api::node_health::is_ready(n) {
                 "True"
+            } else {
+                "False"
             }
         });
         let version = bn
@@ -113,8 +110,13 @@ fn node_table(snap: &Snapshot, pool: &str, now: jiff::Timestamp) -> String {
         rows.push([
             name.clone(),
             phase_label(bn, ""),
-            phase_since(bn).map_or(String::new(), |t| age(t, now)),
-            if in_slot(bn) { "yes" } else { "" }.to_owned(),
+            bn.phase_since().map_or(String::new(), |t| age(t, now)),
+            if holds_slot(snap, bn, pool) {
+                "yes"
+            } else {
+                ""
+            }
+            .to_owned(),
             bn.spec.desired_image_state.as_str().to_owned(),
             version,
             ready.to_owned(),

@@ -1,16 +1,23 @@
 //! `kubectl bootc why NODE`: the chain of reasons a node is not updating,
 //! most important first. The first line is the headline (`status` shows it
 //! in its WHY column); the lines after it are the evidence.
+//!
+//! The answer follows the planner's decisions, made with its own functions:
+//! the target in force ([`crate::target`]), the node's state
+//! ([`rollout::classify`]), whether it runs the target
+//! ([`rollout::runs_target`]), whether it holds a slot
+//! ([`rollout::slots::holds_slot`]), whether it may take one
+//! ([`rollout::slots::candidate`]) and who is unavailable
+//! ([`rollout::disruption::Unavailable`]).
 
-use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
+use api::node_health::{cordoned_by, is_cordoned, is_ready, not_ready_since};
 use api::{BootcNode, BootcNodePool, DaemonPhase, event_reasons, reasons};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
+use rollout::disruption::Unavailable;
+use rollout::{NodeState, Target};
 
-use crate::{
-    Snapshot, age, approved, cordoned, degraded, in_slot, not_ready_since, phase, phase_label,
-    phase_since, pool_condition, pool_condition_any, pool_of, runs_target,
-};
+use crate::{Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, pool_of};
 
 /// Why node `name` is (or is not) updating, at `now`.
 pub fn why(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
@@ -82,26 +89,33 @@ fn member(
         ));
         return;
     }
-    let Some(target) = status.target_image.as_deref() else {
+    let Some(target) = crate::target(pool) else {
         let problem = pool_condition(pool, reasons::DEGRADED)
             .map_or(String::new(), |(r, m)| format!(": {r}: {m}"));
         out.push(format!("pool {pool_name} has no target image yet{problem}"));
         return;
     };
-    let shown = status.target_summary.as_deref().unwrap_or(target);
-    let runs = runs_target(bn, pool);
-    let slot = in_slot(bn);
-    if runs && !slot {
+    let shown = status.target_summary.as_deref().unwrap_or(&target.image);
+    let state = rollout::classify(bn, &target);
+    let runs = rollout::runs_target(bn, &target);
+    let slot = holds_slot(snap, bn, &pool_name);
+    if state == NodeState::UpToDate && !slot {
         out.push(format!("up to date: runs the target {shown}"));
         evidence(snap, pool, bn, node, now, out);
         return;
     }
-    if let Some((reason, message)) = degraded(bn) {
-        out.push(format!("the node is Degraded ({reason}): {message}"));
+    if let Some(c) = bn.degraded() {
+        out.push(format!(
+            "the node is Degraded ({}): {}",
+            c.reason, c.message
+        ));
     }
-    if bn.spec.desired_image != target {
+    if runs && !slot {
+        // Degraded on the target: the pool counts it Degraded, not updated.
+        out.push(format!("runs the target {shown}"));
+    } else if bn.spec.desired_image != target.image {
         out.push(not_told(snap, pool, bn));
-    } else if daemon_behind(bn) {
+    } else if bn.daemon_behind() {
         out.push(format!(
             "its daemon has not answered its spec yet (generation {}, last status for {}): is the bootc-daemon pod running on {}?",
             bn.metadata.generation.unwrap_or(0),
@@ -109,9 +123,9 @@ fn member(
             bn.name_any()
         ));
     } else if slot {
-        in_a_slot(snap, pool, bn, node, runs, now, out);
+        in_a_slot(snap, pool, bn, node, (state, runs), now, out);
     } else {
-        waiting(snap, pool, bn, node, now, out);
+        waiting(snap, pool, bn, node, &target, now, out);
     }
     evidence(snap, pool, bn, node, now, out);
 }
@@ -141,8 +155,8 @@ fn evidence(
         let how_long = since.map_or(String::new(), |t| format!(" for {}", age(t, now)));
         out.push(format!("Node {name} is NotReady{how_long}"));
     }
-    if cordoned(node) {
-        let by = node.annotations().get(CORDONED_BY_ANNOTATION).map_or(
+    if is_cordoned(node) {
+        let by = cordoned_by(node).map_or(
             "by someone else (an admin?): it counts against maxUnavailable".to_owned(),
             |p| format!("by the reboot slot of pool {p}"),
         );
@@ -150,18 +164,12 @@ fn evidence(
     }
 }
 
-/// The daemon has not written a status for the BootcNode's spec.
-fn daemon_behind(bn: &BootcNode) -> bool {
-    let observed = bn.status.as_ref().and_then(|s| s.observed_generation);
-    matches!((observed, bn.metadata.generation), (Some(o), Some(g)) if o < g) || bn.status.is_none()
-}
-
 /// Not yet told the target: the pool's staging bounds hold it back.
 fn not_told(snap: &Snapshot, pool: &BootcNodePool, bn: &BootcNode) -> String {
     let rollout = &pool.spec.rollout;
     let staging: Vec<String> = snap
         .members(&pool.name_any())
-        .filter(|m| phase(m) == Some(DaemonPhase::Staging))
+        .filter(|m| m.phase() == Some(DaemonPhase::Staging))
         .map(|m| m.name_any())
         .collect();
     let mut bounds = Vec::new();
@@ -191,16 +199,20 @@ fn not_told(snap: &Snapshot, pool: &BootcNodePool, bn: &BootcNode) -> String {
     }
 }
 
+/// In a slot (`state` and `runs`: the planner's state of the node and
+/// whether it runs the target).
 fn in_a_slot(
     snap: &Snapshot,
     pool: &BootcNodePool,
     bn: &BootcNode,
     node: Option<&Node>,
-    runs: bool,
+    (state, runs): (NodeState, bool),
     now: jiff::Timestamp,
     out: &mut Vec<String>,
 ) {
-    let since = phase_since(bn).map_or(String::new(), |t| format!(" for {}", age(t, now)));
+    let since = bn
+        .phase_since()
+        .map_or(String::new(), |t| format!(" for {}", age(t, now)));
     if runs {
         out.push(
             "back on the target in its reboot slot: the slot is released once the Node is Ready and uncordoned"
@@ -211,9 +223,9 @@ fn in_a_slot(
             "approved to boot, but its reboot (or apply) failed: `kubectl bootc retry {}` tries the same image again, or point the pool at another image",
             bn.name_any()
         ));
-    } else if approved(bn) {
+    } else if bn.approved() {
         let down = node.and_then(not_ready_since);
-        out.push(match (down, phase(bn)) {
+        out.push(match (down, bn.phase()) {
             (Some(t), _) => format!(
                 "rebooting: approved to boot, the Node NotReady{}",
                 t.map_or(String::new(), |t| format!(" for {}", age(t, now)))
@@ -231,7 +243,8 @@ fn in_a_slot(
             "held by the pause: in a reboot slot (cordoned), not approved to boot until `kubectl bootc resume {}`",
             pool.name_any()
         ));
-    } else if phase(bn) == Some(DaemonPhase::Staging) {
+    } else if state == NodeState::Staging {
+        // Not approved until staged (the planner's `drain_progress`).
         out.push(format!("in a reboot slot, still staging the target{since}"));
     } else {
         out.push("in a reboot slot: cordoned and draining (pods are evicted)".to_owned());
@@ -266,22 +279,30 @@ fn waiting(
     pool: &BootcNodePool,
     bn: &BootcNode,
     node: Option<&Node>,
+    target: &Target,
     now: jiff::Timestamp,
     out: &mut Vec<String>,
 ) {
-    let since = phase_since(bn).map_or(String::new(), |t| format!(" for {}", age(t, now)));
+    let since = bn
+        .phase_since()
+        .map_or(String::new(), |t| format!(" for {}", age(t, now)));
     let pool_name = pool.name_any();
-    match phase(bn) {
-        Some(DaemonPhase::Staging) => {
-            out.push(format!("staging: downloading the target{since}"));
-            return;
-        }
-        Some(DaemonPhase::Staged) => {}
-        _ => {
-            out.push(format!("phase {}{since}", phase_label(bn, "unknown")));
-            return;
-        }
+    let state = rollout::classify(bn, target);
+    // The planner's state: a daemon that says Staged for another image than
+    // the target is still staging it.
+    if state == NodeState::Staging || bn.phase() == Some(DaemonPhase::Staging) {
+        out.push(format!("staging: downloading the target{since}"));
+        return;
     }
+    if bn.phase() != Some(DaemonPhase::Staged) {
+        out.push(format!("phase {}{since}", phase_label(bn, "unknown")));
+        return;
+    }
+    // Rule 1, as the planner applies it (conflicts are named on the pool).
+    let ready = node.is_some_and(is_ready);
+    let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
+    let healthy = ready && state != NodeState::Degraded;
+    let candidate = rollout::slots::candidate(state == NodeState::Staged, healthy, deleting, false);
     if pool.spec.rollout.paused {
         out.push(format!(
             "the pool is paused (spec.rollout.paused): staged, but no new reboot slot is handed out until `kubectl bootc resume {pool_name}`"
@@ -289,10 +310,8 @@ fn waiting(
     } else if let Some((reasons::ROLLOUT_HALTED, message)) = pool_condition(pool, reasons::DEGRADED)
     {
         out.push(format!("the rollout is halted: {message}"));
-    } else if degraded(bn).is_some() {
-        out.push("a Degraded node is given no reboot slot".to_owned());
-    } else if node.and_then(not_ready_since).is_some() {
-        out.push("a NotReady node is given no reboot slot until it is Ready".to_owned());
+    } else if let Some(why) = (!candidate).then(|| no_slot(state, node, ready, deleting)) {
+        out.push(why.to_owned());
     } else {
         out.push(format!(
             "staged{since}, waiting for a reboot slot: {}",
@@ -304,36 +323,45 @@ fn waiting(
     }
 }
 
-/// Who uses the pool's disruption budget: slot holders (BootcNodes in a
-/// slot, Nodes recorded as disrupted by the pool) and other unavailable
-/// members (NotReady, cordoned).
+/// Why a staged member is not a candidate for a slot (rule 1: healthy,
+/// its Node not being deleted).
+fn no_slot(state: NodeState, node: Option<&Node>, ready: bool, deleting: bool) -> &'static str {
+    if state == NodeState::Degraded {
+        "a Degraded node is given no reboot slot"
+    } else if node.is_none() {
+        "a member without its Node is given no reboot slot"
+    } else if !ready {
+        "a NotReady node is given no reboot slot until it is Ready"
+    } else if deleting {
+        "a Node being deleted is given no reboot slot"
+    } else {
+        "not a candidate for a reboot slot"
+    }
+}
+
+/// Who uses the pool's disruption budget, as the planner counts it: slot
+/// holders (members holding a slot, other Nodes recorded as disrupted by
+/// the pool) and other unavailable members (NotReady, cordoned).
 pub fn slot_holders(snap: &Snapshot, pool: &BootcNodePool) -> String {
     let pool_name = pool.name_any();
     let mut holders: Vec<String> = snap
         .members(&pool_name)
-        .filter(|m| in_slot(m))
+        .filter(|m| holds_slot(snap, m, &pool_name))
         .map(|m| format!("{} ({})", m.name_any(), phase_label(m, "unknown")))
         .collect();
     for node in &snap.nodes {
         let name = node.name_any();
-        let recorded = node.annotations().get(DISRUPTED_BY_ANNOTATION) == Some(&pool_name);
+        let recorded = rollout::disruption::recorded_for(node, &pool_name);
         if recorded && !holders.iter().any(|h| h.starts_with(&format!("{name} "))) {
             holders.push(format!("{name} (disrupted, not back yet)"));
         }
     }
     let unavailable: Vec<String> = snap
         .members(&pool_name)
-        .filter(|m| !in_slot(m))
+        .filter(|m| !holds_slot(snap, m, &pool_name))
         .filter_map(|m| {
-            let node = snap.node(&m.name_any())?;
-            let why = if not_ready_since(node).is_some() {
-                "NotReady"
-            } else if cordoned(node) {
-                "cordoned"
-            } else {
-                return None;
-            };
-            Some(format!("{} ({why})", m.name_any()))
+            let why = Unavailable::of_member(snap.node(&m.name_any())?)?;
+            Some(format!("{} ({})", m.name_any(), why.as_str()))
         })
         .collect();
     let max = match &pool.spec.rollout.max_unavailable {
@@ -488,6 +516,86 @@ mod tests {
                 vec!["held by the staging bounds: maxConcurrentStaging 1 (staging now: n2)"],
             ),
         ]);
+    }
+
+    /// Where the plugin once read an object its own way, it now says what
+    /// the planner decides.
+    #[test]
+    fn the_headline_follows_the_planners_rules() {
+        // The slot record lost (BootcNode recreated), the Node still
+        // recorded as disrupted by the pool: the planner holds its slot.
+        let mut recorded = node("n2", false, true);
+        recorded.annotations_mut().insert(
+            api::labels::DISRUPTED_BY_ANNOTATION.into(),
+            "workers".into(),
+        );
+        let mut approved = bn("n2", V1, Phase::Rebooting);
+        approved.spec.desired_image_state = api::DesiredImageState::Booted;
+        let lost_record = snapshot(vec![pool("workers", false)], vec![approved], vec![recorded]);
+        // Degraded on the target: the pool counts it Degraded, not updated.
+        let degraded_on_target = alone(
+            degrade(bn("n1", V2, Phase::Idle), "bootc status failed"),
+            true,
+            false,
+        );
+        // The daemon says Staged, but for another image than the target.
+        let mut other_staged = bn("n1", V1, Phase::Staged);
+        other_staged.status.as_mut().unwrap().staged = Some(api::BootEntryStatus {
+            image: Some(format!("r.example/acme/os@{V1}")),
+            image_digest: Some(V1.into()),
+            ..api::BootEntryStatus::default()
+        });
+        // A staged member whose Node is being deleted takes no slot.
+        let mut deleting = node("n1", true, false);
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(0)));
+        let being_deleted = snapshot(
+            vec![pool("workers", false)],
+            vec![bn("n1", V1, Phase::Staged)],
+            vec![deleting],
+        );
+        check(vec![
+            (
+                "slot record lost, disruption recorded",
+                lost_record.clone(),
+                "n2",
+                vec!["rebooting: approved to boot, the Node NotReady for 3m"],
+            ),
+            (
+                "Degraded on the target",
+                degraded_on_target.clone(),
+                "n1",
+                vec!["the node is Degraded (Error): bootc status failed"],
+            ),
+            (
+                "staged for another image",
+                alone(other_staged, true, false),
+                "n1",
+                vec!["staging: downloading the target for 3m"],
+            ),
+        ]);
+        let lines = why(&degraded_on_target, "n1", now());
+        assert_eq!(
+            lines.get(1).map(String::as_str),
+            Some("runs the target 2.0 (sha256:222222222222)"),
+            "{lines:#?}"
+        );
+        let lines = why(&being_deleted, "n1", now());
+        assert_eq!(
+            lines.first().map(String::as_str),
+            Some("a Node being deleted is given no reboot slot"),
+            "{lines:#?}"
+        );
+        let table = crate::status(&lost_record, Some("workers"), now());
+        assert!(
+            table.contains("Slots:    maxUnavailable 1; slots held by n2 (Rebooting)\n"),
+            "{table}"
+        );
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("n2 "))
+            .unwrap_or_default();
+        assert!(row.contains(" yes "), "the SLOT column: {row}");
     }
 
     #[test]

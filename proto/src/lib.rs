@@ -1,7 +1,7 @@
 //! The helper protocol, `bootc.helper.v1`: exactly four unary gRPC calls
 //! (Stage, Apply, Status, WriteAuth) as prost messages, tonic's generated
-//! server ([`helper_server`]) and client ([`helper_client`]), and the one
-//! size limit both ends share. The helper serves it (`helper/src/server.rs`),
+//! server ([`helper_server`]) and client ([`helper_client`]), the one size
+//! limit both ends share, and the apply window the daemon passes on. The helper serves it (`helper/src/server.rs`),
 //! the daemon calls it (`daemon/src/helper_client.rs`).
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
@@ -19,6 +19,11 @@ pub use tonic::Code;
 /// The largest message either end sends or reads (gRPC's length prefix
 /// excluded). Status is the largest message, well under this.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+
+/// How long Apply waits for bootc to fail before answering that the reboot
+/// is under way: the helper's default, and the daemon's `--apply-window-ms`
+/// default, which it passes to the helper.
+pub const APPLY_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Every method the service has. The proto has exactly these four; a test
 /// checks the compiled descriptor against this list.

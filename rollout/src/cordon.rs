@@ -20,11 +20,12 @@ use api::labels::{MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
-use crate::disruption::{self, cordoned_by, is_cordoned};
+use crate::disruption::{self, cordoned_for};
 use crate::facts::{Entry, Rollout};
 use crate::membership::owner_pool;
 use crate::model::{NodePatch, Write};
 use crate::view::View;
+use api::node_health::is_cordoned;
 
 impl NodePatch {
     /// Lift a cordon of ours: the node is back (the mark and the
@@ -64,7 +65,7 @@ pub fn was_cordoned(bn: &BootcNode) -> Option<bool> {
 /// Was the Node cordoned before `pool`'s slot? A cordon with our mark is
 /// ours (from a slot whose BootcNode record was lost): it was not.
 pub fn prior(node: &Node, pool: &str) -> bool {
-    is_cordoned(node) && !cordoned_by(node, pool)
+    is_cordoned(node) && !cordoned_for(node, pool)
 }
 
 /// The patch that puts or keeps a slotted node cordoned and recorded, if
@@ -101,7 +102,7 @@ pub fn release(node: &Node, pool: &str, was_cordoned: Option<&str>) -> Option<No
 fn lifts(node: &Node, pool: Option<&str>, prior: Option<bool>) -> bool {
     let ours = match prior {
         Some(prior) => !prior,
-        None => pool.is_some_and(|p| cordoned_by(node, p)),
+        None => pool.is_some_and(|p| cordoned_for(node, p)),
     };
     ours && is_cordoned(node)
 }
@@ -121,7 +122,7 @@ pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
         // An uncordon takes our mark with it.
         patch.unschedulable = Some(false);
         patch.mark = Some(false);
-    } else if ours(cordoned_by) {
+    } else if ours(cordoned_for) {
         patch.mark = Some(false);
     }
     patch
@@ -141,7 +142,7 @@ pub(crate) fn lift_strays(view: &View<'_>, rollout: &mut Rollout<'_>) {
         let uncordoning = v.pre.iter().any(
             |w| matches!(w, Write::PatchNode { patch, .. } if patch.unschedulable == Some(false)),
         );
-        if !v.owned.in_slot && !uncordoning && cordoned_by(node, &view.pool_name) {
+        if !v.owned.in_slot && !uncordoning && cordoned_for(node, &view.pool_name) {
             Arc::make_mut(verdict).pre.push(Write::PatchNode {
                 name: name.to_owned(),
                 patch: NodePatch::UNCORDON,

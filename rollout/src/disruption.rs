@@ -36,40 +36,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
-use api::{BootcNode, DaemonPhase, DesiredImageState, conditions, reasons};
+use api::BootcNode;
+use api::node_health::{cordoned_by, disrupted_by, is_cordoned, is_ready};
 use k8s_openapi::api::core::v1::Node;
-use kube_core::ResourceExt;
 
-/// The pool named by the Node's disruption record, if any.
-pub fn recorded_by(node: &Node) -> Option<&str> {
-    node.annotations()
-        .get(DISRUPTED_BY_ANNOTATION)
-        .map(String::as_str)
-}
+/// The pool named by the Node's disruption record, if any (the reading is
+/// `api::node_health::disrupted_by`; this name stays for the runtime).
+pub use api::node_health::disrupted_by as recorded_by;
 
 /// Does the Node carry `pool`'s disruption record?
 pub fn recorded_for(node: &Node, pool: &str) -> bool {
-    recorded_by(node) == Some(pool)
-}
-
-pub use api::node_health::is_ready;
-
-/// `spec.unschedulable`.
-pub fn is_cordoned(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
+    disrupted_by(node) == Some(pool)
 }
 
 /// Is the Node cordoned with `pool`'s own mark (a slot's cordon)?
-pub fn cordoned_by(node: &Node, pool: &str) -> bool {
-    is_cordoned(node)
-        && node
-            .annotations()
-            .get(CORDONED_BY_ANNOTATION)
-            .is_some_and(|p| p == pool)
+pub fn cordoned_for(node: &Node, pool: &str) -> bool {
+    cordoned_by(node) == Some(pool)
 }
 
 /// Could a reboot of this node still be under way, as far as its BootcNode
@@ -83,25 +65,15 @@ pub fn cordoned_by(node: &Node, pool: &str) -> bool {
 ///   a rollback to what it runs) and started the apply. Its next report, for
 ///   the current spec, settles it: the daemon writes every phase change.
 pub fn reboot_in_flight(bn: &BootcNode) -> bool {
-    let status = bn.status.as_ref();
-    let runs_desired = status
-        .and_then(|s| s.booted.as_ref())
-        .is_some_and(|b| b.is_image(&bn.spec.desired_image));
-    let degraded = status.is_some_and(|s| conditions::is_true(&s.conditions, reasons::DEGRADED));
-    if bn.spec.desired_image_state == DesiredImageState::Booted && !runs_desired && !degraded {
+    if bn.approved() && !bn.runs(&bn.spec.desired_image) && !bn.is_degraded() {
         return true;
     }
-    let Some(status) = status else {
-        return false;
-    };
-    let behind = matches!(
-        (status.observed_generation, bn.metadata.generation),
-        (Some(seen), Some(generation)) if seen < generation
-    );
-    behind
+    // No status at all reports no phase: nothing was started.
+    bn.status.is_some()
+        && bn.daemon_behind()
         && matches!(
-            status.phase(),
-            Ok(Some(DaemonPhase::Staged | DaemonPhase::Rebooting))
+            bn.phase(),
+            Some(api::DaemonPhase::Staged | api::DaemonPhase::Rebooting)
         )
 }
 

@@ -1,7 +1,7 @@
 //! The unhealthy halt (rule 3): two unhealthy nodes in reboot slots stop new
 //! slots. A slot holder is unhealthy when its BootcNode is Degraded, or its
 //! Node is NotReady without simply rebooting: a node approved to boot and
-//! not yet on the target is rebooting for [`REBOOT_GRACE`]; back on the
+//! not yet on the target is rebooting for [`NOT_READY_WHILE_REBOOTING`]; back on the
 //! target and still NotReady, it counts at once.
 
 use std::time::Duration;
@@ -12,10 +12,11 @@ use jiff::Timestamp;
 use crate::model::{PlannedEvent, Problem, event_reasons};
 
 /// How long a node approved to boot may stay NotReady before it counts as
-/// unhealthy for rule 3: being NotReady is what a reboot looks like, and
+/// unhealthy for rule 3 (not the daemon's `REBOOT_AFTER_APPLY_TIMEOUT`, how
+/// long it waits for the host to reboot after an apply): being NotReady is what a reboot looks like, and
 /// two nodes rebooting together are not evidence of a bad image. A node
 /// that came back on the target and is still NotReady counts at once.
-pub const REBOOT_GRACE: Duration = Duration::from_secs(600);
+pub const NOT_READY_WHILE_REBOOTING: Duration = Duration::from_secs(600);
 
 /// How many unhealthy slot holders halt the rollout.
 pub const UNHEALTHY_TO_HALT: usize = 2;
@@ -39,8 +40,8 @@ pub fn unhealthy(h: Holder, now: Timestamp) -> (bool, Option<Duration>) {
         .filter(|_| h.rebooting)
         .map(|since| now.duration_since(since).unsigned_abs());
     let left = down
-        .filter(|down| *down < REBOOT_GRACE)
-        .map(|down| REBOOT_GRACE.saturating_sub(down));
+        .filter(|down| *down < NOT_READY_WHILE_REBOOTING)
+        .map(|down| NOT_READY_WHILE_REBOOTING.saturating_sub(down));
     let healthy = h.ready && !h.degraded;
     (h.degraded || (!healthy && left.is_none()), left)
 }

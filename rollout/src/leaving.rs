@@ -16,7 +16,7 @@ use api::{BootcNode, BootcNodePool, DesiredImageState};
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
-use crate::disruption::{self, cordoned_by};
+use crate::disruption::{self, cordoned_for};
 use crate::membership::{Membership, owned_by};
 use crate::model::{PlanInput, PlannedEvent, Write, event_reasons};
 use crate::order::Writes;
@@ -116,7 +116,7 @@ fn leave(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
 /// is back at once (see `disruption::reboot_in_flight`).
 fn withdraw_approval(bn: &BootcNode, pool: &BootcNodePool) -> Option<Write> {
     let mut owned = Owned::of(bn);
-    if owned.spec.desired_image_state != DesiredImageState::Booted {
+    if !owned.spec.approved() {
         return None;
     }
     owned.spec.desired_image_state = DesiredImageState::Staged;
@@ -155,7 +155,7 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
     // mark alone, once it is back.
     for (name, row) in &view.rows {
         let Some(node) = row.node else { continue };
-        let ours = cordoned_by(node, pool_name) || disruption::recorded_for(node, pool_name);
+        let ours = cordoned_for(node, pool_name) || disruption::recorded_for(node, pool_name);
         if owned(row, input.pool).is_some() || !ours {
             continue;
         }

@@ -61,7 +61,7 @@ pub mod verdict;
 mod view;
 
 pub use budget::max_unavailable;
-pub use halt::REBOOT_GRACE;
+pub use halt::NOT_READY_WHILE_REBOOTING;
 pub use leaving::plan_cleanup;
 pub use membership::{owned_by, owner_pool, parse_selector, selects};
 pub use memo::Memo;

@@ -18,7 +18,6 @@ use std::collections::HashMap;
 
 use crate::facts::{Entry, Rollout};
 use crate::model::{DrainPhase, Write};
-use crate::owned;
 use crate::view::View;
 
 /// A plan's writes: per node, in the node's order, in two waves (see the
@@ -96,7 +95,7 @@ fn disrupts(w: &Write) -> bool {
 pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout<'_>) -> Writes {
     let mut flat = leavers.to_vec();
     let releasing =
-        |e: &&Entry<'_>| !e.verdict.owned.in_slot && e.row.bn.is_some_and(owned::in_slot);
+        |e: &&Entry<'_>| !e.verdict.owned.in_slot && e.row.bn.is_some_and(api::BootcNode::in_slot);
     // Releases first, the rest in name order (a stable partition).
     let (mut members, rest): (Vec<_>, Vec<_>) = rollout.verdicts.iter().partition(releasing);
     members.extend(rest);

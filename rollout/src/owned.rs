@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use api::labels::{IN_REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
-use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
+use api::{BootcNode, BootcNodePool, BootcNodeSpec};
 use kube_core::{Resource, ResourceExt};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -31,17 +31,12 @@ pub(crate) struct Owned {
     pub was_cordoned: Option<String>,
 }
 
-/// Does `bn` record a reboot slot?
-pub fn in_slot(bn: &BootcNode) -> bool {
-    bn.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION)
-}
-
 impl Owned {
     pub fn of(bn: &BootcNode) -> Self {
         let ann = bn.annotations();
         Owned {
             spec: bn.spec.clone(),
-            in_slot: in_slot(bn),
+            in_slot: bn.in_slot(),
             was_cordoned: ann.get(WAS_CORDONED_ANNOTATION).cloned(),
         }
     }
@@ -51,12 +46,12 @@ impl Owned {
     pub fn is_on(&self, bn: &BootcNode) -> bool {
         let ann = bn.annotations();
         bn.spec == self.spec
-            && ann.contains_key(IN_REBOOT_SLOT_ANNOTATION) == self.in_slot
+            && bn.in_slot() == self.in_slot
             && ann.get(WAS_CORDONED_ANNOTATION) == self.was_cordoned.as_ref()
     }
 
     pub fn approved(&self) -> bool {
-        self.spec.desired_image_state == DesiredImageState::Booted
+        self.spec.approved()
     }
 
     pub fn to_apply(&self, name: &str, pool: &BootcNodePool) -> BootcNodeApply {

@@ -15,9 +15,7 @@
 //!   is taken back.
 
 use api::BootcNode;
-use api::labels::IN_REBOOT_SLOT_ANNOTATION;
 use k8s_openapi::api::core::v1::Node;
-use kube_core::ResourceExt;
 
 use crate::cordon;
 use crate::disruption::{self, Budget};
@@ -29,7 +27,7 @@ use crate::view::View;
 /// Does the node hold a slot of `pool` (its BootcNode's slot record, or the
 /// Node's disruption record)?
 pub fn holds_slot(node: &Node, bn: &BootcNode, pool: &str) -> bool {
-    bn.annotations().contains_key(IN_REBOOT_SLOT_ANNOTATION) || disruption::recorded_for(node, pool)
+    bn.in_slot() || disruption::recorded_for(node, pool)
 }
 
 /// Rule 1: may a member outside any slot take a free one? Staged, healthy

@@ -91,11 +91,17 @@ pub struct BadScale(pub f64);
 
 impl Default for Deadlines {
     fn default() -> Self {
-        Deadlines { scale: 1.0 }
+        Deadlines {
+            scale: Deadlines::DEFAULT_SCALE,
+        }
     }
 }
 
 impl Deadlines {
+    /// The scale that keeps the table's deadlines (the controller's
+    /// `--stuck-deadline-scale` default).
+    pub const DEFAULT_SCALE: f64 = 1.0;
+
     pub fn scaled(scale: f64) -> Result<Self, BadScale> {
         if scale.is_finite() && scale > 0.0 {
             Ok(Deadlines { scale })

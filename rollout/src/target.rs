@@ -7,19 +7,6 @@ use api::{BootcNodePool, BootcNodePoolStatus, reasons};
 
 use crate::model::{Problem, Target, TargetProblem};
 
-/// The target the pool's status names: the one kept in force until a new
-/// one is verified (the one home of "keep the previous target", which the
-/// controller's resolver reads too).
-pub fn previous(status: &BootcNodePoolStatus) -> Option<Target> {
-    match (&status.target_digest, &status.target_image) {
-        (Some(digest), Some(image)) => Some(Target {
-            digest: digest.clone(),
-            image: image.clone(),
-        }),
-        _ => None,
-    }
-}
-
 /// The target in force (None: the pool has never had one).
 pub fn in_force(
     resolved: &Result<Target, TargetProblem>,
@@ -30,8 +17,22 @@ pub fn in_force(
         Ok(t) => Some(t.clone()),
         Err(p) => {
             problems.push((p.reason, p.message.clone()));
-            previous(current)
+            recorded(current)
         }
+    }
+}
+
+/// The target the pool's status records (its digest and image): the one
+/// kept in force until a new one is verified. The one home of "keep the
+/// previous target": the controller's tag resolver and `kubectl bootc`
+/// read it here too.
+pub fn recorded(status: &BootcNodePoolStatus) -> Option<Target> {
+    match (&status.target_digest, &status.target_image) {
+        (Some(digest), Some(image)) => Some(Target {
+            digest: digest.clone(),
+            image: image.clone(),
+        }),
+        _ => None,
     }
 }
 

@@ -186,7 +186,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         recheck_at: None,
         keepable: true,
     };
-    let ready = node.is_some_and(disruption::is_ready);
+    let ready = node.is_some_and(api::node_health::is_ready);
     let healthy = ready && state != NodeState::Degraded;
     let in_flight = existing.is_none_or(disruption::reboot_in_flight);
     if !v.owned.in_slot {
@@ -346,7 +346,7 @@ fn time_phase(
         runs_target: v.runs_target,
         degraded: v.state == NodeState::Degraded,
         staging: v.state == NodeState::Staging,
-        daemon_behind: existing.is_some_and(state::daemon_behind),
+        daemon_behind: existing.is_some_and(BootcNode::daemon_behind),
     };
     let Some(phase) = stuck::phase_of(facts) else {
         return;

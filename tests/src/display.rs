@@ -56,20 +56,11 @@ pub fn rows(bootc_nodes: &[BootcNode], nodes: &[Node]) -> Vec<NodeRow> {
                 state: conditions::reason(conds, reasons::IDLE)
                     .unwrap_or("Pending")
                     .to_owned(),
-                approved: bn.spec.desired_image_state == api::DesiredImageState::Booted,
-                in_slot: bn
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION)),
-                cordoned: node
-                    .and_then(|n| n.spec.as_ref())
-                    .and_then(|s| s.unschedulable)
-                    .unwrap_or(false),
-                ready: node.is_some_and(node_ready),
-                degraded: conditions::find(conds, reasons::DEGRADED)
-                    .filter(|c| c.status == "True")
-                    .map(|c| c.message.clone()),
+                approved: bn.approved(),
+                in_slot: bn.in_slot(),
+                cordoned: node.is_some_and(api::node_health::is_cordoned),
+                ready: node.is_some_and(api::node_health::is_ready),
+                degraded: bn.degraded().map(|c| c.message.clone()),
                 staging: match status.and_then(|s| s.download_only_supported) {
                     Some(true) => "locked",
                     Some(false) => "unlocked",
@@ -80,11 +71,6 @@ pub fn rows(bootc_nodes: &[BootcNode], nodes: &[Node]) -> Vec<NodeRow> {
         .collect();
     rows.sort_by(|a, b| a.name.cmp(&b.name));
     rows
-}
-
-/// Is the Node's Ready condition True?
-pub fn node_ready(node: &Node) -> bool {
-    api::node_health::is_ready(node)
 }
 
 /// A text progress bar `[#####-----] 5/10`.

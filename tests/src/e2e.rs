@@ -115,8 +115,7 @@ pub async fn nothing_cordoned(sim: &Sim) {
         .unwrap()
         .items;
     for n in nodes {
-        let cordoned = n.spec.and_then(|s| s.unschedulable).unwrap_or(false);
-        assert!(!cordoned, "{:?} left cordoned", n.metadata.name);
+        assert!(!is_cordoned(&n), "{:?} left cordoned", n.metadata.name);
     }
 }
 
@@ -255,18 +254,11 @@ pub async fn wait_node(
     }
 }
 
-pub fn is_ready(node: &Node) -> bool {
-    crate::display::node_ready(node)
-}
+pub use api::node_health::{is_cordoned, is_ready};
 
 /// Back from its reboot: Ready and uncordoned.
 pub fn is_back(n: &Node) -> bool {
-    is_ready(n)
-        && !n
-            .spec
-            .as_ref()
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false)
+    is_ready(n) && !is_cordoned(n)
 }
 
 /// Back from its reboot and out of the pool: Ready, uncordoned, unlabelled.

@@ -230,9 +230,8 @@ async fn nothing_cordoned(cluster: &NodeCluster) {
     let nodes = Api::<Node>::all(cluster.cp.admin().await.unwrap());
     for node in &cluster.nodes {
         let n = nodes.get(&node.name).await.unwrap();
-        assert_ne!(
-            n.spec.clone().unwrap().unschedulable,
-            Some(true),
+        assert!(
+            !api::node_health::is_cordoned(&n),
             "{} left cordoned",
             node.name
         );
@@ -499,9 +498,8 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
             .get("node-1")
             .await
             .unwrap();
-        assert_eq!(
-            held.spec.unwrap().unschedulable,
-            Some(true),
+        assert!(
+            api::node_health::is_cordoned(&held),
             "node-1 cordoned in its slot"
         );
         kubectl(

@@ -231,7 +231,7 @@ fn log_outcome(
 fn current_target(pool: &BootcNodePool, next_resolution: Option<jiff::Timestamp>) -> CurrentTarget {
     let status = pool.status.as_ref();
     CurrentTarget {
-        previous: status.and_then(rollout::target::previous),
+        previous: status.and_then(rollout::target::recorded),
         next_resolution,
     }
 }

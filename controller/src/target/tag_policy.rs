@@ -4,7 +4,7 @@
 //! A digest reference is its own answer and never touches a registry. A tag
 //! is resolved at most once per interval (and at once when the spec
 //! changes), the result checked against the nodes' architectures, and any
-//! failure keeps the previous target ([`rollout::target::previous`]): the
+//! failure keeps the previous target ([`rollout::target::recorded`]): the
 //! controller fails closed.
 
 use std::collections::BTreeSet;
@@ -24,7 +24,7 @@ pub const MAX_RETRY_AFTER_ERROR: Duration = Duration::from_secs(60);
 /// The target in force before this resolution, and when the next is due.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CurrentTarget {
-    /// [`rollout::target::previous`] of the pool's status.
+    /// [`rollout::target::recorded`] of the pool's status.
     pub previous: Option<Target>,
     pub next_resolution: Option<Timestamp>,
 }

@@ -328,12 +328,7 @@ pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -
             &name,
             WAIT,
             "slot released",
-            |b| {
-                b.is_none_or(|b| {
-                    !b.annotations()
-                        .contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION)
-                })
-            },
+            |b| b.is_none_or(|b| !b.in_slot()),
         )
         .await
         .unwrap();
@@ -358,12 +353,7 @@ pub async fn node(admin: &Client, name: &str) -> Node {
     Api::<Node>::all(admin.clone()).get(name).await.unwrap()
 }
 
-pub fn is_cordoned(n: &Node) -> bool {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
-}
+pub use api::node_health::is_cordoned;
 
 pub fn is_managed(n: &Node) -> bool {
     n.labels().contains_key(api::labels::MANAGED_LABEL)

@@ -58,11 +58,11 @@ fn slot_rule_3_nodes_rebooting_within_the_grace_are_not_unhealthy() {
     assert_eq!(degraded_reason(&p), reasons::HEALTHY);
     assert!(
         p.requeue_after
-            .is_some_and(|d| d <= REBOOT_GRACE - Duration::from_secs(30))
+            .is_some_and(|d| d <= NOT_READY_WHILE_REBOOTING - Duration::from_secs(30))
     );
 
     // Past the grace, both count: the rollout halts.
-    let secs = i64::try_from(REBOOT_GRACE.as_secs()).unwrap() + 1;
+    let secs = i64::try_from(NOT_READY_WHILE_REBOOTING.as_secs()).unwrap() + 1;
     let p = world(secs, Daemon::Rebooting(OLD)).plan();
     assert!(slotted(&p).is_empty());
     assert_eq!(degraded_reason(&p), reasons::ROLLOUT_HALTED);

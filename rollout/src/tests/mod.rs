@@ -18,9 +18,10 @@ use kube_core::ResourceExt;
 use serde_json::json;
 
 use super::*;
-use crate::disruption::{self, is_cordoned as node_unschedulable};
+use crate::disruption;
 use crate::stuck;
 use api::BootcNodePoolStatus;
+use api::node_health::is_cordoned as node_unschedulable;
 use std::time::Duration;
 
 mod budget;

@@ -423,12 +423,7 @@ async fn wait_released(admin: &kube::Client, image: &str, timeout: Duration) -> 
             .await?
             .items
             .iter()
-            .filter(|b| {
-                b.metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION))
-            })
+            .filter(|b| b.in_slot())
             .count();
         let complete = events
             .list(&Default::default())

@@ -361,19 +361,13 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
     // come back and been released (seconds), so the reboot injected now is
     // one nobody asked for.
     let nodes: Api<BootcNode> = Api::all(sim.admin.clone());
-    let in_slot = |bn: &BootcNode| {
-        bn.metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION))
-    };
     let deadline = std::time::Instant::now() + ROLLOUT;
     let victim = loop {
         let list = nodes.list(&Default::default()).await.unwrap().items;
         let staged = list.iter().find(|bn| {
             bn.spec.desired_image == target
-                && bn.spec.desired_image_state == api::DesiredImageState::Staged
-                && !in_slot(bn)
+                && !bn.approved()
+                && !bn.in_slot()
                 && bn
                     .status
                     .as_ref()
@@ -383,16 +377,11 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
         if let Some(bn) = staged
             && list
                 .iter()
-                .any(|other| other.metadata.name != bn.metadata.name && in_slot(other))
+                .any(|other| other.metadata.name != bn.metadata.name && other.in_slot())
         {
             break bn.metadata.name.clone().unwrap();
         }
-        if list.iter().all(|bn| {
-            bn.status
-                .as_ref()
-                .and_then(|s| s.booted.as_ref())
-                .is_some_and(|b| b.is_image(&target))
-        }) {
+        if list.iter().all(|bn| bn.runs(&target)) {
             // Nothing was ever staged ahead of its turn (the controller
             // holds unlocked nodes back): inject on the last node anyway.
             break list.last().unwrap().metadata.name.clone().unwrap();

@@ -423,8 +423,7 @@ async fn a_paused_mixed_pool_tells_no_bootc_1_16_node_the_target() {
             "approved to boot v2",
             move |b| {
                 b.is_some_and(|b| {
-                    (b.spec.desired_image == image
-                        && b.spec.desired_image_state == DesiredImageState::Booted)
+                    (b.spec.desired_image == image && b.approved())
                         || b.status
                             .as_ref()
                             .and_then(|s| s.booted.as_ref())
@@ -472,12 +471,7 @@ async fn a_paused_mixed_pool_tells_no_bootc_1_16_node_the_target() {
     // pool paused.
     for name in ["sim-node-1", "sim-node-2"] {
         k8s::wait_for(bns.clone(), name, ROLLOUT, "out of its slot", |b| {
-            b.is_some_and(|b| {
-                !b.metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key(api::labels::IN_REBOOT_SLOT_ANNOTATION))
-            })
+            b.is_some_and(|b| !b.in_slot())
         })
         .await
         .unwrap();

@@ -1,0 +1,255 @@
+//! How the operator reads a BootcNode: every question the planner, the
+//! kubectl plugin, the daemon, the tests and the benchmark ask of one (in a
+//! slot, approved, Degraded, which image it runs, whether its daemon is
+//! behind its spec, its phase and since when) is one method here, so that no
+//! consumer answers it its own way. The Node's readings are in
+//! [`crate::node_health`].
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use crate::labels::IN_REBOOT_SLOT_ANNOTATION;
+use crate::{BootcNode, BootcNodeSpec, DaemonPhase, DesiredImageState, conditions, reasons};
+
+impl BootcNodeSpec {
+    /// Approved to boot the staged image (`desiredImageState: Booted`): what
+    /// a BootcNode says, and what a plan writes.
+    pub fn approved(&self) -> bool {
+        self.desired_image_state == DesiredImageState::Booted
+    }
+}
+
+impl BootcNode {
+    /// Does the BootcNode record a reboot slot (`bootc.dev/in-reboot-slot`)?
+    /// The planner also counts a Node carrying its pool's disruption record
+    /// as holding a slot (`rollout::slots::holds_slot`): this is the
+    /// BootcNode's half.
+    pub fn in_slot(&self) -> bool {
+        self.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(IN_REBOOT_SLOT_ANNOTATION))
+    }
+
+    /// Approved to boot its staged image (`desiredImageState: Booted`).
+    pub fn approved(&self) -> bool {
+        self.spec.approved()
+    }
+
+    /// Its `Degraded` condition, when that is True.
+    pub fn degraded(&self) -> Option<&Condition> {
+        conditions::find(&self.status.as_ref()?.conditions, reasons::DEGRADED)
+            .filter(|c| c.status == "True")
+    }
+
+    /// Is its `Degraded` condition True?
+    pub fn is_degraded(&self) -> bool {
+        self.degraded().is_some()
+    }
+
+    /// Does it boot `image` (`repository@digest`)? See
+    /// [`crate::BootEntryStatus::is_image`]: the reference bootc was given,
+    /// or the manifest digest it deployed, matches.
+    pub fn runs(&self, image: &str) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.booted.as_ref())
+            .is_some_and(|b| b.is_image(image))
+    }
+
+    /// Has its daemon not reported on its current spec? No status yet, or
+    /// the last one answers an older generation.
+    pub fn daemon_behind(&self) -> bool {
+        match &self.status {
+            None => true,
+            Some(s) => matches!(
+                (s.observed_generation, self.metadata.generation),
+                (Some(seen), Some(generation)) if seen < generation
+            ),
+        }
+    }
+
+    /// The daemon's phase (None: not reported yet, or one this build does
+    /// not know, from a newer daemon: it counts as none).
+    pub fn phase(&self) -> Option<DaemonPhase> {
+        self.status.as_ref()?.phase().ok().flatten()
+    }
+
+    /// Since when it is in its phase (the `Idle` condition's last
+    /// transition).
+    pub fn phase_since(&self) -> Option<Timestamp> {
+        conditions::find(&self.status.as_ref()?.conditions, reasons::IDLE)
+            .map(|c| c.last_transition_time.0)
+    }
+
+    /// Approved to boot and Degraded: its reboot or apply failed. After a
+    /// reboot into the wrong image the daemon does not apply again for the
+    /// same spec (that could loop), so only a person moves such a node: a
+    /// new image for the pool, or a retry
+    /// ([`crate::labels::RETRY_ANNOTATION`]). Every other failure is retried
+    /// on its own (a download with backoff, a drain by the controller).
+    pub fn awaits_retry(&self) -> bool {
+        self.approved() && self.is_degraded()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BootEntryStatus, BootcNodeStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const D2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    fn image(d: &str) -> String {
+        format!("r.example/os@{d}")
+    }
+
+    fn bn() -> BootcNode {
+        BootcNode::new(
+            "n1",
+            BootcNodeSpec {
+                desired_image: image(D2),
+                desired_image_state: DesiredImageState::Staged,
+                reboot_policy: Default::default(),
+                pull_secret_ref: None,
+                pull_secret_hash: None,
+            },
+        )
+    }
+
+    fn condition(type_: &str, status: &str, reason: &str, at: i64) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: format!("{type_} {status}"),
+            last_transition_time: Time(Timestamp::from_second(at).unwrap_or_default()),
+            observed_generation: None,
+        }
+    }
+
+    fn with_status(mut b: BootcNode, f: impl FnOnce(&mut BootcNodeStatus)) -> BootcNode {
+        f(b.status.get_or_insert_default());
+        b
+    }
+
+    #[test]
+    fn slot_and_approval() {
+        let mut b = bn();
+        assert!(!b.in_slot() && !b.approved());
+        b.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(IN_REBOOT_SLOT_ANNOTATION.into(), "true".into());
+        b.spec.desired_image_state = DesiredImageState::Booted;
+        assert!(b.in_slot() && b.approved());
+        // Another annotation is no slot.
+        let mut other = bn();
+        other
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(crate::labels::WAS_CORDONED_ANNOTATION.into(), "true".into());
+        assert!(!other.in_slot());
+    }
+
+    #[test]
+    fn degraded_and_awaiting_a_retry() {
+        let degraded = |status: &str| {
+            with_status(bn(), |s| {
+                s.conditions = vec![
+                    condition(reasons::IDLE, "False", reasons::REBOOTING, 5),
+                    condition(reasons::DEGRADED, status, reasons::ERROR, 7),
+                ];
+            })
+        };
+        // (what, BootcNode, degraded, awaits a retry)
+        let mut approved = degraded("True");
+        approved.spec.desired_image_state = DesiredImageState::Booted;
+        let mut approved_healthy = degraded("False");
+        approved_healthy.spec.desired_image_state = DesiredImageState::Booted;
+        let rows = [
+            ("no status", bn(), false, false),
+            ("Degraded, not approved", degraded("True"), true, false),
+            ("Degraded False", degraded("False"), false, false),
+            ("approved and Degraded", approved, true, true),
+            ("approved and healthy", approved_healthy, false, false),
+        ];
+        for (what, b, is_degraded, awaits) in rows {
+            assert_eq!(b.is_degraded(), is_degraded, "{what}");
+            assert_eq!(b.awaits_retry(), awaits, "{what}");
+        }
+        let d = degraded("True");
+        assert_eq!(
+            d.degraded()
+                .map(|c| (c.reason.as_str(), c.message.as_str())),
+            Some((reasons::ERROR, "Degraded True"))
+        );
+    }
+
+    #[test]
+    fn runs_by_reference_or_by_digest() {
+        let booted = |reference: Option<String>, digest: Option<&str>| {
+            with_status(bn(), |s| {
+                s.booted = Some(BootEntryStatus {
+                    image: reference,
+                    image_digest: digest.map(str::to_owned),
+                    ..BootEntryStatus::default()
+                });
+            })
+        };
+        // (what, BootcNode, runs image(D2))
+        let rows = [
+            ("no status", bn(), false),
+            ("nothing booted", with_status(bn(), |_| {}), false),
+            ("the reference", booted(Some(image(D2)), Some(D1)), true),
+            (
+                "the digest (by tag)",
+                booted(Some("r.example/os:v2".into()), Some(D2)),
+                true,
+            ),
+            ("another image", booted(Some(image(D1)), Some(D1)), false),
+            ("a digest only, another", booted(None, Some(D1)), false),
+        ];
+        for (what, b, want) in rows {
+            assert_eq!(b.runs(&image(D2)), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_daemon_is_behind_until_it_answers_the_spec() {
+        let answered = |seen: Option<i64>, generation: Option<i64>| {
+            let mut b = with_status(bn(), |s| s.observed_generation = seen);
+            b.metadata.generation = generation;
+            b
+        };
+        // (what, BootcNode, behind)
+        let rows = [
+            ("no status", bn(), true),
+            ("answers an older spec", answered(Some(2), Some(3)), true),
+            ("answers this spec", answered(Some(3), Some(3)), false),
+            ("a generation not known", answered(Some(3), None), false),
+            ("a status for no generation", answered(None, Some(3)), false),
+        ];
+        for (what, b, want) in rows {
+            assert_eq!(b.daemon_behind(), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn phase_and_since_when() {
+        assert_eq!((bn().phase(), bn().phase_since()), (None, None));
+        let staged = with_status(bn(), |s| {
+            s.conditions = vec![condition(reasons::IDLE, "False", reasons::STAGED, 42)];
+        });
+        assert_eq!(staged.phase(), Some(DaemonPhase::Staged));
+        assert_eq!(staged.phase_since(), Timestamp::from_second(42).ok());
+        let newer = with_status(bn(), |s| {
+            s.conditions = vec![condition(reasons::IDLE, "False", "Verifying", 42)];
+        });
+        assert_eq!(newer.phase(), None, "a phase this build does not know");
+        assert_eq!(newer.phase_since(), Timestamp::from_second(42).ok());
+    }
+}
