@@ -30,7 +30,7 @@ struct Args {
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// Lease duration in seconds.
-    #[arg(long, default_value_t = LeaseConfig::new("", "", "").duration.as_secs())]
+    #[arg(long, default_value_t = controller::runtime::lease::DEFAULT_LEASE_DURATION.as_secs())]
     lease_duration_seconds: u64,
     /// Serve /healthz and /readyz on this address ("" disables).
     #[arg(long, default_value = "0.0.0.0:8081")]
@@ -43,7 +43,7 @@ struct Args {
     #[arg(long, value_enum, default_value = "text", env = "BOOTC_LOG_FORMAT")]
     log_format: LogFormat,
     /// Reconcile every pool at least this often, in seconds.
-    #[arg(long, default_value_t = Options::new("").resync.as_secs())]
+    #[arg(long, default_value_t = controller::runtime::DEFAULT_RESYNC.as_secs())]
     resync_seconds: u64,
     /// /healthz fails while a reconcile has been running this long, in
     /// seconds (a wedged loop: the kubelet restarts the controller).

@@ -48,6 +48,9 @@ pub mod synced;
 mod watches;
 mod wire;
 
+/// How often every pool is reconciled even without events (`--resync-seconds`).
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
+
 /// How the controller runs.
 #[derive(Clone)]
 pub struct Options {
@@ -94,7 +97,7 @@ impl Options {
             namespace: OPERATOR_NAMESPACE.to_owned(),
             instance: instance.to_owned(),
             resolver: Arc::new(DigestOnly),
-            resync: Duration::from_secs(600),
+            resync: DEFAULT_RESYNC,
             wedged_after: crate::runtime::liveness::WEDGED_AFTER,
             deadlines: rollout::stuck::Deadlines::default(),
         }
@@ -154,11 +157,7 @@ pub fn secret_version(secret: &Secret) -> String {
 pub fn node_fingerprint(node: &Node) -> u64 {
     let mut h = DefaultHasher::new();
     node.labels().hash(&mut h);
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
-        .hash(&mut h);
+    api::node_health::is_cordoned(node).hash(&mut h);
     let ready = api::node_health::ready_condition(node).map(|c| c.status.clone());
     ready.hash(&mut h);
     node.metadata.deletion_timestamp.is_some().hash(&mut h);
@@ -286,7 +285,7 @@ fn pools_for_node(
         out.push(ObjectRef::new(&owner));
     }
     // The pool that disrupted it, until it is back.
-    if let Some(pool) = rollout::disruption::recorded_by(node) {
+    if let Some(pool) = api::node_health::disrupted_by(node) {
         out.push(ObjectRef::new(pool));
     }
     out

@@ -40,10 +40,6 @@ use api::BootcNode;
 use api::node_health::{cordoned_by, disrupted_by, is_cordoned, is_ready};
 use k8s_openapi::api::core::v1::Node;
 
-/// The pool named by the Node's disruption record, if any (the reading is
-/// `api::node_health::disrupted_by`; this name stays for the runtime).
-pub use api::node_health::disrupted_by as recorded_by;
-
 /// Does the Node carry `pool`'s disruption record?
 pub fn recorded_for(node: &Node, pool: &str) -> bool {
     disrupted_by(node) == Some(pool)

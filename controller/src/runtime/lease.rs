@@ -38,13 +38,16 @@ pub struct LeaseConfig {
     pub renew_every: Duration,
 }
 
+/// How long a Lease is held without renewal (`--lease-duration-seconds`).
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+
 impl LeaseConfig {
     pub fn new(name: &str, namespace: &str, identity: &str) -> Self {
         LeaseConfig {
             name: name.to_owned(),
             namespace: namespace.to_owned(),
             identity: identity.to_owned(),
-            duration: Duration::from_secs(15),
+            duration: DEFAULT_LEASE_DURATION,
             renew_every: Duration::from_secs(5),
         }
     }
