@@ -1,6 +1,9 @@
-//! The controller runtime: caches, watches and their mapping to pools, the
-//! reconcile function (gather from the caches, plan, act), the finalizer,
-//! leader election and the health endpoints.
+//! The controller runtime: caches, watches and their mapping to pools
+//! (here, [`watches`](self) and `wire`), each pool's objects ([`members`],
+//! [`selection`]), the reconcile (`reconcile`: gather, plan, act, record)
+//! and what it remembers per pool ([`pool_state`]), pacing ([`pace`]),
+//! leader election ([`lease`]), `/healthz` ([`liveness`]) and `/readyz`
+//! ([`synced`]), and the HTTP endpoints.
 //!
 //! The top layer: may import [`crate::actions`], [`crate::target`],
 //! [`crate::metrics`], `rollout` and `api`; nothing imports it but the

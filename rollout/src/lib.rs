@@ -34,6 +34,13 @@
 //! [`stuck`] (each phase a node waits in, its deadline and next step),
 //! [`health`] (the kstatus conditions), and [`cordon`] (the cordon a slot
 //! puts on a Node, and its restoration).
+//!
+//! No step reaches back: the plan's vocabulary is in [`model`] and the facts
+//! one step hands to the next in `facts`, below every step; only this
+//! pipeline imports the steps (`tests/tests/layers.rs` checks it).
+
+// No production function over 100 lines (tests may be longer).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 use facts::Rollout;
 
