@@ -85,6 +85,8 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     progress: watch::Sender<Progress>,
+    /// How many requests the script has answered.
+    answered: watch::Sender<usize>,
 }
 
 impl Shared {
@@ -105,7 +107,9 @@ impl Shared {
             Ok(_) if state.stages.is_empty() => Progress::Done,
             Ok(_) => Progress::Running,
         };
+        let answered = state.transcript.len();
         drop(state);
+        self.answered.send_replace(answered);
         self.progress.send_replace(progress);
         outcome.map_err(|_| ())
     }
@@ -152,13 +156,18 @@ impl State {
         if stage.lanes.is_empty() {
             self.stages.pop_front();
         }
-        let answer = exchange.take_answer();
+        let answer = match exchange.take_answer() {
+            Answer::With(compute) => {
+                let (code, value) = compute(&request.body);
+                Answer::Json(code, value)
+            }
+            answer => answer,
+        };
         let status = match &answer {
-            Answer::Missing => {
+            Answer::Missing | Answer::With(_) => {
                 return Err(format!("the script gives no answer to {exchange}"));
             }
             Answer::Json(code, _) => code.to_string(),
-            Answer::With(_) => "computed".to_owned(),
             Answer::Stream(_) => "200, a watch".to_owned(),
         };
         self.transcript.push(format!(
@@ -200,6 +209,7 @@ impl ScriptedApi {
                     transcript: Vec::new(),
                 }),
                 progress: watch::Sender::new(progress),
+                answered: watch::Sender::new(0),
             }),
             verified: AtomicBool::new(false),
         }
@@ -232,7 +242,18 @@ impl ScriptedApi {
 
     /// How many requests the script has answered so far.
     pub fn answered(&self) -> usize {
-        self.shared.lock().transcript.len()
+        *self.shared.answered.borrow()
+    }
+
+    /// Completes once the script has answered `n` requests (the test's
+    /// cue for its next event), or at the first failure.
+    pub async fn until_answered(&self, n: usize) {
+        let mut answered = self.shared.answered.subscribe();
+        let mut progress = self.shared.progress.subscribe();
+        tokio::select! {
+            _ = answered.wait_for(|a| *a >= n) => {}
+            _ = progress.wait_for(|p| *p == Progress::Failed) => {}
+        }
     }
 
     fn fail_now(&self, why: String) -> ! {
@@ -358,12 +379,8 @@ impl tower::Service<Request<kube::client::Body>> for Service {
             let seen = Seen::new(parts.method, &parts.uri, &body);
             let (status, body) = match shared.answer(&seen) {
                 Ok(Answer::Json(status, value)) => (status, ScriptBody::json(&value)),
-                Ok(Answer::With(compute)) => {
-                    let (status, value) = compute(&seen.body);
-                    (status, ScriptBody::json(&value))
-                }
                 Ok(Answer::Stream(stream)) => (200, ScriptBody::Stream(stream.0)),
-                Ok(Answer::Missing) | Err(()) => {
+                Ok(Answer::Missing | Answer::With(_)) | Err(()) => {
                     let message = format!("scripted API: unexpected request {seen}");
                     let value = crate::status_failure(500, "InternalError", &message);
                     (500, ScriptBody::json(&value))
