@@ -45,11 +45,14 @@ pub mod liveness;
 pub mod members;
 pub mod pace;
 pub mod pool_state;
+mod once;
 mod reconcile;
 pub mod selection;
 pub mod synced;
 mod watches;
 mod wire;
+
+pub use once::{Cached, reconcile_once};
 
 /// How often every pool is reconciled even without events (`--resync-seconds`).
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
@@ -481,6 +484,49 @@ fn counted_client(config: kube::Config) -> Result<kube::Client, Error> {
         .build())
 }
 
+/// What the reconciles share with the rest of the runtime.
+struct Shared {
+    drains: Drains,
+    changes: Arc<Changes>,
+    liveness: Arc<Liveness>,
+    synced: Arc<Synced>,
+}
+
+/// The reconciles' context: the running controller's, and
+/// [`reconcile_once`]'s.
+fn context(
+    client: kube::Client,
+    options: &Options,
+    caches: reconcile::Caches,
+    shared: Shared,
+) -> Ctx {
+    let events = EventSink::new(client.clone(), &options.instance);
+    Ctx {
+        client: client.clone(),
+        daemon_secrets: crate::actions::daemon_secrets::Grant::new(
+            client.clone(),
+            &options.namespace,
+            caches.pools.clone(),
+            caches.bootc_nodes.clone(),
+            caches.secrets.clone(),
+        ),
+        caches,
+        states: PoolStates::default(),
+        changes: shared.changes,
+        actuator: Actuator::new(client, shared.drains.clone(), events),
+        drains: shared.drains,
+        resolver: options.resolver.clone(),
+        tuning: reconcile::Tuning {
+            namespace: options.namespace.clone(),
+            resync: options.resync,
+            deadlines: options.deadlines,
+            pace: pace::Pace::default(),
+        },
+        liveness: shared.liveness,
+        synced: shared.synced,
+    }
+}
+
 async fn run_controller(
     client: kube::Client,
     drain_client: kube::Client,
@@ -492,14 +538,7 @@ async fn run_controller(
 ) -> Result<(), Error> {
     let events = EventSink::new(client.clone(), &options.instance);
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
-    let drains = Drains::new(drain_client, &options.namespace, events.clone(), trigger_tx);
-    let actuator = Actuator::new(client.clone(), drains.clone(), events);
-    let tuning = reconcile::Tuning {
-        namespace: options.namespace.clone(),
-        resync: options.resync,
-        deadlines: options.deadlines,
-        pace: pace::Pace::default(),
-    };
+    let drains = Drains::new(drain_client, &options.namespace, events, trigger_tx);
 
     let synced = Synced::new();
     let changes = Arc::new(Changes::default());
@@ -510,30 +549,19 @@ async fn run_controller(
     let pool_stream = watches::pool_changes(&client);
     let drain_done = watches::drain_done(trigger_rx);
 
-    let ctx = Arc::new(Ctx {
-        client: client.clone(),
-        daemon_secrets: crate::actions::daemon_secrets::Grant::new(
-            client.clone(),
-            &options.namespace,
-            pool_store.clone(),
-            bn_store.clone(),
-            secret_store.clone(),
-        ),
-        caches: reconcile::Caches {
-            pools: pool_store.clone(),
-            nodes: node_store,
-            bootc_nodes: bn_store.clone(),
-            secrets: secret_store,
-        },
-        states: PoolStates::default(),
-        changes,
-        actuator,
+    let caches = reconcile::Caches {
+        pools: pool_store.clone(),
+        nodes: node_store,
+        bootc_nodes: bn_store.clone(),
+        secrets: secret_store,
+    };
+    let shared = Shared {
         drains: drains.clone(),
-        resolver: options.resolver.clone(),
-        tuning,
+        changes,
         liveness,
         synced: synced.clone(),
-    });
+    };
+    let ctx = Arc::new(context(client, options, caches, shared));
     let ready_task = ready_when_synced(synced.clone(), ready);
     let _daemon_secrets = ctx.daemon_secrets.keep();
     tracing::info!("controller starting");

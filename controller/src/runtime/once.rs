@@ -1,0 +1,76 @@
+//! One reconcile, outside the running controller: the seam through which
+//! the scripted tests (`controller/tests/scripted_*.rs`) give the reconcile
+//! a client of their own and caches holding the objects of their story.
+
+use std::sync::Arc;
+
+use api::{BootcNode, BootcNodePool};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::Resource;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use tokio::sync::mpsc;
+
+use super::liveness::Liveness;
+use super::synced::{Cache, Synced};
+use super::reconcile::{Caches, reconcile};
+use super::{Error, Options, Shared, context};
+use crate::actions::drain::Drains;
+use crate::actions::events::EventSink;
+
+/// The objects the caches hold, as their watches would have listed them.
+#[derive(Clone, Debug, Default)]
+pub struct Cached {
+    pub pools: Vec<BootcNodePool>,
+    pub nodes: Vec<Node>,
+    pub bootc_nodes: Vec<BootcNode>,
+    pub secrets: Vec<Secret>,
+}
+
+/// One reconcile of `pool` as the running controller makes it (the
+/// finalizer, then the plan and its writes, or a deleted pool's cleanup),
+/// through `client`, on caches that have listed `cached`. Drains go through
+/// `drain_client`. No watch, no lease, no health server.
+pub async fn reconcile_once(
+    client: kube::Client,
+    drain_client: kube::Client,
+    options: &Options,
+    cached: Cached,
+    pool: BootcNodePool,
+) -> Result<Action, Error> {
+    let synced = Synced::new();
+    let caches = Caches {
+        pools: listed(&synced, Cache::Pools, cached.pools).await,
+        nodes: listed(&synced, Cache::Nodes, cached.nodes).await,
+        bootc_nodes: listed(&synced, Cache::BootcNodes, cached.bootc_nodes).await,
+        secrets: listed(&synced, Cache::Secrets, cached.secrets).await,
+    };
+    let events = EventSink::new(client.clone(), &options.instance);
+    // No drain's end triggers another reconcile here.
+    let (trigger, _) = mpsc::unbounded_channel();
+    let shared = Shared {
+        drains: Drains::new(drain_client, &options.namespace, events, trigger),
+        changes: Arc::default(),
+        liveness: Arc::new(Liveness::new(options.wedged_after)),
+        synced,
+    };
+    let ctx = context(client, options, caches, shared);
+    reconcile(Arc::new(pool), Arc::new(ctx)).await
+}
+
+/// A cache filled as a watch's initial list fills it, and marked listed.
+async fn listed<K>(synced: &Arc<Synced>, cache: Cache, objects: Vec<K>) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let events = std::iter::once(watcher::Event::Init)
+        .chain(objects.into_iter().map(watcher::Event::InitApply))
+        .chain(std::iter::once(watcher::Event::InitDone))
+        .map(Ok::<_, watcher::Error>);
+    let list = reflector::reflector(writer, futures::stream::iter(events));
+    synced.track(cache, list).for_each(|_| async {}).await;
+    store
+}

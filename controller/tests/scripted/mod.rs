@@ -1,0 +1,202 @@
+//! The scenes of the controller's scripted tests (`scripted_*.rs`): a pool,
+//! its Nodes and BootcNodes built from `api`'s types and names, and the
+//! requests the controller makes for them, as `scripted-api` exchanges.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use api::conditions::{self, ConditionUpdate};
+use api::labels::{
+    CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION,
+    MANAGED_LABEL, WAS_CORDONED_ANNOTATION,
+};
+use api::{
+    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeSpec, BootcNodeStatus, DaemonPhase,
+    DesiredImageState, RebootPolicy, reasons,
+};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::Resource;
+use scripted_api::{Exchange, object_path, patch};
+use serde_json::{Value, json};
+
+pub const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+pub const NEW: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+pub const POOL: &str = "workers";
+/// The label the pool selects its nodes by.
+pub const POOL_LABEL: &str = "pool";
+
+pub fn image(digest: &str) -> String {
+    format!("quay.io/acme/os@{digest}")
+}
+
+/// A pool of the nodes labelled `pool=workers`, rolling to `NEW`, one
+/// reboot slot.
+pub fn pool() -> BootcNodePool {
+    let spec = serde_json::from_value(json!({
+        "nodeSelector": {"matchLabels": {POOL_LABEL: POOL}},
+        "image": {"ref": image(NEW)},
+        "rollout": {"maxUnavailable": 1},
+    }))
+    .unwrap();
+    let mut p = BootcNodePool::new(POOL, spec);
+    p.metadata.uid = Some(format!("uid-{POOL}"));
+    p.metadata.generation = Some(1);
+    p.metadata.resource_version = Some("100".to_owned());
+    p
+}
+
+/// A member Node, Ready, managed, cordoned or not.
+pub fn node(name: &str, cordoned: bool) -> Node {
+    let mut n = Node {
+        spec: Some(NodeSpec {
+            unschedulable: cordoned.then_some(true),
+            ..NodeSpec::default()
+        }),
+        status: Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: api::node_health::NODE_READY.to_owned(),
+                status: "True".to_owned(),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        }),
+        ..Node::default()
+    };
+    n.metadata.name = Some(name.to_owned());
+    n.metadata.resource_version = Some("10".to_owned());
+    n.metadata.labels = Some(BTreeMap::from([
+        (POOL_LABEL.to_owned(), POOL.to_owned()),
+        (MANAGED_LABEL.to_owned(), String::new()),
+    ]));
+    n
+}
+
+/// A Node in this pool's reboot slot: cordoned by it (its mark), disrupted
+/// by it (its record).
+pub fn slot_node(name: &str) -> Node {
+    let mut n = node(name, true);
+    n.metadata.annotations = Some(BTreeMap::from([
+        (CORDONED_BY_ANNOTATION.to_owned(), POOL.to_owned()),
+        (DISRUPTED_BY_ANNOTATION.to_owned(), POOL.to_owned()),
+    ]));
+    n
+}
+
+/// A BootcNode of the pool wanting `desired`, whose daemon reports
+/// `phase` on `booted` (and `desired` staged when Staged or Rebooting).
+pub fn bootc_node(name: &str, desired: &str, phase: DaemonPhase, booted: &str) -> BootcNode {
+    let spec = BootcNodeSpec {
+        desired_image: image(desired),
+        desired_image_state: DesiredImageState::Staged,
+        reboot_policy: RebootPolicy::RebootOnly,
+        pull_secret_ref: None,
+        pull_secret_hash: None,
+    };
+    let mut bn = BootcNode::new(name, spec);
+    let p = pool();
+    bn.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: BootcNodePool::api_version(&()).into_owned(),
+        kind: BootcNodePool::kind(&()).into_owned(),
+        name: POOL.to_owned(),
+        uid: p.metadata.uid.clone().unwrap(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    bn.metadata.generation = Some(1);
+    bn.metadata.resource_version = Some("20".to_owned());
+    let entry = |digest: &str| BootEntryStatus {
+        image: Some(image(digest)),
+        image_digest: Some(digest.to_owned()),
+        ..BootEntryStatus::default()
+    };
+    let staged = matches!(phase, DaemonPhase::Staged | DaemonPhase::Rebooting);
+    let now = Time(jiff::Timestamp::UNIX_EPOCH);
+    let mut status = BootcNodeStatus {
+        observed_generation: Some(1),
+        booted: Some(entry(booted)),
+        staged: staged.then(|| entry(desired)),
+        ..BootcNodeStatus::default()
+    };
+    let idle = ConditionUpdate::new(reasons::IDLE, phase.is_idle(), phase.as_str(), "");
+    let healthy = ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "");
+    conditions::apply_phase(&mut status.conditions, &idle, Some(1), &now);
+    conditions::apply(&mut status.conditions, &healthy, Some(1), &now);
+    bn.status = Some(status);
+    bn
+}
+
+/// `bn` approved to boot, holding a reboot slot taken on an uncordoned node.
+pub fn in_slot(mut bn: BootcNode) -> BootcNode {
+    bn.spec.desired_image_state = DesiredImageState::Booted;
+    bn.metadata.annotations = Some(BTreeMap::from([
+        (IN_REBOOT_SLOT_ANNOTATION.to_owned(), true.to_string()),
+        (WAS_CORDONED_ANNOTATION.to_owned(), false.to_string()),
+    ]));
+    bn
+}
+
+/// An RFC 6901 pointer to the annotation or label `key` under `/metadata/<map>`.
+pub fn metadata_pointer(map: &str, key: &str) -> String {
+    format!(
+        "/metadata/{map}/{}",
+        key.replace('~', "~0").replace('/', "~1")
+    )
+}
+
+/// What a write's answer needs: the object's new version.
+pub fn stored(resource_version: u32) -> Value {
+    json!({"metadata": {"resourceVersion": resource_version.to_string()}})
+}
+
+/// The controller's server-side apply of BootcNode `name`.
+pub fn apply_bootc_node(name: &str) -> Exchange {
+    patch(&object_path::<BootcNode>(name))
+        .query("fieldManager", CONTROLLER_MANAGER)
+        .query("force", "true")
+}
+
+/// The controller's merge patch of Node `name`.
+pub fn patch_node(name: &str) -> Exchange {
+    patch(&object_path::<Node>(name)).query("fieldManager", CONTROLLER_MANAGER)
+}
+
+/// A BootcNode apply that takes a reboot slot (the slot record first,
+/// with the node's cordon state before).
+pub fn takes_slot(name: &str) -> Exchange {
+    let (yes, no) = (true.to_string(), false.to_string());
+    apply_bootc_node(name).body_includes(json!({"metadata": {"annotations": {
+        IN_REBOOT_SLOT_ANNOTATION: yes,
+        WAS_CORDONED_ANNOTATION: no,
+    }}}))
+}
+
+/// A BootcNode apply that gives the slot back (no slot record).
+pub fn releases_slot(name: &str) -> Exchange {
+    apply_bootc_node(name)
+        .body_lacks(&metadata_pointer("annotations", IN_REBOOT_SLOT_ANNOTATION))
+        .body_lacks(&metadata_pointer("annotations", WAS_CORDONED_ANNOTATION))
+}
+
+/// The slot's cordon: unschedulable, marked as the pool's, with its
+/// disruption record, in one patch.
+pub fn cordons(name: &str) -> Exchange {
+    patch_node(name).body_includes(json!({
+        "spec": {"unschedulable": true},
+        "metadata": {"annotations": {
+            CORDONED_BY_ANNOTATION: POOL,
+            DISRUPTED_BY_ANNOTATION: POOL,
+        }},
+    }))
+}
+
+/// The slot's cordon lifted, with its mark and the disruption record.
+pub fn uncordons(name: &str) -> Exchange {
+    patch_node(name).body_includes(json!({
+        "spec": {"unschedulable": null},
+        "metadata": {"annotations": {
+            CORDONED_BY_ANNOTATION: null,
+            DISRUPTED_BY_ANNOTATION: null,
+        }},
+    }))
+}
