@@ -2,7 +2,9 @@
 //! writes for a slot that turns over, made wave by wave (the released slot
 //! before the new one), each node's in the planner's order, different
 //! nodes' in any interleaving, and stopped at a node's first failure. The
-//! plan is the real planner's (`rollout::plan`) for the scene.
+//! plan is the real planner's (`rollout::plan`) for the scene. Answers are
+//! held until the actuator has made every write it can make meanwhile, so
+//! that a write made too early shows whatever the scheduling.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod scripted;
@@ -92,7 +94,7 @@ fn empty_drain(node: &str) -> Script {
 
 /// Wave one: w9's uncordon, then its release; w2's new target alongside.
 /// Wave two, only then: w1's slot record, then its cordon; then its drain.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_writes_are_made_wave_by_wave_each_nodes_in_order() {
     let (pool, nodes, bootc_nodes) = scene();
     let plan = plan(&pool, &nodes, &bootc_nodes);
@@ -113,7 +115,9 @@ async fn the_writes_are_made_wave_by_wave_each_nodes_in_order() {
             takes_slot("w1").ok(&stored(23)),
             cordons("w1").ok(&stored(12)),
         ]]);
-    let api = ScriptedApi::new(script);
+    // Answered once every write that can start has: a write of the
+    // second wave made while the first is in flight fails the test.
+    let api = ScriptedApi::new(script).answers_when_settled();
     let drain_api = ScriptedApi::new(empty_drain("w1"));
     let (actuator, drains, mut drain_ended) = actuator(&api, &drain_api);
     let made = api.finish(actuator.write(&pool, &plan.writes)).await;
@@ -131,7 +135,7 @@ async fn the_writes_are_made_wave_by_wave_each_nodes_in_order() {
 /// land), w2's write, started alongside, is seen through, and the second
 /// wave never starts (no slot is taken while the old one may be held).
 /// The error names the failed write.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_failed_write_stops_its_node_and_the_next_wave() {
     let (pool, nodes, bootc_nodes) = scene();
     let plan = plan(&pool, &nodes, &bootc_nodes);
@@ -139,7 +143,9 @@ async fn a_failed_write_stops_its_node_and_the_next_wave() {
         vec![uncordons("w9").fails(500, "InternalError")],
         vec![apply_bootc_node("w2").ok(&stored(22))],
     ]);
-    let api = ScriptedApi::new(script);
+    // Answered once every write that can start has: a write of the
+    // second wave made while the first is in flight fails the test.
+    let api = ScriptedApi::new(script).answers_when_settled();
     let drain_api = ScriptedApi::new(Script::new());
     let (actuator, drains, _) = actuator(&api, &drain_api);
     let made = api.finish(actuator.write(&pool, &plan.writes)).await;

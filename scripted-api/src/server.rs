@@ -87,6 +87,8 @@ struct Shared {
     progress: watch::Sender<Progress>,
     /// How many requests the script has answered.
     answered: watch::Sender<usize>,
+    /// Each answer waits until the code under test has settled.
+    hold: AtomicBool,
 }
 
 impl Shared {
@@ -210,9 +212,20 @@ impl ScriptedApi {
                 }),
                 progress: watch::Sender::new(progress),
                 answered: watch::Sender::new(0),
+                hold: AtomicBool::new(false),
             }),
             verified: AtomicBool::new(false),
         }
+    }
+
+    /// Holds each answer until the code under test has [`settled`]: every
+    /// request it can make before that answer has come, and is checked
+    /// against the script. So concurrency shows: a request made too early
+    /// (say, a second wave's while the first is in flight) fails the test
+    /// whatever the scheduling. Needs tokio's paused time.
+    pub fn answers_when_settled(self) -> Self {
+        self.shared.hold.store(true, Ordering::Relaxed);
+        self
     }
 
     /// A client of this API (default namespace `default`). Needs a tokio
@@ -377,7 +390,11 @@ impl tower::Service<Request<kube::client::Body>> for Service {
             let (parts, body) = request.into_parts();
             let body = body.collect_bytes().await.unwrap_or_default();
             let seen = Seen::new(parts.method, &parts.uri, &body);
-            let (status, body) = match shared.answer(&seen) {
+            let answer = shared.answer(&seen);
+            if shared.hold.load(Ordering::Relaxed) {
+                settled().await;
+            }
+            let (status, body) = match answer {
                 Ok(Answer::Json(status, value)) => (status, ScriptBody::json(&value)),
                 Ok(Answer::Stream(stream)) => (200, ScriptBody::Stream(stream.0)),
                 Ok(Answer::Missing | Answer::With(_)) | Err(()) => {

@@ -164,6 +164,12 @@ pub fn patch_node(name: &str) -> Exchange {
 /// A BootcNode apply that takes a reboot slot (the slot record first,
 /// with the node's cordon state before).
 pub fn takes_slot(name: &str) -> Exchange {
+    holds_slot(name)
+}
+
+/// A BootcNode apply that keeps (or takes) the slot record of a node that
+/// was not cordoned before.
+pub fn holds_slot(name: &str) -> Exchange {
     let (yes, no) = (true.to_string(), false.to_string());
     apply_bootc_node(name).body_includes(json!({"metadata": {"annotations": {
         IN_REBOOT_SLOT_ANNOTATION: yes,
