@@ -131,7 +131,8 @@ impl Exchange {
     }
 
     /// Answers with what `compute` makes of the request's JSON body (for
-    /// an answer that echoes the write, as the API server's does).
+    /// an answer that echoes the write, as the API server's does). It runs
+    /// as the request is matched, with the script locked.
     pub fn answer_with(
         mut self,
         compute: impl FnOnce(&Value) -> (u16, Value) + Send + 'static,

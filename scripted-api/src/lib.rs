@@ -31,6 +31,15 @@
 //!
 //! Each unexpected request is answered with a 500 `Status` naming it: the
 //! code under test sees a server error, and the test stops at once.
+//!
+//! Concurrent requests are checked as they come; with
+//! [`ScriptedApi::answers_when_settled`] (and tokio's paused time) each
+//! answer also waits until the code under test can make no other request
+//! without it, so that a request made too early (a second wave's while the
+//! first is in flight) fails the test whatever the scheduling. A loop is
+//! driven from the test's side through a [`WatchFeed`], with
+//! [`ScriptedApi::until_answered`] as the cue for its next event and
+//! [`settled`] to let it finish what it does with the last answer.
 
 mod exchange;
 mod server;
