@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use api::labels::OPERATOR_NAMESPACE;
 use api::{BootcNode, BootcNodePool, DaemonPhase};
-use controller::actions::actuator::{Actuator, ActuatorError};
+use controller::actions::actuator::{Actuator, ActuatorError, OwnWrites, Written};
 use controller::actions::drain::Drains;
 use controller::actions::events::EventSink;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -120,7 +120,10 @@ async fn the_writes_are_made_wave_by_wave_each_nodes_in_order() {
     let api = ScriptedApi::new(script).answers_when_settled();
     let drain_api = ScriptedApi::new(empty_drain("w1"));
     let (actuator, drains, mut drain_ended) = actuator(&api, &drain_api);
-    let made = api.finish(actuator.write(&pool, &plan.writes)).await;
+    let mut own = OwnWrites::default();
+    let made = api
+        .finish(actuator.write(&pool, &plan.writes, &mut own))
+        .await;
     assert_eq!(made.unwrap(), 5, "API writes made");
     // The drain was started last, and runs on its own.
     let ended = drain_api.finish(drain_ended.recv()).await;
@@ -134,7 +137,7 @@ async fn the_writes_are_made_wave_by_wave_each_nodes_in_order() {
 /// w9's first write fails: its release is not made (the uncordon did not
 /// land), w2's write, started alongside, is seen through, and the second
 /// wave never starts (no slot is taken while the old one may be held).
-/// The error names the failed write.
+/// The error names the failed write; the write that landed is recorded.
 #[tokio::test(start_paused = true)]
 async fn a_failed_write_stops_its_node_and_the_next_wave() {
     let (pool, nodes, bootc_nodes) = scene();
@@ -148,11 +151,26 @@ async fn a_failed_write_stops_its_node_and_the_next_wave() {
     let api = ScriptedApi::new(script).answers_when_settled();
     let drain_api = ScriptedApi::new(Script::new());
     let (actuator, drains, _) = actuator(&api, &drain_api);
-    let made = api.finish(actuator.write(&pool, &plan.writes)).await;
+    let mut own = OwnWrites::default();
+    let made = api
+        .finish(actuator.write(&pool, &plan.writes, &mut own))
+        .await;
     assert!(
         matches!(&made, Err(ActuatorError::PatchNode { name, .. }) if name == "w9"),
         "{made:?}"
     );
+    // What landed is recorded for the cache catch-up: w2's apply (version
+    // 22) holds planning back until the cache has it.
+    let w2 = Written::BootcNode("w2".to_owned());
+    let cache_at = |version: u64| {
+        let w2 = w2.clone();
+        move |w: &Written| (*w == w2).then_some(version)
+    };
+    assert!(
+        !own.clone().caught_up(cache_at(21)),
+        "w2's write not recorded"
+    );
+    assert!(own.caught_up(cache_at(22)));
     assert!(drains.snapshot(POOL).is_empty(), "no drain started");
     drain_api.verify();
 }

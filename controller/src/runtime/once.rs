@@ -14,8 +14,8 @@ use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
 use super::liveness::Liveness;
-use super::synced::{Cache, Synced};
 use super::reconcile::{Caches, reconcile};
+use super::synced::{Cache, Synced};
 use super::{Error, Options, Shared, context};
 use crate::actions::drain::Drains;
 use crate::actions::events::EventSink;
