@@ -487,6 +487,7 @@ fn counted_client(config: kube::Config) -> Result<kube::Client, Error> {
 /// What the reconciles share with the rest of the runtime.
 struct Shared {
     drains: Drains,
+    states: Arc<PoolStates>,
     changes: Arc<Changes>,
     liveness: Arc<Liveness>,
     synced: Arc<Synced>,
@@ -511,7 +512,7 @@ fn context(
             caches.secrets.clone(),
         ),
         caches,
-        states: PoolStates::default(),
+        states: shared.states,
         changes: shared.changes,
         actuator: Actuator::new(client, shared.drains.clone(), events),
         drains: shared.drains,
@@ -557,6 +558,7 @@ async fn run_controller(
     };
     let shared = Shared {
         drains: drains.clone(),
+        states: Arc::default(),
         changes,
         liveness,
         synced: synced.clone(),

@@ -15,6 +15,9 @@ use api::labels::{
 };
 use api::{BootcNode, BootcNodePool, DaemonPhase, DesiredImageState};
 use controller::Options;
+use std::sync::Arc;
+
+use controller::runtime::pool_state::PoolStates;
 use controller::runtime::{Cached, reconcile_once};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
@@ -56,6 +59,17 @@ async fn reconcile(
     cached: Cached,
     pool: BootcNodePool,
 ) -> Result<Action, controller::Error> {
+    reconcile_remembering(api, cached, pool, &Arc::default()).await
+}
+
+/// [`reconcile`], with what the controller remembers about pools kept in
+/// `states`.
+async fn reconcile_remembering(
+    api: &ScriptedApi,
+    cached: Cached,
+    pool: BootcNodePool,
+    states: &Arc<PoolStates>,
+) -> Result<Action, controller::Error> {
     let drains = ScriptedApi::new(Script::new());
     let options = Options::new("test");
     let out = api
@@ -65,6 +79,7 @@ async fn reconcile(
             &options,
             cached,
             pool,
+            states,
         ))
         .await;
     drains.verify();
@@ -110,11 +125,9 @@ async fn a_new_pool_gets_the_finalizer_before_anything_else() {
     assert_eq!(action, Action::await_change());
 }
 
-/// A pool whose node runs the old image: the daemons' grant is brought up
-/// to date first, then the node is told the target, then the pool's status
-/// says so, then the rollout's start is an Event.
-#[tokio::test(start_paused = true)]
-async fn a_reconcile_grants_then_writes_the_plan_then_the_status_then_the_event() {
+/// The scene of a pool whose node runs the old image, and what the reconcile
+/// must send.
+fn rollout_starts() -> (Script, Cached, BootcNodePool) {
     let pool = finalized(pool());
     let cached = Cached {
         pools: vec![pool.clone()],
@@ -149,16 +162,23 @@ async fn a_reconcile_grants_then_writes_the_plan_then_the_status_then_the_event(
                 .body_includes(json!({"reason": event_reasons::ROLLOUT_STARTED}))
                 .answer_with(|event| (201, event.clone())),
         );
+    (script, cached, pool)
+}
+
+/// A pool whose node runs the old image: the daemons' grant is brought up
+/// to date first, then the node is told the target, then the pool's status
+/// says so, then the rollout's start is an Event.
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_grants_then_writes_the_plan_then_the_status_then_the_event() {
+    let (script, cached, pool) = rollout_starts();
     let api = ScriptedApi::new(script).answers_when_settled();
     let action = reconcile(&api, cached, pool).await.unwrap();
     assert_ne!(action, Action::await_change(), "a pool is reconciled again");
 }
 
-/// A deleted pool: each node's cordon and marks are restored and its label
-/// removed before its BootcNode goes (the node in the slot uncordoned, with
-/// its mark and record), and only then is the finalizer removed.
-#[tokio::test(start_paused = true)]
-async fn a_deleted_pool_restores_its_nodes_then_lets_go() {
+/// The scene of a deleted pool whose nodes are all back, and what its
+/// cleanup must send.
+fn pool_lets_go() -> (Script, Cached, BootcNodePool) {
     let pool = deleted(pool());
     let cached = Cached {
         pools: vec![pool.clone()],
@@ -186,6 +206,15 @@ async fn a_deleted_pool_restores_its_nodes_then_lets_go() {
             ],
         ])
         .then(finalizer_patch(ops, &gone));
+    (script, cached, pool)
+}
+
+/// A deleted pool: each node's cordon and marks are restored and its label
+/// removed before its BootcNode goes (the node in the slot uncordoned, with
+/// its mark and record), and only then is the finalizer removed.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_pool_restores_its_nodes_then_lets_go() {
+    let (script, cached, pool) = pool_lets_go();
     let api = ScriptedApi::new(script).answers_when_settled();
     let action = reconcile(&api, cached, pool).await.unwrap();
     assert_eq!(action, Action::await_change());
@@ -215,4 +244,41 @@ async fn a_deleted_pool_is_held_while_a_node_it_disrupted_reboots() {
     let api = ScriptedApi::new(script).answers_when_settled();
     let failed = reconcile(&api, cached, pool).await.unwrap_err();
     assert!(failed.to_string().contains("w9"), "{failed}");
+}
+
+/// What the controller remembers about a pool is kept from one reconcile to
+/// the next, and the cleanup of a deleted pool forgets all of it; a pool
+/// recreated under the same name (another uid) starts afresh.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_pool_leaves_nothing_remembered() {
+    let states = Arc::new(PoolStates::default());
+    let (script, cached, pool) = rollout_starts();
+    let api = ScriptedApi::new(script).answers_when_settled();
+    reconcile_remembering(&api, cached, pool, &states)
+        .await
+        .unwrap();
+    assert_eq!(
+        states.len(),
+        1,
+        "the pool's state is kept for its next reconcile"
+    );
+    // The caches have seen those writes (the state remembers them: caches
+    // behind them would hold the cleanup back).
+    let (script, mut cached, pool) = pool_lets_go();
+    let seen = Some("100".to_owned());
+    for meta in cached.bootc_nodes.iter_mut().map(|b| &mut b.metadata) {
+        meta.resource_version.clone_from(&seen);
+    }
+    let api = ScriptedApi::new(script).answers_when_settled();
+    reconcile_remembering(&api, cached, pool, &states)
+        .await
+        .unwrap();
+    assert!(states.is_empty(), "the deleted pool is forgotten");
+    let (script, cached, mut pool) = rollout_starts();
+    pool.metadata.uid = Some("recreated".to_owned());
+    let api = ScriptedApi::new(script).answers_when_settled();
+    reconcile_remembering(&api, cached, pool, &states)
+        .await
+        .unwrap();
+    assert_eq!(states.len(), 1, "the recreated pool has a state of its own");
 }

@@ -14,6 +14,7 @@ use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
 use super::liveness::Liveness;
+use super::pool_state::PoolStates;
 use super::reconcile::{Caches, reconcile};
 use super::synced::{Cache, Synced};
 use super::{Error, Options, Shared, context};
@@ -32,13 +33,16 @@ pub struct Cached {
 /// One reconcile of `pool` as the running controller makes it (the
 /// finalizer, then the plan and its writes, or a deleted pool's cleanup),
 /// through `client`, on caches that have listed `cached`. Drains go through
-/// `drain_client`. No watch, no lease, no health server.
+/// `drain_client`. What the controller remembers about pools is `states`,
+/// which a test may keep from one reconcile to the next. No watch, no
+/// lease, no health server.
 pub async fn reconcile_once(
     client: kube::Client,
     drain_client: kube::Client,
     options: &Options,
     cached: Cached,
     pool: BootcNodePool,
+    states: &Arc<PoolStates>,
 ) -> Result<Action, Error> {
     let synced = Synced::new();
     let caches = Caches {
@@ -52,6 +56,7 @@ pub async fn reconcile_once(
     let (trigger, _) = mpsc::unbounded_channel();
     let shared = Shared {
         drains: Drains::new(drain_client, &options.namespace, events, trigger),
+        states: Arc::clone(states),
         changes: Arc::default(),
         liveness: Arc::new(Liveness::new(options.wedged_after)),
         synced,

@@ -51,7 +51,7 @@ pub struct Tuning {
 pub struct Ctx {
     pub client: kube::Client,
     pub caches: Caches,
-    pub states: PoolStates,
+    pub states: Arc<PoolStates>,
     /// The names the watches saw change since each pool last looked.
     pub changes: Arc<Changes>,
     pub actuator: Actuator,
