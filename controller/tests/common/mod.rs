@@ -265,13 +265,13 @@ impl Setup {
         self
     }
 
-    /// Their daemons ignore the approval to boot (they stay Staged).
+    /// These nodes' daemons ignore the approval to boot (they stay Staged).
     pub fn ignore_approval(mut self, names: &[&str]) -> Self {
         self.player.ignore_approval = set(names);
         self
     }
 
-    /// Their reboots come back on the old image (reported Degraded).
+    /// These nodes' reboots come back on the old image (reported Degraded).
     pub fn fail_after_reboot(mut self, names: &[&str]) -> Self {
         self.player.fail_after_reboot = set(names);
         self
@@ -285,7 +285,8 @@ impl Setup {
         self
     }
 
-    /// A pool created once the controller runs (in the order given).
+    /// A pool created once the controller runs (in the order given). A test
+    /// that prepares more first (pods, budgets) creates its pool itself.
     pub fn pool(mut self, pool: BootcNodePool) -> Self {
         self.pools.push(pool);
         self
