@@ -9,7 +9,6 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::json;
-use tests::daemon_player::{DaemonPlayer, PlayerOptions};
 
 fn pdb_api(admin: &kube::Client, ns: &str) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(
@@ -48,8 +47,12 @@ async fn wait_drain_blocked(admin: &kube::Client, ctl: &ControllerProc) {
 
 #[tokio::test]
 async fn a_budget_blocks_the_drain_then_allows_it() {
-    let env = env().await;
-    create_node(&env.admin, "n1", &[("pool", "workers")], false).await;
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        mut ctl,
+    } = Setup::workers(&["n1"]).start().await;
     create_namespace(&env.admin, "apps").await;
     create_pod(&env.admin, "apps", "web", "n1", json!({"app": "web"})).await;
     // A DaemonSet pod and a mirror pod are left alone.
@@ -67,14 +70,6 @@ async fn a_budget_blocks_the_drain_then_allows_it() {
     .unwrap();
     let pdbs = budget_for_web(&env.admin).await;
     let _kubelet = kubelet_deletes(&env.admin, "apps", set(&["web"]));
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
     create_pool(&env.admin, &workers_pool(1)).await;
 
     // The budget refuses: the drain says so and waits; no approval yet.
@@ -110,19 +105,15 @@ async fn a_budget_blocks_the_drain_then_allows_it() {
 
 #[tokio::test]
 async fn a_pod_that_never_leaves_times_the_drain_out() {
-    let env = env().await;
-    create_node(&env.admin, "n1", &[("pool", "workers")], false).await;
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        mut ctl,
+    } = Setup::workers(&["n1"]).start().await;
     create_namespace(&env.admin, "apps").await;
     // No kubelet deletes it: evicted, it stays Terminating forever.
     create_pod(&env.admin, "apps", "stuck", "n1", json!({"app": "stuck"})).await;
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
     let mut p = workers_pool(1);
     p.spec.rollout.drain_timeout_seconds = 2;
     create_pool(&env.admin, &p).await;
@@ -146,19 +137,15 @@ async fn a_pod_that_never_leaves_times_the_drain_out() {
 /// BootcNode gone), and the pod the budget protects is never evicted.
 #[tokio::test]
 async fn pool_deleted_mid_drain_stops_the_drain_and_restores_the_node() {
-    let env = env().await;
-    create_node(&env.admin, "n1", &[("pool", "workers")], false).await;
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        mut ctl,
+    } = Setup::workers(&["n1"]).start().await;
     create_namespace(&env.admin, "apps").await;
     create_pod(&env.admin, "apps", "web", "n1", json!({"app": "web"})).await;
     budget_for_web(&env.admin).await;
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
     create_pool(&env.admin, &workers_pool(1)).await;
     wait_drain_blocked(&env.admin, &ctl).await;
     assert!(is_cordoned(&node(&env.admin, "n1").await));

@@ -29,19 +29,16 @@ async fn wait_holder(admin: &kube::Client, holder: Option<&'static str>) {
 /// the standby takes over at once.
 #[tokio::test]
 async fn leader_election_hands_over_on_sigterm() {
-    let env = env().await;
-    for n in ["n1", "n2"] {
-        create_node(&env.admin, n, &[("pool", "workers")], false).await;
-    }
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ..PlayerOptions::default()
-        },
-    );
     let args = ["--leader-elect", "--lease-duration-seconds", "6"];
-    let mut a = ControllerProc::spawn(&env, "replica-a", &args);
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        ctl: mut a,
+    } = Setup::workers(&["n1", "n2"])
+        .controller("replica-a", &args)
+        .start()
+        .await;
     wait_holder(&env.admin, Some("replica-a")).await;
     let port = tests::control_plane::free_port().unwrap();
     let addr = format!("127.0.0.1:{port}");
@@ -81,20 +78,16 @@ async fn leader_election_hands_over_on_sigterm() {
 #[tokio::test]
 async fn nothing_is_written_while_nothing_changes() {
     use kube::api::{Patch, PatchParams};
-    let env = env_with_audit().await;
     let names = ["n1", "n2", "n3"];
-    for n in names {
-        create_node(&env.admin, n, &[("pool", "workers")], false).await;
-    }
-    let player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(&env.admin, &workers_pool(1)).await;
+    let Cluster {
+        env,
+        recorder: _,
+        player,
+        mut ctl,
+    } = Setup::workers(&names)
+        .pool(workers_pool(1))
+        .start_in(env_with_audit().await)
+        .await;
     wait_rolled(&env.admin, "workers", NEW, 3).await;
     drop(player);
     let per_node = controller_write_lines(&env)

@@ -14,7 +14,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use tests::daemon_player::{DaemonPlayer, PlayerOptions};
 use tests::registry::{TestImage, TestRegistry};
 
 fn pull_secret(config: &str) -> Secret {
@@ -92,10 +91,10 @@ fn degraded_reason(p: &api::BootcNodePool) -> Option<String> {
         .map(|c| c.1)
 }
 
-fn controller(env: &Env, reg: &TestRegistry) -> ControllerProc {
+/// The controller `c1`, trusting the registry and resolving tags every 2 s.
+fn setup(reg: &TestRegistry) -> Setup {
     let ca = reg.ca_path().display().to_string();
-    ControllerProc::spawn(
-        env,
+    Setup::default().controller(
         "c1",
         &[
             "--registry-ca-file",
@@ -104,6 +103,11 @@ fn controller(env: &Env, reg: &TestRegistry) -> ControllerProc {
             "2",
         ],
     )
+}
+
+/// The labels of a member of `tag_pool`'s pool on `arch`.
+fn member(arch: &str) -> [(&str, &str); 2] {
+    [("pool", "w"), (api::labels::ARCH_LABEL, arch)]
 }
 
 fn tag_pool(reg: &TestRegistry, tag: &str) -> api::BootcNodePool {
@@ -129,24 +133,18 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
         .push_image("acme/os", "prod", &amd64("1"))
         .await
         .unwrap();
-    for n in ["n1", "n2"] {
-        create_node(
-            &env.admin,
-            n,
-            &[("pool", "w"), (api::labels::ARCH_LABEL, "amd64")],
-            false,
-        )
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        ctl: c,
+    } = setup(&reg)
+        .node("n1", &member("amd64"))
+        .node("n2", &member("amd64"))
+        .initial_image(format!("{}/acme/os@{v1}", reg.host()))
+        .pool(tag_pool(&reg, "prod"))
+        .start_in(env)
         .await;
-    }
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: format!("{}/acme/os@{v1}", reg.host()),
-            ..Default::default()
-        },
-    );
-    let c = controller(&env, &reg);
-    create_pool(&env.admin, &tag_pool(&reg, "prod")).await;
 
     // The tag resolves with the pool's credentials.
     let p = wait_pool(&env.admin, "workers", "target v1", {
@@ -270,31 +268,19 @@ async fn an_image_must_cover_every_members_architecture() {
         .push_index("acme/os", "multi", &[("amd64", &amd), ("arm64", &arm)])
         .await
         .unwrap();
-    create_node(
-        &env.admin,
-        "x86",
-        &[("pool", "w"), (api::labels::ARCH_LABEL, "amd64")],
-        false,
-    )
-    .await;
-    create_node(
-        &env.admin,
-        "arm",
-        &[("pool", "w"), (api::labels::ARCH_LABEL, "arm64")],
-        false,
-    )
-    .await;
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: format!("{}/acme/os@{amd}", reg.host()),
-            ..Default::default()
-        },
-    );
-    let _c = controller(&env, &reg);
-
-    // An index without arm64: refused before any node is told about it.
-    create_pool(&env.admin, &tag_pool(&reg, "amd-only")).await;
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        ctl: _c,
+    } = setup(&reg)
+        .node("x86", &member("amd64"))
+        .node("arm", &member("arm64"))
+        .initial_image(format!("{}/acme/os@{amd}", reg.host()))
+        // An index without arm64: refused before any node is told about it.
+        .pool(tag_pool(&reg, "amd-only"))
+        .start_in(env)
+        .await;
     let p = wait_pool(
         &env.admin,
         "workers",
@@ -366,23 +352,17 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
         .push_index("acme/os", "multi", &[("amd64", &amd), ("arm64", &arm)])
         .await
         .unwrap();
-    for (name, arch) in [("x86", "amd64"), ("arm", "arm64")] {
-        create_node(
-            &env.admin,
-            name,
-            &[("pool", "w"), (api::labels::ARCH_LABEL, arch)],
-            false,
-        )
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        ctl: _c,
+    } = setup(&reg)
+        .node("x86", &member("amd64"))
+        .node("arm", &member("arm64"))
+        .initial_image(format!("{}/acme/os@{amd}", reg.host()))
+        .start_in(env)
         .await;
-    }
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: format!("{}/acme/os@{amd}", reg.host()),
-            ..Default::default()
-        },
-    );
-    let _c = controller(&env, &reg);
     let pinned = |digest: &str| format!("{}/acme/os@{digest}", reg.host());
     let bootc_nodes = Api::<BootcNode>::all(env.admin.clone());
     let told = |digest: String| {

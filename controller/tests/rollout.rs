@@ -12,27 +12,22 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tests::daemon_player::{DaemonPlayer, PlayerOptions};
-use tests::recorder::Recorder;
 
 /// Five nodes, maxUnavailable 2: never more than two disrupted at once, a
 /// node the admin cordoned before stays cordoned, everything ends updated.
 #[tokio::test]
 async fn five_nodes_roll_two_at_a_time() {
-    let env = env().await;
     let names = ["n1", "n2", "n3", "n4", "n5"];
-    for n in names {
-        create_node(&env.admin, n, &[("pool", "workers")], n == "n3").await;
-    }
-    let recorder = Recorder::start(&env.cp).await.unwrap();
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(&env.admin, &workers_pool(2)).await;
+    let Cluster {
+        env,
+        recorder,
+        player: _player,
+        mut ctl,
+    } = Setup::workers(&names)
+        .cordoned(&["n3"])
+        .pool(workers_pool(2))
+        .start()
+        .await;
 
     let p = wait_rolled(&env.admin, "workers", NEW, 5).await;
     let s = p.status.unwrap();
@@ -137,23 +132,19 @@ impl AnnotationsEmpty for api::BootcNode {
 /// the bound holds across the restart, and the rollout completes.
 #[tokio::test]
 async fn restart_mid_rollout_keeps_slots() {
-    let env = env().await;
     let names = ["n1", "n2", "n3", "n4"];
-    for n in names {
-        create_node(&env.admin, n, &[("pool", "workers")], false).await;
-    }
-    let recorder = Recorder::start(&env.cp).await.unwrap();
     // n2 holds its slot (its daemon ignores the approval) until the restart.
-    let held = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ignore_approval: set(&["n2"]),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl1", &[]);
-    create_pool(&env.admin, &workers_pool(1)).await;
+    let Cluster {
+        env,
+        recorder,
+        player: held,
+        mut ctl,
+    } = Setup::workers(&names)
+        .ignore_approval(&["n2"])
+        .controller("ctl1", &[])
+        .pool(workers_pool(1))
+        .start()
+        .await;
     tests::k8s::wait_for(
         Api::<api::BootcNode>::all(env.admin.clone()),
         "n2",
@@ -191,21 +182,17 @@ async fn restart_mid_rollout_keeps_slots() {
 /// ends uncordoned.
 #[tokio::test]
 async fn bootc_node_deleted_mid_slot_leaves_nothing_cordoned() {
-    let env = env().await;
     let names = ["n1", "n2"];
-    for n in names {
-        create_node(&env.admin, n, &[("pool", "workers")], false).await;
-    }
-    let held = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ignore_approval: set(&names),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(&env.admin, &workers_pool(1)).await;
+    let Cluster {
+        env,
+        recorder: _,
+        player: held,
+        mut ctl,
+    } = Setup::workers(&names)
+        .ignore_approval(&names)
+        .pool(workers_pool(1))
+        .start()
+        .await;
     let bns = Api::<api::BootcNode>::all(env.admin.clone());
     let slotted = |b: &api::BootcNode| b.in_slot();
     let holder = {
@@ -264,22 +251,17 @@ async fn bootc_node_deleted_mid_slot_leaves_nothing_cordoned() {
 /// managed label removed, cordon restored, slot freed for the others.
 #[tokio::test]
 async fn label_removed_mid_rollout_releases_the_node() {
-    let env = env().await;
     let names = ["n1", "n2", "n3"];
-    for n in names {
-        create_node(&env.admin, n, &[("pool", "workers")], false).await;
-    }
-    let recorder = Recorder::start(&env.cp).await.unwrap();
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ignore_approval: set(&["n1"]),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(&env.admin, &workers_pool(1)).await;
+    let Cluster {
+        env,
+        recorder,
+        player: _player,
+        mut ctl,
+    } = Setup::workers(&names)
+        .ignore_approval(&["n1"])
+        .pool(workers_pool(1))
+        .start()
+        .await;
     tests::k8s::wait_for(
         Api::<api::BootcNode>::all(env.admin.clone()),
         "n1",
@@ -322,28 +304,24 @@ async fn label_removed_mid_rollout_releases_the_node() {
 /// NodeConflict naming the other, and their other nodes roll.
 #[tokio::test]
 async fn overlapping_pools_report_conflict_and_roll_the_rest() {
-    let env = env().await;
-    create_node(&env.admin, "a1", &[("role", "worker")], false).await;
-    create_node(&env.admin, "a2", &[("role", "worker")], false).await;
-    create_node(&env.admin, "b1", &[("zone", "z1")], false).await;
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(
-        &env.admin,
-        &pool("alpha", json!({"role": "worker"}), &image(NEW), json!(1)),
-    )
-    .await;
-    create_pool(
-        &env.admin,
-        &pool("beta", json!({"zone": "z1"}), &image(NEW), json!(1)),
-    )
-    .await;
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        mut ctl,
+    } = Setup::default()
+        .node("a1", &[("role", "worker")])
+        .node("a2", &[("role", "worker")])
+        .node("b1", &[("zone", "z1")])
+        .pool(pool(
+            "alpha",
+            json!({"role": "worker"}),
+            &image(NEW),
+            json!(1),
+        ))
+        .pool(pool("beta", json!({"zone": "z1"}), &image(NEW), json!(1)))
+        .start()
+        .await;
     wait_rolled(&env.admin, "alpha", NEW, 2).await;
     wait_rolled(&env.admin, "beta", NEW, 1).await;
 
@@ -381,22 +359,17 @@ async fn overlapping_pools_report_conflict_and_roll_the_rest() {
 /// one, and the pool says RolloutHalted.
 #[tokio::test]
 async fn two_failed_nodes_halt_the_rollout() {
-    let env = env().await;
     let names = ["n1", "n2", "n3", "n4"];
-    for n in names {
-        create_node(&env.admin, n, &[("pool", "workers")], false).await;
-    }
-    let recorder = Recorder::start(&env.cp).await.unwrap();
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            fail_after_reboot: set(&names),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
-    create_pool(&env.admin, &workers_pool(2)).await;
+    let Cluster {
+        env,
+        recorder,
+        player: _player,
+        mut ctl,
+    } = Setup::workers(&names)
+        .fail_after_reboot(&names)
+        .pool(workers_pool(2))
+        .start()
+        .await;
     wait_pool(&env.admin, "workers", "RolloutHalted, two degraded", |p| {
         condition(p, reasons::DEGRADED).is_some_and(|c| c.1 == reasons::ROLLOUT_HALTED)
             && p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
@@ -438,25 +411,21 @@ async fn two_failed_nodes_halt_the_rollout() {
 /// nothing left cordoned or labelled.
 #[tokio::test]
 async fn pause_resume_rollback_and_delete() {
-    let env = env().await;
     let names = ["n1", "n2", "n3"];
-    for n in names {
-        create_node(&env.admin, n, &[("pool", "workers")], n == "n2").await;
-    }
-    let recorder = Recorder::start(&env.cp).await.unwrap();
-    let _player = DaemonPlayer::start(
-        env.admin.clone(),
-        PlayerOptions {
-            initial_image: image(OLD),
-            ..PlayerOptions::default()
-        },
-    );
-    let mut ctl = ControllerProc::spawn(&env, "ctl", &[]);
     // n2 is cordoned by the admin: it uses one of the two slots' worth of
     // the budget (see rollout/src/disruption.rs), one is left to roll.
     let mut p = workers_pool(2);
     p.spec.rollout.paused = true;
-    create_pool(&env.admin, &p).await;
+    let Cluster {
+        env,
+        recorder,
+        player: _player,
+        mut ctl,
+    } = Setup::workers(&names)
+        .cordoned(&["n2"])
+        .pool(p)
+        .start()
+        .await;
     let p = wait_pool(&env.admin, "workers", "paused with all staged", |p| {
         condition(p, reasons::UP_TO_DATE)
             .is_some_and(|c| c.1 == reasons::PAUSED && c.2.contains("3 staged"))

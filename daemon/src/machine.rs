@@ -604,8 +604,62 @@ mod tests {
         action: Action,
     }
 
+    /// A row with the usual inputs: no previous status, no recorded
+    /// failure, staged by this daemon; and the usual verdict: not degraded.
+    fn row(
+        name: &'static str,
+        spec: BootcNodeSpec,
+        host: HostView,
+        phase: DaemonPhase,
+        action: Action,
+    ) -> Row {
+        Row {
+            name,
+            spec,
+            host,
+            previous: None,
+            failure: None,
+            staged_here: true,
+            phase,
+            degraded: false,
+            action,
+        }
+    }
+
+    impl Row {
+        fn previous(self, previous: BootcNodeStatus) -> Self {
+            Row {
+                previous: Some(previous),
+                ..self
+            }
+        }
+
+        fn failure(self, failure: Failure) -> Self {
+            Row {
+                failure: Some(failure),
+                ..self
+            }
+        }
+
+        /// An earlier daemon staged the image, not this one.
+        fn not_staged_here(self) -> Self {
+            Row {
+                staged_here: false,
+                ..self
+            }
+        }
+
+        fn degraded(self) -> Self {
+            Row {
+                degraded: true,
+                ..self
+            }
+        }
+    }
+
     #[test]
     fn state_machine_table() {
+        use DaemonPhase as P;
         use DesiredImageState::{Booted, Staged};
         use RebootPolicy::{AllowSoftReboot, RebootOnly};
         let failure = |op, image: &str, retry_at_ms| Failure {
@@ -615,353 +669,138 @@ mod tests {
             attempts: 1,
             retry_at_ms,
         };
+        // The status a daemon wrote after the failed reboot, as the host came back.
+        let reported_failed_reboot = {
+            let mut reported = BootcNodeStatus {
+                boot_id: Some("b2".into()),
+                staged: None,
+                ..rebooting_status("b1", 3)
+            };
+            let now =
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
+            for (type_, status, reason, message) in [
+                (
+                    reasons::IDLE,
+                    false,
+                    DaemonPhase::Rebooting.as_str(),
+                    FAILED_REBOOT,
+                ),
+                (reasons::DEGRADED, true, reasons::ERROR, "rebooted into OLD"),
+            ] {
+                api::conditions::apply(
+                    &mut reported.conditions,
+                    &ConditionUpdate::new(type_, status, reason, message),
+                    Some(3),
+                    &now,
+                );
+            }
+            reported
+        };
+        #[rustfmt::skip]
         let rows = vec![
-            Row {
-                name: "desired is booted: idle, nothing to stage",
-                spec: spec(NEW, Staged, RebootOnly),
-                host: host(NEW, None, "b1"),
-                previous: None,
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Idle,
-                degraded: false,
-                action: Action::None,
-            },
-            Row {
-                name: "desired is booted even when approved to boot",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(NEW, None, "b1"),
-                previous: None,
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Idle,
-                degraded: false,
-                action: Action::None,
-            },
-            Row {
-                name: "new desired image: stage it",
-                spec: spec(NEW, Staged, RebootOnly),
-                host: host(OLD, None, "b1"),
-                previous: None,
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Staging,
-                degraded: false,
-                action: Action::Stage { image: NEW.into() },
-            },
-            Row {
-                name: "staged: wait for approval",
-                spec: spec(NEW, Staged, RebootOnly),
-                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
-                previous: None,
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Staged,
-                degraded: false,
-                action: Action::None,
-            },
-            Row {
-                name: "desired changed while staged: stage again",
-                spec: spec(NEWER, Staged, RebootOnly),
-                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
-                previous: None,
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Staging,
-                degraded: false,
-                action: Action::Stage {
-                    image: NEWER.into(),
-                },
-            },
-            Row {
-                name: "approved but staged is another image: never apply it",
-                spec: spec(NEWER, Booted, RebootOnly),
-                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
-                previous: None,
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Staging,
-                degraded: false,
-                action: Action::Stage {
-                    image: NEWER.into(),
-                },
-            },
-            Row {
-                name: "approved: full reboot under RebootOnly",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
-                previous: None,
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Rebooting,
-                degraded: false,
-                action: Action::Apply { soft_reboot: false },
-            },
-            Row {
-                name: "approved: soft reboot when allowed and capable",
-                spec: spec(NEW, Booted, AllowSoftReboot),
-                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
-                previous: None,
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Rebooting,
-                degraded: false,
-                action: Action::Apply { soft_reboot: true },
-            },
-            Row {
-                name: "approved: allowed but not capable is a full reboot",
-                spec: spec(NEW, Booted, AllowSoftReboot),
-                host: host(OLD, Some(entry(NEW, false, true)), "b1"),
-                previous: None,
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Rebooting,
-                degraded: false,
-                action: Action::Apply { soft_reboot: false },
-            },
-            Row {
-                name: "restarted before the reboot happened (same boot id): apply again",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(OLD, Some(entry(NEW, false, true)), "b1"),
-                previous: Some(rebooting_status("b1", 3)),
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Rebooting,
-                degraded: false,
-                action: Action::Apply { soft_reboot: false },
-            },
-            Row {
-                name: "rebooted into the wrong image: degraded, no loop",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(OLD, Some(entry(NEW, false, true)), "b2"),
-                previous: Some(rebooting_status("b1", 3)),
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Rebooting,
-                degraded: true,
-                action: Action::None,
-            },
-            Row {
-                name: "the failed reboot already reported (the host as it came back): still degraded, no loop",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(OLD, None, "b2"),
-                previous: Some({
-                    let mut reported = BootcNodeStatus {
-                        boot_id: Some("b2".into()),
-                        staged: None,
-                        ..rebooting_status("b1", 3)
-                    };
-                    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                        jiff::Timestamp::UNIX_EPOCH,
-                    );
-                    for (type_, status, reason, message) in [
-                        (
-                            reasons::IDLE,
-                            false,
-                            DaemonPhase::Rebooting.as_str(),
-                            FAILED_REBOOT,
-                        ),
-                        (reasons::DEGRADED, true, reasons::ERROR, "rebooted into OLD"),
-                    ] {
-                        api::conditions::apply(
-                            &mut reported.conditions,
-                            &ConditionUpdate::new(type_, status, reason, message),
-                            Some(3),
-                            &now,
-                        );
-                    }
-                    reported
-                }),
-                failure: None,
-                staged_here: false,
-                phase: DaemonPhase::Rebooting,
-                degraded: true,
-                action: Action::None,
-            },
-            Row {
-                name: "soft reboot (boot id kept) into another image: degraded, no loop",
-                spec: spec(NEW, Booted, AllowSoftReboot),
-                host: host(NEWER, None, "b1"),
-                previous: Some(rebooting_status("b1", 3)),
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Rebooting,
-                degraded: true,
-                action: Action::None,
-            },
-            Row {
-                name: "soft reboot (boot id kept) back on the old image, staged gone: degraded, no restage",
-                spec: spec(NEW, Booted, AllowSoftReboot),
-                host: host(OLD, None, "b1"),
-                previous: Some(rebooting_status("b1", 3)),
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Rebooting,
-                degraded: true,
-                action: Action::None,
-            },
-            Row {
-                name: "soft reboot into the desired image (boot id kept): idle",
-                spec: spec(NEW, Booted, AllowSoftReboot),
-                host: host(NEW, None, "b1"),
-                previous: Some(rebooting_status("b1", 3)),
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Idle,
-                degraded: false,
-                action: Action::None,
-            },
-            Row {
-                name: "a status from before the deployments were recorded: no evidence, apply again",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(OLD, Some(entry(NEW, false, true)), "b1"),
-                previous: Some(BootcNodeStatus {
-                    booted: None,
-                    staged: None,
-                    ..rebooting_status("b1", 3)
-                }),
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Rebooting,
-                degraded: false,
-                action: Action::Apply { soft_reboot: false },
-            },
-            Row {
-                name: "rebooted into the wrong image, then a new spec: stage it",
-                spec: spec(NEWER, Staged, RebootOnly),
-                host: host(OLD, Some(entry(NEW, false, true)), "b2"),
-                previous: Some(rebooting_status("b1", 2)),
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Staging,
-                degraded: false,
-                action: Action::Stage {
-                    image: NEWER.into(),
-                },
-            },
-            Row {
-                name: "rebooted into the desired image: idle",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(NEW, None, "b2"),
-                previous: Some(rebooting_status("b1", 3)),
-                failure: None,
-                staged_here: true,
-                phase: DaemonPhase::Idle,
-                degraded: false,
-                action: Action::None,
-            },
-            Row {
-                name: "stage failed: degraded, back off",
-                spec: spec(NEW, Staged, RebootOnly),
-                host: host(OLD, None, "b1"),
-                previous: None,
-                failure: Some(failure(Operation::Stage, NEW, 5_000)),
-                staged_here: true,
-                phase: DaemonPhase::Staging,
-                degraded: true,
-                action: Action::RetryAfter(Duration::from_millis(4_000)),
-            },
-            Row {
-                name: "stage failed, backoff over: retry, still degraded until it works",
-                spec: spec(NEW, Staged, RebootOnly),
-                host: host(OLD, None, "b1"),
-                previous: None,
-                failure: Some(failure(Operation::Stage, NEW, 500)),
-                staged_here: true,
-                phase: DaemonPhase::Staging,
-                degraded: true,
-                action: Action::Stage { image: NEW.into() },
-            },
-            Row {
-                name: "a failure for another image does not hold back a new one",
-                spec: spec(NEWER, Staged, RebootOnly),
-                host: host(OLD, None, "b1"),
-                previous: None,
-                failure: Some(failure(Operation::Stage, NEW, 5_000)),
-                staged_here: true,
-                phase: DaemonPhase::Staging,
-                degraded: false,
-                action: Action::Stage {
-                    image: NEWER.into(),
-                },
-            },
-            Row {
-                name: "apply failed: degraded, back off",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(OLD, Some(entry(NEW, false, true)), "b1"),
-                previous: None,
-                failure: Some(failure(Operation::Apply, NEW, 2_000)),
-                staged_here: true,
-                phase: DaemonPhase::Rebooting,
-                degraded: true,
-                action: Action::RetryAfter(Duration::from_millis(1_000)),
-            },
-            Row {
-                name: "restarted while approved, staged by an earlier daemon: Staging, stage again",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
-                previous: None,
-                failure: None,
-                staged_here: false,
-                phase: DaemonPhase::Staging,
-                degraded: false,
-                action: Action::Stage { image: NEW.into() },
-            },
-            Row {
-                name: "restarted after writing Rebooting (same boot id), staged by an earlier daemon: Staging, stage again",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(OLD, Some(entry(NEW, false, true)), "b1"),
-                previous: Some(rebooting_status("b1", 3)),
-                failure: None,
-                staged_here: false,
-                phase: DaemonPhase::Staging,
-                degraded: false,
-                action: Action::Stage { image: NEW.into() },
-            },
-            Row {
-                name: "re-stage before applying failed: Staging, degraded, back off",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
-                previous: None,
-                failure: Some(failure(Operation::Stage, NEW, 5_000)),
-                staged_here: false,
-                phase: DaemonPhase::Staging,
-                degraded: true,
-                action: Action::RetryAfter(Duration::from_millis(4_000)),
-            },
-            Row {
-                name: "staged by an earlier daemon, not approved: Staged, nothing to do",
-                spec: spec(NEW, Staged, RebootOnly),
-                host: host(OLD, Some(entry(NEW, true, true)), "b1"),
-                previous: None,
-                failure: None,
-                staged_here: false,
-                phase: DaemonPhase::Staged,
-                degraded: false,
-                action: Action::None,
-            },
-            Row {
-                name: "rebooted into the wrong image under a new daemon: degraded, not staged again",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(OLD, Some(entry(NEW, false, true)), "b2"),
-                previous: Some(rebooting_status("b1", 3)),
-                failure: None,
-                staged_here: false,
-                phase: DaemonPhase::Rebooting,
-                degraded: true,
-                action: Action::None,
-            },
-            Row {
-                name: "restarted while approved, desired already booted: idle",
-                spec: spec(NEW, Booted, RebootOnly),
-                host: host(NEW, None, "b2"),
-                previous: Some(rebooting_status("b1", 3)),
-                failure: None,
-                staged_here: false,
-                phase: DaemonPhase::Idle,
-                degraded: false,
-                action: Action::None,
-            },
+            row("desired is booted: idle, nothing to stage",
+                spec(NEW, Staged, RebootOnly), host(NEW, None, "b1"),
+                P::Idle, Action::None),
+            row("desired is booted even when approved to boot",
+                spec(NEW, Booted, RebootOnly), host(NEW, None, "b1"),
+                P::Idle, Action::None),
+            row("new desired image: stage it",
+                spec(NEW, Staged, RebootOnly), host(OLD, None, "b1"),
+                P::Staging, Action::Stage { image: NEW.into() }),
+            row("staged: wait for approval",
+                spec(NEW, Staged, RebootOnly), host(OLD, Some(entry(NEW, true, true)), "b1"),
+                P::Staged, Action::None),
+            row("desired changed while staged: stage again",
+                spec(NEWER, Staged, RebootOnly), host(OLD, Some(entry(NEW, true, true)), "b1"),
+                P::Staging, Action::Stage { image: NEWER.into() }),
+            row("approved but staged is another image: never apply it",
+                spec(NEWER, Booted, RebootOnly), host(OLD, Some(entry(NEW, true, true)), "b1"),
+                P::Staging, Action::Stage { image: NEWER.into() }),
+            row("approved: full reboot under RebootOnly",
+                spec(NEW, Booted, RebootOnly), host(OLD, Some(entry(NEW, true, true)), "b1"),
+                P::Rebooting, Action::Apply { soft_reboot: false }),
+            row("approved: soft reboot when allowed and capable",
+                spec(NEW, Booted, AllowSoftReboot), host(OLD, Some(entry(NEW, true, true)), "b1"),
+                P::Rebooting, Action::Apply { soft_reboot: true }),
+            row("approved: allowed but not capable is a full reboot",
+                spec(NEW, Booted, AllowSoftReboot), host(OLD, Some(entry(NEW, false, true)), "b1"),
+                P::Rebooting, Action::Apply { soft_reboot: false }),
+            row("restarted before the reboot happened (same boot id): apply again",
+                spec(NEW, Booted, RebootOnly), host(OLD, Some(entry(NEW, false, true)), "b1"),
+                P::Rebooting, Action::Apply { soft_reboot: false })
+                .previous(rebooting_status("b1", 3)),
+            row("rebooted into the wrong image: degraded, no loop",
+                spec(NEW, Booted, RebootOnly), host(OLD, Some(entry(NEW, false, true)), "b2"),
+                P::Rebooting, Action::None)
+                .previous(rebooting_status("b1", 3)).degraded(),
+            row("the failed reboot already reported (the host as it came back): still degraded, no loop",
+                spec(NEW, Booted, RebootOnly), host(OLD, None, "b2"),
+                P::Rebooting, Action::None)
+                .previous(reported_failed_reboot).not_staged_here().degraded(),
+            row("soft reboot (boot id kept) into another image: degraded, no loop",
+                spec(NEW, Booted, AllowSoftReboot), host(NEWER, None, "b1"),
+                P::Rebooting, Action::None)
+                .previous(rebooting_status("b1", 3)).degraded(),
+            row("soft reboot (boot id kept) back on the old image, staged gone: degraded, no restage",
+                spec(NEW, Booted, AllowSoftReboot), host(OLD, None, "b1"),
+                P::Rebooting, Action::None)
+                .previous(rebooting_status("b1", 3)).degraded(),
+            row("soft reboot into the desired image (boot id kept): idle",
+                spec(NEW, Booted, AllowSoftReboot), host(NEW, None, "b1"),
+                P::Idle, Action::None)
+                .previous(rebooting_status("b1", 3)),
+            row("a status from before the deployments were recorded: no evidence, apply again",
+                spec(NEW, Booted, RebootOnly), host(OLD, Some(entry(NEW, false, true)), "b1"),
+                P::Rebooting, Action::Apply { soft_reboot: false })
+                .previous(BootcNodeStatus { booted: None, staged: None, ..rebooting_status("b1", 3) }),
+            row("rebooted into the wrong image, then a new spec: stage it",
+                spec(NEWER, Staged, RebootOnly), host(OLD, Some(entry(NEW, false, true)), "b2"),
+                P::Staging, Action::Stage { image: NEWER.into() })
+                .previous(rebooting_status("b1", 2)),
+            row("rebooted into the desired image: idle",
+                spec(NEW, Booted, RebootOnly), host(NEW, None, "b2"),
+                P::Idle, Action::None)
+                .previous(rebooting_status("b1", 3)),
+            row("stage failed: degraded, back off",
+                spec(NEW, Staged, RebootOnly), host(OLD, None, "b1"),
+                P::Staging, Action::RetryAfter(Duration::from_millis(4_000)))
+                .failure(failure(Operation::Stage, NEW, 5_000)).degraded(),
+            row("stage failed, backoff over: retry, still degraded until it works",
+                spec(NEW, Staged, RebootOnly), host(OLD, None, "b1"),
+                P::Staging, Action::Stage { image: NEW.into() })
+                .failure(failure(Operation::Stage, NEW, 500)).degraded(),
+            row("a failure for another image does not hold back a new one",
+                spec(NEWER, Staged, RebootOnly), host(OLD, None, "b1"),
+                P::Staging, Action::Stage { image: NEWER.into() })
+                .failure(failure(Operation::Stage, NEW, 5_000)),
+            row("apply failed: degraded, back off",
+                spec(NEW, Booted, RebootOnly), host(OLD, Some(entry(NEW, false, true)), "b1"),
+                P::Rebooting, Action::RetryAfter(Duration::from_millis(1_000)))
+                .failure(failure(Operation::Apply, NEW, 2_000)).degraded(),
+            row("restarted while approved, staged by an earlier daemon: Staging, stage again",
+                spec(NEW, Booted, RebootOnly), host(OLD, Some(entry(NEW, true, true)), "b1"),
+                P::Staging, Action::Stage { image: NEW.into() })
+                .not_staged_here(),
+            row("restarted after writing Rebooting (same boot id), staged by an earlier daemon: Staging, stage again",
+                spec(NEW, Booted, RebootOnly), host(OLD, Some(entry(NEW, false, true)), "b1"),
+                P::Staging, Action::Stage { image: NEW.into() })
+                .previous(rebooting_status("b1", 3)).not_staged_here(),
+            row("re-stage before applying failed: Staging, degraded, back off",
+                spec(NEW, Booted, RebootOnly), host(OLD, Some(entry(NEW, true, true)), "b1"),
+                P::Staging, Action::RetryAfter(Duration::from_millis(4_000)))
+                .failure(failure(Operation::Stage, NEW, 5_000)).not_staged_here().degraded(),
+            row("staged by an earlier daemon, not approved: Staged, nothing to do",
+                spec(NEW, Staged, RebootOnly), host(OLD, Some(entry(NEW, true, true)), "b1"),
+                P::Staged, Action::None)
+                .not_staged_here(),
+            row("rebooted into the wrong image under a new daemon: degraded, not staged again",
+                spec(NEW, Booted, RebootOnly), host(OLD, Some(entry(NEW, false, true)), "b2"),
+                P::Rebooting, Action::None)
+                .previous(rebooting_status("b1", 3)).not_staged_here().degraded(),
+            row("restarted while approved, desired already booted: idle",
+                spec(NEW, Booted, RebootOnly), host(NEW, None, "b2"),
+                P::Idle, Action::None)
+                .previous(rebooting_status("b1", 3)).not_staged_here(),
         ];
         for row in rows {
             let inputs = Inputs {
@@ -1328,6 +1167,7 @@ mod tests {
         use DesiredImageState::{Booted, Staged};
         let host_old = host(OLD, Some(entry(NEW, true, true)), "b1");
         let host_new = host(NEW, None, "b2");
+        let host_staging_newer = host(NEW, Some(entry(NEWER, true, true)), "b2");
         // The status the loop would write for `spec` at `generation`.
         let status = |spec: &BootcNodeSpec, host: &HostView, generation: i64, at: i64| {
             let inputs = Inputs {
@@ -1344,54 +1184,23 @@ mod tests {
         };
         let staged = spec(NEW, Staged, RebootPolicy::RebootOnly);
         let approved = spec(NEW, Booted, RebootPolicy::RebootOnly);
+        #[rustfmt::skip]
         let rows: Vec<(&str, Option<BootcNodeStatus>, BootcNodeStatus, bool)> = vec![
-            (
-                "nothing stored",
-                None,
-                status(&staged, &host_old, 1, 0),
-                true,
-            ),
-            (
-                "same but for the time",
-                Some(status(&staged, &host_old, 1, 0)),
-                status(&staged, &host_old, 1, 60),
-                false,
-            ),
-            (
-                "staged: a new generation is acknowledged",
-                Some(status(&staged, &host_old, 1, 0)),
-                status(&staged, &host_old, 2, 0),
-                true,
-            ),
-            (
-                "approved: Rebooting",
-                Some(status(&staged, &host_old, 1, 0)),
-                status(&approved, &host_old, 2, 0),
-                true,
-            ),
-            (
-                "after the reboot: Idle",
-                Some(status(&approved, &host_old, 2, 0)),
-                status(&approved, &host_new, 2, 0),
-                true,
-            ),
-            (
-                "idle on the desired image: the approval revoked changes nothing",
-                Some(status(&approved, &host_new, 2, 0)),
-                status(&staged, &host_new, 3, 0),
-                false,
-            ),
-            (
-                "idle, but the host changed",
-                Some(status(&approved, &host_new, 2, 0)),
-                status(
-                    &staged,
-                    &host(NEW, Some(entry(NEWER, true, true)), "b2"),
-                    3,
-                    0,
-                ),
-                true,
-            ),
+            // (what, the stored status, the new one, worth writing)
+            ("nothing stored",
+                None, status(&staged, &host_old, 1, 0), true),
+            ("same but for the time",
+                Some(status(&staged, &host_old, 1, 0)), status(&staged, &host_old, 1, 60), false),
+            ("staged: a new generation is acknowledged",
+                Some(status(&staged, &host_old, 1, 0)), status(&staged, &host_old, 2, 0), true),
+            ("approved: Rebooting",
+                Some(status(&staged, &host_old, 1, 0)), status(&approved, &host_old, 2, 0), true),
+            ("after the reboot: Idle",
+                Some(status(&approved, &host_old, 2, 0)), status(&approved, &host_new, 2, 0), true),
+            ("idle on the desired image: the approval revoked changes nothing",
+                Some(status(&approved, &host_new, 2, 0)), status(&staged, &host_new, 3, 0), false),
+            ("idle, but the host changed",
+                Some(status(&approved, &host_new, 2, 0)), status(&staged, &host_staging_newer, 3, 0), true),
         ];
         for (name, stored, new, want) in rows {
             assert_eq!(worth_writing(stored.as_ref(), &new), want, "{name}");

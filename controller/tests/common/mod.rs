@@ -17,6 +17,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde::Deserialize;
 use serde_json::json;
+use tests::daemon_player::{DaemonPlayer, PlayerOptions};
+use tests::recorder::Recorder;
 use tests::{ControlPlane, Identity, k8s};
 
 pub const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
@@ -190,6 +192,133 @@ impl ControllerProc {
                 self.log_text()
             );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// The labels of the nodes [`workers_pool`] selects.
+pub const WORKERS: &[(&str, &str)] = &[("pool", "workers")];
+
+/// The preamble most tests share, in its order: a control plane, the Nodes
+/// (Ready; some cordoned by the admin), a [`Recorder`] from then on, the
+/// daemons played ([`DaemonPlayer`]; every node boots `image(OLD)` unless
+/// told otherwise), the real controller, then the pools.
+pub struct Setup {
+    nodes: Vec<(String, Vec<(String, String)>)>,
+    cordoned: BTreeSet<String>,
+    player: PlayerOptions,
+    controller: (String, Vec<String>),
+    pools: Vec<BootcNodePool>,
+}
+
+/// What [`Setup::start`] leaves running. Bind every field by name: a player
+/// or controller bound to `_` (or left to `..`) stops at once.
+pub struct Cluster {
+    pub env: Env,
+    pub recorder: Recorder,
+    pub player: DaemonPlayer,
+    pub ctl: ControllerProc,
+}
+
+/// No nodes, no pools, the controller `ctl` without extra arguments.
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            nodes: Vec::new(),
+            cordoned: BTreeSet::new(),
+            player: PlayerOptions {
+                initial_image: image(OLD),
+                ..PlayerOptions::default()
+            },
+            controller: ("ctl".to_owned(), Vec::new()),
+            pools: Vec::new(),
+        }
+    }
+}
+
+impl Setup {
+    /// Nodes labelled [`WORKERS`].
+    pub fn workers(names: &[&str]) -> Self {
+        names
+            .iter()
+            .fold(Self::default(), |setup, name| setup.node(name, WORKERS))
+    }
+
+    pub fn node(mut self, name: &str, labels: &[(&str, &str)]) -> Self {
+        let labels = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self.nodes.push((name.to_owned(), labels));
+        self
+    }
+
+    /// These nodes are created cordoned (by the admin).
+    pub fn cordoned(mut self, names: &[&str]) -> Self {
+        self.cordoned.extend(names.iter().map(|n| (*n).to_owned()));
+        self
+    }
+
+    /// The image every node boots before the test (default `image(OLD)`).
+    pub fn initial_image(mut self, image: String) -> Self {
+        self.player.initial_image = image;
+        self
+    }
+
+    /// These nodes' daemons ignore the approval to boot (they stay Staged).
+    pub fn ignore_approval(mut self, names: &[&str]) -> Self {
+        self.player.ignore_approval = set(names);
+        self
+    }
+
+    /// These nodes' reboots come back on the old image (reported Degraded).
+    pub fn fail_after_reboot(mut self, names: &[&str]) -> Self {
+        self.player.fail_after_reboot = set(names);
+        self
+    }
+
+    /// The controller's `--identity` and extra arguments (see
+    /// [`ControllerProc::spawn`]).
+    pub fn controller(mut self, name: &str, args: &[&str]) -> Self {
+        let args = args.iter().map(|a| (*a).to_owned()).collect();
+        self.controller = (name.to_owned(), args);
+        self
+    }
+
+    /// A pool created once the controller runs (in the order given). A test
+    /// that prepares more first (pods, budgets) creates its pool itself.
+    pub fn pool(mut self, pool: BootcNodePool) -> Self {
+        self.pools.push(pool);
+        self
+    }
+
+    /// On a fresh control plane ([`env`]).
+    pub async fn start(self) -> Cluster {
+        self.start_in(env().await).await
+    }
+
+    /// On `env`, for a test that prepares it first.
+    pub async fn start_in(self, env: Env) -> Cluster {
+        for (name, labels) in &self.nodes {
+            let labels: Vec<(&str, &str)> = labels
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            create_node(&env.admin, name, &labels, self.cordoned.contains(name)).await;
+        }
+        let recorder = Recorder::start(&env.cp).await.unwrap();
+        let player = DaemonPlayer::start(env.admin.clone(), self.player);
+        let (name, args) = &self.controller;
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ctl = ControllerProc::spawn(&env, name, &args);
+        for pool in &self.pools {
+            create_pool(&env.admin, pool).await;
+        }
+        Cluster {
+            env,
+            recorder,
+            player,
+            ctl,
         }
     }
 }
