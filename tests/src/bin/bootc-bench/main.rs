@@ -1,0 +1,209 @@
+//! `bootc-bench`: the README's performance targets, measured on the
+//! simulated cluster and printed against their targets; the table is also
+//! written to BENCHMARKS.md.
+//!
+//! Sections (`--sections`, comma-separated):
+//! - `api`: API requests per node for one full update (stage, slot, drain,
+//!   reboot, release) on the simulated cluster, counted from the API
+//!   server's audit log by user and verb; then the requests made while idle;
+//! - `rss`: steady-state memory of the real daemon and helper (the debug
+//!   builds the simulator runs, and the release builds when present);
+//! - `latency`: BootcNode spec change -> the fake bootc's
+//!   `switch --download-only`, on one real daemon + helper;
+//! - `sizes`: release binary sizes, the helper's linked crates and code
+//!   lines, and the operator image's size (compressed and unpacked) built
+//!   from the binaries;
+//! - `scale`: the real controller with N nodes played by the DaemonPlayer.
+// No production function over 100 lines (tests may be longer).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
+mod api_requests;
+mod latency;
+mod procfs;
+mod report;
+mod rss;
+mod scale;
+mod simulated;
+mod sizes;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use tests::fake_host::target_dir;
+
+use crate::api_requests::report_api;
+use crate::latency::latency;
+use crate::report::{Report, out};
+use crate::rss::report_rss;
+use crate::scale::scale_section;
+use crate::simulated::sim_rollout;
+use crate::sizes::{image_size, sizes};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "bootc-bench",
+    about = "Benchmarks of bootc-operator against the performance targets in README.md"
+)]
+struct Cli {
+    /// Sections to run: api, rss, latency, sizes, scale.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "api,rss,latency,sizes,scale"
+    )]
+    sections: Vec<String>,
+    /// Simulated nodes for the api and rss sections.
+    #[arg(long, default_value_t = 5)]
+    nodes: usize,
+    /// Seconds of the idle period after the rollout.
+    #[arg(long, default_value_t = 30)]
+    idle_seconds: u64,
+    /// Spec changes for the latency section.
+    #[arg(long, default_value_t = 100)]
+    latency_changes: usize,
+    /// Pool sizes for the scale section (`--scale-nodes 1000,5000` for a
+    /// shorter run).
+    #[arg(long, value_delimiter = ',', default_value = "1000,5000,20000")]
+    scale_nodes: Vec<usize>,
+    /// Give up on one scale rollout (and, apart, on its setup) after this
+    /// many seconds; the size's row then says "not reached".
+    #[arg(long, default_value_t = 1200)]
+    scale_timeout_seconds: u64,
+    /// At most this many writes per run of the scale section's
+    /// write-throughput probe (fewer when the rollout made fewer).
+    #[arg(long, default_value_t = 20_000)]
+    probe_writes: usize,
+    /// Where the release builds are (default: target/release).
+    #[arg(long)]
+    release_dir: Option<PathBuf>,
+    /// Where to write the table (default: BENCHMARKS.md at the repository root).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Do not write BENCHMARKS.md.
+    #[arg(long)]
+    no_write: bool,
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .map_or_else(
+            || "?".to_owned(),
+            |kib| format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0)),
+        );
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_default();
+    format!("{cpus} CPUs ({model}), {mem} memory")
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    if !tests::fake_host::is_root() {
+        bail!(
+            "bootc-bench needs root: the simulated nodes are mount namespaces, and the daemon drops privileges from root"
+        );
+    }
+    let release_dir = cli.release_dir.clone().unwrap_or_else(|| {
+        target_dir()
+            .parent()
+            .map(|p| p.join("release"))
+            .unwrap_or_default()
+    });
+    let has = |s: &str| cli.sections.iter().any(|x| x == s);
+    let mut report = Report::default();
+    let idle = Duration::from_secs(cli.idle_seconds);
+    let started = jiff::Timestamp::now();
+    out(&format!("bootc-bench on {}\n", machine()));
+
+    let release_agents = ["bootc-daemon", "bootc-helper"]
+        .iter()
+        .all(|b| release_dir.join(b).exists());
+    if has("api") || has("rss") {
+        out(&format!(
+            "api/rss: simulated cluster of {} nodes (debug builds), v1 -> v2, then {}s idle\n",
+            cli.nodes, cli.idle_seconds
+        ));
+        let r = sim_rollout(cli.nodes, has("api"), idle, None).await?;
+        if has("api") {
+            report_api(&mut report, &r, cli.nodes, idle);
+        }
+        if has("rss") {
+            report_rss(&mut report, "debug", &r, !release_agents);
+        }
+    }
+    if has("rss") {
+        if release_agents {
+            out("rss: the same rollout with the release daemon and helper\n");
+            let r = sim_rollout(
+                cli.nodes.min(3),
+                false,
+                Duration::from_secs(10),
+                Some(release_dir.clone()),
+            )
+            .await?;
+            report_rss(&mut report, "release", &r, true);
+        } else {
+            report.notes.push(format!(
+                "release daemon/helper not found in {}: RSS measured on debug builds only",
+                release_dir.display()
+            ));
+        }
+    }
+    if has("latency") {
+        latency(&mut report, cli.latency_changes).await?;
+    }
+    if has("sizes") {
+        sizes(&mut report, &release_dir);
+        image_size(&mut report, &release_dir);
+    }
+    if has("scale") {
+        scale_section(&mut report, &cli, &release_dir).await;
+    }
+
+    for note in &report.notes {
+        out(&format!("note: {note}\n"));
+    }
+    if !cli.no_write {
+        let path = cli
+            .output
+            .clone()
+            .unwrap_or_else(|| tests::repo_root().join("BENCHMARKS.md"));
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        let mut text = format!(
+            "# Benchmarks\n\nMeasured by `./dev bench` (`tests/src/bin/bootc-bench.rs`) against the performance targets in README.md.\n\n- Date: {}\n- Machine: {}\n- Command: `{}`\n\n{}\n",
+            started.strftime("%Y-%m-%d %H:%M UTC"),
+            machine(),
+            command,
+            report.table()
+        );
+        if !report.notes.is_empty() {
+            text.push_str("Notes:\n\n");
+            for n in &report.notes {
+                text.push_str(&format!("- {n}\n"));
+            }
+            text.push('\n');
+        }
+        for d in &report.details {
+            text.push_str(d);
+            text.push('\n');
+        }
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        out(&format!("wrote {}\n", path.display()));
+    }
+    Ok(())
+}

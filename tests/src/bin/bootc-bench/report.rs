@@ -1,0 +1,77 @@
+//! The report: its table's rows, printed as they come and written to
+//! BENCHMARKS.md.
+
+use std::io::Write;
+
+pub(crate) fn out(text: &str) {
+    let mut stdout = std::io::stdout();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
+/// One line of the table.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub(crate) figure: String,
+    pub(crate) value: String,
+    pub(crate) target: String,
+    pub(crate) verdict: &'static str,
+}
+
+pub(crate) fn row(
+    figure: impl Into<String>,
+    value: impl Into<String>,
+    target: &str,
+    ok: Option<bool>,
+) -> Row {
+    Row {
+        figure: figure.into(),
+        value: value.into(),
+        target: target.to_owned(),
+        verdict: match ok {
+            None => "-",
+            Some(true) => "ok",
+            Some(false) => "MISSED",
+        },
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    rows: Vec<Row>,
+    /// Detail sections (markdown), printed after the table.
+    pub(crate) details: Vec<String>,
+    pub(crate) notes: Vec<String>,
+}
+
+impl Report {
+    pub(crate) fn push(&mut self, r: Row) {
+        out(&format!(
+            "  {:<58} {:>16}  target {:<14} {}\n",
+            r.figure, r.value, r.target, r.verdict
+        ));
+        self.rows.push(r);
+    }
+
+    pub(crate) fn table(&self) -> String {
+        let mut s = String::from("| Figure | Measured | Target | |\n|---|---:|---|---|\n");
+        for r in &self.rows {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                r.figure, r.value, r.target, r.verdict
+            ));
+        }
+        s
+    }
+}
+
+pub(crate) fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
