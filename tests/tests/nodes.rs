@@ -11,16 +11,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use api::BootcNodePool;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
-use tests::nodes::{ClusterNet, NodeCluster, NodeClusterOptions, operator, push_os};
-use tests::recorder::Recorder;
-
-/// How long a rollout of three real nodes may take.
-const ROLLOUT: Duration = Duration::from_secs(300);
-const POOL: &str = "workers";
-const POOL_LABEL: &str = "test.bootc.dev/pool";
+use tests::nodes::operator::Install;
+use tests::nodes::pool::{
+    POOL, ROLLOUT, WORKLOAD, digest_of, installed_with_a_pool_on_v1, kubectl, pool_yaml, wait_pool,
+};
+use tests::nodes::{NodeCluster, NodeClusterOptions, push_os};
 
 /// Runs `body` on a fresh cluster of `nodes` real nodes.
 fn on_real_nodes<F, Fut>(nodes: usize, body: F)
@@ -29,121 +26,12 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     tests::require_root!();
-    let net = ClusterNet::enter().unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async move {
-        let options = NodeClusterOptions {
-            nodes,
-            ..NodeClusterOptions::default()
-        };
-        let cluster = NodeCluster::start(net, &options).await.unwrap();
-        body(cluster).await;
-    });
+    let options = NodeClusterOptions {
+        nodes,
+        ..NodeClusterOptions::default()
+    };
+    tests::nodes::on_real_nodes(&options, body).unwrap();
 }
-
-fn kubectl(cluster: &NodeCluster, args: &[&str], input: Option<&str>) -> String {
-    use std::io::Write;
-    let mut cmd = cluster.cp.kubectl();
-    cmd.args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.unwrap_or("").as_bytes()).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The pool, as a user writes it: every labelled node, one at a time,
-/// following the OS repository's `tag`.
-fn pool_yaml(cluster: &NodeCluster, tag: &str) -> String {
-    format!(
-        "apiVersion: node.bootc.dev/v1alpha1\nkind: BootcNodePool\nmetadata:\n  name: {POOL}\nspec:\n  nodeSelector:\n    matchLabels:\n      {POOL_LABEL}: {POOL}\n  image:\n    ref: {}/{}:{tag}\n  pullSecretRef:\n    name: os-pull\n    namespace: bootc-operator\n  rollout:\n    maxUnavailable: 1\n",
-        cluster.registry.host(),
-        tests::nodes::OS_REPO,
-    )
-}
-
-async fn wait_pool(
-    cluster: &NodeCluster,
-    what: &str,
-    cond: impl Fn(&BootcNodePool) -> bool + Send + 'static,
-) -> BootcNodePool {
-    let pools = Api::<BootcNodePool>::all(cluster.cp.admin().await.unwrap());
-    match tests::k8s::wait_for(pools, POOL, ROLLOUT, what, move |p| p.is_some_and(&cond)).await {
-        Ok(p) => p.unwrap(),
-        Err(e) => panic!("{e}\n{}", diagnostics(cluster)),
-    }
-}
-
-/// The cluster's objects and the operator's logs, for a failure.
-fn diagnostics(cluster: &NodeCluster) -> String {
-    let mut out = kubectl(
-        cluster,
-        &["get", "bnp,bn,nodes,pods", "-A", "-o", "wide"],
-        None,
-    );
-    for (namespace, name) in [
-        ("bootc-daemon", "bootc-daemon"),
-        ("bootc-operator", "bootc-controller"),
-    ] {
-        let output = cluster
-            .cp
-            .kubectl()
-            .args([
-                "logs",
-                "-n",
-                namespace,
-                "-l",
-                &format!("app.kubernetes.io/name={name}"),
-            ])
-            .args(["--tail=15", "--prefix", "--all-containers"])
-            .output();
-        if let Ok(o) = output {
-            out.push_str(&String::from_utf8_lossy(&o.stdout));
-            out.push_str(&String::from_utf8_lossy(&o.stderr));
-        }
-    }
-    out
-}
-
-fn digest_of(reference: &str) -> String {
-    reference.split_once('@').unwrap().1.to_owned()
-}
-
-/// The workload a drain must move: three replicas, at most one down.
-const WORKLOAD: &str = r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: default}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: 5
-      containers:
-        - name: web
-          image: TOOLS
-          command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: web, namespace: default}
-spec:
-  maxUnavailable: 1
-  selector: {matchLabels: {app: web}}
-"#;
 
 /// How often the controller's Lease changed hands.
 async fn lease_transitions(cluster: &NodeCluster) -> i32 {
@@ -151,40 +39,6 @@ async fn lease_transitions(cluster: &NodeCluster) -> i32 {
     let leases = Api::<Lease>::namespaced(cluster.cp.admin().await.unwrap(), "bootc-operator");
     let lease = leases.get("bootc-controller").await.unwrap();
     lease.spec.and_then(|s| s.lease_transitions).unwrap_or(0)
-}
-
-/// The registry's credentials as the pool's pull secret.
-fn pull_secret(cluster: &NodeCluster) {
-    let (user, password) = cluster.registry.login();
-    kubectl(
-        cluster,
-        &[
-            "create",
-            "secret",
-            "docker-registry",
-            "os-pull",
-            "-n",
-            "bootc-operator",
-            &format!("--docker-server={}", cluster.registry.host()),
-            &format!("--docker-username={user}"),
-            &format!("--docker-password={password}"),
-        ],
-        None,
-    );
-    // The Secret opts in to the pool that names it.
-    let opt_in = format!("{}={POOL}", api::labels::POOLS_ANNOTATION);
-    kubectl(
-        cluster,
-        &[
-            "annotate",
-            "secret",
-            "os-pull",
-            "-n",
-            "bootc-operator",
-            &opt_in,
-        ],
-        None,
-    );
 }
 
 /// Runs a command to success.
@@ -299,45 +153,12 @@ fn daemon_confined_as_deployed(node: &tests::nodes::RealNode) {
     );
 }
 
-/// The operator installed from deploy/, `workload` (its `TOOLS` the tools
-/// image) running, the pull secret, and the pool of every node on v1, which
-/// the nodes already run: up to date at once. The recorder starts first.
-async fn installed_with_a_pool_on_v1(cluster: &NodeCluster, workload: &str) -> Recorder {
-    let recorder = Recorder::start(&cluster.cp).await.unwrap();
-    operator::install(cluster).unwrap();
-    let tools = format!(
-        "{}/{}",
-        cluster.registry.host(),
-        tests::nodes::images::TOOLS
-    );
-    kubectl(
-        cluster,
-        &["apply", "-f", "-"],
-        Some(&workload.replace("TOOLS", &tools)),
-    );
-    pull_secret(cluster);
-    for node in &cluster.nodes {
-        let label = format!("{POOL_LABEL}={POOL}");
-        kubectl(cluster, &["label", "node", &node.name, &label], None);
-    }
-    kubectl(
-        cluster,
-        &["apply", "-f", "-"],
-        Some(&pool_yaml(cluster, "v1")),
-    );
-    let v1_digest = digest_of(&cluster.os_v1);
-    wait_pool(cluster, "the pool on v1", move |p| {
-        let s = p.status.clone().unwrap_or_default();
-        s.target_digest.as_deref() == Some(v1_digest.as_str()) && s.updated_count == 3
-    })
-    .await;
-    recorder
-}
-
 #[test]
 fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
     on_real_nodes(3, |cluster| async move {
-        let recorder = installed_with_a_pool_on_v1(&cluster, WORKLOAD).await;
+        let recorder = installed_with_a_pool_on_v1(&cluster, Some(WORKLOAD), &Install::default())
+            .await
+            .unwrap();
         let v2 = push_os(&cluster.registry, "2.0", "v2").await.unwrap();
         for node in &cluster.nodes {
             daemon_confined_as_deployed(node);
@@ -348,15 +169,17 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
             &cluster,
             &["apply", "-f", "-"],
             Some(&pool_yaml(&cluster, "v2")),
-        );
-        let v2_digest = digest_of(&v2);
+        )
+        .unwrap();
+        let v2_digest = digest_of(&v2).to_owned();
         wait_pool(&cluster, "every node on v2", move |p| {
             let s = p.status.clone().unwrap_or_default();
             s.target_digest.as_deref() == Some(v2_digest.as_str())
                 && s.updated_count == 3
                 && s.updating_count == 0
         })
-        .await;
+        .await
+        .unwrap();
         for (node, before) in cluster.nodes.iter().zip(boots_before) {
             assert_eq!(node.boot_count(), before + 1, "{} rebooted once", node.name);
             let state = node.bootc().read_state().unwrap();
@@ -392,7 +215,7 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
             lease_transitions(&cluster).await > transitions_before,
             "the controller's Lease never changed hands"
         );
-        let described = kubectl(&cluster, &["describe", "bnp", POOL], None);
+        let described = kubectl(&cluster, &["describe", "bnp", POOL], None).unwrap();
         assert!(
             described.contains(api::event_reasons::ROLLOUT_COMPLETE),
             "{described}"
@@ -445,7 +268,9 @@ spec:
 #[test]
 fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
     on_real_nodes(3, |cluster| async move {
-        let recorder = installed_with_a_pool_on_v1(&cluster, PINNED).await;
+        let recorder = installed_with_a_pool_on_v1(&cluster, Some(PINNED), &Install::default())
+            .await
+            .unwrap();
         let (n1, n2, n3) = (&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]);
         // node-2's pull takes 8 s: long enough to lose its daemon meanwhile.
         run(n2
@@ -457,7 +282,8 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
             &cluster,
             &["apply", "-f", "-"],
             Some(&pool_yaml(&cluster, "v2")),
-        );
+        )
+        .unwrap();
 
         // When each `switch --download-only` of `image` started, in µs.
         let staging = |node: &tests::nodes::RealNode, image: &str| -> Vec<u64> {
@@ -484,13 +310,14 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
                 "spec.nodeName=node-2",
             ],
             None,
-        );
+        )
+        .unwrap();
         // node-3 goes down by hand while it waits for its turn.
         run(n3.exec(&["systemctl", "reboot"]).unwrap());
 
         // node-1 takes the slot first (name order) and its drain is refused.
         wait_until_async("the pool names the blocked drain", || async {
-            let described = kubectl(&cluster, &["describe", "bnp", POOL], None);
+            let described = kubectl(&cluster, &["describe", "bnp", POOL], None).unwrap();
             described.contains(api::event_reasons::DRAIN_BLOCKED) && described.contains("pinned")
         })
         .await;
@@ -506,16 +333,18 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
             &cluster,
             &["delete", "pdb", "pinned", "-n", "default"],
             None,
-        );
+        )
+        .unwrap();
 
-        let v2_digest = digest_of(&v2);
+        let v2_digest = digest_of(&v2).to_owned();
         wait_pool(&cluster, "every node on v2", move |p| {
             let s = p.status.clone().unwrap_or_default();
             s.target_digest.as_deref() == Some(v2_digest.as_str())
                 && s.updated_count == 3
                 && s.updating_count == 0
         })
-        .await;
+        .await
+        .unwrap();
         // The new daemon's helper waited for the stage unit the old one had
         // started, then staged again (a no-op for bootc: the same image),
         // as it must to apply only what it staged itself: never two at once.

@@ -12,7 +12,8 @@
 //!
 //! Set-up: [`ClusterNet::enter`] first, on the thread that then builds the
 //! async runtime (every thread and process of the test must be inside the
-//! cluster's network), then [`NodeCluster::start`]. Dropping the cluster halts
+//! cluster's network), then [`NodeCluster::start`]; [`on_real_nodes`] does
+//! both. [`pool`] installs the operator and a pool. Dropping the cluster halts
 //! every node in order and stops everything it started; a killed test leaves
 //! nothing running (every process dies with it) and no mount (each node's
 //! mounts live in its supervisor's mount namespace).
@@ -21,6 +22,7 @@ pub mod images;
 pub mod layer;
 pub mod net;
 pub mod operator;
+pub mod pool;
 pub mod supervisor;
 
 use std::path::{Path, PathBuf};
@@ -167,6 +169,41 @@ impl RealNode {
             .collect()
     }
 
+    /// The power button, pressed while the node runs: when this boot ends
+    /// (its reboot, a crash), the node stays off until [`RealNode::power_on`].
+    pub fn power_off_at_next_boot(&self) -> Result<()> {
+        Ok(std::fs::write(self.spec.stop_file(), "")?)
+    }
+
+    /// Takes back [`RealNode::power_off_at_next_boot`] before the boot ends.
+    pub fn keep_power_on(&self) -> Result<()> {
+        match std::fs::remove_file(self.spec.stop_file()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the node is off: its supervisor has ended.
+    pub fn is_off(&mut self) -> bool {
+        self.supervisor
+            .as_mut()
+            .is_none_or(|c| c.try_wait().ok().flatten().is_some())
+    }
+
+    /// Boots a node that is off again, from its disk as it left it (a new
+    /// supervisor; its boots go on counting).
+    pub fn power_on(&mut self) -> Result<()> {
+        if !self.is_off() {
+            bail!("{} is not off", self.name);
+        }
+        if let Some(mut old) = self.supervisor.take() {
+            old.wait()?;
+        }
+        self.keep_power_on()?;
+        self.supervisor = Some(spawn_supervisor(&self.spec.dir)?);
+        Ok(())
+    }
+
     /// Halts the node in order and waits for its supervisor to end.
     pub fn stop(&mut self) {
         let _ = std::fs::write(self.spec.stop_file(), "");
@@ -303,17 +340,8 @@ impl NodeCluster {
                 (built("fake-bootc")?, layer::FAKE_BOOTC_IN_NODE.into()),
             ],
         };
-        let spec_file = node_dir.join("spec.json");
-        std::fs::write(&spec_file, serde_json::to_vec_pretty(&spec)?)?;
-        // SIGTERM when this process dies: the supervisor halts its node.
-        let supervisor = Command::new("setpriv")
-            .args(["--pdeathsig", "TERM", "--"])
-            .arg(built("bootc-node")?)
-            .arg(&spec_file)
-            .stdin(Stdio::null())
-            .stderr(std::fs::File::create(node_dir.join("supervisor.log"))?)
-            .spawn()
-            .context("starting the node's supervisor")?;
+        std::fs::write(node_dir.join(SPEC_FILE), serde_json::to_vec_pretty(&spec)?)?;
+        let supervisor = spawn_supervisor(&node_dir)?;
         Ok(RealNode {
             name,
             spec,
@@ -382,6 +410,47 @@ impl Drop for NodeCluster {
             node.stop();
         }
     }
+}
+
+/// The node's spec, in its directory, for its supervisor.
+const SPEC_FILE: &str = "spec.json";
+
+/// Starts the supervisor of the node whose directory is `node_dir` (its
+/// log appended to `supervisor.log`).
+fn spawn_supervisor(node_dir: &Path) -> Result<Child> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(node_dir.join("supervisor.log"))?;
+    // SIGTERM when the thread that starts it ends (with its process, or
+    // the benchmark's thread of its own): the supervisor halts its node.
+    Command::new("setpriv")
+        .args(["--pdeathsig", "TERM", "--"])
+        .arg(built("bootc-node")?)
+        .arg(node_dir.join(SPEC_FILE))
+        .stdin(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .context("starting the node's supervisor")
+}
+
+/// Runs `body` on a fresh cluster (`options`) and returns what it returns.
+/// The calling thread joins the cluster's network namespace for good (and
+/// every thread and process it starts afterwards): call it from a thread
+/// that started none yet, as a test's, or from one of its own.
+pub fn on_real_nodes<T, F, Fut>(options: &NodeClusterOptions, body: F) -> Result<T>
+where
+    F: FnOnce(NodeCluster) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let net = ClusterNet::enter()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let cluster = NodeCluster::start(net, options).await?;
+        Ok(body(cluster).await)
+    })
 }
 
 /// Pushes an OS image of `version` to [`OS_REPO`] with a unique marker;

@@ -4,7 +4,8 @@
 //! registry, and `kubectl apply -k` of an overlay of `deploy/` that names the
 //! image, the registry's CA (the optional ConfigMap deploy/ reads), the
 //! repository the nodes may boot (the required setting of the daemons'
-//! ConfigMap) and nothing else.
+//! ConfigMap) and nothing else; a test may add what a user tunes through
+//! documented flags ([`Install::controller_args`]), as a patch of its own.
 
 use std::path::{Path, PathBuf};
 
@@ -16,11 +17,25 @@ use super::NodeCluster;
 pub const OPERATOR_IMAGE: &str = "bootc-operator";
 const OPERATOR_TAG: &str = "e2e";
 
-/// The binaries the image holds, from the test build (the helper as it
-/// ships when `./dev test` built it on its own).
-fn image_binaries(dir: &Path) -> Result<()> {
+/// How the operator is installed.
+#[derive(Clone, Debug, Default)]
+pub struct Install {
+    /// The directory holding the image's binaries (`bootc-controller`,
+    /// `bootc-daemon`, `bootc-helper`); `None`: the test build (the helper
+    /// as it ships when `./dev test` built it on its own).
+    pub binaries: Option<PathBuf>,
+    /// Arguments added to the controller's, as a user adds a documented
+    /// flag: a JSON patch of the overlay's (deploy/ itself is unchanged).
+    pub controller_args: Vec<String>,
+}
+
+/// The binaries the image holds, copied into `dir`.
+fn image_binaries(dir: &Path, install: &Install) -> Result<()> {
     for name in ["bootc-controller", "bootc-daemon", "bootc-helper"] {
-        let from = crate::fake_host::bin(name);
+        let from = match &install.binaries {
+            Some(from) => from.join(name),
+            None => crate::fake_host::bin(name),
+        };
         std::fs::copy(&from, dir.join(name))
             .with_context(|| format!("copying {}", from.display()))?;
     }
@@ -29,11 +44,11 @@ fn image_binaries(dir: &Path) -> Result<()> {
 
 /// Builds the operator's image and pushes it to the cluster's registry;
 /// returns `<registry>/bootc-operator`.
-pub fn push_image(cluster: &NodeCluster) -> Result<String> {
+pub fn push_image(cluster: &NodeCluster, install: &Install) -> Result<String> {
     let work = cluster.dir().join("operator-image");
     let bins = work.join("bin");
     std::fs::create_dir_all(&bins)?;
-    image_binaries(&bins)?;
+    image_binaries(&bins, install)?;
     let layout = work.join("oci");
     crate::image::build(&bins, &layout, OPERATOR_TAG, 0)?;
     let repo = format!("{OPERATOR_IMAGE}:{OPERATOR_TAG}");
@@ -53,7 +68,7 @@ fn relative(path: &Path, from: &Path) -> PathBuf {
 }
 
 /// Writes the overlay of `deploy/` the tests install.
-pub fn write_overlay(cluster: &NodeCluster, image: &str) -> Result<PathBuf> {
+pub fn write_overlay(cluster: &NodeCluster, image: &str, install: &Install) -> Result<PathBuf> {
     let dir = cluster.dir().join("overlay");
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("registry-ca.crt"), cluster.registry.ca_pem()?)?;
@@ -65,14 +80,39 @@ pub fn write_overlay(cluster: &NodeCluster, image: &str) -> Result<PathBuf> {
         registry = cluster.registry.host(),
         repo = super::OS_REPO,
     );
+    let text = text + &controller_patch(&install.controller_args);
     std::fs::write(dir.join("kustomization.yaml"), text)?;
     Ok(dir)
 }
 
+/// The overlay's patch of the controller Deployment adding `args` to its
+/// container's (nothing when there are none).
+fn controller_patch(args: &[String]) -> String {
+    if args.is_empty() {
+        return String::new();
+    }
+    let ops: Vec<serde_json::Value> = args
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "op": "add",
+                "path": "/spec/template/spec/containers/0/args/-",
+                "value": a,
+            })
+        })
+        .collect();
+    format!(
+        "patches:\n  - target:\n      kind: Deployment\n      name: bootc-controller\n      namespace: bootc-operator\n    patch: '{}'\n",
+        serde_json::Value::Array(ops)
+            .to_string()
+            .replace('\'', "''")
+    )
+}
+
 /// Pushes the image and `kubectl apply -k`s the overlay.
-pub fn install(cluster: &NodeCluster) -> Result<()> {
-    let image = push_image(cluster)?;
-    let overlay = write_overlay(cluster, &image)?;
+pub fn install(cluster: &NodeCluster, install: &Install) -> Result<()> {
+    let image = push_image(cluster, install)?;
+    let overlay = write_overlay(cluster, &image, install)?;
     let out = cluster
         .cp
         .kubectl()

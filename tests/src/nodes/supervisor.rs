@@ -11,9 +11,12 @@
 //! - a `crash` file in the node's directory (the test wrote it, then killed
 //!   nspawn) also boots again: a crash and power-on;
 //! - anything else, a `stop` file, or SIGTERM (forwarded to nspawn, which
-//!   halts the node in order) stops for good.
+//!   halts the node in order) stops: the node is off. A `stop` file written
+//!   while the node runs takes effect when that boot ends (a power cut
+//!   during the reboot); a new supervisor is pressing the power button.
 //!
-//! Each boot is a line of `boots.log`; nspawn's pid is in `nspawn.pid`.
+//! Each boot is a line of `boots.log`, numbered on from the last
+//! supervisor's; nspawn's pid is in `nspawn.pid`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -124,7 +127,8 @@ fn signal_set() -> SigSet {
 }
 
 fn boot_loop(spec: &NodeSpec, cgroups: &Cgroups, signals: &SigSet) -> Result<()> {
-    for boot in 1..=MAX_BOOTS {
+    let before = read_boots(spec).last().map_or(0, |b| b.boot);
+    for boot in before + 1..=before + MAX_BOOTS {
         if spec.stop_file().exists() {
             return Ok(());
         }
