@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use api::BootcNodePool;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use tests::nodes::operator::Install;
@@ -376,6 +377,143 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
         );
         let others: BTreeSet<String> = [n1.name.clone(), n2.name.clone()].into();
         let seen = recorder.peak(&others, &all).await.unwrap();
+        assert!(
+            seen.count <= 1,
+            "{seen:?}\n{}",
+            recorder.timeline(seen.resource_version, 40)
+        );
+    });
+}
+
+/// The controller's `--stuck-deadline-scale` in the stuck-node test: its
+/// deadlines are minutes (10 for a reboot), scaled to seconds (60).
+const STUCK_DEADLINE_SCALE: &str = "0.1";
+
+/// Whether the pool is Degraded because a node is stuck rebooting.
+fn stuck_rebooting(p: &BootcNodePool) -> bool {
+    let conditions = p.status.clone().unwrap_or_default().conditions;
+    api::conditions::is_true(&conditions, api::reasons::DEGRADED)
+        && api::conditions::reason(&conditions, api::reasons::DEGRADED)
+            == Some(api::reasons::NODE_STUCK)
+        && api::conditions::message(&conditions, api::reasons::DEGRADED)
+            .is_some_and(|m| m.contains(" rebooting (NotReady) for "))
+}
+
+/// A node that never comes back from its reboot: the first node in a slot
+/// loses power while it reboots. The pool names it (Degraded, `NodeStuck`:
+/// the node and its phase), keeps its slot (no other node is disrupted, as
+/// the cluster saw it, even after a spec change), and once the node is
+/// powered on again the rollout completes with nothing left cordoned.
+///
+/// deploy/ itself is unchanged: the test's overlay adds the controller's
+/// documented `--stuck-deadline-scale` as a user's kustomize patch would
+/// (a reboot's deadline, 10 minutes, becomes 60 s).
+#[test]
+fn a_node_that_never_comes_back_is_reported_stuck_and_keeps_its_slot() {
+    on_real_nodes(3, |mut cluster| async move {
+        let install = Install {
+            controller_args: vec![format!("--stuck-deadline-scale={STUCK_DEADLINE_SCALE}")],
+            ..Install::default()
+        };
+        let recorder = installed_with_a_pool_on_v1(&cluster, None, &install)
+            .await
+            .unwrap();
+        let v2 = push_os(&cluster.registry, "2.0", "v2").await.unwrap();
+        let boots_before: Vec<u32> = cluster.nodes.iter().map(|n| n.boot_count()).collect();
+        // Every node loses power when its running boot ends: whichever the
+        // operator reboots first stays off (and so would a second one).
+        for node in &cluster.nodes {
+            node.power_off_at_next_boot().unwrap();
+        }
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&pool_yaml(&cluster, "v2")),
+        )
+        .unwrap();
+        let p = wait_pool(&cluster, "a node reported stuck rebooting", stuck_rebooting)
+            .await
+            .unwrap();
+        let off: Vec<usize> = (0..cluster.nodes.len())
+            .filter(|&i| cluster.nodes[i].is_off())
+            .collect();
+        let [stuck] = off[..] else {
+            panic!("nodes off: {off:?}");
+        };
+        let name = cluster.nodes[stuck].name.clone();
+        let conditions = p.status.unwrap().conditions;
+        let message = api::conditions::message(&conditions, api::reasons::DEGRADED).unwrap();
+        let named = format!("node {name} rebooting (NotReady) for ");
+        assert!(message.contains(&named), "{message} does not say {named}");
+
+        // The slot stays held when the controller plans again: a spec change.
+        kubectl(
+            &cluster,
+            &[
+                "patch",
+                "bnp",
+                POOL,
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"rollout":{"drainTimeoutSeconds":61}}}"#,
+            ],
+            None,
+        )
+        .unwrap();
+        let still = named.clone();
+        wait_pool(&cluster, "still stuck after a spec change", move |p| {
+            let s = p.status.clone().unwrap_or_default();
+            s.observed_generation == p.metadata.generation
+                && stuck_rebooting(p)
+                && api::conditions::message(&s.conditions, api::reasons::DEGRADED)
+                    .is_some_and(|m| m.contains(&still))
+        })
+        .await
+        .unwrap();
+        let approved = recorder.approvals().await.unwrap();
+        assert_eq!(
+            approved,
+            std::slice::from_ref(&name),
+            "one slot, one reboot"
+        );
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            if i != stuck {
+                assert_eq!(node.boot_count(), boots_before[i], "{} rebooted", node.name);
+            }
+        }
+        let all = BTreeSet::new();
+        let seen = recorder.peak(&all, &all).await.unwrap();
+        assert!(
+            seen.count <= 1,
+            "the cluster saw {} nodes disrupted at once: {seen:?}\n{}",
+            seen.count,
+            recorder.timeline(seen.resource_version, 40)
+        );
+
+        // Powered on again, it boots what it staged; the rollout goes on.
+        for node in &cluster.nodes {
+            node.keep_power_on().unwrap();
+        }
+        cluster.nodes[stuck].power_on().unwrap();
+        let v2_digest = digest_of(&v2).to_owned();
+        wait_pool(&cluster, "every node on v2, none stuck", move |p| {
+            let s = p.status.clone().unwrap_or_default();
+            s.target_digest.as_deref() == Some(v2_digest.as_str())
+                && s.updated_count == 3
+                && s.updating_count == 0
+                && !stuck_rebooting(p)
+        })
+        .await
+        .unwrap();
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            // The stuck node: its reboot, then its power-on.
+            let boots = boots_before[i] + if i == stuck { 2 } else { 1 };
+            assert_eq!(node.boot_count(), boots, "{}'s boots", node.name);
+            let booted = node.bootc().read_state().unwrap().booted.unwrap();
+            assert_eq!(booted.digest, digest_of(&v2), "{} boots v2", node.name);
+        }
+        nothing_cordoned(&cluster).await;
+        let seen = recorder.peak(&all, &all).await.unwrap();
         assert!(
             seen.count <= 1,
             "{seen:?}\n{}",
