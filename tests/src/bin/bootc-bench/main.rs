@@ -13,12 +13,20 @@
 //! - `sizes`: release binary sizes, the helper's linked crates and code
 //!   lines, and the operator image's size (compressed and unpacked) built
 //!   from the binaries;
-//! - `scale`: the real controller with N nodes played by the DaemonPlayer.
+//! - `scale`: the real controller with N nodes played by the DaemonPlayer;
+//! - `nodes` (only when asked for): a rollout on real nodes (node
+//!   containers with a real systemd and kubelet, tests/src/nodes/), timed,
+//!   and the daemon's and the helper's memory in their pods there.
+//!
+//! One module a section (`api_requests` is the `api` section: a module
+//! named `api` would shadow the `api` crate), the simulated rollout the
+//! api and rss sections share in `simulated`, the table in `report`.
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 mod api_requests;
 mod latency;
+mod nodes;
 mod procfs;
 mod report;
 mod rss;
@@ -35,6 +43,7 @@ use tests::fake_host::target_dir;
 
 use crate::api_requests::report_api;
 use crate::latency::latency;
+use crate::nodes::nodes_section;
 use crate::report::{Report, out};
 use crate::rss::report_rss;
 use crate::scale::scale_section;
@@ -47,7 +56,8 @@ use crate::sizes::{image_size, sizes};
     about = "Benchmarks of bootc-operator against the performance targets in README.md"
 )]
 struct Cli {
-    /// Sections to run: api, rss, latency, sizes, scale.
+    /// Sections to run: api, rss, latency, sizes, scale; nodes (real
+    /// nodes, only when named).
     #[arg(
         long,
         value_delimiter = ',',
@@ -57,6 +67,9 @@ struct Cli {
     /// Simulated nodes for the api and rss sections.
     #[arg(long, default_value_t = 5)]
     nodes: usize,
+    /// Real nodes for the nodes section.
+    #[arg(long, default_value_t = 3)]
+    real_nodes: usize,
     /// Seconds of the idle period after the rollout.
     #[arg(long, default_value_t = 30)]
     idle_seconds: u64,
@@ -173,6 +186,9 @@ async fn main() -> Result<()> {
     }
     if has("scale") {
         scale_section(&mut report, &cli, &release_dir).await;
+    }
+    if has("nodes") {
+        nodes_section(&mut report, cli.real_nodes, idle, &release_dir)?;
     }
 
     for note in &report.notes {
