@@ -201,7 +201,7 @@ async fn main() -> Result<()> {
             .unwrap_or_else(|| tests::repo_root().join("BENCHMARKS.md"));
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         let mut text = format!(
-            "# Benchmarks\n\nMeasured by `./dev bench` (`tests/src/bin/bootc-bench.rs`) against the performance targets in README.md.\n\n- Date: {}\n- Machine: {}\n- Command: `{}`\n\n{}\n",
+            "# Benchmarks\n\nMeasured by `./dev bench` (`tests/src/bin/bootc-bench/`) against the performance targets in README.md.\n\n- Date: {}\n- Machine: {}\n- Command: `{}`\n\n{}\n",
             started.strftime("%Y-%m-%d %H:%M UTC"),
             machine(),
             command,
