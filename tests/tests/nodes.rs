@@ -17,6 +17,7 @@ use kube::api::Api;
 use tests::nodes::operator::Install;
 use tests::nodes::pool::{
     POOL, ROLLOUT, WORKLOAD, digest_of, installed_with_a_pool_on_v1, kubectl, pool_yaml, wait_pool,
+    wait_pool_for,
 };
 use tests::nodes::{NodeCluster, NodeClusterOptions, push_os};
 
@@ -388,6 +389,11 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
 /// The controller's `--stuck-deadline-scale` in the stuck-node test: its
 /// deadlines are minutes (10 for a reboot), scaled to seconds (60).
 const STUCK_DEADLINE_SCALE: &str = "0.1";
+/// How long the report may take after the pool's change: the drain and
+/// the reboot, the deadline, and the node lifecycle controller's 50 s
+/// before it calls the silent node Unknown (a new NotReady transition,
+/// from which the deadline runs again).
+const STUCK_REPORTED: Duration = Duration::from_secs(180);
 
 /// Whether the pool is Degraded because a node is stuck rebooting.
 fn stuck_rebooting(p: &BootcNodePool) -> bool {
@@ -431,9 +437,16 @@ fn a_node_that_never_comes_back_is_reported_stuck_and_keeps_its_slot() {
             Some(&pool_yaml(&cluster, "v2")),
         )
         .unwrap();
-        let p = wait_pool(&cluster, "a node reported stuck rebooting", stuck_rebooting)
-            .await
-            .unwrap();
+        // Within the test's time (nextest ends it at 300 s): the report
+        // comes a deadline after the node went NotReady.
+        let p = wait_pool_for(
+            &cluster,
+            "a node reported stuck rebooting",
+            STUCK_REPORTED,
+            stuck_rebooting,
+        )
+        .await
+        .unwrap();
         let off: Vec<usize> = (0..cluster.nodes.len())
             .filter(|&i| cluster.nodes[i].is_off())
             .collect();

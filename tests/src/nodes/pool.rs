@@ -81,8 +81,18 @@ pub async fn wait_pool(
     what: &str,
     cond: impl Fn(&BootcNodePool) -> bool + Send + 'static,
 ) -> Result<BootcNodePool> {
+    wait_pool_for(cluster, what, ROLLOUT, cond).await
+}
+
+/// [`wait_pool`], up to `timeout`.
+pub async fn wait_pool_for(
+    cluster: &NodeCluster,
+    what: &str,
+    timeout: Duration,
+    cond: impl Fn(&BootcNodePool) -> bool + Send + 'static,
+) -> Result<BootcNodePool> {
     let pools = Api::<BootcNodePool>::all(cluster.cp.admin().await?);
-    match crate::k8s::wait_for(pools, POOL, ROLLOUT, what, move |p| p.is_some_and(&cond)).await {
+    match crate::k8s::wait_for(pools, POOL, timeout, what, move |p| p.is_some_and(&cond)).await {
         Ok(Some(p)) => Ok(p),
         Ok(None) => bail!("the pool is gone"),
         Err(e) => bail!("{e}\n{}", diagnostics(cluster)),

@@ -278,4 +278,7 @@ fn report_nodes(
             None,
         ));
     }
+    report.details.push(format!(
+        "### A rollout on real nodes\n\n{nodes} node containers (a real systemd, containerd and kubelet each; tests/src/nodes/) on this machine, with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a registry; the operator installed from deploy/ as the real-node tests install it, its image built from the binaries {builds:?}; a three-replica workload with a PodDisruptionBudget; one pool, maxUnavailable 1. The time runs from `kubectl apply` of the pool's new tag to the first poll (every 250 ms) that finds the last node Ready with its kubelet reporting v2: each node is cordoned, drained (real evictions), staged, really rebooted and back Ready in turn. The memory rows read `/proc/<pid>/status` of the daemon and helper processes in each node's pod (the node's processes are this machine's): steady at the end of the idle period, the peak (VmHWM) sampled throughout the rollout, whose reboots restart both.\n"
+    ));
 }
