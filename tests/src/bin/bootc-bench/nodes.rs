@@ -197,9 +197,9 @@ pub(crate) fn nodes_section(
 ) -> Result<()> {
     let bins = binaries(release_dir)?;
     out(&format!(
-        "nodes: {nodes} real nodes, v1 -> v2, then {}s idle; the image's builds: {:?}\n",
+        "nodes: {nodes} real nodes, v1 -> v2, then {}s idle; the image's builds: {}\n",
         idle.as_secs(),
-        bins.builds
+        builds_text(&bins.builds)
     ));
     let dir = bins.dir.path().to_owned();
     let options = NodeClusterOptions {
@@ -215,6 +215,12 @@ pub(crate) fn nodes_section(
     .map_err(|_| anyhow!("the nodes section's thread panicked"))???;
     report_nodes(report, nodes, &result, &bins.builds);
     Ok(())
+}
+
+/// "bootc-controller debug, bootc-daemon release, ..."
+fn builds_text(builds: &BTreeMap<&'static str, &'static str>) -> String {
+    let each: Vec<String> = builds.iter().map(|(b, k)| format!("{b} {k}")).collect();
+    each.join(", ")
 }
 
 fn report_nodes(
@@ -279,6 +285,7 @@ fn report_nodes(
         ));
     }
     report.details.push(format!(
-        "### A rollout on real nodes\n\n{nodes} node containers (a real systemd, containerd and kubelet each; tests/src/nodes/) on this machine, with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a registry; the operator installed from deploy/ as the real-node tests install it, its image built from the binaries {builds:?}; a three-replica workload with a PodDisruptionBudget; one pool, maxUnavailable 1. The time runs from `kubectl apply` of the pool's new tag to the first poll (every 250 ms) that finds the last node Ready with its kubelet reporting v2: each node is cordoned, drained (real evictions), staged, really rebooted and back Ready in turn. The memory rows read `/proc/<pid>/status` of the daemon and helper processes in each node's pod (the node's processes are this machine's): steady at the end of the idle period, the peak (VmHWM) sampled throughout the rollout, whose reboots restart both.\n"
+        "### A rollout on real nodes\n\n{nodes} node containers (a real systemd, containerd and kubelet each; tests/src/nodes/) on this machine, with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a registry; the operator installed from deploy/ as the real-node tests install it, its image's builds {}; a three-replica workload with a PodDisruptionBudget; one pool, maxUnavailable 1. The time runs from `kubectl apply` of the pool's new tag to the first poll (every 250 ms) that finds the last node Ready with its kubelet reporting v2: each node is cordoned, drained (real evictions), staged, really rebooted and back Ready in turn. The memory rows read `/proc/<pid>/status` of the daemon and helper processes in each node's pod (the node's processes are this machine's): steady at the end of the idle period, the peak (VmHWM) sampled throughout the rollout, whose reboots restart both.\n",
+        builds_text(builds)
     ));
 }
