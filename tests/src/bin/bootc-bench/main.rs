@@ -201,7 +201,7 @@ async fn main() -> Result<()> {
             .unwrap_or_else(|| tests::repo_root().join("BENCHMARKS.md"));
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         let mut text = format!(
-            "# Benchmarks\n\nMeasured by `./dev bench` (`tests/src/bin/bootc-bench/`) against the performance targets in README.md.\n\n- Date: {}\n- Machine: {}\n- Command: `{}`\n\n{}\n",
+            "## Current figures\n\n- Date: {}\n- Machine: {}\n- Command: `{}`\n\n{}\n",
             started.strftime("%Y-%m-%d %H:%M UTC"),
             machine(),
             command,
@@ -218,6 +218,9 @@ async fn main() -> Result<()> {
             text.push_str(d);
             text.push('\n');
         }
+        let existing = std::fs::read_to_string(&path).ok();
+        let text = report::spliced(existing.as_deref(), &text)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         out(&format!("wrote {}\n", path.display()));
     }

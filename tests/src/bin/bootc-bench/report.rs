@@ -75,3 +75,47 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
+
+/// Where a run's figures go in BENCHMARKS.md: between these lines, so that
+/// what the file says below them (what changed and why) outlives the run.
+pub(crate) const BEGIN: &str = "<!-- bench:begin -->";
+pub(crate) const END: &str = "<!-- bench:end -->";
+
+/// `existing` (None: no file yet) with `generated` between its markers.
+pub(crate) fn spliced(existing: Option<&str>, generated: &str) -> Result<String, String> {
+    let Some(existing) = existing else {
+        return Ok(format!("# Benchmarks\n\n{BEGIN}\n{generated}{END}\n"));
+    };
+    match (existing.find(BEGIN), existing.find(END)) {
+        (Some(begin), Some(end)) if begin < end => Ok(format!(
+            "{}{BEGIN}\n{generated}{}",
+            &existing[..begin],
+            &existing[end..]
+        )),
+        _ => Err(format!(
+            "the file has no {BEGIN} ... {END} lines (in that order) around the run's figures: \
+             add them where the figures go, or write elsewhere with --output"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_replaces_only_what_is_between_the_markers() {
+        let file = format!("# Benchmarks\nintro\n{BEGIN}\nold table\n{END}\n## History\nkept\n");
+        let out = spliced(Some(&file), "new table\n").unwrap();
+        assert_eq!(
+            out,
+            format!("# Benchmarks\nintro\n{BEGIN}\nnew table\n{END}\n## History\nkept\n")
+        );
+        assert_eq!(
+            spliced(None, "t\n").unwrap(),
+            format!("# Benchmarks\n\n{BEGIN}\nt\n{END}\n")
+        );
+        assert!(spliced(Some("no markers"), "t").is_err());
+        assert!(spliced(Some(&format!("{END}{BEGIN}")), "t").is_err());
+    }
+}
