@@ -8,13 +8,18 @@
 //! | staging | 30 min | first seen | nothing: the node holds no slot, others go on | the BootcNode's Degraded message (registry, disk) |
 //! | draining | `drainTimeoutSeconds` | the drain | `DrainTimedOut`, retried, slot kept | the blocking pods and their budgets |
 //! | approved, not rebooting | 10 min | first seen | slot kept | the daemon's log on the node |
-//! | rebooting (NotReady) | 10 min | NotReady | slot kept; counts for the two-unhealthy halt | the node's console |
+//! | rebooting (NotReady) | 10 min | NotReady (see below) | slot kept; counts for the two-unhealthy halt | the node's console |
 //! | back, not on the target (Degraded) | 5 min | first seen | slot kept; counts for the halt | point the pool at another image |
 //! | daemon silent | 5 min | first seen | nothing new is asked of the node | the daemon pod on the node |
 //!
 //! The deadlines can be scaled as a whole with the controller's
 //! `--stuck-deadline-scale` ([`Deadlines`]; 1 keeps the table's, the
 //! end-to-end tests shrink them to seconds).
+//!
+//! A reboot is timed from the earlier of the Node's Ready transition and
+//! the controller's first sight of the phase: about 50 s into a silent
+//! reboot the node lifecycle controller turns Ready from False to Unknown,
+//! a new transition that would otherwise start the clock again.
 //!
 //! "First seen" phases are timed by the controller's memory (their objects
 //! carry no timestamp of the phase): a restarted controller starts their
@@ -70,10 +75,10 @@ impl Phase {
         }
     }
 
-    /// Is this phase timed from the controller's first sight of it (no
-    /// object carries its start)?
-    pub fn clocked(self) -> bool {
-        self != Phase::Rebooting
+    /// Does an object carry this phase's start too (the Node's Ready
+    /// transition), beside the controller's first sight of it?
+    pub fn on_the_node(self) -> bool {
+        self == Phase::Rebooting
     }
 }
 
@@ -225,7 +230,6 @@ pub fn tick(clock: &Clock, phases: BTreeMap<String, Phase>, now: Timestamp) -> C
     let mut kept = clock.iter().peekable();
     phases
         .into_iter()
-        .filter(|(_, p)| p.clocked())
         .map(|(node, phase)| {
             while kept.next_if(|(n, _)| **n < node).is_some() {}
             let since = match kept.peek() {
@@ -354,7 +358,11 @@ mod tests {
         ]);
         let c1 = tick(&Clock::new(), phases.clone(), t0);
         assert_eq!(c1.get("a"), Some(&(Phase::Staging, t0)));
-        assert!(!c1.contains_key("b"), "the Node's Ready condition times it");
+        assert_eq!(
+            c1.get("b"),
+            Some(&(Phase::Rebooting, t0)),
+            "first sight, beside the Node's Ready transition"
+        );
         let c2 = tick(&c1, phases.clone(), later(10));
         assert_eq!(c2.get("a"), Some(&(Phase::Staging, t0)), "kept");
         let next = BTreeMap::from([("a".to_owned(), Phase::DaemonSilent)]);

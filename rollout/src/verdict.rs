@@ -352,14 +352,15 @@ fn time_phase(
         return;
     };
     v.phase = Some(phase);
-    let since = if phase.clocked() {
-        match input.phase_clock.get(name) {
-            Some((seen, since)) if *seen == phase => Some(*since),
-            _ => None,
-        }
-    } else {
-        node.and_then(state::not_ready_since)
+    let first_seen = match input.phase_clock.get(name) {
+        Some((seen, since)) if *seen == phase => Some(*since),
+        _ => None,
     };
+    let on_node = node
+        .filter(|_| phase.on_the_node())
+        .and_then(state::not_ready_since);
+    // The earlier of the two (see `stuck`): either may be missing.
+    let since = first_seen.into_iter().chain(on_node).min();
     // Timed from now, the answer moves with the clock: not kept.
     v.keepable &= since.is_some();
     match stuck::assess(

@@ -289,6 +289,30 @@ fn one_node_stuck_in_its_slot_is_named_on_the_pool_once() {
     assert_eq!(p.phases.get("r"), Some(&stuck::Phase::Rebooting));
 }
 
+/// About 50 s into a silent reboot the node lifecycle controller turns the
+/// Node's Ready from False to Unknown: a new transition, which must not
+/// start the reboot's clock again.
+#[test]
+fn a_reboot_is_timed_from_its_first_sight_when_ready_turns_unknown() {
+    let mut w = World::new(pool("a", IntOrString::Int(2), false))
+        .node(down_for(node("r", "a", true, true), 30))
+        .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false));
+    w.clock.insert(
+        "r".into(),
+        (
+            stuck::Phase::Rebooting,
+            now() - jiff::SignedDuration::from_secs(660),
+        ),
+    );
+    let p = w.plan();
+    assert_eq!(degraded_reason(&p), reasons::NODE_STUCK);
+    assert!(
+        degraded_message(&p).starts_with("node r rebooting (NotReady) for 11m"),
+        "{}",
+        degraded_message(&p)
+    );
+}
+
 #[test]
 fn phases_without_a_timestamp_are_timed_by_the_controllers_clock() {
     let long_ago = now() - jiff::SignedDuration::from_secs(31 * 60);
