@@ -68,15 +68,19 @@ fn status_patch(phase: &str) -> Patch<Value> {
 
 /// The error of a write that must be refused, polled until the policy is
 /// in force: a policy takes effect a moment after it is created, and no
-/// event tells when.
+/// event tells when. `write` is given the attempt's number, and a write
+/// that a policy judges by what it changes must change something new each
+/// time: one that slipped through before the policy was in force has made
+/// its change, and the same write again would change nothing, which such a
+/// policy allows (a 30 s wait that then failed, seen once on 1.34).
 async fn refused<F, Fut>(what: &str, write: F) -> String
 where
-    F: Fn() -> Fut,
+    F: Fn(u32) -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match write().await {
+    for attempt in 0.. {
+        match write(attempt).await {
             Err(kube::Error::Api(status)) if status.code == 403 || status.code == 422 => {
                 return status.message;
             }
@@ -87,6 +91,7 @@ where
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    unreachable!("the attempts never end")
 }
 
 #[tokio::test]
@@ -96,7 +101,7 @@ async fn a_daemon_writes_only_its_own_nodes_status() {
     let as_a: Api<BootcNode> = Api::all(daemon_a.clone());
     let pp = PatchParams::default();
 
-    let message = refused("node-a's daemon writing node-b's status", || async {
+    let message = refused("node-a's daemon writing node-b's status", |_| async {
         as_a.patch_status("node-b", &pp, &status_patch(reasons::STAGING))
             .await
             .map(|_| ())
@@ -129,7 +134,7 @@ async fn a_daemon_writes_only_its_own_nodes_status() {
     // kubelet hands out) may write no status at all.
     let unbound = cp.client(Identity::Daemon).await.unwrap();
     let as_unbound: Api<BootcNode> = Api::all(unbound);
-    let message = refused("a daemon token naming no node", || async {
+    let message = refused("a daemon token naming no node", |_| async {
         as_unbound
             .patch_status("node-a", &pp, &status_patch(reasons::REASON_IDLE))
             .await
@@ -144,13 +149,16 @@ async fn only_the_controller_changes_a_bootc_nodes_spec_or_marks() {
     let (cp, controller) = installed().await;
     let admin: Api<BootcNode> = Api::all(cp.admin().await.unwrap());
     let pp = PatchParams::default();
+    // Borrowed by the attempts' `async move` blocks.
+    let (admin, pp) = (&admin, &pp);
 
-    let message = refused("an admin's edit of desiredImage", || async {
+    let message = refused("an admin's edit of desiredImage", |attempt| async move {
+        let image = format!("quay.io/acme/os@sha256:{attempt:064x}");
         admin
             .patch(
                 "node-a",
-                &pp,
-                &Patch::Merge(json!({"spec": {"desiredImage": IMAGE_B}})),
+                pp,
+                &Patch::Merge(json!({"spec": {"desiredImage": image}})),
             )
             .await
             .map(|_| ())
@@ -161,23 +169,26 @@ async fn only_the_controller_changes_a_bootc_nodes_spec_or_marks() {
             && message.contains("edit the pool"),
         "{message}"
     );
-    let message = refused("an admin's edit of the slot annotation", || async {
-        admin
-            .patch(
-                "node-a",
-                &pp,
-                &Patch::Merge(json!({"metadata": {"annotations": {
-                    api::labels::IN_REBOOT_SLOT_ANNOTATION: "true"}}})),
-            )
-            .await
-            .map(|_| ())
-    })
+    let message = refused(
+        "an admin's edit of the slot annotation",
+        |attempt| async move {
+            admin
+                .patch(
+                    "node-a",
+                    pp,
+                    &Patch::Merge(json!({"metadata": {"annotations": {
+                    api::labels::IN_REBOOT_SLOT_ANNOTATION: format!("try-{attempt}")}}})),
+                )
+                .await
+                .map(|_| ())
+        },
+    )
     .await;
     assert!(
         message.contains(api::labels::IN_REBOOT_SLOT_ANNOTATION),
         "{message}"
     );
-    let message = refused("an admin's BootcNode", || async {
+    let message = refused("an admin's BootcNode", |attempt| async move {
         let spec = BootcNodeSpec {
             desired_image: IMAGE_B.into(),
             desired_image_state: Default::default(),
@@ -186,7 +197,10 @@ async fn only_the_controller_changes_a_bootc_nodes_spec_or_marks() {
             pull_secret_hash: None,
         };
         admin
-            .create(&PostParams::default(), &BootcNode::new("node-c", spec))
+            .create(
+                &PostParams::default(),
+                &BootcNode::new(&format!("node-c{attempt}"), spec),
+            )
             .await
             .map(|_| ())
     })
@@ -200,7 +214,7 @@ async fn only_the_controller_changes_a_bootc_nodes_spec_or_marks() {
     admin
         .patch(
             "node-a",
-            &pp,
+            pp,
             &Patch::Merge(json!({"metadata": {"annotations": {"example.com/note": "x"}}})),
         )
         .await
@@ -210,7 +224,7 @@ async fn only_the_controller_changes_a_bootc_nodes_spec_or_marks() {
     as_controller
         .patch(
             "node-a",
-            &pp,
+            pp,
             &Patch::Merge(json!({
                 "metadata": {"annotations": {api::labels::IN_REBOOT_SLOT_ANNOTATION: "true"}},
                 "spec": {"desiredImage": IMAGE_B, "desiredImageState": "Booted"}})),
@@ -236,14 +250,16 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
         .unwrap();
     let nodes: Api<Node> = Api::all(controller);
     let pp = PatchParams::default();
+    // Borrowed by the attempts' `async move` blocks.
+    let (nodes, pp) = (&nodes, &pp);
 
-    let message = refused("a taint by the controller", || async {
+    let message = refused("a taint by the controller", |attempt| async move {
         nodes
             .patch(
                 "node-a",
-                &pp,
-                &Patch::Merge(json!({"spec": {"taints": [
-                    {"key": "example.com/evil", "effect": "NoSchedule"}]}})),
+                pp,
+                &Patch::Merge(json!({"spec": {"taints": [{"key": "example.com/evil",
+                    "value": format!("v{attempt}"), "effect": "NoSchedule"}]}})),
             )
             .await
             .map(|_| ())
@@ -253,12 +269,14 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
         message.contains("may change only spec.unschedulable of Node node-a"),
         "{message}"
     );
-    let message = refused("a foreign label by the controller", || async {
+    let message = refused("a foreign label by the controller", |attempt| async move {
         nodes
             .patch(
                 "node-a",
-                &pp,
-                &Patch::Merge(json!({"metadata": {"labels": {"pool": "other"}}})),
+                pp,
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {"pool": format!("other-{attempt}")}}}),
+                ),
             )
             .await
             .map(|_| ())
@@ -292,9 +310,9 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
             "only spec.unschedulable of Node node-a",
         ),
     ] {
-        let message = refused(&format!("{what} by the controller"), || async {
+        let message = refused(&format!("{what} by the controller"), |_| async {
             nodes
-                .patch("node-a", &pp, &Patch::Merge(patch.clone()))
+                .patch("node-a", pp, &Patch::Merge(patch.clone()))
                 .await
                 .map(|_| ())
         })
@@ -324,7 +342,7 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
     admin
         .patch_status(
             "node-a",
-            &pp,
+            pp,
             &Patch::Merge(json!({"status": {"images": images}})),
         )
         .await
@@ -346,7 +364,7 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
         json!({"metadata": {"labels": {api::labels::MANAGED_LABEL: null}}}),
     ] {
         nodes
-            .patch("node-a", &pp, &Patch::Merge(patch.clone()))
+            .patch("node-a", pp, &Patch::Merge(patch.clone()))
             .await
             .unwrap_or_else(|e| panic!("{patch}: {e}"));
     }
