@@ -32,6 +32,11 @@ pub const DISRUPTED_BY_ANNOTATION: &str = "bootc.dev/disrupted-by";
 /// withdraws the approval, so that the daemon stages the target again under
 /// a new spec and the node is approved again like any other in its slot.
 pub const RETRY_ANNOTATION: &str = "bootc.dev/retry";
+/// On a Node: the prefix of a hold, `hold.bootc.dev/<who>: <reason>`. Any
+/// actor may hold a node (several may hold one): a held node takes no new
+/// reboot slot, and one in a slot but not yet approved to boot is released
+/// (see [`crate::node_health::holds`]).
+pub const HOLD_ANNOTATION_PREFIX: &str = "hold.bootc.dev/";
 /// On a Secret of the operator's namespace: the pools (comma-separated)
 /// that may use it as their pull secret (see [`crate::pull_secret`]).
 /// Without it, naming the Secret in a pool grants nothing.

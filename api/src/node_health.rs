@@ -8,7 +8,7 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 
-use crate::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
+use crate::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, HOLD_ANNOTATION_PREFIX};
 
 /// The kubelet's condition type for a Node that can run pods.
 pub const NODE_READY: &str = "Ready";
@@ -60,6 +60,47 @@ pub fn cordoned_by(node: &Node) -> Option<&str> {
 /// `maxUnavailable` until it is back.
 pub fn disrupted_by(node: &Node) -> Option<&str> {
     annotation(node, DISRUPTED_BY_ANNOTATION)
+}
+
+/// One actor's hold on a Node (`hold.bootc.dev/<who>: <reason>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Hold<'a> {
+    pub who: &'a str,
+    pub reason: &'a str,
+}
+
+impl std::fmt::Display for Hold<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.reason {
+            "" => write!(f, "{}{}", HOLD_ANNOTATION_PREFIX, self.who),
+            reason => write!(f, "{}{} ({reason})", HOLD_ANNOTATION_PREFIX, self.who),
+        }
+    }
+}
+
+/// The holds on the Node, in the order of their holders' names.
+pub fn holds(node: &Node) -> Vec<Hold<'_>> {
+    let Some(annotations) = node.metadata.annotations.as_ref() else {
+        return Vec::new();
+    };
+    annotations
+        .iter()
+        .filter_map(|(key, reason)| {
+            let who = key.strip_prefix(HOLD_ANNOTATION_PREFIX)?;
+            Some(Hold {
+                who,
+                reason: reason.as_str(),
+            })
+        })
+        .collect()
+}
+
+/// Does anyone hold the Node?
+pub fn is_held(node: &Node) -> bool {
+    node.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.keys().any(|k| k.starts_with(HOLD_ANNOTATION_PREFIX)))
 }
 
 fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {

@@ -104,3 +104,28 @@ pub fn max_unavailable(_: &mut SchemaGenerator) -> Schema {
         )]
     })
 }
+
+/// Longest maintenance window, in minutes: a week.
+const MAX_WINDOW_MINUTES: u32 = 7 * 24 * 60;
+
+/// `spec.rollout.maintenanceWindows[].duration`: hours and minutes, more
+/// than zero and at most a week. The pattern says the form; the rule (which
+/// holds only once the form does) says the bounds.
+pub fn window_duration(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 2,
+        "maxLength": 16,
+        "pattern": WINDOW_DURATION_PATTERN,
+        "description": "How long the window stays open (elapsed time): hours and minutes such as `4h`, `90m` or `1h30m`; more than zero, at most `168h` (a week).",
+        "x-kubernetes-validations": [rule(
+            &format!(
+                "!self.matches('{WINDOW_DURATION_PATTERN}') || (duration(self) > duration('0s') && duration(self) <= duration('{MAX_WINDOW_MINUTES}m'))"
+            ),
+            "must be more than zero and at most 168h (a week)",
+        )]
+    })
+}
+
+/// The form of a window's duration: `4h`, `90m`, `1h30m`.
+pub const WINDOW_DURATION_PATTERN: &str = "^([0-9]{1,3}h)?([0-9]{1,5}m)?$";

@@ -6,7 +6,7 @@
 //! cluster's state are done by the controller and reported in the pool's
 //! `Degraded/InvalidSpec` condition.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -105,6 +105,49 @@ pub struct RolloutSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100000))]
     pub stage_ahead: Option<i32>,
+    /// When new reboot slots may be handed out (unset: at any time). A node
+    /// already in a slot when a window closes finishes its reboot; staging
+    /// goes on outside the windows, so that a node waits with its image
+    /// downloaded and reboots as soon as a window opens.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub maintenance_windows: Vec<MaintenanceWindow>,
+}
+
+/// A time of the week when the pool's nodes may be given reboot slots.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceWindow {
+    /// The days it opens on, in its time zone (unset: every day).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 7))]
+    pub days: Vec<Weekday>,
+    /// When it opens, `HH:MM` on a 24-hour clock in its time zone. On a day
+    /// a daylight-saving change skips that time, it opens when the clock
+    /// jumps; on a day the clock goes back, at the first of the two.
+    #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
+    pub start: String,
+    /// How long it stays open (elapsed time): hours and minutes such as
+    /// `4h`, `90m` or `1h30m`; more than zero, at most `168h` (a week).
+    #[schemars(schema_with = "crate::schema::window_duration")]
+    pub duration: String,
+    /// An IANA time zone such as `Europe/Paris` (unset: UTC). The
+    /// controller carries its own time-zone database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_+/-]+$"))]
+    pub time_zone: Option<String>,
+}
+
+/// A day of the week.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Weekday {
+    Monday,
+    Tuesday,
+    Wednesday,
+    Thursday,
+    Friday,
+    Saturday,
+    Sunday,
 }
 
 impl Default for RolloutSpec {
@@ -115,6 +158,7 @@ impl Default for RolloutSpec {
             drain_timeout_seconds: DEFAULT_DRAIN_TIMEOUT_SECONDS,
             max_concurrent_staging: None,
             stage_ahead: None,
+            maintenance_windows: Vec::new(),
         }
     }
 }
@@ -204,6 +248,9 @@ pub struct BootcNodePoolStatus {
     pub updating_count: i32,
     #[serde(default)]
     pub degraded_count: i32,
+    /// While nodes wait for a maintenance window: when the next one opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_maintenance_window: Option<Time>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -351,6 +398,9 @@ pub mod reasons {
     pub const ALL_UPDATED: &str = "AllUpdated";
     pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
     pub const PAUSED: &str = "Paused";
+    /// Nodes wait for a maintenance window (`status.nextMaintenanceWindow`
+    /// says when the next opens).
+    pub const OUTSIDE_MAINTENANCE_WINDOW: &str = "OutsideMaintenanceWindow";
 
     // Pool Degraded reasons.
     pub const NODE_CONFLICT: &str = "NodeConflict";

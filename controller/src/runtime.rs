@@ -159,10 +159,12 @@ pub fn secret_version(secret: &Secret) -> String {
     api::pull_secret::version(&secret.metadata).unwrap_or_default()
 }
 
-/// What a Node event must change to matter: labels, Ready, unschedulable.
+/// What a Node event must change to matter: labels, Ready, unschedulable,
+/// holds.
 pub fn node_fingerprint(node: &Node) -> u64 {
     let mut h = DefaultHasher::new();
     node.labels().hash(&mut h);
+    api::node_health::holds(node).hash(&mut h);
     api::node_health::is_cordoned(node).hash(&mut h);
     let ready = api::node_health::ready_condition(node).map(|c| c.status.clone());
     ready.hash(&mut h);
@@ -257,10 +259,12 @@ fn strip_node(node: &mut Node) {
     }
 }
 
-/// The Node annotations the cache keeps: our cordon and disruption marks.
-/// The others are dropped to save memory.
+/// The Node annotations the cache keeps: our cordon and disruption marks,
+/// and holds. The others are dropped to save memory.
 fn node_annotation_kept(key: &str) -> bool {
-    key == api::labels::CORDONED_BY_ANNOTATION || key == api::labels::DISRUPTED_BY_ANNOTATION
+    key == api::labels::CORDONED_BY_ANNOTATION
+        || key == api::labels::DISRUPTED_BY_ANNOTATION
+        || key.starts_with(api::labels::HOLD_ANNOTATION_PREFIX)
 }
 
 /// The cache keeps a Secret's data and its pool opt-in, nothing else of
@@ -697,6 +701,24 @@ mod tests {
             node_fingerprint(&node(&[("pool", "a")], "True", 1, true)),
             fp
         );
+        // A hold, and a change of its reason: a trigger each.
+        let hold = format!("{}alice", api::labels::HOLD_ANNOTATION_PREFIX);
+        let mut held = base.clone();
+        held.annotations_mut()
+            .insert(hold.clone(), "debugging".into());
+        assert_ne!(node_fingerprint(&held), fp);
+        let mut reason = held.clone();
+        reason.annotations_mut().insert(hold, "kernel".into());
+        assert_ne!(node_fingerprint(&reason), node_fingerprint(&held));
+        // The cache keeps holds with our marks, and drops the rest.
+        let mut cached = held.clone();
+        cached.annotations_mut().insert("x".into(), "y".into());
+        strip_node(&mut cached);
+        assert_eq!(
+            api::node_health::holds(&cached),
+            api::node_health::holds(&held)
+        );
+        assert!(!cached.annotations().contains_key("x"));
     }
 
     #[test]

@@ -120,6 +120,17 @@ pub fn stuck(p: BootcNodePool, node: &str) -> BootcNodePool {
     degraded_pool(p, reasons::NODE_STUCK, &message)
 }
 
+/// A daily maintenance window of two hours from `start` (UTC).
+pub fn windowed(mut p: BootcNodePool, start: &str) -> BootcNodePool {
+    p.spec.rollout.maintenance_windows = vec![api::MaintenanceWindow {
+        days: vec![],
+        start: start.to_owned(),
+        duration: "2h".to_owned(),
+        time_zone: None,
+    }];
+    p
+}
+
 pub fn staging_bound(mut p: BootcNodePool, n: i32) -> BootcNodePool {
     p.spec.rollout.max_concurrent_staging = Some(n);
     p
@@ -199,6 +210,13 @@ pub fn node(name: &str, ready: bool, cordoned: bool) -> Node {
         node.annotations_mut()
             .insert(CORDONED_BY_ANNOTATION.into(), "workers".into());
     }
+    node
+}
+
+/// `node` held by `who` for `reason` (`hold.bootc.dev/<who>`).
+pub fn held(mut node: Node, who: &str, reason: &str) -> Node {
+    let key = format!("{}{who}", api::labels::HOLD_ANNOTATION_PREFIX);
+    node.annotations_mut().insert(key, reason.into());
     node
 }
 

@@ -5,6 +5,7 @@
 
 use api::{BootcNodePool, reasons};
 use kube::ResourceExt;
+use rollout::window::Window;
 
 use crate::{Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, why};
 
@@ -66,6 +67,9 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
             format!("yes: no new reboot slot until `kubectl bootc resume {name}`"),
         ));
     }
+    if let Some(windows) = windows(pool, now) {
+        rows.push(("Windows", windows));
+    }
     rows.push(("Slots", crate::why::slot_holders(snap, pool)));
     let mut out = String::new();
     for (key, value) in rows {
@@ -74,6 +78,26 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
     out.push('\n');
     out.push_str(&node_table(snap, &name, now));
     out
+}
+
+/// The pool's maintenance windows now, as the planner reads them (none: no
+/// row).
+fn windows(pool: &BootcNodePool, now: jiff::Timestamp) -> Option<String> {
+    let windows = &pool.spec.rollout.maintenance_windows;
+    Some(match rollout::window::at(windows, now, &mut Vec::new()) {
+        Window::Always => return None,
+        Window::Open { closes } => format!(
+            "open: new reboot slots until {closes} (in {})",
+            age(now, closes)
+        ),
+        Window::Closed { opens: Some(opens) } => format!(
+            "closed: no new reboot slot until {opens} (in {}); nodes stage meanwhile",
+            age(now, opens)
+        ),
+        Window::Closed { opens: None } => {
+            "a window cannot be read: no new reboot slot (see Degraded)".to_owned()
+        }
+    })
 }
 
 /// When the controller looks at the reference again.
@@ -176,6 +200,31 @@ n2     Staged      3m             Staged    1.0       True    staged for 3m, wai
 n3     Rebooting   3m      yes    Booted    1.0       False   rebooting: approved to boot, the Node NotReady for 3m
 ";
         assert_eq!(text, want, "\n{text}");
+    }
+
+    #[test]
+    fn the_maintenance_windows_say_when_slots_are_handed_out() {
+        let rows = [
+            (
+                "22:00",
+                "Windows:  closed: no new reboot slot until 2026-11-23T22:00:00Z (in 5h); nodes stage meanwhile",
+            ),
+            (
+                "15:00",
+                "Windows:  open: new reboot slots until 2026-11-23T17:00:00Z (in 57m)",
+            ),
+        ];
+        for (start, want) in rows {
+            let snap = snapshot(
+                vec![windowed(pool("workers", false), start)],
+                vec![],
+                vec![],
+            );
+            let text = status(&snap, None, now());
+            assert!(text.contains(want), "{start}: {text}");
+        }
+        let snap = snapshot(vec![pool("workers", false)], vec![], vec![]);
+        assert!(!status(&snap, None, now()).contains("Windows:"));
     }
 
     #[test]

@@ -10,11 +10,12 @@
 //! ([`rollout::slots::candidate`]) and who is unavailable
 //! ([`rollout::disruption::Unavailable`]).
 
-use api::node_health::{cordoned_by, is_cordoned, is_ready, not_ready_since};
+use api::node_health::{cordoned_by, holds, is_cordoned, is_ready, not_ready_since};
 use api::{BootcNode, BootcNodePool, DaemonPhase, event_reasons, reasons};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use rollout::disruption::Unavailable;
+use rollout::window::Window;
 use rollout::{NodeState, Target};
 
 use crate::{Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, pool_of};
@@ -302,14 +303,31 @@ fn waiting(
     let ready = node.is_some_and(is_ready);
     let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
     let healthy = ready && state != NodeState::Degraded;
-    let candidate = rollout::slots::candidate(state == NodeState::Staged, healthy, deleting, false);
-    if pool.spec.rollout.paused {
+    let holds = node.map(holds).unwrap_or_default();
+    let held = !holds.is_empty();
+    let staged = state == NodeState::Staged;
+    let candidate = rollout::slots::candidate(staged, healthy, deleting, false, held);
+    if held {
+        let holds: Vec<String> = holds.iter().map(ToString::to_string).collect();
+        out.push(format!(
+            "staged{since}, held: given no reboot slot while its Node carries {}; it takes one once they are removed",
+            holds.join(", ")
+        ));
+    } else if pool.spec.rollout.paused {
         out.push(format!(
             "the pool is paused (spec.rollout.paused): staged, but no new reboot slot is handed out until `kubectl bootc resume {pool_name}`"
         ));
     } else if let Some((reasons::ROLLOUT_HALTED, message)) = pool_condition(pool, reasons::DEGRADED)
     {
         out.push(format!("the rollout is halted: {message}"));
+    } else if let Window::Closed { opens } = window(pool, now) {
+        let next = opens.map_or(
+            "a window cannot be read (see the pool's Degraded)".to_owned(),
+            |at| format!("the next opens at {at}, in {}", age(now, at)),
+        );
+        out.push(format!(
+            "staged{since}, outside the pool's maintenance windows (spec.rollout.maintenanceWindows): no new reboot slot until one opens; {next}"
+        ));
     } else if let Some(why) = (!candidate).then(|| no_slot(state, node, ready, deleting)) {
         out.push(why.to_owned());
     } else {
@@ -321,6 +339,11 @@ fn waiting(
     if let Some((_, message)) = pool_condition_any(pool, reasons::UP_TO_DATE) {
         out.push(format!("pool {pool_name}: {message}"));
     }
+}
+
+/// The pool's maintenance windows now, as the planner reads them.
+fn window(pool: &BootcNodePool, now: jiff::Timestamp) -> Window {
+    rollout::window::at(&pool.spec.rollout.maintenance_windows, now, &mut Vec::new())
 }
 
 /// Why a staged member is not a candidate for a slot (rule 1: healthy,
@@ -437,6 +460,48 @@ mod tests {
                 ),
                 "n1",
                 vec!["the pool is paused", "kubectl bootc resume workers"],
+            ),
+            (
+                "held twice",
+                snapshot(
+                    vec![pool("workers", true)],
+                    vec![bn("n1", V1, Phase::Staged)],
+                    vec![held(
+                        held(node("n1", true, false), "alice", "kernel debugging"),
+                        "batch",
+                        "",
+                    )],
+                ),
+                "n1",
+                vec![
+                    "held: given no reboot slot while its Node carries",
+                    "hold.bootc.dev/alice (kernel debugging), hold.bootc.dev/batch;",
+                ],
+            ),
+            (
+                "outside the maintenance windows",
+                alone_in(
+                    windowed(pool("workers", false), "22:00"),
+                    bn("n1", V1, Phase::Staged),
+                    true,
+                    false,
+                ),
+                "n1",
+                vec![
+                    "outside the pool's maintenance windows (spec.rollout.maintenanceWindows)",
+                    "the next opens at 2026-11-23T22:00:00Z, in 5h",
+                ],
+            ),
+            (
+                "inside one: waiting for a slot as usual",
+                alone_in(
+                    windowed(pool("workers", false), "15:00"),
+                    bn("n1", V1, Phase::Staged),
+                    true,
+                    false,
+                ),
+                "n1",
+                vec!["waiting for a reboot slot"],
             ),
             (
                 "waiting for a slot held by another node",

@@ -17,6 +17,7 @@ use crate::staging;
 use crate::state::NodeState;
 use crate::stuck::{self, Stuck};
 use crate::view::Row;
+use crate::window::Window;
 
 /// One node's answer to "is it a member?" (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,6 +56,8 @@ pub(crate) struct NodeVerdict {
     pub unavailable: Option<Unavailable>,
     pub unhealthy_in_slot: bool,
     pub candidate: bool,
+    /// Its Node carries a hold (`hold.bootc.dev/<who>`).
+    pub held: bool,
     /// Held cordoned and unapproved in its slot by a pause.
     pub held_by_pause: bool,
     /// Cordoned in its slot and not yet drained.
@@ -158,22 +161,32 @@ pub(crate) struct Rollout<'a> {
     /// The disruption budget as the verdicts leave it.
     pub budget: Budget,
     pub paused: bool,
+    /// The maintenance windows now: outside them no new slot is handed out.
+    pub window: Window,
     /// Each member as the staging rule sees it, in the verdicts' order.
     pub staging: Vec<staging::Member>,
 }
 
 impl Rollout<'_> {
-    /// May new reboot slots be handed out at all? Not while the pool is
-    /// paused or halted, nor with every slot held.
+    /// May new reboot slots be handed out now? Not while the pool is
+    /// paused or halted, nor with every slot held, nor outside the
+    /// maintenance windows.
     pub fn hands_out(&self) -> bool {
+        self.slots_free() && self.window.allows_new_slots()
+    }
+
+    /// Are slots free for the rollout, whenever a window lets them be
+    /// handed out?
+    fn slots_free(&self) -> bool {
         !self.paused && !self.halted && !self.budget.full()
     }
 
     /// The free slots a new slot for `name` could come from: the slot
     /// hand-out's answer ([`super::slots::hand_out`]), which the staging
-    /// rule reads too ([`spec::tell`]).
+    /// rule reads too ([`spec::tell`]). A closed maintenance window does not
+    /// count: the nodes that take the next window's slots stage before it.
     pub fn free_slots_for(&self, name: &str) -> usize {
-        if self.hands_out() {
+        if self.slots_free() {
             self.budget.free_for(name)
         } else {
             0

@@ -8,6 +8,7 @@
 //! |---|---|---|---|---|---|
 //! | any | True | False | False | True | Failed |
 //! | False, RolloutInProgress | False | False | True | False | InProgress |
+//! | False, OutsideMaintenanceWindow | False | False | True | False | InProgress |
 //! | False, Paused | False | False | False | False | InProgress |
 //! | True | False | True | False | False | Current |
 //!
@@ -25,8 +26,14 @@ pub fn kstatus_conditions(
     degraded: &ConditionUpdate,
 ) -> [ConditionUpdate; 3] {
     let stalled = degraded.status;
-    let reconciling =
-        !stalled && !up_to_date.status && up_to_date.reason == reasons::ROLLOUT_IN_PROGRESS;
+    // Waiting for a maintenance window is part of the rollout; a pause is not.
+    let reconciling = !stalled
+        && !up_to_date.status
+        && [
+            reasons::ROLLOUT_IN_PROGRESS,
+            reasons::OUTSIDE_MAINTENANCE_WINDOW,
+        ]
+        .contains(&up_to_date.reason.as_str());
     let ready = !stalled && up_to_date.status;
     // Ready tells why it is not: the problem first, else the rollout's state.
     let why = if stalled { degraded } else { up_to_date };

@@ -17,7 +17,8 @@
 //! 2. [`pull_secret`]: the credentials the nodes are told about;
 //! 3. [`membership`]: members, conflicts, and the nodes that leave
 //!    ([`leaving`]);
-//! 4. [`budget`]: how many reboot slots `maxUnavailable` gives;
+//! 4. [`budget`]: how many reboot slots `maxUnavailable` gives, and
+//!    [`window`]: whether a maintenance window lets one be handed out now;
 //! 5. [`verdict`]: each member's spec ([`spec`]), state ([`state`]), slot
 //!    release or hold ([`slots`], [`halt`]), drain and approval; then who
 //!    is newly told the target, within the slots the budget leaves free
@@ -66,6 +67,7 @@ pub mod stuck;
 pub mod target;
 pub mod verdict;
 mod view;
+pub mod window;
 
 pub use budget::max_unavailable;
 pub use halt::NOT_READY_WHILE_REBOOTING;
@@ -101,10 +103,13 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     let members = membership::of(&view, target.is_some(), memo, &mut problems);
     let leavers = leaving::leavers(&view, &members);
     let slots = budget::slots(&view.pool.spec.rollout, members.names.len(), &mut problems);
+    let windows = &view.pool.spec.rollout.maintenance_windows;
+    let window = window::at(windows, input.now, &mut problems);
     let rollout = match &target {
         Some(target) => {
             let mut rollout =
                 verdict::verdicts(&view, target, &members, &leavers, &secret, slots, memo);
+            rollout.window = window;
             spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);
             cordon::lift_strays(&view, &mut rollout);

@@ -1,7 +1,8 @@
 //! Slot entry and release (rules 1 and 2).
 //!
 //! * Entry: a member that is Staged, healthy (Ready, not Degraded), not
-//!   being deleted and not in conflict is a candidate; free slots go to
+//!   being deleted, not in conflict and not held (a `hold.bootc.dev/<who>`
+//!   annotation on its Node, [`api::node_health::holds`]) is a candidate; free slots go to
 //!   candidates within the disruption budget ([`crate::disruption::Budget`]),
 //!   already unavailable ones first, unless the pool is paused or halted
 //!   ([`super::halt`]). Entering a slot writes the slot record on the
@@ -9,7 +10,10 @@
 //!   disruption record ([`super::cordon`]), then starts the drain.
 //! * Release: a slot holder leaves its slot only once it is back: on the
 //!   target, not Degraded, Ready, and with no reboot in flight. Its Node is
-//!   restored before the BootcNode's slot record goes.
+//!   restored before the BootcNode's slot record goes. A hold releases a
+//!   holder the same way while it is not yet approved to boot (it has not
+//!   rebooted: its cordon is lifted and its drain stops); one approved
+//!   finishes its reboot.
 //! * A node that carries the pool's disruption record holds its slot even
 //!   when its BootcNode lost the slot record (deleted, recreated): the slot
 //!   is taken back.
@@ -31,9 +35,23 @@ pub fn holds_slot(node: &Node, bn: &BootcNode, pool: &str) -> bool {
 }
 
 /// Rule 1: may a member outside any slot take a free one? Staged, healthy
-/// (Ready, not Degraded), its Node not being deleted, and in no conflict.
-pub fn candidate(staged: bool, healthy: bool, deleting: bool, in_conflict: bool) -> bool {
-    staged && healthy && !deleting && !in_conflict
+/// (Ready, not Degraded), its Node not being deleted, in no conflict, and
+/// not held.
+pub fn candidate(
+    staged: bool,
+    healthy: bool,
+    deleting: bool,
+    in_conflict: bool,
+    held: bool,
+) -> bool {
+    staged && healthy && !deleting && !in_conflict && !held
+}
+
+/// Rule 2, a hold: is a slot holder released because its Node is held?
+/// Only before it is approved to boot and while not on the target: a node
+/// approved may be rebooting, and finishes.
+pub fn released_by_hold(held: bool, approved: bool, runs_target: bool) -> bool {
+    held && !approved && !runs_target
 }
 
 /// Rule 2: may a slot holder be released? Only once updated, healthy
@@ -124,17 +142,36 @@ mod tests {
 
     #[test]
     fn only_staged_healthy_members_are_candidates() {
-        // (staged, healthy, Node being deleted, in conflict, candidate)
+        // (staged, healthy, Node being deleted, in conflict, held, candidate)
         let rows = [
-            (true, true, false, false, true),
-            (false, true, false, false, false),
-            (true, false, false, false, false),
-            (true, true, true, false, false),
-            (true, true, false, true, false),
+            (true, true, false, false, false, true),
+            (false, true, false, false, false, false),
+            (true, false, false, false, false, false),
+            (true, true, true, false, false, false),
+            (true, true, false, true, false, false),
+            (true, true, false, false, true, false),
         ];
-        for (staged, healthy, deleting, conflict, want) in rows {
-            let got = candidate(staged, healthy, deleting, conflict);
-            assert_eq!(got, want, "{staged} {healthy} {deleting} {conflict}");
+        for (staged, healthy, deleting, conflict, held, want) in rows {
+            let got = candidate(staged, healthy, deleting, conflict, held);
+            assert_eq!(got, want, "{staged} {healthy} {deleting} {conflict} {held}");
+        }
+    }
+
+    #[test]
+    fn a_hold_releases_only_a_holder_not_yet_approved() {
+        // (held, approved, runs the target, released)
+        let rows = [
+            (true, false, false, true),
+            (false, false, false, false),
+            (true, true, false, false),
+            (true, false, true, false),
+        ];
+        for (held, approved, runs, want) in rows {
+            assert_eq!(
+                released_by_hold(held, approved, runs),
+                want,
+                "{held} {approved} {runs}"
+            );
         }
     }
 

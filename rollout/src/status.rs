@@ -5,7 +5,9 @@
 //! The `UpToDate` message is the breakdown: "5/10 updated; 2 staging, 2
 //! staged, 1 rebooting", then what holds the rollout: the nodes in reboot
 //! slots (a pause names the ones it holds cordoned), nodes that left
-//! mid-reboot, the pool's own unavailable nodes. `Degraded` carries the most
+//! mid-reboot, the pool's own unavailable nodes; outside the maintenance
+//! windows the reason is `OutsideMaintenanceWindow`, the message says when
+//! the next opens, and so does `status.nextMaintenanceWindow`. `Degraded` carries the most
 //! important problem's reason and every problem's message. A change that
 //! touches only the counts (and the breakdown) is written at most every
 //! [`COUNTS_MIN_INTERVAL`], and always once things settle; target,
@@ -15,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use api::conditions::{self, ConditionUpdate};
+use api::labels::HOLD_ANNOTATION_PREFIX;
 use api::{BootcNode, BootcNodePoolStatus, reasons};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -27,6 +30,7 @@ use crate::state::{NodeState, runs_target};
 use crate::stuck::Stuck;
 use crate::verdict::requeue;
 use crate::view::View;
+use crate::window::Window;
 use crate::{halt, stuck};
 
 /// The planner's answer.
@@ -129,22 +133,31 @@ pub(crate) fn report(
     let total = members.names.len();
     let slotted = rollout.names(|v| v.owned.in_slot && !paused);
     let held_by_pause = rollout.names(|v| v.held_by_pause);
+    let held = rollout.names(|v| v.held && !v.runs_target);
     let message = breakdown(
         &counts,
         total,
-        &slotted,
-        &leavers.not_back,
-        rollout.waiting_for_budget.as_deref(),
+        Waits {
+            slotted: &slotted,
+            held: &held,
+            not_back: &leavers.not_back,
+            waiting_for_budget: rollout.waiting_for_budget.as_deref(),
+        },
     );
+    let done = target.is_some() && counts.updated == total;
     let up_to_date = up_to_date(
-        target.is_some() && counts.updated == total,
-        paused,
+        done,
+        Holding {
+            paused,
+            window: rollout.window,
+            held_by_pause: &held_by_pause,
+            slotted: !slotted.is_empty(),
+        },
         message,
-        &held_by_pause,
     );
 
     let all_run_target = target.is_some() && total > 0 && verdicts.values().all(|v| v.runs_target);
-    let status = new_status(
+    let mut status = new_status(
         view,
         target,
         all_run_target,
@@ -153,12 +166,25 @@ pub(crate) fn report(
         &up_to_date,
         &degraded_cond,
     );
+    let waiting_for_window = !done && !paused;
+    status.next_maintenance_window = match rollout.window {
+        Window::Closed { opens: Some(at) } if waiting_for_window => Some(Time(at)),
+        _ => None,
+    };
     if let Some(t) = target {
         events.extend(milestones(current, t, total, counts.updated, slots, paused));
     }
     let mut requeue_after = None;
     for v in verdicts.values() {
         requeue(&mut requeue_after, v.requeue_at(view.input.now));
+    }
+    if waiting_for_window && let Some(at) = rollout.window.changes_at() {
+        // Look again when the window opens or closes.
+        let now = view.input.now;
+        requeue(
+            &mut requeue_after,
+            Some(at.duration_since(now).unsigned_abs()),
+        );
     }
     let status = coalesce(view, status, &mut requeue_after);
     Plan {
@@ -218,27 +244,51 @@ fn degraded(
     degraded_condition(problems)
 }
 
-/// The UpToDate condition: every member on the target, paused (naming the
-/// nodes a pause holds cordoned) or in progress.
-fn up_to_date(
-    done: bool,
+/// What holds new slots back, for the UpToDate condition.
+struct Holding<'a> {
     paused: bool,
-    breakdown: String,
-    held_by_pause: &[String],
-) -> ConditionUpdate {
+    window: Window,
+    /// The nodes a pause holds cordoned in their slots.
+    held_by_pause: &'a [String],
+    /// Some nodes are in reboot slots.
+    slotted: bool,
+}
+
+/// The UpToDate condition: every member on the target, paused (naming the
+/// nodes a pause holds cordoned), outside the maintenance windows (saying
+/// when the next opens) or in progress.
+fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionUpdate {
     if done {
         ConditionUpdate::new(reasons::UP_TO_DATE, true, reasons::ALL_UPDATED, breakdown)
-    } else if paused {
+    } else if holding.paused {
         // A pause holds the slots it finds: say which nodes stay cordoned.
-        let message = if held_by_pause.is_empty() {
+        let message = if holding.held_by_pause.is_empty() {
             breakdown
         } else {
             format!(
                 "{breakdown}; held cordoned in reboot slots until resumed: {}",
-                held_by_pause.join(", ")
+                holding.held_by_pause.join(", ")
             )
         };
         ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, message)
+    } else if let Window::Closed { opens } = holding.window {
+        let next = match opens {
+            Some(at) => format!("the next opens at {at}"),
+            None => "a window cannot be read (see Degraded)".to_owned(),
+        };
+        let finishing = if holding.slotted {
+            "; the nodes in reboot slots finish"
+        } else {
+            ""
+        };
+        ConditionUpdate::new(
+            reasons::UP_TO_DATE,
+            false,
+            reasons::OUTSIDE_MAINTENANCE_WINDOW,
+            format!(
+                "{breakdown}; outside the maintenance windows, no new reboot slot: {next}{finishing}"
+            ),
+        )
     } else {
         ConditionUpdate::new(
             reasons::UP_TO_DATE,
@@ -382,16 +432,27 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
     }
 }
 
-/// "5/10 updated; 2 staging, 2 staged, 1 rebooting" and what holds the
-/// rollout: the nodes in reboot slots (`slotted`; a pause names them its
-/// own way), nodes that left mid-reboot, the pool's own unavailable nodes.
-fn breakdown(
-    counts: &Counts,
-    total: usize,
-    slotted: &[String],
-    not_back: &[String],
-    waiting_for_budget: Option<&str>,
-) -> String {
+/// What the rollout waits on, for the breakdown.
+struct Waits<'a> {
+    /// The nodes in reboot slots (a pause names them its own way).
+    slotted: &'a [String],
+    /// Members behind the target whose Node is held.
+    held: &'a [String],
+    /// Nodes that left mid-reboot.
+    not_back: &'a [String],
+    /// The pool's own unavailable nodes, when they use the budget up.
+    waiting_for_budget: Option<&'a str>,
+}
+
+/// "5/10 updated; 2 staging, 2 staged, 1 rebooting" and what the rollout
+/// waits on ([`Waits`]).
+fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
+    let Waits {
+        slotted,
+        held,
+        not_back,
+        waiting_for_budget,
+    } = waits;
     if total == 0 {
         return "0 nodes: no node is a member (none matches spec.nodeSelector, or each one that does is in conflict)".to_owned();
     }
@@ -407,6 +468,13 @@ fn breakdown(
     }
     if !slotted.is_empty() {
         s.push_str(&format!("; in reboot slots: {}", slotted.join(", ")));
+    }
+    if !held.is_empty() {
+        s.push_str(&format!(
+            "; {} held by {HOLD_ANNOTATION_PREFIX}<who> annotations, given no reboot slot: {}",
+            held.len(),
+            held.join(", ")
+        ));
     }
     if !not_back.is_empty() {
         s.push_str(&format!(

@@ -5,7 +5,8 @@
 //! once drained and staged (not while paused), and counted for the
 //! unhealthy halt ([`super::halt`]). A member outside a slot is not
 //! approved, its drain stops, and, staged and healthy, it is a candidate
-//! for a free slot (handed out by `slots::hand_out`). Each
+//! for a free slot (handed out by `slots::hand_out`) unless held; a hold
+//! releases a holder not yet approved to boot. Each
 //! member's phase is timed for the stuck deadlines ([`crate::stuck`]).
 //!
 //! A failed drain is reported and tried again after [`DRAIN_RETRY`]. A
@@ -177,6 +178,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         unavailable: node.and_then(Unavailable::of_member),
         unhealthy_in_slot: false,
         candidate: false,
+        held: false,
         held_by_pause: false,
         draining: false,
         drain_failure: None,
@@ -189,9 +191,12 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
     let ready = node.is_some_and(api::node_health::is_ready);
     let healthy = ready && state != NodeState::Degraded;
     let in_flight = existing.is_none_or(disruption::reboot_in_flight);
+    v.held = node.is_some_and(api::node_health::is_held);
     if !v.owned.in_slot {
         outside_slot(pool, name, node, healthy, &mut v);
-    } else if slots::releasable(v.runs_target, healthy, in_flight) {
+    } else if slots::releasable(v.runs_target, healthy, in_flight)
+        || slots::released_by_hold(v.held, v.owned.approved(), v.runs_target)
+    {
         release(pool, name, node, &mut v);
     } else {
         hold(pool, name, node, ready, &mut v);
@@ -325,7 +330,8 @@ fn outside_slot(
     }
     let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
     let in_conflict = pool.conflicts.contains_key(name);
-    v.candidate = slots::candidate(v.state == NodeState::Staged, healthy, deleting, in_conflict);
+    let staged = v.state == NodeState::Staged;
+    v.candidate = slots::candidate(staged, healthy, deleting, in_conflict, v.held);
 }
 
 /// Times the member's phase (see [`stuck`]): past its deadline it is stuck;

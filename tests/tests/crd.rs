@@ -213,6 +213,7 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             json!({"matchExpressions": [{"key": "pool", "operator": operator, "values": values}]}),
         )
     };
+    let window = |w: Value| with(&["rollout", "maintenanceWindows"], json!([w]));
     let cel_cases: Vec<(&str, Value, &str, &str)> = vec![
         (
             "selector-in-without-values",
@@ -231,6 +232,42 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             with(&["image", "ref"], json!("docker://quay.io/acme/os:1")),
             "spec.image.ref",
             "no transport prefix",
+        ),
+        (
+            "window-day-unknown",
+            window(json!({"days": ["Funday"], "start": "02:00", "duration": "4h"})),
+            "spec.rollout.maintenanceWindows[0].days[0]",
+            "Unsupported value",
+        ),
+        (
+            "window-start-malformed",
+            window(json!({"start": "25:00", "duration": "4h"})),
+            "spec.rollout.maintenanceWindows[0].start",
+            "should match",
+        ),
+        (
+            "window-duration-malformed",
+            window(json!({"start": "02:00", "duration": "4 hours"})),
+            "spec.rollout.maintenanceWindows[0].duration",
+            "should match",
+        ),
+        (
+            "window-duration-zero",
+            window(json!({"start": "02:00", "duration": "0h"})),
+            "spec.rollout.maintenanceWindows[0].duration",
+            "more than zero and at most 168h",
+        ),
+        (
+            "window-duration-over-a-week",
+            window(json!({"start": "02:00", "duration": "168h1m"})),
+            "spec.rollout.maintenanceWindows[0].duration",
+            "more than zero and at most 168h",
+        ),
+        (
+            "window-without-start",
+            window(json!({"duration": "4h"})),
+            "spec.rollout.maintenanceWindows[0].start",
+            "Required value",
         ),
         (
             "max-unavailable-zero-explained",
@@ -273,6 +310,22 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             .await
             .unwrap_or_else(|e| panic!("operator {op} rejected: {e}"));
     }
+    // Windows as a person writes them: a weekend night in Paris, a daily
+    // hour and a half in UTC, a whole week.
+    let windows = json!([
+        {"days": ["Saturday", "Sunday"], "start": "22:00", "duration": "6h", "timeZone": "Europe/Paris"},
+        {"start": "00:30", "duration": "1h30m"},
+        {"days": ["Monday"], "start": "00:00", "duration": "168h"},
+    ]);
+    let obj: kube::api::DynamicObject = serde_json::from_value(pool(
+        "valid-windows",
+        with(&["rollout", "maintenanceWindows"], windows),
+    ))
+    .unwrap();
+    pools
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("windows rejected: {e}"));
     for ok in [json!(3), json!("25%"), json!("100%"), json!("1%")] {
         let name = format!(
             "valid-{}",

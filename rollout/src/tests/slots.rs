@@ -303,3 +303,70 @@ fn a_pause_mid_reboot_keeps_the_slot() {
         .plan();
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
 }
+
+/// `n` held by `who` (`hold.bootc.dev/<who>: <reason>`).
+fn held(mut n: Node, who: &str) -> Node {
+    let key = format!("{}{who}", api::labels::HOLD_ANNOTATION_PREFIX);
+    n.annotations_mut().insert(key, "debugging".into());
+    n
+}
+
+#[test]
+fn a_held_node_takes_no_slot_and_a_hold_releases_a_slot_not_yet_approved() {
+    // `drained` is in its slot, drained, about to be approved; `approved`
+    // is approved and rebooting; `waiting` is staged outside any slot.
+    let world = |hold: &[&str]| {
+        let maybe = |n: Node, name: &str| {
+            if hold.contains(&name) {
+                held(n, "alice")
+            } else {
+                n
+            }
+        };
+        World::new(pool("a", IntOrString::Int(3), false))
+            .node(maybe(
+                marked(node("drained", "a", true, true), "a"),
+                "drained",
+            ))
+            .node(maybe(rebooting_node("approved", "a"), "approved"))
+            .node(maybe(node("waiting", "a", true, false), "waiting"))
+            .bn(bn("drained", NEW, Daemon::Staged(OLD)).slot(false))
+            .bn(bn("approved", NEW, Daemon::Rebooting(OLD))
+                .approved()
+                .slot(false))
+            .bn(bn("waiting", NEW, Daemon::Staged(OLD)))
+            .drain("drained", DrainPhase::Succeeded)
+    };
+    // No hold: the drained one is approved, the waiting one takes a slot.
+    let p = world(&[]).plan();
+    assert_eq!(
+        applied(&p, "drained").map(|b| b.spec.desired_image_state),
+        Some(DesiredImageState::Booted)
+    );
+    assert_eq!(slotted(&p), ["waiting"]);
+
+    // Every node held: the waiting one takes no slot; the drained one is
+    // released (uncordoned, its slot record gone, its drain cancelled); the
+    // approved one finishes.
+    let p = world(&["drained", "approved", "waiting"]).plan();
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    assert!(uncordons(&p, "drained"), "{:?}", node_writes(&p, "drained"));
+    let released = applied(&p, "drained").expect("drained's BootcNode applied");
+    assert!(!released.in_slot());
+    assert_eq!(released.spec.desired_image_state, DesiredImageState::Staged);
+    assert!(
+        node_writes(&p, "drained")
+            .iter()
+            .any(|w| matches!(w, Write::CancelDrain { .. }))
+    );
+    assert!(
+        node_writes(&p, "approved").is_empty(),
+        "{:?}",
+        node_writes(&p, "approved")
+    );
+    let (_, _, message) = up_to_date(&p);
+    assert!(
+        message.contains("3 held by hold.bootc.dev/<who> annotations, given no reboot slot: approved, drained, waiting"),
+        "{message}"
+    );
+}

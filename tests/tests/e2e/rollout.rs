@@ -1,6 +1,7 @@
 //! Rollouts as they should go: the bound on disrupted nodes, rollback, soft
 //! reboots, mixed bootc versions, bounded staging, pause and resume, a tag
-//! that moves back, a member NotReady on its own.
+//! that moves back, a member NotReady on its own, maintenance windows and
+//! holds.
 
 use super::*;
 
@@ -504,4 +505,114 @@ async fn a_paused_mixed_pool_tells_no_bootc_1_16_node_the_target() {
     // Resumed: the rollout finishes.
     set_paused(&sim, false).await;
     wait_rolled(&sim, &v2, 6).await;
+}
+
+#[tokio::test]
+async fn reboots_wait_for_the_maintenance_window_and_staging_does_not() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let approvals = recorder.approvals().await.unwrap().len();
+
+    // A window that opens in three hours: every node stages, none reboots,
+    // and the pool says when the window opens.
+    let now = jiff::Timestamp::now();
+    let hh_mm = |at: jiff::Timestamp| {
+        at.to_zoned(jiff::tz::TimeZone::UTC)
+            .strftime("%H:%M")
+            .to_string()
+    };
+    let later = hh_mm(now + jiff::SignedDuration::from_hours(3));
+    sim.patch_pool(
+        json!({"rollout": {"maintenanceWindows": [{"start": later, "duration": "1h"}]}}),
+    )
+    .await
+    .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_pool(&sim, "waiting for the window, all staged", |p| {
+        condition(p, reasons::UP_TO_DATE)
+            .is_some_and(|c| c.1 == reasons::OUTSIDE_MAINTENANCE_WINDOW && c.2.contains("3 staged"))
+    })
+    .await;
+    let opens = p
+        .status
+        .unwrap()
+        .next_maintenance_window
+        .expect("nextMaintenanceWindow")
+        .0;
+    let in_three_hours = now + jiff::SignedDuration::from_hours(3);
+    let early = in_three_hours - jiff::SignedDuration::from_secs(60);
+    assert!(
+        early < opens && opens <= in_three_hours,
+        "opens at {opens}, now {now}"
+    );
+    assert_eq!(
+        recorder.approvals().await.unwrap().len(),
+        approvals,
+        "a node rebooted outside the window"
+    );
+
+    // The window moved to now: the rollout finishes, within the bound.
+    let started = hh_mm(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60));
+    sim.patch_pool(
+        json!({"rollout": {"maintenanceWindows": [{"start": started, "duration": "2h"}]}}),
+    )
+    .await
+    .unwrap();
+    rolled_out_within_one(&sim, &recorder, &v2, 3).await;
+    let p = wait_pool(&sim, "no next window once done", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.next_maintenance_window.is_none())
+    })
+    .await;
+    assert_eq!(
+        condition(&p, reasons::UP_TO_DATE).unwrap().1,
+        reasons::ALL_UPDATED
+    );
+}
+
+#[tokio::test]
+async fn a_held_node_waits_staged_while_the_others_update() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let hold = format!("{}alice", api::labels::HOLD_ANNOTATION_PREFIX);
+    let kubectl = |args: &[&str]| {
+        let out = sim.cp.kubectl().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // Held as a person would hold it, before the new image.
+    kubectl(&[
+        "annotate",
+        "node",
+        FIRST,
+        &format!("{hold}=kernel debugging"),
+    ]);
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let p = wait_pool(&sim, "the others updated, the held one staged", |p| {
+        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
+            c.2.starts_with("2/3 updated; 0 staging, 1 staged")
+                && c.2.contains(&format!(
+                    "1 held by {}<who> annotations, given no reboot slot: {FIRST}",
+                    api::labels::HOLD_ANNOTATION_PREFIX
+                ))
+        })
+    })
+    .await;
+    assert_eq!(
+        condition(&p, reasons::UP_TO_DATE).unwrap().1,
+        reasons::ROLLOUT_IN_PROGRESS
+    );
+    let approved = recorder.approvals().await.unwrap();
+    assert!(
+        !approved.iter().any(|n| n == FIRST),
+        "the held node was approved: {approved:?}"
+    );
+
+    // The hold removed, it updates too, within the bound.
+    kubectl(&["annotate", "node", FIRST, &format!("{hold}-")]);
+    rolled_out_within_one(&sim, &recorder, &v2, 3).await;
 }

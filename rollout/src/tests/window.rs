@@ -1,0 +1,146 @@
+//! Maintenance windows: new slots only inside one; staging and the nodes
+//! already in slots go on outside.
+
+use super::*;
+use crate::window::Window;
+
+/// 1970-01-12 (a Monday), where the World's clock stands at 13:46:40 UTC.
+fn windows(start: &str, zone: Option<&str>) -> Vec<api::MaintenanceWindow> {
+    vec![api::MaintenanceWindow {
+        days: vec![],
+        start: start.to_owned(),
+        duration: "2h".to_owned(),
+        time_zone: zone.map(str::to_owned),
+    }]
+}
+
+fn at(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+/// A pool of three with three slots: `slot` in its slot and approved
+/// (rebooting), `staged` waiting for a slot, `idle` not yet told the target
+/// (with `stageAhead: 0`, told only when a free slot awaits it).
+fn world(windows: Vec<api::MaintenanceWindow>) -> World {
+    let mut p = pool("a", IntOrString::Int(3), false);
+    p.spec.rollout.stage_ahead = Some(0);
+    p.spec.rollout.maintenance_windows = windows;
+    World::new(p)
+        .node(rebooting_node("slot", "a"))
+        .node(node("staged", "a", true, false))
+        .node(node("idle", "a", true, false))
+        .bn(bn("slot", NEW, Daemon::Rebooting(OLD))
+            .approved()
+            .slot(false))
+        .bn(bn("staged", NEW, Daemon::Staged(OLD)))
+        .bn(bn("idle", OLD, Daemon::Idle(OLD)))
+}
+
+fn told(plan: &Plan, name: &str) -> bool {
+    applied(plan, name).is_some_and(|b| b.spec.desired_image == image(NEW))
+}
+
+#[test]
+fn new_slots_wait_for_a_window_and_nothing_else_does() {
+    // (what, windows, a new slot, UpToDate reason, message has,
+    //  nextMaintenanceWindow)
+    type Row = (
+        &'static str,
+        Vec<api::MaintenanceWindow>,
+        bool,
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+    );
+    #[rustfmt::skip]
+    let rows: Vec<Row> = vec![
+        ("no windows", vec![], true, reasons::ROLLOUT_IN_PROGRESS, "in reboot slots: slot, staged", None),
+        ("inside one, until 15:00", windows("13:00", None), true, reasons::ROLLOUT_IN_PROGRESS, "in reboot slots: slot, staged", None),
+        ("outside: the next opens at 20:00", windows("20:00", None), false, reasons::OUTSIDE_MAINTENANCE_WINDOW,
+            "outside the maintenance windows, no new reboot slot: the next opens at 1970-01-12T20:00:00Z; the nodes in reboot slots finish",
+            Some("1970-01-12T20:00:00Z")),
+        ("in its time zone: 21:00 in Paris is 20:00 UTC", windows("21:00", Some("Europe/Paris")), false, reasons::OUTSIDE_MAINTENANCE_WINDOW,
+            "the next opens at 1970-01-12T20:00:00Z", Some("1970-01-12T20:00:00Z")),
+        ("a window that cannot be read holds slots", windows("13:00", Some("Atlantis/Capital")), false, reasons::OUTSIDE_MAINTENANCE_WINDOW,
+            "a window cannot be read (see Degraded)", None),
+    ];
+    for (what, windows, new_slot, reason, says, next) in rows {
+        let p = world(windows).plan();
+        assert_eq!(
+            slotted(&p) == ["staged"],
+            new_slot,
+            "{what}: {:?}",
+            p.writes
+        );
+        // The node in its slot finishes either way: nothing withdraws its
+        // approval or takes its slot.
+        assert!(
+            node_writes(&p, "slot").is_empty(),
+            "{what}: {:?}",
+            node_writes(&p, "slot")
+        );
+        // Staging does not wait: the free slot a window will open is
+        // awaited by a node told the target now.
+        assert!(told(&p, "idle"), "{what}: idle not told");
+        let (_, got_reason, message) = up_to_date(&p);
+        assert_eq!(got_reason, reason, "{what}");
+        assert!(message.contains(says), "{what}: {message}");
+        let status = p.status.as_ref().unwrap();
+        let got_next = status.next_maintenance_window.as_ref().map(|t| t.0);
+        assert_eq!(got_next, next.map(at), "{what}");
+    }
+}
+
+#[test]
+fn the_pool_is_looked_at_again_when_its_window_opens_or_closes() {
+    let waiting = |windows| {
+        let mut p = pool("a", IntOrString::Int(1), false);
+        p.spec.rollout.maintenance_windows = windows;
+        World::new(p)
+            .node(node("staged", "a", true, false))
+            .bn(bn("staged", NEW, Daemon::Staged(OLD)))
+            .plan()
+    };
+    // Opens at 20:00, 6h13m20s from now; nothing else to wait for.
+    let closed = waiting(windows("20:00", None));
+    assert_eq!(closed.requeue_after, Some(Duration::from_secs(22_400)));
+    // Closes at 15:00, 1h13m20s from now (or sooner for the drain).
+    let open = waiting(windows("13:00", None));
+    assert!(
+        open.requeue_after
+            .is_some_and(|d| d <= Duration::from_secs(4_400)),
+        "{:?}",
+        open.requeue_after
+    );
+    // Without windows, nothing to look at again for.
+    assert_eq!(waiting(vec![]).requeue_after, None);
+}
+
+#[test]
+fn a_window_that_cannot_be_read_is_invalid_spec_naming_it() {
+    let p = world(windows("13:00", Some("Atlantis/Capital"))).plan();
+    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert!(
+        degraded_message(&p)
+            .contains(r#"spec.rollout.maintenanceWindows[0].timeZone "Atlantis/Capital""#),
+        "{}",
+        degraded_message(&p)
+    );
+}
+
+#[test]
+fn the_plugin_and_the_planner_read_the_same_window() {
+    let w = world(windows("20:00", None));
+    let mut problems = Vec::new();
+    let window = crate::window::at(
+        &w.pool.spec.rollout.maintenance_windows,
+        now(),
+        &mut problems,
+    );
+    assert_eq!(
+        window,
+        Window::Closed {
+            opens: Some(at("1970-01-12T20:00:00Z"))
+        }
+    );
+}
