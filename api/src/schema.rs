@@ -97,10 +97,22 @@ pub fn max_unavailable(_: &mut SchemaGenerator) -> Schema {
         "x-kubernetes-int-or-string": true,
         "nullable": false,
         "default": 1,
-        "description": "How many nodes may be cordoned and rebooting at once: an integer >= 1, or a percentage (\"25%\") of the pool's nodes, rounded down, at least 1.",
+        "description": "How many nodes may be cordoned and rebooting at once: a number of nodes, or a percentage (\"25%\") of the pool's nodes, rounded up. 0 (or \"0%\"): every node stages and none reboots.",
+        "x-kubernetes-validations": [rule(
+            "type(self) == int ? self >= 0 : self.matches('^([0-9]|[1-9][0-9]|100)%$')",
+            "must be a number of nodes (0 or more), or a percentage from 0% to 100% (such as \"25%\")",
+        )]
+    })
+}
+
+/// `spec.rollout.maxUnhealthy`: int-or-string, at least 1 (unset: 2).
+pub fn max_unhealthy(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "description": "How many nodes in reboot slots may be unhealthy (Degraded, or NotReady beyond a reboot) before no new slot is handed out: a number of at least 1, or a percentage (\"10%\") of the pool's nodes, rounded up (unset: 2).",
         "x-kubernetes-validations": [rule(
             "type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",
-            "must be a number of nodes of at least 1, or a percentage from 1% to 100% (such as \"25%\")",
+            "must be a number of nodes of at least 1, or a percentage from 1% to 100% (such as \"10%\")",
         )]
     })
 }

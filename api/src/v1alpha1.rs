@@ -16,6 +16,8 @@ pub use crate::schema::SELECTOR_OPERATORS;
 
 /// Default for `spec.rollout.drainTimeoutSeconds`.
 pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: i64 = 600;
+/// Default for `spec.rollout.maxUnhealthy`.
+pub const DEFAULT_MAX_UNHEALTHY: i32 = 2;
 
 /// A group of nodes that run one bootc image, and how to roll it out.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -78,14 +80,21 @@ pub struct ImageSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutSpec {
-    /// How many nodes may be cordoned and rebooting at once: an integer >= 1,
-    /// or a percentage ("25%") of the pool's nodes, rounded down, at least 1.
+    /// How many nodes may be cordoned and rebooting at once: a number of
+    /// nodes, or a percentage ("25%") of the pool's nodes, rounded up. 0 (or
+    /// "0%"): every node stages and none reboots.
     #[serde(
         default = "default_max_unavailable",
         deserialize_with = "max_unavailable_or_default"
     )]
     #[schemars(schema_with = "crate::schema::max_unavailable")]
     pub max_unavailable: IntOrString,
+    /// How many nodes in reboot slots may be unhealthy (Degraded, or NotReady
+    /// beyond a reboot) before no new slot is handed out: a number of at
+    /// least 1 or a percentage of the pool's nodes, rounded up (unset: 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::max_unhealthy")]
+    pub max_unhealthy: Option<IntOrString>,
     /// When true no node is given a new reboot slot. Staging and tag
     /// resolution go on.
     #[serde(default)]
@@ -154,6 +163,7 @@ impl Default for RolloutSpec {
     fn default() -> Self {
         RolloutSpec {
             max_unavailable: default_max_unavailable(),
+            max_unhealthy: None,
             paused: false,
             drain_timeout_seconds: DEFAULT_DRAIN_TIMEOUT_SECONDS,
             max_concurrent_staging: None,

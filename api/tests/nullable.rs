@@ -34,7 +34,14 @@ fn full_pool() -> Value {
                 "matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}],
             },
             "image": {"ref": "quay.io/acme/os:prod"},
-            "rollout": {"maxUnavailable": 2, "paused": true, "drainTimeoutSeconds": 30},
+            "rollout": {
+                "maxUnavailable": 2, "maxUnhealthy": "10%", "paused": true,
+                "drainTimeoutSeconds": 30,
+                "maintenanceWindows": [{
+                    "days": ["Monday"], "start": "02:00", "duration": "4h",
+                    "timeZone": "Europe/Paris",
+                }],
+            },
             "disruption": {"rebootPolicy": "AllowSoftReboot"},
             "pullSecretRef": {"name": "s", "namespace": "bootc-operator"},
         },
@@ -42,7 +49,7 @@ fn full_pool() -> Value {
             "observedGeneration": 1, "targetDigest": DIGEST,
             "targetImage": format!("quay.io/acme/os@{DIGEST}"), "deployedDigest": DIGEST,
             "updateAvailable": false, "nodeCount": 1, "updatedCount": 1, "updatingCount": 0,
-            "degradedCount": 0,
+            "degradedCount": 0, "nextMaintenanceWindow": "2026-01-01T02:00:00Z",
             "conditions": [condition()],
         },
     })

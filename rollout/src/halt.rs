@@ -1,5 +1,5 @@
-//! The unhealthy halt (rule 3): two unhealthy nodes in reboot slots stop new
-//! slots. A slot holder is unhealthy when its BootcNode is Degraded, or its
+//! The unhealthy halt (rule 3): `maxUnhealthy` unhealthy nodes in reboot
+//! slots (two by default, see [`crate::budget`]) stop new slots. A slot holder is unhealthy when its BootcNode is Degraded, or its
 //! Node is NotReady without simply rebooting: a node approved to boot and
 //! not yet on the target is rebooting for [`NOT_READY_WHILE_REBOOTING`]; back on the
 //! target and still NotReady, it counts at once.
@@ -17,9 +17,6 @@ use crate::model::{PlannedEvent, Problem, event_reasons};
 /// two nodes rebooting together are not evidence of a bad image. A node
 /// that came back on the target and is still NotReady counts at once.
 pub const NOT_READY_WHILE_REBOOTING: Duration = Duration::from_secs(600);
-
-/// How many unhealthy slot holders halt the rollout.
-pub const UNHEALTHY_TO_HALT: usize = 2;
 
 /// A slot holder, as rule 3 sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,9 +43,10 @@ pub fn unhealthy(h: Holder, now: Timestamp) -> (bool, Option<Duration>) {
     (h.degraded || (!healthy && left.is_none()), left)
 }
 
-/// Does this many unhealthy slot holders halt the rollout?
-pub fn halted(unhealthy: usize) -> bool {
-    unhealthy >= UNHEALTHY_TO_HALT
+/// Do `unhealthy` slot holders halt the rollout, `max_unhealthy` being
+/// the pool's limit?
+pub fn halted(unhealthy: usize, max_unhealthy: usize) -> bool {
+    unhealthy >= max_unhealthy
 }
 
 /// Rule 3's halt on the pool's Degraded condition, and one Warning Event
@@ -109,6 +107,6 @@ mod tests {
         for (what, holder, want) in rows {
             assert_eq!(unhealthy(holder, now), want, "{what}");
         }
-        assert!(!halted(1) && halted(2));
+        assert!(!halted(1, 2) && halted(2, 2) && halted(1, 1));
     }
 }

@@ -17,7 +17,8 @@
 //! 2. [`pull_secret`]: the credentials the nodes are told about;
 //! 3. [`membership`]: members, conflicts, and the nodes that leave
 //!    ([`leaving`]);
-//! 4. [`budget`]: how many reboot slots `maxUnavailable` gives, and
+//! 4. [`budget`]: how many reboot slots `maxUnavailable` gives and how
+//!    many unhealthy holders `maxUnhealthy` tolerates, and
 //!    [`window`]: whether a maintenance window lets one be handed out now;
 //! 5. [`verdict`]: each member's spec ([`spec`]), state ([`state`]), slot
 //!    release or hold ([`slots`], [`halt`]), drain and approval; then who
@@ -69,7 +70,7 @@ pub mod verdict;
 mod view;
 pub mod window;
 
-pub use budget::max_unavailable;
+pub use budget::{max_unavailable, max_unhealthy};
 pub use halt::NOT_READY_WHILE_REBOOTING;
 pub use leaving::plan_cleanup;
 pub use membership::{owned_by, owner_pool, parse_selector, selects};
@@ -102,13 +103,13 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     memo.begin(memo::PoolFacts::of(&view, target.as_ref(), &secret), &view);
     let members = membership::of(&view, target.is_some(), memo, &mut problems);
     let leavers = leaving::leavers(&view, &members);
-    let slots = budget::slots(&view.pool.spec.rollout, members.names.len(), &mut problems);
+    let limits = budget::limits(&view.pool.spec.rollout, members.names.len(), &mut problems);
     let windows = &view.pool.spec.rollout.maintenance_windows;
     let window = window::at(windows, input.now, &mut problems);
     let rollout = match &target {
         Some(target) => {
             let mut rollout =
-                verdict::verdicts(&view, target, &members, &leavers, &secret, slots, memo);
+                verdict::verdicts(&view, target, &members, &leavers, &secret, limits, memo);
             rollout.window = window;
             spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);
@@ -128,7 +129,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
             members: &members,
             leavers,
             rollout,
-            slots,
+            slots: limits.slots,
         },
         problems,
         writes,

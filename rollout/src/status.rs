@@ -142,6 +142,7 @@ pub(crate) fn report(
             held: &held,
             not_back: &leavers.not_back,
             waiting_for_budget: rollout.waiting_for_budget.as_deref(),
+            no_slots: slots == 0,
         },
     );
     let done = target.is_some() && counts.updated == total;
@@ -442,6 +443,8 @@ struct Waits<'a> {
     not_back: &'a [String],
     /// The pool's own unavailable nodes, when they use the budget up.
     waiting_for_budget: Option<&'a str>,
+    /// `maxUnavailable` is 0.
+    no_slots: bool,
 }
 
 /// "5/10 updated; 2 staging, 2 staged, 1 rebooting" and what the rollout
@@ -452,6 +455,7 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
         held,
         not_back,
         waiting_for_budget,
+        no_slots,
     } = waits;
     if total == 0 {
         return "0 nodes: no node is a member (none matches spec.nodeSelector, or each one that does is in conflict)".to_owned();
@@ -486,6 +490,9 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
         s.push_str(&format!(
             "; no new reboot slot while these nodes are unavailable: {others}"
         ));
+    }
+    if no_slots && counts.updated < total {
+        s.push_str("; maxUnavailable is 0: members stage, none is given a reboot slot");
     }
     s
 }

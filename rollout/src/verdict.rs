@@ -22,6 +22,7 @@ use api::{BootcNode, DesiredImageState};
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
+use crate::budget::Limits;
 use crate::disruption::{self, Budget, Unavailable};
 use crate::leaving::Leavers;
 use crate::membership::Membership;
@@ -55,7 +56,7 @@ pub(crate) fn verdicts<'m>(
     members: &Membership<'m>,
     leavers: &Leavers,
     secret: &Secret,
-    slots: usize,
+    limits: Limits,
     memo: &mut Memo,
 ) -> Rollout<'m> {
     // Told before this plan: who is newly told waits for the budget
@@ -69,7 +70,7 @@ pub(crate) fn verdicts<'m>(
         paused: view.pool.spec.rollout.paused,
     };
     let mut out = Rollout {
-        budget: Budget::new(slots),
+        budget: Budget::new(limits.slots),
         paused: pool.paused,
         ..Rollout::default()
     };
@@ -104,7 +105,7 @@ pub(crate) fn verdicts<'m>(
             verdict: v,
         });
     }
-    out.halted = halt::halted(out.unhealthy_in_slots.len());
+    out.halted = halt::halted(out.unhealthy_in_slots.len(), limits.max_unhealthy);
     out.staging = staging;
     out
 }

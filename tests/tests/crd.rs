@@ -79,19 +79,19 @@ async fn invalid_pools_are_rejected_naming_the_field() {
 
     let cases: Vec<(&str, Value, &str)> = vec![
         (
-            "max-unavailable-zero",
-            with(&["rollout", "maxUnavailable"], json!(0)),
-            "spec.rollout.maxUnavailable",
-        ),
-        (
             "max-unavailable-negative",
             with(&["rollout", "maxUnavailable"], json!(-1)),
             "spec.rollout.maxUnavailable",
         ),
         (
-            "max-unavailable-zero-percent",
-            with(&["rollout", "maxUnavailable"], json!("0%")),
-            "spec.rollout.maxUnavailable",
+            "max-unhealthy-zero",
+            with(&["rollout", "maxUnhealthy"], json!(0)),
+            "spec.rollout.maxUnhealthy",
+        ),
+        (
+            "max-unhealthy-zero-percent",
+            with(&["rollout", "maxUnhealthy"], json!("0%")),
+            "spec.rollout.maxUnhealthy",
         ),
         (
             "max-unavailable-101-percent",
@@ -270,9 +270,15 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "Required value",
         ),
         (
-            "max-unavailable-zero-explained",
-            with(&["rollout", "maxUnavailable"], json!(0)),
+            "max-unavailable-negative-explained",
+            with(&["rollout", "maxUnavailable"], json!(-1)),
             "spec.rollout.maxUnavailable",
+            "a number of nodes (0 or more), or a percentage from 0% to 100%",
+        ),
+        (
+            "max-unhealthy-zero-explained",
+            with(&["rollout", "maxUnhealthy"], json!(0)),
+            "spec.rollout.maxUnhealthy",
             "a number of nodes of at least 1, or a percentage from 1% to 100%",
         ),
     ];
@@ -326,16 +332,20 @@ async fn invalid_pools_are_rejected_naming_the_field() {
         .create(&PostParams::default(), &obj)
         .await
         .unwrap_or_else(|e| panic!("windows rejected: {e}"));
-    for ok in [json!(3), json!("25%"), json!("100%"), json!("1%")] {
-        let name = format!(
-            "valid-{}",
-            ok.to_string().replace(['"', '%'], "").to_lowercase()
-        );
-        let obj: kube::api::DynamicObject = serde_json::from_value(pool(
-            &name,
-            with(&["rollout", "maxUnavailable"], ok.clone()),
-        ))
-        .unwrap();
+    let limits = [
+        ("maxUnavailable", json!(3)),
+        ("maxUnavailable", json!("25%")),
+        ("maxUnavailable", json!("100%")),
+        ("maxUnavailable", json!("1%")),
+        ("maxUnavailable", json!(0)),
+        ("maxUnavailable", json!("0%")),
+        ("maxUnhealthy", json!(1)),
+        ("maxUnhealthy", json!("10%")),
+    ];
+    for (i, (field, ok)) in limits.into_iter().enumerate() {
+        let name = format!("valid-{}-{i}", field.to_lowercase());
+        let obj: kube::api::DynamicObject =
+            serde_json::from_value(pool(&name, with(&["rollout", field], ok.clone()))).unwrap();
         pools
             .create(&PostParams::default(), &obj)
             .await
@@ -391,6 +401,7 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         updated_count: 1,
         updating_count: 2,
         degraded_count: 0,
+        next_maintenance_window: Some(now.clone()),
         conditions: vec![],
     };
     api::conditions::apply(

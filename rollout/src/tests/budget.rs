@@ -4,22 +4,72 @@ use super::*;
 
 #[test]
 fn max_unavailable_int_and_percentage() {
+    let pct = |s: &str| IntOrString::String(s.into());
+    // (value, members, slots): percentages round up.
     let rows: Vec<(IntOrString, usize, usize)> = vec![
         (IntOrString::Int(1), 10, 1),
         (IntOrString::Int(3), 10, 3),
         (IntOrString::Int(20), 5, 20),
-        (IntOrString::String("25%".into()), 10, 2),
-        (IntOrString::String("10%".into()), 5, 1),
-        (IntOrString::String("50%".into()), 5, 2),
-        (IntOrString::String("100%".into()), 7, 7),
-        (IntOrString::String("1%".into()), 0, 1),
+        (IntOrString::Int(0), 5, 0),
+        (pct("25%"), 10, 3),
+        (pct("20%"), 10, 2),
+        (pct("10%"), 5, 1),
+        (pct("50%"), 5, 3),
+        (pct("100%"), 7, 7),
+        (pct("1%"), 300, 3),
+        (pct("1%"), 0, 0),
+        (pct("0%"), 10, 0),
     ];
     for (v, n, want) in rows {
         assert_eq!(max_unavailable(&v, n), Ok(want), "{v:?} of {n}");
     }
-    assert!(max_unavailable(&IntOrString::Int(0), 3).is_err());
-    assert!(max_unavailable(&IntOrString::String("abc".into()), 3).is_err());
-    assert!(max_unavailable(&IntOrString::String("0%".into()), 3).is_err());
+    assert!(max_unavailable(&IntOrString::Int(-1), 3).is_err());
+    assert!(max_unavailable(&pct("abc"), 3).is_err());
+    assert!(max_unavailable(&pct("101%"), 3).is_err());
+}
+
+#[test]
+fn max_unhealthy_int_and_percentage() {
+    let pct = |s: &str| Some(IntOrString::String(s.into()));
+    // (value, members, unhealthy holders that halt)
+    let rows: Vec<(Option<IntOrString>, usize, usize)> = vec![
+        (None, 10, 2),
+        (Some(IntOrString::Int(1)), 10, 1),
+        (Some(IntOrString::Int(5)), 10, 5),
+        (pct("10%"), 5, 1),
+        (pct("25%"), 10, 3),
+        (pct("1%"), 0, 1),
+    ];
+    for (v, n, want) in rows {
+        assert_eq!(max_unhealthy(v.as_ref(), n), Ok(want), "{v:?} of {n}");
+    }
+    for bad in [IntOrString::Int(0), IntOrString::String("0%".into())] {
+        let e = max_unhealthy(Some(&bad), 3).unwrap_err();
+        assert!(e.starts_with("spec.rollout.maxUnhealthy"), "{e}");
+    }
+}
+
+#[test]
+fn max_unavailable_zero_stages_every_member_and_reboots_none() {
+    let p = World::new(pool("a", IntOrString::Int(0), false))
+        .node(node("n1", "a", true, false))
+        .node(node("n2", "a", true, false))
+        .bn(bn("n1", NEW, Daemon::Staged(OLD)))
+        .bn(bn("n2", OLD, Daemon::Idle(OLD)))
+        .plan();
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    assert_eq!(
+        applied(&p, "n2").map(|b| b.spec.desired_image.clone()),
+        Some(image(NEW)),
+        "every member is told the target"
+    );
+    let (_, reason, message) = up_to_date(&p);
+    assert_eq!(reason, reasons::ROLLOUT_IN_PROGRESS);
+    assert!(
+        message.ends_with("; maxUnavailable is 0: members stage, none is given a reboot slot"),
+        "{message}"
+    );
+    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
 }
 
 #[test]

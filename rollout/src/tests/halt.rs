@@ -83,3 +83,45 @@ fn slot_rule_3_nodes_rebooting_within_the_grace_are_not_unhealthy() {
     assert!(slotted(&p).is_empty());
     assert_eq!(degraded_reason(&p), reasons::ROLLOUT_HALTED);
 }
+
+#[test]
+fn max_unhealthy_sets_how_many_unhealthy_holders_halt() {
+    // Two unhealthy slot holders and a staged candidate, under each limit:
+    // (maxUnhealthy, halted)
+    let rows = [
+        (None, true),
+        (Some(IntOrString::Int(1)), true),
+        (Some(IntOrString::Int(3)), false),
+        (Some(IntOrString::String("50%".into())), true),
+        (Some(IntOrString::String("100%".into())), false),
+    ];
+    for (max, halted) in rows {
+        let mut p = pool("a", IntOrString::Int(3), false);
+        p.spec.rollout.max_unhealthy = max.clone();
+        let plan = World::new(p)
+            .node(node("bad1", "a", true, true))
+            .node(node("bad2", "a", true, true))
+            .node(node("next", "a", true, false))
+            .bn(bn("bad1", NEW, Daemon::Idle(NEW))
+                .approved()
+                .slot(false)
+                .degraded())
+            .bn(bn("bad2", NEW, Daemon::Idle(NEW))
+                .approved()
+                .slot(false)
+                .degraded())
+            .bn(bn("next", NEW, Daemon::Staged(OLD)))
+            .plan();
+        assert_eq!(
+            slotted(&plan).is_empty(),
+            halted,
+            "{max:?}: {:?}",
+            plan.writes
+        );
+        assert_eq!(
+            degraded_reason(&plan) == reasons::ROLLOUT_HALTED,
+            halted,
+            "{max:?}"
+        );
+    }
+}

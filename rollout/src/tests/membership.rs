@@ -115,9 +115,9 @@ fn spec_errors_name_the_field_and_the_value() {
     );
     assert!(parse_selector(&req("zone", "NotIn", Some(vec!["a"]))).is_ok());
 
-    let e = max_unavailable(&IntOrString::Int(0), 3).unwrap_err();
+    let e = max_unavailable(&IntOrString::Int(-1), 3).unwrap_err();
     assert!(
-        e.starts_with("spec.rollout.maxUnavailable") && e.contains('0'),
+        e.starts_with("spec.rollout.maxUnavailable") && e.contains("-1"),
         "{e}"
     );
     let e = max_unavailable(&IntOrString::String("lots".into()), 3).unwrap_err();
