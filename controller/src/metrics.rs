@@ -234,7 +234,7 @@ impl Metrics {
         );
         r.register(
             "pool_rollout_halted",
-            "1 while two unhealthy nodes in reboot slots stop the rollout",
+            "1 while maxUnhealthy unhealthy nodes in reboot slots (2 by default) stop the rollout",
             self.pool_halted.clone(),
         );
         r.register(
