@@ -14,6 +14,8 @@ pub mod text;
 #[cfg(feature = "crd")]
 mod bootc_node;
 #[cfg(feature = "crd")]
+mod bootc_node_pool;
+#[cfg(feature = "crd")]
 pub mod conditions;
 #[cfg(feature = "crd")]
 pub mod daemon_phase;

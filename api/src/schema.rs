@@ -141,3 +141,19 @@ pub fn window_duration(_: &mut SchemaGenerator) -> Schema {
 
 /// The form of a window's duration: `4h`, `90m`, `1h30m`.
 pub const WINDOW_DURATION_PATTERN: &str = "^([0-9]{1,3}h)?([0-9]{1,5}m)?$";
+
+/// `spec.rollout.dependsOn`: pool names, each once.
+pub fn depends_on(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "maxItems": 16,
+        "x-kubernetes-list-type": "set",
+        "description": "Other pools, by name, that must be up to date on their current target before this pool hands out a new reboot slot (for example workers after infra). A pool that does not exist holds this one.",
+        "items": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 253,
+            "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        }
+    })
+}

@@ -121,6 +121,29 @@ pub struct RolloutSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub maintenance_windows: Vec<MaintenanceWindow>,
+    /// Other pools, by name, that must be up to date on their current
+    /// target before this pool hands out a new reboot slot (for example
+    /// workers after infra). A pool that does not exist holds this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::depends_on")]
+    pub depends_on: Vec<String>,
+    /// Node groups in order: the first group's nodes take reboot slots
+    /// first, the next group's once every node of the groups before runs
+    /// the target; nodes in no group go last. Name order within a group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub order: Vec<NodeGroup>,
+}
+
+/// Nodes of a pool that take their reboot slots together, in the order of
+/// `spec.rollout.order`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGroup {
+    /// The group's nodes: those of the pool its labels match (a node in
+    /// several groups belongs to the first).
+    #[schemars(schema_with = "crate::schema::node_selector")]
+    pub selector: LabelSelector,
 }
 
 /// A time of the week when the pool's nodes may be given reboot slots.
@@ -169,6 +192,8 @@ impl Default for RolloutSpec {
             max_concurrent_staging: None,
             stage_ahead: None,
             maintenance_windows: Vec::new(),
+            depends_on: Vec::new(),
+            order: Vec::new(),
         }
     }
 }
@@ -411,11 +436,17 @@ pub mod reasons {
     /// Nodes wait for a maintenance window (`status.nextMaintenanceWindow`
     /// says when the next opens).
     pub const OUTSIDE_MAINTENANCE_WINDOW: &str = "OutsideMaintenanceWindow";
+    /// The pools of `spec.rollout.dependsOn` are not all up to date (the
+    /// message names them).
+    pub const WAITING_FOR_DEPENDENCIES: &str = "WaitingForDependencies";
 
     // Pool Degraded reasons.
     pub const NODE_CONFLICT: &str = "NodeConflict";
     pub const NODE_DEGRADED: &str = "NodeDegraded";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// `spec.rollout.dependsOn` leads back to the pool (the message names
+    /// the cycle): no new slot until a person breaks it.
+    pub const DEPENDENCY_CYCLE: &str = "DependencyCycle";
     /// A node past its phase's deadline (the message names the node, the
     /// phase, for how long, and the next step).
     pub const NODE_STUCK: &str = "NodeStuck";

@@ -178,10 +178,14 @@ fn secret_fingerprint(secret: &Secret) -> u64 {
     h.finish()
 }
 
+/// What a pool event must change to matter to the other pools: its spec
+/// (conflicts, dependencies), its deletion, whether it is up to date (the
+/// pools that depend on it).
 fn pool_fingerprint(pool: &BootcNodePool) -> u64 {
     let mut h = DefaultHasher::new();
     pool.metadata.generation.hash(&mut h);
     pool.metadata.deletion_timestamp.is_some().hash(&mut h);
+    pool.up_to_date().hash(&mut h);
     h.finish()
 }
 

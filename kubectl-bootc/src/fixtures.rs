@@ -120,6 +120,25 @@ pub fn stuck(p: BootcNodePool, node: &str) -> BootcNodePool {
     degraded_pool(p, reasons::NODE_STUCK, &message)
 }
 
+/// `p` depending on pool `on` (`spec.rollout.dependsOn`).
+pub fn depending(mut p: BootcNodePool, on: &str) -> BootcNodePool {
+    p.spec.rollout.depends_on = vec![on.to_owned()];
+    p
+}
+
+/// `p` with one node group first: the nodes labelled `key=value`.
+pub fn ordered(mut p: BootcNodePool, key: &str, value: &str) -> BootcNodePool {
+    p.spec.rollout.order =
+        vec![serde_json::from_value(json!({"selector": {"matchLabels": {key: value}}})).unwrap()];
+    p
+}
+
+/// `node` with the label `key=value`.
+pub fn labelled(mut node: Node, key: &str, value: &str) -> Node {
+    node.labels_mut().insert(key.into(), value.into());
+    node
+}
+
 /// A daily maintenance window of two hours from `start` (UTC).
 pub fn windowed(mut p: BootcNodePool, start: &str) -> BootcNodePool {
     p.spec.rollout.maintenance_windows = vec![api::MaintenanceWindow {

@@ -320,6 +320,10 @@ fn waiting(
     } else if let Some((reasons::ROLLOUT_HALTED, message)) = pool_condition(pool, reasons::DEGRADED)
     {
         out.push(format!("the rollout is halted: {message}"));
+    } else if let Some(waiting) = dependencies(snap, pool) {
+        out.push(format!("staged{since}, {}", waiting.message()));
+    } else if let Some(turn) = turn(snap, pool, node, target) {
+        out.push(format!("staged{since}, {turn}"));
     } else if let Window::Closed { opens } = window(pool, now) {
         let next = opens.map_or(
             "a window cannot be read (see the pool's Degraded)".to_owned(),
@@ -339,6 +343,49 @@ fn waiting(
     if let Some((_, message)) = pool_condition_any(pool, reasons::UP_TO_DATE) {
         out.push(format!("pool {pool_name}: {message}"));
     }
+}
+
+/// The pools of `spec.rollout.dependsOn` the pool waits for, as the
+/// planner reads them (None: none).
+fn dependencies(snap: &Snapshot, pool: &BootcNodePool) -> Option<rollout::depends::Waiting> {
+    let others: Vec<&BootcNodePool> = snap
+        .pools
+        .iter()
+        .filter(|p| p.name_any() != pool.name_any())
+        .collect();
+    let waiting = rollout::depends::check(pool, &others, &mut Vec::new());
+    (!waiting.is_met()).then_some(waiting)
+}
+
+/// Why the member on `node` waits for its group's turn in
+/// `spec.rollout.order`, as the planner orders the groups (None: it does
+/// not).
+fn turn(
+    snap: &Snapshot,
+    pool: &BootcNodePool,
+    node: Option<&Node>,
+    target: &Target,
+) -> Option<String> {
+    let groups = rollout::groups::Groups::read(&pool.spec.rollout.order).ok()?;
+    let group_of = |name: &str| groups.of(snap.node(name).map(ResourceExt::labels));
+    let pool_name = pool.name_any();
+    let members: Vec<(&str, usize, bool)> = snap
+        .members(&pool_name)
+        .map(|bn| {
+            let name = bn.metadata.name.as_deref().unwrap_or_default();
+            (name, group_of(name), rollout::runs_target(bn, target))
+        })
+        .collect();
+    let turn = rollout::groups::turn(members)?;
+    let mine = groups.of(node.map(ResourceExt::labels));
+    (!groups.is_empty() && mine > turn.group).then(|| {
+        format!(
+            "waiting for its turn: it is in {}, and {} has nodes not yet on the target: {}",
+            groups.name(mine),
+            groups.name(turn.group),
+            turn.behind.join(", ")
+        )
+    })
 }
 
 /// The pool's maintenance windows now, as the planner reads them.
@@ -476,6 +523,34 @@ mod tests {
                 vec![
                     "held: given no reboot slot while its Node carries",
                     "hold.bootc.dev/alice (kernel debugging), hold.bootc.dev/batch;",
+                ],
+            ),
+            (
+                "waiting for another pool",
+                alone_in(
+                    depending(pool("workers", false), "infra"),
+                    bn("n1", V1, Phase::Staged),
+                    true,
+                    false,
+                ),
+                "n1",
+                vec![
+                    "staged for 3m, no new reboot slot until the pools of spec.rollout.dependsOn are up to date (no such pool: infra)",
+                ],
+            ),
+            (
+                "waiting for its group's turn",
+                snapshot(
+                    vec![ordered(pool("workers", false), "zone", "a")],
+                    vec![bn("n1", V1, Phase::Staged), bn("n2", V1, Phase::Staging)],
+                    vec![
+                        node("n1", true, false),
+                        labelled(node("n2", true, false), "zone", "a"),
+                    ],
+                ),
+                "n1",
+                vec![
+                    "waiting for its turn: it is in the nodes in no group of spec.rollout.order, and group 1 of spec.rollout.order has nodes not yet on the target: n2",
                 ],
             ),
             (

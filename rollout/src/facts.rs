@@ -10,7 +10,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
+use crate::depends::Waiting;
 use crate::disruption::{Budget, Unavailable};
+use crate::groups::Groups;
 use crate::model::Write;
 use crate::owned::Owned;
 use crate::staging;
@@ -163,6 +165,14 @@ pub(crate) struct Rollout<'a> {
     pub paused: bool,
     /// The maintenance windows now: outside them no new slot is handed out.
     pub window: Window,
+    /// The pools of `spec.rollout.dependsOn` this pool waits for.
+    pub dependencies: Waiting,
+    /// The node groups of `spec.rollout.order`; None when one cannot be
+    /// read (no new slot then).
+    pub groups: Option<Groups>,
+    /// Candidates left out because their group's turn has not come: the
+    /// group whose turn it is and its members behind the target.
+    pub waiting_for_turn: Option<(String, Vec<String>)>,
     /// Each member as the staging rule sees it, in the verdicts' order.
     pub staging: Vec<staging::Member>,
 }
@@ -170,9 +180,13 @@ pub(crate) struct Rollout<'a> {
 impl Rollout<'_> {
     /// May new reboot slots be handed out now? Not while the pool is
     /// paused or halted, nor with every slot held, nor outside the
-    /// maintenance windows.
+    /// maintenance windows, nor while it waits for the pools it depends on
+    /// or cannot read its node order.
     pub fn hands_out(&self) -> bool {
-        self.slots_free() && self.window.allows_new_slots()
+        self.slots_free()
+            && self.window.allows_new_slots()
+            && self.dependencies.is_met()
+            && self.groups.is_some()
     }
 
     /// Are slots free for the rollout, whenever a window lets them be
@@ -183,8 +197,9 @@ impl Rollout<'_> {
 
     /// The free slots a new slot for `name` could come from: the slot
     /// hand-out's answer ([`super::slots::hand_out`]), which the staging
-    /// rule reads too ([`spec::tell`]). A closed maintenance window does not
-    /// count: the nodes that take the next window's slots stage before it.
+    /// rule reads too ([`spec::tell`]). A closed maintenance window, pools
+    /// not yet up to date and the node order do not count: the nodes that
+    /// take the next slots stage before they may take them.
     pub fn free_slots_for(&self, name: &str) -> usize {
         if self.slots_free() {
             self.budget.free_for(name)

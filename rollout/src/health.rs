@@ -8,7 +8,7 @@
 //! |---|---|---|---|---|---|
 //! | any | True | False | False | True | Failed |
 //! | False, RolloutInProgress | False | False | True | False | InProgress |
-//! | False, OutsideMaintenanceWindow | False | False | True | False | InProgress |
+//! | False, OutsideMaintenanceWindow or WaitingForDependencies | False | False | True | False | InProgress |
 //! | False, Paused | False | False | False | False | InProgress |
 //! | True | False | True | False | False | Current |
 //!
@@ -26,12 +26,14 @@ pub fn kstatus_conditions(
     degraded: &ConditionUpdate,
 ) -> [ConditionUpdate; 3] {
     let stalled = degraded.status;
-    // Waiting for a maintenance window is part of the rollout; a pause is not.
+    // Waiting for a maintenance window or for other pools is part of the
+    // rollout; a pause is not.
     let reconciling = !stalled
         && !up_to_date.status
         && [
             reasons::ROLLOUT_IN_PROGRESS,
             reasons::OUTSIDE_MAINTENANCE_WINDOW,
+            reasons::WAITING_FOR_DEPENDENCIES,
         ]
         .contains(&up_to_date.reason.as_str());
     let ready = !stalled && up_to_date.status;

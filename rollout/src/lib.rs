@@ -18,14 +18,17 @@
 //! 3. [`membership`]: members, conflicts, and the nodes that leave
 //!    ([`leaving`]);
 //! 4. [`budget`]: how many reboot slots `maxUnavailable` gives and how
-//!    many unhealthy holders `maxUnhealthy` tolerates, and
-//!    [`window`]: whether a maintenance window lets one be handed out now;
+//!    many unhealthy holders `maxUnhealthy` tolerates; whether a new one
+//!    may be handed out now: [`window`] (maintenance windows) and
+//!    [`depends`] (the pools this one waits for); the node order
+//!    ([`groups`]);
 //! 5. [`verdict`]: each member's spec ([`spec`]), state ([`state`]), slot
 //!    release or hold ([`slots`], [`halt`]), drain and approval; then who
 //!    is newly told the target, within the slots the budget leaves free
 //!    ([`spec::tell`]);
-//! 6. [`slots`]: free slots handed to staged candidates within the budget,
-//!    then a cordon of ours left outside any slot lifted ([`cordon`]);
+//! 6. [`slots`]: free slots handed to the staged candidates of the group
+//!    whose turn it is ([`groups`]) within the budget, then a cordon of
+//!    ours left outside any slot lifted ([`cordon`]);
 //! 7. [`order`]: the writes, grouped by node and in the order that keeps
 //!    the disruption bound, which the actuator only executes;
 //! 8. [`status`]: the pool's status, conditions and events.
@@ -48,8 +51,10 @@ use facts::Rollout;
 
 pub mod budget;
 pub mod cordon;
+pub mod depends;
 pub mod disruption;
 mod facts;
+pub mod groups;
 pub mod halt;
 pub mod health;
 pub mod leaving;
@@ -106,11 +111,15 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     let limits = budget::limits(&view.pool.spec.rollout, members.names.len(), &mut problems);
     let windows = &view.pool.spec.rollout.maintenance_windows;
     let window = window::at(windows, input.now, &mut problems);
+    let dependencies = depends::check(view.pool, &input.other_pools, &mut problems);
+    let groups = groups::Groups::of_pool(&view.pool.spec.rollout.order, &mut problems);
     let rollout = match &target {
         Some(target) => {
             let mut rollout =
                 verdict::verdicts(&view, target, &members, &leavers, &secret, limits, memo);
             rollout.window = window;
+            rollout.dependencies = dependencies;
+            rollout.groups = groups;
             spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);
             cordon::lift_strays(&view, &mut rollout);

@@ -158,6 +158,12 @@ fn other_selectors(pools: &[&BootcNodePool]) -> Vec<(String, Selector)> {
 /// `spec.nodeSelector` as a selector, or an error naming the expression that
 /// does not parse, with its key, operator and values.
 pub fn parse_selector(selector: &LabelSelector) -> Result<Selector, String> {
+    parse_selector_at(selector, "spec.nodeSelector")
+}
+
+/// The label selector at `field` as a selector, or an error naming the
+/// expression that does not parse, with its key, operator and values.
+pub fn parse_selector_at(selector: &LabelSelector, field: &str) -> Result<Selector, String> {
     Selector::try_from(selector.clone()).map_err(|error| {
         let bad = selector
             .match_expressions
@@ -167,12 +173,12 @@ pub fn parse_selector(selector: &LabelSelector) -> Result<Selector, String> {
             .find_map(|(i, r)| Expression::try_from(r.clone()).err().map(|e| (i, r, e)));
         match bad {
             Some((i, r, e)) => format!(
-                "spec.nodeSelector.matchExpressions[{i}] (key {:?}, operator {:?}, values {:?}): {e}",
+                "{field}.matchExpressions[{i}] (key {:?}, operator {:?}, values {:?}): {e}",
                 r.key,
                 r.operator,
                 r.values.as_deref().unwrap_or_default()
             ),
-            None => format!("spec.nodeSelector: {error}"),
+            None => format!("{field}: {error}"),
         }
     })
 }

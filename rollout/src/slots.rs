@@ -20,10 +20,12 @@
 
 use api::BootcNode;
 use k8s_openapi::api::core::v1::Node;
+use kube_core::ResourceExt;
 
 use crate::cordon;
 use crate::disruption::{self, Budget};
 use crate::facts::{Rollout, Verdicts};
+use crate::groups;
 use crate::model::Write;
 use crate::owned::Owned;
 use crate::view::View;
@@ -75,17 +77,18 @@ pub(crate) fn reclaim(owned: &mut Owned, node: Option<&Node>, pool: &str) {
 /// Step 6, rule 1: unless the pool is paused or halted, free slots go to
 /// the candidates within the budget; the new holders are cordoned and about
 /// to drain.
-pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout<'_>) {
+pub(crate) fn hand_out<'a>(view: &View<'_>, rollout: &mut Rollout<'a>) {
     // With every slot held nobody is admitted, and nothing waits on others.
     if !rollout.hands_out() {
         return;
     }
-    let candidates: Vec<&str> = rollout
+    let candidates: Vec<&'a str> = rollout
         .verdicts
         .iter()
         .filter(|e| e.verdict.candidate)
         .map(|e| e.name)
         .collect();
+    let candidates = in_turn(candidates, rollout);
     let total = candidates.len();
     let taken = assign(
         candidates,
@@ -95,6 +98,38 @@ pub(crate) fn hand_out(view: &View<'_>, rollout: &mut Rollout<'_>) {
     );
     let left_out = taken < total;
     rollout.waiting_for_budget = rollout.budget.blocked_by_others().filter(|_| left_out);
+}
+
+/// The candidates of the group whose turn it is ([`crate::groups`]); the
+/// others wait, and the rollout says for whom.
+fn in_turn<'a>(candidates: Vec<&'a str>, rollout: &mut Rollout<'a>) -> Vec<&'a str> {
+    let Some(groups) = rollout.groups.as_ref().filter(|g| !g.is_empty()) else {
+        return candidates;
+    };
+    // Each member's group, in name order (the verdicts' order).
+    let members: Vec<(&'a str, usize, bool)> = rollout
+        .verdicts
+        .iter()
+        .map(|e| {
+            let labels = e.row.node.map(ResourceExt::labels);
+            (e.name, groups.of(labels), e.verdict.runs_target)
+        })
+        .collect();
+    let Some(turn) = groups::turn(members.iter().copied()) else {
+        return candidates;
+    };
+    let group_of = |name: &str| {
+        members
+            .binary_search_by(|(n, _, _)| (*n).cmp(name))
+            .map_or(usize::MAX, |i| members[i].1)
+    };
+    let (now, later): (Vec<&str>, Vec<&str>) = candidates
+        .into_iter()
+        .partition(|name| group_of(name) <= turn.group);
+    if !later.is_empty() {
+        rollout.waiting_for_turn = Some((groups.name(turn.group), turn.behind));
+    }
+    now
 }
 
 /// Hands free reboot slots to `candidates` within the disruption budget

@@ -21,6 +21,7 @@ use api::labels::HOLD_ANNOTATION_PREFIX;
 use api::{BootcNode, BootcNodePoolStatus, reasons};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::depends::Waiting;
 use crate::facts::Rollout;
 use crate::leaving::Leavers;
 use crate::membership::Membership;
@@ -142,6 +143,7 @@ pub(crate) fn report(
             held: &held,
             not_back: &leavers.not_back,
             waiting_for_budget: rollout.waiting_for_budget.as_deref(),
+            waiting_for_turn: rollout.waiting_for_turn.as_ref(),
             no_slots: slots == 0,
         },
     );
@@ -150,6 +152,7 @@ pub(crate) fn report(
         done,
         Holding {
             paused,
+            dependencies: &rollout.dependencies,
             window: rollout.window,
             held_by_pause: &held_by_pause,
             slotted: !slotted.is_empty(),
@@ -248,6 +251,7 @@ fn degraded(
 /// What holds new slots back, for the UpToDate condition.
 struct Holding<'a> {
     paused: bool,
+    dependencies: &'a Waiting,
     window: Window,
     /// The nodes a pause holds cordoned in their slots.
     held_by_pause: &'a [String],
@@ -272,6 +276,13 @@ fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionU
             )
         };
         ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, message)
+    } else if !holding.dependencies.is_met() {
+        ConditionUpdate::new(
+            reasons::UP_TO_DATE,
+            false,
+            reasons::WAITING_FOR_DEPENDENCIES,
+            format!("{breakdown}; {}", holding.dependencies.message()),
+        )
     } else if let Window::Closed { opens } = holding.window {
         let next = match opens {
             Some(at) => format!("the next opens at {at}"),
@@ -417,7 +428,7 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
         | reasons::PULL_SECRET_NOT_ALLOWED
         | reasons::INVALID_PULL_SECRET => 1,
         reasons::NODE_CONFLICT => 3,
-        reasons::ROLLOUT_HALTED => 4,
+        reasons::ROLLOUT_HALTED | reasons::DEPENDENCY_CYCLE => 4,
         reasons::NODE_STUCK => 5,
         reasons::DRAIN_TIMED_OUT => 6,
         reasons::NODE_DEGRADED => 7,
@@ -443,6 +454,9 @@ struct Waits<'a> {
     not_back: &'a [String],
     /// The pool's own unavailable nodes, when they use the budget up.
     waiting_for_budget: Option<&'a str>,
+    /// The group whose turn it is, and its members behind, when members of
+    /// later groups wait for it.
+    waiting_for_turn: Option<&'a (String, Vec<String>)>,
     /// `maxUnavailable` is 0.
     no_slots: bool,
 }
@@ -455,6 +469,7 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
         held,
         not_back,
         waiting_for_budget,
+        waiting_for_turn,
         no_slots,
     } = waits;
     if total == 0 {
@@ -489,6 +504,12 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
     if let Some(others) = waiting_for_budget {
         s.push_str(&format!(
             "; no new reboot slot while these nodes are unavailable: {others}"
+        ));
+    }
+    if let Some((group, behind)) = waiting_for_turn {
+        s.push_str(&format!(
+            "; later groups wait for the turn of {group}, whose nodes not yet on the target are: {}",
+            behind.join(", ")
         ));
     }
     if no_slots && counts.updated < total {

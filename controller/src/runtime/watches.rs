@@ -117,7 +117,8 @@ pub(super) fn pools(
 }
 
 /// A second watch of the pools, for the other pools' sake: a pool's new
-/// generation or deletion (`pool_fingerprint`) can change their conflicts.
+/// generation or deletion (`pool_fingerprint`) can change their conflicts,
+/// and its becoming up to date or not the pools that depend on it.
 pub(super) fn pool_changes(client: &kube::Client) -> impl Objects<BootcNodePool> {
     let events = changed_only(watch(Api::all(client.clone())), pool_fingerprint);
     log_errors(events, "bootcnodepools")

@@ -30,6 +30,7 @@ mod halt;
 mod leaving;
 mod membership;
 mod order;
+mod sequence;
 mod slots;
 mod spec;
 mod state;

@@ -616,3 +616,92 @@ async fn a_held_node_waits_staged_while_the_others_update() {
     kubectl(&["annotate", "node", FIRST, &format!("{hold}-")]);
     rolled_out_within_one(&sim, &recorder, &v2, 3).await;
 }
+
+#[tokio::test]
+async fn a_pool_waits_for_the_pool_it_depends_on() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 2).await;
+    let approvals = recorder.approvals().await.unwrap().len();
+
+    // It depends on a pool that does not exist yet: everything stages,
+    // nothing reboots, and the pool names what it waits for.
+    sim.patch_pool(json!({"rollout": {"dependsOn": ["infra"]}}))
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_pool(&sim, "waiting for infra, all staged", |p| {
+        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
+            c.1 == reasons::WAITING_FOR_DEPENDENCIES
+                && c.2.contains("2 staged")
+                && c.2.contains("(no such pool: infra)")
+        })
+    })
+    .await;
+    assert_eq!(
+        recorder.approvals().await.unwrap().len(),
+        approvals,
+        "a node rebooted before infra"
+    );
+
+    // infra appears (selecting no node, it is up to date once reconciled):
+    // its status change alone lets the rollout go on.
+    let pools: Api<BootcNodePool> = Api::all(sim.admin.clone());
+    let mut infra = pools.get(POOL).await.unwrap();
+    infra.metadata = kube::api::ObjectMeta {
+        name: Some("infra".into()),
+        ..Default::default()
+    };
+    infra.spec.node_selector =
+        serde_json::from_value(json!({"matchLabels": {"role": "infra"}})).unwrap();
+    infra.spec.rollout.depends_on.clear();
+    infra.status = None;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(sim.admin.clone(), api::labels::OPERATOR_NAMESPACE);
+    let allow = json!({"metadata": {"annotations": {api::labels::POOLS_ANNOTATION: format!("{POOL},infra")}}});
+    secrets
+        .patch(
+            "os-pull",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(allow),
+        )
+        .await
+        .unwrap();
+    pools
+        .create(&kube::api::PostParams::default(), &infra)
+        .await
+        .unwrap();
+    rolled_out_within_one(&sim, &recorder, &v2, 2).await;
+}
+
+#[tokio::test]
+async fn node_groups_reboot_in_their_order() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let before = recorder.approvals().await.unwrap().len();
+    // The last node by name goes first, as a person orders a zone first.
+    let kubectl = |args: &[&str]| {
+        let out = sim.cp.kubectl().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    kubectl(&["label", "node", "sim-node-3", "zone=first"]);
+    sim.patch_pool(
+        json!({"rollout": {"order": [{"selector": {"matchLabels": {"zone": "first"}}}]}}),
+    )
+    .await
+    .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    rolled_out_within_one(&sim, &recorder, &v2, 3).await;
+    let approvals = recorder.approvals().await.unwrap();
+    assert_eq!(
+        approvals[before..]
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ["sim-node-3", "sim-node-1", "sim-node-2"],
+        "zone first, then the others in name order"
+    );
+}
