@@ -25,6 +25,13 @@ pub const CORDONED_BY_ANNOTATION: &str = "bootc.dev/cordoned-by";
 /// BootcNode was deleted, the pool's target changed or the controller
 /// restarted.
 pub const DISRUPTED_BY_ANNOTATION: &str = "bootc.dev/disrupted-by";
+/// On a Node: Karpenter leaves it alone while it is "true". Set with the
+/// disruption record when no one else had set it, and removed with it.
+pub const KARPENTER_DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";
+/// On a Node: the pool that set [`KARPENTER_DO_NOT_DISRUPT_ANNOTATION`], so
+/// that only ours is ever removed (as [`CORDONED_BY_ANNOTATION`] marks our
+/// cordon).
+pub const DO_NOT_DISRUPT_BY_ANNOTATION: &str = "bootc.dev/do-not-disrupt-by";
 /// On a BootcNode: a person asks for its failed reboot to be tried again
 /// (`kubectl bootc retry NODE`; the value is when, for the record). The
 /// controller consumes it: it removes the annotation and, if the node is

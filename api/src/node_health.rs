@@ -8,7 +8,10 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 
-use crate::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, HOLD_ANNOTATION_PREFIX};
+use crate::labels::{
+    CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, DO_NOT_DISRUPT_BY_ANNOTATION,
+    HOLD_ANNOTATION_PREFIX, KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
+};
 
 /// The kubelet's condition type for a Node that can run pods.
 pub const NODE_READY: &str = "Ready";
@@ -101,6 +104,18 @@ pub fn is_held(node: &Node) -> bool {
         .annotations
         .as_ref()
         .is_some_and(|a| a.keys().any(|k| k.starts_with(HOLD_ANNOTATION_PREFIX)))
+}
+
+/// Does the Node carry Karpenter's `karpenter.sh/do-not-disrupt`, set by
+/// anyone?
+pub fn karpenter_do_not_disrupt(node: &Node) -> bool {
+    annotation(node, KARPENTER_DO_NOT_DISRUPT_ANNOTATION).is_some()
+}
+
+/// The pool that set Karpenter's `do-not-disrupt` on the Node, if one did
+/// (`bootc.dev/do-not-disrupt-by`).
+pub fn do_not_disrupt_by(node: &Node) -> Option<&str> {
+    annotation(node, DO_NOT_DISRUPT_BY_ANNOTATION)
 }
 
 fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {

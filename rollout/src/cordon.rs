@@ -10,8 +10,12 @@
 //! the BootcNode and its record were lost, if the Node's mark says so; the mark
 //! and the disruption record go in the same patch as the uncordon. A cordon is
 //! never put back: an admin's that was lifted meanwhile stays lifted (one rule
-//! for all three: `lifts`). Every [`NodePatch`] field is decided here: the
-//! actuator writes each one as it is.
+//! for all three: `lifts`). Karpenter's `karpenter.sh/do-not-disrupt`
+//! follows the disruption record in the same patches: set with it (with the
+//! pool's mark `bootc.dev/do-not-disrupt-by`) unless someone else had set
+//! it, removed with it only when the mark says it is ours. Every
+//! [`NodePatch`] field is decided here: the actuator writes each one as it
+//! is.
 
 use std::sync::Arc;
 
@@ -25,7 +29,7 @@ use crate::facts::{Entry, Rollout};
 use crate::membership::owner_pool;
 use crate::model::{NodePatch, Write};
 use crate::view::View;
-use api::node_health::is_cordoned;
+use api::node_health::{do_not_disrupt_by, is_cordoned, karpenter_do_not_disrupt};
 
 impl NodePatch {
     /// Lift a cordon of ours: the node is back (the mark and the
@@ -35,6 +39,7 @@ impl NodePatch {
         unschedulable: Some(false),
         mark: Some(false),
         disrupted: Some(false),
+        do_not_disrupt: None,
     };
     /// Cordon for a reboot slot, marked as ours, with the disruption record.
     pub const SLOT_CORDON: NodePatch = NodePatch {
@@ -42,6 +47,7 @@ impl NodePatch {
         unschedulable: Some(true),
         mark: Some(true),
         disrupted: Some(true),
+        do_not_disrupt: None,
     };
     /// The disruption record alone: on a node an admin had cordoned (its
     /// slot starts), or off it (back, and the cordon stays the admin's).
@@ -51,7 +57,22 @@ impl NodePatch {
             unschedulable: None,
             mark: None,
             disrupted: Some(disrupted),
+            do_not_disrupt: None,
         }
+    }
+
+    /// Karpenter's `do-not-disrupt` follows the disruption record: set with
+    /// it unless someone else already set it, removed with it when ours.
+    #[must_use]
+    pub fn with_karpenter(mut self, node: &Node, pool: &str) -> NodePatch {
+        match self.disrupted {
+            Some(true) if !karpenter_do_not_disrupt(node) => self.do_not_disrupt = Some(true),
+            Some(false) if do_not_disrupt_by(node) == Some(pool) => {
+                self.do_not_disrupt = Some(false);
+            }
+            _ => {}
+        }
+        self
     }
 }
 
@@ -71,26 +92,28 @@ pub fn prior(node: &Node, pool: &str) -> bool {
 /// The patch that puts or keeps a slotted node cordoned and recorded, if
 /// needed.
 pub fn keep(node: &Node, pool: &str) -> Option<NodePatch> {
-    if !is_cordoned(node) {
-        Some(NodePatch::SLOT_CORDON)
+    let patch = if !is_cordoned(node) {
+        NodePatch::SLOT_CORDON
     } else if !disruption::recorded_for(node, pool) {
-        Some(NodePatch::record(true))
+        NodePatch::record(true)
     } else {
-        None
-    }
+        return None;
+    };
+    Some(patch.with_karpenter(node, pool))
 }
 
 /// The patch that ends a node's disruption once it is back: lift our cordon
 /// (unless `was_cordoned` says an admin's was there first; without the
 /// record, our mark tells) and remove the record, in one write.
 pub fn release(node: &Node, pool: &str, was_cordoned: Option<&str>) -> Option<NodePatch> {
-    if lifts(node, Some(pool), was_cordoned.map(|prior| prior == "true")) {
-        Some(NodePatch::UNCORDON)
+    let patch = if lifts(node, Some(pool), was_cordoned.map(|prior| prior == "true")) {
+        NodePatch::UNCORDON
     } else if disruption::recorded_for(node, pool) {
-        Some(NodePatch::record(false))
+        NodePatch::record(false)
     } else {
-        None
-    }
+        return None;
+    };
+    Some(patch.with_karpenter(node, pool))
 }
 
 /// Is the cordon on `node` ours to lift? It is there, and the BootcNode's
@@ -125,6 +148,9 @@ pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
     } else if ours(cordoned_for) {
         patch.mark = Some(false);
     }
+    if ours(|n, p| do_not_disrupt_by(n) == Some(p)) {
+        patch.do_not_disrupt = Some(false);
+    }
     patch
 }
 
@@ -145,7 +171,7 @@ pub(crate) fn lift_strays(view: &View<'_>, rollout: &mut Rollout<'_>) {
         if !v.owned.in_slot && !uncordoning && cordoned_for(node, &view.pool_name) {
             Arc::make_mut(verdict).pre.push(Write::PatchNode {
                 name: name.to_owned(),
-                patch: NodePatch::UNCORDON,
+                patch: NodePatch::UNCORDON.with_karpenter(node, &view.pool_name),
             });
         }
     }
@@ -162,7 +188,10 @@ pub fn on_cleanup(node: &Node, pool: &str) -> NodePatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
+    use api::labels::{
+        CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, DO_NOT_DISRUPT_BY_ANNOTATION,
+        KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
+    };
 
     /// A Node: cordoned or not, with our mark and our record or not.
     fn n(cordoned: bool, mark: bool, record: bool) -> Node {
@@ -178,14 +207,32 @@ mod tests {
         node
     }
 
+    /// `node` with Karpenter's do-not-disrupt, set by us or someone else.
+    fn karpenter(mut node: Node, ours: bool) -> Node {
+        let annotations = node.annotations_mut();
+        annotations.insert(KARPENTER_DO_NOT_DISRUPT_ANNOTATION.into(), "true".into());
+        if ours {
+            annotations.insert(DO_NOT_DISRUPT_BY_ANNOTATION.into(), "a".into());
+        }
+        node
+    }
+
     #[test]
     fn entering_and_releasing_a_slot() {
-        let (cordon, record) = (Some(NodePatch::SLOT_CORDON), Some(NodePatch::record(true)));
+        let set = |p: NodePatch| NodePatch {
+            do_not_disrupt: Some(true),
+            ..p
+        };
+        let (cordon, record) = (
+            Some(set(NodePatch::SLOT_CORDON)),
+            Some(set(NodePatch::record(true))),
+        );
         // (what, Node (cordoned, our mark, our record), patch)
         #[rustfmt::skip]
         let keep_rows = [
-            ("uncordoned: cordon, mark, record", n(false, false, false), cordon),
-            ("an admin's cordon: the record alone", n(true, false, false), record),
+            ("uncordoned: cordon, mark, record, Karpenter's", n(false, false, false), cordon),
+            ("an admin's cordon: the record alone, Karpenter's", n(true, false, false), record),
+            ("Karpenter's set by someone else: left alone", karpenter(n(false, false, false), false), Some(NodePatch::SLOT_CORDON)),
             ("already ours", n(true, true, true), None),
         ];
         for (what, node, want) in keep_rows {
@@ -201,6 +248,9 @@ mod tests {
             ("record lost, our mark", n(true, true, true), None, UNCORDON),
             ("record lost, no mark", n(true, false, true), None, UNRECORD),
             ("nothing of ours left", n(false, false, false), Some("false"), None),
+            ("ours, with our Karpenter's", karpenter(n(true, true, true), true), Some("false"),
+                Some(NodePatch { do_not_disrupt: Some(false), ..NodePatch::UNCORDON })),
+            ("someone else's Karpenter's stays", karpenter(n(true, true, true), false), Some("false"), UNCORDON),
         ];
         for (what, node, was, want) in release_rows {
             assert_eq!(release(&node, "a", was), want, "{what}");
@@ -235,6 +285,8 @@ mod tests {
             ("record lost, our mark", n(true, true, false), None, lifted(Some(false))),
             ("record lost, no mark", n(true, false, false), None, NodePatch::default()),
             ("an admin's by the record, our mark too", n(true, true, false), Some("true"), NodePatch { mark: Some(false), ..NodePatch::default() }),
+            ("our Karpenter's goes too", karpenter(n(true, false, false), true), Some("true"), NodePatch { do_not_disrupt: Some(false), ..NodePatch::default() }),
+            ("someone else's stays", karpenter(n(true, false, false), false), Some("true"), NodePatch::default()),
         ];
         for (what, node, was, want) in leave_rows {
             assert_eq!(on_leave(&owned(was), &node), want, "{what}");

@@ -94,6 +94,10 @@ pub struct NodePatch {
     /// Some(true): write the pool's disruption record
     /// (`bootc.dev/disrupted-by`); Some(false): remove it (the node is back).
     pub disrupted: Option<bool>,
+    /// Some(true): set Karpenter's `karpenter.sh/do-not-disrupt` with the
+    /// pool's mark on it (`bootc.dev/do-not-disrupt-by`); Some(false):
+    /// remove both.
+    pub do_not_disrupt: Option<bool>,
 }
 
 /// One write; a node's writes are made in the order [`order`] gives them.

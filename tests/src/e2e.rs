@@ -116,6 +116,12 @@ pub async fn nothing_cordoned(sim: &Sim) {
         .items;
     for n in nodes {
         assert!(!is_cordoned(&n), "{:?} left cordoned", n.metadata.name);
+        // Nor is Karpenter told to leave it alone.
+        assert!(
+            !api::node_health::karpenter_do_not_disrupt(&n),
+            "{:?} left with karpenter.sh/do-not-disrupt",
+            n.metadata.name
+        );
     }
 }
 
@@ -139,7 +145,8 @@ pub async fn assert_disruption_at_most(recorder: &Recorder, max: usize) -> crate
     seen
 }
 
-/// `nodes` nodes on `digest`, nothing left cordoned, and never more than
+/// `nodes` nodes on `digest`, nothing left cordoned (nor marked
+/// do-not-disrupt for Karpenter), and never more than
 /// one node disrupted at once.
 pub async fn rolled_out_within_one(sim: &Sim, recorder: &Recorder, digest: &str, nodes: i32) {
     wait_rolled(sim, digest, nodes).await;

@@ -283,6 +283,26 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
     })
     .await;
     assert!(message.contains("only bootc.dev/ labels"), "{message}");
+    // Of Karpenter's annotations, only do-not-disrupt.
+    let message = refused(
+        "another Karpenter annotation by the controller",
+        |attempt| async move {
+            let annotations = json!({"karpenter.sh/do-not-consolidate": format!("{attempt}")});
+            nodes
+                .patch(
+                    "node-a",
+                    pp,
+                    &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+                )
+                .await
+                .map(|_| ())
+        },
+    )
+    .await;
+    assert!(
+        message.contains("only bootc.dev/ annotations and karpenter.sh/do-not-disrupt"),
+        "{message}"
+    );
 
     // Fields the policy does not name are refused too (it masks what may
     // change, not what may not): an owner reference that does not resolve
@@ -350,7 +370,8 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
 
     // What the controller does in a rollout (the actuator's merge patches):
     // label, cordon with its mark in one patch, uncordon (unschedulable
-    // removed) with the mark, mark a disruption and lift it, unlabel.
+    // removed) with the mark, mark a disruption and lift it, set and remove
+    // Karpenter's do-not-disrupt, unlabel.
     for patch in [
         json!({"metadata": {"labels": {api::labels::MANAGED_LABEL: ""}}}),
         json!({"metadata": {"annotations": {api::labels::CORDONED_BY_ANNOTATION: "workers"}},
@@ -361,6 +382,10 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
                "spec": {"unschedulable": true}}),
         json!({"metadata": {"annotations": {api::labels::DISRUPTED_BY_ANNOTATION: null}},
                "spec": {"unschedulable": false}}),
+        json!({"metadata": {"annotations": {api::labels::KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true",
+                                            api::labels::DO_NOT_DISRUPT_BY_ANNOTATION: "workers"}}}),
+        json!({"metadata": {"annotations": {api::labels::KARPENTER_DO_NOT_DISRUPT_ANNOTATION: null,
+                                            api::labels::DO_NOT_DISRUPT_BY_ANNOTATION: null}}}),
         json!({"metadata": {"labels": {api::labels::MANAGED_LABEL: null}}}),
     ] {
         nodes

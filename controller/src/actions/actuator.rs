@@ -16,7 +16,8 @@
 use std::collections::HashMap;
 
 use api::labels::{
-    CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, MANAGED_LABEL,
+    CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION,
+    DO_NOT_DISRUPT_BY_ANNOTATION, KARPENTER_DO_NOT_DISRUPT_ANNOTATION, MANAGED_LABEL,
 };
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use futures::StreamExt;
@@ -157,6 +158,15 @@ fn node_patch_body(patch: &NodePatch, pool: &str) -> serde_json::Value {
     if let Some(disrupted) = patch.disrupted {
         let value = if disrupted { json!(pool) } else { json!(null) };
         annotations.insert(DISRUPTED_BY_ANNOTATION.into(), value);
+    }
+    if let Some(set) = patch.do_not_disrupt {
+        let (value, mark) = if set {
+            (json!("true"), json!(pool))
+        } else {
+            (json!(null), json!(null))
+        };
+        annotations.insert(KARPENTER_DO_NOT_DISRUPT_ANNOTATION.into(), value);
+        annotations.insert(DO_NOT_DISRUPT_BY_ANNOTATION.into(), mark);
     }
     if !labels.is_empty() {
         body["metadata"]["labels"] = labels.into();
@@ -450,6 +460,24 @@ mod tests {
                     ..NodePatch::default()
                 },
                 json!({"spec": {"unschedulable": null}}),
+            ),
+            (
+                "a slot cordon with Karpenter's do-not-disrupt",
+                NodePatch {
+                    do_not_disrupt: Some(true),
+                    ..NodePatch::record(true)
+                },
+                json!({"metadata": {"annotations": {record: "p",
+                    KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true", DO_NOT_DISRUPT_BY_ANNOTATION: "p"}}}),
+            ),
+            (
+                "its removal",
+                NodePatch {
+                    do_not_disrupt: Some(false),
+                    ..NodePatch::record(false)
+                },
+                json!({"metadata": {"annotations": {record: null,
+                    KARPENTER_DO_NOT_DISRUPT_ANNOTATION: null, DO_NOT_DISRUPT_BY_ANNOTATION: null}}}),
             ),
             (
                 "record only, label off",

@@ -63,6 +63,7 @@ fn cleanup_restores_everything() {
             unschedulable: Some(false),
             mark: Some(false),
             disrupted: None,
+            do_not_disrupt: None,
         }
     }));
     assert!(writes.contains(&Write::PatchNode {
@@ -72,6 +73,7 @@ fn cleanup_restores_everything() {
             unschedulable: None,
             mark: None,
             disrupted: None,
+            do_not_disrupt: None,
         }
     }));
     assert!(writes.contains(&Write::DeleteBootcNode { name: "w1".into() }));

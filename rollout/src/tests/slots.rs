@@ -71,7 +71,11 @@ fn an_admin_cordoned_node_is_recorded_and_not_cordoned_again() {
             _ => None,
         })
         .collect();
-    assert_eq!(patches, [&NodePatch::record(true)]);
+    let record = NodePatch {
+        do_not_disrupt: Some(true),
+        ..NodePatch::record(true)
+    };
+    assert_eq!(patches, [&record]);
     assert_eq!(slotted(&p), vec!["w1".to_owned()]);
 }
 

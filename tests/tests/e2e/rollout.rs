@@ -694,6 +694,14 @@ async fn node_groups_reboot_in_their_order() {
     .await
     .unwrap();
     let v2 = sim.push_version("2.0").await.unwrap();
+    // In its slot, Karpenter is told to leave it alone.
+    wait_node(
+        &sim,
+        "sim-node-3",
+        "karpenter.sh/do-not-disrupt in its slot",
+        api::node_health::karpenter_do_not_disrupt,
+    )
+    .await;
     rolled_out_within_one(&sim, &recorder, &v2, 3).await;
     let approvals = recorder.approvals().await.unwrap();
     assert_eq!(
