@@ -8,7 +8,7 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use crate::labels::IN_REBOOT_SLOT_ANNOTATION;
+use crate::labels::{IN_REBOOT_SLOT_ANNOTATION, SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION};
 use crate::{BootcNode, BootcNodeSpec, DaemonPhase, DesiredImageState, conditions, reasons};
 
 impl BootcNodeSpec {
@@ -90,6 +90,17 @@ impl BootcNode {
     /// on its own (a download with backoff, a drain by the controller).
     pub fn awaits_retry(&self) -> bool {
         self.approved() && self.is_degraded()
+    }
+
+    /// The target digest the node was skipped for after a failed drain, and
+    /// why (`bootc.dev/skipped`, `bootc.dev/skipped-because`).
+    pub fn skipped(&self) -> Option<(&str, &str)> {
+        let annotations = self.metadata.annotations.as_ref()?;
+        let digest = annotations.get(SKIPPED_ANNOTATION)?;
+        let why = annotations
+            .get(SKIPPED_BECAUSE_ANNOTATION)
+            .map_or("", String::as_str);
+        Some((digest.as_str(), why))
     }
 }
 

@@ -25,6 +25,14 @@ pub const CORDONED_BY_ANNOTATION: &str = "bootc.dev/cordoned-by";
 /// BootcNode was deleted, the pool's target changed or the controller
 /// restarted.
 pub const DISRUPTED_BY_ANNOTATION: &str = "bootc.dev/disrupted-by";
+/// On a BootcNode: the target digest the node was skipped for, after its
+/// drain failed under `spec.rollout.onDrainTimeout: Release`. It takes no
+/// reboot slot for that target; a new target or `kubectl bootc retry NODE`
+/// clears it.
+pub const SKIPPED_ANNOTATION: &str = "bootc.dev/skipped";
+/// On a BootcNode: why it was skipped (the drain's failure, naming the pod
+/// that would not leave).
+pub const SKIPPED_BECAUSE_ANNOTATION: &str = "bootc.dev/skipped-because";
 /// On a Node: Karpenter leaves it alone while it is "true". Set with the
 /// disruption record when no one else had set it, and removed with it.
 pub const KARPENTER_DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";

@@ -103,6 +103,11 @@ pub struct RolloutSpec {
     #[serde(default = "default_drain_timeout")]
     #[schemars(range(min = 1, max = 86400))]
     pub drain_timeout_seconds: i64,
+    /// What a drain that fails (times out) does to its node: Retry keeps
+    /// the node in its slot, cordoned, and drains again; Release uncordons
+    /// it, frees the slot and skips the node for this target.
+    #[serde(default)]
+    pub on_drain_timeout: DrainTimeoutPolicy,
     /// At most this many nodes download the new image at once (unset: all
     /// members stage in parallel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,6 +149,17 @@ pub struct NodeGroup {
     /// several groups belongs to the first).
     #[schemars(schema_with = "crate::schema::node_selector")]
     pub selector: LabelSelector,
+}
+
+/// What a failed drain does to its node (`spec.rollout.onDrainTimeout`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DrainTimeoutPolicy {
+    /// The node keeps its slot, cordoned, and the drain is tried again.
+    #[default]
+    Retry,
+    /// The node is uncordoned, its slot freed, and it is skipped for this
+    /// target (a new target or `kubectl bootc retry NODE` clears it).
+    Release,
 }
 
 /// A time of the week when the pool's nodes may be given reboot slots.
@@ -189,6 +205,7 @@ impl Default for RolloutSpec {
             max_unhealthy: None,
             paused: false,
             drain_timeout_seconds: DEFAULT_DRAIN_TIMEOUT_SECONDS,
+            on_drain_timeout: DrainTimeoutPolicy::default(),
             max_concurrent_staging: None,
             stage_ahead: None,
             maintenance_windows: Vec::new(),

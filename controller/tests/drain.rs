@@ -4,6 +4,7 @@
 
 mod common;
 
+use api::BootcNode;
 use common::*;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -129,6 +130,73 @@ async fn a_pod_that_never_leaves_times_the_drain_out() {
     let bn = bootc_node(&env.admin, "n1").await.unwrap();
     assert_eq!(bn.spec.desired_image_state, api::DesiredImageState::Staged);
     assert!(is_cordoned(&node(&env.admin, "n1").await));
+    ctl.terminate().await;
+}
+
+/// `onDrainTimeout: Release`: the node whose drain fails is uncordoned and
+/// skipped for the target, the next node takes the slot at once, the pool
+/// names the skipped node; `kubectl bootc retry`'s annotation drains it
+/// again.
+#[tokio::test]
+async fn a_failed_drain_releases_and_skips_the_node_when_the_pool_says_so() {
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        mut ctl,
+    } = Setup::workers(&["n1", "n2"]).start().await;
+    create_namespace(&env.admin, "apps").await;
+    // No kubelet deletes it: evicted, it stays Terminating.
+    create_pod(&env.admin, "apps", "stuck", "n1", json!({"app": "stuck"})).await;
+    let mut p = workers_pool(1);
+    p.spec.rollout.drain_timeout_seconds = 2;
+    p.spec.rollout.on_drain_timeout = api::DrainTimeoutPolicy::Release;
+    create_pool(&env.admin, &p).await;
+
+    let p = wait_pool(&env.admin, "workers", "n1 skipped, n2 updated", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 1)
+            && condition(p, reasons::DEGRADED).is_some_and(|c| {
+                c.1 == reasons::DRAIN_TIMED_OUT && c.2.contains("skipped for this target")
+            })
+    })
+    .await;
+    let (_, _, message) = condition(&p, reasons::DEGRADED).unwrap();
+    assert!(
+        message.contains("n1: ") && message.contains("apps/stuck"),
+        "{message}"
+    );
+    assert!(
+        !is_cordoned(&node(&env.admin, "n1").await),
+        "n1 left cordoned"
+    );
+    let n1 = bootc_node(&env.admin, "n1").await.unwrap();
+    assert!(!n1.in_slot(), "n1 keeps its slot");
+    assert!(
+        n1.skipped().is_some_and(|(digest, _)| digest == NEW),
+        "{:?}",
+        n1.metadata.annotations
+    );
+
+    // The retry request: the skip is cleared, n1 takes the slot again.
+    Api::<BootcNode>::all(env.admin.clone())
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {api::labels::RETRY_ANNOTATION: "now"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    tests::k8s::wait_for(
+        Api::<BootcNode>::all(env.admin.clone()),
+        "n1",
+        WAIT,
+        "n1 in a slot again",
+        |b| b.is_some_and(|b| b.in_slot() && b.skipped().is_none()),
+    )
+    .await
+    .unwrap();
     ctl.terminate().await;
 }
 

@@ -145,11 +145,11 @@ pub fn shown(text: String) -> String {
 /// what the node is doing instead.
 pub fn retry_refusal(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Option<String> {
     match snap.bootc_node(name) {
-        Some(bn) if bn.awaits_retry() => None,
+        Some(bn) if bn.awaits_retry() || bn.skipped().is_some() => None,
         Some(_) => Some(format!(
             "{name} does not await a retry: {}. Only a node approved to boot whose reboot \
-             failed (Degraded) needs one; a failed download is retried by its daemon and a \
-             failed drain by the controller, on their own.",
+             failed (Degraded), or one skipped after its drain failed, needs one; a failed \
+             download is retried by its daemon and a failed drain by the controller, on their own.",
             why(snap, name, now).first().map_or("", String::as_str)
         )),
         None => Some(format!(

@@ -303,6 +303,13 @@ fn waiting(
     let ready = node.is_some_and(is_ready);
     let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
     let healthy = ready && state != NodeState::Degraded;
+    if let Some((_, why)) = bn.skipped().filter(|(digest, _)| *digest == target.digest) {
+        out.push(format!(
+            "skipped for this target: its drain failed ({why}) and the pool releases such nodes (spec.rollout.onDrainTimeout: Release); `kubectl bootc retry {}` drains it again",
+            bn.name_any()
+        ));
+        return;
+    }
     let holds = node.map(holds).unwrap_or_default();
     let held = !holds.is_empty();
     let staged = state == NodeState::Staged;
@@ -763,6 +770,27 @@ mod tests {
             refusal.starts_with("n2 does not await a retry: rebooting: approved to boot"),
             "{refusal}"
         );
+    }
+
+    #[test]
+    fn a_node_skipped_after_its_drain_failed_points_at_retry() {
+        let mut skipped = bn("n1", V1, Phase::Staged);
+        let ann = skipped.annotations_mut();
+        ann.insert(api::labels::SKIPPED_ANNOTATION.into(), V2.into());
+        ann.insert(
+            api::labels::SKIPPED_BECAUSE_ANNOTATION.into(),
+            "n1: pod apps/web would not leave".into(),
+        );
+        let snap = alone(skipped, true, false);
+        let lines = why(&snap, "n1", now());
+        assert_eq!(
+            lines.first().map(String::as_str),
+            Some(
+                "skipped for this target: its drain failed (n1: pod apps/web would not leave) and the pool releases such nodes (spec.rollout.onDrainTimeout: Release); `kubectl bootc retry n1` drains it again"
+            ),
+            "{lines:#?}"
+        );
+        assert_eq!(crate::retry_refusal(&snap, "n1", now()), None);
     }
 
     #[test]

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use api::labels::{IN_REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
+use api::labels::{
+    IN_REBOOT_SLOT_ANNOTATION, SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION,
+    WAS_CORDONED_ANNOTATION,
+};
 use api::{BootcNode, BootcNodePool, BootcNodeSpec};
 use kube_core::{Resource, ResourceExt};
 
@@ -29,6 +32,9 @@ pub(crate) struct Owned {
     pub in_slot: bool,
     /// `bootc.dev/was-cordoned`: the Node's cordon before the slot.
     pub was_cordoned: Option<String>,
+    /// `bootc.dev/skipped` and `bootc.dev/skipped-because`: the target
+    /// digest the node was skipped for after a failed drain, and why.
+    pub skipped: Option<(String, String)>,
 }
 
 impl Owned {
@@ -38,6 +44,9 @@ impl Owned {
             spec: bn.spec.clone(),
             in_slot: bn.in_slot(),
             was_cordoned: ann.get(WAS_CORDONED_ANNOTATION).cloned(),
+            skipped: bn
+                .skipped()
+                .map(|(digest, why)| (digest.to_owned(), why.to_owned())),
         }
     }
 
@@ -48,6 +57,7 @@ impl Owned {
         bn.spec == self.spec
             && bn.in_slot() == self.in_slot
             && ann.get(WAS_CORDONED_ANNOTATION) == self.was_cordoned.as_ref()
+            && bn.skipped() == self.skipped.as_ref().map(|(d, w)| (d.as_str(), w.as_str()))
     }
 
     pub fn approved(&self) -> bool {
@@ -61,6 +71,10 @@ impl Owned {
         }
         if let Some(w) = &self.was_cordoned {
             annotations.insert(WAS_CORDONED_ANNOTATION.to_owned(), w.clone());
+        }
+        if let Some((digest, why)) = &self.skipped {
+            annotations.insert(SKIPPED_ANNOTATION.to_owned(), digest.clone());
+            annotations.insert(SKIPPED_BECAUSE_ANNOTATION.to_owned(), why.clone());
         }
         BootcNodeApply {
             name: name.to_owned(),

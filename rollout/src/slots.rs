@@ -1,8 +1,10 @@
 //! Slot entry and release (rules 1 and 2).
 //!
 //! * Entry: a member that is Staged, healthy (Ready, not Degraded), not
-//!   being deleted, not in conflict and not held (a `hold.bootc.dev/<who>`
-//!   annotation on its Node, [`api::node_health::holds`]) is a candidate; free slots go to
+//!   being deleted, not in conflict and not held back (a
+//!   `hold.bootc.dev/<who>` annotation on its Node,
+//!   [`api::node_health::holds`], or skipped for the target after its drain
+//!   failed under `onDrainTimeout: Release`) is a candidate; free slots go to
 //!   candidates within the disruption budget ([`crate::disruption::Budget`]),
 //!   already unavailable ones first, unless the pool is paused or halted
 //!   ([`super::halt`]). Entering a slot writes the slot record on the
@@ -13,7 +15,8 @@
 //!   restored before the BootcNode's slot record goes. A hold releases a
 //!   holder the same way while it is not yet approved to boot (it has not
 //!   rebooted: its cordon is lifted and its drain stops); one approved
-//!   finishes its reboot.
+//!   finishes its reboot. So does a failed drain under `onDrainTimeout:
+//!   Release`, which also skips the node for the target.
 //! * A node that carries the pool's disruption record holds its slot even
 //!   when its BootcNode lost the slot record (deleted, recreated): the slot
 //!   is taken back.
@@ -38,7 +41,8 @@ pub fn holds_slot(node: &Node, bn: &BootcNode, pool: &str) -> bool {
 
 /// Rule 1: may a member outside any slot take a free one? Staged, healthy
 /// (Ready, not Degraded), its Node not being deleted, in no conflict, and
-/// not held.
+/// not held back (a hold on its Node, or skipped for this target after a
+/// failed drain).
 pub fn candidate(
     staged: bool,
     healthy: bool,

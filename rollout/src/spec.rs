@@ -37,8 +37,17 @@ pub(crate) fn desired(
             },
             in_slot: false,
             was_cordoned: None,
+            skipped: None,
         },
     };
+    // A skip is for one target: a new one clears it.
+    if owned
+        .skipped
+        .as_ref()
+        .is_some_and(|(digest, _)| *digest != target.digest)
+    {
+        owned.skipped = None;
+    }
     let image = match existing {
         Some(bn) if !told => kept_image(bn),
         _ => target.image.clone(),

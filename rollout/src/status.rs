@@ -238,6 +238,19 @@ fn degraded(
     if !drain_failures.is_empty() {
         problems.push((reasons::DRAIN_TIMED_OUT, drain_failures.join("; ")));
     }
+    let skipped: Vec<&str> = verdicts
+        .values()
+        .filter_map(|v| v.owned.skipped.as_ref().map(|(_, why)| why.as_str()))
+        .collect();
+    if !skipped.is_empty() {
+        problems.push((
+            reasons::DRAIN_TIMED_OUT,
+            format!(
+                "skipped for this target after their drain failed (spec.rollout.onDrainTimeout: Release; `kubectl bootc retry NODE` drains one again): {}",
+                skipped.join("; ")
+            ),
+        ));
+    }
     let degraded = rollout.names(|v| v.state == NodeState::Degraded);
     if !degraded.is_empty() {
         problems.push((

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::labels::MANAGED_LABEL;
-use api::{BootcNode, DesiredImageState};
+use api::{BootcNode, DesiredImageState, DrainTimeoutPolicy};
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
@@ -193,12 +193,17 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
     let healthy = ready && state != NodeState::Degraded;
     let in_flight = existing.is_none_or(disruption::reboot_in_flight);
     v.held = node.is_some_and(api::node_health::is_held);
+    let drain_failed = drain_failure(pool, name);
     if !v.owned.in_slot {
         outside_slot(pool, name, node, healthy, &mut v);
     } else if slots::releasable(v.runs_target, healthy, in_flight)
         || slots::released_by_hold(v.held, v.owned.approved(), v.runs_target)
     {
         release(pool, name, node, &mut v);
+    } else if let Some(why) = drain_failed.filter(|_| !v.owned.approved() && !v.runs_target) {
+        // `onDrainTimeout: Release`: the slot goes, the node is skipped.
+        release(pool, name, node, &mut v);
+        v.owned.skipped = Some((pool.target.digest.clone(), format!("{name}: {why}")));
     } else {
         hold(pool, name, node, ready, &mut v);
     }
@@ -225,6 +230,18 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         Some(Err(_)) => v.keepable = false,
     }
     v
+}
+
+/// The failure of the member's drain when the pool releases a node whose
+/// drain failed (`spec.rollout.onDrainTimeout: Release`).
+fn drain_failure<'p>(pool: &'p Pool<'_, '_>, name: &str) -> Option<&'p str> {
+    if pool.view.pool.spec.rollout.on_drain_timeout != DrainTimeoutPolicy::Release {
+        return None;
+    }
+    match pool.view.input.drains.get(name) {
+        Some(DrainPhase::Failed { message, .. }) => Some(message),
+        _ => None,
+    }
 }
 
 /// Rule 2: the node is back; its Node is restored before its BootcNode's
@@ -332,7 +349,8 @@ fn outside_slot(
     let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
     let in_conflict = pool.conflicts.contains_key(name);
     let staged = v.state == NodeState::Staged;
-    v.candidate = slots::candidate(staged, healthy, deleting, in_conflict, v.held);
+    let held_back = v.held || v.owned.skipped.is_some();
+    v.candidate = slots::candidate(staged, healthy, deleting, in_conflict, held_back);
 }
 
 /// Times the member's phase (see [`stuck`]): past its deadline it is stuck;

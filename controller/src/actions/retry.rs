@@ -7,15 +7,19 @@
 //! spec. Withdrawing the approval (`desiredImageState: Staged`) gives the
 //! daemon a new spec: it stages the target again (a no-op for bootc), and
 //! the planner approves it again in its slot like any other staged node.
-//! Nothing else needs a person: a failed download is retried by the daemon,
-//! a failed drain by the controller.
+//! A node skipped for its target after a failed drain (`onDrainTimeout:
+//! Release`) has its skip cleared: it takes a slot again and is drained
+//! again. Nothing else needs a person: a failed download is retried by the
+//! daemon, a failed drain (under `Retry`) by the controller.
 //!
 //! The request is consumed either way: the annotation is removed in the same
 //! write (guarded by the resourceVersion seen), so that one request is one
 //! retry. Pure decision ([`requests`]) and body ([`patch_body`]); [`honour`]
 //! makes the writes.
 
-use api::labels::{CONTROLLER_MANAGER, RETRY_ANNOTATION};
+use api::labels::{
+    CONTROLLER_MANAGER, RETRY_ANNOTATION, SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION,
+};
 use api::{BootcNode, BootcNodePool, DesiredImageState};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -28,6 +32,9 @@ pub struct Request {
     /// Withdraw the approval (the node awaits a retry); otherwise the
     /// request is only consumed.
     pub withdraw: bool,
+    /// Clear the node's skip (its drain failed under `onDrainTimeout:
+    /// Release`): it takes a slot again and is drained again.
+    pub unskip: bool,
     pub resource_version: Option<String>,
 }
 
@@ -42,6 +49,7 @@ pub fn requests<'a>(
         .map(|bn| Request {
             node: bn.name_any(),
             withdraw: bn.awaits_retry(),
+            unskip: bn.skipped().is_some(),
             resource_version: bn.meta().resource_version.clone(),
         })
         .collect()
@@ -57,6 +65,10 @@ pub fn patch_body(request: &Request) -> serde_json::Value {
     });
     if request.withdraw {
         body["spec"] = json!({"desiredImageState": DesiredImageState::Staged});
+    }
+    if request.unskip {
+        body["metadata"]["annotations"][SKIPPED_ANNOTATION] = json!(null);
+        body["metadata"]["annotations"][SKIPPED_BECAUSE_ANNOTATION] = json!(null);
     }
     body
 }
@@ -186,6 +198,7 @@ mod tests {
         let request = Request {
             node: "n1".into(),
             withdraw: true,
+            unskip: false,
             resource_version: Some("7".into()),
         };
         assert_eq!(
@@ -197,8 +210,21 @@ mod tests {
         );
         let only_consumed = Request {
             withdraw: false,
-            ..request
+            ..request.clone()
         };
         assert!(patch_body(&only_consumed).get("spec").is_none());
+        // A skipped node: its skip goes in the same write.
+        let unskip = Request {
+            withdraw: false,
+            unskip: true,
+            ..request
+        };
+        assert_eq!(
+            patch_body(&unskip),
+            json!({
+                "metadata": {"annotations": {RETRY_ANNOTATION: null, SKIPPED_ANNOTATION: null,
+                    SKIPPED_BECAUSE_ANNOTATION: null}, "resourceVersion": "7"},
+            })
+        );
     }
 }

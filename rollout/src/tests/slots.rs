@@ -374,3 +374,76 @@ fn a_held_node_takes_no_slot_and_a_hold_releases_a_slot_not_yet_approved() {
         "{message}"
     );
 }
+
+#[test]
+fn a_failed_drain_releases_and_skips_the_node_when_the_pool_says_so() {
+    let world = |policy: api::DrainTimeoutPolicy, skipped_for: Option<&str>| {
+        let mut p = pool("a", IntOrString::Int(1), false);
+        p.spec.rollout.on_drain_timeout = policy;
+        let mut w = World::new(p)
+            .node(marked(node("blocked", "a", true, true), "a"))
+            .node(node("next", "a", true, false))
+            .bn(bn("blocked", NEW, Daemon::Staged(OLD)).slot(false))
+            .bn(bn("next", NEW, Daemon::Staged(OLD)))
+            .drain(
+                "blocked",
+                DrainPhase::Failed {
+                    message: "pod apps/web would not leave".into(),
+                    at: now(),
+                },
+            );
+        if let Some(digest) = skipped_for {
+            // Released and skipped by an earlier plan.
+            w.nodes[0] = node("blocked", "a", true, false);
+            w.bns[0] = bn("blocked", NEW, Daemon::Staged(OLD)).build();
+            let ann = w.bns[0].annotations_mut();
+            ann.insert(api::labels::SKIPPED_ANNOTATION.into(), digest.into());
+            ann.insert(
+                api::labels::SKIPPED_BECAUSE_ANNOTATION.into(),
+                "blocked: gone".into(),
+            );
+            w.drains.clear();
+        }
+        w.plan()
+    };
+    // Retry (the default): the node keeps its slot, cordoned.
+    let p = world(api::DrainTimeoutPolicy::Retry, None);
+    assert!(!uncordons(&p, "blocked"));
+    assert!(slotted(&p).is_empty());
+    // Release: uncordoned, slot freed, skipped for this target with the
+    // failure named; the slot goes to the next node at once.
+    let p = world(api::DrainTimeoutPolicy::Release, None);
+    assert!(uncordons(&p, "blocked"), "{:?}", node_writes(&p, "blocked"));
+    let released = applied(&p, "blocked").expect("blocked applied");
+    assert!(!released.in_slot());
+    assert_eq!(
+        released
+            .annotations
+            .get(api::labels::SKIPPED_ANNOTATION)
+            .map(String::as_str),
+        Some(NEW)
+    );
+    assert_eq!(
+        released
+            .annotations
+            .get(api::labels::SKIPPED_BECAUSE_ANNOTATION)
+            .map(String::as_str),
+        Some("blocked: pod apps/web would not leave")
+    );
+    assert_eq!(slotted(&p), ["next"]);
+    assert_eq!(degraded_reason(&p), reasons::DRAIN_TIMED_OUT);
+    assert!(degraded_message(&p).contains("skipped for this target after their drain failed"));
+    // Skipped for this target: no slot for it, the pool is not up to date.
+    let p = world(api::DrainTimeoutPolicy::Release, Some(NEW));
+    assert_eq!(slotted(&p), ["next"]);
+    assert!(degraded_message(&p).contains("blocked: gone"));
+    // Skipped for an older target: a new target clears it.
+    let p = world(api::DrainTimeoutPolicy::Release, Some(OLD));
+    let cleared = applied(&p, "blocked").expect("the skip removed");
+    assert!(
+        !cleared
+            .annotations
+            .contains_key(api::labels::SKIPPED_ANNOTATION)
+    );
+    assert_eq!(slotted(&p), ["blocked"]);
+}
