@@ -75,6 +75,14 @@ async fn a_budget_blocks_the_drain_then_allows_it() {
 
     // The budget refuses: the drain says so and waits; no approval yet.
     wait_drain_blocked(&env.admin, &ctl).await;
+    // The pool names the pod and the budget at the first refusal.
+    wait_pool(&env.admin, "workers", "the refusal named", |p| {
+        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
+            c.2.contains("an eviction refused by a PodDisruptionBudget (retrying): n1: apps/web (")
+                && c.2.contains("disruption budget web")
+        })
+    })
+    .await;
     let bn = bootc_node(&env.admin, "n1").await.unwrap();
     assert_eq!(bn.spec.desired_image_state, api::DesiredImageState::Staged);
     assert!(is_cordoned(&node(&env.admin, "n1").await));

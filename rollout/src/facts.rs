@@ -64,6 +64,8 @@ pub(crate) struct NodeVerdict {
     pub held_by_pause: bool,
     /// Cordoned in its slot and not yet drained.
     pub draining: bool,
+    /// Its drain goes on, but a PodDisruptionBudget refused an eviction.
+    pub drain_blocked: Option<String>,
     pub drain_failure: Option<String>,
     /// Look at the pool again after this long (from the plan that made the
     /// verdict; see [`NodeVerdict::requeue_at`]).

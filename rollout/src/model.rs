@@ -40,6 +40,11 @@ pub struct SecretSeen {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DrainPhase {
     Running,
+    /// Running, and a PodDisruptionBudget refused an eviction: `message`
+    /// names the pod and the budget's answer.
+    Blocked {
+        message: String,
+    },
     Succeeded,
     /// Gave up (timeout or error) at `at`; `message` names what blocked.
     Failed {
@@ -77,6 +82,13 @@ pub struct PlanInput<'a> {
     pub phase_clock: std::sync::Arc<stuck::Clock>,
     /// The stuck deadlines in force.
     pub deadlines: stuck::Deadlines,
+}
+
+impl DrainPhase {
+    /// Is the drain still going (blocked or not)?
+    pub fn running(&self) -> bool {
+        matches!(self, DrainPhase::Running | DrainPhase::Blocked { .. })
+    }
 }
 
 /// Changes to a Node's `bootc.dev/managed` label, `spec.unschedulable` and

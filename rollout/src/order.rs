@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use crate::facts::{Entry, Rollout};
-use crate::model::{DrainPhase, Write};
+use crate::model::Write;
 use crate::view::View;
 
 /// A plan's writes: per node, in the node's order, in two waves (see the
@@ -115,7 +115,7 @@ pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout<'_>) 
         let already = flat
             .iter()
             .any(|w| matches!(w, Write::CancelDrain { node } if node == name));
-        if !slotted && !already && *phase == DrainPhase::Running {
+        if !slotted && !already && phase.running() {
             flat.push(Write::CancelDrain { node: name.clone() });
         }
     }

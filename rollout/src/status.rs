@@ -144,6 +144,11 @@ pub(crate) fn report(
             not_back: &leavers.not_back,
             waiting_for_budget: rollout.waiting_for_budget.as_deref(),
             waiting_for_turn: rollout.waiting_for_turn.as_ref(),
+            drains_blocked: &rollout
+                .verdicts
+                .values()
+                .filter_map(|v| v.drain_blocked.clone())
+                .collect::<Vec<_>>(),
             no_slots: slots == 0,
         },
     );
@@ -470,6 +475,8 @@ struct Waits<'a> {
     /// The group whose turn it is, and its members behind, when members of
     /// later groups wait for it.
     waiting_for_turn: Option<&'a (String, Vec<String>)>,
+    /// Drains an eviction refusal holds: the node, the pod, the budget.
+    drains_blocked: &'a [String],
     /// `maxUnavailable` is 0.
     no_slots: bool,
 }
@@ -483,6 +490,7 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
         not_back,
         waiting_for_budget,
         waiting_for_turn,
+        drains_blocked,
         no_slots,
     } = waits;
     if total == 0 {
@@ -517,6 +525,12 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
     if let Some(others) = waiting_for_budget {
         s.push_str(&format!(
             "; no new reboot slot while these nodes are unavailable: {others}"
+        ));
+    }
+    if !drains_blocked.is_empty() {
+        s.push_str(&format!(
+            "; draining, an eviction refused by a PodDisruptionBudget (retrying): {}",
+            drains_blocked.join("; ")
         ));
     }
     if let Some((group, behind)) = waiting_for_turn {

@@ -182,6 +182,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         held: false,
         held_by_pause: false,
         draining: false,
+        drain_blocked: None,
         drain_failure: None,
         requeue: None,
         phase: None,
@@ -307,6 +308,10 @@ fn drain_progress(pool: &Pool<'_, '_>, name: &str, v: &mut NodeVerdict) {
             });
         }
         Some(DrainPhase::Running) => v.draining = true,
+        Some(DrainPhase::Blocked { message }) => {
+            v.draining = true;
+            v.drain_blocked = Some(format!("{name}: {message}"));
+        }
         Some(DrainPhase::Succeeded) => {
             // Drained and staged: approved to boot (a pause holds it).
             if v.state == NodeState::Staged && !pool.paused {

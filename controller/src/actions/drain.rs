@@ -40,8 +40,9 @@ pub const EVICTION_REFUSED_BY_BUDGET: &str = "PodDisruptionBudget";
 
 /// Why one eviction did not happen.
 enum EvictError {
-    /// 429: a PodDisruptionBudget does not allow it now.
-    Budget,
+    /// 429: a PodDisruptionBudget does not allow it now; its answer (which
+    /// names the budget).
+    Budget(String),
     Other(String),
 }
 
@@ -50,9 +51,22 @@ async fn evict(client: &kube::Client, namespace: &str, name: &str) -> Result<(),
     match pods.evict(name, &EvictParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 429 => Err(EvictError::Budget),
+        Err(kube::Error::Api(status)) if status.code == 429 => {
+            Err(EvictError::Budget(budget_answer(&status)))
+        }
         Err(e) => Err(EvictError::Other(e.to_string())),
     }
+}
+
+/// What a refused eviction says about the budget that refused it: the
+/// cause the API server gives ("The disruption budget web needs 1 healthy
+/// pods and has 1 currently"), else its message.
+fn budget_answer(status: &kube::core::Status) -> String {
+    status
+        .details
+        .as_ref()
+        .and_then(|d| d.causes.iter().find(|c| !c.message.is_empty()))
+        .map_or_else(|| status.message.clone(), |c| c.message.clone())
 }
 
 /// Pods a drain leaves alone: mirror pods, DaemonSet pods, and the
@@ -76,13 +90,14 @@ pub fn is_skipped(pod: &Pod, operator_namespace: &str) -> bool {
 
 /// Drains `node`, giving up after `timeout`. The error names the pods still
 /// on the node and why. `on_blocked` is called once per pod the first time a
-/// PodDisruptionBudget refuses its eviction.
+/// PodDisruptionBudget refuses its eviction, with the pod and the budget's
+/// answer.
 pub async fn drain_node(
     client: &kube::Client,
     operator_namespace: &str,
     node: &str,
     timeout: Duration,
-    mut on_blocked: impl FnMut(String),
+    mut on_blocked: impl FnMut(String, String),
 ) -> Result<(), String> {
     let mut reported: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let pods: Api<Pod> = Api::all(client.clone());
@@ -119,9 +134,9 @@ pub async fn drain_node(
                     });
                     match attempt {
                         Ok(()) => remaining.push(format!("{ns}/{name} (evicted, terminating)")),
-                        Err(EvictError::Budget) => {
+                        Err(EvictError::Budget(answer)) => {
                             if reported.insert(format!("{ns}/{name}")) {
-                                on_blocked(format!("{ns}/{name}"));
+                                on_blocked(format!("{ns}/{name}"), answer);
                             }
                             remaining.push(format!(
                                 "{ns}/{name} (eviction refused by a PodDisruptionBudget)"
@@ -212,7 +227,7 @@ impl Drains {
     pub fn cancel(&self, node: &str) {
         if let Some(entry) = self.lock().remove(node) {
             entry.cancel.cancel();
-            if entry.phase == DrainPhase::Running {
+            if entry.phase.running() {
                 tracing::info!(node, pool = %entry.pool, "drain cancelled");
             }
         }
@@ -329,18 +344,25 @@ impl Drains {
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> Option<Result<(), String>> {
-        let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<String>();
-        let drain = drain_node(&self.client, &self.namespace, node, timeout, move |pod| {
-            let _ = blocked_tx.send(pod);
-        });
+        let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<(String, String)>();
+        let drain = drain_node(
+            &self.client,
+            &self.namespace,
+            node,
+            timeout,
+            move |pod, answer| {
+                let _ = blocked_tx.send((pod, answer));
+            },
+        );
         tokio::pin!(drain);
         loop {
             tokio::select! {
                 r = &mut drain => return Some(r),
-                Some(pod) = blocked_rx.recv() => {
+                Some((pod, answer)) = blocked_rx.recv() => {
                     crate::metrics::global().eviction_refused(EVICTION_REFUSED_BY_BUDGET);
-                    tracing::info!(node, %pod, "eviction refused by a PodDisruptionBudget; retrying");
-                    let message = format!("eviction of {pod} from node {node} refused by a PodDisruptionBudget; retrying");
+                    tracing::info!(node, %pod, %answer, "eviction refused by a PodDisruptionBudget; retrying");
+                    self.blocked(pool, node, &format!("{pod} ({answer})"));
+                    let message = format!("eviction of {pod} from node {node} refused by a PodDisruptionBudget ({answer}); retrying");
                     self.events
                         .publish(pool, Some(node), event_reasons::DRAIN_BLOCKED, &message, true)
                         .await;
@@ -348,6 +370,19 @@ impl Drains {
                 () = cancel.cancelled() => return None,
             }
         }
+    }
+
+    /// Records that a budget refused an eviction of the running drain of
+    /// `node`, and has the pool planned again (its status names it).
+    fn blocked(&self, pool: &BootcNodePool, node: &str, message: &str) {
+        if let Some(entry) = self.lock().get_mut(node)
+            && entry.phase.running()
+        {
+            entry.phase = DrainPhase::Blocked {
+                message: message.to_owned(),
+            };
+        }
+        let _ = self.trigger.send(ObjectRef::from_obj(pool));
     }
 
     /// Records a drain's outcome; false when the drain was replaced or

@@ -447,3 +447,31 @@ fn a_failed_drain_releases_and_skips_the_node_when_the_pool_says_so() {
     );
     assert_eq!(slotted(&p), ["blocked"]);
 }
+
+#[test]
+fn a_drain_a_budget_holds_is_named_on_the_pool() {
+    let p = World::new(pool("a", IntOrString::Int(1), false))
+        .node(marked(node("n1", "a", true, true), "a"))
+        .bn(bn("n1", NEW, Daemon::Staged(OLD)).slot(false))
+        .drain(
+            "n1",
+            DrainPhase::Blocked {
+                message:
+                    "apps/web (The disruption budget web needs 1 healthy pods and has 1 currently)"
+                        .into(),
+            },
+        )
+        .plan();
+    // Still draining: no new drain, no approval, no cancel.
+    assert!(
+        node_writes(&p, "n1")
+            .iter()
+            .all(|w| !matches!(w, Write::StartDrain { .. } | Write::CancelDrain { .. }))
+    );
+    let (_, reason, message) = up_to_date(&p);
+    assert_eq!(reason, reasons::ROLLOUT_IN_PROGRESS);
+    assert!(
+        message.ends_with("; draining, an eviction refused by a PodDisruptionBudget (retrying): n1: apps/web (The disruption budget web needs 1 healthy pods and has 1 currently)"),
+        "{message}"
+    );
+}
