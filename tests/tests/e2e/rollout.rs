@@ -713,3 +713,32 @@ async fn node_groups_reboot_in_their_order() {
         "zone first, then the others in name order"
     );
 }
+
+#[tokio::test]
+async fn max_unavailable_zero_stages_everything_and_reboots_nothing() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 2).await;
+    let approvals = recorder.approvals().await.unwrap().len();
+    sim.patch_pool(json!({"rollout": {"maxUnavailable": 0}}))
+        .await
+        .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_pool(&sim, "all staged, no slot", |p| {
+        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
+            c.2.contains("2 staged")
+                && c.2
+                    .ends_with("maxUnavailable is 0: members stage, none is given a reboot slot")
+        })
+    })
+    .await;
+    assert_eq!(
+        recorder.approvals().await.unwrap().len(),
+        approvals,
+        "a node rebooted"
+    );
+    // What a higher-level operator does next: give slots.
+    sim.patch_pool(json!({"rollout": {"maxUnavailable": 1}}))
+        .await
+        .unwrap();
+    rolled_out_within_one(&sim, &recorder, &v2, 2).await;
+}
