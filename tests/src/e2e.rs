@@ -22,6 +22,17 @@ pub const ROLLOUT: Duration = Duration::from_secs(120);
 
 pub use crate::k8s::condition;
 
+/// Runs the real `kubectl` as an admin, as a person would, and expects
+/// success.
+pub fn kubectl(sim: &Sim, args: &[&str]) {
+    let out = sim.cp.kubectl().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Pauses or resumes the pool's rollout.
 pub async fn set_paused(sim: &Sim, paused: bool) {
     sim.patch_pool(serde_json::json!({"rollout": {"paused": paused}}))

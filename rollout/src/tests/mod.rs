@@ -398,6 +398,25 @@ fn rebooting_node(name: &str, pool_label: &str) -> Node {
     n
 }
 
+/// What every rule that holds new slots back must leave alone: `staged`
+/// takes a slot only if `new_slot`, `idle` (not yet told) is told the
+/// target all the same, and UpToDate says `reason` with `says`.
+fn holds_slots_not_staging(plan: &Plan, what: &str, new_slot: bool, reason: &str, says: &str) {
+    assert_eq!(
+        slotted(plan) == ["staged"],
+        new_slot,
+        "{what}: {:?}",
+        plan.writes
+    );
+    assert!(
+        applied(plan, "idle").is_some_and(|b| b.spec.desired_image == image(NEW)),
+        "{what}: idle not told"
+    );
+    let (_, got, message) = up_to_date(plan);
+    assert_eq!(got, reason, "{what}");
+    assert!(message.contains(says), "{what}: {message}");
+}
+
 fn node_writes<'a>(plan: &'a Plan, name: &str) -> Vec<&'a Write> {
     plan.writes.iter().filter(|w| w.node() == name).collect()
 }

@@ -62,20 +62,7 @@ fn a_pool_takes_no_slot_until_the_pools_it_depends_on_are_up_to_date() {
     ];
     for (what, on, others, new_slot, reason, says, degraded) in rows {
         let p = world(&on, others);
-        assert_eq!(
-            slotted(&p) == ["staged"],
-            new_slot,
-            "{what}: {:?}",
-            p.writes
-        );
-        // Staging does not wait.
-        assert!(
-            applied(&p, "idle").is_some_and(|b| b.spec.desired_image == image(NEW)),
-            "{what}: idle not told"
-        );
-        let (_, got, message) = up_to_date(&p);
-        assert_eq!(got, reason, "{what}");
-        assert!(message.contains(says), "{what}: {message}");
+        holds_slots_not_staging(&p, what, new_slot, reason, says);
         assert_eq!(degraded_reason(&p), degraded, "{what}");
     }
 }

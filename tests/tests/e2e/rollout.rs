@@ -576,21 +576,16 @@ async fn a_held_node_waits_staged_while_the_others_update() {
     require_root!();
     let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
     let hold = format!("{}alice", api::labels::HOLD_ANNOTATION_PREFIX);
-    let kubectl = |args: &[&str]| {
-        let out = sim.cp.kubectl().args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     // Held as a person would hold it, before the new image.
-    kubectl(&[
-        "annotate",
-        "node",
-        FIRST,
-        &format!("{hold}=kernel debugging"),
-    ]);
+    kubectl(
+        &sim,
+        &[
+            "annotate",
+            "node",
+            FIRST,
+            &format!("{hold}=kernel debugging"),
+        ],
+    );
     let v2 = sim.push_version("2.0").await.unwrap();
     let p = wait_pool(&sim, "the others updated, the held one staged", |p| {
         condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
@@ -613,7 +608,7 @@ async fn a_held_node_waits_staged_while_the_others_update() {
     );
 
     // The hold removed, it updates too, within the bound.
-    kubectl(&["annotate", "node", FIRST, &format!("{hold}-")]);
+    kubectl(&sim, &["annotate", "node", FIRST, &format!("{hold}-")]);
     rolled_out_within_one(&sim, &recorder, &v2, 3).await;
 }
 
@@ -679,15 +674,7 @@ async fn node_groups_reboot_in_their_order() {
     let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
     let before = recorder.approvals().await.unwrap().len();
     // The last node by name goes first, as a person orders a zone first.
-    let kubectl = |args: &[&str]| {
-        let out = sim.cp.kubectl().args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    kubectl(&["label", "node", "sim-node-3", "zone=first"]);
+    kubectl(&sim, &["label", "node", "sim-node-3", "zone=first"]);
     sim.patch_pool(
         json!({"rollout": {"order": [{"selector": {"matchLabels": {"zone": "first"}}}]}}),
     )
