@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use api::{NodeGroup, reasons};
 use kube_core::{Selector, SelectorExt};
 
-use crate::membership::parse_selector_at;
 use crate::model::Problem;
 
 /// The pool's groups, read.
@@ -40,7 +39,7 @@ impl Groups {
             .iter()
             .enumerate()
             .map(|(i, g)| {
-                parse_selector_at(&g.selector, &format!("spec.rollout.order[{i}].selector"))
+                crate::selector::parse_at(&g.selector, &format!("spec.rollout.order[{i}].selector"))
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Groups)

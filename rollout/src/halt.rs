@@ -1,7 +1,8 @@
-//! The unhealthy halt (rule 3): `maxUnhealthy` unhealthy nodes in reboot
-//! slots (two by default, see [`crate::budget`]) stop new slots. A slot holder is unhealthy when its BootcNode is Degraded, or its
-//! Node is NotReady without simply rebooting: a node approved to boot and
-//! not yet on the target is rebooting for [`NOT_READY_WHILE_REBOOTING`]; back on the
+//! The unhealthy halt (rule 3): `spec.rollout.maxUnhealthy` unhealthy nodes
+//! in reboot slots (two by default; step 4 reads the limit) stop new slots.
+//! A slot holder is unhealthy when its BootcNode is Degraded, or its Node is
+//! NotReady without simply rebooting: a node approved to boot and not yet on
+//! the target is rebooting for [`NOT_READY_WHILE_REBOOTING`]; back on the
 //! target and still NotReady, it counts at once.
 
 use std::time::Duration;

@@ -64,6 +64,7 @@ pub mod model;
 pub mod order;
 mod owned;
 pub mod pull_secret;
+mod selector;
 pub mod slots;
 pub mod spec;
 pub mod staging;

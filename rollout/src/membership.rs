@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use api::{BootcNode, BootcNodePool, reasons};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
-use kube_core::{Expression, Selector, SelectorExt};
 use kube_core::{Resource, ResourceExt};
+use kube_core::{Selector, SelectorExt};
 
 use crate::facts::Claim;
 use crate::memo::Memo;
@@ -158,29 +158,7 @@ fn other_selectors(pools: &[&BootcNodePool]) -> Vec<(String, Selector)> {
 /// `spec.nodeSelector` as a selector, or an error naming the expression that
 /// does not parse, with its key, operator and values.
 pub fn parse_selector(selector: &LabelSelector) -> Result<Selector, String> {
-    parse_selector_at(selector, "spec.nodeSelector")
-}
-
-/// The label selector at `field` as a selector, or an error naming the
-/// expression that does not parse, with its key, operator and values.
-pub fn parse_selector_at(selector: &LabelSelector, field: &str) -> Result<Selector, String> {
-    Selector::try_from(selector.clone()).map_err(|error| {
-        let bad = selector
-            .match_expressions
-            .iter()
-            .flatten()
-            .enumerate()
-            .find_map(|(i, r)| Expression::try_from(r.clone()).err().map(|e| (i, r, e)));
-        match bad {
-            Some((i, r, e)) => format!(
-                "{field}.matchExpressions[{i}] (key {:?}, operator {:?}, values {:?}): {e}",
-                r.key,
-                r.operator,
-                r.values.as_deref().unwrap_or_default()
-            ),
-            None => format!("{field}: {error}"),
-        }
-    })
+    crate::selector::parse_at(selector, "spec.nodeSelector")
 }
 
 /// Does `pool`'s selector select `node`? An unparsable selector selects nothing.
