@@ -264,6 +264,39 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "more than zero and at most 168h",
         ),
         (
+            "depends-on-not-a-name",
+            with(&["rollout", "dependsOn"], json!(["Infra_Pool"])),
+            "spec.rollout.dependsOn[0]",
+            "should match",
+        ),
+        (
+            "depends-on-twice",
+            with(&["rollout", "dependsOn"], json!(["infra", "infra"])),
+            "spec.rollout.dependsOn[1]",
+            "Duplicate value",
+        ),
+        (
+            "order-operator-unknown",
+            with(
+                &["rollout", "order"],
+                json!([{"selector": {"matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]}}]),
+            ),
+            "spec.rollout.order[0].selector.matchExpressions[0].operator",
+            "Unsupported value",
+        ),
+        (
+            "order-without-selector",
+            with(&["rollout", "order"], json!([{}])),
+            "spec.rollout.order[0].selector",
+            "Required value",
+        ),
+        (
+            "on-drain-timeout-unknown",
+            with(&["rollout", "onDrainTimeout"], json!("Sometimes")),
+            "spec.rollout.onDrainTimeout",
+            "Unsupported value",
+        ),
+        (
             "window-without-start",
             window(json!({"duration": "4h"})),
             "spec.rollout.maintenanceWindows[0].start",
@@ -323,11 +356,14 @@ async fn invalid_pools_are_rejected_naming_the_field() {
         {"start": "00:30", "duration": "1h30m"},
         {"days": ["Monday"], "start": "00:00", "duration": "168h"},
     ]);
-    let obj: kube::api::DynamicObject = serde_json::from_value(pool(
-        "valid-windows",
-        with(&["rollout", "maintenanceWindows"], windows),
-    ))
-    .unwrap();
+    let mut spec = with(&["rollout", "maintenanceWindows"], windows);
+    // And the other rollout rules as a person writes them.
+    spec["rollout"]["dependsOn"] = json!(["infra"]);
+    spec["rollout"]["order"] = json!([{"selector": {"matchLabels": {"zone": "a"}}}]);
+    spec["rollout"]["onDrainTimeout"] = json!("Release");
+    spec["rollout"]["maxUnhealthy"] = json!("10%");
+    let obj: kube::api::DynamicObject =
+        serde_json::from_value(pool("valid-windows", spec)).unwrap();
     pools
         .create(&PostParams::default(), &obj)
         .await
