@@ -82,12 +82,11 @@ impl std::fmt::Display for Hold<'_> {
 }
 
 /// The holds on the Node, in the order of their holders' names.
-pub fn holds(node: &Node) -> Vec<Hold<'_>> {
-    let Some(annotations) = node.metadata.annotations.as_ref() else {
-        return Vec::new();
-    };
-    annotations
+pub fn holds(node: &Node) -> impl Iterator<Item = Hold<'_>> {
+    node.metadata
+        .annotations
         .iter()
+        .flatten()
         .filter_map(|(key, reason)| {
             let who = key.strip_prefix(HOLD_ANNOTATION_PREFIX)?;
             Some(Hold {
@@ -95,15 +94,11 @@ pub fn holds(node: &Node) -> Vec<Hold<'_>> {
                 reason: reason.as_str(),
             })
         })
-        .collect()
 }
 
 /// Does anyone hold the Node?
 pub fn is_held(node: &Node) -> bool {
-    node.metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.keys().any(|k| k.starts_with(HOLD_ANNOTATION_PREFIX)))
+    holds(node).next().is_some()
 }
 
 /// Does the Node carry Karpenter's `karpenter.sh/do-not-disrupt`, set by

@@ -94,6 +94,12 @@ pub fn target(pool: &BootcNodePool) -> Option<rollout::Target> {
     rollout::target::recorded(pool.status.as_ref()?)
 }
 
+/// The pool's maintenance windows at `now`, as the planner reads them
+/// (`rollout::window::at`).
+pub fn window(pool: &BootcNodePool, now: jiff::Timestamp) -> rollout::window::Window {
+    rollout::window::at(&pool.spec.rollout.maintenance_windows, now, &mut Vec::new())
+}
+
 /// Does the member hold a reboot slot of `pool`, as the planner counts it
 /// (`rollout::slots::holds_slot`): its BootcNode's slot record, or its
 /// Node's disruption record for the pool (a lost slot record is taken back)?

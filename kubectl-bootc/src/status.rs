@@ -7,7 +7,9 @@ use api::{BootcNodePool, reasons};
 use kube::ResourceExt;
 use rollout::window::Window;
 
-use crate::{Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, why};
+use crate::{
+    Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, why, window,
+};
 
 /// The status of `pool`, or of every pool when None.
 pub fn status(snap: &Snapshot, pool: Option<&str>, now: jiff::Timestamp) -> String {
@@ -83,8 +85,7 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
 /// The pool's maintenance windows now, as the planner reads them (none: no
 /// row).
 fn windows(pool: &BootcNodePool, now: jiff::Timestamp) -> Option<String> {
-    let windows = &pool.spec.rollout.maintenance_windows;
-    Some(match rollout::window::at(windows, now, &mut Vec::new()) {
+    Some(match window(pool, now) {
         Window::Always => return None,
         Window::Open { closes } => format!(
             "open: new reboot slots until {closes} (in {})",

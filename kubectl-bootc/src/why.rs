@@ -18,7 +18,9 @@ use rollout::disruption::Unavailable;
 use rollout::window::Window;
 use rollout::{NodeState, Target};
 
-use crate::{Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, pool_of};
+use crate::{
+    Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, pool_of, window,
+};
 
 /// Why node `name` is (or is not) updating, at `now`.
 pub fn why(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
@@ -310,12 +312,15 @@ fn waiting(
         ));
         return;
     }
-    let holds = node.map(holds).unwrap_or_default();
+    let holds: Vec<String> = node
+        .into_iter()
+        .flat_map(holds)
+        .map(|hold| hold.to_string())
+        .collect();
     let held = !holds.is_empty();
     let staged = state == NodeState::Staged;
     let candidate = rollout::slots::candidate(staged, healthy, deleting, false, held);
     if held {
-        let holds: Vec<String> = holds.iter().map(ToString::to_string).collect();
         out.push(format!(
             "staged{since}, held: given no reboot slot while its Node carries {}; it takes one once they are removed",
             holds.join(", ")
@@ -393,11 +398,6 @@ fn turn(
             turn.behind.join(", ")
         )
     })
-}
-
-/// The pool's maintenance windows now, as the planner reads them.
-fn window(pool: &BootcNodePool, now: jiff::Timestamp) -> Window {
-    rollout::window::at(&pool.spec.rollout.maintenance_windows, now, &mut Vec::new())
 }
 
 /// Why a staged member is not a candidate for a slot (rule 1: healthy,

@@ -53,11 +53,12 @@ pub fn candidate(
     staged && healthy && !deleting && !in_conflict && !held
 }
 
-/// Rule 2, a hold: is a slot holder released because its Node is held?
-/// Only before it is approved to boot and while not on the target: a node
-/// approved may be rebooting, and finishes.
-pub fn released_by_hold(held: bool, approved: bool, runs_target: bool) -> bool {
-    held && !approved && !runs_target
+/// Rule 2, before the boot: is a slot holder released because it is held
+/// back (a hold on its Node, or its drain failed under `onDrainTimeout:
+/// Release`)? Only before it is approved to boot and while not on the
+/// target: a node approved may be rebooting, and finishes.
+pub fn released_before_boot(held_back: bool, approved: bool, runs_target: bool) -> bool {
+    held_back && !approved && !runs_target
 }
 
 /// Rule 2: may a slot holder be released? Only once updated, healthy
@@ -207,7 +208,7 @@ mod tests {
         ];
         for (held, approved, runs, want) in rows {
             assert_eq!(
-                released_by_hold(held, approved, runs),
+                released_before_boot(held, approved, runs),
                 want,
                 "{held} {approved} {runs}"
             );

@@ -197,14 +197,18 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
     let drain_failed = drain_failure(pool, name);
     if !v.owned.in_slot {
         outside_slot(pool, name, node, healthy, &mut v);
-    } else if slots::releasable(v.runs_target, healthy, in_flight)
-        || slots::released_by_hold(v.held, v.owned.approved(), v.runs_target)
-    {
+    } else if slots::releasable(v.runs_target, healthy, in_flight) {
         release(pool, name, node, &mut v);
-    } else if let Some(why) = drain_failed.filter(|_| !v.owned.approved() && !v.runs_target) {
-        // `onDrainTimeout: Release`: the slot goes, the node is skipped.
+    } else if slots::released_before_boot(
+        v.held || drain_failed.is_some(),
+        v.owned.approved(),
+        v.runs_target,
+    ) {
         release(pool, name, node, &mut v);
-        v.owned.skipped = Some((pool.target.digest.clone(), format!("{name}: {why}")));
+        if let Some(why) = drain_failed {
+            // `onDrainTimeout: Release`: the node is skipped for the target.
+            v.owned.skipped = Some((pool.target.digest.clone(), format!("{name}: {why}")));
+        }
     } else {
         hold(pool, name, node, ready, &mut v);
     }

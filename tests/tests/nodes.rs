@@ -14,6 +14,7 @@ use std::time::Duration;
 use api::BootcNodePool;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
+use tests::e2e::assert_cluster_disruption_at_most;
 use tests::nodes::operator::Install;
 use tests::nodes::pool::{
     POOL, ROLLOUT, WORKLOAD, digest_of, installed_with_a_pool_on_v1, kubectl, pool_yaml, wait_pool,
@@ -204,14 +205,7 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
                 node.name
             );
         }
-        let all = BTreeSet::new();
-        let seen = recorder.peak(&all, &all).await.unwrap();
-        assert!(
-            seen.count <= 1,
-            "the cluster saw {} nodes disrupted at once: {seen:?}\n{}",
-            seen.count,
-            recorder.timeline(seen.resource_version, 40)
-        );
+        assert_cluster_disruption_at_most(&recorder, 1).await;
         // Every node rebooted, the leader's too: the other replica took over.
         assert!(
             lease_transitions(&cluster).await > transitions_before,
@@ -497,14 +491,7 @@ fn a_node_that_never_comes_back_is_reported_stuck_and_keeps_its_slot() {
                 assert_eq!(node.boot_count(), boots_before[i], "{} rebooted", node.name);
             }
         }
-        let all = BTreeSet::new();
-        let seen = recorder.peak(&all, &all).await.unwrap();
-        assert!(
-            seen.count <= 1,
-            "the cluster saw {} nodes disrupted at once: {seen:?}\n{}",
-            seen.count,
-            recorder.timeline(seen.resource_version, 40)
-        );
+        assert_cluster_disruption_at_most(&recorder, 1).await;
 
         // Powered on again, it boots what it staged; the rollout goes on.
         for node in &cluster.nodes {
@@ -528,11 +515,6 @@ fn a_node_that_never_comes_back_is_reported_stuck_and_keeps_its_slot() {
             assert_eq!(booted.digest, digest_of(&v2), "{} boots v2", node.name);
         }
         nothing_cordoned(&cluster).await;
-        let seen = recorder.peak(&all, &all).await.unwrap();
-        assert!(
-            seen.count <= 1,
-            "{seen:?}\n{}",
-            recorder.timeline(seen.resource_version, 40)
-        );
+        assert_cluster_disruption_at_most(&recorder, 1).await;
     });
 }
