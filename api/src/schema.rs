@@ -28,10 +28,11 @@ fn rule(rule: &str, message: &str) -> Value {
     json!({ "rule": rule, "message": message })
 }
 
-/// `spec.nodeSelector`: `LabelSelector`'s own schema, with an `enum` on the
-/// operator and the rule that ties an expression's values to its operator
-/// (what `kubectl` would otherwise learn only from the controller's status).
-pub fn node_selector(generator: &mut SchemaGenerator) -> Schema {
+/// A label selector (`spec.nodeSelector`, the node groups', the blocking
+/// pods'): `LabelSelector`'s own schema, with an `enum` on the operator and
+/// the rule that ties an expression's values to its operator (what
+/// `kubectl` would otherwise learn only from the controller's status).
+pub fn label_selector(generator: &mut SchemaGenerator) -> Schema {
     let mut schema = generator.subschema_for::<LabelSelector>();
     if let Some(expressions) = schema
         .pointer_mut("/properties/matchExpressions")
@@ -154,6 +155,43 @@ pub fn depends_on(_: &mut SchemaGenerator) -> Schema {
             "minLength": 1,
             "maxLength": 253,
             "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        }
+    })
+}
+
+/// `spec.rollout.alertGate.prometheusURL`: an http(s) URL with a host.
+pub fn prometheus_url(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 2048,
+        "description": "Prometheus's base URL as the controller reaches it, such as `http://prometheus.monitoring.svc:9090`.",
+        "x-kubernetes-validations": [rule(
+            "isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHost() != ''",
+            "must be an http or https URL with a host, such as http://prometheus.monitoring.svc:9090",
+        )]
+    })
+}
+
+/// The form of one PromQL label matcher: `name="value"`, with `=`, `!=`,
+/// `=~` or `!~`.
+pub const ALERT_MATCHER_PATTERN: &str = r#"^[a-zA-Z_][a-zA-Z0-9_]*(=|!=|=~|!~)"([^"\\]|\\.)*"$"#;
+
+/// `spec.rollout.alertGate.matchers`: PromQL label matchers, each once.
+pub fn alert_matchers(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "maxItems": 16,
+        "x-kubernetes-list-type": "set",
+        "description": "PromQL label matchers a firing alert must all match to hold the rollout, such as `severity=\"critical\"` or `alertname=~\"Node.*\"` (unset: any firing alert).",
+        "items": {
+            "type": "string",
+            "minLength": 4,
+            "maxLength": 256,
+            "x-kubernetes-validations": [rule(
+                &format!("self.matches(r'{ALERT_MATCHER_PATTERN}')"),
+                "must be a PromQL label matcher: a label name, one of = != =~ !~, and a double-quoted value, such as severity=\"critical\"",
+            )]
         }
     })
 }

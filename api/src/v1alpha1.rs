@@ -50,7 +50,7 @@ pub const DEFAULT_MAX_UNHEALTHY: i32 = 2;
 pub struct BootcNodePoolSpec {
     /// Nodes whose labels match are members of this pool. A node may belong
     /// to one pool only; overlaps are reported as Degraded/NodeConflict.
-    #[schemars(schema_with = "crate::schema::node_selector")]
+    #[schemars(schema_with = "crate::schema::label_selector")]
     pub node_selector: LabelSelector,
     /// The image the members run.
     pub image: ImageSpec,
@@ -138,6 +138,28 @@ pub struct RolloutSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub order: Vec<NodeGroup>,
+    /// While an alert that matches fires in Prometheus, no new reboot slot
+    /// is handed out; a Prometheus that does not answer holds them too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_gate: Option<AlertGate>,
+}
+
+/// `spec.rollout.alertGate`: the Prometheus to ask and the alerts that hold
+/// the rollout.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertGate {
+    /// Prometheus's base URL as the controller reaches it, such as
+    /// `http://prometheus.monitoring.svc:9090`.
+    #[serde(rename = "prometheusURL")]
+    #[schemars(schema_with = "crate::schema::prometheus_url")]
+    pub prometheus_url: String,
+    /// PromQL label matchers a firing alert must all match to hold the
+    /// rollout, such as `severity="critical"` or `alertname=~"Node.*"`
+    /// (unset: any firing alert).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::alert_matchers")]
+    pub matchers: Vec<String>,
 }
 
 /// Nodes of a pool that take their reboot slots together, in the order of
@@ -147,7 +169,7 @@ pub struct RolloutSpec {
 pub struct NodeGroup {
     /// The group's nodes: those of the pool its labels match (a node in
     /// several groups belongs to the first).
-    #[schemars(schema_with = "crate::schema::node_selector")]
+    #[schemars(schema_with = "crate::schema::label_selector")]
     pub selector: LabelSelector,
 }
 
@@ -211,6 +233,7 @@ impl Default for RolloutSpec {
             maintenance_windows: Vec::new(),
             depends_on: Vec::new(),
             order: Vec::new(),
+            alert_gate: None,
         }
     }
 }
@@ -240,6 +263,27 @@ where
 pub struct DisruptionSpec {
     #[serde(default)]
     pub reboot_policy: RebootPolicy,
+    /// Pods that keep their node from rebooting: a node that runs one takes
+    /// no new reboot slot (a node already in a slot goes on: its drain
+    /// evicts such a pod like any other).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking_pods: Option<BlockingPods>,
+}
+
+/// `spec.disruption.blockingPods`: which pods keep their node from taking
+/// a reboot slot.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockingPods {
+    /// The pods' labels. Only pods bound to a node and not finished
+    /// (neither Succeeded nor Failed) count.
+    #[schemars(schema_with = "crate::schema::label_selector")]
+    pub selector: LabelSelector,
+    /// The namespaces they may run in, by the namespaces' labels (unset:
+    /// every namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::label_selector")]
+    pub namespace_selector: Option<LabelSelector>,
 }
 
 /// May a node use a soft reboot (userspace restart) when bootc says the
@@ -456,6 +500,13 @@ pub mod reasons {
     /// The pools of `spec.rollout.dependsOn` are not all up to date (the
     /// message names them).
     pub const WAITING_FOR_DEPENDENCIES: &str = "WaitingForDependencies";
+    /// Alerts that `spec.rollout.alertGate` matches fire (the message names
+    /// them).
+    pub const ALERT_FIRING: &str = "AlertFiring";
+    /// A gate (`spec.rollout.alertGate`, `spec.disruption.blockingPods`)
+    /// could not be checked: no new slot (fail closed; the message says
+    /// why).
+    pub const GATE_UNANSWERED: &str = "GateUnanswered";
 
     // Pool Degraded reasons.
     pub const NODE_CONFLICT: &str = "NodeConflict";

@@ -10,6 +10,8 @@
 //!   drains, events, the daemons' grant on pull secrets, retries);
 //! * [`target`]: which digest a pool should run (the tag policy, the
 //!   registry client and the resolver that schedules it);
+//! * [`gates`]: what outside a pool's objects holds its new reboot slots
+//!   back (blocking pods, Prometheus alerts);
 //! * [`metrics`], at the bottom: what every layer counts.
 //!
 //! Below them all, the `rollout` crate decides (no I/O, no clock of its own)
@@ -29,7 +31,8 @@
 //! where each verb says why): cluster-wide `node.bootc.dev` bootcnodepools
 //! list/watch/patch, bootcnodepools/status patch, bootcnodepools/finalizers
 //! update, bootcnodes list/watch/create/patch/delete; core nodes
-//! list/watch/patch, pods list, pods/eviction create; in its namespace:
+//! list/watch/patch, pods list, pods/eviction create, namespaces list (for
+//! `spec.disruption.blockingPods.namespaceSelector`); in its namespace:
 //! secrets get/list/watch, coordination.k8s.io leases create and get/update
 //! of its Lease, rbac roles patch of [`actions::daemon_secrets::ROLE`]; in `default`:
 //! events.k8s.io events create.
@@ -37,6 +40,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod actions;
+pub mod gates;
 pub mod metrics;
 pub mod runtime;
 pub mod target;

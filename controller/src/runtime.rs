@@ -525,9 +525,10 @@ fn context(
         caches,
         states: shared.states,
         changes: shared.changes,
-        actuator: Actuator::new(client, shared.drains.clone(), events),
+        actuator: Actuator::new(client.clone(), shared.drains.clone(), events),
         drains: shared.drains,
         resolver: options.resolver.clone(),
+        gatekeeper: crate::gates::Gatekeeper::new(client),
         tuning: reconcile::Tuning {
             namespace: options.namespace.clone(),
             resync: options.resync,

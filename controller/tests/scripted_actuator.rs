@@ -54,6 +54,7 @@ fn plan(pool: &BootcNodePool, nodes: &[Node], bootc_nodes: &[BootcNode]) -> Plan
         now: jiff::Timestamp::now(),
         phase_clock: Arc::default(),
         deadlines: rollout::stuck::Deadlines::default(),
+        gates: rollout::gates::Gates::default(),
     })
 }
 

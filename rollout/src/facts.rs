@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::depends::Waiting;
 use crate::disruption::{Budget, Unavailable};
+use crate::gates::Gate;
 use crate::groups::Groups;
 use crate::model::Write;
 use crate::owned::Owned;
@@ -60,6 +61,9 @@ pub(crate) struct NodeVerdict {
     pub candidate: bool,
     /// Its Node carries a hold (`hold.bootc.dev/<who>`).
     pub held: bool,
+    /// The blocking pod its Node runs (`namespace/name`), which keeps it
+    /// from taking a slot.
+    pub blocked_by: Option<String>,
     /// Held cordoned and unapproved in its slot by a pause.
     pub held_by_pause: bool,
     /// Cordoned in its slot and not yet drained.
@@ -169,6 +173,8 @@ pub(crate) struct Rollout<'a> {
     pub window: Window,
     /// The pools of `spec.rollout.dependsOn` this pool waits for.
     pub dependencies: Waiting,
+    /// The alert gate, or a gate that could not be asked.
+    pub gate: Gate,
     /// The node groups of `spec.rollout.order`; None when one cannot be
     /// read (no new slot then).
     pub groups: Option<Groups>,
@@ -182,13 +188,14 @@ pub(crate) struct Rollout<'a> {
 impl Rollout<'_> {
     /// May new reboot slots be handed out now? Not while the pool is
     /// paused or halted, nor with every slot held, nor outside the
-    /// maintenance windows, nor while it waits for the pools it depends on
-    /// or cannot read its node order.
+    /// maintenance windows, nor while it waits for the pools it depends on,
+    /// cannot read its node order or a gate holds it.
     pub fn hands_out(&self) -> bool {
         self.slots_free()
             && self.window.allows_new_slots()
             && self.dependencies.is_met()
             && self.groups.is_some()
+            && self.gate.is_open()
     }
 
     /// Are slots free for the rollout, whenever a window lets them be
@@ -200,8 +207,8 @@ impl Rollout<'_> {
     /// The free slots a new slot for `name` could come from: the slot
     /// hand-out's answer ([`super::slots::hand_out`]), which the staging
     /// rule reads too ([`spec::tell`]). A closed maintenance window, pools
-    /// not yet up to date and the node order do not count: the nodes that
-    /// take the next slots stage before they may take them.
+    /// not yet up to date, the node order and the gates do not count: the
+    /// nodes that take the next slots stage before they may take them.
     pub fn free_slots_for(&self, name: &str) -> usize {
         if self.slots_free() {
             self.budget.free_for(name)

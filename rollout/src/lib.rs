@@ -19,9 +19,9 @@
 //!    ([`leaving`]);
 //! 4. [`budget`]: how many reboot slots `maxUnavailable` gives and how
 //!    many unhealthy holders `maxUnhealthy` tolerates; whether a new one
-//!    may be handed out now: [`window`] (maintenance windows) and
-//!    [`depends`] (the pools this one waits for); the node order
-//!    ([`groups`]);
+//!    may be handed out now: [`window`] (maintenance windows),
+//!    [`depends`] (the pools this one waits for) and [`gates`] (alerts,
+//!    blocking pods); the node order ([`groups`]);
 //! 5. [`verdict`]: each member's spec ([`spec`]), state ([`state`]), slot
 //!    release or hold ([`slots`], [`halt`]), drain and approval; then who
 //!    is newly told the target, within the slots the budget leaves free
@@ -54,6 +54,7 @@ pub mod cordon;
 pub mod depends;
 pub mod disruption;
 mod facts;
+pub mod gates;
 pub mod groups;
 pub mod halt;
 pub mod health;
@@ -121,6 +122,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
             rollout.window = window;
             rollout.dependencies = dependencies;
             rollout.groups = groups;
+            rollout.gate = gates::Gate::of(&input.gates);
             spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);
             cordon::lift_strays(&view, &mut rollout);

@@ -4,7 +4,7 @@
 //! member's verdict), which read one node's own objects and the pool-wide
 //! facts. [`Memo`] keeps each node's answers keyed by exactly what they
 //! read, so that the next plan recomputes only the nodes whose objects (their
-//! `resourceVersion`s), drain, phase clock, conflict or staging permission
+//! `resourceVersion`s), drain, phase clock, conflict, blocking pod or staging permission
 //! changed, and everything when a pool-wide fact changes. The answers are the
 //! same functions' answers: [`super::plan`] is [`super::plan_incremental`]
 //! with an empty memo, and a property test (`rollout/src/tests/incremental.rs`)
@@ -82,6 +82,8 @@ pub(crate) struct VerdictKey {
     pub drain: Option<DrainPhase>,
     pub clock: Option<(stuck::Phase, Timestamp)>,
     pub conflict: Option<BTreeSet<String>>,
+    /// The blocking pod on its Node.
+    pub blocking: Option<String>,
     /// The answer holds only before this instant.
     pub until: Option<Timestamp>,
 }
@@ -95,12 +97,14 @@ impl VerdictKey {
         drain: Option<&DrainPhase>,
         clock: Option<&(stuck::Phase, Timestamp)>,
         conflict: Option<&BTreeSet<String>>,
+        blocking: Option<&str>,
     ) -> bool {
         self.versions == versions
             && self.told == told
             && self.drain.as_ref() == drain
             && self.clock.as_ref() == clock
             && self.conflict.as_ref() == conflict
+            && self.blocking.as_deref() == blocking
     }
 }
 

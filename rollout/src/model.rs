@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
+use crate::gates::Gates;
 use crate::stuck;
 
 /// The image the pool's nodes should run, from the `resolve_target` step.
@@ -82,6 +83,9 @@ pub struct PlanInput<'a> {
     pub phase_clock: std::sync::Arc<stuck::Clock>,
     /// The stuck deadlines in force.
     pub deadlines: stuck::Deadlines,
+    /// What the pool's gates outside its objects said (blocking pods,
+    /// alerts; see [`crate::gates`]).
+    pub gates: Gates,
 }
 
 impl DrainPhase {

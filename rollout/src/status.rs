@@ -7,7 +7,9 @@
 //! slots (a pause names the ones it holds cordoned), nodes that left
 //! mid-reboot, the pool's own unavailable nodes; outside the maintenance
 //! windows the reason is `OutsideMaintenanceWindow`, the message says when
-//! the next opens, and so does `status.nextMaintenanceWindow`. `Degraded` carries the most
+//! the next opens, and so does `status.nextMaintenanceWindow`; while a
+//! gate holds it is `AlertFiring` or `GateUnanswered` ([`crate::gates`]),
+//! and members on a blocking pod are named with the pod. `Degraded` carries the most
 //! important problem's reason and every problem's message. A change that
 //! touches only the counts (and the breakdown) is written at most every
 //! [`COUNTS_MIN_INTERVAL`], and always once things settle; target,
@@ -23,6 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::depends::Waiting;
 use crate::facts::Rollout;
+use crate::gates::{BLOCKING_PODS_FIELD, GATE_RECHECK, Gate};
 use crate::leaving::Leavers;
 use crate::membership::Membership;
 use crate::model::{PlannedEvent, Problem, Target, event_reasons};
@@ -135,12 +138,19 @@ pub(crate) fn report(
     let slotted = rollout.names(|v| v.owned.in_slot && !paused);
     let held_by_pause = rollout.names(|v| v.held_by_pause);
     let held = rollout.names(|v| v.held && !v.runs_target);
+    let blocked: Vec<String> = rollout
+        .verdicts
+        .iter()
+        .filter(|e| !e.verdict.runs_target && !e.verdict.owned.in_slot)
+        .filter_map(|e| Some(format!("{} ({})", e.name, e.verdict.blocked_by.as_ref()?)))
+        .collect();
     let message = breakdown(
         &counts,
         total,
         Waits {
             slotted: &slotted,
             held: &held,
+            blocked: &blocked,
             not_back: &leavers.not_back,
             waiting_for_budget: rollout.waiting_for_budget.as_deref(),
             waiting_for_turn: rollout.waiting_for_turn.as_ref(),
@@ -159,6 +169,7 @@ pub(crate) fn report(
             paused,
             dependencies: &rollout.dependencies,
             window: rollout.window,
+            gate: &rollout.gate,
             held_by_pause: &held_by_pause,
             slotted: !slotted.is_empty(),
         },
@@ -194,6 +205,11 @@ pub(crate) fn report(
             &mut requeue_after,
             Some(at.duration_since(now).unsigned_abs()),
         );
+    }
+    let gated = !rollout.gate.is_open() || !blocked.is_empty();
+    if !done && !paused && gated {
+        // Ask the gates again.
+        requeue(&mut requeue_after, Some(GATE_RECHECK));
     }
     let status = coalesce(view, status, &mut requeue_after);
     Plan {
@@ -271,6 +287,7 @@ struct Holding<'a> {
     paused: bool,
     dependencies: &'a Waiting,
     window: Window,
+    gate: &'a Gate,
     /// The nodes a pause holds cordoned in their slots.
     held_by_pause: &'a [String],
     /// Some nodes are in reboot slots.
@@ -278,8 +295,9 @@ struct Holding<'a> {
 }
 
 /// The UpToDate condition: every member on the target, paused (naming the
-/// nodes a pause holds cordoned), outside the maintenance windows (saying
-/// when the next opens) or in progress.
+/// nodes a pause holds cordoned), waiting for the pools it depends on,
+/// outside the maintenance windows (saying when the next opens), held by a
+/// gate (firing alerts, or a gate that could not be asked) or in progress.
 fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionUpdate {
     if done {
         ConditionUpdate::new(reasons::UP_TO_DATE, true, reasons::ALL_UPDATED, breakdown)
@@ -319,6 +337,13 @@ fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionU
                 "{breakdown}; outside the maintenance windows, no new reboot slot: {next}{finishing}"
             ),
         )
+    } else if !holding.gate.is_open() {
+        let reason = match holding.gate {
+            Gate::AlertsFiring(_) => reasons::ALERT_FIRING,
+            _ => reasons::GATE_UNANSWERED,
+        };
+        let message = format!("{breakdown}; {}", holding.gate.message());
+        ConditionUpdate::new(reasons::UP_TO_DATE, false, reason, message)
     } else {
         ConditionUpdate::new(
             reasons::UP_TO_DATE,
@@ -468,6 +493,10 @@ struct Waits<'a> {
     slotted: &'a [String],
     /// Members behind the target whose Node is held.
     held: &'a [String],
+    /// Members behind the target and outside any slot whose Node runs a
+    /// blocking pod, each with
+    /// the pod: "node (namespace/pod)".
+    blocked: &'a [String],
     /// Nodes that left mid-reboot.
     not_back: &'a [String],
     /// The pool's own unavailable nodes, when they use the budget up.
@@ -487,6 +516,7 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
     let Waits {
         slotted,
         held,
+        blocked,
         not_back,
         waiting_for_budget,
         waiting_for_turn,
@@ -514,6 +544,13 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
             "; {} held by {HOLD_ANNOTATION_PREFIX}<who> annotations, given no reboot slot: {}",
             held.len(),
             held.join(", ")
+        ));
+    }
+    if !blocked.is_empty() {
+        s.push_str(&format!(
+            "; {} run blocking pods ({BLOCKING_PODS_FIELD}), given no reboot slot: {}",
+            blocked.len(),
+            blocked.join(", ")
         ));
     }
     if !not_back.is_empty() {

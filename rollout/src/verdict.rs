@@ -88,6 +88,7 @@ pub(crate) fn verdicts<'m>(
             drain: drains.get(name),
             clock: clock.get(name),
             conflict: conflicts.get(name),
+            blocking: view.input.gates.blocking_pod(name),
         };
         let v = memoized(&pool, (*at, name, row), reads, memo);
         match v.counted {
@@ -116,6 +117,8 @@ struct Reads<'m> {
     drain: Option<&'m DrainPhase>,
     clock: Option<&'m (stuck::Phase, Timestamp)>,
     conflict: Option<&'m BTreeSet<String>>,
+    /// The blocking pod on its Node (see [`crate::gates`]).
+    blocking: Option<&'m str>,
 }
 
 /// One member's verdict, kept from the previous plan when nothing it reads
@@ -132,11 +135,12 @@ fn memoized(
         drain,
         clock,
         conflict,
+        blocking,
     } = reads;
     let versions = row.versions;
     if let Some(versions) = versions
         && let Some(v) = memo.verdict(at, |k| {
-            k.matches(versions, told, drain, clock, conflict)
+            k.matches(versions, told, drain, clock, conflict, blocking)
                 && k.until.is_none_or(|until| now < until)
         })
     {
@@ -152,6 +156,7 @@ fn memoized(
                 drain: drain.cloned(),
                 clock: clock.cloned(),
                 conflict: conflict.cloned(),
+                blocking: blocking.map(str::to_owned),
                 until: v.recheck_at,
             };
             memo.keep_verdict(at, key, Arc::clone(&v));
@@ -180,6 +185,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         unhealthy_in_slot: false,
         candidate: false,
         held: false,
+        blocked_by: None,
         held_by_pause: false,
         draining: false,
         drain_blocked: None,
@@ -194,6 +200,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
     let healthy = ready && state != NodeState::Degraded;
     let in_flight = existing.is_none_or(disruption::reboot_in_flight);
     v.held = node.is_some_and(api::node_health::is_held);
+    v.blocked_by = view.input.gates.blocking_pod(name).map(str::to_owned);
     let drain_failed = drain_failure(pool, name);
     if !v.owned.in_slot {
         outside_slot(pool, name, node, healthy, &mut v);
@@ -358,7 +365,7 @@ fn outside_slot(
     let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
     let in_conflict = pool.conflicts.contains_key(name);
     let staged = v.state == NodeState::Staged;
-    let held_back = v.held || v.owned.skipped.is_some();
+    let held_back = v.held || v.blocked_by.is_some() || v.owned.skipped.is_some();
     v.candidate = slots::candidate(staged, healthy, deleting, in_conflict, held_back);
 }
 

@@ -100,6 +100,7 @@ fn planned(
         now: jiff::Timestamp::now(),
         phase_clock: std::sync::Arc::new(rollout::stuck::Clock::new()),
         deadlines: rollout::stuck::Deadlines::default(),
+        gates: rollout::gates::Gates::default(),
     });
     pool.status = plan.status.or(pool.status);
     pool

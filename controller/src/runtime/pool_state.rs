@@ -23,6 +23,7 @@ use kube::ResourceExt;
 use super::members::Members;
 use super::pace;
 use crate::actions::actuator::OwnWrites;
+use crate::gates::GateMemory;
 use crate::target::TargetMemory;
 
 /// Everything the controller remembers about one pool.
@@ -38,6 +39,8 @@ pub struct PoolState {
     pub pace: Option<pace::Last>,
     /// The target's schedule and the registry's last error.
     pub target: TargetMemory,
+    /// The gates' last answers.
+    pub gates: GateMemory,
     /// The versions of the controller's own writes, and its last status
     /// write.
     pub writes: OwnWrites,

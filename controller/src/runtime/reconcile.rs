@@ -27,6 +27,7 @@ use super::{Error, secret_version};
 use crate::actions::actuator::{Actuator, OwnWrites, Written};
 use crate::actions::daemon_secrets::Grant;
 use crate::actions::drain::Drains;
+use crate::gates::Gatekeeper;
 use crate::target::{Resolution, Resolve};
 
 /// The caches a reconcile reads.
@@ -59,6 +60,8 @@ pub struct Ctx {
     /// The daemons' Role on the pull secrets the pools name.
     pub daemon_secrets: Arc<Grant>,
     pub resolver: Arc<dyn Resolve>,
+    /// Asks the pools' gates (blocking pods, alerts).
+    pub gatekeeper: Gatekeeper,
     pub tuning: Tuning,
     /// The reconciles running now, for `/healthz`.
     pub liveness: Arc<Liveness>,
@@ -140,6 +143,7 @@ impl Ctx {
         others: &'a [Arc<BootcNodePool>],
         target: Result<rollout::Target, rollout::TargetProblem>,
         state: (&OwnWrites, &Arc<rollout::stuck::Clock>),
+        gates: rollout::gates::Gates,
     ) -> PlanInput<'a> {
         let pull_secret = self.caches.pull_secret(pool).map(|s| rollout::SecretSeen {
             version: secret_version(&s),
@@ -162,6 +166,7 @@ impl Ctx {
             now: jiff::Timestamp::now(),
             phase_clock: Arc::clone(state.1),
             deadlines: self.tuning.deadlines,
+            gates,
         }
     }
 }
@@ -225,6 +230,7 @@ async fn reconcile_pool(
         pace,
         target,
         writes,
+        gates,
     } = state;
     let Some(selected) = gather(&pool, ctx, members).await? else {
         return Ok(Action::requeue(ctx.tuning.resync));
@@ -235,11 +241,12 @@ async fn reconcile_pool(
         .resolver
         .resolve(&pool, secret.as_deref(), &chosen.architectures, target)
         .await;
+    let gates = ctx.gatekeeper.ask(&pool, gates).await;
     // Step 2, plan.
     let planning = Instant::now();
     let pools = ctx.caches.pools.state();
     let target = resolution.target.clone();
-    let input = ctx.input(&pool, chosen, &pools, target, (writes, phase_clock));
+    let input = ctx.input(&pool, chosen, &pools, target, (writes, phase_clock), gates);
     let mut plan = rollout::plan_incremental(&input, memo);
     tracing::debug!(pool = %pool.name_any(), reused = memo.reused, computed = memo.computed, "planned");
     let phases = std::mem::take(&mut plan.phases);
@@ -301,6 +308,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
             message: "pool is being deleted".into(),
         }),
         (&state.writes, &state.phase_clock),
+        rollout::gates::Gates::default(),
     );
     let cleanup = rollout::plan_cleanup(&input);
     let n = ctx

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 mod budget;
 mod cordon;
+mod gates;
 mod halt;
 mod leaving;
 mod membership;
@@ -235,6 +236,7 @@ struct World {
     secret_refused: bool,
     last_status_write: Option<Timestamp>,
     clock: stuck::Clock,
+    gates: crate::gates::Gates,
 }
 
 fn now() -> Timestamp {
@@ -254,6 +256,7 @@ impl World {
             secret_refused: false,
             last_status_write: None,
             clock: stuck::Clock::new(),
+            gates: crate::gates::Gates::default(),
         }
     }
     fn node(mut self, n: Node) -> Self {
@@ -312,6 +315,7 @@ impl World {
             now: now(),
             phase_clock: std::sync::Arc::new(self.clock.clone()),
             deadlines: stuck::Deadlines::default(),
+            gates: self.gates.clone(),
         }
     }
     fn plan(&self) -> Plan {

@@ -1,0 +1,157 @@
+//! The gates layer: what outside a pool's own objects may hold its new
+//! reboot slots back, asked before the plan, which reads the answers
+//! (`rollout::gates`, where the rules are).
+//!
+//! * `spec.disruption.blockingPods`: the pods the selector matches, listed
+//!   from the API server's watch cache with the selector and "bound, not
+//!   finished" as the server's own selectors (one LIST across namespaces),
+//!   and the namespaces the namespace selector matches (one more LIST).
+//! * `spec.rollout.alertGate`: one instant query to Prometheus's HTTP API,
+//!   `ALERTS{alertstate="firing",<matchers>}`.
+//!
+//! An answer is kept in the pool's state ([`GateMemory`]) for
+//! [`GATE_RECHECK`], for the spec it answered: a pool reconciled often asks
+//! each gate at most that often, and a pool that uses no gate asks nothing.
+//! A gate that cannot be asked is an answer too (an error, which the plan
+//! reads as "hold", fail closed).
+//!
+//! May import `rollout`, `api` and [`crate::metrics`]; never the runtime
+//! above it, nor the actions or the target beside it.
+
+mod alerts;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use api::{AlertGate, BlockingPods, BootcNodePool};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, ListParams};
+use rollout::gates::{GATE_RECHECK, Gates};
+
+/// How long one question to Prometheus may take.
+const PROMETHEUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The server-side selector of the pods that can block a node: bound to
+/// one, and not finished.
+const RUNNING_ON_A_NODE: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+
+/// Asks the gates: the API server for pods, Prometheus for alerts.
+pub struct Gatekeeper {
+    client: kube::Client,
+    http: Result<reqwest::Client, String>,
+}
+
+/// The gates' last answers for one pool, with when and for which spec
+/// they were given.
+#[derive(Debug, Default)]
+pub struct GateMemory {
+    pods: Option<Kept<BTreeMap<String, String>>>,
+    alerts: Option<Kept<Vec<String>>>,
+}
+
+#[derive(Debug)]
+struct Kept<T> {
+    at: Instant,
+    /// The gate's spec, as it was asked.
+    spec: String,
+    answer: Result<T, String>,
+}
+
+impl<T: Clone> Kept<T> {
+    /// The kept answer, if it is for `spec` and recent enough.
+    fn fresh(kept: Option<&Self>, spec: &str) -> Option<Result<T, String>> {
+        kept.filter(|k| k.spec == spec && k.at.elapsed() < GATE_RECHECK)
+            .map(|k| k.answer.clone())
+    }
+
+    fn new(spec: String, answer: Result<T, String>) -> Option<Self> {
+        Some(Kept {
+            at: Instant::now(),
+            spec,
+            answer,
+        })
+    }
+}
+
+impl Gatekeeper {
+    pub fn new(client: kube::Client) -> Self {
+        // reqwest is built without a rustls provider (no aws-lc): use ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(PROMETHEUS_TIMEOUT)
+            .user_agent(concat!("bootc-controller/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("building the HTTP client: {e}"));
+        Gatekeeper { client, http }
+    }
+
+    /// What the pool's gates say now (the kept answers while fresh).
+    #[tracing::instrument(name = "gates", skip_all)]
+    pub async fn ask(&self, pool: &BootcNodePool, memory: &mut GateMemory) -> Gates {
+        let mut gates = Gates::default();
+        if let Some(spec) = &pool.spec.disruption.blocking_pods {
+            let key = format!("{spec:?}");
+            gates.blocking_pods = match Kept::fresh(memory.pods.as_ref(), &key) {
+                Some(answer) => answer,
+                None => {
+                    let answer = self.blocking_pods(spec).await;
+                    memory.pods = Kept::new(key, answer.clone());
+                    answer
+                }
+            };
+        }
+        if let Some(gate) = &pool.spec.rollout.alert_gate {
+            let key = format!("{gate:?}");
+            gates.alerts = match Kept::fresh(memory.alerts.as_ref(), &key) {
+                Some(answer) => answer,
+                None => {
+                    let answer = self.firing(gate).await;
+                    memory.alerts = Kept::new(key, answer.clone());
+                    answer
+                }
+            };
+        }
+        gates
+    }
+
+    /// The nodes that run a pod of `spec`, each with the first one.
+    async fn blocking_pods(&self, spec: &BlockingPods) -> Result<BTreeMap<String, String>, String> {
+        let selector = rollout::gates::pod_selector(spec)?;
+        let namespaces = match rollout::gates::namespace_selector(spec)? {
+            None => None,
+            Some(selector) => Some(self.namespaces(&selector).await?),
+        };
+        let params = ListParams::default()
+            .labels_from(&selector)
+            .fields(RUNNING_ON_A_NODE)
+            .match_any();
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list(&params)
+            .await
+            .map_err(|e| format!("listing the pods {selector}: {e}"))?;
+        rollout::gates::blocking_pods(spec, &pods.items, namespaces.as_ref())
+    }
+
+    /// The names of the namespaces `selector` matches.
+    async fn namespaces(
+        &self,
+        selector: &kube::core::Selector,
+    ) -> Result<BTreeSet<String>, String> {
+        let params = ListParams::default().labels_from(selector).match_any();
+        let list = Api::<Namespace>::all(self.client.clone())
+            .list_metadata(&params)
+            .await
+            .map_err(|e| format!("listing the namespaces {selector}: {e}"))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect())
+    }
+
+    /// The firing alerts `gate` matches, described.
+    async fn firing(&self, gate: &AlertGate) -> Result<Vec<String>, String> {
+        let http = self.http.as_ref().map_err(Clone::clone)?;
+        alerts::firing(http, gate).await
+    }
+}

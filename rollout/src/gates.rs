@@ -1,0 +1,173 @@
+//! Gates outside the pool's own objects that hold new reboot slots back:
+//! `spec.disruption.blockingPods` and `spec.rollout.alertGate`.
+//!
+//! The runtime asks them (the pods from the API server, the alerts from
+//! Prometheus) and hands the answers to the plan in [`Gates`]; this module
+//! is the one reading of those answers.
+//!
+//! * A member whose Node runs a blocking pod (bound to it, not finished,
+//!   matching the selector, in a namespace the namespace selector matches)
+//!   is no candidate for a slot, like a held one. A member already in a slot
+//!   goes on: its drain evicts such a pod like any other.
+//! * While a matching alert fires, no new slot is handed out.
+//! * A gate that could not be asked holds every new slot (fail closed) and
+//!   says why.
+//! * Staging goes on: the gates hold reboot slots only.
+//! * A gate that holds is asked again after [`GATE_RECHECK`]: the plan
+//!   requeues the pool, and the runtime keeps an answer that long.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use api::BlockingPods;
+use k8s_openapi::api::core::v1::Pod;
+use kube_core::{ResourceExt, Selector, SelectorExt};
+
+use crate::selector;
+
+/// How long a gate's answer is kept, and how soon a pool a gate holds is
+/// looked at again.
+pub const GATE_RECHECK: Duration = Duration::from_secs(30);
+
+/// What the gates said, as the runtime asked them (the default: nothing
+/// holds, for a pool that uses no gate).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gates {
+    /// `spec.disruption.blockingPods`: the nodes that run a blocking pod,
+    /// each with the first such pod (`namespace/name`); or why the pods
+    /// could not be listed.
+    pub blocking_pods: Result<BTreeMap<String, String>, String>,
+    /// `spec.rollout.alertGate`: the matching alerts that fire, each as
+    /// `alertname{label="value",...}`; or why Prometheus did not answer.
+    pub alerts: Result<Vec<String>, String>,
+}
+
+impl Default for Gates {
+    fn default() -> Self {
+        Gates {
+            blocking_pods: Ok(BTreeMap::new()),
+            alerts: Ok(Vec::new()),
+        }
+    }
+}
+
+/// The pool-wide gates now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Gate {
+    #[default]
+    Open,
+    /// Matching alerts fire (described as in [`Gates::alerts`]).
+    AlertsFiring(Vec<String>),
+    /// A gate could not be asked: the field of the gate and the error.
+    Unanswered { field: &'static str, error: String },
+}
+
+/// The field of the blocking-pod selector, as errors name it.
+pub const BLOCKING_PODS_FIELD: &str = "spec.disruption.blockingPods";
+/// The field of the alert gate, as errors name it.
+pub const ALERT_GATE_FIELD: &str = "spec.rollout.alertGate";
+
+impl Gate {
+    /// The pool-wide gate from what the gates said: an unanswered gate
+    /// first (it may hide anything), then firing alerts.
+    pub fn of(gates: &Gates) -> Gate {
+        if let Err(error) = &gates.blocking_pods {
+            return Gate::Unanswered {
+                field: BLOCKING_PODS_FIELD,
+                error: error.clone(),
+            };
+        }
+        match &gates.alerts {
+            Err(error) => Gate::Unanswered {
+                field: ALERT_GATE_FIELD,
+                error: error.clone(),
+            },
+            Ok(firing) if !firing.is_empty() => Gate::AlertsFiring(firing.clone()),
+            Ok(_) => Gate::Open,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        *self == Gate::Open
+    }
+
+    /// What holds the slots, for the pool's status.
+    pub fn message(&self) -> String {
+        match self {
+            Gate::Open => String::new(),
+            Gate::AlertsFiring(alerts) => format!(
+                "alerts fire ({ALERT_GATE_FIELD}), no new reboot slot until they resolve: {}",
+                alerts.join(", ")
+            ),
+            Gate::Unanswered { field, error } => {
+                format!("{field} could not be checked, no new reboot slot (fail closed): {error}")
+            }
+        }
+    }
+}
+
+impl Gates {
+    /// The blocking pod on `node`, if any.
+    pub fn blocking_pod(&self, node: &str) -> Option<&str> {
+        self.blocking_pods
+            .as_ref()
+            .ok()?
+            .get(node)
+            .map(String::as_str)
+    }
+}
+
+/// The blocking pods' label selector, parsed (its text is what the runtime
+/// lists pods with), or an error naming the field.
+pub fn pod_selector(spec: &BlockingPods) -> Result<Selector, String> {
+    selector::parse_at(&spec.selector, &format!("{BLOCKING_PODS_FIELD}.selector"))
+}
+
+/// The namespace selector, parsed (None: every namespace).
+pub fn namespace_selector(spec: &BlockingPods) -> Result<Option<Selector>, String> {
+    spec.namespace_selector
+        .as_ref()
+        .map(|s| selector::parse_at(s, &format!("{BLOCKING_PODS_FIELD}.namespaceSelector")))
+        .transpose()
+}
+
+/// Which nodes run a blocking pod, and the first of them on each (by
+/// namespace and name): the pods bound to a node and not finished that the
+/// selector matches, in `namespaces` (the names the namespace selector
+/// matches; None: every namespace).
+pub fn blocking_pods<'p>(
+    spec: &BlockingPods,
+    pods: impl IntoIterator<Item = &'p Pod>,
+    namespaces: Option<&BTreeSet<String>>,
+) -> Result<BTreeMap<String, String>, String> {
+    let selector = pod_selector(spec)?;
+    let mut found: BTreeMap<String, String> = BTreeMap::new();
+    for pod in pods {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            continue;
+        };
+        let namespace = pod.namespace().unwrap_or_default();
+        let in_namespace = namespaces.is_none_or(|n| n.contains(&namespace));
+        if !in_namespace || finished(pod) || !selector.matches(pod.labels()) {
+            continue;
+        }
+        let name = format!("{namespace}/{}", pod.name_any());
+        found
+            .entry(node.to_owned())
+            .and_modify(|first| {
+                if name < *first {
+                    first.clone_from(&name);
+                }
+            })
+            .or_insert(name);
+    }
+    Ok(found)
+}
+
+/// Has the pod finished (Succeeded or Failed)? Such a pod holds nothing.
+fn finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}

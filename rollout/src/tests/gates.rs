@@ -1,0 +1,162 @@
+//! The gates outside the pool's objects: a blocking pod keeps its node out
+//! of a slot; a firing alert, or a gate that could not be asked, holds
+//! every new slot; staging and the nodes already in slots go on.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+
+use super::*;
+use crate::gates::{GATE_RECHECK, Gates, blocking_pods};
+
+/// A pool of three with three slots: `slot` in its slot and approved
+/// (rebooting), `staged` waiting for a slot, `idle` not yet told the target
+/// (with `stageAhead: 0`, told only when a free slot awaits it).
+fn world(gates: Gates) -> World {
+    let mut p = pool("a", IntOrString::Int(3), false);
+    p.spec.rollout.stage_ahead = Some(0);
+    let mut w = World::new(p)
+        .node(rebooting_node("slot", "a"))
+        .node(node("staged", "a", true, false))
+        .node(node("idle", "a", true, false))
+        .bn(bn("slot", NEW, Daemon::Rebooting(OLD))
+            .approved()
+            .slot(false))
+        .bn(bn("staged", NEW, Daemon::Staged(OLD)))
+        .bn(bn("idle", OLD, Daemon::Idle(OLD)));
+    w.gates = gates;
+    w
+}
+
+fn on_nodes(pods: &[(&str, &str)]) -> Gates {
+    Gates {
+        blocking_pods: Ok(pods
+            .iter()
+            .map(|(n, p)| ((*n).to_owned(), (*p).to_owned()))
+            .collect()),
+        ..Gates::default()
+    }
+}
+
+#[test]
+fn gates_hold_new_slots_and_nothing_else() {
+    let firing = Gates {
+        alerts: Ok(vec![r#"NodeDown{severity="critical"}"#.to_owned()]),
+        ..Gates::default()
+    };
+    let prometheus_down = Gates {
+        alerts: Err("http://prom:9090: connection refused".to_owned()),
+        ..Gates::default()
+    };
+    let pods_unknown = Gates {
+        blocking_pods: Err("pods is forbidden".to_owned()),
+        ..Gates::default()
+    };
+    // (what, gates, a new slot, UpToDate reason, message has)
+    #[rustfmt::skip]
+    let rows: Vec<(&str, Gates, bool, &str, &str)> = vec![
+        ("no gate holds", Gates::default(), true, reasons::ROLLOUT_IN_PROGRESS, "in reboot slots: slot, staged"),
+        ("an alert fires", firing, false, reasons::ALERT_FIRING,
+            r#"alerts fire (spec.rollout.alertGate), no new reboot slot until they resolve: NodeDown{severity="critical"}"#),
+        ("Prometheus does not answer", prometheus_down, false, reasons::GATE_UNANSWERED,
+            "spec.rollout.alertGate could not be checked, no new reboot slot (fail closed): http://prom:9090: connection refused"),
+        ("the pods cannot be listed", pods_unknown, false, reasons::GATE_UNANSWERED,
+            "spec.disruption.blockingPods could not be checked, no new reboot slot (fail closed): pods is forbidden"),
+        ("a blocking pod on the staged node", on_nodes(&[("staged", "batch/etl-7")]), false, reasons::ROLLOUT_IN_PROGRESS,
+            "1 run blocking pods (spec.disruption.blockingPods), given no reboot slot: staged (batch/etl-7)"),
+        ("a blocking pod elsewhere", on_nodes(&[("stranger", "batch/etl-7")]), true, reasons::ROLLOUT_IN_PROGRESS,
+            "in reboot slots: slot, staged"),
+        // On the target already: nothing to hold, nothing said.
+        ("a blocking pod on the node in its slot", on_nodes(&[("slot", "batch/etl-7")]), true, reasons::ROLLOUT_IN_PROGRESS,
+            "in reboot slots: slot, staged"),
+    ];
+    for (what, gates, new_slot, reason, says) in rows {
+        let p = world(gates).plan();
+        holds_slots_not_staging(&p, what, new_slot, reason, says);
+        // The node in its slot finishes: nothing withdraws its approval.
+        assert!(
+            node_writes(&p, "slot").is_empty(),
+            "{what}: {:?}",
+            node_writes(&p, "slot")
+        );
+        // A gate that holds is asked again.
+        let gated = !new_slot;
+        assert_eq!(
+            p.requeue_after.is_some_and(|d| d <= GATE_RECHECK),
+            gated,
+            "{what}: {:?}",
+            p.requeue_after
+        );
+    }
+}
+
+#[test]
+fn a_blocking_pod_does_not_release_a_node_already_in_its_slot() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(marked(node("drained", "a", true, true), "a"))
+        .bn(bn("drained", NEW, Daemon::Staged(OLD)).slot(false))
+        .drain("drained", DrainPhase::Succeeded);
+    w.gates = on_nodes(&[("drained", "batch/etl-7")]);
+    let p = w.plan();
+    assert_eq!(
+        applied(&p, "drained").map(|b| (b.in_slot(), b.spec.desired_image_state)),
+        Some((true, DesiredImageState::Booted)),
+        "{:?}",
+        p.writes
+    );
+}
+
+fn pod(ns: &str, name: &str, node: Option<&str>, app: &str, phase: &str) -> Pod {
+    let mut p = Pod::default();
+    p.metadata.namespace = Some(ns.into());
+    p.metadata.name = Some(name.into());
+    p.metadata.labels = Some(BTreeMap::from([("app".to_owned(), app.to_owned())]));
+    p.spec = Some(PodSpec {
+        node_name: node.map(str::to_owned),
+        ..PodSpec::default()
+    });
+    p.status = Some(PodStatus {
+        phase: Some(phase.into()),
+        ..PodStatus::default()
+    });
+    p
+}
+
+#[test]
+fn the_blocking_pods_are_the_running_ones_the_selectors_match() {
+    let spec: api::BlockingPods = serde_json::from_value(json!({
+        "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["etl"]}]},
+    }))
+    .unwrap();
+    let batch = BTreeSet::from(["batch".to_owned()]);
+    // (what, pod, namespaces the namespace selector matches, blocks)
+    #[rustfmt::skip]
+    let rows: Vec<(&str, Pod, Option<&BTreeSet<String>>, Option<&str>)> = vec![
+        ("running", pod("batch", "a", Some("n1"), "etl", "Running"), None, Some("batch/a")),
+        ("pending on its node", pod("batch", "a", Some("n1"), "etl", "Pending"), None, Some("batch/a")),
+        ("not yet bound", pod("batch", "a", None, "etl", "Pending"), None, None),
+        ("succeeded", pod("batch", "a", Some("n1"), "etl", "Succeeded"), None, None),
+        ("failed", pod("batch", "a", Some("n1"), "etl", "Failed"), None, None),
+        ("other labels", pod("batch", "a", Some("n1"), "web", "Running"), None, None),
+        ("in a matching namespace", pod("batch", "a", Some("n1"), "etl", "Running"), Some(&batch), Some("batch/a")),
+        ("in another namespace", pod("apps", "a", Some("n1"), "etl", "Running"), Some(&batch), None),
+    ];
+    for (what, pod, namespaces, want) in rows {
+        let got = blocking_pods(&spec, [&pod], namespaces).unwrap();
+        assert_eq!(got.get("n1").map(String::as_str), want, "{what}");
+    }
+    // Several on one node: the first by namespace and name is named.
+    let pods = [
+        pod("batch", "b", Some("n1"), "etl", "Running"),
+        pod("batch", "a", Some("n1"), "etl", "Running"),
+        pod("apps", "z", Some("n2"), "etl", "Running"),
+    ];
+    let got = blocking_pods(&spec, &pods, None).unwrap();
+    assert_eq!(
+        got,
+        BTreeMap::from([
+            ("n1".to_owned(), "batch/a".to_owned()),
+            ("n2".to_owned(), "apps/z".to_owned()),
+        ])
+    );
+}
