@@ -194,23 +194,8 @@ pub(crate) fn report(
     if let Some(t) = target {
         events.extend(milestones(current, t, total, counts.updated, slots, paused));
     }
-    let mut requeue_after = None;
-    for v in verdicts.values() {
-        requeue(&mut requeue_after, v.requeue_at(view.input.now));
-    }
-    if waiting_for_window && let Some(at) = rollout.window.changes_at() {
-        // Look again when the window opens or closes.
-        let now = view.input.now;
-        requeue(
-            &mut requeue_after,
-            Some(at.duration_since(now).unsigned_abs()),
-        );
-    }
     let gated = !rollout.gate.is_open() || !blocked.is_empty();
-    if !done && !paused && gated {
-        // Ask the gates again.
-        requeue(&mut requeue_after, Some(GATE_RECHECK));
-    }
+    let mut requeue_after = look_again(view, &rollout, waiting_for_window, gated);
     let status = coalesce(view, status, &mut requeue_after);
     Plan {
         writes,
@@ -233,6 +218,33 @@ pub(crate) fn report(
             paused,
         },
     }
+}
+
+/// When to plan the pool again without an event: the members' own
+/// instants and, while members are behind the target (not paused), the
+/// maintenance window's next change and the gates' next question while
+/// one holds them.
+fn look_again(
+    view: &View<'_>,
+    rollout: &Rollout<'_>,
+    behind: bool,
+    gated: bool,
+) -> Option<Duration> {
+    let now = view.input.now;
+    let mut requeue_after = None;
+    for v in rollout.verdicts.values() {
+        requeue(&mut requeue_after, v.requeue_at(now));
+    }
+    if behind && let Some(at) = rollout.window.changes_at() {
+        requeue(
+            &mut requeue_after,
+            Some(at.duration_since(now).unsigned_abs()),
+        );
+    }
+    if behind && gated {
+        requeue(&mut requeue_after, Some(GATE_RECHECK));
+    }
+    requeue_after
 }
 
 /// The Degraded condition from every problem: those of the earlier steps

@@ -130,8 +130,9 @@ fn the_blocking_pods_are_the_running_ones_the_selectors_match() {
     .unwrap();
     let batch = BTreeSet::from(["batch".to_owned()]);
     // (what, pod, namespaces the namespace selector matches, blocks)
+    type Row<'a> = (&'a str, Pod, Option<&'a BTreeSet<String>>, Option<&'a str>);
     #[rustfmt::skip]
-    let rows: Vec<(&str, Pod, Option<&BTreeSet<String>>, Option<&str>)> = vec![
+    let rows: Vec<Row> = vec![
         ("running", pod("batch", "a", Some("n1"), "etl", "Running"), None, Some("batch/a")),
         ("pending on its node", pod("batch", "a", Some("n1"), "etl", "Pending"), None, Some("batch/a")),
         ("not yet bound", pod("batch", "a", None, "etl", "Pending"), None, None),
