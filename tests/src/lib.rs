@@ -24,6 +24,7 @@ pub mod kstatus;
 pub mod node_agent;
 pub mod nodes;
 pub mod pki;
+pub mod prometheus;
 pub mod recorder;
 pub mod redirecting_registry;
 pub mod registry;

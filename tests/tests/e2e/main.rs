@@ -7,6 +7,7 @@
 
 mod controller;
 mod failures;
+mod gates;
 mod mid_reboot;
 mod rollout;
 

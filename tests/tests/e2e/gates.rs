@@ -1,0 +1,102 @@
+//! The gates outside the pool's objects, driven as a person would: a
+//! blocking pod keeps its node from rebooting while the others update; a
+//! firing alert in a real Prometheus, or a Prometheus that does not
+//! answer, holds every reboot while the nodes stage.
+
+use k8s_openapi::api::core::v1::Pod;
+use tests::prometheus::{ALERT, Prometheus, SEVERITY};
+
+use super::*;
+
+#[tokio::test]
+async fn a_node_running_a_blocking_pod_waits_staged_while_the_others_update() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    // The pods of a batch job block their node, in namespaces of the data
+    // team only.
+    kubectl(&sim, &["label", "namespace", "default", "team=data"]);
+    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
+    let etl: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "etl-1", "labels": {"app": "etl"}},
+        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
+                 "containers": [{"name": "etl", "image": "example.invalid/etl:1"}]},
+    }))
+    .unwrap();
+    k8s::create_running_pod(&pods, &etl).await.unwrap();
+    sim.patch_pool(json!({"disruption": {"blockingPods": {
+        "selector": {"matchLabels": {"app": "etl"}},
+        "namespaceSelector": {"matchLabels": {"team": "data"}},
+    }}}))
+    .await
+    .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_pool(&sim, "the others updated, the blocked one staged", |p| {
+        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
+            c.1 == reasons::ROLLOUT_IN_PROGRESS
+                && c.2.starts_with("2/3 updated; 0 staging, 1 staged")
+                && c.2.contains(&format!(
+                    "1 run blocking pods (spec.disruption.blockingPods), given no reboot slot: {FIRST} (default/etl-1)"
+                ))
+        })
+    })
+    .await;
+    let approved = recorder.approvals().await.unwrap();
+    assert!(
+        !approved.iter().any(|n| n == FIRST),
+        "the blocked node was approved: {approved:?}"
+    );
+
+    // The job done (its pod gone), the node updates too, within the bound.
+    pods.delete("etl-1", &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    rolled_out_within_one(&sim, &recorder, &v2, 3).await;
+}
+
+#[tokio::test]
+async fn a_firing_alert_or_a_silent_prometheus_holds_reboots_and_staging_goes_on() {
+    require_root!();
+    let prometheus = Prometheus::start(true).await.unwrap();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 2).await;
+    let approvals = recorder.approvals().await.unwrap().len();
+    let gate = |url: &str| {
+        json!({"rollout": {"alertGate": {
+            "prometheusURL": url,
+            "matchers": [format!("severity=\"{SEVERITY}\"")],
+        }}})
+    };
+    sim.patch_pool(gate(&prometheus.url())).await.unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_pool(&sim, "the alert holds reboots, all staged", |p| {
+        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
+            c.1 == reasons::ALERT_FIRING
+                && c.2.contains("2 staged")
+                && c.2.contains(&format!("{ALERT}{{severity=\"{SEVERITY}\"}}"))
+        })
+    })
+    .await;
+
+    // A Prometheus that does not answer holds them too, and says so.
+    let silent = format!(
+        "http://127.0.0.1:{}",
+        tests::control_plane::free_port().unwrap()
+    );
+    sim.patch_pool(gate(&silent)).await.unwrap();
+    wait_pool(&sim, "a silent Prometheus holds reboots", |p| {
+        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
+            c.1 == reasons::GATE_UNANSWERED
+                && c.2.contains("spec.rollout.alertGate could not be checked")
+        })
+    })
+    .await;
+    assert_eq!(
+        recorder.approvals().await.unwrap().len(),
+        approvals,
+        "a node rebooted while the gate held"
+    );
+
+    // Back to the real one, and the alert resolves: the rollout finishes.
+    sim.patch_pool(gate(&prometheus.url())).await.unwrap();
+    prometheus.set_firing(false).await.unwrap();
+    rolled_out_within_one(&sim, &recorder, &v2, 2).await;
+}
