@@ -66,7 +66,7 @@ async fn invalid_pools_are_rejected_naming_the_field() {
         let mut spec = valid_spec();
         let mut cursor = &mut spec;
         for key in &path[..path.len() - 1] {
-            cursor = cursor.get_mut(*key).unwrap();
+            cursor = &mut cursor[*key];
         }
         cursor[path[path.len() - 1]] = value;
         spec
@@ -309,6 +309,42 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "a number of nodes (0 or more), or a percentage from 0% to 100%",
         ),
         (
+            "alert-gate-not-a-url",
+            with(
+                &["rollout", "alertGate"],
+                json!({"prometheusURL": "prometheus:9090"}),
+            ),
+            "spec.rollout.alertGate.prometheusURL",
+            "must be an http or https URL with a host",
+        ),
+        (
+            "alert-gate-other-scheme",
+            with(
+                &["rollout", "alertGate"],
+                json!({"prometheusURL": "ftp://prometheus:9090"}),
+            ),
+            "spec.rollout.alertGate.prometheusURL",
+            "must be an http or https URL with a host",
+        ),
+        (
+            "alert-gate-matcher-unquoted",
+            with(
+                &["rollout", "alertGate"],
+                json!({"prometheusURL": "http://prometheus:9090", "matchers": ["severity=critical"]}),
+            ),
+            "spec.rollout.alertGate.matchers[0]",
+            "must be a PromQL label matcher",
+        ),
+        (
+            "blocking-pods-operator-unknown",
+            with(
+                &["disruption", "blockingPods"],
+                json!({"selector": {"matchExpressions": [{"key": "app", "operator": "Near", "values": ["etl"]}]}}),
+            ),
+            "spec.disruption.blockingPods.selector.matchExpressions[0].operator",
+            "Unsupported value",
+        ),
+        (
             "max-unhealthy-zero-explained",
             with(&["rollout", "maxUnhealthy"], json!(0)),
             "spec.rollout.maxUnhealthy",
@@ -362,6 +398,14 @@ async fn invalid_pools_are_rejected_naming_the_field() {
     spec["rollout"]["order"] = json!([{"selector": {"matchLabels": {"zone": "a"}}}]);
     spec["rollout"]["onDrainTimeout"] = json!("Release");
     spec["rollout"]["maxUnhealthy"] = json!("10%");
+    spec["rollout"]["alertGate"] = json!({
+        "prometheusURL": "http://prometheus.monitoring.svc:9090/",
+        "matchers": ["severity=\"critical\"", "alertname=~\"Node.*\"", "team!=\"\""],
+    });
+    spec["disruption"]["blockingPods"] = json!({
+        "selector": {"matchLabels": {"app": "etl"}},
+        "namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "In", "values": ["data"]}]},
+    });
     let obj: kube::api::DynamicObject =
         serde_json::from_value(pool("valid-windows", spec)).unwrap();
     pools
