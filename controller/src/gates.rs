@@ -26,14 +26,10 @@ use std::time::{Duration, Instant};
 use api::{AlertGate, BlockingPods, BootcNodePool};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ListParams};
-use rollout::gates::{GATE_RECHECK, Gates};
+use rollout::gates::{GATE_RECHECK, Gates, RUNNING_ON_A_NODE};
 
 /// How long one question to Prometheus may take.
 const PROMETHEUS_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The server-side selector of the pods that can block a node: bound to
-/// one, and not finished.
-const RUNNING_ON_A_NODE: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
 
 /// Asks the gates: the API server for pods, Prometheus for alerts.
 pub struct Gatekeeper {

@@ -5,7 +5,7 @@
 use api::conditions::ConditionUpdate;
 use api::labels::{CORDONED_BY_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION};
 use api::{BootEntryStatus, BootcNode, BootcNodePool, BootcNodeStatus, DesiredImageState, reasons};
-use k8s_openapi::api::core::v1::{Event, Node, ObjectReference};
+use k8s_openapi::api::core::v1::{Event, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -37,7 +37,7 @@ pub fn snapshot(
         pools,
         bootc_nodes,
         nodes,
-        events: Vec::new(),
+        ..Snapshot::default()
     }
 }
 
@@ -147,6 +147,44 @@ pub fn windowed(mut p: BootcNodePool, start: &str) -> BootcNodePool {
         duration: "2h".to_owned(),
         time_zone: None,
     }];
+    p
+}
+
+/// `p` whose nodes running `app=etl` pods are blocked
+/// (`spec.disruption.blockingPods`).
+pub fn blocking_etl(mut p: BootcNodePool) -> BootcNodePool {
+    p.spec.disruption.blocking_pods =
+        Some(serde_json::from_value(json!({"selector": {"matchLabels": {"app": "etl"}}})).unwrap());
+    p
+}
+
+/// A running pod `namespace/name` labelled `app=<app>` on `node`.
+pub fn pod_on(node: &str, namespace: &str, name: &str, app: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "spec": {"nodeName": node, "containers": []},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap()
+}
+
+/// `p` asking Prometheus, whose last answer (the controller's, on the pool)
+/// was that `alert` fires.
+pub fn alerting(mut p: BootcNodePool, alert: &str) -> BootcNodePool {
+    p.spec.rollout.alert_gate = Some(api::AlertGate {
+        prometheus_url: "http://prometheus.monitoring.svc:9090".into(),
+        matchers: vec![r#"severity="critical""#.into()],
+    });
+    let status = p.status.as_mut().unwrap();
+    condition(
+        &mut status.conditions,
+        reasons::UP_TO_DATE,
+        false,
+        reasons::ALERT_FIRING,
+        &format!(
+            "1/3 updated; 2 staged, 0 rebooting; alerts fire (spec.rollout.alertGate), no new reboot slot until they resolve: {alert}"
+        ),
+    );
     p
 }
 

@@ -26,7 +26,7 @@ pub mod status;
 pub mod why;
 
 use api::{BootcNode, BootcNodePool};
-use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use kube::{Resource, ResourceExt};
 
 pub use history::history;
@@ -34,13 +34,17 @@ pub use status::status;
 pub use why::why;
 
 /// What the commands read: every pool, BootcNode and Node, and the Events
-/// about the pools (kept by the API server in the `default` namespace).
+/// about the pools (kept by the API server in the `default` namespace);
+/// for pools with `spec.disruption.blockingPods`, the pods their selectors
+/// match and the namespaces.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     pub pools: Vec<BootcNodePool>,
     pub bootc_nodes: Vec<BootcNode>,
     pub nodes: Vec<Node>,
     pub events: Vec<Event>,
+    pub pods: Vec<Pod>,
+    pub namespaces: Vec<Namespace>,
 }
 
 impl Snapshot {
@@ -50,6 +54,17 @@ impl Snapshot {
 
     pub fn bootc_node(&self, name: &str) -> Option<&BootcNode> {
         self.bootc_nodes.iter().find(|b| b.name_any() == name)
+    }
+
+    /// The blocking pod on `node` for `pool`'s `spec.disruption.blockingPods`,
+    /// as the planner reads it (`Err`: the selector cannot be read).
+    pub fn blocking_pod(&self, pool: &BootcNodePool, node: &str) -> Result<Option<String>, String> {
+        let Some(spec) = &pool.spec.disruption.blocking_pods else {
+            return Ok(None);
+        };
+        let namespaces = rollout::gates::matching_namespaces(spec, &self.namespaces)?;
+        let mut found = rollout::gates::blocking_pods(spec, &self.pods, namespaces.as_ref())?;
+        Ok(found.remove(node))
     }
 
     pub fn node(&self, name: &str) -> Option<&Node> {

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use api::labels::{CLUSTER_EVENTS_NAMESPACE, RETRY_ANNOTATION};
 use api::{BootcNode, BootcNodePool};
 use clap::{Parser, Subcommand};
-use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use kube::Resource;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kubectl_bootc::Snapshot;
@@ -94,12 +94,50 @@ async fn snapshot(client: &kube::Client) -> Result<Snapshot, Error> {
         .await
         .map_err(api_error("listing the pools' Events"))?
         .items;
+    let pools = list(Api::<BootcNodePool>::all(client.clone()), "BootcNodePools").await?;
+    let (pods, namespaces) = blocking_pods(client, &pools).await?;
     Ok(Snapshot {
-        pools: list(Api::<BootcNodePool>::all(client.clone()), "BootcNodePools").await?,
+        pools,
         bootc_nodes: list(Api::<BootcNode>::all(client.clone()), "BootcNodes").await?,
         nodes: list(Api::<Node>::all(client.clone()), "Nodes").await?,
         events: pool_events,
+        pods,
+        namespaces,
     })
+}
+
+/// The pods the pools' `spec.disruption.blockingPods` select (bound to a
+/// node and not finished, as the controller lists them), and the
+/// namespaces when one has a namespace selector; nothing for pools without.
+async fn blocking_pods(
+    client: &kube::Client,
+    pools: &[BootcNodePool],
+) -> Result<(Vec<Pod>, Vec<Namespace>), Error> {
+    let specs: Vec<&api::BlockingPods> = pools
+        .iter()
+        .filter_map(|p| p.spec.disruption.blocking_pods.as_ref())
+        .collect();
+    let mut pods = Vec::new();
+    for spec in &specs {
+        // A selector that cannot be read is reported by `why` itself.
+        let Ok(selector) = rollout::gates::pod_selector(spec) else {
+            continue;
+        };
+        let params = ListParams::default()
+            .labels_from(&selector)
+            .fields(rollout::gates::RUNNING_ON_A_NODE);
+        let listed = Api::<Pod>::all(client.clone())
+            .list(&params)
+            .await
+            .map_err(api_error(format!("listing the pods {selector}")))?;
+        pods.extend(listed.items);
+    }
+    let namespaces = if specs.iter().any(|s| s.namespace_selector.is_some()) {
+        list(Api::<Namespace>::all(client.clone()), "Namespaces").await?
+    } else {
+        Vec::new()
+    };
+    Ok((pods, namespaces))
 }
 
 async fn set_paused(client: &kube::Client, pool: &str, paused: bool) -> Result<String, Error> {

@@ -72,6 +72,9 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
     if let Some(windows) = windows(pool, now) {
         rows.push(("Windows", windows));
     }
+    if let Some(gates) = gates(pool) {
+        rows.push(("Gates", gates));
+    }
     rows.push(("Slots", crate::why::slot_holders(snap, pool)));
     let mut out = String::new();
     for (key, value) in rows {
@@ -80,6 +83,33 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
     out.push('\n');
     out.push_str(&node_table(snap, &name, now));
     out
+}
+
+/// The gates the pool asks before a new reboot slot (none: no row); the
+/// Progress row says whether one holds.
+fn gates(pool: &BootcNodePool) -> Option<String> {
+    let mut gates = Vec::new();
+    if let Some(gate) = &pool.spec.rollout.alert_gate {
+        let matching = if gate.matchers.is_empty() {
+            "any firing alert".to_owned()
+        } else {
+            format!("firing alerts matching {}", gate.matchers.join(","))
+        };
+        gates.push(format!("{matching} at {}", gate.prometheus_url));
+    }
+    if let Some(spec) = &pool.spec.disruption.blocking_pods {
+        let mut text = match rollout::gates::pod_selector(spec) {
+            Ok(pods) => format!("nodes running pods {pods}"),
+            Err(e) => format!("nodes running blocking pods ({e})"),
+        };
+        match rollout::gates::namespace_selector(spec) {
+            Ok(Some(namespaces)) => text.push_str(&format!(" in namespaces {namespaces}")),
+            Ok(None) => {}
+            Err(e) => text.push_str(&format!(" ({e})")),
+        }
+        gates.push(text);
+    }
+    (!gates.is_empty()).then(|| format!("no new reboot slot for {}", gates.join("; nor for ")))
 }
 
 /// The pool's maintenance windows now, as the planner reads them (none: no
@@ -226,6 +256,21 @@ n3     Rebooting   3m      yes    Booted    1.0       False   rebooting: approve
         }
         let snap = snapshot(vec![pool("workers", false)], vec![], vec![]);
         assert!(!status(&snap, None, now()).contains("Windows:"));
+    }
+
+    #[test]
+    fn the_gates_are_named_and_progress_says_when_one_holds() {
+        let gated = alerting(blocking_etl(pool("workers", false)), "NodeDown");
+        let text = status(&snapshot(vec![gated], vec![], vec![]), None, now());
+        assert!(
+            text.contains(
+                r#"Gates:    no new reboot slot for firing alerts matching severity="critical" at http://prometheus.monitoring.svc:9090; nor for nodes running pods app=etl"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains("Progress: AlertFiring: "), "{text}");
+        let snap = snapshot(vec![pool("workers", false)], vec![], vec![]);
+        assert!(!status(&snap, None, now()).contains("Gates:"));
     }
 
     #[test]

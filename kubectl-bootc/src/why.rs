@@ -317,14 +317,17 @@ fn waiting(
         .flat_map(holds)
         .map(|hold| hold.to_string())
         .collect();
-    let held = !holds.is_empty();
+    let blocking = snap.blocking_pod(pool, &bn.name_any());
+    let held = !holds.is_empty() || !matches!(blocking, Ok(None));
     let staged = state == NodeState::Staged;
     let candidate = rollout::slots::candidate(staged, healthy, deleting, false, held);
-    if held {
+    if !holds.is_empty() {
         out.push(format!(
             "staged{since}, held: given no reboot slot while its Node carries {}; it takes one once they are removed",
             holds.join(", ")
         ));
+    } else if let Some(why) = blocked(&blocking) {
+        out.push(format!("staged{since}, {why}"));
     } else if pool.spec.rollout.paused {
         out.push(format!(
             "the pool is paused (spec.rollout.paused): staged, but no new reboot slot is handed out until `kubectl bootc resume {pool_name}`"
@@ -336,6 +339,8 @@ fn waiting(
         out.push(format!("staged{since}, {}", waiting.message()));
     } else if let Some(turn) = turn(snap, pool, node, target) {
         out.push(format!("staged{since}, {turn}"));
+    } else if let Some(gate) = gated(pool) {
+        out.push(format!("staged{since}, {gate}"));
     } else if let Window::Closed { opens } = window(pool, now) {
         let next = opens.map_or(
             "a window cannot be read (see the pool's Degraded)".to_owned(),
@@ -355,6 +360,36 @@ fn waiting(
     if let Some((_, message)) = pool_condition_any(pool, reasons::UP_TO_DATE) {
         out.push(format!("pool {pool_name}: {message}"));
     }
+}
+
+/// Why a blocking pod keeps the node from a slot (None: none does).
+fn blocked(blocking: &Result<Option<String>, String>) -> Option<String> {
+    match blocking {
+        Ok(None) => None,
+        Ok(Some(pod)) => Some(format!(
+            "its Node runs {pod}, a blocking pod (spec.disruption.blockingPods): given no reboot slot until it is gone"
+        )),
+        Err(e) => Some(format!(
+            "the pool's blocking pods cannot be read, so no node takes a reboot slot: {e}"
+        )),
+    }
+}
+
+/// What the pool's gates say, as the controller last asked them (the
+/// plugin does not ask Prometheus itself; None: no gate holds).
+fn gated(pool: &BootcNodePool) -> Option<String> {
+    let (reason, message) = pool_condition_any(pool, reasons::UP_TO_DATE)?;
+    [reasons::ALERT_FIRING, reasons::GATE_UNANSWERED]
+        .contains(&reason)
+        .then(|| {
+            let gate = message
+                .split("; ")
+                .find(|part| part.contains("no new reboot slot"));
+            format!(
+                "no new reboot slot while the pool's gate holds: {}",
+                gate.unwrap_or(message)
+            )
+        })
 }
 
 /// The pools of `spec.rollout.dependsOn` the pool waits for, as the
@@ -530,6 +565,52 @@ mod tests {
                 vec![
                     "held: given no reboot slot while its Node carries",
                     "hold.bootc.dev/alice (kernel debugging), hold.bootc.dev/batch;",
+                ],
+            ),
+            (
+                "on a blocking pod",
+                Snapshot {
+                    pods: vec![
+                        pod_on("n1", "batch", "etl-7", "etl"),
+                        pod_on("n1", "apps", "web", "web"),
+                    ],
+                    ..alone_in(
+                        blocking_etl(pool("workers", false)),
+                        bn("n1", V1, Phase::Staged),
+                        true,
+                        false,
+                    )
+                },
+                "n1",
+                vec![
+                    "staged for 3m, its Node runs batch/etl-7, a blocking pod (spec.disruption.blockingPods): given no reboot slot until it is gone",
+                ],
+            ),
+            (
+                "a blocking pod elsewhere: waiting for a slot as usual",
+                Snapshot {
+                    pods: vec![pod_on("n9", "batch", "etl-7", "etl")],
+                    ..alone_in(
+                        blocking_etl(pool("workers", false)),
+                        bn("n1", V1, Phase::Staged),
+                        true,
+                        false,
+                    )
+                },
+                "n1",
+                vec!["waiting for a reboot slot"],
+            ),
+            (
+                "an alert fires",
+                alone_in(
+                    alerting(pool("workers", false), "NodeDown"),
+                    bn("n1", V1, Phase::Staged),
+                    true,
+                    false,
+                ),
+                "n1",
+                vec![
+                    "staged for 3m, no new reboot slot while the pool's gate holds: alerts fire (spec.rollout.alertGate), no new reboot slot until they resolve: NodeDown",
                 ],
             ),
             (

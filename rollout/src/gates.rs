@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use api::BlockingPods;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube_core::{ResourceExt, Selector, SelectorExt};
 
 use crate::selector;
@@ -131,6 +131,24 @@ pub fn namespace_selector(spec: &BlockingPods) -> Result<Option<Selector>, Strin
         .transpose()
 }
 
+/// The names of the namespaces of `spec`'s namespace selector among
+/// `namespaces` (None: the selector is unset, every namespace counts).
+pub fn matching_namespaces<'n>(
+    spec: &BlockingPods,
+    namespaces: impl IntoIterator<Item = &'n Namespace>,
+) -> Result<Option<BTreeSet<String>>, String> {
+    let Some(selector) = namespace_selector(spec)? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        namespaces
+            .into_iter()
+            .filter(|n| selector.matches(n.labels()))
+            .map(ResourceExt::name_any)
+            .collect(),
+    ))
+}
+
 /// Which nodes run a blocking pod, and the first of them on each (by
 /// namespace and name): the pods bound to a node and not finished that the
 /// selector matches, in `namespaces` (the names the namespace selector
@@ -163,6 +181,10 @@ pub fn blocking_pods<'p>(
     }
     Ok(found)
 }
+
+/// The pods that can block a node as a field selector, for the API server
+/// to apply before [`blocking_pods`] does: bound to a node, not finished.
+pub const RUNNING_ON_A_NODE: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
 
 /// Has the pod finished (Succeeded or Failed)? Such a pod holds nothing.
 fn finished(pod: &Pod) -> bool {
