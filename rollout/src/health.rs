@@ -26,14 +26,16 @@ pub fn kstatus_conditions(
     degraded: &ConditionUpdate,
 ) -> [ConditionUpdate; 3] {
     let stalled = degraded.status;
-    // Waiting for a maintenance window or for other pools is part of the
-    // rollout; a pause is not.
+    // Waiting for a maintenance window, for other pools or for a gate is
+    // part of the rollout; a pause is not.
     let reconciling = !stalled
         && !up_to_date.status
         && [
             reasons::ROLLOUT_IN_PROGRESS,
             reasons::OUTSIDE_MAINTENANCE_WINDOW,
             reasons::WAITING_FOR_DEPENDENCIES,
+            reasons::ALERT_FIRING,
+            reasons::GATE_UNANSWERED,
         ]
         .contains(&up_to_date.reason.as_str());
     let ready = !stalled && up_to_date.status;
@@ -78,6 +80,8 @@ mod tests {
             ((true, ALL_UPDATED), None, (true, false, false)),
             ((false, ROLLOUT_IN_PROGRESS), None, (false, true, false)),
             ((false, PAUSED), None, (false, false, false)),
+            ((false, ALERT_FIRING), None, (false, true, false)),
+            ((false, GATE_UNANSWERED), None, (false, true, false)),
             (
                 (false, ROLLOUT_IN_PROGRESS),
                 Some(ROLLOUT_HALTED),
