@@ -21,15 +21,12 @@
 mod alerts;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use api::{AlertGate, BlockingPods, BootcNodePool};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ListParams};
 use rollout::gates::{GATE_RECHECK, Gates, RUNNING_ON_A_NODE};
-
-/// How long one question to Prometheus may take.
-const PROMETHEUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Asks the gates: the API server for pods, Prometheus for alerts.
 pub struct Gatekeeper {
@@ -71,14 +68,10 @@ impl<T: Clone> Kept<T> {
 
 impl Gatekeeper {
     pub fn new(client: kube::Client) -> Self {
-        // reqwest is built without a rustls provider (no aws-lc): use ring.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(PROMETHEUS_TIMEOUT)
-            .user_agent(concat!("bootc-controller/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| format!("building the HTTP client: {e}"));
-        Gatekeeper { client, http }
+        Gatekeeper {
+            client,
+            http: alerts::http_client(),
+        }
     }
 
     /// What the pool's gates say now (the kept answers while fresh).

@@ -31,11 +31,26 @@ const ROLLOUT_DEPENDENCIES: &[&str] = &[
 /// `(layer, what it must not import)`: the controller's layers, as paths
 /// under `controller/src` (a folder and its module file).
 const CONTROLLER_LAYERS: &[(&str, &[&str])] = &[
-    ("actions", &["crate::runtime", "crate::target"]),
-    ("target", &["crate::runtime", "crate::actions"]),
+    (
+        "actions",
+        &["crate::runtime", "crate::target", "crate::gates"],
+    ),
+    (
+        "target",
+        &["crate::runtime", "crate::actions", "crate::gates"],
+    ),
+    (
+        "gates",
+        &["crate::runtime", "crate::actions", "crate::target"],
+    ),
     (
         "metrics",
-        &["crate::runtime", "crate::actions", "crate::target"],
+        &[
+            "crate::runtime",
+            "crate::actions",
+            "crate::target",
+            "crate::gates",
+        ],
     ),
 ];
 

@@ -1,17 +1,41 @@
 //! The alert gate's question to Prometheus: an instant query of the
 //! `ALERTS` series of the firing alerts that match, through the HTTP API
-//! (`GET <url>/api/v1/query`).
+//! (`GET <url>/api/v1/query`), with no credentials.
+//!
+//! The URL is the pool writer's: only an answer shaped as Prometheus's API
+//! is read (the alerts' labels, or its error); of any other answer the pool
+//! shows the HTTP status alone, never the body, so that the gate cannot be
+//! used to read a service inside the cluster. At most [`MAX_ANSWER`] bytes
+//! are read.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use api::AlertGate;
 use serde::Deserialize;
+
+/// How long one question to Prometheus may take.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The largest answer read.
+const MAX_ANSWER: usize = 1 << 20;
 
 /// At most this many alerts are named; the rest are counted.
 const NAMED_ALERTS: usize = 5;
 
 /// Labels of `ALERTS` that say nothing about the alert itself.
 const SERIES_LABELS: [&str; 3] = ["__name__", "alertname", "alertstate"];
+
+/// The HTTP client the gate asks with.
+pub fn http_client() -> Result<reqwest::Client, String> {
+    // reqwest is built without a rustls provider (no aws-lc): use ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(TIMEOUT)
+        .user_agent(concat!("bootc-controller/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("building the HTTP client: {e}"))
+}
 
 /// The query: the firing alerts that match every matcher.
 pub fn query(gate: &AlertGate) -> String {
@@ -56,18 +80,27 @@ pub async fn firing(http: &reqwest::Client, gate: &AlertGate) -> Result<Vec<Stri
         .await
         .map_err(|e| fail(error_text(&e)))?;
     let status = response.status();
-    let body = response.bytes().await.map_err(|e| fail(error_text(&e)))?;
-    let answer: Answer = serde_json::from_slice(&body).map_err(|_| {
-        let text = String::from_utf8_lossy(&body);
-        let excerpt: String = text.chars().take(200).collect();
-        fail(format!("answered {status} with no API answer: {excerpt}"))
-    })?;
+    let body = read_limited(response).await.map_err(fail)?;
+    let answer: Answer = serde_json::from_slice(&body)
+        .map_err(|_| fail(format!("answered {status}, not as Prometheus's API")))?;
     if answer.status != "success" {
         let error = answer.error.unwrap_or_default();
         return Err(fail(format!("answered {status} to {query}: {error}")));
     }
     let series = answer.data.map(|d| d.result).unwrap_or_default();
     Ok(named(series.iter().map(|s| describe_alert(&s.metric))))
+}
+
+/// The answer's body, up to [`MAX_ANSWER`] bytes.
+async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| error_text(&e))? {
+        if body.len() + chunk.len() > MAX_ANSWER {
+            return Err(format!("answered more than {MAX_ANSWER} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// An alert as a person reads it: `alertname{label="value",...}`.
@@ -127,6 +160,66 @@ mod tests {
         assert_eq!(
             query(&gate),
             r#"ALERTS{alertstate="firing",severity="critical",alertname=~"Node.*"}"#
+        );
+    }
+
+    /// Serves `body` once per connection on loopback, as HTTP/1.1 200;
+    /// returns the base URL.
+    async fn serving(body: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut request = [0u8; 4096];
+                let _ = conn.read(&mut request).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+            }
+        });
+        url
+    }
+
+    fn gate(url: String) -> AlertGate {
+        AlertGate {
+            prometheus_url: url,
+            matchers: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_prometheus_shows_only_its_status() {
+        let url = serving("<html>internal-secret-token</html>").await;
+        let error = firing(&http_client().unwrap(), &gate(url))
+            .await
+            .unwrap_err();
+        assert!(
+            error.contains("answered 200 OK, not as Prometheus's API"),
+            "{error}"
+        );
+        assert!(!error.contains("internal-secret-token"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn prometheus_answers_are_read_as_the_alerts_or_its_error() {
+        let url = serving(
+            r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"ALERTS","alertname":"NodeDown","alertstate":"firing","severity":"critical"},"value":[1,"1"]}]}}"#,
+        )
+        .await;
+        let alerts = firing(&http_client().unwrap(), &gate(url)).await.unwrap();
+        assert_eq!(alerts, [r#"NodeDown{severity="critical"}"#]);
+        let url =
+            serving(r#"{"status":"error","errorType":"bad_data","error":"1:20: parse error"}"#)
+                .await;
+        let error = firing(&http_client().unwrap(), &gate(url))
+            .await
+            .unwrap_err();
+        assert!(
+            error.ends_with(r#"to ALERTS{alertstate="firing"}: 1:20: parse error"#),
+            "{error}"
         );
     }
 

@@ -17,7 +17,8 @@
 //! body reaches a status but the distribution error codes it carries.
 //! Since anyone who may write a pool chooses the registry, the controller's
 //! pod can be made to connect to any address over HTTPS: a NetworkPolicy on
-//! its egress closes that (SECURITY.md).
+//! its egress closes that (SECURITY.md). The only other address it asks is
+//! a pool's alert gate (the gates layer beside it).
 //!
 //! **Errors** are told apart in the pool's `Degraded` reason
 //! (`RegistryUnauthorized`, `ImageNotFound`, `RegistryUnreachable`,
