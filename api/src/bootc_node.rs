@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::labels::{IN_REBOOT_SLOT_ANNOTATION, SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION};
-use crate::{BootcNode, BootcNodeSpec, DaemonPhase, DesiredImageState, conditions, reasons};
+use crate::{BootcNode, BootcNodeSpec, ConditionType, DaemonPhase, DesiredImageState, conditions};
 
 impl BootcNodeSpec {
     /// Approved to boot the staged image (`desiredImageState: Booted`): what
@@ -38,7 +38,7 @@ impl BootcNode {
 
     /// Its `Degraded` condition, when that is True.
     pub fn degraded(&self) -> Option<&Condition> {
-        conditions::find(&self.status.as_ref()?.conditions, reasons::DEGRADED)
+        conditions::find(&self.status.as_ref()?.conditions, ConditionType::Degraded)
             .filter(|c| c.status == "True")
     }
 
@@ -78,7 +78,7 @@ impl BootcNode {
     /// Since when it is in its phase (the `Idle` condition's last
     /// transition).
     pub fn phase_since(&self) -> Option<Timestamp> {
-        conditions::find(&self.status.as_ref()?.conditions, reasons::IDLE)
+        conditions::find(&self.status.as_ref()?.conditions, ConditionType::Idle)
             .map(|c| c.last_transition_time.0)
     }
 
@@ -107,7 +107,7 @@ impl BootcNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BootEntryStatus, BootcNodeStatus};
+    use crate::{BootEntryStatus, BootcNodeStatus, Reason};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
@@ -130,9 +130,9 @@ mod tests {
         )
     }
 
-    fn condition(type_: &str, status: &str, reason: &str, at: i64) -> Condition {
+    fn condition(type_: ConditionType, status: &str, reason: &str, at: i64) -> Condition {
         Condition {
-            type_: type_.into(),
+            type_: type_.as_str().into(),
             status: status.into(),
             reason: reason.into(),
             message: format!("{type_} {status}"),
@@ -171,8 +171,8 @@ mod tests {
         let degraded = |status: &str| {
             with_status(bn(), |s| {
                 s.conditions = vec![
-                    condition(reasons::IDLE, "False", reasons::REBOOTING, 5),
-                    condition(reasons::DEGRADED, status, reasons::ERROR, 7),
+                    condition(ConditionType::Idle, "False", Reason::Rebooting.as_str(), 5),
+                    condition(ConditionType::Degraded, status, Reason::Error.as_str(), 7),
                 ];
             })
         };
@@ -196,7 +196,7 @@ mod tests {
         assert_eq!(
             d.degraded()
                 .map(|c| (c.reason.as_str(), c.message.as_str())),
-            Some((reasons::ERROR, "Degraded True"))
+            Some((Reason::Error.as_str(), "Degraded True"))
         );
     }
 
@@ -253,12 +253,17 @@ mod tests {
     fn phase_and_since_when() {
         assert_eq!((bn().phase(), bn().phase_since()), (None, None));
         let staged = with_status(bn(), |s| {
-            s.conditions = vec![condition(reasons::IDLE, "False", reasons::STAGED, 42)];
+            s.conditions = vec![condition(
+                ConditionType::Idle,
+                "False",
+                Reason::Staged.as_str(),
+                42,
+            )];
         });
         assert_eq!(staged.phase(), Some(DaemonPhase::Staged));
         assert_eq!(staged.phase_since(), Timestamp::from_second(42).ok());
         let newer = with_status(bn(), |s| {
-            s.conditions = vec![condition(reasons::IDLE, "False", "Verifying", 42)];
+            s.conditions = vec![condition(ConditionType::Idle, "False", "Verifying", 42)];
         });
         assert_eq!(newer.phase(), None, "a phase this build does not know");
         assert_eq!(newer.phase_since(), Timestamp::from_second(42).ok());

@@ -2,7 +2,7 @@
 //! question another pool, the plugin or the tests ask of its status is one
 //! method here.
 
-use crate::{BootcNodePool, conditions, reasons};
+use crate::{BootcNodePool, ConditionType, conditions};
 
 impl BootcNodePool {
     /// Is every member on the pool's current target? `UpToDate` is True and
@@ -13,7 +13,7 @@ impl BootcNodePool {
         let Some(status) = self.status.as_ref() else {
             return false;
         };
-        conditions::find(&status.conditions, reasons::UP_TO_DATE).is_some_and(|c| {
+        conditions::find(&status.conditions, ConditionType::UpToDate).is_some_and(|c| {
             c.status == "True" && c.observed_generation == self.metadata.generation
         })
     }

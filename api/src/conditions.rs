@@ -1,49 +1,227 @@
-//! Helpers for standard Kubernetes conditions.
+//! Helpers for standard Kubernetes conditions, and their vocabulary: the
+//! condition types ([`ConditionType`]) and the condition reasons
+//! ([`Reason`]), as in the architecture note. Two enums, so that a type is
+//! never passed where a reason belongs.
+
+use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// An enum of wire strings: each variant with its string, `ALL` listing
+/// every variant (generated, so none is forgotten), `as_str`, `parse`,
+/// `Display`, and equality with the strings of a stored `Condition`.
+macro_rules! wire_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $($(#[$vmeta:meta])* $variant:ident = $wire:literal,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)*
+        }
+
+        impl $name {
+            /// Every variant, in the order of declaration.
+            pub const ALL: &[Self] = &[$(Self::$variant),*];
+
+            /// The string on the wire.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $wire,)*
+                }
+            }
+
+            /// The variant whose wire string is `s` (case matters), if any:
+            /// for what is read back from the cluster.
+            pub fn parse(s: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == s)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        // A stored `Condition` holds strings: it compares with a variant
+        // through the variant's wire string.
+        impl PartialEq<$name> for str {
+            fn eq(&self, other: &$name) -> bool {
+                self == other.as_str()
+            }
+        }
+
+        impl PartialEq<$name> for &str {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.as_str()
+            }
+        }
+
+        impl PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                self == other.as_str()
+            }
+        }
+    };
+}
+
+wire_enum! {
+    /// The type of a condition of a BootcNodePool or a BootcNode.
+    pub enum ConditionType {
+        UpToDate = "UpToDate",
+        Degraded = "Degraded",
+        Idle = "Idle",
+
+        // Pool conditions for GitOps tools (kstatus: Flux, Argo CD,
+        // cli-utils), derived from UpToDate and Degraded. Reconciling and
+        // Stalled are "abnormal-true": False when all is well. Their reasons
+        // are those of the condition they come from.
+        /// True when every member runs the target and nothing is degraded.
+        Ready = "Ready",
+        /// True while a rollout is making progress (kstatus: InProgress).
+        Reconciling = "Reconciling",
+        /// True while the pool is Degraded: progress needs a person (kstatus:
+        /// Failed).
+        Stalled = "Stalled",
+    }
+}
+
+wire_enum! {
+    /// The reason of a condition (of any [`ConditionType`]).
+    pub enum Reason {
+        // Pool UpToDate reasons.
+        AllUpdated = "AllUpdated",
+        RolloutInProgress = "RolloutInProgress",
+        Paused = "Paused",
+        /// Nodes wait for a maintenance window (`status.nextMaintenanceWindow`
+        /// says when the next opens).
+        OutsideMaintenanceWindow = "OutsideMaintenanceWindow",
+        /// The pools of `spec.rollout.dependsOn` are not all up to date (the
+        /// message names them).
+        WaitingForDependencies = "WaitingForDependencies",
+        /// Alerts that `spec.rollout.alertGate` matches fire (the message
+        /// names them).
+        AlertFiring = "AlertFiring",
+        /// A gate (`spec.rollout.alertGate`, `spec.disruption.blockingPods`)
+        /// could not be checked: no new slot (fail closed; the message says
+        /// why).
+        GateUnanswered = "GateUnanswered",
+
+        // Pool Degraded reasons.
+        NodeConflict = "NodeConflict",
+        NodeDegraded = "NodeDegraded",
+        RolloutHalted = "RolloutHalted",
+        /// `spec.rollout.dependsOn` leads back to the pool (the message names
+        /// the cycle): no new slot until a person breaks it.
+        DependencyCycle = "DependencyCycle",
+        /// A node past its phase's deadline (the message names the node, the
+        /// phase, for how long, and the next step).
+        NodeStuck = "NodeStuck",
+        InvalidSpec = "InvalidSpec",
+        /// The pull Secret is not a docker config (a pool-wide credentials
+        /// problem: reported on the pool, not passed to the nodes).
+        InvalidPullSecret = "InvalidPullSecret",
+        /// `spec.pullSecretRef` names a Secret that does not exist (ranked
+        /// before the registry's 401 that it causes).
+        PullSecretNotFound = "PullSecretNotFound",
+        /// `spec.pullSecretRef` names a Secret that does not opt in to the
+        /// pool (its `bootc.dev/pools` annotation does not list it): not used.
+        PullSecretNotAllowed = "PullSecretNotAllowed",
+        /// Degraded is False: nothing wrong (a pool's and a BootcNode's).
+        Healthy = "Healthy",
+        /// A drain did not finish within `drainTimeoutSeconds` (also the
+        /// controller's `drain_failed` metric reason).
+        DrainTimedOut = "DrainTimedOut",
+
+        // Pool Degraded reasons of the target's resolution (the registry's
+        // answer for the pool's image).
+        /// The tag has no digest yet (not resolved, or the resolution
+        /// returned none).
+        TagNotResolved = "TagNotResolved",
+        /// The image has no manifest for one of the members' architectures.
+        UnsupportedArchitecture = "UnsupportedArchitecture",
+        /// The registry's manifest could not be read.
+        InvalidManifest = "InvalidManifest",
+        /// Any other registry failure.
+        RegistryError = "RegistryError",
+
+        // BootcNode Idle reasons: the wire strings of `crate::DaemonPhase`
+        // (`DaemonPhase::reason`; read and match the phase, not these).
+        /// [`crate::DaemonPhase::Idle`].
+        Idle = "Idle",
+        /// [`crate::DaemonPhase::Staging`].
+        Staging = "Staging",
+        /// [`crate::DaemonPhase::Staged`].
+        Staged = "Staged",
+        /// [`crate::DaemonPhase::Rebooting`].
+        Rebooting = "Rebooting",
+
+        // BootcNode Degraded reasons.
+        Error = "Error",
+        /// bootc could not find the image in its registry (404, manifest
+        /// unknown).
+        ImageNotFound = "ImageNotFound",
+        /// The registry refused the host's credentials (401).
+        RegistryUnauthorized = "RegistryUnauthorized",
+        /// The host could not reach the registry.
+        RegistryUnreachable = "RegistryUnreachable",
+        /// Not enough disk space on the host for the image.
+        InsufficientSpace = "InsufficientSpace",
+        /// bootc says this host is not a bootc host (not booted via bootc, or
+        /// a container).
+        NotABootcHost = "NotBootcHost",
+        /// `bootc status` failed on the host (a broken bootc): the daemon
+        /// cannot tell what the host runs, so it does nothing until it can.
+        BootcStatusFailed = "BootcStatusFailed",
+    }
+}
 
 /// A condition as a decision makes it, before timestamps are attached.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConditionUpdate {
-    pub type_: &'static str,
+    pub type_: ConditionType,
     pub status: bool,
-    pub reason: String,
+    pub reason: Reason,
     pub message: String,
 }
 
 impl ConditionUpdate {
     pub fn new(
-        type_: &'static str,
+        type_: ConditionType,
         status: bool,
-        reason: &str,
+        reason: Reason,
         message: impl Into<String>,
     ) -> Self {
         ConditionUpdate {
             type_,
             status,
-            reason: reason.to_owned(),
+            reason,
             message: message.into(),
         }
     }
 }
 
 /// The condition of `type_`, if present.
-pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
-    conditions.iter().find(|c| c.type_ == type_)
+pub fn find(conditions: &[Condition], type_: ConditionType) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == type_.as_str())
 }
 
 /// Is the condition of `type_` present with status "True"?
-pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
+pub fn is_true(conditions: &[Condition], type_: ConditionType) -> bool {
     find(conditions, type_).is_some_and(|c| c.status == "True")
 }
 
 /// The reason of the condition of `type_`, if present.
-pub fn reason<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a str> {
+pub fn reason(conditions: &[Condition], type_: ConditionType) -> Option<&str> {
     find(conditions, type_).map(|c| c.reason.as_str())
 }
 
 /// The message of the condition of `type_`, if present.
-pub fn message<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a str> {
+pub fn message(conditions: &[Condition], type_: ConditionType) -> Option<&str> {
     find(conditions, type_).map(|c| c.message.as_str())
 }
 
@@ -61,7 +239,7 @@ pub fn differs(
         None => true,
         Some(c) => {
             c.status != status_str(update.status)
-                || c.reason != update.reason
+                || c.reason != update.reason.as_str()
                 || c.message != update.message
                 || c.observed_generation != generation
         }
@@ -103,20 +281,23 @@ fn apply_with(
         return false;
     }
     let status = status_str(update.status);
-    match conditions.iter_mut().find(|c| c.type_ == update.type_) {
+    match conditions
+        .iter_mut()
+        .find(|c| c.type_ == update.type_.as_str())
+    {
         Some(c) => {
-            if c.status != status || (reason_is_phase && c.reason != update.reason) {
+            if c.status != status || (reason_is_phase && c.reason != update.reason.as_str()) {
                 c.last_transition_time = now.clone();
             }
             c.status = status.to_owned();
-            c.reason = update.reason.clone();
+            c.reason = update.reason.as_str().to_owned();
             c.message = update.message.clone();
             c.observed_generation = generation;
         }
         None => conditions.push(Condition {
-            type_: update.type_.to_owned(),
+            type_: update.type_.as_str().to_owned(),
             status: status.to_owned(),
-            reason: update.reason.clone(),
+            reason: update.reason.as_str().to_owned(),
             message: update.message.clone(),
             observed_generation: generation,
             last_transition_time: now.clone(),
@@ -132,8 +313,8 @@ mod tests {
     #[test]
     fn a_phase_reason_moves_the_transition_time() {
         let t = |s| Time(jiff::Timestamp::from_second(s).unwrap_or_default());
-        let staging = ConditionUpdate::new("Idle", false, "Staging", "");
-        let staged = ConditionUpdate::new("Idle", false, "Staged", "");
+        let staging = ConditionUpdate::new(ConditionType::Idle, false, Reason::Staging, "");
+        let staged = ConditionUpdate::new(ConditionType::Idle, false, Reason::Staged, "");
         let mut plain = Vec::new();
         apply(&mut plain, &staging, None, &t(1));
         apply(&mut plain, &staged, None, &t(2));
@@ -144,10 +325,42 @@ mod tests {
         assert_eq!(phase[0].last_transition_time, t(2));
         apply_phase(
             &mut phase,
-            &ConditionUpdate::new("Idle", false, "Staged", "m"),
+            &ConditionUpdate::new(ConditionType::Idle, false, Reason::Staged, "m"),
             None,
             &t(3),
         );
         assert_eq!(phase[0].last_transition_time, t(2), "same phase");
+    }
+
+    #[test]
+    fn every_name_parses_back_from_its_wire_string() {
+        for &t in ConditionType::ALL {
+            assert_eq!(ConditionType::parse(t.as_str()), Some(t));
+            assert_eq!(t.to_string(), t.as_str());
+        }
+        for &r in Reason::ALL {
+            assert_eq!(Reason::parse(r.as_str()), Some(r));
+            assert_eq!(r.to_string(), r.as_str());
+        }
+        assert_eq!(Reason::parse("healthy"), None, "case matters");
+        // A stored condition's strings compare with the variants.
+        let stored = |s: &str| s.to_owned();
+        assert!(stored("Healthy") == Reason::Healthy && "Idle" == ConditionType::Idle);
+        assert!(stored("healthy") != Reason::Healthy);
+        assert_eq!(
+            ConditionType::parse("Healthy"),
+            None,
+            "a reason, not a type"
+        );
+    }
+
+    #[test]
+    fn no_two_names_share_a_wire_string() {
+        let types: std::collections::HashSet<_> =
+            ConditionType::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(types.len(), ConditionType::ALL.len());
+        let reasons: std::collections::HashSet<_> =
+            Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(reasons.len(), Reason::ALL.len());
     }
 }

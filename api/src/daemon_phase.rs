@@ -5,12 +5,13 @@
 //!
 //! On the wire the phase is the reason of the BootcNode's `Idle` condition
 //! (True only in [`DaemonPhase::Idle`]); these are the strings of
-//! [`crate::reasons`], so the CRD and other readers of it are unchanged.
+//! [`crate::Reason`]'s Idle reasons, so the CRD and other readers of it are
+//! unchanged.
 
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{BootcNodeStatus, conditions, reasons};
+use crate::{BootcNodeStatus, ConditionType, Reason, conditions};
 
 /// Where a node is in its update cycle (the `Idle` condition's reason).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -41,14 +42,20 @@ impl DaemonPhase {
         DaemonPhase::Rebooting,
     ];
 
+    /// The `Idle` condition's reason in this phase: the one place a phase's
+    /// wire string comes from.
+    pub const fn reason(self) -> Reason {
+        match self {
+            DaemonPhase::Idle => Reason::Idle,
+            DaemonPhase::Staging => Reason::Staging,
+            DaemonPhase::Staged => Reason::Staged,
+            DaemonPhase::Rebooting => Reason::Rebooting,
+        }
+    }
+
     /// The reason string on the wire.
     pub const fn as_str(self) -> &'static str {
-        match self {
-            DaemonPhase::Idle => reasons::REASON_IDLE,
-            DaemonPhase::Staging => reasons::STAGING,
-            DaemonPhase::Staged => reasons::STAGED,
-            DaemonPhase::Rebooting => reasons::REBOOTING,
-        }
+        self.reason().as_str()
     }
 
     /// The status of the `Idle` condition in this phase.
@@ -59,7 +66,7 @@ impl DaemonPhase {
     /// The phase `status` reports: None when it has no `Idle` condition
     /// (the daemon has not written yet).
     pub fn of(status: &BootcNodeStatus) -> Result<Option<Self>, UnknownPhase> {
-        conditions::reason(&status.conditions, reasons::IDLE)
+        conditions::reason(&status.conditions, ConditionType::Idle)
             .map(str::parse)
             .transpose()
     }
@@ -120,7 +127,7 @@ mod tests {
         let mut status = BootcNodeStatus::default();
         assert_eq!(status.phase(), Ok(None), "nothing written yet");
         let now = Time(jiff::Timestamp::UNIX_EPOCH);
-        let set = |status: &mut BootcNodeStatus, type_, reason: &str| {
+        let set = |status: &mut BootcNodeStatus, type_, reason| {
             conditions::apply(
                 &mut status.conditions,
                 &ConditionUpdate::new(type_, false, reason, ""),
@@ -128,11 +135,14 @@ mod tests {
                 &now,
             );
         };
-        set(&mut status, reasons::DEGRADED, reasons::STAGED);
+        set(&mut status, ConditionType::Degraded, Reason::Staged);
         assert_eq!(status.phase(), Ok(None), "only the Idle condition counts");
-        set(&mut status, reasons::IDLE, reasons::STAGED);
+        set(&mut status, ConditionType::Idle, Reason::Staged);
         assert_eq!(status.phase(), Ok(Some(DaemonPhase::Staged)));
-        set(&mut status, reasons::IDLE, "Later");
+        // A reason the enum does not know, as another writer may leave it.
+        if let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == "Idle") {
+            c.reason = "Later".to_owned();
+        }
         assert_eq!(status.phase(), Err(UnknownPhase("Later".to_owned())));
     }
 }

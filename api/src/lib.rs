@@ -31,6 +31,8 @@ pub mod v1alpha1;
 pub mod watch;
 
 #[cfg(feature = "crd")]
+pub use conditions::{ConditionType, Reason};
+#[cfg(feature = "crd")]
 pub use daemon_phase::{DaemonPhase, UnknownPhase};
 #[cfg(feature = "crd")]
 pub use v1alpha1::*;

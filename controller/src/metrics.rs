@@ -471,7 +471,7 @@ impl Metrics {
 
     /// One tag resolution against a registry: how long, and its failure
     /// reason if it failed.
-    pub fn tag_resolution(&self, pool: &str, took: Duration, failure: Option<&str>) {
+    pub fn tag_resolution(&self, pool: &str, took: Duration, failure: Option<api::Reason>) {
         self.tag_resolution_duration.observe(took.as_secs_f64());
         self.tag_resolutions
             .get_or_create(&PoolLabels { pool: pool.into() })
@@ -480,7 +480,7 @@ impl Metrics {
             self.registry_failures
                 .get_or_create(&PoolReasonLabels {
                     pool: pool.into(),
-                    reason: reason.into(),
+                    reason: reason.as_str().into(),
                 })
                 .inc();
         }
@@ -495,10 +495,10 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    pub fn drain_failed(&self, reason: &str) {
+    pub fn drain_failed(&self, reason: api::Reason) {
         self.drain_failures
             .get_or_create(&ReasonLabels {
-                reason: reason.into(),
+                reason: reason.as_str().into(),
             })
             .inc();
     }
@@ -912,7 +912,7 @@ mod tests {
                 &["b"],
             )
         };
-        m.observe_plan("web", &s, &[], Some(api::reasons::ROLLOUT_HALTED));
+        m.observe_plan("web", &s, &[], Some(api::Reason::RolloutHalted.as_str()));
         let text = m.render();
         for line in [
             "bootc_pool_nodes{pool=\"web\",phase=\"UpToDate\"} 1",

@@ -25,8 +25,8 @@ pub mod tag_policy;
 use std::time::Duration;
 
 use api::BootcNodePool;
+use api::Reason;
 use api::image_ref::ImageRef;
-use api::reasons;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 
@@ -62,7 +62,7 @@ pub trait Resolve: Send + Sync + 'static {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TargetMemory {
     pub(crate) schedule: Option<Schedule>,
-    pub(crate) last_error: Option<(&'static str, String)>,
+    pub(crate) last_error: Option<(Reason, String)>,
 }
 
 /// When a pool's reference is next resolved, and for which spec.
@@ -87,7 +87,7 @@ pub enum Parsed {
 fn invalid(message: String) -> Parsed {
     Parsed::Invalid(Resolution {
         target: Err(TargetProblem {
-            reason: reasons::INVALID_SPEC,
+            reason: Reason::InvalidSpec,
             message,
         }),
         requeue_after: None,
@@ -123,7 +123,7 @@ pub fn resolve_digest_ref(reference: &str) -> Result<Resolution, ImageRef> {
         Parsed::Invalid(resolution) => Ok(resolution),
         Parsed::Digest(image) => Ok(Resolution {
             target: pinned_target(&image).ok_or_else(|| TargetProblem {
-                reason: reasons::INVALID_SPEC,
+                reason: Reason::InvalidSpec,
                 message: format!("spec.image.ref {image} has no digest"),
             }),
             requeue_after: None,
@@ -148,7 +148,7 @@ impl Resolve for DigestOnly {
             Ok(resolution) => resolution,
             Err(image) => Resolution {
                 target: Err(TargetProblem {
-                    reason: reasons::INVALID_SPEC,
+                    reason: Reason::InvalidSpec,
                     message: format!(
                         "spec.image.ref {image} is a tag: tag resolution not yet available; use a digest reference"
                     ),
@@ -200,7 +200,7 @@ mod tests {
             )
             .await;
         let problem = r.target.unwrap_err();
-        assert_eq!(problem.reason, reasons::INVALID_SPEC);
+        assert_eq!(problem.reason, Reason::InvalidSpec);
         assert!(problem.message.contains("tag resolution not yet available"));
     }
 }

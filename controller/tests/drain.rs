@@ -77,7 +77,7 @@ async fn a_budget_blocks_the_drain_then_allows_it() {
     wait_drain_blocked(&env.admin, &ctl).await;
     // The pool names the pod and the budget at the first refusal.
     wait_pool(&env.admin, "workers", "the refusal named", |p| {
-        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
+        condition(p, ConditionType::UpToDate).is_some_and(|c| {
             c.2.contains("an eviction refused by a PodDisruptionBudget (retrying): n1: apps/web (")
                 && c.2.contains("disruption budget web")
         })
@@ -126,11 +126,11 @@ async fn a_pod_that_never_leaves_times_the_drain_out() {
     let mut p = workers_pool(1);
     p.spec.rollout.drain_timeout_seconds = 2;
     create_pool(&env.admin, &p).await;
-    let p = wait_pool(&env.admin, "workers", reasons::DRAIN_TIMED_OUT, |p| {
-        condition(p, reasons::DEGRADED).is_some_and(|c| c.1 == reasons::DRAIN_TIMED_OUT)
+    let p = wait_pool(&env.admin, "workers", Reason::DrainTimedOut.as_str(), |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| c.1 == Reason::DrainTimedOut)
     })
     .await;
-    let (_, _, message) = condition(&p, reasons::DEGRADED).unwrap();
+    let (_, _, message) = condition(&p, ConditionType::Degraded).unwrap();
     assert!(message.contains("apps/stuck"), "{message}");
     assert!(message.contains("timed out after 2s"), "{message}");
     wait_event(&env.admin, event_reasons::DRAIN_FAILED, "apps/stuck").await;
@@ -163,12 +163,12 @@ async fn a_failed_drain_releases_and_skips_the_node_when_the_pool_says_so() {
 
     let p = wait_pool(&env.admin, "workers", "n1 skipped, n2 updated", |p| {
         p.status.as_ref().is_some_and(|s| s.updated_count == 1)
-            && condition(p, reasons::DEGRADED).is_some_and(|c| {
-                c.1 == reasons::DRAIN_TIMED_OUT && c.2.contains("skipped for this target")
+            && condition(p, ConditionType::Degraded).is_some_and(|c| {
+                c.1 == Reason::DrainTimedOut && c.2.contains("skipped for this target")
             })
     })
     .await;
-    let (_, _, message) = condition(&p, reasons::DEGRADED).unwrap();
+    let (_, _, message) = condition(&p, ConditionType::Degraded).unwrap();
     assert!(
         message.contains("n1: ") && message.contains("apps/stuck"),
         "{message}"

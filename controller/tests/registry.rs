@@ -86,7 +86,7 @@ fn target(p: &api::BootcNodePool) -> Option<String> {
 }
 
 fn degraded_reason(p: &api::BootcNodePool) -> Option<String> {
-    condition(p, reasons::DEGRADED)
+    condition(p, ConditionType::Degraded)
         .filter(|c| c.0 == "True")
         .map(|c| c.1)
 }
@@ -179,9 +179,12 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
 
     // Wrong password: the credentials condition, the target stays.
     put_secret(&env.admin, &reg.docker_config("tester", "wrong")).await;
-    let p = wait_pool(&env.admin, "workers", reasons::REGISTRY_UNAUTHORIZED, |p| {
-        degraded_reason(p).as_deref() == Some(reasons::REGISTRY_UNAUTHORIZED)
-    })
+    let p = wait_pool(
+        &env.admin,
+        "workers",
+        Reason::RegistryUnauthorized.as_str(),
+        |p| degraded_reason(p).as_deref() == Some(Reason::RegistryUnauthorized.as_str()),
+    )
     .await;
     assert_eq!(
         target(&p).as_deref(),
@@ -189,7 +192,7 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
         "target changed on a 401"
     );
     assert!(
-        condition(&p, reasons::DEGRADED)
+        condition(&p, ConditionType::Degraded)
             .unwrap()
             .2
             .contains("keeping the previous target")
@@ -209,12 +212,17 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
         json!({"spec": {"image": {"ref": format!("{}/acme/os:nope", reg.host())}}}),
     )
     .await;
-    let p = wait_pool(&env.admin, "workers", reasons::IMAGE_NOT_FOUND, |p| {
-        degraded_reason(p).as_deref() == Some(reasons::IMAGE_NOT_FOUND)
+    let p = wait_pool(&env.admin, "workers", Reason::ImageNotFound.as_str(), |p| {
+        degraded_reason(p).as_deref() == Some(Reason::ImageNotFound.as_str())
     })
     .await;
     assert_eq!(target(&p).as_deref(), Some(v2.as_str()));
-    assert!(condition(&p, reasons::DEGRADED).unwrap().2.contains("nope"));
+    assert!(
+        condition(&p, ConditionType::Degraded)
+            .unwrap()
+            .2
+            .contains("nope")
+    );
 
     // The registry goes away: unreachable, target kept; back: resolves.
     patch_pool(
@@ -228,9 +236,12 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
     })
     .await;
     reg.stop();
-    let p = wait_pool(&env.admin, "workers", reasons::REGISTRY_UNREACHABLE, |p| {
-        degraded_reason(p).as_deref() == Some(reasons::REGISTRY_UNREACHABLE)
-    })
+    let p = wait_pool(
+        &env.admin,
+        "workers",
+        Reason::RegistryUnreachable.as_str(),
+        |p| degraded_reason(p).as_deref() == Some(Reason::RegistryUnreachable.as_str()),
+    )
     .await;
     assert_eq!(target(&p).as_deref(), Some(v2.as_str()));
     reg.restart().await.unwrap();
@@ -284,13 +295,13 @@ async fn an_image_must_cover_every_members_architecture() {
     let p = wait_pool(
         &env.admin,
         "workers",
-        reasons::UNSUPPORTED_ARCHITECTURE,
-        |p| degraded_reason(p).as_deref() == Some(reasons::UNSUPPORTED_ARCHITECTURE),
+        Reason::UnsupportedArchitecture.as_str(),
+        |p| degraded_reason(p).as_deref() == Some(Reason::UnsupportedArchitecture.as_str()),
     )
     .await;
     assert_eq!(target(&p), None);
     assert!(
-        condition(&p, reasons::DEGRADED)
+        condition(&p, ConditionType::Degraded)
             .unwrap()
             .2
             .contains("arm64")
@@ -383,8 +394,8 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
     let mut p = tag_pool(&reg, "unused");
     p.spec.image.reference = pinned(&typo);
     create_pool(&env.admin, &p).await;
-    let p = wait_pool(&env.admin, "workers", reasons::IMAGE_NOT_FOUND, |p| {
-        degraded_reason(p).as_deref() == Some(reasons::IMAGE_NOT_FOUND)
+    let p = wait_pool(&env.admin, "workers", Reason::ImageNotFound.as_str(), |p| {
+        degraded_reason(p).as_deref() == Some(Reason::ImageNotFound.as_str())
     })
     .await;
     assert_eq!(target(&p), None);
@@ -403,13 +414,13 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
     let p = wait_pool(
         &env.admin,
         "workers",
-        reasons::UNSUPPORTED_ARCHITECTURE,
-        |p| degraded_reason(p).as_deref() == Some(reasons::UNSUPPORTED_ARCHITECTURE),
+        Reason::UnsupportedArchitecture.as_str(),
+        |p| degraded_reason(p).as_deref() == Some(Reason::UnsupportedArchitecture.as_str()),
     )
     .await;
     assert_eq!(target(&p), None);
     assert!(
-        condition(&p, reasons::DEGRADED)
+        condition(&p, ConditionType::Degraded)
             .unwrap()
             .2
             .contains("arm64")
@@ -435,8 +446,8 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
         json!({"spec": {"image": {"ref": pinned(&typo)}}}),
     )
     .await;
-    let p = wait_pool(&env.admin, "workers", reasons::IMAGE_NOT_FOUND, |p| {
-        degraded_reason(p).as_deref() == Some(reasons::IMAGE_NOT_FOUND)
+    let p = wait_pool(&env.admin, "workers", Reason::ImageNotFound.as_str(), |p| {
+        degraded_reason(p).as_deref() == Some(Reason::ImageNotFound.as_str())
     })
     .await;
     assert_eq!(target(&p).as_deref(), Some(both.as_str()));
@@ -513,25 +524,25 @@ async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
     let degraded = |name: &'static str| {
         let admin = env.admin.clone();
         async move {
-            let p = wait_pool(&admin, name, reasons::DEGRADED, |p| {
+            let p = wait_pool(&admin, name, ConditionType::Degraded.as_str(), |p| {
                 degraded_reason(p).is_some()
             })
             .await;
-            let (_, reason, message) = condition(&p, reasons::DEGRADED).unwrap();
+            let (_, reason, message) = condition(&p, ConditionType::Degraded).unwrap();
             (reason, message)
         }
     };
 
     // The manifest redirected to an internal plain-HTTP address: refused.
     let (reason, message) = degraded("down").await;
-    assert_eq!(reason, reasons::REGISTRY_ERROR, "{message}");
+    assert_eq!(reason, Reason::RegistryError, "{message}");
     assert!(
         message.contains("manifest") && message.contains("not followed"),
         "{message}"
     );
     // A registry's error body: its status and error code only.
     let (reason, message) = degraded("body").await;
-    assert_eq!(reason, reasons::REGISTRY_ERROR, "{message}");
+    assert_eq!(reason, Reason::RegistryError, "{message}");
     assert!(
         message.contains("HTTP 500 (BLOB_UPLOAD_INVALID)"),
         "{message}"

@@ -334,11 +334,11 @@ async fn overlapping_pools_report_conflict_and_roll_the_rest() {
     )
     .await;
     for (pool, other) in [("alpha", "beta"), ("beta", "alpha")] {
-        let p = wait_pool(&env.admin, pool, reasons::NODE_CONFLICT, move |p| {
-            condition(p, reasons::DEGRADED).is_some_and(|c| c.1 == reasons::NODE_CONFLICT)
+        let p = wait_pool(&env.admin, pool, Reason::NodeConflict.as_str(), move |p| {
+            condition(p, ConditionType::Degraded).is_some_and(|c| c.1 == Reason::NodeConflict)
         })
         .await;
-        let (_, _, message) = condition(&p, reasons::DEGRADED).unwrap();
+        let (_, _, message) = condition(&p, ConditionType::Degraded).unwrap();
         assert!(message.contains("node shared"), "{message}");
         assert!(message.contains(other), "{pool} names {other}: {message}");
     }
@@ -371,7 +371,7 @@ async fn two_failed_nodes_halt_the_rollout() {
         .start()
         .await;
     wait_pool(&env.admin, "workers", "RolloutHalted, two degraded", |p| {
-        condition(p, reasons::DEGRADED).is_some_and(|c| c.1 == reasons::ROLLOUT_HALTED)
+        condition(p, ConditionType::Degraded).is_some_and(|c| c.1 == Reason::RolloutHalted)
             && p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
     })
     .await;
@@ -391,8 +391,8 @@ async fn two_failed_nodes_halt_the_rollout() {
     })
     .await;
     assert_eq!(
-        condition(&p, reasons::DEGRADED).unwrap().1,
-        reasons::ROLLOUT_HALTED
+        condition(&p, ConditionType::Degraded).unwrap().1,
+        Reason::RolloutHalted
     );
     let approvals = recorder.approvals().await.unwrap();
     assert_eq!(approvals.len(), 2, "no third slot: {approvals:?}");
@@ -427,12 +427,12 @@ async fn pause_resume_rollback_and_delete() {
         .start()
         .await;
     let p = wait_pool(&env.admin, "workers", "paused with all staged", |p| {
-        condition(p, reasons::UP_TO_DATE)
-            .is_some_and(|c| c.1 == reasons::PAUSED && c.2.contains("3 staged"))
+        condition(p, ConditionType::UpToDate)
+            .is_some_and(|c| c.1 == Reason::Paused && c.2.contains("3 staged"))
     })
     .await;
     assert_eq!(
-        condition(&p, reasons::UP_TO_DATE).unwrap().2,
+        condition(&p, ConditionType::UpToDate).unwrap().2,
         "0/3 updated; 0 staging, 3 staged, 0 rebooting"
     );
     assert!(recorder.approvals().await.unwrap().is_empty());

@@ -3,19 +3,19 @@
 //! containers/image's registry messages; see the contract reference's
 //! section 4.2), matched on stable fragments. Pure.
 
-use api::reasons;
+use api::Reason;
 
 /// Which Degraded reason a failed bootc command's message gets.
-pub fn reason_for(message: &str) -> &'static str {
+pub fn reason_for(message: &str) -> Reason {
     let m = message.to_ascii_lowercase();
     let any = |needles: &[&str]| needles.iter().any(|n| m.contains(n));
     if any(&["insufficient free space", "no space left on device"]) {
-        reasons::INSUFFICIENT_SPACE
+        Reason::InsufficientSpace
     } else if any(&[
         "system not booted via bootc",
         "detected container; this command requires a booted host",
     ]) {
-        reasons::NOT_A_BOOTC_HOST
+        Reason::NotABootcHost
     } else if any(&[
         "authentication required",
         "unauthorized",
@@ -23,9 +23,9 @@ pub fn reason_for(message: &str) -> &'static str {
         "unable to retrieve auth token",
         "access to the requested resource is not authorized",
     ]) {
-        reasons::REGISTRY_UNAUTHORIZED
+        Reason::RegistryUnauthorized
     } else if any(&["manifest unknown", "name unknown", "not found: manifest"]) {
-        reasons::IMAGE_NOT_FOUND
+        Reason::ImageNotFound
     } else if any(&[
         "pinging container registry",
         "connection refused",
@@ -34,9 +34,9 @@ pub fn reason_for(message: &str) -> &'static str {
         "network is unreachable",
         "tls handshake timeout",
     ]) {
-        reasons::REGISTRY_UNREACHABLE
+        Reason::RegistryUnreachable
     } else {
-        reasons::ERROR
+        Reason::Error
     }
 }
 
@@ -101,35 +101,35 @@ mod tests {
         let rows = [
             (
                 format!("{PREFIX}reading manifest sha256:aa in r.io/os: manifest unknown"),
-                reasons::IMAGE_NOT_FOUND,
+                Reason::ImageNotFound,
             ),
             (
                 format!("{PREFIX}reading manifest sha256:aa in r.io/os: authentication required"),
-                reasons::REGISTRY_UNAUTHORIZED,
+                Reason::RegistryUnauthorized,
             ),
             (
                 format!("{PREFIX}reading manifest latest in quay.io/x: unauthorized: access to the requested resource is not authorized"),
-                reasons::REGISTRY_UNAUTHORIZED,
+                Reason::RegistryUnauthorized,
             ),
             (
                 format!("{PREFIX}pinging container registry r.io: Get \"https://r.io/v2/\": dial tcp: lookup r.io: no such host"),
-                reasons::REGISTRY_UNREACHABLE,
+                Reason::RegistryUnreachable,
             ),
             (
                 "error: Switching: Switching (ostree): Insufficient free space for r.io/os@sha256:aa (available: 1 GB required: 2 GB)".to_owned(),
-                reasons::INSUFFICIENT_SPACE,
+                Reason::InsufficientSpace,
             ),
             (
                 "error: Switching: Initializing storage: System not booted via bootc".to_owned(),
-                reasons::NOT_A_BOOTC_HOST,
+                Reason::NotABootcHost,
             ),
             (
                 "error: Switching: Initializing storage: Preparing for write: Detected container; this command requires a booted host system.".to_owned(),
-                reasons::NOT_A_BOOTC_HOST,
+                Reason::NotABootcHost,
             ),
             (
                 "error: Switching: Switching (ostree): No staged deployment found".to_owned(),
-                reasons::ERROR,
+                Reason::Error,
             ),
         ];
         for (message, reason) in rows {

@@ -17,10 +17,10 @@
 use std::time::Duration;
 
 use api::conditions::ConditionUpdate;
-use api::reasons;
 use api::{
     BootEntryStatus, BootcNodeSpec, BootcNodeStatus, DaemonPhase, DesiredImageState, RebootPolicy,
 };
+use api::{ConditionType, Reason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// First retry delay after a failed bootc command.
@@ -147,8 +147,8 @@ fn failed_reboot(inputs: &Inputs<'_>) -> Option<String> {
     // Already reported: that status records the host as it came back (new
     // boot id, nothing staged), which no longer shows the failed reboot.
     // The report stands until a new spec (or a retry, which is one).
-    if api::conditions::message(&previous.conditions, reasons::IDLE) == Some(FAILED_REBOOT) {
-        let reported = api::conditions::message(&previous.conditions, reasons::DEGRADED);
+    if api::conditions::message(&previous.conditions, ConditionType::Idle) == Some(FAILED_REBOOT) {
+        let reported = api::conditions::message(&previous.conditions, ConditionType::Degraded);
         return Some(reported.unwrap_or(FAILED_REBOOT).to_owned());
     }
     let host = inputs.host;
@@ -218,7 +218,8 @@ pub const UNPLANNED_BOOT: &str = "Booted outside a reboot slot";
 fn unplanned_boot(inputs: &Inputs<'_>) -> Option<String> {
     let previous = inputs.previous?;
     let host = inputs.host;
-    let message = api::conditions::message(&previous.conditions, reasons::IDLE).unwrap_or_default();
+    let message =
+        api::conditions::message(&previous.conditions, ConditionType::Idle).unwrap_or_default();
     if message.starts_with(UNPLANNED_BOOT)
         && previous
             .booted
@@ -389,19 +390,19 @@ pub fn status_for(
             .unwrap_or_default(),
     };
     let idle = ConditionUpdate::new(
-        reasons::IDLE,
+        ConditionType::Idle,
         decision.phase.is_idle(),
-        decision.phase.as_str(),
+        decision.phase.reason(),
         decision.phase_message.clone(),
     );
     let degraded = match &decision.degraded {
         Some(message) => ConditionUpdate::new(
-            reasons::DEGRADED,
+            ConditionType::Degraded,
             true,
             crate::bootc_errors::reason_for(message),
             message.clone(),
         ),
-        None => ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "No errors"),
+        None => ConditionUpdate::new(ConditionType::Degraded, false, Reason::Healthy, "No errors"),
     };
     (status, [idle, degraded])
 }
@@ -412,7 +413,7 @@ pub fn status_for(
 pub fn status_to_write(decision: &Decision, inputs: &Inputs<'_>, now: &Time) -> BootcNodeStatus {
     let (mut status, updates) = status_for(decision, inputs);
     for update in &updates {
-        if update.type_ == reasons::IDLE {
+        if update.type_ == ConditionType::Idle {
             api::conditions::apply_phase(&mut status.conditions, update, inputs.generation, now);
         } else {
             api::conditions::apply(&mut status.conditions, update, inputs.generation, now);
@@ -427,8 +428,8 @@ pub fn status_to_write(decision: &Decision, inputs: &Inputs<'_>, now: &Time) -> 
 /// or applied meanwhile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostProblem {
-    /// The Degraded reason (`api::reasons`).
-    pub reason: &'static str,
+    /// The Degraded reason.
+    pub reason: Reason,
     pub message: String,
 }
 
@@ -437,7 +438,7 @@ pub struct HostProblem {
 /// (a container or a host booted otherwise reports none).
 pub fn host_problem(host: &HostView) -> Option<HostProblem> {
     host.booted.is_none().then(|| HostProblem {
-        reason: reasons::NOT_A_BOOTC_HOST,
+        reason: Reason::NotABootcHost,
         message: "bootc status reports no booted deployment: this host is not deployed via bootc (or bootc runs in a container); nothing is staged here".to_owned(),
     })
 }
@@ -455,8 +456,8 @@ pub fn status_retry(attempts: u32) -> Duration {
 /// words.
 pub fn status_failed(message: &str) -> HostProblem {
     let reason = match crate::bootc_errors::reason_for(message) {
-        r if r == reasons::NOT_A_BOOTC_HOST => r,
-        _ => reasons::BOOTC_STATUS_FAILED,
+        r if r == Reason::NotABootcHost => r,
+        _ => Reason::BootcStatusFailed,
     };
     HostProblem {
         reason,
@@ -484,7 +485,7 @@ pub fn status_for_problem(
         status.download_only_supported = Some(host.download_only_supported);
     }
     let degraded = ConditionUpdate::new(
-        reasons::DEGRADED,
+        ConditionType::Degraded,
         true,
         problem.reason,
         problem.message.clone(),
@@ -505,7 +506,7 @@ pub fn worth_writing(stored: Option<&BootcNodeStatus>, new: &BootcNodeStatus) ->
     };
     let idle = |s: &BootcNodeStatus| {
         s.phase() == Ok(Some(DaemonPhase::Idle))
-            && api::conditions::is_true(&s.conditions, reasons::IDLE)
+            && api::conditions::is_true(&s.conditions, ConditionType::Idle)
     };
     let ignore_generation = idle(stored) && idle(new);
     let comparable = |s: &BootcNodeStatus| {
@@ -580,9 +581,9 @@ mod tests {
         api::conditions::apply(
             &mut status.conditions,
             &ConditionUpdate::new(
-                reasons::IDLE,
+                ConditionType::Idle,
                 false,
-                DaemonPhase::Rebooting.as_str(),
+                DaemonPhase::Rebooting.reason(),
                 "Applying",
             ),
             Some(generation),
@@ -680,12 +681,17 @@ mod tests {
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
             for (type_, status, reason, message) in [
                 (
-                    reasons::IDLE,
+                    ConditionType::Idle,
                     false,
-                    DaemonPhase::Rebooting.as_str(),
+                    DaemonPhase::Rebooting.reason(),
                     FAILED_REBOOT,
                 ),
-                (reasons::DEGRADED, true, reasons::ERROR, "rebooted into OLD"),
+                (
+                    ConditionType::Degraded,
+                    true,
+                    Reason::Error,
+                    "rebooted into OLD",
+                ),
             ] {
                 api::conditions::apply(
                     &mut reported.conditions,
@@ -830,13 +836,13 @@ mod tests {
         let mut not_deployed = host(OLD, None, "b1");
         not_deployed.booted = None;
         let problem = host_problem(&not_deployed).unwrap();
-        assert_eq!(problem.reason, reasons::NOT_A_BOOTC_HOST);
+        assert_eq!(problem.reason, Reason::NotABootcHost);
         assert_eq!(host_problem(&host(OLD, None, "b1")), None);
 
         let broken = status_failed(
             "bootc [\"status\"] failed (exit status: 1): error: Status: Getting composefs deployment status: boom",
         );
-        assert_eq!(broken.reason, reasons::BOOTC_STATUS_FAILED);
+        assert_eq!(broken.reason, Reason::BootcStatusFailed);
         assert!(
             broken
                 .message
@@ -845,7 +851,7 @@ mod tests {
         let container = status_failed(
             "error: Status: Preparing for write: Detected container; this command requires a booted host system.",
         );
-        assert_eq!(container.reason, reasons::NOT_A_BOOTC_HOST);
+        assert_eq!(container.reason, Reason::NotABootcHost);
 
         // The last known deployments and phase stay; the spec is seen.
         let previous = rebooting_status("b1", 2);
@@ -854,13 +860,13 @@ mod tests {
         assert_eq!(status.booted, previous.booted);
         assert_eq!(status.conditions, previous.conditions);
         assert!(degraded.status);
-        assert_eq!(degraded.reason, reasons::BOOTC_STATUS_FAILED);
+        assert_eq!(degraded.reason, Reason::BootcStatusFailed);
         // A fresh answer (nothing booted) replaces them.
         let (status, degraded) =
             status_for_problem(Some(&previous), Some(3), Some(&not_deployed), &problem);
         assert_eq!(status.booted, None);
         assert_eq!(status.boot_id.as_deref(), Some("b1"));
-        assert_eq!(degraded.reason, reasons::NOT_A_BOOTC_HOST);
+        assert_eq!(degraded.reason, Reason::NotABootcHost);
     }
 
     #[test]
@@ -944,7 +950,7 @@ mod tests {
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
         api::conditions::apply(
             &mut status.conditions,
-            &ConditionUpdate::new(reasons::IDLE, false, phase.as_str(), "m"),
+            &ConditionUpdate::new(ConditionType::Idle, false, phase.reason(), "m"),
             Some(3),
             &now,
         );
@@ -1074,8 +1080,8 @@ mod tests {
         };
         let (_, [_, degraded]) = status_for(&decide(&inputs), &inputs);
         assert_eq!(
-            (degraded.status, degraded.reason.as_str()),
-            (true, reasons::IMAGE_NOT_FOUND)
+            (degraded.status, degraded.reason),
+            (true, Reason::ImageNotFound)
         );
         assert!(degraded.message.contains("manifest unknown"));
     }
@@ -1099,18 +1105,15 @@ mod tests {
         assert_eq!(status.boot_id.as_deref(), Some("b1"));
         assert_eq!(status.staged, host.staged);
         assert_eq!(
-            (idle.status, idle.reason.as_str()),
-            (false, DaemonPhase::Staged.as_str())
+            (idle.status, idle.reason),
+            (false, DaemonPhase::Staged.reason())
         );
         assert!(
             idle.message.contains("(locked)") && !idle.message.contains("unlocked"),
             "{}",
             idle.message
         );
-        assert_eq!(
-            (degraded.status, degraded.reason.as_str()),
-            (false, reasons::HEALTHY)
-        );
+        assert_eq!((degraded.status, degraded.reason), (false, Reason::Healthy));
 
         // An old bootc stages without --download-only: the status says so.
         let host = self::host(OLD, Some(entry(NEW, true, false)), "b1");
@@ -1120,7 +1123,7 @@ mod tests {
         };
         let d = decide(&inputs);
         let (_, [idle, _]) = status_for(&d, &inputs);
-        assert_eq!(idle.reason, DaemonPhase::Staged.as_str());
+        assert_eq!(idle.reason, DaemonPhase::Staged.reason());
         assert!(
             idle.message
                 .contains("unlocked: this bootc cannot stage without applying"),
@@ -1145,8 +1148,8 @@ mod tests {
         let d = decide(&inputs);
         let (_, [idle, _]) = status_for(&d, &inputs);
         assert_eq!(
-            (idle.status, idle.reason.as_str()),
-            (false, DaemonPhase::Staging.as_str())
+            (idle.status, idle.reason),
+            (false, DaemonPhase::Staging.reason())
         );
         assert!(
             idle.message.contains(NEW) && idle.message.contains("again"),

@@ -543,7 +543,7 @@ impl NodeLoop {
             &now,
         );
         if self.store_status(node, status).await? {
-            tracing::warn!(reason = problem.reason, message = %problem.message, "host problem reported");
+            tracing::warn!(reason = problem.reason.as_str(), message = %problem.message, "host problem reported");
         }
         Ok(true)
     }

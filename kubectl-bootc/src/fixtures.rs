@@ -4,7 +4,10 @@
 
 use api::conditions::ConditionUpdate;
 use api::labels::{CORDONED_BY_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION};
-use api::{BootEntryStatus, BootcNode, BootcNodePool, BootcNodeStatus, DesiredImageState, reasons};
+use api::{
+    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeStatus, ConditionType, DesiredImageState,
+    Reason,
+};
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use kube::{Resource, ResourceExt};
@@ -55,18 +58,18 @@ pub fn alone(bn: BootcNode, ready: bool, cordoned: bool) -> Snapshot {
 
 /// Sets the `Degraded` condition afresh: True for `(reason, message)`,
 /// else False (Healthy).
-fn set_degraded(conditions: &mut Vec<Condition>, degraded: Option<(&str, &str)>) {
-    conditions.retain(|c| c.type_ != reasons::DEGRADED);
+fn set_degraded(conditions: &mut Vec<Condition>, degraded: Option<(Reason, &str)>) {
+    conditions.retain(|c| c.type_ != ConditionType::Degraded);
     let (status, reason, message) =
-        degraded.map_or((false, reasons::HEALTHY, ""), |(r, m)| (true, r, m));
-    condition(conditions, reasons::DEGRADED, status, reason, message);
+        degraded.map_or((false, Reason::Healthy, ""), |(r, m)| (true, r, m));
+    condition(conditions, ConditionType::Degraded, status, reason, message);
 }
 
 fn condition(
     conditions: &mut Vec<Condition>,
-    type_: &'static str,
+    type_: ConditionType,
     status: bool,
-    reason: &str,
+    reason: Reason,
     message: &str,
 ) {
     api::conditions::apply(
@@ -96,28 +99,28 @@ pub fn pool(name: &str, paused: bool) -> BootcNodePool {
     let status = p.status.as_mut().unwrap();
     condition(
         &mut status.conditions,
-        reasons::UP_TO_DATE,
+        ConditionType::UpToDate,
         false,
-        reasons::ROLLOUT_IN_PROGRESS,
+        Reason::RolloutInProgress,
         "1/3 updated; 1 staged, 1 rebooting; in reboot slots: n3",
     );
     set_degraded(&mut status.conditions, None);
     p
 }
 
-fn degraded_pool(mut p: BootcNodePool, reason: &str, message: &str) -> BootcNodePool {
+fn degraded_pool(mut p: BootcNodePool, reason: Reason, message: &str) -> BootcNodePool {
     let status = p.status.as_mut().unwrap();
     set_degraded(&mut status.conditions, Some((reason, message)));
     p
 }
 
 pub fn halted(p: BootcNodePool, message: &str) -> BootcNodePool {
-    degraded_pool(p, reasons::ROLLOUT_HALTED, message)
+    degraded_pool(p, Reason::RolloutHalted, message)
 }
 
 pub fn stuck(p: BootcNodePool, node: &str) -> BootcNodePool {
     let message = format!("{node} has been rebooting (NotReady) for 12m; check the node's console");
-    degraded_pool(p, reasons::NODE_STUCK, &message)
+    degraded_pool(p, Reason::NodeStuck, &message)
 }
 
 /// `p` depending on pool `on` (`spec.rollout.dependsOn`).
@@ -178,9 +181,9 @@ pub fn alerting(mut p: BootcNodePool, alert: &str) -> BootcNodePool {
     let status = p.status.as_mut().unwrap();
     condition(
         &mut status.conditions,
-        reasons::UP_TO_DATE,
+        ConditionType::UpToDate,
         false,
-        reasons::ALERT_FIRING,
+        Reason::AlertFiring,
         &format!(
             "1/3 updated; 2 staged, 0 rebooting; alerts fire (spec.rollout.alertGate), no new reboot slot until they resolve: {alert}"
         ),
@@ -216,9 +219,9 @@ pub fn bn(name: &str, booted: &str, phase: Phase) -> BootcNode {
     };
     condition(
         &mut status.conditions,
-        reasons::IDLE,
+        ConditionType::Idle,
         phase.is_idle(),
-        phase.as_str(),
+        phase.reason(),
         "",
     );
     set_degraded(&mut status.conditions, None);
@@ -237,7 +240,7 @@ pub fn slotted(mut bn: BootcNode, approved: bool) -> BootcNode {
 
 pub fn degrade(mut bn: BootcNode, message: &str) -> BootcNode {
     let status = bn.status.as_mut().unwrap();
-    set_degraded(&mut status.conditions, Some((reasons::ERROR, message)));
+    set_degraded(&mut status.conditions, Some((Reason::Error, message)));
     bn
 }
 

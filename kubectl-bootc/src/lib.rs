@@ -25,7 +25,7 @@ pub mod history;
 pub mod status;
 pub mod why;
 
-use api::{BootcNode, BootcNodePool};
+use api::{BootcNode, BootcNodePool, ConditionType};
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use kube::{Resource, ResourceExt};
 
@@ -126,7 +126,7 @@ pub fn holds_slot(snap: &Snapshot, bn: &BootcNode, pool: &str) -> bool {
 }
 
 /// The pool's condition of `type_` when it is True: (reason, message).
-pub fn pool_condition<'a>(pool: &'a BootcNodePool, type_: &str) -> Option<(&'a str, &'a str)> {
+pub fn pool_condition(pool: &BootcNodePool, type_: ConditionType) -> Option<(&str, &str)> {
     let status = pool.status.as_ref()?;
     api::conditions::find(&status.conditions, type_)
         .filter(|c| c.status == "True")
@@ -134,7 +134,7 @@ pub fn pool_condition<'a>(pool: &'a BootcNodePool, type_: &str) -> Option<(&'a s
 }
 
 /// The pool's condition of `type_` whatever its status: (reason, message).
-pub fn pool_condition_any<'a>(pool: &'a BootcNodePool, type_: &str) -> Option<(&'a str, &'a str)> {
+pub fn pool_condition_any(pool: &BootcNodePool, type_: ConditionType) -> Option<(&str, &str)> {
     let status = pool.status.as_ref()?;
     api::conditions::find(&status.conditions, type_)
         .map(|c| (c.reason.as_str(), c.message.as_str()))
@@ -186,7 +186,7 @@ pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use api::reasons;
+    use api::{ConditionType, Reason};
     use fixtures::{Phase, V1, bn};
 
     /// An OSC window title, a line erasure and a cursor move, as a registry
@@ -233,12 +233,12 @@ mod tests {
     fn a_phase_this_plugin_does_not_know_is_shown_as_written() {
         let known = bn("n1", V1, Phase::Staged);
         assert_eq!(known.phase(), Some(api::DaemonPhase::Staged));
-        assert_eq!(phase_label(&known, "?"), reasons::STAGED);
+        assert_eq!(phase_label(&known, "?"), Reason::Staged);
 
         let mut newer = known.clone();
         if let Some(s) = newer.status.as_mut() {
             for c in &mut s.conditions {
-                if c.type_ == reasons::IDLE {
+                if c.type_ == ConditionType::Idle {
                     c.reason = "Verifying".to_owned();
                 }
             }

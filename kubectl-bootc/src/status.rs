@@ -3,7 +3,7 @@
 //! summary, what is wrong, the reboot slots; then one line per node with
 //! its phase, since when, its slot and the headline of [`crate::why`].
 
-use api::{BootcNodePool, reasons};
+use api::{BootcNodePool, ConditionType};
 use kube::ResourceExt;
 use rollout::window::Window;
 
@@ -55,13 +55,16 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
     if let Some(deployed) = &status.deployed_digest {
         rows.push(("Deployed", deployed.clone()));
     }
-    let progress = pool_condition_any(pool, reasons::UP_TO_DATE)
+    let progress = pool_condition_any(pool, ConditionType::UpToDate)
         .map_or("not reconciled yet".to_owned(), |(r, m)| {
             format!("{r}: {m}")
         });
     rows.push(("Progress", progress));
-    if let Some((reason, message)) = pool_condition(pool, reasons::DEGRADED) {
-        rows.push((reasons::DEGRADED, format!("{reason}: {message}")));
+    if let Some((reason, message)) = pool_condition(pool, ConditionType::Degraded) {
+        rows.push((
+            ConditionType::Degraded.as_str(),
+            format!("{reason}: {message}"),
+        ));
     }
     if pool.spec.rollout.paused {
         rows.push((

@@ -11,7 +11,7 @@
 //! ([`rollout::disruption::Unavailable`]).
 
 use api::node_health::{cordoned_by, holds, is_cordoned, is_ready, not_ready_since};
-use api::{BootcNode, BootcNodePool, DaemonPhase, event_reasons, reasons};
+use api::{BootcNode, BootcNodePool, ConditionType, DaemonPhase, Reason, event_reasons};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use rollout::disruption::Unavailable;
@@ -71,7 +71,7 @@ fn not_a_member(snap: &Snapshot, name: &str, node: Option<&Node>) -> Vec<String>
         many => format!(
             "{name}'s labels match pools {}: a node belongs to one pool only (the pools say Degraded/{})",
             many.join(", "),
-            reasons::NODE_CONFLICT
+            Reason::NodeConflict
         ),
     }]
 }
@@ -93,7 +93,7 @@ fn member(
         return;
     }
     let Some(target) = crate::target(pool) else {
-        let problem = pool_condition(pool, reasons::DEGRADED)
+        let problem = pool_condition(pool, ConditionType::Degraded)
             .map_or(String::new(), |(r, m)| format!(": {r}: {m}"));
         out.push(format!("pool {pool_name} has no target image yet{problem}"));
         return;
@@ -144,8 +144,8 @@ fn evidence(
     out: &mut Vec<String>,
 ) {
     let name = bn.name_any();
-    if let Some((reason, message)) = pool_condition(pool, reasons::DEGRADED)
-        && reason == reasons::NODE_STUCK
+    if let Some((reason, message)) = pool_condition(pool, ConditionType::Degraded)
+        && reason == Reason::NodeStuck
         && message.contains(&name)
     {
         out.push(format!("stuck: {message}"));
@@ -332,7 +332,8 @@ fn waiting(
         out.push(format!(
             "the pool is paused (spec.rollout.paused): staged, but no new reboot slot is handed out until `kubectl bootc resume {pool_name}`"
         ));
-    } else if let Some((reasons::ROLLOUT_HALTED, message)) = pool_condition(pool, reasons::DEGRADED)
+    } else if let Some((reason, message)) = pool_condition(pool, ConditionType::Degraded)
+        && reason == Reason::RolloutHalted
     {
         out.push(format!("the rollout is halted: {message}"));
     } else if let Some(waiting) = dependencies(snap, pool) {
@@ -357,7 +358,7 @@ fn waiting(
             slot_holders(snap, pool)
         ));
     }
-    if let Some((_, message)) = pool_condition_any(pool, reasons::UP_TO_DATE) {
+    if let Some((_, message)) = pool_condition_any(pool, ConditionType::UpToDate) {
         out.push(format!("pool {pool_name}: {message}"));
     }
 }
@@ -378,8 +379,9 @@ fn blocked(blocking: &Result<Option<String>, String>) -> Option<String> {
 /// What the pool's gates say, as the controller last asked them (the
 /// plugin does not ask Prometheus itself; None: no gate holds).
 fn gated(pool: &BootcNodePool) -> Option<String> {
-    let (reason, message) = pool_condition_any(pool, reasons::UP_TO_DATE)?;
-    [reasons::ALERT_FIRING, reasons::GATE_UNANSWERED]
+    let (reason, message) = pool_condition_any(pool, ConditionType::UpToDate)?;
+    let reason = Reason::parse(reason)?;
+    [Reason::AlertFiring, Reason::GateUnanswered]
         .contains(&reason)
         .then(|| {
             let gate = message

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use api::{BootcNode, BootcNodePool, reasons};
+use api::{BootcNode, BootcNodePool, ConditionType, Reason};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
@@ -62,7 +62,7 @@ async fn wait_bn(sim: &Sim, name: &str, what: &str, cond: impl Fn(&BootcNode) ->
     .unwrap();
 }
 
-fn pool_reason(p: &BootcNodePool, type_: &str) -> Option<String> {
+fn pool_reason(p: &BootcNodePool, type_: ConditionType) -> Option<String> {
     let s = p.status.as_ref()?;
     api::conditions::reason(&s.conditions, type_).map(str::to_owned)
 }
@@ -114,7 +114,7 @@ async fn rolled_out_v1(sim: &mut Sim) -> Vec<String> {
     wait_pool(sim, "v1 everywhere", |p| {
         api::conditions::is_true(
             &p.status.clone().unwrap_or_default().conditions,
-            reasons::READY,
+            ConditionType::Ready,
         )
     })
     .await;
@@ -149,7 +149,7 @@ async fn pause_why_retry_resume_and_history_through_the_plugin() {
     }
     wait_pool(&sim, "paused", |p| {
         p.spec.rollout.paused
-            && pool_reason(p, reasons::UP_TO_DATE).as_deref() == Some(reasons::PAUSED)
+            && pool_reason(p, ConditionType::UpToDate).as_deref() == Some(Reason::Paused.as_str())
     })
     .await;
     let why = ok(&sim, &["why", &names[0]]);
@@ -187,7 +187,7 @@ async fn pause_why_retry_resume_and_history_through_the_plugin() {
     wait_pool(&sim, "v2 everywhere after the retry", |p| {
         api::conditions::is_true(
             &p.status.clone().unwrap_or_default().conditions,
-            reasons::READY,
+            ConditionType::Ready,
         )
     })
     .await;
@@ -209,5 +209,5 @@ async fn pause_why_retry_resume_and_history_through_the_plugin() {
     let complete = history.find(api::event_reasons::ROLLOUT_COMPLETE);
     assert!(started.is_some() && started < complete, "{history}");
     let status = ok(&sim, &["status", POOL]);
-    assert!(status.contains(reasons::ALL_UPDATED), "{status}");
+    assert!(status.contains(Reason::AllUpdated.as_str()), "{status}");
 }

@@ -10,7 +10,7 @@
 //! `maxUnhealthy` is at least 1 (default 2). Who may take a free slot
 //! within that number is [`crate::disruption::Budget`]'s rule.
 
-use api::{DEFAULT_MAX_UNHEALTHY, RolloutSpec, reasons};
+use api::{DEFAULT_MAX_UNHEALTHY, Reason, RolloutSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::model::Problem;
@@ -65,7 +65,7 @@ fn of_pool(value: &IntOrString, members: usize, min: usize, field: &str) -> Resu
 /// one (one slot; a halt at the first unhealthy holder).
 pub fn limits(rollout: &RolloutSpec, members: usize, problems: &mut Vec<Problem>) -> Limits {
     let mut invalid = |e: String| {
-        problems.push((reasons::INVALID_SPEC, e));
+        problems.push((Reason::InvalidSpec, e));
         1
     };
     Limits {

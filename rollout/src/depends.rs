@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use api::{BootcNodePool, reasons};
+use api::{BootcNodePool, Reason};
 use kube_core::ResourceExt;
 
 use crate::model::Problem;
@@ -77,7 +77,7 @@ pub fn check(
     waiting.cycle = cycle(pool, &by_name);
     if let Some(cycle) = &waiting.cycle {
         problems.push((
-            reasons::DEPENDENCY_CYCLE,
+            Reason::DependencyCycle,
             format!(
                 "spec.rollout.dependsOn forms a cycle: {}; no new reboot slot until it is broken",
                 cycle.join(" -> ")
@@ -138,6 +138,7 @@ fn path_back(from: &BTreeMap<&str, &str>, start: &str, last: &str) -> Vec<String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use api::ConditionType;
     use api::conditions::{ConditionUpdate, apply};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -154,11 +155,11 @@ mod tests {
         p.metadata.generation = Some(3);
         let mut status = api::BootcNodePoolStatus::default();
         let reason = if up_to_date {
-            reasons::ALL_UPDATED
+            Reason::AllUpdated
         } else {
-            reasons::ROLLOUT_IN_PROGRESS
+            Reason::RolloutInProgress
         };
-        let update = ConditionUpdate::new(reasons::UP_TO_DATE, up_to_date, reason, "m");
+        let update = ConditionUpdate::new(ConditionType::UpToDate, up_to_date, reason, "m");
         let now = Time(jiff::Timestamp::UNIX_EPOCH);
         apply(&mut status.conditions, &update, Some(3), &now);
         p.status = Some(status);
@@ -203,9 +204,7 @@ mod tests {
             let got = check(&p, &others, &mut problems);
             assert_eq!(got, want, "{what}");
             assert_eq!(got.is_met(), want.is_met(), "{what}");
-            let cycle_reported = problems
-                .iter()
-                .any(|(r, _)| *r == reasons::DEPENDENCY_CYCLE);
+            let cycle_reported = problems.iter().any(|(r, _)| *r == Reason::DependencyCycle);
             assert_eq!(cycle_reported, want.cycle.is_some(), "{what}: {problems:?}");
         }
     }

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use api::{NodeGroup, reasons};
+use api::{NodeGroup, Reason};
 use kube_core::{Selector, SelectorExt};
 
 use crate::model::Problem;
@@ -49,7 +49,7 @@ impl Groups {
     /// (None: every new slot is held).
     pub fn of_pool(order: &[NodeGroup], problems: &mut Vec<Problem>) -> Option<Groups> {
         Groups::read(order)
-            .map_err(|e| problems.push((reasons::INVALID_SPEC, e)))
+            .map_err(|e| problems.push((Reason::InvalidSpec, e)))
             .ok()
     }
 

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use api::{BootcNodePoolStatus, conditions, reasons};
+use api::{BootcNodePoolStatus, ConditionType, Reason, conditions};
 use jiff::Timestamp;
 
 use crate::model::{PlannedEvent, Problem, event_reasons};
@@ -59,14 +59,16 @@ pub fn report(
     events: &mut Vec<PlannedEvent>,
 ) {
     problems.push((
-        reasons::ROLLOUT_HALTED,
+        Reason::RolloutHalted,
         format!(
             "rollout halted: {} nodes in reboot slots are unhealthy (Degraded or not Ready): {}",
             unhealthy_in_slots.len(),
             unhealthy_in_slots.join(", ")
         ),
     ));
-    if conditions::reason(&current.conditions, reasons::DEGRADED) != Some(reasons::ROLLOUT_HALTED) {
+    if conditions::reason(&current.conditions, ConditionType::Degraded)
+        != Some(Reason::RolloutHalted.as_str())
+    {
         events.push(PlannedEvent {
             reason: event_reasons::ROLLOUT_HALTED,
             message: format!(

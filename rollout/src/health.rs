@@ -18,7 +18,7 @@
 //! InProgress). `Reconciling` stays False: nothing is making progress.
 
 use api::conditions::ConditionUpdate;
-use api::reasons;
+use api::{ConditionType, Reason};
 
 /// `Ready`, `Reconciling` and `Stalled`, from `UpToDate` and `Degraded`.
 pub fn kstatus_conditions(
@@ -31,28 +31,28 @@ pub fn kstatus_conditions(
     let reconciling = !stalled
         && !up_to_date.status
         && [
-            reasons::ROLLOUT_IN_PROGRESS,
-            reasons::OUTSIDE_MAINTENANCE_WINDOW,
-            reasons::WAITING_FOR_DEPENDENCIES,
-            reasons::ALERT_FIRING,
-            reasons::GATE_UNANSWERED,
+            Reason::RolloutInProgress,
+            Reason::OutsideMaintenanceWindow,
+            Reason::WaitingForDependencies,
+            Reason::AlertFiring,
+            Reason::GateUnanswered,
         ]
-        .contains(&up_to_date.reason.as_str());
+        .contains(&up_to_date.reason);
     let ready = !stalled && up_to_date.status;
     // Ready tells why it is not: the problem first, else the rollout's state.
     let why = if stalled { degraded } else { up_to_date };
     [
-        ConditionUpdate::new(reasons::READY, ready, &why.reason, why.message.clone()),
+        ConditionUpdate::new(ConditionType::Ready, ready, why.reason, why.message.clone()),
         ConditionUpdate::new(
-            reasons::RECONCILING,
+            ConditionType::Reconciling,
             reconciling,
-            &up_to_date.reason,
+            up_to_date.reason,
             up_to_date.message.clone(),
         ),
         ConditionUpdate::new(
-            reasons::STALLED,
+            ConditionType::Stalled,
             stalled,
-            &degraded.reason,
+            degraded.reason,
             degraded.message.clone(),
         ),
     ]
@@ -62,11 +62,11 @@ pub fn kstatus_conditions(
 mod tests {
     use super::*;
 
-    fn verdict(up: (bool, &str), degraded: Option<&str>) -> (bool, bool, bool) {
-        let up = ConditionUpdate::new(reasons::UP_TO_DATE, up.0, up.1, "m");
+    fn verdict(up: (bool, Reason), degraded: Option<Reason>) -> (bool, bool, bool) {
+        let up = ConditionUpdate::new(ConditionType::UpToDate, up.0, up.1, "m");
         let deg = match degraded {
-            Some(r) => ConditionUpdate::new(reasons::DEGRADED, true, r, "bad"),
-            None => ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "ok"),
+            Some(r) => ConditionUpdate::new(ConditionType::Degraded, true, r, "bad"),
+            None => ConditionUpdate::new(ConditionType::Degraded, false, Reason::Healthy, "ok"),
         };
         let [ready, reconciling, stalled] = kstatus_conditions(&up, &deg);
         (ready.status, reconciling.status, stalled.status)
@@ -74,25 +74,32 @@ mod tests {
 
     #[test]
     fn the_table() {
-        use reasons::*;
         // (UpToDate, Degraded reason) -> (Ready, Reconciling, Stalled)
         let rows = [
-            ((true, ALL_UPDATED), None, (true, false, false)),
-            ((false, ROLLOUT_IN_PROGRESS), None, (false, true, false)),
-            ((false, PAUSED), None, (false, false, false)),
-            ((false, ALERT_FIRING), None, (false, true, false)),
-            ((false, GATE_UNANSWERED), None, (false, true, false)),
+            ((true, Reason::AllUpdated), None, (true, false, false)),
+            ((false, Reason::AlertFiring), None, (false, true, false)),
+            ((false, Reason::GateUnanswered), None, (false, true, false)),
             (
-                (false, ROLLOUT_IN_PROGRESS),
-                Some(ROLLOUT_HALTED),
+                (false, Reason::RolloutInProgress),
+                None,
+                (false, true, false),
+            ),
+            ((false, Reason::Paused), None, (false, false, false)),
+            (
+                (false, Reason::RolloutInProgress),
+                Some(Reason::RolloutHalted),
                 (false, false, true),
             ),
             (
-                (true, ALL_UPDATED),
-                Some(NODE_CONFLICT),
+                (true, Reason::AllUpdated),
+                Some(Reason::NodeConflict),
                 (false, false, true),
             ),
-            ((false, PAUSED), Some(INVALID_SPEC), (false, false, true)),
+            (
+                (false, Reason::Paused),
+                Some(Reason::InvalidSpec),
+                (false, false, true),
+            ),
         ];
         for (up, deg, want) in rows {
             assert_eq!(verdict(up, deg), want, "{up:?} {deg:?}");
@@ -101,20 +108,21 @@ mod tests {
 
     #[test]
     fn ready_says_why_not() {
-        let up = ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, "3/5");
-        let deg = ConditionUpdate::new(reasons::DEGRADED, true, reasons::ROLLOUT_HALTED, "x, y");
+        let up = ConditionUpdate::new(ConditionType::UpToDate, false, Reason::Paused, "3/5");
+        let deg =
+            ConditionUpdate::new(ConditionType::Degraded, true, Reason::RolloutHalted, "x, y");
         let [ready, _, stalled] = kstatus_conditions(&up, &deg);
         assert_eq!(
-            (ready.reason.as_str(), ready.message.as_str()),
-            (reasons::ROLLOUT_HALTED, "x, y")
+            (ready.reason, ready.message.as_str()),
+            (Reason::RolloutHalted, "x, y")
         );
-        assert_eq!(stalled.reason, reasons::ROLLOUT_HALTED);
-        let ok = ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "no issues");
+        assert_eq!(stalled.reason, Reason::RolloutHalted);
+        let ok = ConditionUpdate::new(ConditionType::Degraded, false, Reason::Healthy, "no issues");
         let [ready, reconciling, _] = kstatus_conditions(&up, &ok);
         assert_eq!(
-            (ready.reason.as_str(), ready.message.as_str()),
-            (reasons::PAUSED, "3/5")
+            (ready.reason, ready.message.as_str()),
+            (Reason::Paused, "3/5")
         );
-        assert_eq!(reconciling.reason, reasons::PAUSED);
+        assert_eq!(reconciling.reason, Reason::Paused);
     }
 }

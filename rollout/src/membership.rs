@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use api::{BootcNode, BootcNodePool, reasons};
+use api::{BootcNode, BootcNodePool, Reason};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube_core::{Resource, ResourceExt};
@@ -55,7 +55,7 @@ impl Membership<'_> {
                 )
             })
             .collect();
-        Some((reasons::NODE_CONFLICT, text.join("; ")))
+        Some((Reason::NodeConflict, text.join("; ")))
     }
 }
 
@@ -71,7 +71,7 @@ pub(crate) fn of<'a>(
     let selector = match parse_selector(&pool.spec.node_selector) {
         Ok(s) => Some(s),
         Err(message) => {
-            problems.push((reasons::INVALID_SPEC, message));
+            problems.push((Reason::InvalidSpec, message));
             None
         }
     };

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use api::labels::IN_REBOOT_SLOT_ANNOTATION;
-use api::{BootcNode, BootcNodePool, BootcNodeSpec};
+use api::{BootcNode, BootcNodePool, BootcNodeSpec, Reason};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -24,7 +24,7 @@ pub struct Target {
 /// Why the pool has no (new) target: a Degraded reason and a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetProblem {
-    pub reason: &'static str,
+    pub reason: Reason,
     pub message: String,
 }
 
@@ -179,4 +179,4 @@ pub struct PlannedEvent {
 pub use api::event_reasons;
 
 /// A Degraded problem: its reason and message (see [`status`]).
-pub type Problem = (&'static str, String);
+pub type Problem = (Reason, String);

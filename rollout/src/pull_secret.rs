@@ -11,7 +11,7 @@
 //! on the target stays healthy; staging goes on with the credentials each
 //! host already has.
 
-use api::{BootcNode, BootcNodeSpec, SecretReference, reasons};
+use api::{BootcNode, BootcNodeSpec, Reason, SecretReference};
 
 use crate::model::{PlanInput, Problem};
 
@@ -32,7 +32,7 @@ pub fn checked(input: &PlanInput<'_>, problems: &mut Vec<Problem>) -> Secret {
     let reference = match &input.pool.spec.pull_secret_ref {
         Some(r) if r.namespace != input.operator_namespace => {
             problems.push((
-                reasons::INVALID_SPEC,
+                Reason::InvalidSpec,
                 format!(
                     "spec.pullSecretRef.namespace must be the operator's namespace {}, not {:?}",
                     input.operator_namespace, r.namespace
@@ -43,14 +43,14 @@ pub fn checked(input: &PlanInput<'_>, problems: &mut Vec<Problem>) -> Secret {
         Some(r) => {
             match &input.pull_secret {
                 None => problems.push((
-                    reasons::PULL_SECRET_NOT_FOUND,
+                    Reason::PullSecretNotFound,
                     format!(
                         "spec.pullSecretRef: Secret {}/{} not found",
                         r.namespace, r.name
                     ),
                 )),
                 Some(seen) if !seen.allows_pool => problems.push((
-                    reasons::PULL_SECRET_NOT_ALLOWED,
+                    Reason::PullSecretNotAllowed,
                     api::pull_secret::not_allowed_message(
                         &r.namespace,
                         &r.name,
@@ -66,7 +66,7 @@ pub fn checked(input: &PlanInput<'_>, problems: &mut Vec<Problem>) -> Secret {
     let invalid = input
         .target
         .as_ref()
-        .is_err_and(|p| p.reason == reasons::INVALID_PULL_SECRET);
+        .is_err_and(|p| p.reason == Reason::InvalidPullSecret);
     let usable = input.pull_secret.as_ref().is_some_and(|s| s.allows_pool);
     let broken = reference.is_some() && (!usable || invalid);
     Secret {

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use api::conditions::{self, ConditionUpdate};
 use api::labels::HOLD_ANNOTATION_PREFIX;
-use api::{BootcNode, BootcNodePoolStatus, reasons};
+use api::{BootcNode, BootcNodePoolStatus, ConditionType, Reason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::depends::Waiting;
@@ -269,7 +269,7 @@ fn degraded(
         .filter_map(|v| v.drain_failure.as_deref())
         .collect();
     if !drain_failures.is_empty() {
-        problems.push((reasons::DRAIN_TIMED_OUT, drain_failures.join("; ")));
+        problems.push((Reason::DrainTimedOut, drain_failures.join("; ")));
     }
     let skipped: Vec<&str> = verdicts
         .values()
@@ -277,7 +277,7 @@ fn degraded(
         .collect();
     if !skipped.is_empty() {
         problems.push((
-            reasons::DRAIN_TIMED_OUT,
+            Reason::DrainTimedOut,
             format!(
                 "skipped for this target after their drain failed (spec.rollout.onDrainTimeout: Release; `kubectl bootc retry NODE` drains one again): {}",
                 skipped.join("; ")
@@ -287,7 +287,7 @@ fn degraded(
     let degraded = rollout.names(|v| v.state == NodeState::Degraded);
     if !degraded.is_empty() {
         problems.push((
-            reasons::NODE_DEGRADED,
+            Reason::NodeDegraded,
             format!("degraded nodes: {}", degraded.join(", ")),
         ));
     }
@@ -312,7 +312,7 @@ struct Holding<'a> {
 /// gate (firing alerts, or a gate that could not be asked) or in progress.
 fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionUpdate {
     if done {
-        ConditionUpdate::new(reasons::UP_TO_DATE, true, reasons::ALL_UPDATED, breakdown)
+        ConditionUpdate::new(ConditionType::UpToDate, true, Reason::AllUpdated, breakdown)
     } else if holding.paused {
         // A pause holds the slots it finds: say which nodes stay cordoned.
         let message = if holding.held_by_pause.is_empty() {
@@ -323,12 +323,12 @@ fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionU
                 holding.held_by_pause.join(", ")
             )
         };
-        ConditionUpdate::new(reasons::UP_TO_DATE, false, reasons::PAUSED, message)
+        ConditionUpdate::new(ConditionType::UpToDate, false, Reason::Paused, message)
     } else if !holding.dependencies.is_met() {
         ConditionUpdate::new(
-            reasons::UP_TO_DATE,
+            ConditionType::UpToDate,
             false,
-            reasons::WAITING_FOR_DEPENDENCIES,
+            Reason::WaitingForDependencies,
             format!("{breakdown}; {}", holding.dependencies.message()),
         )
     } else if let Window::Closed { opens } = holding.window {
@@ -342,25 +342,25 @@ fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionU
             ""
         };
         ConditionUpdate::new(
-            reasons::UP_TO_DATE,
+            ConditionType::UpToDate,
             false,
-            reasons::OUTSIDE_MAINTENANCE_WINDOW,
+            Reason::OutsideMaintenanceWindow,
             format!(
                 "{breakdown}; outside the maintenance windows, no new reboot slot: {next}{finishing}"
             ),
         )
     } else if !holding.gate.is_open() {
         let reason = match holding.gate {
-            Gate::AlertsFiring(_) => reasons::ALERT_FIRING,
-            _ => reasons::GATE_UNANSWERED,
+            Gate::AlertsFiring(_) => Reason::AlertFiring,
+            _ => Reason::GateUnanswered,
         };
         let message = format!("{breakdown}; {}", holding.gate.message());
-        ConditionUpdate::new(reasons::UP_TO_DATE, false, reason, message)
+        ConditionUpdate::new(ConditionType::UpToDate, false, reason, message)
     } else {
         ConditionUpdate::new(
-            reasons::UP_TO_DATE,
+            ConditionType::UpToDate,
             false,
-            reasons::ROLLOUT_IN_PROGRESS,
+            Reason::RolloutInProgress,
             breakdown,
         )
     }
@@ -443,7 +443,7 @@ fn report_stuck(
     if stuck_nodes.is_empty() {
         return;
     }
-    let reported = conditions::message(&current.conditions, reasons::DEGRADED).unwrap_or("");
+    let reported = conditions::message(&current.conditions, ConditionType::Degraded).unwrap_or("");
     for s in stuck_nodes {
         if !reported.contains(&s.key()) {
             events.push(PlannedEvent {
@@ -455,7 +455,7 @@ fn report_stuck(
         }
     }
     let messages: Vec<String> = stuck_nodes.iter().map(|s| s.message()).collect();
-    problems.push((reasons::NODE_STUCK, messages.join("; ")));
+    problems.push((Reason::NodeStuck, messages.join("; ")));
 }
 
 /// The target as a person reads it: the version label bootc reports for it
@@ -476,26 +476,24 @@ pub fn target_summary(target: &Target, bootc_nodes: &[&BootcNode]) -> String {
 /// The Degraded condition: the most important problem's reason, and every
 /// problem's message.
 fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
-    let rank = |r: &str| match r {
-        reasons::INVALID_SPEC => 0,
+    let rank = |r: Reason| match r {
+        Reason::InvalidSpec => 0,
         // Before the registry's refusal it causes.
-        reasons::PULL_SECRET_NOT_FOUND
-        | reasons::PULL_SECRET_NOT_ALLOWED
-        | reasons::INVALID_PULL_SECRET => 1,
-        reasons::NODE_CONFLICT => 3,
-        reasons::ROLLOUT_HALTED | reasons::DEPENDENCY_CYCLE => 4,
-        reasons::NODE_STUCK => 5,
-        reasons::DRAIN_TIMED_OUT => 6,
-        reasons::NODE_DEGRADED => 7,
+        Reason::PullSecretNotFound | Reason::PullSecretNotAllowed | Reason::InvalidPullSecret => 1,
+        Reason::NodeConflict => 3,
+        Reason::RolloutHalted | Reason::DependencyCycle => 4,
+        Reason::NodeStuck => 5,
+        Reason::DrainTimedOut => 6,
+        Reason::NodeDegraded => 7,
         _ => 2,
     };
-    problems.sort_by_key(|(r, _)| rank(r));
+    problems.sort_by_key(|(r, _)| rank(*r));
     match problems.first() {
         Some((reason, _)) => {
             let message: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
-            ConditionUpdate::new(reasons::DEGRADED, true, reason, message.join("; "))
+            ConditionUpdate::new(ConditionType::Degraded, true, *reason, message.join("; "))
         }
-        None => ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "no issues"),
+        None => ConditionUpdate::new(ConditionType::Degraded, false, Reason::Healthy, "no issues"),
     }
 }
 
@@ -618,8 +616,8 @@ fn milestones(
             node: None,
         });
     }
-    let was_complete =
-        conditions::reason(&current.conditions, reasons::UP_TO_DATE) == Some(reasons::ALL_UPDATED);
+    let was_complete = conditions::reason(&current.conditions, ConditionType::UpToDate)
+        == Some(Reason::AllUpdated.as_str());
     // A pool seen for the first time already up to date rolled nothing out.
     let rolled = current.target_digest.is_some() && !was_complete;
     (total > 0 && behind == 0 && rolled).then(|| PlannedEvent {
@@ -641,8 +639,13 @@ fn counts_only(old: &BootcNodePoolStatus, new: &BootcNodePoolStatus) -> bool {
         s.degraded_count = 0;
         // Ready and Reconciling copy UpToDate's message (crate::health).
         for c in &mut s.conditions {
-            if [reasons::UP_TO_DATE, reasons::READY, reasons::RECONCILING]
-                .contains(&c.type_.as_str())
+            if [
+                ConditionType::UpToDate,
+                ConditionType::Ready,
+                ConditionType::Reconciling,
+            ]
+            .map(ConditionType::as_str)
+            .contains(&c.type_.as_str())
             {
                 c.message.clear();
             }

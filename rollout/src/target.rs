@@ -3,7 +3,7 @@
 //! is rolled to an image the controller could not verify; the problem goes
 //! on the pool's Degraded condition.
 
-use api::{BootcNodePool, BootcNodePoolStatus, reasons};
+use api::{BootcNodePool, BootcNodePoolStatus, Reason};
 
 use crate::model::{Problem, Target, TargetProblem};
 
@@ -40,7 +40,7 @@ pub fn recorded(status: &BootcNodePoolStatus) -> Option<Target> {
 pub fn report_none(pool: &BootcNodePool, problems: &mut Vec<Problem>) {
     if problems.is_empty() {
         problems.push((
-            reasons::INVALID_SPEC,
+            Reason::InvalidSpec,
             format!(
                 "spec.image.ref {:?}: no target image",
                 pool.spec.image.reference
@@ -68,7 +68,7 @@ mod tests {
             ..BootcNodePoolStatus::default()
         };
         let failed = Err(TargetProblem {
-            reason: reasons::REGISTRY_UNREACHABLE,
+            reason: Reason::RegistryUnreachable,
             message: "down".into(),
         });
         // (what, resolved, status before, in force, problems)

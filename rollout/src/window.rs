@@ -21,7 +21,7 @@
 //! Time zones come from the database built into the binary (jiff's bundled
 //! tzdb), never from the host's files: the image has none.
 
-use api::{MaintenanceWindow, Weekday, reasons};
+use api::{MaintenanceWindow, Reason, Weekday};
 use jiff::civil::{self, Date, DateTime, Time};
 use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::{SignedDuration, Timestamp, ToSpan};
@@ -79,7 +79,7 @@ pub fn at(windows: &[MaintenanceWindow], now: Timestamp, problems: &mut Vec<Prob
     match read(windows) {
         Ok(openings) => position(&openings, now),
         Err(e) => {
-            problems.push((reasons::INVALID_SPEC, e));
+            problems.push((Reason::InvalidSpec, e));
             Window::Closed { opens: None }
         }
     }
@@ -310,7 +310,7 @@ mod tests {
                 "{named}"
             );
             assert_eq!(problems.len(), 1, "{problems:?}");
-            assert_eq!(problems[0].0, reasons::INVALID_SPEC);
+            assert_eq!(problems[0].0, Reason::InvalidSpec);
             assert!(problems[0].1.starts_with(named), "{problems:?}");
         }
     }

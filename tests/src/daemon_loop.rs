@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use api::conditions;
-use api::{BootcNode, BootcNodeSpec, DesiredImageState, RebootPolicy, reasons};
+use api::{BootcNode, BootcNodeSpec, ConditionType, DesiredImageState, RebootPolicy};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
@@ -34,14 +34,14 @@ pub fn spec(desired: &str) -> BootcNodeSpec {
 pub fn phase(bn: &BootcNode) -> Option<&str> {
     bn.status
         .as_ref()
-        .and_then(|s| conditions::reason(&s.conditions, reasons::IDLE))
+        .and_then(|s| conditions::reason(&s.conditions, ConditionType::Idle))
 }
 
 /// The Degraded condition's message, when it is true.
 pub fn degraded(bn: &BootcNode) -> Option<String> {
     bn.status
         .as_ref()
-        .and_then(|s| conditions::find(&s.conditions, reasons::DEGRADED))
+        .and_then(|s| conditions::find(&s.conditions, ConditionType::Degraded))
         .filter(|c| c.status == "True")
         .map(|c| c.message.clone())
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use api::conditions;
-use api::{BootcNode, BootcNodePool, reasons};
+use api::{BootcNode, BootcNodePool, ConditionType};
 use k8s_openapi::api::core::v1::Node;
 
 /// One row of the node table.
@@ -53,7 +53,7 @@ pub fn rows(bootc_nodes: &[BootcNode], nodes: &[Node]) -> Vec<NodeRow> {
                 name,
                 booted,
                 desired: short_image(&bn.spec.desired_image),
-                state: conditions::reason(conds, reasons::IDLE)
+                state: conditions::reason(conds, ConditionType::Idle)
                     .unwrap_or("Pending")
                     .to_owned(),
                 approved: bn.approved(),
@@ -90,8 +90,8 @@ pub fn render(pool: &BootcNodePool, rows: &[NodeRow]) -> String {
     let mut out = String::new();
     let status = pool.status.clone().unwrap_or_default();
     let name = pool.metadata.name.clone().unwrap_or_default();
-    let up_to_date = conditions::find(&status.conditions, reasons::UP_TO_DATE);
-    let health = conditions::find(&status.conditions, reasons::DEGRADED);
+    let up_to_date = conditions::find(&status.conditions, ConditionType::UpToDate);
+    let health = conditions::find(&status.conditions, ConditionType::Degraded);
     let _ = writeln!(out, "pool {name}: {}", pool.spec.image.reference);
     let _ = writeln!(
         out,

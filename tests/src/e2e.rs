@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use api::{BootcNode, BootcNodePool, reasons};
+use api::{BootcNode, BootcNodePool, ConditionType, Reason};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 
@@ -100,7 +100,7 @@ pub async fn wait_rolled(sim: &Sim, digest: &str, nodes: i32) -> BootcNodePool {
                 && s.updated_count == nodes
                 && s.node_count == nodes
                 // Every slot released, too (the message names slot holders).
-                && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                && api::conditions::message(&s.conditions, api::ConditionType::UpToDate)
                     .is_some_and(|m| !m.contains("in reboot slots"))
         })
     })
@@ -201,7 +201,7 @@ pub async fn wait_updated(sim: &Sim, digest: &str, updated: i32) -> BootcNodePoo
 /// A spec change (a new drain timeout) is observed and the pool is still
 /// Degraded for `reason`: whatever the controller sees next, a halt or a
 /// stuck node holds.
-pub async fn still_degraded_after_a_spec_change(sim: &Sim, reason: &'static str) {
+pub async fn still_degraded_after_a_spec_change(sim: &Sim, reason: Reason) {
     sim.patch_pool(serde_json::json!({"rollout": {"drainTimeoutSeconds": 61}}))
         .await
         .unwrap();
@@ -212,7 +212,7 @@ pub async fn still_degraded_after_a_spec_change(sim: &Sim, reason: &'static str)
             p.status
                 .as_ref()
                 .is_some_and(|s| s.observed_generation == p.metadata.generation)
-                && condition(p, reasons::DEGRADED).is_some_and(|c| c.1 == reason)
+                && condition(p, ConditionType::Degraded).is_some_and(|c| c.1 == reason)
         },
     )
     .await;
@@ -228,7 +228,7 @@ pub async fn wait_phase(sim: &Sim, name: &str, phase: &'static str) {
         phase,
         move |b: Option<&BootcNode>| {
             b.and_then(|b| b.status.as_ref()).is_some_and(|s| {
-                api::conditions::reason(&s.conditions, reasons::IDLE) == Some(phase)
+                api::conditions::reason(&s.conditions, ConditionType::Idle) == Some(phase)
             })
         },
     )

@@ -29,7 +29,7 @@ pub async fn install_crds(client: &kube::Client) -> Result<()> {
 }
 
 /// The pool's condition of `type_`: (status, reason, message).
-pub fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
+pub fn condition(p: &BootcNodePool, type_: api::ConditionType) -> Option<(String, String, String)> {
     let s = p.status.as_ref()?;
     api::conditions::find(&s.conditions, type_)
         .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use api::{BootcNode, BootcNodeSpec, reasons};
+use api::{BootcNode, BootcNodeSpec, ConditionType, Reason};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -62,7 +62,7 @@ async fn daemon_on(cp: &ControlPlane, node: &str) -> kube::Client {
 
 fn status_patch(phase: &str) -> Patch<Value> {
     Patch::Merge(json!({"status": {"conditions": [{
-        "type": reasons::IDLE, "status": "False", "reason": phase, "message": "",
+        "type": ConditionType::Idle.as_str(), "status": "False", "reason": phase, "message": "",
         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
 }
 
@@ -102,7 +102,7 @@ async fn a_daemon_writes_only_its_own_nodes_status() {
     let pp = PatchParams::default();
 
     let message = refused("node-a's daemon writing node-b's status", |_| async {
-        as_a.patch_status("node-b", &pp, &status_patch(reasons::STAGING))
+        as_a.patch_status("node-b", &pp, &status_patch(Reason::Staging.as_str()))
             .await
             .map(|_| ())
     })
@@ -113,7 +113,7 @@ async fn a_daemon_writes_only_its_own_nodes_status() {
         "{message}"
     );
     // Its own status it may write.
-    as_a.patch_status("node-a", &pp, &status_patch(reasons::STAGING))
+    as_a.patch_status("node-a", &pp, &status_patch(Reason::Staging.as_str()))
         .await
         .unwrap();
     // No spec, even its own: RBAC already refuses, and so would the policy.
@@ -136,7 +136,7 @@ async fn a_daemon_writes_only_its_own_nodes_status() {
     let as_unbound: Api<BootcNode> = Api::all(unbound);
     let message = refused("a daemon token naming no node", |_| async {
         as_unbound
-            .patch_status("node-a", &pp, &status_patch(reasons::REASON_IDLE))
+            .patch_status("node-a", &pp, &status_patch(Reason::Idle.as_str()))
             .await
             .map(|_| ())
     })

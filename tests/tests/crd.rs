@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use api::{BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeStatus, reasons};
+use api::{BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeStatus, ConditionType, Reason};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tests::{ControlPlane, k8s};
@@ -487,9 +487,9 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
     api::conditions::apply(
         &mut status.conditions,
         &api::conditions::ConditionUpdate::new(
-            reasons::UP_TO_DATE,
+            ConditionType::UpToDate,
             false,
-            reasons::PAUSED,
+            Reason::Paused,
             "1/3 updated; 2 staged",
         ),
         generation,
@@ -552,9 +552,9 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
     api::conditions::apply(
         &mut bn_status.conditions,
         &api::conditions::ConditionUpdate::new(
-            reasons::IDLE,
+            ConditionType::Idle,
             false,
-            reasons::STAGED,
+            Reason::Staged,
             "Image staged",
         ),
         created.metadata.generation,
@@ -613,7 +613,7 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         "full references in -o wide:\n{wide}"
     );
     assert!(
-        text.contains(reasons::STAGED),
+        text.contains(Reason::Staged.as_str()),
         "BootcNode state not shown:\n{text}"
     );
     let _ = Duration::from_secs(0);

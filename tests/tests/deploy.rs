@@ -719,8 +719,8 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
             "workers",
             |p: Option<&BootcNodePool>| {
                 p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
-                    api::conditions::reason(&s.conditions, api::reasons::DEGRADED)
-                        == Some(api::reasons::PULL_SECRET_NOT_ALLOWED)
+                    api::conditions::reason(&s.conditions, api::ConditionType::Degraded)
+                        == Some(api::Reason::PullSecretNotAllowed.as_str())
                 })
             },
         ),
@@ -729,10 +729,12 @@ async fn the_daemon_reads_only_the_pull_secrets_its_pools_name() {
     .expect("the refused Secret is not reported on the pool")
     .unwrap()
     .unwrap();
-    let message =
-        api::conditions::message(&refused.status.unwrap().conditions, api::reasons::DEGRADED)
-            .unwrap_or_default()
-            .to_owned();
+    let message = api::conditions::message(
+        &refused.status.unwrap().conditions,
+        api::ConditionType::Degraded,
+    )
+    .unwrap_or_default()
+    .to_owned();
     assert!(
         message.contains("webhook-tls") && message.contains("bootc.dev/pools=workers"),
         "{message}"

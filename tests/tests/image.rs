@@ -233,8 +233,8 @@ async fn the_images_daemon_runs_a_node(rootfs: &Path) {
         "the image's daemon reports Idle",
         |bn| {
             bn.and_then(|b| b.status.as_ref())
-                .and_then(|s| api::conditions::reason(&s.conditions, api::reasons::IDLE))
-                == Some(api::reasons::REASON_IDLE)
+                .and_then(|s| api::conditions::reason(&s.conditions, api::ConditionType::Idle))
+                == Some(api::Reason::Idle.as_str())
         },
     )
     .await;

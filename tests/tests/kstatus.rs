@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use api::labels::MANAGED_LABEL;
 use api::node_health::NODE_READY;
-use api::{BootcNode, BootcNodePool, DesiredImageState, reasons};
+use api::{BootcNode, BootcNodePool, ConditionType, DesiredImageState, Reason};
 use k8s_openapi::api::core::v1::Node;
 use rollout::{DrainPhase, PlanInput, Target, TargetProblem};
 use serde_json::{Value, json};
@@ -47,7 +47,7 @@ fn node(name: &str, ready: bool, cordoned: bool) -> Node {
 
 /// A member's BootcNode: booted `booted`, the daemon in `phase` (an Idle
 /// reason), possibly Degraded, possibly in a reboot slot.
-fn bn(name: &str, booted: &str, phase: &str, degraded: bool, slot: bool) -> BootcNode {
+fn bn(name: &str, booted: &str, phase: Reason, degraded: bool, slot: bool) -> BootcNode {
     let mut annotations = serde_json::Map::new();
     if slot {
         annotations.insert(api::labels::IN_REBOOT_SLOT_ANNOTATION.into(), "true".into());
@@ -64,12 +64,12 @@ fn bn(name: &str, booted: &str, phase: &str, degraded: bool, slot: bool) -> Boot
         "spec": {"desiredImage": image(NEW), "desiredImageState": DesiredImageState::Staged, "rebootPolicy": "RebootOnly"},
         "status": {
             "booted": {"image": image(booted), "imageDigest": booted},
-            "staged": (phase == reasons::STAGED).then(|| json!({"image": image(NEW), "imageDigest": NEW})),
+            "staged": (phase == Reason::Staged).then(|| json!({"image": image(NEW), "imageDigest": NEW})),
             "conditions": [
-                {"type": reasons::IDLE, "status": if phase == reasons::REASON_IDLE {"True"} else {"False"}, "reason": phase,
+                {"type": ConditionType::Idle.as_str(), "status": if phase == Reason::Idle {"True"} else {"False"}, "reason": phase.as_str(),
                  "message": "", "lastTransitionTime": t},
-                {"type": reasons::DEGRADED, "status": if degraded {"True"} else {"False"},
-                 "reason": if degraded {reasons::ERROR} else {reasons::HEALTHY}, "message": "", "lastTransitionTime": t},
+                {"type": ConditionType::Degraded.as_str(), "status": if degraded {"True"} else {"False"},
+                 "reason": if degraded {Reason::Error} else {Reason::Healthy}.as_str(), "message": "", "lastTransitionTime": t},
             ],
         },
     }))
@@ -126,14 +126,14 @@ fn kstatus_agrees_with_a_person_on_every_pool_state() {
         node("c", true, false),
     ];
     let staging = [
-        bn("a", OLD, reasons::STAGING, false, false),
-        bn("b", OLD, reasons::STAGED, false, false),
-        bn("c", NEW, reasons::REASON_IDLE, false, false),
+        bn("a", OLD, Reason::Staging, false, false),
+        bn("b", OLD, Reason::Staged, false, false),
+        bn("c", NEW, Reason::Idle, false, false),
     ];
     let done = [
-        bn("a", NEW, reasons::REASON_IDLE, false, false),
-        bn("b", NEW, reasons::REASON_IDLE, false, false),
-        bn("c", NEW, reasons::REASON_IDLE, false, false),
+        bn("a", NEW, Reason::Idle, false, false),
+        bn("b", NEW, Reason::Idle, false, false),
+        bn("c", NEW, Reason::Idle, false, false),
     ];
     let in_progress = planned(pool(false), &nodes, &staging, new_target(), &[]);
     let all_updated = planned(pool(false), &nodes, &done, new_target(), &[]);
@@ -147,9 +147,9 @@ fn kstatus_agrees_with_a_person_on_every_pool_state() {
             node("c", true, false),
         ],
         &[
-            bn("a", OLD, reasons::REASON_IDLE, true, true),
-            bn("b", OLD, reasons::REASON_IDLE, true, true),
-            bn("c", OLD, reasons::STAGED, false, false),
+            bn("a", OLD, Reason::Idle, true, true),
+            bn("b", OLD, Reason::Idle, true, true),
+            bn("c", OLD, Reason::Staged, false, false),
         ],
         new_target(),
         &[],
@@ -162,9 +162,9 @@ fn kstatus_agrees_with_a_person_on_every_pool_state() {
             node("c", true, false),
         ],
         &[
-            bn("a", OLD, reasons::STAGED, false, true),
-            bn("b", OLD, reasons::STAGED, false, false),
-            bn("c", NEW, reasons::REASON_IDLE, false, false),
+            bn("a", OLD, Reason::Staged, false, true),
+            bn("b", OLD, Reason::Staged, false, false),
+            bn("c", NEW, Reason::Idle, false, false),
         ],
         new_target(),
         &[("a", DrainPhase::Running)],
@@ -174,7 +174,7 @@ fn kstatus_agrees_with_a_person_on_every_pool_state() {
         &nodes,
         &[],
         Err(TargetProblem {
-            reason: reasons::IMAGE_NOT_FOUND,
+            reason: Reason::ImageNotFound,
             message: "registry.test/acme/os:prod: manifest unknown".into(),
         }),
         &[],

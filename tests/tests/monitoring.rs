@@ -116,7 +116,7 @@ fn alert_exprs() -> Vec<(String, String)> {
 /// Makes every metric family have a sample: a family shows in the scrape
 /// once something happened to it (a pool reconciled, a drain failed...).
 fn exercise_every_metric() -> String {
-    use api::reasons;
+    use api::Reason;
     use rollout::{NodeState, PlannedEvent, Summary, event_reasons};
     use std::time::Duration;
     let m = controller::metrics::global();
@@ -142,21 +142,21 @@ fn exercise_every_metric() -> String {
         "p",
         &summary,
         &[event(event_reasons::ROLLOUT_STARTED)],
-        Some(reasons::NODE_DEGRADED),
+        Some(Reason::NodeDegraded.as_str()),
     );
     let mut done = summary.clone();
     for state in done.states.values_mut() {
         *state = NodeState::UpToDate;
     }
     m.observe_plan("p", &done, &[event(event_reasons::ROLLOUT_COMPLETE)], None);
-    m.observe_plan("p", &summary, &[], Some(reasons::NODE_DEGRADED));
+    m.observe_plan("p", &summary, &[], Some(Reason::NodeDegraded.as_str()));
     m.tag_resolution(
         "p",
         Duration::from_millis(5),
-        Some(reasons::REGISTRY_UNREACHABLE),
+        Some(Reason::RegistryUnreachable),
     );
     m.drain_succeeded(Duration::from_secs(1));
-    m.drain_failed(reasons::DRAIN_TIMED_OUT);
+    m.drain_failed(Reason::DrainTimedOut);
     m.eviction_refused(controller::actions::drain::EVICTION_REFUSED_BY_BUDGET);
     m.reconciled(Duration::from_millis(1));
     m.reconcile_failed("Write");
@@ -323,7 +323,7 @@ async fn a_real_prometheus_fires_the_halt_and_stuck_node_alerts_on_the_simulated
     let pools: kube::Api<BootcNodePool> = kube::Api::all(sim.admin.clone());
     let ready = |p: Option<&BootcNodePool>| {
         p.and_then(|p| p.status.as_ref())
-            .is_some_and(|s| api::conditions::is_true(&s.conditions, api::reasons::READY))
+            .is_some_and(|s| api::conditions::is_true(&s.conditions, api::ConditionType::Ready))
     };
     tokio::time::timeout(
         std::time::Duration::from_secs(120),

@@ -392,10 +392,10 @@ const STUCK_REPORTED: Duration = Duration::from_secs(180);
 /// Whether the pool is Degraded because a node is stuck rebooting.
 fn stuck_rebooting(p: &BootcNodePool) -> bool {
     let conditions = p.status.clone().unwrap_or_default().conditions;
-    api::conditions::is_true(&conditions, api::reasons::DEGRADED)
-        && api::conditions::reason(&conditions, api::reasons::DEGRADED)
-            == Some(api::reasons::NODE_STUCK)
-        && api::conditions::message(&conditions, api::reasons::DEGRADED)
+    api::conditions::is_true(&conditions, api::ConditionType::Degraded)
+        && api::conditions::reason(&conditions, api::ConditionType::Degraded)
+            == Some(api::Reason::NodeStuck.as_str())
+        && api::conditions::message(&conditions, api::ConditionType::Degraded)
             .is_some_and(|m| m.contains(" rebooting (NotReady) for "))
 }
 
@@ -452,7 +452,7 @@ fn a_node_that_never_comes_back_is_reported_stuck_and_keeps_its_slot() {
         };
         let name = cluster.nodes[stuck].name.clone();
         let conditions = p.status.unwrap().conditions;
-        let message = api::conditions::message(&conditions, api::reasons::DEGRADED).unwrap();
+        let message = api::conditions::message(&conditions, api::ConditionType::Degraded).unwrap();
         let named = format!("node {name} rebooting (NotReady) for ");
         assert!(message.contains(&named), "{message} does not say {named}");
 
@@ -475,7 +475,7 @@ fn a_node_that_never_comes_back_is_reported_stuck_and_keeps_its_slot() {
             let s = p.status.clone().unwrap_or_default();
             s.observed_generation == p.metadata.generation
                 && stuck_rebooting(p)
-                && api::conditions::message(&s.conditions, api::reasons::DEGRADED)
+                && api::conditions::message(&s.conditions, api::ConditionType::Degraded)
                     .is_some_and(|m| m.contains(&still))
         })
         .await

@@ -88,7 +88,7 @@ async fn tags_resolve_follow_pushes_and_errors_are_told_apart() {
     let by_typo = ImageRef::parse(&format!("{}/acme/os@{typo}", reg.host())).unwrap();
     let err = r.resolve(&by_typo, Some(&good), "h1").await.unwrap_err();
     assert!(matches!(err, RegistryError::NotFound { .. }), "{err:?}");
-    assert_eq!(err.reason(), api::reasons::IMAGE_NOT_FOUND);
+    assert_eq!(err.reason(), api::Reason::ImageNotFound);
 
     // A digest found in one repository is not taken to exist in another
     // (the facts learned for acme/os are not answered for acme/other).
@@ -106,7 +106,7 @@ async fn tags_resolve_follow_pushes_and_errors_are_told_apart() {
             matches!(err, RegistryError::Unauthorized { .. }),
             "{label}: {err:?}"
         );
-        assert_eq!(err.reason(), api::reasons::REGISTRY_UNAUTHORIZED);
+        assert_eq!(err.reason(), api::Reason::RegistryUnauthorized);
     }
 
     // Missing tag, missing repository: not found.

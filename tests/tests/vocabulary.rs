@@ -1,15 +1,17 @@
 //! The shared vocabulary (condition types and reasons, the daemon's phases,
 //! event reasons, label and annotation names) is defined in the `api` crate
 //! and nowhere else: no Rust source outside `api` spells one of its strings
-//! as a literal; it names the constant. The list is read from `api`'s own
-//! constants, so a new one is covered the day it is added.
+//! as a literal; it names the enum variant or the constant. The list is read
+//! from `api` itself (the condition enums' `ALL`, and its string constants),
+//! so a new name is covered the day it is added.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 
 use tests::repo_root;
 
-/// The `api` files whose `pub const NAME: &str` are the vocabulary.
+/// The `api` files whose `pub const NAME: &str` are the vocabulary (beside
+/// the condition types and reasons, read from their enums).
 const VOCABULARY_FILES: &[&str] = &[
     "api/src/labels.rs",
     "api/src/v1alpha1.rs",
@@ -42,7 +44,7 @@ const SKIPPED: &[&str] = &[
 const ALLOWED: &[(&str, &str)] = &[
     // A row label of `kubectl bootc status`: the spec's `paused` field, not
     // the UpToDate reason.
-    ("kubectl-bootc/src/status.rs", api::reasons::PAUSED),
+    ("kubectl-bootc/src/status.rs", api::Reason::Paused.as_str()),
     // A Pod's Ready condition (the kubelet's), not a Node's or a pool's.
     ("tests/src/k8s.rs", api::node_health::NODE_READY),
 ];
@@ -61,7 +63,13 @@ fn string_constants(source: &str) -> Vec<(String, String)> {
 }
 
 fn vocabulary(root: &Path) -> Vec<String> {
-    let mut values = Vec::new();
+    // The daemon's phases are Reason variants (api::DaemonPhase::reason).
+    let mut values: Vec<String> = api::ConditionType::ALL
+        .iter()
+        .map(|t| t.as_str())
+        .chain(api::Reason::ALL.iter().map(|r| r.as_str()))
+        .map(str::to_owned)
+        .collect();
     for file in VOCABULARY_FILES {
         let source = std::fs::read_to_string(root.join(file)).unwrap();
         for (name, value) in string_constants(&source) {
@@ -123,9 +131,9 @@ fn literals(root: &Path, vocabulary: &[String]) -> Vec<String> {
 fn the_vocabulary_is_read_from_api() {
     let vocabulary = vocabulary(&repo_root());
     for known in [
-        api::reasons::READY,
-        api::reasons::DRAIN_TIMED_OUT,
-        api::reasons::STAGED,
+        api::ConditionType::Ready.as_str(),
+        api::Reason::DrainTimedOut.as_str(),
+        api::Reason::Staged.as_str(),
         api::event_reasons::DRAIN_BLOCKED,
         api::labels::MANAGED_LABEL,
         api::labels::ARCH_LABEL,
@@ -147,8 +155,8 @@ fn no_vocabulary_literal_outside_api() {
     let hits = literals(&root, &vocabulary(&root));
     assert!(
         hits.is_empty(),
-        "vocabulary spelled outside api (use the constants of api::reasons, \
-         api::event_reasons, api::labels, api::node_health):\n{}",
+        "vocabulary spelled outside api (use api::ConditionType, api::Reason, \
+         the constants of api::event_reasons, api::labels, api::node_health):\n{}",
         hits.join("\n")
     );
 }

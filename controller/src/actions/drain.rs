@@ -319,7 +319,7 @@ impl Drains {
                 tracing::info!(node, pool = %pool_name, "drain finished");
             }
             Err(message) => {
-                crate::metrics::global().drain_failed(api::reasons::DRAIN_TIMED_OUT);
+                crate::metrics::global().drain_failed(api::Reason::DrainTimedOut);
                 tracing::warn!(node, pool = %pool_name, %message, "drain failed");
                 self.events
                     .publish(

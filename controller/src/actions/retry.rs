@@ -158,7 +158,12 @@ mod tests {
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
         api::conditions::apply(
             &mut status.conditions,
-            &ConditionUpdate::new(api::reasons::DEGRADED, degraded, api::reasons::ERROR, "m"),
+            &ConditionUpdate::new(
+                api::ConditionType::Degraded,
+                degraded,
+                api::Reason::Error,
+                "m",
+            ),
             None,
             &now,
         );

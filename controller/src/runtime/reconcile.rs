@@ -268,8 +268,8 @@ fn record(pool: &BootcNodePool, plan: &Plan, made: usize, started: Instant) {
     let name = pool.name_any();
     let status = plan.status.as_ref().or(pool.status.as_ref());
     let degraded = status
-        .filter(|s| api::conditions::is_true(&s.conditions, api::reasons::DEGRADED))
-        .and_then(|s| api::conditions::reason(&s.conditions, api::reasons::DEGRADED));
+        .filter(|s| api::conditions::is_true(&s.conditions, api::ConditionType::Degraded))
+        .and_then(|s| api::conditions::reason(&s.conditions, api::ConditionType::Degraded));
     let metrics = crate::metrics::global();
     metrics.observe_plan(&name, &plan.summary, &plan.events, degraded);
     metrics.reconciled(started.elapsed());
@@ -304,7 +304,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
         Selection::of(&pool, &nodes, &bns),
         &[],
         Err(rollout::TargetProblem {
-            reason: api::reasons::INVALID_SPEC,
+            reason: api::Reason::InvalidSpec,
             message: "pool is being deleted".into(),
         }),
         (&state.writes, &state.phase_clock),

@@ -82,15 +82,15 @@ pub enum RegistryError {
 
 impl RegistryError {
     /// The pool condition reason for this error.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> api::Reason {
         match self {
-            RegistryError::Unauthorized { .. } => api::reasons::REGISTRY_UNAUTHORIZED,
-            RegistryError::NotFound { .. } => api::reasons::IMAGE_NOT_FOUND,
-            RegistryError::Unreachable { .. } => api::reasons::REGISTRY_UNREACHABLE,
-            RegistryError::UnsupportedArchitecture { .. } => api::reasons::UNSUPPORTED_ARCHITECTURE,
-            RegistryError::InvalidManifest { .. } => api::reasons::INVALID_MANIFEST,
-            RegistryError::InvalidPullSecret { .. } => api::reasons::INVALID_PULL_SECRET,
-            RegistryError::Other { .. } => api::reasons::REGISTRY_ERROR,
+            RegistryError::Unauthorized { .. } => api::Reason::RegistryUnauthorized,
+            RegistryError::NotFound { .. } => api::Reason::ImageNotFound,
+            RegistryError::Unreachable { .. } => api::Reason::RegistryUnreachable,
+            RegistryError::UnsupportedArchitecture { .. } => api::Reason::UnsupportedArchitecture,
+            RegistryError::InvalidManifest { .. } => api::Reason::InvalidManifest,
+            RegistryError::InvalidPullSecret { .. } => api::Reason::InvalidPullSecret,
+            RegistryError::Other { .. } => api::Reason::RegistryError,
         }
     }
 }
@@ -589,7 +589,7 @@ mod tests {
         ];
         for (input, want) in cases {
             let err = credentials_for(input, "r.io", "ns/pull").unwrap_err();
-            assert_eq!(err.reason(), api::reasons::INVALID_PULL_SECRET);
+            assert_eq!(err.reason(), api::Reason::InvalidPullSecret);
             let text = err.to_string();
             assert!(text.contains(want) && text.contains("ns/pull"), "{text}");
         }
@@ -634,7 +634,7 @@ mod tests {
             OCI_MANIFEST
         );
         let err = parse_manifest(b"{}", "quay.io/a:b").unwrap_err();
-        assert_eq!(err.reason(), api::reasons::INVALID_MANIFEST);
+        assert_eq!(err.reason(), api::Reason::InvalidManifest);
         assert!(err.to_string().contains("quay.io/a:b"));
     }
 
@@ -666,7 +666,7 @@ mod tests {
             "q.io/os:1",
         )
         .unwrap_err();
-        assert_eq!(err.reason(), api::reasons::UNSUPPORTED_ARCHITECTURE);
+        assert_eq!(err.reason(), api::Reason::UnsupportedArchitecture);
         let text = err.to_string();
         assert!(
             text.contains("arm64") && text.contains("q.io/os:1"),

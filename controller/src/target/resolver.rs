@@ -87,7 +87,7 @@ impl RegistryResolver {
                     (None, Some(digest), Some(image)) => Ok(Target { digest, image }),
                     (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
                     _ => Err(TargetProblem {
-                        reason: api::reasons::TAG_NOT_RESOLVED,
+                        reason: api::Reason::TagNotResolved,
                         message: "resolution returned no digest".into(),
                     }),
                 };
@@ -141,7 +141,7 @@ impl RegistryResolver {
                 requeue_after: None,
             },
             (Some((reason, message)), _) => {
-                tracing::warn!(pool = %name, reason, %message, "digest reference refused");
+                tracing::warn!(pool = %name, reason = reason.as_str(), %message, "digest reference refused");
                 Resolution {
                     target: Err(TargetProblem { reason, message }),
                     requeue_after: Some(out.requeue_after),
@@ -149,7 +149,7 @@ impl RegistryResolver {
             }
             (None, None) => Resolution {
                 target: Err(TargetProblem {
-                    reason: api::reasons::INVALID_SPEC,
+                    reason: api::Reason::InvalidSpec,
                     message: format!("spec.image.ref {image} has no digest"),
                 }),
                 requeue_after: None,
@@ -221,7 +221,7 @@ fn log_outcome(
             tracing::info!(pool = %name, %tag, digest = %t.digest, "tag resolved to a new digest");
         }
         Err(p) => {
-            tracing::warn!(pool = %name, reason = p.reason, message = %p.message, "tag resolution failed")
+            tracing::warn!(pool = %name, reason = p.reason.as_str(), message = %p.message, "tag resolution failed")
         }
         _ => {}
     }
@@ -259,12 +259,12 @@ fn kept(
 ) -> Result<Target, TargetProblem> {
     match (&memory.last_error, &current.previous) {
         (Some((reason, message)), _) => Err(TargetProblem {
-            reason,
+            reason: *reason,
             message: message.clone(),
         }),
         (None, Some(previous)) => Ok(previous.clone()),
         (None, None) => Err(TargetProblem {
-            reason: api::reasons::TAG_NOT_RESOLVED,
+            reason: api::Reason::TagNotResolved,
             message: format!("{} has not been resolved yet", pool.spec.image.reference),
         }),
     }

@@ -81,7 +81,7 @@ pub struct TargetOutcome {
     pub next_resolution: Timestamp,
     pub requeue_after: Duration,
     /// Set when resolution failed: the condition reason and message.
-    pub error: Option<(&'static str, String)>,
+    pub error: Option<(api::Reason, String)>,
 }
 
 /// Folds a resolution result into the target, failing closed: an error or
@@ -270,7 +270,7 @@ mod tests {
             (
                 "wrong arch",
                 Ok(resolved(D2, &["amd64"])),
-                api::reasons::UNSUPPORTED_ARCHITECTURE,
+                api::Reason::UnsupportedArchitecture,
             ),
             (
                 "401",
@@ -279,7 +279,7 @@ mod tests {
                     reference: "r.io/os:prod".into(),
                     message: "401".into(),
                 }),
-                api::reasons::REGISTRY_UNAUTHORIZED,
+                api::Reason::RegistryUnauthorized,
             ),
             (
                 "404",
@@ -287,7 +287,7 @@ mod tests {
                     reference: "r.io/os:prod".into(),
                     message: "404".into(),
                 }),
-                api::reasons::IMAGE_NOT_FOUND,
+                api::Reason::ImageNotFound,
             ),
             (
                 "down",
@@ -295,7 +295,7 @@ mod tests {
                     registry: "r.io".into(),
                     message: "refused".into(),
                 }),
-                api::reasons::REGISTRY_UNREACHABLE,
+                api::Reason::RegistryUnreachable,
             ),
         ];
         for (name, result, reason) in cases {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use api::{BootcNode, BootcNodePool};
 // The shared vocabulary, for every test file.
-pub use api::{event_reasons, reasons};
+pub use api::{ConditionType, Reason, event_reasons};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -434,7 +434,7 @@ pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -
             s.deployed_digest.as_deref() == Some(d.as_str())
                 && s.updated_count == count
                 && s.node_count == count
-                && condition(p, reasons::UP_TO_DATE).is_some_and(|c| c.1 == reasons::ALL_UPDATED)
+                && condition(p, ConditionType::UpToDate).is_some_and(|c| c.1 == Reason::AllUpdated)
         })
     })
     .await;
@@ -465,8 +465,8 @@ pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -
     // The status names nodes in slots; its last change (count-only, so
     // coalesced for up to 5 s) lands after the last release.
     wait_pool(admin, pool, "status without reboot slots", |p| {
-        condition(p, reasons::UP_TO_DATE)
-            .is_some_and(|c| c.1 == reasons::ALL_UPDATED && !c.2.contains("in reboot slots"))
+        condition(p, ConditionType::UpToDate)
+            .is_some_and(|c| c.1 == Reason::AllUpdated && !c.2.contains("in reboot slots"))
     })
     .await
 }

@@ -11,8 +11,8 @@ use api::labels::{
     MANAGED_LABEL, WAS_CORDONED_ANNOTATION,
 };
 use api::{
-    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeSpec, BootcNodeStatus, DaemonPhase,
-    DesiredImageState, RebootPolicy, reasons,
+    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeSpec, BootcNodeStatus, ConditionType,
+    DaemonPhase, DesiredImageState, Reason, RebootPolicy,
 };
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
@@ -118,8 +118,8 @@ pub fn bootc_node(name: &str, desired: &str, phase: DaemonPhase, booted: &str) -
         staged: staged.then(|| entry(desired)),
         ..BootcNodeStatus::default()
     };
-    let idle = ConditionUpdate::new(reasons::IDLE, phase.is_idle(), phase.as_str(), "");
-    let healthy = ConditionUpdate::new(reasons::DEGRADED, false, reasons::HEALTHY, "");
+    let idle = ConditionUpdate::new(ConditionType::Idle, phase.is_idle(), phase.reason(), "");
+    let healthy = ConditionUpdate::new(ConditionType::Degraded, false, Reason::Healthy, "");
     conditions::apply_phase(&mut status.conditions, &idle, Some(1), &now);
     conditions::apply(&mut status.conditions, &healthy, Some(1), &now);
     bn.status = Some(status);

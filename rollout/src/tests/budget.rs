@@ -64,12 +64,12 @@ fn max_unavailable_zero_stages_every_member_and_reboots_none() {
         "every member is told the target"
     );
     let (_, reason, message) = up_to_date(&p);
-    assert_eq!(reason, reasons::ROLLOUT_IN_PROGRESS);
+    assert_eq!(reason, Reason::RolloutInProgress);
     assert!(
         message.ends_with("; maxUnavailable is 0: members stage, none is given a reboot slot"),
         "{message}"
     );
-    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert_eq!(degraded_reason(&p), Reason::Healthy);
 }
 
 #[test]

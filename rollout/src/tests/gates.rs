@@ -54,20 +54,20 @@ fn gates_hold_new_slots_and_nothing_else() {
     };
     // (what, gates, a new slot, UpToDate reason, message has)
     #[rustfmt::skip]
-    let rows: Vec<(&str, Gates, bool, &str, &str)> = vec![
-        ("no gate holds", Gates::default(), true, reasons::ROLLOUT_IN_PROGRESS, "in reboot slots: slot, staged"),
-        ("an alert fires", firing, false, reasons::ALERT_FIRING,
+    let rows: Vec<(&str, Gates, bool, Reason, &str)> = vec![
+        ("no gate holds", Gates::default(), true, Reason::RolloutInProgress, "in reboot slots: slot, staged"),
+        ("an alert fires", firing, false, Reason::AlertFiring,
             r#"alerts fire (spec.rollout.alertGate), no new reboot slot until they resolve: NodeDown{severity="critical"}"#),
-        ("Prometheus does not answer", prometheus_down, false, reasons::GATE_UNANSWERED,
+        ("Prometheus does not answer", prometheus_down, false, Reason::GateUnanswered,
             "spec.rollout.alertGate could not be checked, no new reboot slot (fail closed): http://prom:9090: connection refused"),
-        ("the pods cannot be listed", pods_unknown, false, reasons::GATE_UNANSWERED,
+        ("the pods cannot be listed", pods_unknown, false, Reason::GateUnanswered,
             "spec.disruption.blockingPods could not be checked, no new reboot slot (fail closed): pods is forbidden"),
-        ("a blocking pod on the staged node", on_nodes(&[("staged", "batch/etl-7")]), false, reasons::ROLLOUT_IN_PROGRESS,
+        ("a blocking pod on the staged node", on_nodes(&[("staged", "batch/etl-7")]), false, Reason::RolloutInProgress,
             "1 run blocking pods (spec.disruption.blockingPods), given no reboot slot: staged (batch/etl-7)"),
-        ("a blocking pod elsewhere", on_nodes(&[("stranger", "batch/etl-7")]), true, reasons::ROLLOUT_IN_PROGRESS,
+        ("a blocking pod elsewhere", on_nodes(&[("stranger", "batch/etl-7")]), true, Reason::RolloutInProgress,
             "in reboot slots: slot, staged"),
         // On the target already: nothing to hold, nothing said.
-        ("a blocking pod on the node in its slot", on_nodes(&[("slot", "batch/etl-7")]), true, reasons::ROLLOUT_IN_PROGRESS,
+        ("a blocking pod on the node in its slot", on_nodes(&[("slot", "batch/etl-7")]), true, Reason::RolloutInProgress,
             "in reboot slots: slot, staged"),
     ];
     for (what, gates, new_slot, reason, says) in rows {

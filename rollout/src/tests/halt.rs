@@ -18,7 +18,7 @@ fn slot_rule_3_two_unhealthy_slotted_nodes_halt_the_rollout() {
         .bn(bn("next", NEW, Daemon::Staged(OLD)));
     let p = w.plan();
     assert!(slotted(&p).is_empty(), "no third slot: {:?}", p.writes);
-    assert_eq!(degraded_reason(&p), reasons::ROLLOUT_HALTED);
+    assert_eq!(degraded_reason(&p), Reason::RolloutHalted);
     assert!(degraded_message(&p).contains("bad1"));
     assert!(degraded_message(&p).contains("bad2"));
     assert!(
@@ -55,7 +55,7 @@ fn slot_rule_3_nodes_rebooting_within_the_grace_are_not_unhealthy() {
     // slot is given, and the pool comes back when the grace would end.
     let p = world(30, Daemon::Rebooting(OLD)).plan();
     assert_eq!(slotted(&p), vec!["next".to_owned()]);
-    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert_eq!(degraded_reason(&p), Reason::Healthy);
     assert!(
         p.requeue_after
             .is_some_and(|d| d <= NOT_READY_WHILE_REBOOTING - Duration::from_secs(30))
@@ -65,12 +65,12 @@ fn slot_rule_3_nodes_rebooting_within_the_grace_are_not_unhealthy() {
     let secs = i64::try_from(NOT_READY_WHILE_REBOOTING.as_secs()).unwrap() + 1;
     let p = world(secs, Daemon::Rebooting(OLD)).plan();
     assert!(slotted(&p).is_empty());
-    assert_eq!(degraded_reason(&p), reasons::ROLLOUT_HALTED);
+    assert_eq!(degraded_reason(&p), Reason::RolloutHalted);
 
     // Back on the target but NotReady is unhealthy at once (the image came
     // up and the node did not): with one still rebooting, no halt yet...
     let p = world(30, Daemon::Idle(NEW)).plan();
-    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert_eq!(degraded_reason(&p), Reason::Healthy);
     // ...and with both back on the target and NotReady, it halts.
     let p = World::new(pool("a", IntOrString::Int(3), false))
         .node(down_for(node("r1", "a", true, true), 30))
@@ -81,7 +81,7 @@ fn slot_rule_3_nodes_rebooting_within_the_grace_are_not_unhealthy() {
         .bn(bn("next", NEW, Daemon::Staged(OLD)))
         .plan();
     assert!(slotted(&p).is_empty());
-    assert_eq!(degraded_reason(&p), reasons::ROLLOUT_HALTED);
+    assert_eq!(degraded_reason(&p), Reason::RolloutHalted);
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn max_unhealthy_sets_how_many_unhealthy_holders_halt() {
             plan.writes
         );
         assert_eq!(
-            degraded_reason(&plan) == reasons::ROLLOUT_HALTED,
+            degraded_reason(&plan) == Reason::RolloutHalted,
             halted,
             "{max:?}"
         );

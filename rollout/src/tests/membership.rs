@@ -49,7 +49,7 @@ fn conflicts_skip_the_node_and_name_the_other_pool() {
     let p = w.plan();
     assert!(applied(&p, "shared").is_none());
     assert!(applied(&p, "own").is_some(), "uncontested nodes go on");
-    assert_eq!(degraded_reason(&p), reasons::NODE_CONFLICT);
+    assert_eq!(degraded_reason(&p), Reason::NodeConflict);
     assert!(degraded_message(&p).contains("node shared"));
     assert!(degraded_message(&p).contains("pool(s) b"));
 
@@ -83,7 +83,7 @@ fn an_unparsable_selector_changes_no_membership() {
     .unwrap();
     let p = w.plan();
     assert!(p.writes.is_empty(), "{:?}", p.writes);
-    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert_eq!(degraded_reason(&p), Reason::InvalidSpec);
     let message = degraded_message(&p);
     assert!(
         message.contains("spec.nodeSelector.matchExpressions[0]") && message.contains("Sometimes"),

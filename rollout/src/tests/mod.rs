@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use api::labels::{IN_REBOOT_SLOT_ANNOTATION, MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
 use api::{
-    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeSpec, BootcNodeStatus, DesiredImageState,
-    RebootPolicy, SecretReference, conditions, reasons,
+    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeSpec, BootcNodeStatus, ConditionType,
+    DesiredImageState, Reason, RebootPolicy, SecretReference, conditions,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
@@ -80,11 +80,11 @@ fn node(name: &str, pool: &str, ready: bool, cordoned: bool) -> Node {
     n
 }
 
-fn cond(type_: &str, status: bool, reason: &str) -> Condition {
+fn cond(type_: ConditionType, status: bool, reason: Reason) -> Condition {
     Condition {
-        type_: type_.into(),
+        type_: type_.as_str().into(),
         status: if status { "True" } else { "False" }.into(),
-        reason: reason.into(),
+        reason: reason.as_str().into(),
         message: String::new(),
         observed_generation: None,
         last_transition_time: Time(Timestamp::UNIX_EPOCH),
@@ -185,18 +185,22 @@ impl Bn {
             Daemon::Idle(d) => (
                 entry(d),
                 None,
-                cond(reasons::IDLE, true, reasons::REASON_IDLE),
+                cond(ConditionType::Idle, true, Reason::Idle),
             ),
-            Daemon::Staging(d) => (entry(d), None, cond(reasons::IDLE, false, reasons::STAGING)),
+            Daemon::Staging(d) => (
+                entry(d),
+                None,
+                cond(ConditionType::Idle, false, Reason::Staging),
+            ),
             Daemon::Staged(d) => (
                 entry(d),
                 Some(entry(self.desired)),
-                cond(reasons::IDLE, false, reasons::STAGED),
+                cond(ConditionType::Idle, false, Reason::Staged),
             ),
             Daemon::Rebooting(d) => (
                 entry(d),
                 Some(entry(self.desired)),
-                cond(reasons::IDLE, false, reasons::REBOOTING),
+                cond(ConditionType::Idle, false, Reason::Rebooting),
             ),
         };
         if self.behind {
@@ -209,12 +213,12 @@ impl Bn {
             conditions: vec![
                 idle,
                 cond(
-                    reasons::DEGRADED,
+                    ConditionType::Degraded,
                     self.degraded,
                     if self.degraded {
-                        reasons::ERROR
+                        Reason::Error
                     } else {
-                        reasons::HEALTHY
+                        Reason::Healthy
                     },
                 ),
             ],
@@ -343,21 +347,22 @@ fn slotted(plan: &Plan) -> Vec<String> {
 
 fn degraded_reason(plan: &Plan) -> String {
     let s = plan.status.as_ref().expect("status");
-    conditions::find(&s.conditions, reasons::DEGRADED)
+    conditions::find(&s.conditions, ConditionType::Degraded)
         .map(|c| c.reason.clone())
         .unwrap_or_default()
 }
 
 fn degraded_message(plan: &Plan) -> String {
     let s = plan.status.as_ref().expect("status");
-    conditions::find(&s.conditions, reasons::DEGRADED)
+    conditions::find(&s.conditions, ConditionType::Degraded)
         .map(|c| c.message.clone())
         .unwrap_or_default()
 }
 
 fn up_to_date(plan: &Plan) -> (String, String, String) {
     let s = plan.status.as_ref().expect("status");
-    let c = conditions::find(&s.conditions, reasons::UP_TO_DATE).expect("an UpToDate condition");
+    let c =
+        conditions::find(&s.conditions, ConditionType::UpToDate).expect("an UpToDate condition");
     (c.status.clone(), c.reason.clone(), c.message.clone())
 }
 
@@ -405,7 +410,7 @@ fn rebooting_node(name: &str, pool_label: &str) -> Node {
 /// What every rule that holds new slots back must leave alone: `staged`
 /// takes a slot only if `new_slot`, `idle` (not yet told) is told the
 /// target all the same, and UpToDate says `reason` with `says`.
-fn holds_slots_not_staging(plan: &Plan, what: &str, new_slot: bool, reason: &str, says: &str) {
+fn holds_slots_not_staging(plan: &Plan, what: &str, new_slot: bool, reason: Reason, says: &str) {
     assert_eq!(
         slotted(plan) == ["staged"],
         new_slot,

@@ -10,14 +10,14 @@ fn other(name: &str, up_to_date: bool, on: &[&str]) -> BootcNodePool {
     p.spec.rollout.depends_on = on.iter().map(|s| (*s).to_owned()).collect();
     p.metadata.generation = Some(2);
     let reason = if up_to_date {
-        reasons::ALL_UPDATED
+        Reason::AllUpdated
     } else {
-        reasons::ROLLOUT_IN_PROGRESS
+        Reason::RolloutInProgress
     };
     let mut status = BootcNodePoolStatus::default();
     conditions::apply(
         &mut status.conditions,
-        &conditions::ConditionUpdate::new(reasons::UP_TO_DATE, up_to_date, reason, "m"),
+        &conditions::ConditionUpdate::new(ConditionType::UpToDate, up_to_date, reason, "m"),
         Some(2),
         &Time(now()),
     );
@@ -46,19 +46,19 @@ fn a_pool_takes_no_slot_until_the_pools_it_depends_on_are_up_to_date() {
         Vec<&'static str>,
         Vec<BootcNodePool>,
         bool,
+        Reason,
         &'static str,
-        &'static str,
-        &'static str,
+        Reason,
     );
     #[rustfmt::skip]
     let rows: Vec<Row> = vec![
-        ("infra up to date", vec!["infra"], vec![other("infra", true, &[])], true, reasons::ROLLOUT_IN_PROGRESS, "in reboot slots: staged", reasons::HEALTHY),
-        ("infra rolling out", vec!["infra"], vec![other("infra", false, &[])], false, reasons::WAITING_FOR_DEPENDENCIES,
-            "no new reboot slot until the pools of spec.rollout.dependsOn are up to date (not yet up to date: infra)", reasons::HEALTHY),
-        ("no such pool", vec!["infra", "ghost"], vec![other("infra", true, &[])], false, reasons::WAITING_FOR_DEPENDENCIES,
-            "(no such pool: ghost)", reasons::HEALTHY),
-        ("a cycle", vec!["infra"], vec![other("infra", true, &["a"])], false, reasons::WAITING_FOR_DEPENDENCIES,
-            "a cycle: a -> infra -> a", reasons::DEPENDENCY_CYCLE),
+        ("infra up to date", vec!["infra"], vec![other("infra", true, &[])], true, Reason::RolloutInProgress, "in reboot slots: staged", Reason::Healthy),
+        ("infra rolling out", vec!["infra"], vec![other("infra", false, &[])], false, Reason::WaitingForDependencies,
+            "no new reboot slot until the pools of spec.rollout.dependsOn are up to date (not yet up to date: infra)", Reason::Healthy),
+        ("no such pool", vec!["infra", "ghost"], vec![other("infra", true, &[])], false, Reason::WaitingForDependencies,
+            "(no such pool: ghost)", Reason::Healthy),
+        ("a cycle", vec!["infra"], vec![other("infra", true, &["a"])], false, Reason::WaitingForDependencies,
+            "a cycle: a -> infra -> a", Reason::DependencyCycle),
     ];
     for (what, on, others, new_slot, reason, says, degraded) in rows {
         let p = world(&on, others);
@@ -98,7 +98,7 @@ fn node_groups_take_their_slots_in_turn() {
     let p = ordered(Daemon::Staged(OLD));
     assert_eq!(slotted(&p), ["a2"]);
     let (_, reason, message) = up_to_date(&p);
-    assert_eq!(reason, reasons::ROLLOUT_IN_PROGRESS);
+    assert_eq!(reason, Reason::RolloutInProgress);
     assert!(
         message.ends_with("; later groups wait for the turn of group 1 of spec.rollout.order, whose nodes not yet on the target are: a2"),
         "{message}"
@@ -126,6 +126,6 @@ fn an_order_that_cannot_be_read_holds_every_slot() {
         .bn(bn("a1", NEW, Daemon::Staged(OLD)))
         .plan();
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
-    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert_eq!(degraded_reason(&p), Reason::InvalidSpec);
     assert!(degraded_message(&p).contains("spec.rollout.order[0].selector.matchExpressions[0]"));
 }

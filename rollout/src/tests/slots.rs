@@ -45,7 +45,7 @@ fn slot_rule_1_only_healthy_staged_nodes_take_slots() {
         Some("false")
     );
     // Unhealthy nodes outside slots do not block; the pool reports them.
-    assert_eq!(degraded_reason(&p), reasons::NODE_DEGRADED);
+    assert_eq!(degraded_reason(&p), Reason::NodeDegraded);
     assert!(degraded_message(&p).contains("degraded"));
 }
 
@@ -103,7 +103,7 @@ fn a_drained_node_is_approved_unless_paused() {
     let p = paused.plan();
     assert!(applied(&p, "w1").is_none(), "{:?}", p.writes);
     let (_, reason, message) = up_to_date(&p);
-    assert_eq!(reason, reasons::PAUSED);
+    assert_eq!(reason, Reason::Paused);
     assert!(
         message.ends_with("; held cordoned in reboot slots until resumed: w1"),
         "{message}"
@@ -135,7 +135,7 @@ fn a_failed_drain_is_reported_and_retried_later() {
             },
         );
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::DRAIN_TIMED_OUT);
+    assert_eq!(degraded_reason(&p), Reason::DrainTimedOut);
     assert!(degraded_message(&p).contains("default/stuck"));
     assert!(slotted(&p).is_empty());
     assert_eq!(p.requeue_after, Some(Duration::from_secs(50)));
@@ -213,7 +213,7 @@ fn pause_stops_new_slots_but_not_staging() {
     let (status, reason, _) = up_to_date(&p);
     assert_eq!(
         (status.as_str(), reason.as_str()),
-        ("False", reasons::PAUSED)
+        ("False", Reason::Paused.as_str())
     );
 }
 
@@ -431,7 +431,7 @@ fn a_failed_drain_releases_and_skips_the_node_when_the_pool_says_so() {
         Some("blocked: pod apps/web would not leave")
     );
     assert_eq!(slotted(&p), ["next"]);
-    assert_eq!(degraded_reason(&p), reasons::DRAIN_TIMED_OUT);
+    assert_eq!(degraded_reason(&p), Reason::DrainTimedOut);
     assert!(degraded_message(&p).contains("skipped for this target after their drain failed"));
     // Skipped for this target: no slot for it, the pool is not up to date.
     let p = world(api::DrainTimeoutPolicy::Release, Some(NEW));
@@ -469,7 +469,7 @@ fn a_drain_a_budget_holds_is_named_on_the_pool() {
             .all(|w| !matches!(w, Write::StartDrain { .. } | Write::CancelDrain { .. }))
     );
     let (_, reason, message) = up_to_date(&p);
-    assert_eq!(reason, reasons::ROLLOUT_IN_PROGRESS);
+    assert_eq!(reason, Reason::RolloutInProgress);
     assert!(
         message.ends_with("; draining, an eviction refused by a PodDisruptionBudget (retrying): n1: apps/web (The disruption budget web needs 1 healthy pods and has 1 currently)"),
         "{message}"

@@ -38,7 +38,7 @@ fn a_pull_secret_outside_the_operator_namespace_is_invalid() {
         .node(node("w1", "a", true, false))
         .bn(bn("w1", OLD, Daemon::Idle(OLD)));
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert_eq!(degraded_reason(&p), Reason::InvalidSpec);
     assert!(
         degraded_message(&p).contains(
             "spec.pullSecretRef.namespace must be the operator's namespace bootc-operator, not \"default\""
@@ -62,7 +62,7 @@ fn a_missing_pull_secret_is_reported_on_the_pool() {
         namespace: api::labels::OPERATOR_NAMESPACE.into(),
     });
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::PULL_SECRET_NOT_FOUND);
+    assert_eq!(degraded_reason(&p), Reason::PullSecretNotFound);
     assert_eq!(
         degraded_message(&p),
         "spec.pullSecretRef: Secret bootc-operator/pull not found"
@@ -70,17 +70,17 @@ fn a_missing_pull_secret_is_reported_on_the_pool() {
     // The registry's refusal that comes with it (the tag cannot be resolved
     // without the Secret) is named after it, not before.
     w.target = Err(TargetProblem {
-        reason: reasons::REGISTRY_UNAUTHORIZED,
+        reason: Reason::RegistryUnauthorized,
         message: "registry refused the credentials".into(),
     });
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::PULL_SECRET_NOT_FOUND);
+    assert_eq!(degraded_reason(&p), Reason::PullSecretNotFound);
     assert!(degraded_message(&p).contains("registry refused"));
     w.target = World::new(pool("a", IntOrString::Int(1), false)).target;
     // Once it exists, the problem is gone and its hash reaches the node.
     w.secret_hash = Some("sha256:abc".into());
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert_eq!(degraded_reason(&p), Reason::Healthy);
     assert_eq!(
         applied(&p, "w1").unwrap().spec.pull_secret_hash.as_deref(),
         Some("sha256:abc")
@@ -109,7 +109,7 @@ fn a_pool_wide_credentials_problem_is_not_passed_to_the_nodes() {
     // The Secret deleted: reported on the pool; the node on the target is
     // not touched, the other moves to the target with the secret it has.
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::PULL_SECRET_NOT_FOUND);
+    assert_eq!(degraded_reason(&p), Reason::PullSecretNotFound);
     assert!(applied(&p, "done").is_none(), "{:?}", p.writes);
     let a = applied(&p, "staging").unwrap();
     assert_eq!(a.spec.desired_image, image(NEW));
@@ -117,7 +117,7 @@ fn a_pool_wide_credentials_problem_is_not_passed_to_the_nodes() {
     // Not a docker config: the same.
     w.secret_hash = Some("sha256:new".into());
     w.target = Err(TargetProblem {
-        reason: reasons::INVALID_PULL_SECRET,
+        reason: Reason::InvalidPullSecret,
         message: "Secret bootc-operator/pull has no .dockerconfigjson".into(),
     });
     w.pool.status = Some(BootcNodePoolStatus {
@@ -126,7 +126,7 @@ fn a_pool_wide_credentials_problem_is_not_passed_to_the_nodes() {
         ..BootcNodePoolStatus::default()
     });
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::INVALID_PULL_SECRET);
+    assert_eq!(degraded_reason(&p), Reason::InvalidPullSecret);
     assert!(applied(&p, "done").is_none(), "{:?}", p.writes);
     assert_eq!(
         applied(&p, "staging")
@@ -338,7 +338,7 @@ fn a_pull_secret_that_does_not_opt_in_to_the_pool_is_refused() {
     w.secret_hash = Some("u-1/7".into());
     w.secret_refused = true;
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::PULL_SECRET_NOT_ALLOWED);
+    assert_eq!(degraded_reason(&p), Reason::PullSecretNotAllowed);
     let message = degraded_message(&p);
     assert!(
         message.contains("bootc-operator/webhook-tls")
@@ -358,7 +358,7 @@ fn a_pull_secret_that_does_not_opt_in_to_the_pool_is_refused() {
     // Opted in: used, its version told.
     w.secret_refused = false;
     let p = w.plan();
-    assert_ne!(degraded_reason(&p), reasons::PULL_SECRET_NOT_ALLOWED);
+    assert_ne!(degraded_reason(&p), Reason::PullSecretNotAllowed);
     let new = &applied(&p, "new").unwrap().spec;
     assert_eq!(new.pull_secret_hash.as_deref(), Some("u-1/7"));
 }

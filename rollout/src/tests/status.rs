@@ -26,7 +26,7 @@ fn status_message_counts_and_deployed_digest() {
     let p = w.plan();
     let (status, reason, message) = up_to_date(&p);
     assert_eq!(status, "False");
-    assert_eq!(reason, reasons::ROLLOUT_IN_PROGRESS);
+    assert_eq!(reason, Reason::RolloutInProgress);
     assert_eq!(
         message,
         "5/10 updated; 2 staging, 2 staged, 1 rebooting; in reboot slots: r1"
@@ -43,7 +43,7 @@ fn status_message_counts_and_deployed_digest() {
     );
     assert_eq!(s.deployed_digest, None);
     assert!(s.update_available);
-    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert_eq!(degraded_reason(&p), Reason::Healthy);
 
     // Everyone on the target: AllUpdated, deployedDigest, no update available.
     let w = World::new(pool("a", IntOrString::Int(1), false))
@@ -53,7 +53,7 @@ fn status_message_counts_and_deployed_digest() {
     let s = p.status.clone().unwrap();
     assert_eq!(s.deployed_digest.as_deref(), Some(NEW));
     assert!(!s.update_available);
-    assert_eq!(up_to_date(&p).1, reasons::ALL_UPDATED);
+    assert_eq!(up_to_date(&p).1, Reason::AllUpdated);
     assert_eq!(
         up_to_date(&p).2,
         "1/1 updated; 0 staging, 0 staged, 0 rebooting"
@@ -78,13 +78,13 @@ fn a_node_on_the_target_not_back_is_still_rebooting() {
     let rows = [
         (
             false,
-            reasons::ROLLOUT_IN_PROGRESS,
+            Reason::RolloutInProgress,
             "1/2 updated; 0 staging, 0 staged, 1 rebooting; in reboot slots: r1",
             1,
         ),
         (
             true,
-            reasons::ALL_UPDATED,
+            Reason::AllUpdated,
             "2/2 updated; 0 staging, 0 staged, 0 rebooting",
             2,
         ),
@@ -147,7 +147,7 @@ fn rollout_events_and_the_empty_pool() {
     let up = status
         .conditions
         .iter()
-        .find(|c| c.type_ == reasons::UP_TO_DATE)
+        .find(|c| c.type_ == ConditionType::UpToDate)
         .expect("an UpToDate condition");
     assert!(up.message.contains("no node is a member"), "{}", up.message);
 }
@@ -256,7 +256,7 @@ fn one_node_stuck_in_its_slot_is_named_on_the_pool_once() {
         .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
         .bn(bn("ok", NEW, Daemon::Idle(NEW)));
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::NODE_STUCK);
+    assert_eq!(degraded_reason(&p), Reason::NodeStuck);
     assert!(
         degraded_message(&p).starts_with("node r rebooting (NotReady) for 11m (deadline 10m): "),
         "{}",
@@ -284,7 +284,7 @@ fn one_node_stuck_in_its_slot_is_named_on_the_pool_once() {
         .node(down_for(node("r", "a", true, true), 60))
         .bn(bn("r", NEW, Daemon::Rebooting(OLD)).approved().slot(false))
         .plan();
-    assert_eq!(degraded_reason(&p), reasons::HEALTHY);
+    assert_eq!(degraded_reason(&p), Reason::Healthy);
     assert_eq!(p.requeue_after, Some(Duration::from_secs(540)));
     assert_eq!(p.phases.get("r"), Some(&stuck::Phase::Rebooting));
 }
@@ -305,7 +305,7 @@ fn a_reboot_is_timed_from_its_first_sight_when_ready_turns_unknown() {
         ),
     );
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::NODE_STUCK);
+    assert_eq!(degraded_reason(&p), Reason::NodeStuck);
     assert!(
         degraded_message(&p).starts_with("node r rebooting (NotReady) for 11m"),
         "{}",
@@ -320,12 +320,12 @@ fn phases_without_a_timestamp_are_timed_by_the_controllers_clock() {
     let mut w = World::new(pool("a", IntOrString::Int(1), false))
         .node(node("s", "a", true, false))
         .bn(bn("s", NEW, Daemon::Staging(OLD)));
-    assert_eq!(degraded_reason(&w.plan()), reasons::HEALTHY, "first sight");
+    assert_eq!(degraded_reason(&w.plan()), Reason::Healthy, "first sight");
     assert_eq!(w.plan().phases.get("s"), Some(&stuck::Phase::Staging));
     w.clock
         .insert("s".into(), (stuck::Phase::Staging, long_ago));
     let p = w.plan();
-    assert_eq!(degraded_reason(&p), reasons::NODE_STUCK);
+    assert_eq!(degraded_reason(&p), Reason::NodeStuck);
     assert!(degraded_message(&p).contains("node s staging for 31m"));
     // Approved, Ready, not rebooting for 31 minutes.
     let mut w = World::new(pool("a", IntOrString::Int(1), false))

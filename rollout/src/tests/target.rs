@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn a_tag_keeps_the_previous_target_and_reports_it() {
     let problem = TargetProblem {
-        reason: reasons::INVALID_SPEC,
+        reason: Reason::InvalidSpec,
         message: "tag resolution not yet available".into(),
     };
     // No previous target: no BootcNode is created.
@@ -14,7 +14,7 @@ fn a_tag_keeps_the_previous_target_and_reports_it() {
     w.target = Err(problem.clone());
     let p = w.plan();
     assert!(applied(&p, "w1").is_none());
-    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert_eq!(degraded_reason(&p), Reason::InvalidSpec);
     assert!(degraded_message(&p).contains("tag resolution not yet available"));
 
     // A previous target stays in force (fail closed).

@@ -44,20 +44,20 @@ fn new_slots_wait_for_a_window_and_nothing_else_does() {
         &'static str,
         Vec<api::MaintenanceWindow>,
         bool,
-        &'static str,
+        Reason,
         &'static str,
         Option<&'static str>,
     );
     #[rustfmt::skip]
     let rows: Vec<Row> = vec![
-        ("no windows", vec![], true, reasons::ROLLOUT_IN_PROGRESS, "in reboot slots: slot, staged", None),
-        ("inside one, until 15:00", windows("13:00", None), true, reasons::ROLLOUT_IN_PROGRESS, "in reboot slots: slot, staged", None),
-        ("outside: the next opens at 20:00", windows("20:00", None), false, reasons::OUTSIDE_MAINTENANCE_WINDOW,
+        ("no windows", vec![], true, Reason::RolloutInProgress, "in reboot slots: slot, staged", None),
+        ("inside one, until 15:00", windows("13:00", None), true, Reason::RolloutInProgress, "in reboot slots: slot, staged", None),
+        ("outside: the next opens at 20:00", windows("20:00", None), false, Reason::OutsideMaintenanceWindow,
             "outside the maintenance windows, no new reboot slot: the next opens at 1970-01-12T20:00:00Z; the nodes in reboot slots finish",
             Some("1970-01-12T20:00:00Z")),
-        ("in its time zone: 21:00 in Paris is 20:00 UTC", windows("21:00", Some("Europe/Paris")), false, reasons::OUTSIDE_MAINTENANCE_WINDOW,
+        ("in its time zone: 21:00 in Paris is 20:00 UTC", windows("21:00", Some("Europe/Paris")), false, Reason::OutsideMaintenanceWindow,
             "the next opens at 1970-01-12T20:00:00Z", Some("1970-01-12T20:00:00Z")),
-        ("a window that cannot be read holds slots", windows("13:00", Some("Atlantis/Capital")), false, reasons::OUTSIDE_MAINTENANCE_WINDOW,
+        ("a window that cannot be read holds slots", windows("13:00", Some("Atlantis/Capital")), false, Reason::OutsideMaintenanceWindow,
             "a window cannot be read (see Degraded)", None),
     ];
     for (what, windows, new_slot, reason, says, next) in rows {
@@ -106,7 +106,7 @@ fn the_pool_is_looked_at_again_when_its_window_opens_or_closes() {
 #[test]
 fn a_window_that_cannot_be_read_is_invalid_spec_naming_it() {
     let p = world(windows("13:00", Some("Atlantis/Capital"))).plan();
-    assert_eq!(degraded_reason(&p), reasons::INVALID_SPEC);
+    assert_eq!(degraded_reason(&p), Reason::InvalidSpec);
     assert!(
         degraded_message(&p)
             .contains(r#"spec.rollout.maintenanceWindows[0].timeZone "Atlantis/Capital""#),

@@ -3,7 +3,7 @@
 //! sees it, as the watch would show it.
 #![allow(clippy::unwrap_used)]
 
-use api::{BootcNodeSpec, DaemonPhase, reasons};
+use api::{BootcNodeSpec, ConditionType, DaemonPhase};
 
 use super::*;
 
@@ -120,7 +120,7 @@ fn an_update_is_four_writes_of_the_daemons_own_statuses() {
     assert_ne!(rig.status().boot_id.as_deref(), Some("n1-boot-0"));
     assert!(!api::conditions::is_true(
         &rig.status().conditions,
-        reasons::DEGRADED
+        ConditionType::Degraded
     ));
     // The controller revokes the approval as it frees the slot: nothing
     // to report (the daemon's own rule), and no second reboot.
@@ -142,9 +142,12 @@ fn a_failed_reboot_comes_back_on_the_old_image_degraded_and_stays() {
     assert_eq!(rig.event(), Some(DaemonPhase::Rebooting));
     assert_eq!(rig.booted(), Some(OLD));
     let conditions = &rig.status().conditions;
-    assert!(api::conditions::is_true(conditions, reasons::DEGRADED));
+    assert!(api::conditions::is_true(
+        conditions,
+        ConditionType::Degraded
+    ));
     assert_eq!(
-        api::conditions::message(conditions, reasons::IDLE),
+        api::conditions::message(conditions, ConditionType::Idle),
         Some(machine::FAILED_REBOOT)
     );
     assert_eq!(rig.readies, 1, "the node is back, on the old image");

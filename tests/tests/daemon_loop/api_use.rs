@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use api::{BootcNode, reasons};
+use api::{BootcNode, Reason};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tests::daemon_loop::{
@@ -30,8 +30,8 @@ async fn idle_daemon_holds_one_watch_and_sends_nothing() {
     // Poll the host every second: polls must not turn into writes.
     options.poll_interval = Duration::from_secs(1);
     let agent = Agent::start(&w.cp, &host, &options, w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
-        phase(bn) == Some(reasons::REASON_IDLE)
+    let bn = wait_bn(&w.nodes, "node-1", Reason::Idle.as_str(), |bn| {
+        phase(bn) == Some(Reason::Idle.as_str())
     })
     .await;
     let rv = bn.metadata.resource_version.clone();
@@ -116,8 +116,8 @@ async fn an_approval_is_confirmed_by_the_guarded_report_not_a_read() {
         .await
         .unwrap();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
-        phase(bn) == Some(reasons::STAGED)
+    wait_bn(&w.nodes, "node-1", Reason::Staged.as_str(), |bn| {
+        phase(bn) == Some(Reason::Staged.as_str())
     })
     .await;
 
@@ -180,8 +180,8 @@ async fn in_cluster_service_account_is_used_and_a_rotated_token_is_reread() {
         w.logs.path(),
     )
     .unwrap();
-    wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
-        phase(bn) == Some(reasons::REASON_IDLE)
+    wait_bn(&w.nodes, "node-1", Reason::Idle.as_str(), |bn| {
+        phase(bn) == Some(Reason::Idle.as_str())
     })
     .await;
     let first = daemon_credentials(&w.cp);

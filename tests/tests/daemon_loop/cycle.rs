@@ -3,7 +3,7 @@
 //! unlocked; a new desired image while staging.
 
 use api::conditions;
-use api::{DesiredImageState, reasons};
+use api::{ConditionType, DesiredImageState, Reason};
 use serde_json::json;
 use tests::daemon_loop::{
     applies, degraded, patch_spec, phase, spec, stages, wait_bn, wait_for_reboot,
@@ -27,8 +27,8 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
         Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
 
     // Desired == booted: Idle, nothing staged.
-    let bn = wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
-        phase(bn) == Some(reasons::REASON_IDLE)
+    let bn = wait_bn(&w.nodes, "node-1", Reason::Idle.as_str(), |bn| {
+        phase(bn) == Some(Reason::Idle.as_str())
     })
     .await;
     let status = bn.status.clone().unwrap();
@@ -42,8 +42,8 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
 
     // A new desired image: Staging, then Staged (locked).
     patch_spec(&w.nodes, "node-1", json!({"desiredImage": b})).await;
-    let bn = wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
-        phase(bn) == Some(reasons::STAGED)
+    let bn = wait_bn(&w.nodes, "node-1", Reason::Staged.as_str(), |bn| {
+        phase(bn) == Some(Reason::Staged.as_str())
     })
     .await;
     let staged = bn.status.as_ref().unwrap().staged.clone().unwrap();
@@ -57,8 +57,8 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
 
     // Approved: Rebooting is written, then the apply runs.
     patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;
-    let bn = wait_bn(&w.nodes, "node-1", reasons::REBOOTING, |bn| {
-        phase(bn) == Some(reasons::REBOOTING)
+    let bn = wait_bn(&w.nodes, "node-1", Reason::Rebooting.as_str(), |bn| {
+        phase(bn) == Some(Reason::Rebooting.as_str())
     })
     .await;
     assert_eq!(
@@ -78,7 +78,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     agent.kill();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Idle after reboot", |bn| {
-        phase(bn) == Some(reasons::REASON_IDLE)
+        phase(bn) == Some(Reason::Idle.as_str())
     })
     .await;
     let status = bn.status.unwrap();
@@ -102,13 +102,18 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     let c = image('c');
     patch_spec(&w.nodes, "node-1", json!({"desiredImage": c})).await;
     wait_bn(&w.nodes, "node-1", "Staging c", |bn| {
-        phase(bn) != Some(reasons::REASON_IDLE)
+        phase(bn) != Some(Reason::Idle.as_str())
     })
     .await;
     let (log, phases) = wait_written_phases(&agent, 2).await;
     assert_eq!(
         phases.get(..2),
-        Some(&[reasons::REASON_IDLE.to_owned(), reasons::STAGING.to_owned()][..]),
+        Some(
+            &[
+                Reason::Idle.as_str().to_owned(),
+                Reason::Staging.as_str().to_owned()
+            ][..]
+        ),
         "status writes after the reboot: {phases:?}\n{}",
         log
     );
@@ -126,7 +131,7 @@ async fn stage_failure_degrades_then_recovers_without_restart() {
         .unwrap();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
 
-    let bn = wait_bn(&w.nodes, "node-1", reasons::DEGRADED, |bn| {
+    let bn = wait_bn(&w.nodes, "node-1", ConditionType::Degraded.as_str(), |bn| {
         degraded(bn).is_some()
     })
     .await;
@@ -135,11 +140,11 @@ async fn stage_failure_degrades_then_recovers_without_restart() {
         message.contains(&Fault::Unauthorized.message(&b)),
         "bootc's message missing: {message}"
     );
-    assert_eq!(phase(&bn), Some(reasons::STAGING));
+    assert_eq!(phase(&bn), Some(Reason::Staging.as_str()));
 
     host.layout.set_fault(None).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Staged and healthy", |bn| {
-        phase(bn) == Some(reasons::STAGED) && degraded(bn).is_none()
+        phase(bn) == Some(Reason::Staged.as_str()) && degraded(bn).is_none()
     })
     .await;
     assert!(bn.status.unwrap().staged.is_some());
@@ -162,14 +167,14 @@ async fn an_old_bootc_stages_unlocked_and_says_so() {
         .await
         .unwrap();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
-        phase(bn) == Some(reasons::STAGED)
+    let bn = wait_bn(&w.nodes, "node-1", Reason::Staged.as_str(), |bn| {
+        phase(bn) == Some(Reason::Staged.as_str())
     })
     .await;
     let status = bn.status.unwrap();
     assert_eq!(status.download_only_supported, Some(false));
     assert!(!status.staged.unwrap().download_only);
-    let idle = conditions::find(&status.conditions, reasons::IDLE).unwrap();
+    let idle = conditions::find(&status.conditions, ConditionType::Idle).unwrap();
     assert!(
         idle.message.contains("unlocked"),
         "{}\n{}",
@@ -202,8 +207,8 @@ async fn desired_image_changed_during_staging_stages_the_new_one_and_never_appli
 
     // While b is being pulled, the controller moves on to c (and, as it
     // does on every new image, revokes the approval).
-    wait_bn(&w.nodes, "node-1", reasons::STAGING, |bn| {
-        phase(bn) == Some(reasons::STAGING)
+    wait_bn(&w.nodes, "node-1", Reason::Staging.as_str(), |bn| {
+        phase(bn) == Some(Reason::Staging.as_str())
     })
     .await;
     patch_spec(
@@ -213,7 +218,7 @@ async fn desired_image_changed_during_staging_stages_the_new_one_and_never_appli
     )
     .await;
     let bn = wait_bn(&w.nodes, "node-1", "Staged c", |bn| {
-        phase(bn) == Some(reasons::STAGED)
+        phase(bn) == Some(Reason::Staged.as_str())
             && bn
                 .status
                 .as_ref()

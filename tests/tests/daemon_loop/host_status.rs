@@ -2,7 +2,7 @@
 //! `bootc status` reported, a host not deployed via bootc left alone.
 
 use api::conditions;
-use api::reasons;
+use api::{ConditionType, Reason};
 use tests::daemon_loop::{degraded, phase, spec, stages, wait_bn, world};
 use tests::fake_bootc::Fault;
 use tests::fake_host::{FakeHost, image};
@@ -18,13 +18,13 @@ async fn bootc_errors_reach_the_status_classified() {
     let (a, b) = (image('a'), image('b'));
     let mut running = Vec::new();
     for (fault, reason) in [
-        (Some(Fault::NotFound), reasons::IMAGE_NOT_FOUND),
-        (Some(Fault::Unauthorized), reasons::REGISTRY_UNAUTHORIZED),
-        (Some(Fault::PullError), reasons::REGISTRY_UNREACHABLE),
-        (Some(Fault::NoSpace), reasons::INSUFFICIENT_SPACE),
-        (None, reasons::NOT_A_BOOTC_HOST),
+        (Some(Fault::NotFound), Reason::ImageNotFound),
+        (Some(Fault::Unauthorized), Reason::RegistryUnauthorized),
+        (Some(Fault::PullError), Reason::RegistryUnreachable),
+        (Some(Fault::NoSpace), Reason::InsufficientSpace),
+        (None, Reason::NotABootcHost),
     ] {
-        let name = format!("err-{}", reason.to_lowercase());
+        let name = format!("err-{}", reason.as_str().to_lowercase());
         let host = FakeHost::start(fault.map(|_| a.as_str())).unwrap();
         host.layout.set_fault(fault).unwrap();
         create_bootc_node(&w.admin, &name, spec(&b)).await.unwrap();
@@ -32,13 +32,16 @@ async fn bootc_errors_reach_the_status_classified() {
         running.push((name, reason, fault, host, agent));
     }
     for (name, reason, fault, _host, agent) in &running {
-        let bn = wait_bn(&w.nodes, name, reasons::DEGRADED, |bn| {
+        let bn = wait_bn(&w.nodes, name, ConditionType::Degraded.as_str(), |bn| {
             degraded(bn).is_some()
         })
         .await;
-        let c = conditions::find(&bn.status.as_ref().unwrap().conditions, reasons::DEGRADED)
-            .unwrap()
-            .clone();
+        let c = conditions::find(
+            &bn.status.as_ref().unwrap().conditions,
+            ConditionType::Degraded,
+        )
+        .unwrap()
+        .clone();
         assert_eq!(c.reason, *reason, "{}\n{}", c.message, agent.log_text());
         let bootcs = match fault {
             Some(f) => f.message(&b),
@@ -75,21 +78,17 @@ async fn a_failing_bootc_status_is_reported_and_the_node_recovers() {
     for (name, reason, words) in [
         (
             "broken",
-            reasons::BOOTC_STATUS_FAILED,
+            Reason::BootcStatusFailed,
             tests::fake_bootc::BROKEN_STATUS,
         ),
-        (
-            "foreign",
-            reasons::NOT_A_BOOTC_HOST,
-            "not deployed via bootc",
-        ),
+        ("foreign", Reason::NotABootcHost, "not deployed via bootc"),
     ] {
-        let bn = wait_bn(&w.nodes, name, reasons::DEGRADED, |bn| {
+        let bn = wait_bn(&w.nodes, name, ConditionType::Degraded.as_str(), |bn| {
             degraded(bn).is_some()
         })
         .await;
         let status = bn.status.unwrap();
-        let c = conditions::find(&status.conditions, reasons::DEGRADED).unwrap();
+        let c = conditions::find(&status.conditions, ConditionType::Degraded).unwrap();
         assert_eq!(c.reason, reason, "{name}: {}", c.message);
         assert!(c.message.contains(words), "{name}: {}", c.message);
         // bootc's own words and status, not a failed start job's (systemd-run
@@ -109,12 +108,12 @@ async fn a_failing_bootc_status_is_reported_and_the_node_recovers() {
     // bootc is repaired: the daemon reads status again after its backoff.
     broken.layout.set_status_fault(None).unwrap();
     let bn = wait_bn(&w.nodes, "broken", "healthy and Staged", |bn| {
-        degraded(bn).is_none() && phase(bn) == Some(reasons::STAGED)
+        degraded(bn).is_none() && phase(bn) == Some(Reason::Staged.as_str())
     })
     .await;
-    let c = conditions::find(&bn.status.unwrap().conditions, reasons::DEGRADED)
+    let c = conditions::find(&bn.status.unwrap().conditions, ConditionType::Degraded)
         .unwrap()
         .clone();
-    assert_eq!(c.reason, reasons::HEALTHY);
+    assert_eq!(c.reason, Reason::Healthy);
     assert_eq!(stages(&broken).len(), 1);
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use api::{SecretReference, reasons};
+use api::{ConditionType, Reason, SecretReference};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
@@ -89,8 +89,8 @@ async fn idle_with_pull_secret(
     s.pull_secret_hash = api::pull_secret::version(&secret.metadata);
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();
     let agent = Agent::start(&w.cp, host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", reasons::REASON_IDLE, |bn| {
-        phase(bn) == Some(reasons::REASON_IDLE)
+    wait_bn(&w.nodes, "node-1", Reason::Idle.as_str(), |bn| {
+        phase(bn) == Some(Reason::Idle.as_str())
     })
     .await;
     wait_auth(host, content, || {
@@ -150,8 +150,8 @@ async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
         "bootc staged {b} without the pull secret's auth file:\n{}",
         agent.log_text()
     );
-    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
-        phase(bn) == Some(reasons::STAGED) && degraded(bn).is_none()
+    wait_bn(&w.nodes, "node-1", Reason::Staged.as_str(), |bn| {
+        phase(bn) == Some(Reason::Staged.as_str()) && degraded(bn).is_none()
     })
     .await;
     assert_eq!(
@@ -183,8 +183,8 @@ async fn a_spec_change_before_a_rotation_is_announced_still_stages() {
     })
     .await;
     assert_eq!(run.auth_file.as_deref(), Some(v1), "{}", agent.log_text());
-    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
-        phase(bn) == Some(reasons::STAGED) && degraded(bn).is_none()
+    wait_bn(&w.nodes, "node-1", Reason::Staged.as_str(), |bn| {
+        phase(bn) == Some(Reason::Staged.as_str()) && degraded(bn).is_none()
     })
     .await;
 }
@@ -220,7 +220,7 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
                "desiredImage": b}),
     )
     .await;
-    let bn = wait_bn(&w.nodes, "node-1", reasons::DEGRADED, |bn| {
+    let bn = wait_bn(&w.nodes, "node-1", ConditionType::Degraded.as_str(), |bn| {
         degraded(bn).is_some()
     })
     .await;
@@ -270,7 +270,7 @@ async fn a_refused_pull_secret_never_puts_its_bytes_in_the_status() {
     });
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, "node-1", reasons::DEGRADED, |bn| {
+    let bn = wait_bn(&w.nodes, "node-1", ConditionType::Degraded.as_str(), |bn| {
         degraded(bn).is_some()
     })
     .await;

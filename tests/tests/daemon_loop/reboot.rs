@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use api::conditions;
-use api::{BootcNode, DesiredImageState, RebootPolicy, reasons};
+use api::{BootcNode, ConditionType, DesiredImageState, Reason, RebootPolicy};
 use serde_json::json;
 use tests::daemon_loop::{
     WAIT, World, applies, degraded, patch_spec, phase, spec, stages, wait_bn, wait_for_reboot,
@@ -47,8 +47,8 @@ async fn soft_reboot_only_when_allowed_and_capable() {
         hosts.push((host, agent));
     }
     for ((name, _, _, soft), (host, _agent)) in cases.iter().zip(&hosts) {
-        wait_bn(&w.nodes, name, reasons::REBOOTING, |bn| {
-            phase(bn) == Some(reasons::REBOOTING)
+        wait_bn(&w.nodes, name, Reason::Rebooting.as_str(), |bn| {
+            phase(bn) == Some(Reason::Rebooting.as_str())
         })
         .await;
         wait_for_reboot(host, || format!("{name}: no reboot")).await;
@@ -81,7 +81,7 @@ async fn failed_reboot_is_degraded_and_not_retried(
     stages_before: usize,
 ) -> BootcNode {
     let agent = Agent::start(&w.cp, host, &AgentOptions::new(name), w.logs.path()).unwrap();
-    let bn = wait_bn(&w.nodes, name, reasons::DEGRADED, |bn| {
+    let bn = wait_bn(&w.nodes, name, ConditionType::Degraded.as_str(), |bn| {
         degraded(bn).is_some()
     })
     .await;
@@ -148,8 +148,8 @@ async fn rebooted_into_the_wrong_image_on(w: &World, version: BootcVersion) {
     s.desired_image_state = DesiredImageState::Booted;
     create_bootc_node(&w.admin, &name, s).await.unwrap();
     let mut agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, &name, reasons::REBOOTING, |bn| {
-        phase(bn) == Some(reasons::REBOOTING)
+    wait_bn(&w.nodes, &name, Reason::Rebooting.as_str(), |bn| {
+        phase(bn) == Some(Reason::Rebooting.as_str())
     })
     .await;
     wait_for_reboot(&host, || "no reboot".to_owned()).await;
@@ -182,8 +182,8 @@ async fn soft_rebooted_into_the_wrong_image_is_degraded_and_not_reapplied() {
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();
     let mut agent =
         Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", reasons::REBOOTING, |bn| {
-        phase(bn) == Some(reasons::REBOOTING)
+    wait_bn(&w.nodes, "node-1", Reason::Rebooting.as_str(), |bn| {
+        phase(bn) == Some(Reason::Rebooting.as_str())
     })
     .await;
     wait_for_reboot(&host, || format!("no reboot:\n{}", agent.log_text())).await;
@@ -222,8 +222,8 @@ async fn staged_then_approved_while_down(
         .await
         .unwrap();
     let mut agent = Agent::start(&w.cp, host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
-    wait_bn(&w.nodes, "node-1", reasons::STAGED, |bn| {
-        phase(bn) == Some(reasons::STAGED)
+    wait_bn(&w.nodes, "node-1", Reason::Staged.as_str(), |bn| {
+        phase(bn) == Some(Reason::Staged.as_str())
     })
     .await;
     agent.kill();
@@ -271,7 +271,7 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     while stages(&host).len() == stages_before
         || !agent
             .log_text()
-            .contains(&format!("status written phase=\"{}\"", reasons::STAGING))
+            .contains(&format!("status written phase=\"{}\"", Reason::Staging))
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -302,7 +302,7 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
 
     // Either outcome ends the wait; only one passes.
     wait_bn(&w.nodes, "node-1", "Staged after the revocation", |bn| {
-        (phase(bn) == Some(reasons::STAGED)
+        (phase(bn) == Some(Reason::Staged.as_str())
             && bn.spec.desired_image_state == DesiredImageState::Staged)
             || !applies(&host).is_empty()
     })
@@ -327,14 +327,15 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     let stages_before = staged_then_approved_while_down(&w, &host, &b, "1000").await;
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Staging again", |bn| {
-        phase(bn) == Some(reasons::STAGING)
+        phase(bn) == Some(Reason::Staging.as_str())
     })
     .await;
-    let idle = conditions::find(&bn.status.as_ref().unwrap().conditions, reasons::IDLE).unwrap();
+    let idle =
+        conditions::find(&bn.status.as_ref().unwrap().conditions, ConditionType::Idle).unwrap();
     assert!(idle.message.contains(&b), "{}", idle.message);
     assert!(applies(&host).is_empty(), "applied before staging again");
-    wait_bn(&w.nodes, "node-1", reasons::REBOOTING, |bn| {
-        phase(bn) == Some(reasons::REBOOTING)
+    wait_bn(&w.nodes, "node-1", Reason::Rebooting.as_str(), |bn| {
+        phase(bn) == Some(Reason::Rebooting.as_str())
     })
     .await;
     wait_for_reboot(&host, || format!("never applied:\n{}", agent.log_text())).await;
@@ -345,7 +346,7 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     let (log, phases) = wait_written_phases(&agent, 2).await;
     assert_eq!(
         phases,
-        [reasons::STAGING, reasons::REBOOTING],
+        [Reason::Staging, Reason::Rebooting],
         "status writes after the restart:\n{}",
         log
     );

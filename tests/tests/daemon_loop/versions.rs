@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use api::conditions;
-use api::{BootcNode, BootcNodeSpec, DesiredImageState, reasons};
+use api::{BootcNode, BootcNodeSpec, ConditionType, DesiredImageState, Reason};
 use serde_json::json;
 use tests::daemon_loop::{
     WAIT, World, applies, degraded, patch_spec, phase, spec, stages, wait_bn, wait_for_reboot,
@@ -35,7 +35,7 @@ async fn node_on(
 fn idle_message(bn: &BootcNode) -> String {
     bn.status
         .as_ref()
-        .and_then(|s| conditions::find(&s.conditions, reasons::IDLE))
+        .and_then(|s| conditions::find(&s.conditions, ConditionType::Idle))
         .map(|c| c.message.clone())
         .unwrap_or_default()
 }
@@ -52,8 +52,8 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
     for version in BootcVersion::ALL {
         let (name, host, mut agent) = node_on(&w, version, "upd", &a, spec(&b)).await;
         let locked = version.locked_staging();
-        let bn = wait_bn(&w.nodes, &name, reasons::STAGED, |bn| {
-            phase(bn) == Some(reasons::STAGED)
+        let bn = wait_bn(&w.nodes, &name, Reason::Staged.as_str(), |bn| {
+            phase(bn) == Some(Reason::Staged.as_str())
         })
         .await;
         let status = bn.status.clone().unwrap();
@@ -93,7 +93,7 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
         drop(agent);
         let agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
         wait_bn(&w.nodes, &name, "Idle on b", |bn| {
-            phase(bn) == Some(reasons::REASON_IDLE)
+            phase(bn) == Some(Reason::Idle.as_str())
                 && bn
                     .status
                     .as_ref()
@@ -112,7 +112,7 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
         )
         .await;
         wait_bn(&w.nodes, &name, "Staged a", |bn| {
-            phase(bn) == Some(reasons::STAGED)
+            phase(bn) == Some(Reason::Staged.as_str())
         })
         .await;
         patch_spec(&w.nodes, &name, json!({"desiredImageState": "Booted"})).await;
@@ -148,8 +148,8 @@ async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
     ] {
         let prefix = format!("unpl-{}", format!("{kind:?}").to_lowercase());
         let (name, host, mut agent) = node_on(&w, version, &prefix, &a, spec(&b)).await;
-        let before = wait_bn(&w.nodes, &name, reasons::STAGED, |bn| {
-            phase(bn) == Some(reasons::STAGED)
+        let before = wait_bn(&w.nodes, &name, Reason::Staged.as_str(), |bn| {
+            phase(bn) == Some(Reason::Staged.as_str())
         })
         .await;
         let old_boot = before.status.unwrap().boot_id.unwrap();
@@ -162,7 +162,7 @@ async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
         let case = format!("{version:?} {kind:?}");
         if boots_b {
             let bn = wait_bn(&w.nodes, &name, "Idle on b", |bn| {
-                phase(bn) == Some(reasons::REASON_IDLE)
+                phase(bn) == Some(Reason::Idle.as_str())
             })
             .await;
             let status = bn.status.clone().unwrap();
@@ -178,7 +178,7 @@ async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
         } else {
             // Back on a with nothing staged: staged again, and Staged.
             let bn = wait_bn(&w.nodes, &name, "Staged again", |bn| {
-                phase(bn) == Some(reasons::STAGED)
+                phase(bn) == Some(Reason::Staged.as_str())
                     && bn.status.as_ref().and_then(|s| s.boot_id.as_deref())
                         != Some(old_boot.as_str())
             })
@@ -204,13 +204,13 @@ async fn a_rollback_before_the_reboot_leaves_nothing_an_unlocked_reboot_would_bo
     let w = world().await;
     let (a, b) = (image('a'), image('b'));
     let (name, host, _agent) = node_on(&w, BootcVersion::V1_16, "back", &a, spec(&b)).await;
-    wait_bn(&w.nodes, &name, reasons::STAGED, |bn| {
-        phase(bn) == Some(reasons::STAGED)
+    wait_bn(&w.nodes, &name, Reason::Staged.as_str(), |bn| {
+        phase(bn) == Some(Reason::Staged.as_str())
     })
     .await;
     patch_spec(&w.nodes, &name, json!({"desiredImage": a})).await;
     let bn = wait_bn(&w.nodes, &name, "Idle, a staged over b", |bn| {
-        phase(bn) == Some(reasons::REASON_IDLE)
+        phase(bn) == Some(Reason::Idle.as_str())
             && bn
                 .status
                 .as_ref()

@@ -18,7 +18,7 @@ async fn controller_killed_and_daemon_killed_mid_staging_the_rollout_completes()
         std::fs::write(nodes[3].host.layout.stage_delay(), "4000").unwrap();
     }
     let v2 = sim.push_version("2.0").await.unwrap();
-    wait_phase(&sim, "sim-node-4", reasons::STAGING).await;
+    wait_phase(&sim, "sim-node-4", Reason::Staging.as_str()).await;
     sim.restart_daemon("sim-node-4").await.unwrap();
 
     // A first node in its slot: kill the controller and start a new one.

@@ -20,9 +20,9 @@ async fn staging_failures_on_two_nodes_degrade_the_pool_and_block_nobody_else() 
         p.status.as_ref().is_some_and(|s| s.degraded_count >= 2)
     })
     .await;
-    let (status, reason, message) = condition(&p, reasons::DEGRADED).unwrap();
+    let (status, reason, message) = condition(&p, ConditionType::Degraded).unwrap();
     assert_eq!(status, "True");
-    assert_eq!(reason, reasons::NODE_DEGRADED, "{message}");
+    assert_eq!(reason, Reason::NodeDegraded, "{message}");
     assert!(
         message.contains("sim-node-1") || message.contains("connection refused"),
         "{message}"
@@ -78,8 +78,8 @@ async fn hosts_whose_bootc_status_fails_are_reported_and_recover() {
         p.status.as_ref().is_some_and(|s| s.degraded_count == 2)
     })
     .await;
-    let (_, reason, message) = condition(&p, reasons::DEGRADED).unwrap();
-    assert_eq!(reason, reasons::NODE_DEGRADED, "{message}");
+    let (_, reason, message) = condition(&p, ConditionType::Degraded).unwrap();
+    assert_eq!(reason, Reason::NodeDegraded, "{message}");
     assert!(
         message.contains(broken) && message.contains(foreign),
         "{message}"
@@ -88,18 +88,21 @@ async fn hosts_whose_bootc_status_fails_are_reported_and_recover() {
     for (name, reason, words) in [
         (
             broken,
-            api::reasons::BOOTC_STATUS_FAILED,
+            api::Reason::BootcStatusFailed,
             tests::fake_bootc::BROKEN_STATUS,
         ),
         (
             foreign,
-            api::reasons::NOT_A_BOOTC_HOST,
+            api::Reason::NotABootcHost,
             "not deployed via bootc",
         ),
     ] {
         let status = bns.get(name).await.unwrap().status.unwrap();
-        let c = api::conditions::find(&status.conditions, api::reasons::DEGRADED).unwrap();
-        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", reason));
+        let c = api::conditions::find(&status.conditions, api::ConditionType::Degraded).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", reason.as_str())
+        );
         assert!(c.message.contains(words), "{name}: {}", c.message);
     }
 
@@ -153,12 +156,12 @@ async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
     ])
     .await;
     let _v2 = sim.push_version("2.0").await.unwrap();
-    let p = wait_pool(&sim, reasons::ROLLOUT_HALTED, |p| {
-        condition(p, reasons::DEGRADED)
-            .is_some_and(|c| c.0 == "True" && c.1 == reasons::ROLLOUT_HALTED)
+    let p = wait_pool(&sim, Reason::RolloutHalted.as_str(), |p| {
+        condition(p, ConditionType::Degraded)
+            .is_some_and(|c| c.0 == "True" && c.1 == Reason::RolloutHalted)
     })
     .await;
-    let message = condition(&p, reasons::DEGRADED).unwrap().2;
+    let message = condition(&p, ConditionType::Degraded).unwrap().2;
     let approved = recorder.approvals().await.unwrap().split_off(before);
     assert_eq!(
         approved.len(),
@@ -173,7 +176,7 @@ async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
     }
     // The halt holds: the other three stay staged and are never approved,
     // whatever the controller sees next (a resync or any event).
-    still_degraded_after_a_spec_change(&sim, reasons::ROLLOUT_HALTED).await;
+    still_degraded_after_a_spec_change(&sim, Reason::RolloutHalted).await;
     assert_eq!(
         recorder.approvals().await.unwrap().split_off(before).len(),
         2,
@@ -199,13 +202,13 @@ async fn a_node_that_never_comes_back_is_reported_stuck() {
     sim.break_after_reboot(&["sim-node-1", "sim-node-2", "sim-node-3"])
         .await;
     let _v2 = sim.push_version("2.0").await.unwrap();
-    let p = wait_pool(&sim, reasons::NODE_STUCK, |p| {
-        condition(p, reasons::DEGRADED).is_some_and(|c| {
-            c.0 == "True" && c.1 == reasons::NODE_STUCK && c.2.contains("rebooting (NotReady)")
+    let p = wait_pool(&sim, Reason::NodeStuck.as_str(), |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| {
+            c.0 == "True" && c.1 == Reason::NodeStuck && c.2.contains("rebooting (NotReady)")
         })
     })
     .await;
-    let message = condition(&p, reasons::DEGRADED).unwrap().2;
+    let message = condition(&p, ConditionType::Degraded).unwrap().2;
     let approved = recorder.approvals().await.unwrap().split_off(before);
     assert_eq!(approved.len(), 1, "one slot, one reboot: {approved:?}");
     let stuck = &approved[0];
@@ -238,7 +241,7 @@ async fn a_node_that_never_comes_back_is_reported_stuck() {
     }
     // The slot is kept: a spec change observed later still finds the node
     // stuck and nobody else approved.
-    still_degraded_after_a_spec_change(&sim, reasons::NODE_STUCK).await;
+    still_degraded_after_a_spec_change(&sim, Reason::NodeStuck).await;
     assert_eq!(
         recorder.approvals().await.unwrap().split_off(before),
         approved,
@@ -293,13 +296,16 @@ async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
     // Reported on the pool (the tag cannot be resolved without it either:
     // the registry's 401 comes with it).
     let p = wait_pool(&sim, "the missing Secret on the pool", |p| {
-        condition(p, reasons::DEGRADED).is_some_and(|c| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| {
             c.0 == "True" && c.2.contains("Secret bootc-operator/os-pull not found")
         })
     })
     .await;
-    let reason = condition(&p, reasons::DEGRADED).map(|c| c.1);
-    assert_eq!(reason.as_deref(), Some(api::reasons::PULL_SECRET_NOT_FOUND));
+    let reason = condition(&p, ConditionType::Degraded).map(|c| c.1);
+    assert_eq!(
+        reason.as_deref(),
+        Some(api::Reason::PullSecretNotFound.as_str())
+    );
     assert_eq!(p.status.unwrap().degraded_count, 0);
     // The staged nodes still reboot into v2: their reboots need no download.
     let p = wait_pool(&sim, "all on v2 without the Secret", |p| {
@@ -316,10 +322,10 @@ async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
     {
         let s = bn.status.unwrap();
         assert!(
-            !api::conditions::is_true(&s.conditions, api::reasons::DEGRADED),
+            !api::conditions::is_true(&s.conditions, api::ConditionType::Degraded),
             "{:?}: {:?}",
             bn.metadata.name,
-            api::conditions::message(&s.conditions, api::reasons::DEGRADED)
+            api::conditions::message(&s.conditions, api::ConditionType::Degraded)
         );
     }
     let mut again = secret;
@@ -334,7 +340,7 @@ async fn a_deleted_pull_secret_is_reported_on_the_pool_and_degrades_no_node() {
         .unwrap();
     wait_rolled(&sim, &v2, 3).await;
     let p = wait_pool(&sim, "healthy again", |p| {
-        condition(p, reasons::DEGRADED).is_some_and(|c| c.0 == "False")
+        condition(p, ConditionType::Degraded).is_some_and(|c| c.0 == "False")
     })
     .await;
     assert_eq!(p.status.unwrap().degraded_count, 0);
@@ -402,7 +408,7 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
     nothing_cordoned(&sim).await;
     if reboot.applied_staged {
         let bn = nodes.get(&victim).await.unwrap();
-        let idle = api::conditions::find(&bn.status.unwrap().conditions, api::reasons::IDLE)
+        let idle = api::conditions::find(&bn.status.unwrap().conditions, api::ConditionType::Idle)
             .unwrap()
             .clone();
         assert!(

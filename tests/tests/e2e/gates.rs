@@ -31,8 +31,8 @@ async fn a_node_running_a_blocking_pod_waits_staged_while_the_others_update() {
     .unwrap();
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_pool(&sim, "the others updated, the blocked one staged", |p| {
-        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
-            c.1 == reasons::ROLLOUT_IN_PROGRESS
+        condition(p, ConditionType::UpToDate).is_some_and(|c| {
+            c.1 == Reason::RolloutInProgress
                 && c.2.starts_with("2/3 updated; 0 staging, 1 staged")
                 && c.2.contains(&format!(
                     "1 run blocking pods (spec.disruption.blockingPods), given no reboot slot: {FIRST} (default/etl-1)"
@@ -68,8 +68,8 @@ async fn a_firing_alert_or_a_silent_prometheus_holds_reboots_and_staging_goes_on
     sim.patch_pool(gate(&prometheus.url())).await.unwrap();
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_pool(&sim, "the alert holds reboots, all staged", |p| {
-        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
-            c.1 == reasons::ALERT_FIRING
+        condition(p, ConditionType::UpToDate).is_some_and(|c| {
+            c.1 == Reason::AlertFiring
                 && c.2.contains("2 staged")
                 && c.2.contains(&format!("{ALERT}{{severity=\"{SEVERITY}\"}}"))
         })
@@ -83,8 +83,8 @@ async fn a_firing_alert_or_a_silent_prometheus_holds_reboots_and_staging_goes_on
     );
     sim.patch_pool(gate(&silent)).await.unwrap();
     wait_pool(&sim, "a silent Prometheus holds reboots", |p| {
-        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
-            c.1 == reasons::GATE_UNANSWERED
+        condition(p, ConditionType::UpToDate).is_some_and(|c| {
+            c.1 == Reason::GateUnanswered
                 && c.2.contains("spec.rollout.alertGate could not be checked")
         })
     })

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use api::labels::HOSTNAME_LABEL;
-use api::{BootcNode, BootcNodePool, DesiredImageState, event_reasons, reasons};
+use api::{BootcNode, BootcNodePool, ConditionType, DesiredImageState, Reason, event_reasons};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use serde_json::json;

@@ -55,8 +55,8 @@ async fn a_pool_paused_mid_reboot_holds_the_others_until_resumed() {
     // takes one while paused.
     wait_node(&sim, FIRST, "back and uncordoned", is_back).await;
     wait_pool(&sim, "paused, the first node updated", |p| {
-        condition(p, reasons::UP_TO_DATE)
-            .is_some_and(|c| c.1 == reasons::PAUSED && c.2.starts_with("1/3 updated"))
+        condition(p, ConditionType::UpToDate)
+            .is_some_and(|c| c.1 == Reason::Paused && c.2.starts_with("1/3 updated"))
     })
     .await;
     nothing_cordoned(&sim).await;

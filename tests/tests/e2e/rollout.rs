@@ -17,8 +17,8 @@ async fn rollout_then_rollback_never_exceeds_max_unavailable() {
     let v2 = sim.push_version("2.0").await.unwrap();
     let p = wait_rolled(&sim, &v2, 5).await;
     assert_eq!(
-        condition(&p, reasons::UP_TO_DATE).unwrap().1,
-        reasons::ALL_UPDATED
+        condition(&p, ConditionType::UpToDate).unwrap().1,
+        Reason::AllUpdated
     );
     booted_everywhere(&sim, &sim.pinned(&v2)).await;
     nothing_cordoned(&sim).await;
@@ -51,8 +51,8 @@ async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
     set_paused(&sim, true).await;
     let v2 = sim.push_version("2.0").await.unwrap();
     let p = wait_pool(&sim, "paused with all staged", |p| {
-        condition(p, reasons::UP_TO_DATE)
-            .is_some_and(|c| c.1 == reasons::PAUSED && c.2.contains("3 staged"))
+        condition(p, ConditionType::UpToDate)
+            .is_some_and(|c| c.1 == Reason::Paused && c.2.contains("3 staged"))
     })
     .await;
     assert_eq!(
@@ -71,7 +71,7 @@ async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
         .unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
-        table.contains(reasons::PAUSED) || table.contains("False"),
+        table.contains(Reason::Paused.as_str()) || table.contains("False"),
         "{table}"
     );
     let out = sim.cp.kubectl().args(["get", "bn"]).output().unwrap();
@@ -114,7 +114,7 @@ async fn pause_holds_then_resume_finishes_and_nodes_join_and_leave() {
     )
     .await
     .unwrap();
-    wait_phase(&sim, &joined, reasons::STAGED).await;
+    wait_phase(&sim, &joined, Reason::Staged.as_str()).await;
     assert_eq!(
         recorder.approvals().await.unwrap().len(),
         approvals,
@@ -178,7 +178,7 @@ async fn a_member_not_ready_on_its_own_holds_new_slots() {
     let p = wait_pool(&sim, "the rollout held by the NotReady member", move |p| {
         p.status.as_ref().is_some_and(|s| {
             s.target_digest.as_deref() == Some(target.as_str())
-                && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                && api::conditions::message(&s.conditions, api::ConditionType::UpToDate)
                     .is_some_and(|m| m.contains("unavailable: sim-node-3 (NotReady)"))
         })
     })
@@ -315,7 +315,7 @@ async fn a_tag_moving_a_b_a_reboots_only_the_nodes_that_booted_b_once_more() {
         p.status.as_ref().is_some_and(|s| {
             s.target_digest.as_deref() == Some(a_seen.as_str())
                 && s.updated_count == 5
-                && api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                && api::conditions::message(&s.conditions, api::ConditionType::UpToDate)
                     .is_some_and(|m| !m.contains("in reboot slots"))
         })
     })
@@ -529,8 +529,8 @@ async fn reboots_wait_for_the_maintenance_window_and_staging_does_not() {
     .unwrap();
     let v2 = sim.push_version("2.0").await.unwrap();
     let p = wait_pool(&sim, "waiting for the window, all staged", |p| {
-        condition(p, reasons::UP_TO_DATE)
-            .is_some_and(|c| c.1 == reasons::OUTSIDE_MAINTENANCE_WINDOW && c.2.contains("3 staged"))
+        condition(p, ConditionType::UpToDate)
+            .is_some_and(|c| c.1 == Reason::OutsideMaintenanceWindow && c.2.contains("3 staged"))
     })
     .await;
     let opens = p
@@ -566,8 +566,8 @@ async fn reboots_wait_for_the_maintenance_window_and_staging_does_not() {
     })
     .await;
     assert_eq!(
-        condition(&p, reasons::UP_TO_DATE).unwrap().1,
-        reasons::ALL_UPDATED
+        condition(&p, ConditionType::UpToDate).unwrap().1,
+        Reason::AllUpdated
     );
 }
 
@@ -588,7 +588,7 @@ async fn a_held_node_waits_staged_while_the_others_update() {
     );
     let v2 = sim.push_version("2.0").await.unwrap();
     let p = wait_pool(&sim, "the others updated, the held one staged", |p| {
-        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
+        condition(p, ConditionType::UpToDate).is_some_and(|c| {
             c.2.starts_with("2/3 updated; 0 staging, 1 staged")
                 && c.2.contains(&format!(
                     "1 held by {}<who> annotations, given no reboot slot: {FIRST}",
@@ -598,8 +598,8 @@ async fn a_held_node_waits_staged_while_the_others_update() {
     })
     .await;
     assert_eq!(
-        condition(&p, reasons::UP_TO_DATE).unwrap().1,
-        reasons::ROLLOUT_IN_PROGRESS
+        condition(&p, ConditionType::UpToDate).unwrap().1,
+        Reason::RolloutInProgress
     );
     let approved = recorder.approvals().await.unwrap();
     assert!(
@@ -625,8 +625,8 @@ async fn a_pool_waits_for_the_pool_it_depends_on() {
         .unwrap();
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_pool(&sim, "waiting for infra, all staged", |p| {
-        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
-            c.1 == reasons::WAITING_FOR_DEPENDENCIES
+        condition(p, ConditionType::UpToDate).is_some_and(|c| {
+            c.1 == Reason::WaitingForDependencies
                 && c.2.contains("2 staged")
                 && c.2.contains("(no such pool: infra)")
         })
@@ -711,7 +711,7 @@ async fn max_unavailable_zero_stages_everything_and_reboots_nothing() {
         .unwrap();
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_pool(&sim, "all staged, no slot", |p| {
-        condition(p, reasons::UP_TO_DATE).is_some_and(|c| {
+        condition(p, ConditionType::UpToDate).is_some_and(|c| {
             c.2.contains("2 staged")
                 && c.2
                     .ends_with("maxUnavailable is 0: members stage, none is given a reboot slot")

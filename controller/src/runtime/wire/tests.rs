@@ -17,7 +17,7 @@ use api::labels::{
     WAS_CORDONED_ANNOTATION,
 };
 use api::node_health::NODE_READY;
-use api::reasons;
+use api::{ConditionType, Reason};
 
 const TARGET: &str =
     "quay.example/os/node@sha256:1c0f8d3f0b9c5b1e6a2d7e4f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b";
@@ -244,9 +244,9 @@ fn bootc_node_json() -> Value {
             "bootId": "8d7b2c1e-5f4a-4e3b-9c2d-1a0b9c8d7e6f",
             "downloadOnlySupported": true,
             "conditions": [
-                bn_condition(reasons::IDLE, "False", reasons::REBOOTING, "rebooting into the staged image"),
-                bn_condition(reasons::DEGRADED, "False", reasons::HEALTHY, ""),
-                bn_condition(reasons::UP_TO_DATE, "False", reasons::STAGED, "the target is staged")
+                bn_condition(ConditionType::Idle, "False", Reason::Rebooting, "rebooting into the staged image"),
+                bn_condition(ConditionType::Degraded, "False", Reason::Healthy, ""),
+                bn_condition(ConditionType::UpToDate, "False", Reason::Staged, "the target is staged")
             ]
         }
     })
@@ -261,9 +261,9 @@ fn boot_entry(image: &str, version: &str, staged: bool) -> Value {
     })
 }
 
-fn bn_condition(type_: &str, status: &str, reason: &str, message: &str) -> Value {
+fn bn_condition(type_: ConditionType, status: &str, reason: Reason, message: &str) -> Value {
     json!({
-        "type": type_, "status": status, "reason": reason, "message": message,
+        "type": type_.as_str(), "status": status, "reason": reason.as_str(), "message": message,
         "observedGeneration": 7, "lastTransitionTime": "2026-03-02T11:55:00Z"
     })
 }

@@ -82,7 +82,7 @@ pub(crate) async fn latency(report: &mut Report, changes: usize) -> Result<()> {
     let nodes: Api<BootcNode> = Api::all(admin.clone());
     let idle = |bn: Option<&BootcNode>| {
         bn.and_then(|b| b.status.as_ref())
-            .and_then(|s| api::conditions::reason(&s.conditions, api::reasons::IDLE))
+            .and_then(|s| api::conditions::reason(&s.conditions, api::ConditionType::Idle))
             .is_some()
     };
     k8s::wait_for(

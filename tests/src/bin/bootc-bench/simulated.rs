@@ -31,7 +31,7 @@ async fn wait_settled(admin: &kube::Client, timeout: Duration) -> Result<()> {
         "no reboot slots in the pool's status",
         |p: Option<&BootcNodePool>| {
             p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
-                api::conditions::message(&s.conditions, api::reasons::UP_TO_DATE)
+                api::conditions::message(&s.conditions, api::ConditionType::UpToDate)
                     .is_some_and(|m| !m.contains("in reboot slots"))
             })
         },
