@@ -16,6 +16,29 @@ use crate::labels::{
 /// The kubelet's condition type for a Node that can run pods.
 pub const NODE_READY: &str = "Ready";
 
+/// Kubernetes' Node lifecycle conditions (KEP-5683) a pool sets while a node
+/// holds a reboot slot, with `--node-lifecycle-conditions`: the node is
+/// under maintenance.
+pub const MAINTENANCE_IN_PROGRESS: &str = "MaintenanceInProgress";
+/// Its drain runs.
+pub const DRAIN_IN_PROGRESS: &str = "DrainInProgress";
+/// Its drain is done.
+pub const DRAINED: &str = "Drained";
+/// The reason on the lifecycle conditions a pool set: the mark that they
+/// are the pool's to clear (another actor's are left alone).
+pub const LIFECYCLE_REASON: &str = "BootcUpdate";
+
+/// The lifecycle condition `type_` of the Node: (status True, its reason).
+pub fn lifecycle_condition<'a>(node: &'a Node, type_: &str) -> Option<(bool, &'a str)> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status == "True", c.reason.as_deref().unwrap_or_default()))
+}
+
 /// The Node's `Ready` condition, when it reports one.
 pub fn ready_condition(node: &Node) -> Option<&NodeCondition> {
     node.status

@@ -53,6 +53,11 @@ struct Args {
     /// by this; 1 keeps the defaults.
     #[arg(long, default_value_t = rollout::stuck::Deadlines::DEFAULT_SCALE)]
     stuck_deadline_scale: f64,
+    /// Set Kubernetes' Node lifecycle conditions (MaintenanceInProgress,
+    /// DrainInProgress, Drained; KEP-5683) on nodes in reboot slots. Needs
+    /// the grant on nodes/status in deploy/optional/node-lifecycle-conditions.
+    #[arg(long, env = "BOOTC_NODE_LIFECYCLE_CONDITIONS")]
+    node_lifecycle_conditions: bool,
     /// Resolve tag references against their registry this often, in seconds.
     #[arg(long, default_value_t = controller::target::tag_policy::DEFAULT_RESOLVE_INTERVAL.as_secs())]
     tag_resolution_interval_seconds: u64,
@@ -226,6 +231,7 @@ async fn real_main(args: Args) -> Result<(), MainError> {
     options.resync = Duration::from_secs(args.resync_seconds.max(1));
     options.wedged_after = Duration::from_secs(args.wedged_after_seconds.max(1));
     options.deadlines = rollout::stuck::Deadlines::scaled(args.stuck_deadline_scale)?;
+    options.node_lifecycle_conditions = args.node_lifecycle_conditions;
     options.resolver = resolver(&args)?;
     if args.leader_elect {
         let mut cfg = LeaseConfig::new(&args.lease_name, &args.namespace, &identity);

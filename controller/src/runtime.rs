@@ -79,6 +79,9 @@ pub struct Options {
     pub wedged_after: Duration,
     /// The stuck deadlines (see [`rollout::stuck`]).
     pub deadlines: rollout::stuck::Deadlines,
+    /// Set Kubernetes' Node lifecycle conditions on nodes in slots (see
+    /// [`rollout::lifecycle`]; off by default).
+    pub node_lifecycle_conditions: bool,
 }
 
 impl std::fmt::Debug for Options {
@@ -106,6 +109,7 @@ impl Options {
             resync: DEFAULT_RESYNC,
             wedged_after: crate::runtime::liveness::WEDGED_AFTER,
             deadlines: rollout::stuck::Deadlines::default(),
+            node_lifecycle_conditions: false,
         }
     }
 }
@@ -533,6 +537,7 @@ fn context(
             namespace: options.namespace.clone(),
             resync: options.resync,
             deadlines: options.deadlines,
+            node_lifecycle_conditions: options.node_lifecycle_conditions,
             pace: pace::Pace::default(),
         },
         liveness: shared.liveness,

@@ -55,6 +55,7 @@ fn plan(pool: &BootcNodePool, nodes: &[Node], bootc_nodes: &[BootcNode]) -> Plan
         phase_clock: Arc::default(),
         deadlines: rollout::stuck::Deadlines::default(),
         gates: rollout::gates::Gates::default(),
+        node_lifecycle_conditions: false,
     })
 }
 

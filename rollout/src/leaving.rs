@@ -23,7 +23,7 @@ use crate::order::Writes;
 use crate::owned::Owned;
 use crate::slots::holds_slot;
 use crate::view::{Row, View};
-use crate::{cordon, order};
+use crate::{cordon, lifecycle, order};
 
 /// What a deleted pool's cleanup does now, and what it waits for.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -106,6 +106,7 @@ fn leave(bn: &BootcNode, node: Option<&Node>, writes: &mut Vec<Write>) {
                 patch,
             });
         }
+        writes.extend(lifecycle::write(&name, node, lifecycle::Stage::Out));
     }
     writes.push(Write::DeleteBootcNode { name });
 }

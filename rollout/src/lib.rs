@@ -28,7 +28,9 @@
 //!    ([`spec::tell`]);
 //! 6. [`slots`]: free slots handed to the staged candidates of the group
 //!    whose turn it is ([`groups`]) within the budget, then a cordon of
-//!    ours left outside any slot lifted ([`cordon`]);
+//!    ours left outside any slot lifted ([`cordon`]); with
+//!    `--node-lifecycle-conditions`, each Node told its stage
+//!    ([`lifecycle`]);
 //! 7. [`order`]: the writes, grouped by node and in the order that keeps
 //!    the disruption bound, which the actuator only executes;
 //! 8. [`status`]: the pool's status, conditions and events.
@@ -59,6 +61,7 @@ pub mod groups;
 pub mod halt;
 pub mod health;
 pub mod leaving;
+pub mod lifecycle;
 pub mod membership;
 mod memo;
 pub mod model;
@@ -89,8 +92,8 @@ pub use verdict::DRAIN_RETRY;
 
 pub use leaving::Cleanup;
 pub use model::{
-    BootcNodeApply, DrainPhase, NodePatch, PlanInput, PlannedEvent, Problem, SecretSeen, Target,
-    TargetProblem, Write, event_reasons,
+    BootcNodeApply, DrainPhase, LifecycleCondition, NodePatch, PlanInput, PlannedEvent, Problem,
+    SecretSeen, Target, TargetProblem, Write, event_reasons,
 };
 pub use status::{Plan, Summary};
 
@@ -126,6 +129,9 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
             spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);
             cordon::lift_strays(&view, &mut rollout);
+            if input.node_lifecycle_conditions {
+                lifecycle::mark(&view, &mut rollout);
+            }
             rollout
         }
         None => {

@@ -86,6 +86,9 @@ pub struct PlanInput<'a> {
     /// What the pool's gates outside its objects said (blocking pods,
     /// alerts; see [`crate::gates`]).
     pub gates: Gates,
+    /// Set Kubernetes' Node lifecycle conditions on the nodes in slots
+    /// (`--node-lifecycle-conditions`; the `lifecycle` module).
+    pub node_lifecycle_conditions: bool,
 }
 
 impl DrainPhase {
@@ -116,6 +119,14 @@ pub struct NodePatch {
     pub do_not_disrupt: Option<bool>,
 }
 
+/// One of Kubernetes' Node lifecycle conditions, as a write sets it (its
+/// reason is the pool's, `api::node_health::LIFECYCLE_REASON`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LifecycleCondition {
+    pub type_: &'static str,
+    pub status: bool,
+}
+
 /// One write; a node's writes are made in the order [`order`] gives them.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
@@ -128,6 +139,12 @@ pub enum Write {
     PatchNode {
         name: String,
         patch: NodePatch,
+    },
+    /// A status patch of the Node's lifecycle conditions (the `lifecycle`
+    /// module).
+    PatchNodeConditions {
+        name: String,
+        conditions: Vec<LifecycleCondition>,
     },
     StartDrain {
         node: String,
@@ -142,7 +159,9 @@ impl Write {
     pub fn node(&self) -> &str {
         match self {
             Write::ApplyBootcNode(bn) => &bn.name,
-            Write::DeleteBootcNode { name } | Write::PatchNode { name, .. } => name,
+            Write::DeleteBootcNode { name }
+            | Write::PatchNode { name, .. }
+            | Write::PatchNodeConditions { name, .. } => name,
             Write::StartDrain { node } | Write::CancelDrain { node } => node,
         }
     }

@@ -65,6 +65,24 @@ pub fn kube_minor() -> Result<String> {
     }
 }
 
+/// The feature gates that turn on Kubernetes' Node lifecycle conditions
+/// (KEP-5683) on the minor the tests run on: `NodeLifecycleConditions`
+/// from 1.37, where it is alpha; none before (the conditions are then
+/// plain Node conditions, written and read the same way).
+pub fn node_lifecycle_gates() -> Result<Vec<String>> {
+    let minor = kube_minor()?;
+    let number: u32 = minor
+        .rsplit('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .with_context(|| format!("the Kubernetes minor {minor}"))?;
+    Ok(if number >= 37 {
+        vec!["NodeLifecycleConditions=true".to_owned()]
+    } else {
+        Vec::new()
+    })
+}
+
 /// The version a wrapper's go.mod pins for `module` (`v1.37.2`).
 fn pinned(go_mod: &Path, module: &str) -> Result<String> {
     let text =

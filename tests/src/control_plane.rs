@@ -71,6 +71,8 @@ pub struct Options {
     /// (namespaced) network it runs in and advertises this one, which its
     /// certificate names with the `kubernetes` Service's address.
     pub serve_nodes_at: Option<String>,
+    /// The API server's `--feature-gates` (none: its defaults).
+    pub feature_gates: Vec<String>,
 }
 
 /// The `kubernetes` Service's address: the first of the service range.
@@ -282,6 +284,12 @@ impl ControlPlane {
             Some(address) => node_serving_args(address, d),
             None => loopback_only,
         };
+        if !options.feature_gates.is_empty() {
+            args.push(format!(
+                "--feature-gates={}",
+                options.feature_gates.join(",")
+            ));
+        }
         args.extend([
             format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
             format!("--secure-port={port}"),

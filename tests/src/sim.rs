@@ -92,6 +92,10 @@ pub struct SimOptions {
     pub controller_replicas: usize,
     /// The controller's `--stuck-deadline-scale` (1: the real deadlines).
     pub stuck_deadline_scale: f64,
+    /// The controller's `--node-lifecycle-conditions`, with its grant
+    /// (`deploy/optional/node-lifecycle-conditions`) and, where the API
+    /// server has it, the `NodeLifecycleConditions` gate.
+    pub node_lifecycle_conditions: bool,
 }
 
 /// The Lease duration of replicated controllers.
@@ -113,6 +117,7 @@ impl Default for SimOptions {
             bootc_versions: vec![BootcVersion::Pr],
             controller_replicas: 1,
             stuck_deadline_scale: 1.0,
+            node_lifecycle_conditions: false,
         }
     }
 }
@@ -170,6 +175,7 @@ struct Launcher {
     rust_log: String,
     replicas: usize,
     stuck_deadline_scale: f64,
+    node_lifecycle_conditions: bool,
 }
 
 impl Launcher {
@@ -212,6 +218,9 @@ impl Launcher {
                 "--stuck-deadline-scale",
                 &self.stuck_deadline_scale.to_string(),
             ]);
+        if self.node_lifecycle_conditions {
+            command.arg("--node-lifecycle-conditions");
+        }
         if self.replicas > 1 {
             command.args([
                 "--leader-elect",
@@ -246,8 +255,14 @@ fn kubectl_apply(cp: &ControlPlane, path: &std::path::Path) -> Result<()> {
 impl Sim {
     /// Starts everything and creates the pool on image v1.
     pub async fn start(options: SimOptions) -> Result<Sim> {
+        let feature_gates = if options.node_lifecycle_conditions {
+            crate::binaries::node_lifecycle_gates()?
+        } else {
+            Vec::new()
+        };
         let cp = ControlPlane::start_with(Options {
             audit: options.audit,
+            feature_gates,
             ..Options::default()
         })
         .await?;
@@ -266,6 +281,12 @@ impl Sim {
             "admission/controller-node-writes.yaml",
         ] {
             kubectl_apply(&cp, &deploy.join(file))?;
+        }
+        if options.node_lifecycle_conditions {
+            kubectl_apply(
+                &cp,
+                &deploy.join("optional/node-lifecycle-conditions/rbac.yaml"),
+            )?;
         }
         let out = cp
             .kubectl()
@@ -313,6 +334,7 @@ impl Sim {
             rust_log: options.controller_log.clone(),
             replicas: options.controller_replicas.max(1),
             stuck_deadline_scale: options.stuck_deadline_scale,
+            node_lifecycle_conditions: options.node_lifecycle_conditions,
         };
         let controllers = Arc::new(std::sync::Mutex::new(
             (0..launcher.replicas).map(|_| None).collect(),

@@ -394,3 +394,104 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
             .unwrap_or_else(|e| panic!("{patch}: {e}"));
     }
 }
+
+/// With the grant of `deploy/optional/node-lifecycle-conditions`, the
+/// controller may patch a Node's status, but only its lifecycle conditions
+/// (MaintenanceInProgress, DrainInProgress, Drained): the kubelet's
+/// conditions, a condition of another name and any other status field are
+/// refused, on the API server with the `NodeLifecycleConditions` gate
+/// where it has one.
+#[tokio::test]
+async fn the_controller_changes_only_the_lifecycle_conditions_in_node_status() {
+    use api::node_health::{DRAIN_IN_PROGRESS, DRAINED, MAINTENANCE_IN_PROGRESS, NODE_READY};
+    let cp = ControlPlane::start_with(tests::control_plane::Options {
+        feature_gates: tests::binaries::node_lifecycle_gates().unwrap(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let deploy = repo_root().join("deploy");
+    for dir in [
+        deploy.clone(),
+        deploy.join("optional/node-lifecycle-conditions"),
+    ] {
+        let out = cp
+            .kubectl()
+            .args(["apply", "-k", dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{dir:?}: {out:?}");
+    }
+    let admin: Api<Node> = Api::all(cp.admin().await.unwrap());
+    admin
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "node-a"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let ready = json!({"status": {"conditions": [{"type": NODE_READY, "status": "True",
+        "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
+        "addresses": [{"type": "InternalIP", "address": "10.1.0.7"}]}});
+    admin
+        .patch_status("node-a", &PatchParams::default(), &Patch::Strategic(ready))
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(cp.client(Identity::Controller).await.unwrap());
+    let pp = PatchParams::default();
+    let (nodes, pp) = (&nodes, &pp);
+    let condition = |type_: &str, status: &str, message: String| {
+        json!({"status": {"conditions": [{"type": type_, "status": status,
+            "reason": api::node_health::LIFECYCLE_REASON, "message": message}]}})
+    };
+    // Each attempt writes something new: one made before the policy is in
+    // force must not let the next pass as a no-op.
+    type Attempt = Box<dyn Fn(u32) -> Value>;
+    let attempts: [(&str, Attempt); 3] = [
+        (
+            "the kubelet's Ready",
+            Box::new(move |i| condition(NODE_READY, "False", format!("attempt {i}"))),
+        ),
+        (
+            "a condition of another name",
+            Box::new(move |i| condition("Rebooting", "True", format!("attempt {i}"))),
+        ),
+        (
+            "an address",
+            Box::new(
+                |i| json!({"status": {"addresses": [{"type": "InternalIP", "address": format!("10.9.9.{i}")}]}}),
+            ),
+        ),
+    ];
+    for (what, patch) in &attempts {
+        let message = refused(&format!("{what} by the controller"), |attempt| async move {
+            nodes
+                .patch_status("node-a", pp, &Patch::Strategic(patch(attempt % 250)))
+                .await
+                .map(|_| ())
+        })
+        .await;
+        assert!(
+            message.contains("may change only the conditions MaintenanceInProgress, DrainInProgress and Drained in the status of Node node-a"),
+            "{what}: {message}"
+        );
+    }
+    // What the actuator does through a slot: set, then clear.
+    for (type_, status) in [
+        (MAINTENANCE_IN_PROGRESS, "True"),
+        (DRAIN_IN_PROGRESS, "True"),
+        (DRAIN_IN_PROGRESS, "False"),
+        (DRAINED, "True"),
+        (MAINTENANCE_IN_PROGRESS, "False"),
+        (DRAINED, "False"),
+    ] {
+        nodes
+            .patch_status(
+                "node-a",
+                pp,
+                &Patch::Strategic(condition(type_, status, "m".into())),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{type_}={status}: {e}"));
+    }
+}

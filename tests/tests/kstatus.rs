@@ -101,6 +101,7 @@ fn planned(
         phase_clock: std::sync::Arc::new(rollout::stuck::Clock::new()),
         deadlines: rollout::stuck::Deadlines::default(),
         gates: rollout::gates::Gates::default(),
+        node_lifecycle_conditions: false,
     });
     pool.status = plan.status.or(pool.status);
     pool

@@ -19,16 +19,18 @@ use api::labels::{
     CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION,
     DO_NOT_DISRUPT_BY_ANNOTATION, KARPENTER_DO_NOT_DISRUPT_ANNOTATION, MANAGED_LABEL,
 };
+use api::node_health::LIFECYCLE_REASON;
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::actions::drain::Drains;
 use crate::actions::events::EventSink;
-use rollout::{NodePatch, Plan, Write, Writes};
+use rollout::{LifecycleCondition, NodePatch, Plan, Write, Writes};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActuatorError {
@@ -135,6 +137,26 @@ impl OwnWrites {
 /// cache saw it would otherwise block forever).
 const CATCH_UP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The strategic merge patch of a Node's status that sets `conditions`
+/// (merged by type: the kubelet's own conditions stay), with the pool's
+/// reason and a message naming it.
+fn lifecycle_body(conditions: &[LifecycleCondition], pool: &str) -> serde_json::Value {
+    let now = Time(jiff::Timestamp::now());
+    let conditions: Vec<serde_json::Value> = conditions
+        .iter()
+        .map(|c| {
+            json!({
+                "type": c.type_,
+                "status": if c.status { "True" } else { "False" },
+                "reason": LIFECYCLE_REASON,
+                "message": format!("bootc-operator pool {pool}: an OS update"),
+                "lastTransitionTime": now,
+            })
+        })
+        .collect();
+    json!({"status": {"conditions": conditions}})
+}
+
 /// The merge patch for a [`NodePatch`] of `pool`.
 fn node_patch_body(patch: &NodePatch, pool: &str) -> serde_json::Value {
     let mut labels = serde_json::Map::new();
@@ -205,9 +227,30 @@ async fn patch_version<K: Resource<DynamicType = ()>>(
     params: &PatchParams,
     patch: &Patch<serde_json::Value>,
 ) -> Result<u64, kube::Error> {
-    let mut req = kube::core::Request::new(K::url_path(&(), None))
+    let req = kube::core::Request::new(K::url_path(&(), None))
         .patch(name, params, patch)
         .map_err(kube::Error::BuildRequest)?;
+    send_patch(client, req).await
+}
+
+/// [`patch_version`] of the object's status subresource.
+async fn patch_status_version<K: Resource<DynamicType = ()>>(
+    client: &kube::Client,
+    name: &str,
+    params: &PatchParams,
+    patch: &Patch<serde_json::Value>,
+) -> Result<u64, kube::Error> {
+    let req = kube::core::Request::new(K::url_path(&(), None))
+        .patch_subresource("status", name, params, patch)
+        .map_err(kube::Error::BuildRequest)?;
+    send_patch(client, req).await
+}
+
+/// Sends a patch; the version it made (0 when the answer has none).
+async fn send_patch(
+    client: &kube::Client,
+    mut req: http::Request<Vec<u8>>,
+) -> Result<u64, kube::Error> {
     req.extensions_mut().insert("patch");
     let out: Response = client.request(req).await?;
     Ok(out
@@ -291,6 +334,42 @@ impl Actuator {
         (made, Ok(count))
     }
 
+    /// Sets `conditions` in the Node's status (one status patch); a refusal
+    /// is logged, not an error: the conditions only tell, the rollout goes
+    /// on.
+    async fn set_conditions(
+        &self,
+        pool: &BootcNodePool,
+        name: &str,
+        conditions: &[LifecycleCondition],
+    ) -> Result<(usize, Option<Made>), ActuatorError> {
+        let body = lifecycle_body(conditions, &pool.name_any());
+        let params = PatchParams {
+            field_manager: Some(CONTROLLER_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        let patch = Patch::Strategic(body);
+        let made = match patch_status_version::<Node>(&self.client, name, &params, &patch).await {
+            Ok(version) => Some((Written::Node(name.to_owned()), version)),
+            // The node is gone: nothing to tell it.
+            Err(kube::Error::Api(s)) if s.code == 404 => None,
+            // No grant on nodes/status, or the admission policy refused.
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                tracing::warn!(pool = %pool.name_any(), node = %name, error = %s.message,
+                    "Node lifecycle conditions refused: apply deploy/optional/node-lifecycle-conditions, or run without --node-lifecycle-conditions");
+                return Ok((0, None));
+            }
+            Err(source) => {
+                return Err(ActuatorError::PatchNode {
+                    name: name.to_owned(),
+                    source,
+                });
+            }
+        };
+        tracing::info!(pool = %pool.name_any(), node = %name, ?conditions, "set Node lifecycle conditions");
+        Ok((1, made))
+    }
+
     /// Makes one write; returns how many API writes it took (0 or 1) and
     /// the version it made, if any.
     async fn write_one(
@@ -371,6 +450,9 @@ impl Actuator {
                 }
                 tracing::info!(pool = %pool.name_any(), node = %name, ?patch, "patched Node");
                 count += 1;
+            }
+            Write::PatchNodeConditions { name, conditions } => {
+                return self.set_conditions(pool, name, conditions).await;
             }
             Write::StartDrain { node } => self.drains.start(pool, node),
             Write::CancelDrain { node } => self.drains.cancel(node),

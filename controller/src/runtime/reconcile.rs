@@ -46,6 +46,8 @@ pub struct Tuning {
     pub resync: Duration,
     pub deadlines: rollout::stuck::Deadlines,
     pub pace: Pace,
+    /// Set Kubernetes' Node lifecycle conditions on nodes in slots.
+    pub node_lifecycle_conditions: bool,
 }
 
 /// What every reconcile shares: clients, caches, the pool states, settings.
@@ -167,6 +169,7 @@ impl Ctx {
             phase_clock: Arc::clone(state.1),
             deadlines: self.tuning.deadlines,
             gates,
+            node_lifecycle_conditions: self.tuning.node_lifecycle_conditions,
         }
     }
 }

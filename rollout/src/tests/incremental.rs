@@ -30,6 +30,7 @@ impl Cluster {
         let rollout = &mut world.pool.spec.rollout;
         rollout.max_concurrent_staging = [None, Some(1), Some(2)][rng.below(3) as usize];
         rollout.stage_ahead = [None, Some(0), Some(1)][rng.below(3) as usize];
+        world.node_lifecycle_conditions = rng.below(2) == 0;
         let nodes = NAMES.iter().map(|n| node(n, "a", true, false)).collect();
         let mut c = Cluster {
             world,
@@ -159,6 +160,9 @@ impl Cluster {
                     self.world.bns.retain(|b| b.name_any() != *name);
                 }
                 Write::PatchNode { name, patch } => self.patch(name, patch),
+                Write::PatchNodeConditions { name, conditions } => {
+                    self.set_conditions(name, conditions);
+                }
                 Write::StartDrain { node } => {
                     self.world.drains.insert(node.clone(), DrainPhase::Running);
                 }
@@ -184,6 +188,26 @@ impl Cluster {
         kept.metadata.owner_references = Some(vec![a.owner.clone()]);
         kept.metadata.annotations = Some(a.annotations.clone());
         kept.metadata.resource_version = version;
+    }
+
+    /// A lifecycle-condition status patch, merged by type as the API server
+    /// merges it.
+    fn set_conditions(&mut self, name: &str, conditions: &[crate::LifecycleCondition]) {
+        let Some(i) = NAMES.iter().position(|n| *n == name) else {
+            return;
+        };
+        let status = self.nodes[i].status.get_or_insert_default();
+        let all = status.conditions.get_or_insert_default();
+        for c in conditions {
+            all.retain(|have| have.type_ != c.type_);
+            all.push(k8s_openapi::api::core::v1::NodeCondition {
+                type_: c.type_.to_owned(),
+                status: if c.status { "True" } else { "False" }.to_owned(),
+                reason: Some(api::node_health::LIFECYCLE_REASON.to_owned()),
+                ..Default::default()
+            });
+        }
+        self.touch_node(i);
     }
 
     fn patch(&mut self, name: &str, patch: &NodePatch) {

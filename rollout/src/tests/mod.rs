@@ -241,6 +241,7 @@ struct World {
     last_status_write: Option<Timestamp>,
     clock: stuck::Clock,
     gates: crate::gates::Gates,
+    node_lifecycle_conditions: bool,
 }
 
 fn now() -> Timestamp {
@@ -261,6 +262,7 @@ impl World {
             last_status_write: None,
             clock: stuck::Clock::new(),
             gates: crate::gates::Gates::default(),
+            node_lifecycle_conditions: false,
         }
     }
     fn node(mut self, n: Node) -> Self {
@@ -320,6 +322,7 @@ impl World {
             phase_clock: std::sync::Arc::new(self.clock.clone()),
             deadlines: stuck::Deadlines::default(),
             gates: self.gates.clone(),
+            node_lifecycle_conditions: self.node_lifecycle_conditions,
         }
     }
     fn plan(&self) -> Plan {

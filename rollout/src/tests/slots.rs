@@ -475,3 +475,44 @@ fn a_drain_a_budget_holds_is_named_on_the_pool() {
         "{message}"
     );
 }
+
+/// The lifecycle conditions `plan` writes on `name` (type, status).
+fn lifecycle_writes(plan: &Plan, name: &str) -> Vec<(&'static str, bool)> {
+    node_writes(plan, name)
+        .into_iter()
+        .filter_map(|w| match w {
+            Write::PatchNodeConditions { conditions, .. } => Some(conditions),
+            _ => None,
+        })
+        .flatten()
+        .map(|c| (c.type_, c.status))
+        .collect()
+}
+
+#[test]
+fn with_lifecycle_conditions_a_slot_tells_its_node_its_stage() {
+    use api::node_health::{DRAIN_IN_PROGRESS, DRAINED, MAINTENANCE_IN_PROGRESS};
+    let world = |on: bool| {
+        let mut w = World::new(pool("a", IntOrString::Int(2), false))
+            .node(node("new", "a", true, false))
+            .node(marked(node("drained", "a", true, true), "a"))
+            .bn(bn("new", NEW, Daemon::Staged(OLD)))
+            .bn(bn("drained", NEW, Daemon::Staged(OLD)).slot(false))
+            .drain("drained", DrainPhase::Succeeded);
+        w.node_lifecycle_conditions = on;
+        w.plan()
+    };
+    let p = world(true);
+    assert_eq!(
+        lifecycle_writes(&p, "new"),
+        [(MAINTENANCE_IN_PROGRESS, true), (DRAIN_IN_PROGRESS, true)]
+    );
+    assert_eq!(
+        lifecycle_writes(&p, "drained"),
+        [(MAINTENANCE_IN_PROGRESS, true), (DRAINED, true)]
+    );
+    // Off (the default): no such write.
+    let p = world(false);
+    assert!(lifecycle_writes(&p, "new").is_empty());
+    assert!(lifecycle_writes(&p, "drained").is_empty());
+}

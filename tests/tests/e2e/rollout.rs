@@ -729,3 +729,51 @@ async fn max_unavailable_zero_stages_everything_and_reboots_nothing() {
         .unwrap();
     rolled_out_within_one(&sim, &recorder, &v2, 2).await;
 }
+
+/// With `--node-lifecycle-conditions` (and, on 1.37, the API server's
+/// `NodeLifecycleConditions` gate), a node in its slot says so in
+/// Kubernetes' own words: `MaintenanceInProgress`, then `Drained` once its
+/// drain is done; both go back to False when it leaves its slot, and the
+/// admission policy lets the controller's status patches through.
+#[tokio::test]
+async fn nodes_in_slots_carry_the_node_lifecycle_conditions() {
+    use api::node_health::{
+        DRAIN_IN_PROGRESS, DRAINED, LIFECYCLE_REASON, MAINTENANCE_IN_PROGRESS, lifecycle_condition,
+    };
+    require_root!();
+    let options = SimOptions {
+        node_lifecycle_conditions: true,
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 2).await;
+    let says = |type_: &'static str, status: bool| {
+        move |n: &Node| lifecycle_condition(n, type_) == Some((status, LIFECYCLE_REASON))
+    };
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_node(
+        &sim,
+        FIRST,
+        "MaintenanceInProgress in its slot",
+        says(MAINTENANCE_IN_PROGRESS, true),
+    )
+    .await;
+    let second = "sim-node-2";
+    let drained = says(DRAINED, true);
+    let not_draining = says(DRAIN_IN_PROGRESS, false);
+    wait_node(&sim, second, "Drained, no longer draining", move |n| {
+        drained(n) && not_draining(n)
+    })
+    .await;
+    rolled_out_within_one(&sim, &recorder, &v2, 2).await;
+    for name in [FIRST, second] {
+        let maintenance_over = says(MAINTENANCE_IN_PROGRESS, false);
+        let drained_over = says(DRAINED, false);
+        wait_node(
+            &sim,
+            name,
+            "the lifecycle conditions back to False",
+            move |n| maintenance_over(n) && drained_over(n),
+        )
+        .await;
+    }
+}
