@@ -419,3 +419,233 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
         );
     }
 }
+
+/// `spec.rollout.maxUnhealthy` sets the halt's threshold: with it at 1, one
+/// node that never comes back Ready from the new image halts the rollout
+/// (the default, 2, would not: the other slot would go on to the next
+/// nodes). Four nodes, two slots: sim-node-1 breaks, sim-node-2 updates and
+/// leaves its slot, and once the pool says `RolloutHalted` naming
+/// sim-node-1 alone, sim-node-3 and sim-node-4 are never approved. Those two
+/// are held (`hold.bootc.dev/`) until the halt shows, so that neither takes
+/// a slot before the broken node's return is seen (the slot sim-node-2
+/// frees would otherwise race it); then the holds go and only the halt
+/// keeps them out.
+#[tokio::test]
+async fn max_unhealthy_one_halts_on_the_first_broken_node() {
+    require_root!();
+    let options = SimOptions {
+        max_unavailable: json!(2),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 4).await;
+    sim.patch_pool(json!({"rollout": {"maxUnhealthy": 1}}))
+        .await
+        .unwrap();
+    spec_observed(&sim).await;
+    let hold = format!("{}e2e", api::labels::HOLD_ANNOTATION_PREFIX);
+    let kept_out = ["sim-node-3", "sim-node-4"];
+    for node in kept_out {
+        kubectl(
+            &sim,
+            &["annotate", "node", node, &format!("{hold}=until the halt")],
+        );
+    }
+    let before = recorder.approvals().await.unwrap().len();
+    sim.break_after_reboot(&[FIRST]).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = sim.pinned(&v2);
+
+    // Halted by sim-node-1 alone. (sim-node-2 may count for a moment too,
+    // back on v2 a little before its Node is Ready again: wait for the
+    // halt's lasting form.)
+    let p = wait_pool(&sim, "halted by sim-node-1 alone", |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| {
+            c.0 == "True"
+                && c.1 == Reason::RolloutHalted
+                && c.2.contains("1 nodes in reboot slots are unhealthy")
+                && c.2.contains(FIRST)
+        })
+    })
+    .await;
+    let message = condition(&p, ConditionType::Degraded).unwrap().2;
+    assert!(!message.contains("sim-node-2"), "{message}");
+    // The healthy one of the two slotted nodes updates and leaves its slot.
+    let t = target.clone();
+    let result = k8s::wait_for(
+        Api::<BootcNode>::all(sim.admin.clone()),
+        "sim-node-2",
+        ROLLOUT,
+        "on v2, out of its slot",
+        move |b: Option<&BootcNode>| b.is_some_and(|b| b.runs(&t) && !b.in_slot()),
+    )
+    .await;
+    if let Err(e) = result {
+        panic!("{e}\n{}", diagnostics(&sim).await);
+    }
+    wait_node(&sim, "sim-node-2", "back", is_back).await;
+
+    // The holds lifted: the controller sees it (the pool names no hold any
+    // more) and still hands out no slot.
+    for node in kept_out {
+        kubectl(&sim, &["annotate", "node", node, &format!("{hold}-")]);
+    }
+    let p = wait_pool(&sim, "the holds lifted, still halted", |p| {
+        condition(p, ConditionType::UpToDate)
+            .is_some_and(|c| !c.2.contains(api::labels::HOLD_ANNOTATION_PREFIX))
+            && condition(p, ConditionType::Degraded).is_some_and(|c| c.1 == Reason::RolloutHalted)
+    })
+    .await;
+    let up_to_date = condition(&p, ConditionType::UpToDate).unwrap();
+    assert_ne!(up_to_date.1, Reason::AllUpdated, "{}", up_to_date.2);
+    still_degraded_after_a_spec_change(&sim, Reason::RolloutHalted).await;
+
+    let mut approved = recorder.approvals().await.unwrap().split_off(before);
+    approved.sort();
+    assert_eq!(
+        approved,
+        [FIRST, "sim-node-2"],
+        "only the two first slotted nodes rebooted"
+    );
+    for bn in Api::<BootcNode>::all(sim.admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let name = bn.metadata.name.clone().unwrap();
+        if kept_out.contains(&name.as_str()) {
+            assert!(!bn.in_slot(), "{name} was given a slot after the halt");
+        }
+    }
+    assert_disruption_at_most(&recorder, 2).await;
+}
+
+/// `spec.rollout.onDrainTimeout: Release`: a drain that a
+/// PodDisruptionBudget blocks past `drainTimeoutSeconds` releases its node
+/// (uncordoned, `bootc.dev/skipped` on its BootcNode naming the pod), the
+/// slot goes on to the other nodes, which update, and the pool stays
+/// `Degraded/DrainTimedOut` saying the node was skipped and is not up to
+/// date. Once a person removes the budget and runs `kubectl bootc retry`,
+/// the node is drained again and updates: every node on the target,
+/// nothing cordoned, one node disrupted at a time throughout.
+#[tokio::test]
+async fn a_drain_timeout_under_release_skips_the_node_until_a_retry() {
+    require_root!();
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    // Short, as the test needs; long enough for the retried drain's
+    // eviction and deletion (well under a second here).
+    sim.patch_pool(json!({"rollout": {
+        "drainTimeoutSeconds": 3,
+        "onDrainTimeout": api::DrainTimeoutPolicy::Release,
+    }}))
+    .await
+    .unwrap();
+    spec_observed(&sim).await;
+    let _kubelet = kubelet_deletes_evicted(&sim, "default");
+    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
+                 "containers": [{"name": "web", "image": "example.invalid/web:1"}]},
+    }))
+    .unwrap();
+    k8s::create_running_pod(&pods, &pod).await.unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(sim.admin.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    pdbs.create(&kube::api::PostParams::default(), &pdb)
+        .await
+        .unwrap();
+    let before = recorder.approvals().await.unwrap().len();
+    let v2 = sim.push_version("2.0").await.unwrap();
+
+    // The two others update; sim-node-1 is skipped for v2.
+    let p = wait_pool(&sim, "two updated, sim-node-1 skipped", |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.updated_count == 2
+                && api::conditions::message(&s.conditions, ConditionType::UpToDate)
+                    .is_some_and(|m| !m.contains("in reboot slots"))
+        }) && condition(p, ConditionType::Degraded).is_some_and(|c| {
+            c.0 == "True" && c.1 == Reason::DrainTimedOut && c.2.contains("skipped")
+        })
+    })
+    .await;
+    let (_, _, message) = condition(&p, ConditionType::Degraded).unwrap();
+    assert!(
+        message.contains(&format!("{FIRST}: drain of node {FIRST} timed out"))
+            && message.contains("default/web"),
+        "{message}"
+    );
+    let (status, reason, up_to_date) = condition(&p, ConditionType::UpToDate).unwrap();
+    assert_eq!(status, "False", "{up_to_date}");
+    assert_ne!(reason, Reason::AllUpdated, "{up_to_date}");
+    let bn = Api::<BootcNode>::all(sim.admin.clone())
+        .get(FIRST)
+        .await
+        .unwrap();
+    let (digest, why) = bn.skipped().expect("sim-node-1 carries no skip");
+    assert_eq!(digest, v2);
+    assert!(why.contains("default/web"), "{why}");
+    assert!(!bn.in_slot() && !bn.approved(), "{:?}", bn.spec);
+    nothing_cordoned(&sim).await;
+    assert!(pods.get_opt("web").await.unwrap().is_some(), "web evicted");
+    let approved = recorder.approvals().await.unwrap().split_off(before);
+    assert!(
+        !approved.iter().any(|n| n == FIRST),
+        "the skipped node rebooted: {approved:?}"
+    );
+
+    // A person removes the budget and asks for a retry.
+    pdbs.delete("web", &Default::default()).await.unwrap();
+    let out = std::process::Command::new(tests::fake_host::bin("kubectl-bootc"))
+        .args(["retry", FIRST])
+        .env("KUBECONFIG", sim.cp.kubeconfig(tests::Identity::Admin))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl bootc retry: {}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
+    let p = wait_pool(&sim, "healthy again", |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(
+        condition(&p, ConditionType::UpToDate).unwrap().1,
+        Reason::AllUpdated
+    );
+    let bn = Api::<BootcNode>::all(sim.admin.clone())
+        .get(FIRST)
+        .await
+        .unwrap();
+    assert_eq!(bn.skipped(), None);
+    assert!(
+        pods.get_opt("web").await.unwrap().is_none(),
+        "web not evicted"
+    );
+    let mut approved = recorder.approvals().await.unwrap().split_off(before);
+    approved.sort();
+    assert_eq!(
+        approved,
+        [FIRST, "sim-node-2", "sim-node-3"],
+        "each node rebooted once for v2"
+    );
+}
+
+/// Waits until the controller has seen the pool's spec as it is now.
+async fn spec_observed(sim: &Sim) {
+    wait_pool(sim, "the spec observed", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == p.metadata.generation)
+    })
+    .await;
+}
