@@ -117,6 +117,31 @@ pub(crate) fn audit_slice(path: &Path, from: u64, to: u64) -> Result<String> {
 /// What the controller writes per pool, not per node: its status and Events.
 pub(crate) const POOL_SHARED: &[&str] = &["bootcnodepools/status", "events"];
 
+/// The writes an update makes with `--node-lifecycle-conditions`: the
+/// same as without, plus the Node status patches.
+pub(crate) fn report_lifecycle(report: &mut Report, r: &RolloutResult, nodes: usize) {
+    let per = |n: u64| n as f64 / nodes as f64;
+    let node_objects = r.update.writes_to(&[
+        "bootcnodes",
+        "bootcnodes/status",
+        "nodes",
+        "nodes/status",
+        "pods/eviction",
+    ]);
+    report.push(row(
+        "  with --node-lifecycle-conditions (opt-in): writes per node to its objects",
+        format!("{:.1}", per(node_objects)),
+        "",
+        None,
+    ));
+    report.push(row(
+        "    of which the Node lifecycle conditions (nodes/status)",
+        format!("{:.1}", per(r.update.writes_to(&["nodes/status"]))),
+        "",
+        None,
+    ));
+}
+
 pub(crate) fn report_api(report: &mut Report, r: &RolloutResult, nodes: usize, idle: Duration) {
     out(&format!(
         "api: {nodes} nodes, maxUnavailable 1, rollout took {:.1}s\n",

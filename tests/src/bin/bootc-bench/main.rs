@@ -6,6 +6,7 @@
 //! - `api`: API requests per node for one full update (stage, slot, drain,
 //!   reboot, release) on the simulated cluster, counted from the API
 //!   server's audit log by user and verb; then the requests made while idle;
+//!   then the writes the same update makes with `--node-lifecycle-conditions`;
 //! - `rss`: steady-state memory of the real daemon and helper (the debug
 //!   builds the simulator runs, and the release builds when present);
 //! - `latency`: BootcNode spec change -> the fake bootc's
@@ -41,7 +42,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use tests::fake_host::target_dir;
 
-use crate::api_requests::report_api;
+use crate::api_requests::{report_api, report_lifecycle};
 use crate::latency::latency;
 use crate::nodes::nodes_section;
 use crate::report::{Report, out};
@@ -143,39 +144,8 @@ async fn main() -> Result<()> {
     let started = jiff::Timestamp::now();
     out(&format!("bootc-bench on {}\n", machine()));
 
-    let release_agents = ["bootc-daemon", "bootc-helper"]
-        .iter()
-        .all(|b| release_dir.join(b).exists());
     if has("api") || has("rss") {
-        out(&format!(
-            "api/rss: simulated cluster of {} nodes (debug builds), v1 -> v2, then {}s idle\n",
-            cli.nodes, cli.idle_seconds
-        ));
-        let r = sim_rollout(cli.nodes, has("api"), idle, None).await?;
-        if has("api") {
-            report_api(&mut report, &r, cli.nodes, idle);
-        }
-        if has("rss") {
-            report_rss(&mut report, "debug", &r, !release_agents);
-        }
-    }
-    if has("rss") {
-        if release_agents {
-            out("rss: the same rollout with the release daemon and helper\n");
-            let r = sim_rollout(
-                cli.nodes.min(3),
-                false,
-                Duration::from_secs(10),
-                Some(release_dir.clone()),
-            )
-            .await?;
-            report_rss(&mut report, "release", &r, true);
-        } else {
-            report.notes.push(format!(
-                "release daemon/helper not found in {}: RSS measured on debug builds only",
-                release_dir.display()
-            ));
-        }
+        api_and_rss(&mut report, &cli, idle, &release_dir).await?;
     }
     if has("latency") {
         latency(&mut report, cli.latency_changes).await?;
@@ -223,6 +193,56 @@ async fn main() -> Result<()> {
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         out(&format!("wrote {}\n", path.display()));
+    }
+    Ok(())
+}
+
+/// The `api` and `rss` sections: the simulated rollouts they share.
+async fn api_and_rss(
+    report: &mut Report,
+    cli: &Cli,
+    idle: Duration,
+    release_dir: &std::path::Path,
+) -> Result<()> {
+    let has = |s: &str| cli.sections.iter().any(|x| x == s);
+    let release_agents = ["bootc-daemon", "bootc-helper"]
+        .iter()
+        .all(|b| release_dir.join(b).exists());
+    {
+        out(&format!(
+            "api/rss: simulated cluster of {} nodes (debug builds), v1 -> v2, then {}s idle\n",
+            cli.nodes, cli.idle_seconds
+        ));
+        let r = sim_rollout(cli.nodes, has("api"), idle, None, false).await?;
+        if has("api") {
+            report_api(report, &r, cli.nodes, idle);
+            out("api: the same rollout with --node-lifecycle-conditions\n");
+            let short = Duration::from_secs(1);
+            let lifecycle = sim_rollout(cli.nodes, true, short, None, true).await?;
+            report_lifecycle(report, &lifecycle, cli.nodes);
+        }
+        if has("rss") {
+            report_rss(report, "debug", &r, !release_agents);
+        }
+    }
+    if has("rss") {
+        if release_agents {
+            out("rss: the same rollout with the release daemon and helper\n");
+            let r = sim_rollout(
+                cli.nodes.min(3),
+                false,
+                Duration::from_secs(10),
+                Some(release_dir.to_path_buf()),
+                false,
+            )
+            .await?;
+            report_rss(report, "release", &r, true);
+        } else {
+            report.notes.push(format!(
+                "release daemon/helper not found in {}: RSS measured on debug builds only",
+                release_dir.display()
+            ));
+        }
     }
     Ok(())
 }

@@ -111,18 +111,21 @@ pub(crate) struct RolloutResult {
     pub(crate) steady: AgentMemory,
 }
 
-/// Starts a simulated cluster, rolls v1 -> v2, waits `idle`, and measures.
+/// Starts a simulated cluster, rolls v1 -> v2, waits `idle`, and measures;
+/// with `lifecycle`, the controller sets the Node lifecycle conditions.
 pub(crate) async fn sim_rollout(
     nodes: usize,
     audit: bool,
     idle: Duration,
     bin_dir: Option<PathBuf>,
+    lifecycle: bool,
 ) -> Result<RolloutResult> {
     let options = SimOptions {
         nodes,
         max_unavailable: json!(1),
         audit,
         agent_bin_dir: bin_dir,
+        node_lifecycle_conditions: lifecycle,
         ..SimOptions::default()
     };
     let mut sim = Sim::start(options)
