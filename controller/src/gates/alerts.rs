@@ -73,9 +73,10 @@ pub async fn firing(http: &reqwest::Client, gate: &AlertGate) -> Result<Vec<Stri
     let url = format!("{base}/api/v1/query");
     let query = query(gate);
     let fail = |what: String| format!("Prometheus at {base}: {what}");
+    let url = reqwest::Url::parse_with_params(&url, [("query", query.as_str())])
+        .map_err(|e| fail(format!("not a URL: {e}")))?;
     let response = http
-        .get(&url)
-        .query(&[("query", query.as_str())])
+        .get(url)
         .send()
         .await
         .map_err(|e| fail(error_text(&e)))?;
