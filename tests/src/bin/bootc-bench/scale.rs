@@ -309,7 +309,11 @@ async fn scale_cluster(
     };
     let sim = Sim::start(options).await?;
     let admin = sim.admin.clone();
-    let v1 = format!("{}/acme/os@sha256:{}", sim.registry.host(), "1".repeat(64));
+    // A real image: the controller checks a digest against its registry
+    // (the manifest exists, with the pool's pull secret) before any node
+    // is told.
+    let d1 = sim.push_version("1.0").await?;
+    let v1 = sim.pinned(&d1);
     let created = Instant::now();
     create_nodes(&admin, n).await?;
     out(&format!(
@@ -331,12 +335,12 @@ async fn scale_cluster(
             "nodeSelector": {"matchLabels": {POOL_LABEL: POOL}},
             "image": {"ref": v1},
             "rollout": {"maxUnavailable": "10%", "drainTimeoutSeconds": 60},
+            "pullSecretRef": {"name": "os-pull", "namespace": api::labels::OPERATOR_NAMESPACE},
         },
     }))?;
     Api::<BootcNodePool>::all(admin.clone())
         .create(&PostParams::default(), &pool)
         .await?;
-    let d1 = format!("sha256:{}", "1".repeat(64));
     wait_rolled(&admin, &d1, n, timeout)
         .await
         .context("every node on v1 (setup)")?;
@@ -362,8 +366,8 @@ async fn updated_count(admin: &kube::Client) -> usize {
 /// `timeout`), CPU, memory, reconciles and the writes served.
 async fn measure_rollout(sim: &Sim, n: usize, timeout: Duration) -> Result<ScaleResult> {
     let admin = sim.admin.clone();
-    let v2 = format!("{}/acme/os@sha256:{}", sim.registry.host(), "2".repeat(64));
-    let d2 = format!("sha256:{}", "2".repeat(64));
+    let d2 = sim.push_version("2.0").await?;
+    let v2 = sim.pinned(&d2);
     let pids = Pids::of(sim);
     let controller = pids.controller.context("the controller is not running")?;
     let log_path = sim.log_dir().join("controller.log");
