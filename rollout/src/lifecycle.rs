@@ -10,7 +10,9 @@
 //!   False;
 //! * outside a slot: each one the pool set (reason
 //!   [`api::node_health::LIFECYCLE_REASON`]) goes back to False; one another
-//!   actor set is left alone, as a cordon of someone else's is.
+//!   actor set is left alone, as a cordon of someone else's is. A release
+//!   and a node leaving the pool clear them even with the flag off (it may
+//!   have been turned off while nodes held slots).
 //!
 //! Only what differs from the Node is written, all in one patch; the
 //! conditions the pool sets carry its reason.
@@ -67,6 +69,14 @@ pub(crate) fn mark(view: &View<'_>, rollout: &mut Rollout<'_>) {
     for entry in rollout.verdicts.iter_mut() {
         let Some(node) = entry.row.node else { continue };
         let v = &entry.verdict;
+        // A release already says it (see the module docs).
+        let told = v
+            .post
+            .iter()
+            .any(|w| matches!(w, Write::PatchNodeConditions { .. }));
+        if told {
+            continue;
+        }
         let drain_done = matches!(
             view.input.drains.get(entry.name),
             Some(DrainPhase::Succeeded)

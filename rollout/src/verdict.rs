@@ -31,7 +31,7 @@ use crate::pull_secret::Secret;
 use crate::state::{self, NodeState, classify, runs_target};
 use crate::stuck;
 use crate::view::{Row, View, Walk};
-use crate::{cordon, halt, slots, spec};
+use crate::{cordon, halt, lifecycle, slots, spec};
 use jiff::Timestamp;
 
 use crate::facts::{Counted, Entry, NodeVerdict, Rollout};
@@ -271,6 +271,10 @@ fn release(pool: &Pool<'_, '_>, name: &str, node: Option<&Node>, v: &mut NodeVer
                 patch,
             });
         }
+        // The slot ends: the pool's lifecycle conditions go back to False,
+        // with the flag on or off (it may have been turned off meanwhile).
+        v.post
+            .extend(lifecycle::write(name, node, lifecycle::Stage::Out));
     }
     v.owned.in_slot = false;
     v.owned.was_cordoned = None;

@@ -516,3 +516,37 @@ fn with_lifecycle_conditions_a_slot_tells_its_node_its_stage() {
     assert!(lifecycle_writes(&p, "new").is_empty());
     assert!(lifecycle_writes(&p, "drained").is_empty());
 }
+
+#[test]
+fn a_release_clears_the_pools_lifecycle_conditions_even_with_the_flag_off() {
+    use api::node_health::{DRAINED, LIFECYCLE_REASON, MAINTENANCE_IN_PROGRESS};
+    use k8s_openapi::api::core::v1::NodeCondition;
+    // Back on the target, Ready: released. Its Node still says what the
+    // pool set while the flag was on.
+    let mut back = marked(node("w1", "a", true, true), "a");
+    let status = back.status.get_or_insert_default();
+    for type_ in [MAINTENANCE_IN_PROGRESS, DRAINED] {
+        status
+            .conditions
+            .get_or_insert_default()
+            .push(NodeCondition {
+                type_: type_.to_owned(),
+                status: "True".to_owned(),
+                reason: Some(LIFECYCLE_REASON.to_owned()),
+                ..NodeCondition::default()
+            });
+    }
+    for on in [false, true] {
+        let mut w = World::new(pool("a", IntOrString::Int(1), false))
+            .node(back.clone())
+            .bn(bn("w1", NEW, Daemon::Idle(NEW)).approved().slot(false));
+        w.node_lifecycle_conditions = on;
+        let p = w.plan();
+        assert_eq!(
+            lifecycle_writes(&p, "w1"),
+            [(MAINTENANCE_IN_PROGRESS, false), (DRAINED, false)],
+            "flag {on}: {:?}",
+            p.writes
+        );
+    }
+}
