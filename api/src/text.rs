@@ -1,6 +1,6 @@
 //! Text from outside the operator (bootc's stderr relaying a registry's
 //! error body, a status message written by a node, an Event) made safe to
-//! show on a terminal.
+//! show on a terminal; and an error as one line with its sources.
 
 use std::borrow::Cow;
 
@@ -21,6 +21,19 @@ pub fn escape_controls(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// `err` and each of its sources, joined by ": " (an HTTP client's error
+/// says what failed only in its sources).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 fn escaped(c: char) -> bool {

@@ -454,7 +454,7 @@ async fn the_controller_changes_only_the_lifecycle_conditions_in_node_status() {
         ),
         (
             "a condition of another name",
-            Box::new(move |i| condition("Rebooting", "True", format!("attempt {i}"))),
+            Box::new(move |i| condition("FirmwareUpdate", "True", format!("attempt {i}"))),
         ),
         (
             "an address",

@@ -79,7 +79,7 @@ pub async fn firing(http: &reqwest::Client, gate: &AlertGate) -> Result<Vec<Stri
         .get(url)
         .send()
         .await
-        .map_err(|e| fail(error_text(&e)))?;
+        .map_err(|e| fail(api::text::error_chain(&e)))?;
     let status = response.status();
     let body = read_limited(response).await.map_err(fail)?;
     let answer: Answer = serde_json::from_slice(&body)
@@ -95,7 +95,11 @@ pub async fn firing(http: &reqwest::Client, gate: &AlertGate) -> Result<Vec<Stri
 /// The answer's body, up to [`MAX_ANSWER`] bytes.
 async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| error_text(&e))? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| api::text::error_chain(&e))?
+    {
         if body.len() + chunk.len() > MAX_ANSWER {
             return Err(format!("answered more than {MAX_ANSWER} bytes"));
         }
@@ -129,20 +133,6 @@ fn named(alerts: impl Iterator<Item = String>) -> Vec<String> {
         all.push(format!("and {more} more"));
     }
     all
-}
-
-/// The text of a reqwest error and its sources.
-fn error_text(err: &reqwest::Error) -> String {
-    let mut text = String::new();
-    let mut source: Option<&dyn std::error::Error> = Some(err);
-    while let Some(s) = source {
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

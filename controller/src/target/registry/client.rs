@@ -56,21 +56,7 @@ pub fn http_client(options: &RegistryOptions) -> Result<reqwest::Client, String>
             .map_err(|e| format!("registry CA bundle: {e}"))?;
         builder = builder.tls_certs_merge(certs);
     }
-    builder.build().map_err(|e| error_text(&e))
-}
-
-/// The text of a reqwest error and its sources, without any URL.
-fn error_text(err: &reqwest::Error) -> String {
-    let mut text = String::new();
-    let mut source: Option<&dyn std::error::Error> = Some(err);
-    while let Some(s) = source {
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+    builder.build().map_err(|e| api::text::error_chain(&e))
 }
 
 /// One resolution's conversation with one registry: the credentials it
@@ -246,7 +232,7 @@ fn header(headers: &HeaderMap, name: reqwest::header::HeaderName) -> String {
 }
 
 fn unreachable(err: reqwest::Error) -> HttpError {
-    HttpError::Unreachable(error_text(&err.without_url()))
+    HttpError::Unreachable(api::text::error_chain(&err.without_url()))
 }
 
 async fn answer(response: reqwest::Response, requested: &str) -> Result<Answer, HttpError> {
