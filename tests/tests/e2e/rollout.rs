@@ -749,21 +749,20 @@ async fn nodes_in_slots_carry_the_node_lifecycle_conditions() {
     let says = |type_: &'static str, status: bool| {
         move |n: &Node| lifecycle_condition(n, type_) == Some((status, LIFECYCLE_REASON))
     };
-    let v2 = sim.push_version("2.0").await.unwrap();
-    wait_node(
-        &sim,
-        FIRST,
-        "MaintenanceInProgress in its slot",
-        says(MAINTENANCE_IN_PROGRESS, true),
-    )
-    .await;
+    // Drained in its slot: under maintenance, drained, no longer draining.
+    let drained = move |n: &Node| {
+        says(MAINTENANCE_IN_PROGRESS, true)(n)
+            && says(DRAINED, true)(n)
+            && says(DRAIN_IN_PROGRESS, false)(n)
+    };
+    // Either node may take the first slot: both are watched from before
+    // the new image, so that neither one's slot passes unseen.
     let second = "sim-node-2";
-    let drained = says(DRAINED, true);
-    let not_draining = says(DRAIN_IN_PROGRESS, false);
-    wait_node(&sim, second, "Drained, no longer draining", move |n| {
-        drained(n) && not_draining(n)
-    })
-    .await;
+    let (v2, (), ()) = tokio::join!(
+        async { sim.push_version("2.0").await.unwrap() },
+        wait_node(&sim, FIRST, "drained in its slot", drained),
+        wait_node(&sim, second, "drained in its slot", drained),
+    );
     rolled_out_within_one(&sim, &recorder, &v2, 2).await;
     for name in [FIRST, second] {
         let maintenance_over = says(MAINTENANCE_IN_PROGRESS, false);
