@@ -51,18 +51,26 @@ struct Kept<T> {
 }
 
 impl<T: Clone> Kept<T> {
-    /// The kept answer, if it is for `spec` and recent enough.
-    fn fresh(kept: Option<&Self>, spec: &str) -> Option<Result<T, String>> {
-        kept.filter(|k| k.spec == spec && k.at.elapsed() < GATE_RECHECK)
-            .map(|k| k.answer.clone())
-    }
-
-    fn new(spec: String, answer: Result<T, String>) -> Option<Self> {
-        Some(Kept {
+    /// The answer kept in `kept` if it is for `spec` and recent enough;
+    /// else `asking`'s, kept in its place.
+    async fn or_ask(
+        kept: &mut Option<Self>,
+        spec: String,
+        asking: impl Future<Output = Result<T, String>>,
+    ) -> Result<T, String> {
+        if let Some(k) = kept.as_ref()
+            && k.spec == spec
+            && k.at.elapsed() < GATE_RECHECK
+        {
+            return k.answer.clone();
+        }
+        let answer = asking.await;
+        *kept = Some(Kept {
             at: Instant::now(),
             spec,
-            answer,
-        })
+            answer: answer.clone(),
+        });
+        answer
     }
 }
 
@@ -79,26 +87,12 @@ impl Gatekeeper {
     pub async fn ask(&self, pool: &BootcNodePool, memory: &mut GateMemory) -> Gates {
         let mut gates = Gates::default();
         if let Some(spec) = &pool.spec.disruption.blocking_pods {
-            let key = format!("{spec:?}");
-            gates.blocking_pods = match Kept::fresh(memory.pods.as_ref(), &key) {
-                Some(answer) => answer,
-                None => {
-                    let answer = self.blocking_pods(spec).await;
-                    memory.pods = Kept::new(key, answer.clone());
-                    answer
-                }
-            };
+            let asking = self.blocking_pods(spec);
+            gates.blocking_pods = Kept::or_ask(&mut memory.pods, format!("{spec:?}"), asking).await;
         }
         if let Some(gate) = &pool.spec.rollout.alert_gate {
-            let key = format!("{gate:?}");
-            gates.alerts = match Kept::fresh(memory.alerts.as_ref(), &key) {
-                Some(answer) => answer,
-                None => {
-                    let answer = self.firing(gate).await;
-                    memory.alerts = Kept::new(key, answer.clone());
-                    answer
-                }
-            };
+            let asking = self.firing(gate);
+            gates.alerts = Kept::or_ask(&mut memory.alerts, format!("{gate:?}"), asking).await;
         }
         gates
     }
