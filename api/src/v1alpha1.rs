@@ -64,6 +64,114 @@ pub struct BootcNodePoolSpec {
     /// in the operator's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret_ref: Option<SecretReference>,
+    /// What a node must show after it boots the target before its reboot
+    /// slot is released (unset: Ready and on the target is enough).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthSpec>,
+}
+
+/// `spec.health`: the checks a node passes after it boots the target, and
+/// what a failure does.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.timeoutSeconds > self.settleSeconds",
+    "message": "spec.health.timeoutSeconds must be greater than spec.health.settleSeconds",
+    "fieldPath": ".timeoutSeconds"
+}]))]
+pub struct HealthSpec {
+    /// Node conditions that must have the given status (Ready=True is
+    /// always checked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub conditions: Vec<HealthCondition>,
+    /// Pods that must be Ready on the node: at least one matches each entry
+    /// there, and every match is Ready. They must tolerate the slot's
+    /// cordon (DaemonSet pods do): the node stays cordoned until it passes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub pods: Vec<HealthPods>,
+    /// How long every check must hold, without a break, before the slot is
+    /// released.
+    #[serde(default = "default_settle_seconds")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub settle_seconds: i64,
+    /// How long after the boot the checks may take to hold for
+    /// settleSeconds; past it the node fails its health gate.
+    #[serde(default = "default_health_timeout_seconds")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub timeout_seconds: i64,
+    /// What a node that fails does: Halt keeps it in its slot and hands out
+    /// no new one for this image; Rollback boots it back into the image it
+    /// ran before, in the same slot.
+    #[serde(default)]
+    pub on_failure: HealthFailurePolicy,
+}
+
+fn default_settle_seconds() -> i64 {
+    60
+}
+
+fn default_health_timeout_seconds() -> i64 {
+    600
+}
+
+/// A Node condition a node must show (`spec.health.conditions`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCondition {
+    /// The condition's type, such as `NetworkUnavailable`.
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1, max = 316))]
+    pub type_: String,
+    /// The status it must have.
+    pub status: ConditionStatus,
+}
+
+/// A condition's status.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl ConditionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+/// Pods that must be Ready on a node that booted the target
+/// (`spec.health.pods`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthPods {
+    /// Their namespace.
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub namespace: String,
+    /// Their labels.
+    #[schemars(schema_with = "crate::schema::label_selector")]
+    pub selector: LabelSelector,
+}
+
+/// What a node that fails its health gate does (`spec.health.onFailure`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum HealthFailurePolicy {
+    /// The node keeps its slot, cordoned, for a person to look at; no node
+    /// is given a new slot for this image.
+    #[default]
+    Halt,
+    /// The node boots the image it ran before, in the same slot; no other
+    /// node is given this image.
+    Rollback,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -350,6 +458,27 @@ pub struct BootcNodePoolStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// Images that failed their health gate (`spec.health`), newest first
+    /// (at most 10). The one for the current image reference and target
+    /// digest holds the rollout: no node is given that image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub failed_images: Vec<FailedImage>,
+}
+
+/// An image a node failed its health gate on.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedImage {
+    /// `spec.image.ref` when it failed: a new reference clears the mark.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub digest: String,
+    /// The node that failed.
+    pub node: String,
+    /// The check that failed, as the node's message names it.
+    pub check: String,
+    pub at: Time,
 }
 
 /// One managed node. Named after its Node; owned by its pool.
@@ -493,6 +622,8 @@ pub mod event_reasons {
     pub const NODE_LEFT: &str = "NodeLeft";
     /// A node passed its phase's deadline (see the controller's `stuck`).
     pub const NODE_STUCK: &str = "NodeStuck";
+    /// A node failed its health gate (`spec.health`) on the target.
+    pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
 }
 
 impl BootEntryStatus {

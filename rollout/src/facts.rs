@@ -64,6 +64,14 @@ pub(crate) struct NodeVerdict {
     /// The blocking pod its Node runs (`namespace/name`), which keeps it
     /// from taking a slot.
     pub blocked_by: Option<String>,
+    /// What its health gate waits for, while it settles in its slot
+    /// (`node: ...`).
+    pub proving: Option<String>,
+    /// Failed on the target under `onFailure: Rollback`, but bootc reports
+    /// no image it ran before: held in its slot instead.
+    pub no_rollback: bool,
+    /// Failed on the target, approved to boot the image it ran before.
+    pub rolling_back: bool,
     /// Held cordoned and unapproved in its slot by a pause.
     pub held_by_pause: bool,
     /// Cordoned in its slot and not yet drained.
@@ -183,6 +191,18 @@ pub(crate) struct Rollout<'a> {
     pub waiting_for_turn: Option<(String, Vec<String>)>,
     /// Each member as the staging rule sees it, in the verdicts' order.
     pub staging: Vec<staging::Member>,
+    /// A member failed its health gate on the target: no new slot, and
+    /// nobody is told the target.
+    pub target_failed: Option<Failure>,
+}
+
+/// A member failed on the target by its health gate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Failure {
+    pub node: String,
+    pub check: String,
+    /// Found by this plan (the pool has not recorded it yet).
+    pub new: bool,
 }
 
 impl Rollout<'_> {
@@ -196,6 +216,7 @@ impl Rollout<'_> {
             && self.dependencies.is_met()
             && self.groups.is_some()
             && self.gate.is_open()
+            && self.target_failed.is_none()
     }
 
     /// Are slots free for the rollout, whenever a window lets them be

@@ -67,6 +67,7 @@ mod memo;
 pub mod model;
 pub mod order;
 mod owned;
+pub mod proving;
 pub mod pull_secret;
 mod selector;
 pub mod slots;

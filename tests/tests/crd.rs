@@ -483,6 +483,13 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         degraded_count: 0,
         next_maintenance_window: Some(now.clone()),
         conditions: vec![],
+        failed_images: vec![api::FailedImage {
+            reference: "quay.io/acme/os:9.4".into(),
+            digest: digest.clone(),
+            node: "n1".into(),
+            check: "pod gpu/driver-x Ready not shown within timeoutSeconds 600".into(),
+            at: now.clone(),
+        }],
     };
     api::conditions::apply(
         &mut status.conditions,

@@ -28,6 +28,7 @@ mod budget;
 mod cordon;
 mod gates;
 mod halt;
+mod health;
 mod leaving;
 mod membership;
 mod order;
