@@ -58,7 +58,10 @@ pub fn condition<'a>(node: &'a Node, type_: &str) -> Option<(&'a str, Option<Tim
         .as_ref()?
         .iter()
         .find(|c| c.type_ == type_)?;
-    Some((c.status.as_str(), c.last_transition_time.as_ref().map(|t| t.0)))
+    Some((
+        c.status.as_str(),
+        c.last_transition_time.as_ref().map(|t| t.0),
+    ))
 }
 
 /// The pod's `Ready` condition: True or not, and when it last changed
@@ -71,7 +74,10 @@ pub fn pod_ready(pod: &Pod) -> Option<(bool, Option<Timestamp>)> {
         .as_ref()?
         .iter()
         .find(|c| c.type_ == NODE_READY)?;
-    Some((c.status == "True", c.last_transition_time.as_ref().map(|t| t.0)))
+    Some((
+        c.status == "True",
+        c.last_transition_time.as_ref().map(|t| t.0),
+    ))
 }
 
 /// The `Ready` condition is True (a Node that reports none is not ready).

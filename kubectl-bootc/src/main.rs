@@ -106,9 +106,10 @@ async fn snapshot(client: &kube::Client) -> Result<Snapshot, Error> {
     })
 }
 
-/// The pods the pools' `spec.disruption.blockingPods` select (bound to a
-/// node and not finished, as the controller lists them), and the
-/// namespaces when one has a namespace selector; nothing for pools without.
+/// The pods the pools' `spec.disruption.blockingPods` and `spec.health.pods`
+/// select (bound to a node and not finished, as the controller lists them),
+/// and the namespaces when one has a namespace selector; nothing for pools
+/// without.
 async fn blocking_pods(
     client: &kube::Client,
     pools: &[BootcNodePool],
@@ -130,6 +131,26 @@ async fn blocking_pods(
             .list(&params)
             .await
             .map_err(api_error(format!("listing the pods {selector}")))?;
+        pods.extend(listed.items);
+    }
+    for (spec, entry) in pools
+        .iter()
+        .filter_map(|p| p.spec.health.as_ref())
+        .flat_map(|h| h.pods.iter().zip(0..))
+    {
+        let Ok(selector) = rollout::gates::health_pod_selector(spec, entry) else {
+            continue;
+        };
+        let params = ListParams::default()
+            .labels_from(&selector)
+            .fields(rollout::gates::RUNNING_ON_A_NODE);
+        let listed = Api::<Pod>::namespaced(client.clone(), &spec.namespace)
+            .list(&params)
+            .await
+            .map_err(api_error(format!(
+                "listing the pods {selector} in {}",
+                spec.namespace
+            )))?;
         pods.extend(listed.items);
     }
     let namespaces = if specs.iter().any(|s| s.namespace_selector.is_some()) {

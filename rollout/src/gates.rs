@@ -213,7 +213,10 @@ pub const HEALTH_PODS_FIELD: &str = "spec.health.pods";
 
 /// The label selector of `spec.health.pods[entry]`, parsed.
 pub fn health_pod_selector(spec: &HealthPods, entry: usize) -> Result<Selector, String> {
-    selector::parse_at(&spec.selector, &format!("{HEALTH_PODS_FIELD}[{entry}].selector"))
+    selector::parse_at(
+        &spec.selector,
+        &format!("{HEALTH_PODS_FIELD}[{entry}].selector"),
+    )
 }
 
 /// The pods of `spec.health.pods[entry]` among `pods` (listed in its

@@ -27,11 +27,11 @@ use crate::disruption::{self, Budget, Unavailable};
 use crate::leaving::Leavers;
 use crate::membership::Membership;
 use crate::model::{DrainPhase, NodePatch, Target, Write};
+use crate::proving::{self, Proof};
 use crate::pull_secret::Secret;
 use crate::state::{self, NodeState, classify, runs_target};
 use crate::stuck;
 use crate::view::{Row, View, Walk};
-use crate::proving::{self, Proof};
 use crate::{cordon, halt, lifecycle, slots, spec};
 use jiff::Timestamp;
 
@@ -124,7 +124,10 @@ pub(crate) fn verdicts<'m>(
 fn failed_member(view: &View<'_>, members: &Membership<'_>, target: &Target) -> Option<Failure> {
     members.rows.iter().find_map(|at| {
         let (name, row) = view.rows[*at];
-        let (_, check) = row.bn.filter(|bn| proving::failed_on(bn, target))?.health_failed()?;
+        let (_, check) = row
+            .bn
+            .filter(|bn| proving::failed_on(bn, target))?
+            .health_failed()?;
         Some(Failure {
             node: name.to_owned(),
             check: check.to_owned(),

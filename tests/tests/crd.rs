@@ -309,6 +309,39 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "a number of nodes (0 or more), or a percentage from 0% to 100%",
         ),
         (
+            "health-timeout-within-settle",
+            with(
+                &["health"],
+                json!({"settleSeconds": 600, "timeoutSeconds": 600}),
+            ),
+            "spec.health.timeoutSeconds",
+            "must be greater than spec.health.settleSeconds",
+        ),
+        (
+            "health-on-failure-unknown",
+            with(&["health"], json!({"onFailure": "Retry"})),
+            "spec.health.onFailure",
+            "Unsupported value",
+        ),
+        (
+            "health-condition-status-unknown",
+            with(
+                &["health"],
+                json!({"conditions": [{"type": "GPUHealthy", "status": "Yes"}]}),
+            ),
+            "spec.health.conditions[0].status",
+            "Unsupported value",
+        ),
+        (
+            "health-pods-without-namespace",
+            with(
+                &["health"],
+                json!({"pods": [{"selector": {"matchLabels": {"app": "driver"}}}]}),
+            ),
+            "spec.health.pods[0].namespace",
+            "Required value",
+        ),
+        (
             "alert-gate-not-a-url",
             with(
                 &["rollout", "alertGate"],

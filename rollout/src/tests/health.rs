@@ -67,7 +67,10 @@ fn failed_before(mut w: World, digest: &str, desired: &str) -> World {
     first.spec.desired_image = image(desired);
     first.annotations_mut().extend([
         (HEALTH_FAILED_ANNOTATION.to_owned(), digest.to_owned()),
-        (HEALTH_FAILED_BECAUSE_ANNOTATION.to_owned(), "pod gpu/driver-first Ready".to_owned()),
+        (
+            HEALTH_FAILED_BECAUSE_ANNOTATION.to_owned(),
+            "pod gpu/driver-first Ready".to_owned(),
+        ),
     ]);
     w
 }
@@ -126,12 +129,21 @@ fn a_node_proves_the_target_before_its_slot_is_released() {
     for (what, w, released, says) in rows {
         let p = w.plan();
         assert_eq!(uncordons(&p, "first"), released, "{what}: {:?}", p.writes);
-        assert_eq!(slotted(&p) == ["second"], released, "{what}: {:?}", p.writes);
+        assert_eq!(
+            slotted(&p) == ["second"],
+            released,
+            "{what}: {:?}",
+            p.writes
+        );
         let (_, reason, message) = up_to_date(&p);
         assert_eq!(reason, Reason::RolloutInProgress, "{what}");
         assert!(message.contains(says), "{what}: {message}");
         if !released {
-            assert!(p.requeue_after.is_some_and(|r| r <= Duration::from_secs(30)), "{what}");
+            assert!(
+                p.requeue_after
+                    .is_some_and(|r| r <= Duration::from_secs(30)),
+                "{what}"
+            );
         }
     }
 }
@@ -153,11 +165,18 @@ fn a_node_that_fails_is_rolled_back_or_kept_and_no_other_is_given_the_image() {
         assert_eq!(first.spec.approved(), approved, "{what}");
         assert!(first.in_slot(), "{what}");
         assert_eq!(
-            first.annotations.get(HEALTH_FAILED_ANNOTATION).map(String::as_str),
+            first
+                .annotations
+                .get(HEALTH_FAILED_ANNOTATION)
+                .map(String::as_str),
             Some(NEW),
             "{what}"
         );
-        assert!(!uncordons(&p, "first") && slotted(&p).is_empty(), "{what}: {:?}", p.writes);
+        assert!(
+            !uncordons(&p, "first") && slotted(&p).is_empty(),
+            "{what}: {:?}",
+            p.writes
+        );
         // The staged node is told back to what it runs, by the next plan
         // (which reads the mark).
         let next = failed_before(world(policy, driver(false, 10), 300, NEW), NEW, back_to).plan();
@@ -170,11 +189,19 @@ fn a_node_that_fails_is_rolled_back_or_kept_and_no_other_is_given_the_image() {
         assert!(message.contains(says), "{what}: {message}");
         let failed = &p.status.as_ref().unwrap().failed_images;
         assert_eq!(
-            failed.iter().map(|f| (f.digest.as_str(), f.node.as_str())).collect::<Vec<_>>(),
+            failed
+                .iter()
+                .map(|f| (f.digest.as_str(), f.node.as_str()))
+                .collect::<Vec<_>>(),
             [(NEW, "first")],
             "{what}"
         );
-        assert!(p.events.iter().any(|e| e.reason == api::event_reasons::HEALTH_CHECK_FAILED), "{what}");
+        assert!(
+            p.events
+                .iter()
+                .any(|e| e.reason == api::event_reasons::HEALTH_CHECK_FAILED),
+            "{what}"
+        );
     }
 }
 
@@ -194,7 +221,11 @@ fn a_node_back_on_the_image_it_ran_before_leaves_its_slot_and_the_image_stays_fa
     assert!(degraded_message(&p).contains("it was booted back into the image it ran before"));
     // Recorded before: no second record, no second event.
     assert!(p.status.as_ref().unwrap().failed_images.is_empty());
-    assert!(p.events.iter().all(|e| e.reason != api::event_reasons::HEALTH_CHECK_FAILED));
+    assert!(
+        p.events
+            .iter()
+            .all(|e| e.reason != api::event_reasons::HEALTH_CHECK_FAILED)
+    );
 }
 
 #[test]
