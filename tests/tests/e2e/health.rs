@@ -1,0 +1,82 @@
+//! The health gate (`spec.health`) driven as a person would: an image that
+//! breaks a workload pod is caught on the first node, booted back there,
+//! and never approved on a second; a new image clears the failure.
+
+use super::*;
+
+#[tokio::test]
+async fn an_image_that_breaks_a_workload_is_rolled_back_on_the_first_node_and_reaches_no_other() {
+    require_root!();
+    let (sim, recorder, v1) = started(SimOptions::default(), 2).await;
+    let nodes: Vec<String> = (1..=2).map(|i| format!("sim-node-{i}")).collect();
+    // Under a tag of its own: the pool follows `stable`, and takes v2 only
+    // once the gate is set.
+    let v2 = sim.push_version_tagged("2.0", "broken").await.unwrap();
+    // The kubelet player breaks the workload on nodes that run v2.
+    let _workload = play_workload(&sim, &nodes, &v2).await;
+    sim.patch_pool(json!({"health": {
+        "pods": [{"namespace": "default", "selector": {"matchLabels": {WORKLOAD_LABEL.0: WORKLOAD_LABEL.1}}}],
+        "settleSeconds": 2,
+        "timeoutSeconds": 8,
+        "onFailure": "Rollback",
+    }}))
+    .await
+    .unwrap();
+    let approvals_before = recorder.approvals().await.unwrap().len();
+    sim.patch_pool(json!({"image": {"ref": sim.pinned(&v2)}}))
+        .await
+        .unwrap();
+
+    let p = wait_pool(
+        &sim,
+        "the failed node booted back, the pool Degraded",
+        |p| {
+            condition(p, ConditionType::Degraded).is_some_and(|c| {
+                c.1 == Reason::RolledBack
+                    && c.2
+                        .contains("it was booted back into the image it ran before")
+            })
+        },
+    )
+    .await;
+    let status = p.status.unwrap();
+    let failed: Vec<(&str, &str)> = status
+        .failed_images
+        .iter()
+        .map(|f| (f.digest.as_str(), f.node.as_str()))
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let (digest, failed_node) = failed[0];
+    assert_eq!(digest, v2);
+    assert!(
+        status.failed_images[0]
+            .check
+            .contains("-driver Ready not shown within timeoutSeconds 8"),
+        "{:?}",
+        status.failed_images[0]
+    );
+    // One node approved for v2 (its rollback is the same slot's approval),
+    // the other never.
+    let approvals = recorder.approvals().await.unwrap();
+    assert_eq!(
+        approvals[approvals_before..],
+        [failed_node.to_owned()],
+        "{approvals:?}"
+    );
+    wait_node(&sim, failed_node, "back and uncordoned", is_back).await;
+    booted_everywhere(&sim, &sim.pinned(&v1)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+    let bn = Api::<BootcNode>::all(sim.admin.clone())
+        .get(failed_node)
+        .await
+        .unwrap();
+    assert_eq!(bn.health_failed().map(|(d, _)| d), Some(v2.as_str()));
+
+    // A new image clears the failure and rolls out, within the bound.
+    let v3 = sim.push_version("3.0").await.unwrap();
+    sim.patch_pool(json!({"image": {"ref": sim.pinned(&v3)}}))
+        .await
+        .unwrap();
+    rolled_out_within_one(&sim, &recorder, &v3, 2).await;
+}
