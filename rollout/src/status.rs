@@ -24,7 +24,7 @@ use api::{BootcNode, BootcNodePoolStatus, ConditionType, Reason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::depends::Waiting;
-use crate::facts::{Failure, Rollout};
+use crate::facts::{Failure, NodeVerdict, Rollout};
 use crate::gates::{BLOCKING_PODS_FIELD, GATE_RECHECK, Gate};
 use crate::leaving::Leavers;
 use crate::membership::Membership;
@@ -154,16 +154,8 @@ pub(crate) fn report(
             not_back: &leavers.not_back,
             waiting_for_budget: rollout.waiting_for_budget.as_deref(),
             waiting_for_turn: rollout.waiting_for_turn.as_ref(),
-            drains_blocked: &rollout
-                .verdicts
-                .values()
-                .filter_map(|v| v.drain_blocked.clone())
-                .collect::<Vec<_>>(),
-            proving: &rollout
-                .verdicts
-                .values()
-                .filter_map(|v| v.proving.clone())
-                .collect::<Vec<_>>(),
+            drains_blocked: &each(&rollout, |v| v.drain_blocked.clone()),
+            proving: &each(&rollout, |v| v.proving.clone()),
             no_slots: slots == 0,
         },
     );
@@ -191,16 +183,7 @@ pub(crate) fn report(
         &up_to_date,
         &degraded_cond,
     );
-    if let (Some(t), Some(f)) = (target, rollout.target_failed.as_ref().filter(|f| f.new)) {
-        let record = api::FailedImage {
-            reference: view.pool.spec.image.reference.clone(),
-            digest: t.digest.clone(),
-            node: f.node.clone(),
-            check: f.check.clone(),
-            at: Time(view.input.now),
-        };
-        status.failed_images = crate::proving::with_failure(&status.failed_images, record);
-    }
+    record_failure(view, target, &rollout, &mut status);
     let waiting_for_window = !done && !paused;
     status.next_maintenance_window = match rollout.window {
         Window::Closed { opens: Some(at) } if waiting_for_window => Some(Time(at)),
@@ -232,6 +215,31 @@ pub(crate) fn report(
             halted: rollout.halted,
             paused,
         },
+    }
+}
+
+/// What `f` says of each member, where it says something.
+fn each(rollout: &Rollout<'_>, f: impl Fn(&NodeVerdict) -> Option<String>) -> Vec<String> {
+    rollout.verdicts.values().filter_map(f).collect()
+}
+
+/// A member newly failed on the target goes first in
+/// `status.failedImages`.
+fn record_failure(
+    view: &View<'_>,
+    target: Option<&Target>,
+    rollout: &Rollout<'_>,
+    status: &mut BootcNodePoolStatus,
+) {
+    if let (Some(t), Some(f)) = (target, rollout.target_failed.as_ref().filter(|f| f.new)) {
+        let record = api::FailedImage {
+            reference: view.pool.spec.image.reference.clone(),
+            digest: t.digest.clone(),
+            node: f.node.clone(),
+            check: f.check.clone(),
+            at: Time(view.input.now),
+        };
+        status.failed_images = crate::proving::with_failure(&status.failed_images, record);
     }
 }
 
