@@ -421,7 +421,7 @@ pub async fn play_workload(sim: &Sim, nodes: &[String], bad: &str) -> tokio::tas
                 continue;
             }
             let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
-            let status = serde_json::json!({"status": {"conditions": [{"type": "Ready",
+            let status = serde_json::json!({"status": {"conditions": [{"type": api::node_health::NODE_READY,
                 "status": if broken { "False" } else { "True" }, "lastTransitionTime": now}]}});
             let _ = pods
                 .patch_status(
