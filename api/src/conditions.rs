@@ -125,6 +125,10 @@ wire_enum! {
         /// into the image it ran before (`onFailure: Rollback`): no node is
         /// given the image.
         RolledBack = "RolledBack",
+        /// A canary step of `spec.rollout.batches` ended its soak with fewer
+        /// healthy updated nodes than `successThreshold` (the message names
+        /// them): no new slot until enough are healthy again.
+        BatchFailed = "BatchFailed",
         /// A node past its phase's deadline (the message names the node, the
         /// phase, for how long, and the next step).
         NodeStuck = "NodeStuck",

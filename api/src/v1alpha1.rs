@@ -250,6 +250,24 @@ pub struct RolloutSpec {
     /// is handed out; a Prometheus that does not answer holds them too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_gate: Option<AlertGate>,
+    /// Canary steps (see the schema's description); unset: no steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::batches")]
+    pub batches: Vec<IntOrString>,
+    /// How long the rollout waits after each step of `batches`, every
+    /// updated node healthy, before the next.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub soak_seconds: i64,
+    /// The percentage of the updated nodes that must be healthy at the end
+    /// of a step's soak for the rollout to go on (unset: 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub success_threshold: Option<i32>,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// `spec.rollout.alertGate`: the Prometheus to ask and the alerts that hold
@@ -342,6 +360,9 @@ impl Default for RolloutSpec {
             depends_on: Vec::new(),
             order: Vec::new(),
             alert_gate: None,
+            batches: Vec::new(),
+            soak_seconds: 0,
+            success_threshold: None,
         }
     }
 }
@@ -464,6 +485,28 @@ pub struct BootcNodePoolStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub failed_images: Vec<FailedImage>,
+    /// The canary step of `spec.rollout.batches` for the target, while
+    /// there are steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchStatus>,
+}
+
+/// Where the rollout of the target stands in `spec.rollout.batches`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchStatus {
+    /// The target digest it is for: a new one starts at the first step.
+    pub digest: String,
+    /// The step in force (0: the first; the number of steps once past the
+    /// last): how many members may have been updated, `limit`.
+    pub step: i32,
+    pub limit: i32,
+    /// Since when the step's nodes are all updated: the soak's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soaking_since: Option<Time>,
+    /// Updated members healthy, of how many updated.
+    pub healthy: i32,
+    pub updated: i32,
 }
 
 /// An image a node failed its health gate on.

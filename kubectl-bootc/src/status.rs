@@ -78,6 +78,9 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
     if let Some(gates) = gates(pool) {
         rows.push(("Gates", gates));
     }
+    if let Some(batch) = batch(pool) {
+        rows.push(("Batch", batch));
+    }
     if let Some(health) = &pool.spec.health {
         rows.push(("Health", health_gate(health)));
     }
@@ -92,6 +95,31 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
     out.push('\n');
     out.push_str(&node_table(snap, &name, now));
     out
+}
+
+/// The canary step the pool records (`status.batch`), with its soak.
+fn batch(pool: &BootcNodePool) -> Option<String> {
+    let steps = pool.spec.rollout.batches.len();
+    let b = pool.status.as_ref()?.batch.as_ref().filter(|_| steps > 0)?;
+    let step = usize::try_from(b.step).unwrap_or(0);
+    if step >= steps {
+        return Some(format!("steps done ({steps}), the rest follow"));
+    }
+    let soak = match &b.soaking_since {
+        Some(since) => format!(
+            ", soaking since {} (soakSeconds {})",
+            since.0, pool.spec.rollout.soak_seconds
+        ),
+        None => String::new(),
+    };
+    Some(format!(
+        "step {} of {steps}: up to {} nodes updated{soak}; {}/{} updated nodes healthy (successThreshold {}%)",
+        step + 1,
+        b.limit,
+        b.healthy,
+        b.updated,
+        pool.spec.rollout.success_threshold.unwrap_or(100)
+    ))
 }
 
 /// What a node shows after its boot before its slot is released.

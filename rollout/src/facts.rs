@@ -10,6 +10,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
+use crate::batches::Batching;
 use crate::depends::Waiting;
 use crate::disruption::{Budget, Unavailable};
 use crate::gates::Gate;
@@ -194,6 +195,8 @@ pub(crate) struct Rollout<'a> {
     /// A member failed its health gate on the target: no new slot, and
     /// nobody is told the target.
     pub target_failed: Option<Failure>,
+    /// The canary step of `spec.rollout.batches` and the room it leaves.
+    pub batch: Batching,
 }
 
 /// A member failed on the target by its health gate.
@@ -217,6 +220,7 @@ impl Rollout<'_> {
             && self.groups.is_some()
             && self.gate.is_open()
             && self.target_failed.is_none()
+            && self.batch.room != Some(0)
     }
 
     /// Are slots free for the rollout, whenever a window lets them be

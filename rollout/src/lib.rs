@@ -27,7 +27,8 @@
 //!    is newly told the target, within the slots the budget leaves free
 //!    ([`spec::tell`]);
 //! 6. [`slots`]: free slots handed to the staged candidates of the group
-//!    whose turn it is ([`groups`]) within the budget, then a cordon of
+//!    whose turn it is ([`groups`]) within the budget and the canary step
+//!    ([`batches`]), then a cordon of
 //!    ours left outside any slot lifted ([`cordon`]); with
 //!    `--node-lifecycle-conditions`, each Node told its stage
 //!    ([`lifecycle`]);
@@ -51,6 +52,7 @@
 
 use facts::Rollout;
 
+pub mod batches;
 pub mod budget;
 pub mod cordon;
 pub mod depends;
@@ -127,6 +129,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
             rollout.dependencies = dependencies;
             rollout.groups = groups;
             rollout.gate = gates::Gate::of(&input.gates);
+            rollout.batch = verdict::batching(&view, target, &rollout, &mut problems);
             spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);
             cordon::lift_strays(&view, &mut rollout);

@@ -156,6 +156,7 @@ pub(crate) fn report(
             waiting_for_turn: rollout.waiting_for_turn.as_ref(),
             drains_blocked: &each(&rollout, |v| v.drain_blocked.clone()),
             proving: &each(&rollout, |v| v.proving.clone()),
+            batch: rollout.batch.message(),
             no_slots: slots == 0,
         },
     );
@@ -184,6 +185,7 @@ pub(crate) fn report(
         &degraded_cond,
     );
     record_failure(view, target, &rollout, &mut status);
+    status.batch.clone_from(&rollout.batch.status);
     let waiting_for_window = !done && !paused;
     status.next_maintenance_window = match rollout.window {
         Window::Closed { opens: Some(at) } if waiting_for_window => Some(Time(at)),
@@ -267,6 +269,7 @@ fn look_again(
     if behind && gated {
         requeue(&mut requeue_after, Some(GATE_RECHECK));
     }
+    requeue(&mut requeue_after, rollout.batch.soak_left);
     requeue_after
 }
 
@@ -286,6 +289,9 @@ fn degraded(
     }
     if let Some(failure) = &rollout.target_failed {
         report_failure(rollout, failure, problems, events);
+    }
+    if let Some(failed) = rollout.batch.failure() {
+        problems.push((Reason::BatchFailed, failed));
     }
     problems.extend(members.conflict_problem());
     let stuck: Vec<&Stuck> = verdicts.values().filter_map(|v| v.stuck.as_ref()).collect();
@@ -548,7 +554,7 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
         Reason::PullSecretNotFound | Reason::PullSecretNotAllowed | Reason::InvalidPullSecret => 1,
         Reason::NodeConflict => 3,
         Reason::RolloutHalted | Reason::DependencyCycle => 4,
-        Reason::RolledBack | Reason::HealthCheckFailed => 4,
+        Reason::RolledBack | Reason::HealthCheckFailed | Reason::BatchFailed => 4,
         Reason::NodeStuck => 5,
         Reason::DrainTimedOut => 6,
         Reason::NodeDegraded => 7,
@@ -585,6 +591,8 @@ struct Waits<'a> {
     drains_blocked: &'a [String],
     /// Slot holders proving the target (`spec.health`): what each waits for.
     proving: &'a [String],
+    /// The canary step ([`crate::batches`]).
+    batch: Option<String>,
     /// `maxUnavailable` is 0.
     no_slots: bool,
 }
@@ -601,6 +609,7 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
         waiting_for_turn,
         drains_blocked,
         proving,
+        batch,
         no_slots,
     } = waits;
     if total == 0 {
@@ -649,6 +658,9 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
             "; draining, an eviction refused by a PodDisruptionBudget (retrying): {}",
             drains_blocked.join("; ")
         ));
+    }
+    if let Some(batch) = batch {
+        s.push_str(&format!("; {batch}"));
     }
     if !proving.is_empty() {
         s.push_str(&format!(

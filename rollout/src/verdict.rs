@@ -32,7 +32,7 @@ use crate::pull_secret::Secret;
 use crate::state::{self, NodeState, classify, runs_target};
 use crate::stuck;
 use crate::view::{Row, View, Walk};
-use crate::{cordon, halt, lifecycle, slots, spec};
+use crate::{batches, cordon, halt, lifecycle, slots, spec};
 use jiff::Timestamp;
 
 use crate::facts::{Counted, Entry, Failure, NodeVerdict, Rollout};
@@ -116,6 +116,51 @@ pub(crate) fn verdicts<'m>(
     out.staging = staging;
     out.target_failed = failed.or_else(|| newly_failed(&out, target));
     out
+}
+
+/// Where the rollout stands in `spec.rollout.batches` ([`batches`]), from
+/// the verdicts; steps that cannot be read hold every new slot.
+pub(crate) fn batching(
+    view: &View<'_>,
+    target: &Target,
+    rollout: &Rollout<'_>,
+    problems: &mut Vec<crate::model::Problem>,
+) -> batches::Batching {
+    let spec = &view.pool.spec.rollout;
+    if spec.batches.is_empty() {
+        return batches::Batching::default();
+    }
+    let members: Vec<batches::Member<'_>> = rollout
+        .verdicts
+        .iter()
+        .map(|e| batches::Member {
+            name: e.name,
+            updated: e.verdict.runs_target && !e.verdict.owned.in_slot,
+            in_slot: e.verdict.owned.in_slot,
+            healthy: e.row.node.is_some_and(api::node_health::is_ready)
+                && e.verdict.state != NodeState::Degraded,
+        })
+        .collect();
+    match batches::limits(&spec.batches, members.len()) {
+        Ok(limits) => {
+            let previous = view.current.batch.as_ref();
+            batches::step(
+                &limits,
+                spec,
+                previous,
+                &target.digest,
+                &members,
+                view.input.now,
+            )
+        }
+        Err(e) => {
+            problems.push((api::Reason::InvalidSpec, e));
+            batches::Batching {
+                room: Some(0),
+                ..batches::Batching::default()
+            }
+        }
+    }
 }
 
 /// The first member (by name) marked failed on the target by its health

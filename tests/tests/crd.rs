@@ -309,6 +309,24 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "a number of nodes (0 or more), or a percentage from 0% to 100%",
         ),
         (
+            "batches-zero",
+            with(&["rollout", "batches"], json!([0, "50%"])),
+            "spec.rollout.batches[0]",
+            "must be a number of nodes of at least 1, or a percentage from 1% to 100%",
+        ),
+        (
+            "batches-not-a-percentage",
+            with(&["rollout", "batches"], json!([1, "half"])),
+            "spec.rollout.batches[1]",
+            "must be a number of nodes of at least 1, or a percentage from 1% to 100%",
+        ),
+        (
+            "success-threshold-over-100",
+            with(&["rollout", "successThreshold"], json!(101)),
+            "spec.rollout.successThreshold",
+            "should be less than or equal to 100",
+        ),
+        (
             "health-timeout-within-settle",
             with(
                 &["health"],
@@ -523,6 +541,14 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
             check: "pod gpu/driver-x Ready not shown within timeoutSeconds 600".into(),
             at: now.clone(),
         }],
+        batch: Some(api::BatchStatus {
+            digest: digest.clone(),
+            step: 1,
+            limit: 2,
+            soaking_since: Some(now.clone()),
+            healthy: 2,
+            updated: 2,
+        }),
     };
     api::conditions::apply(
         &mut status.conditions,

@@ -24,6 +24,7 @@ use api::BootcNodePoolStatus;
 use api::node_health::is_cordoned as node_unschedulable;
 use std::time::Duration;
 
+mod batches;
 mod budget;
 mod cordon;
 mod gates;

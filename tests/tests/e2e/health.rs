@@ -80,3 +80,86 @@ async fn an_image_that_breaks_a_workload_is_rolled_back_on_the_first_node_and_re
         .unwrap();
     rolled_out_within_one(&sim, &recorder, &v3, 2).await;
 }
+
+/// A canary pool of 10 with steps [1, "50%", "100%"]: the first node soaks
+/// healthy, the second step's nodes go NotReady after their update, and at
+/// the end of its soak the rollout holds itself, naming them; no node past
+/// the step is approved.
+#[tokio::test]
+async fn a_failing_canary_step_holds_the_rollout_naming_its_nodes() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 10).await;
+    let approvals_before = recorder.approvals().await.unwrap().len();
+    sim.patch_pool(json!({"rollout": {
+        "maxUnavailable": "100%",
+        "batches": [1, "50%", "100%"],
+        "soakSeconds": 10,
+        "successThreshold": 60,
+    }}))
+    .await
+    .unwrap();
+    let v2 = sim.push_version_tagged("2.0", "canary").await.unwrap();
+    let broken = break_after_the_first_update(&sim, &v2);
+    sim.patch_pool(json!({"image": {"ref": sim.pinned(&v2)}}))
+        .await
+        .unwrap();
+    let p = wait_pool(&sim, "the second step failed its soak", |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| c.1 == Reason::BatchFailed)
+    })
+    .await;
+    broken.abort();
+    let message = condition(&p, ConditionType::Degraded).unwrap().2;
+    assert!(
+        message.contains("canary step 2 of 3 failed (spec.rollout.batches): 1/5 updated nodes healthy, below successThreshold 60%"),
+        "{message}"
+    );
+    let approvals = recorder.approvals().await.unwrap();
+    let approved = &approvals[approvals_before..];
+    assert_eq!(approved.len(), 5, "{approved:?}");
+    // The four of the second step are named, the first is not.
+    for node in &approved[1..] {
+        assert!(message.contains(node.as_str()), "{node}: {message}");
+    }
+    assert!(!message.contains(&format!("{} ", approved[0])) && !message.ends_with(&approved[0]));
+    let batch = p.status.unwrap().batch.unwrap();
+    assert_eq!(
+        (batch.step, batch.limit, batch.updated, batch.healthy),
+        (1, 5, 5, 1)
+    );
+}
+
+/// Sets NotReady every node that runs `digest` out of its slot, but the
+/// first one: an image that breaks nodes after their update, on all but
+/// the canary.
+fn break_after_the_first_update(sim: &Sim, digest: &str) -> tokio::task::JoinHandle<()> {
+    use futures::StreamExt;
+    use kube::ResourceExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let bns: Api<BootcNode> = Api::all(sim.admin.clone());
+    let admin = sim.admin.clone();
+    let digest = digest.to_owned();
+    tokio::spawn(async move {
+        let mut first: Option<String> = None;
+        let mut broken = BTreeSet::new();
+        let mut events = watcher(bns, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(bn)) = events.next().await {
+            let runs = bn
+                .status
+                .as_ref()
+                .and_then(|s| s.booted.as_ref())
+                .and_then(|b| b.image_digest.as_deref())
+                == Some(digest.as_str());
+            if !runs || bn.in_slot() {
+                continue;
+            }
+            let name = bn.name_any();
+            if first.get_or_insert_with(|| name.clone()) != &name && broken.insert(name.clone()) {
+                tests::daemon_player::set_ready(&admin, &name, false)
+                    .await
+                    .unwrap();
+            }
+        }
+    })
+}
