@@ -207,8 +207,12 @@ mod tests {
     #[test]
     fn limits_of_the_pool() {
         // (what, steps, members, limits or error has)
-        #[rustfmt::skip]
-        type Row = (&'static str, Vec<IntOrString>, usize, Result<Vec<usize>, &'static str>);
+        type Row = (
+            &'static str,
+            Vec<IntOrString>,
+            usize,
+            Result<Vec<usize>, &'static str>,
+        );
         #[rustfmt::skip]
         let rows: Vec<Row> = vec![
             ("counts and percentages", vec![int(1), pct("50%"), pct("100%")], 10, Ok(vec![1, 5, 10])),
@@ -260,7 +264,6 @@ mod tests {
         let sick = (true, false, false);
         let slot = (false, true, true);
         // (what, previous, members, room, step after, soak left, failing)
-        #[rustfmt::skip]
         type Flags = [(bool, bool, bool); 4];
         type Row = (
             &'static str,
