@@ -489,6 +489,44 @@ pub struct BootcNodePoolStatus {
     /// there are steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchStatus>,
+    /// The pool's last rollouts, newest first (at most 10): what
+    /// `kubectl bootc history` shows after the Events expire.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub rollouts: Vec<RolloutRecord>,
+}
+
+/// One rollout of a target (`status.rollouts`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutRecord {
+    pub digest: String,
+    /// `repository@digest`.
+    pub image: String,
+    pub started: Time,
+    /// Members not on the image when it started.
+    pub nodes: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<RolloutOutcome>,
+    /// Members on the image when it ended.
+    #[serde(default)]
+    pub updated: i32,
+    /// Members that failed their health gate on it.
+    #[serde(default)]
+    pub failed: i32,
+}
+
+/// How a rollout ended.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RolloutOutcome {
+    /// Every member runs the image.
+    Completed,
+    /// The pool got another image first.
+    Superseded,
+    /// A node failed its health gate: the image is given to no node.
+    Failed,
 }
 
 /// Where the rollout of the target stands in `spec.rollout.batches`.

@@ -62,6 +62,7 @@ pub mod gates;
 pub mod groups;
 pub mod halt;
 pub mod health;
+pub mod history;
 pub mod leaving;
 pub mod lifecycle;
 pub mod membership;

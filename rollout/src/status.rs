@@ -184,8 +184,7 @@ pub(crate) fn report(
         &up_to_date,
         &degraded_cond,
     );
-    record_failure(view, target, &rollout, &mut status);
-    status.batch.clone_from(&rollout.batch.status);
+    keep_records(view, (target, total, counts.updated), &rollout, &mut status);
     let waiting_for_window = !done && !paused;
     status.next_maintenance_window = match rollout.window {
         Window::Closed { opens: Some(at) } if waiting_for_window => Some(Time(at)),
@@ -225,15 +224,28 @@ fn each(rollout: &Rollout<'_>, f: impl Fn(&NodeVerdict) -> Option<String>) -> Ve
     rollout.verdicts.values().filter_map(f).collect()
 }
 
-/// A member newly failed on the target goes first in
-/// `status.failedImages`.
-fn record_failure(
+/// What the status keeps beyond this plan: a member newly failed on the
+/// target first in `status.failedImages`, the canary step, the rollouts
+/// ([`crate::history`]); `members` and `updated` count the pool's members.
+fn keep_records(
     view: &View<'_>,
-    target: Option<&Target>,
+    (target, members, updated): (Option<&Target>, usize, usize),
     rollout: &Rollout<'_>,
     status: &mut BootcNodePoolStatus,
 ) {
-    if let (Some(t), Some(f)) = (target, rollout.target_failed.as_ref().filter(|f| f.new)) {
+    status.batch.clone_from(&rollout.batch.status);
+    let Some(t) = target else {
+        return;
+    };
+    let seen = crate::history::Seen {
+        target: t,
+        members,
+        updated,
+        failed: rollout.target_failed.is_some(),
+        now: view.input.now,
+    };
+    status.rollouts = crate::history::record(&status.rollouts, seen);
+    if let Some(f) = rollout.target_failed.as_ref().filter(|f| f.new) {
         let record = api::FailedImage {
             reference: view.pool.spec.image.reference.clone(),
             digest: t.digest.clone(),

@@ -549,6 +549,16 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
             healthy: 2,
             updated: 2,
         }),
+        rollouts: vec![api::RolloutRecord {
+            digest: digest.clone(),
+            image: format!("quay.io/acme/os@{digest}"),
+            started: now.clone(),
+            nodes: 3,
+            ended: Some(now.clone()),
+            outcome: Some(api::RolloutOutcome::Completed),
+            updated: 3,
+            failed: 0,
+        }],
     };
     api::conditions::apply(
         &mut status.conditions,

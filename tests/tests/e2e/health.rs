@@ -79,6 +79,24 @@ async fn an_image_that_breaks_a_workload_is_rolled_back_on_the_first_node_and_re
         .await
         .unwrap();
     rolled_out_within_one(&sim, &recorder, &v3, 2).await;
+
+    // The pool's status keeps the story, whatever becomes of the Events.
+    let pool = wait_rolled(&sim, &v3, 2).await;
+    let rollouts: Vec<(String, Option<api::RolloutOutcome>)> = pool
+        .status
+        .unwrap()
+        .rollouts
+        .into_iter()
+        .map(|r| (r.digest, r.outcome))
+        .collect();
+    assert_eq!(
+        rollouts[..2],
+        [
+            (v3.clone(), Some(api::RolloutOutcome::Completed)),
+            (v2.clone(), Some(api::RolloutOutcome::Failed)),
+        ],
+        "{rollouts:?}"
+    );
 }
 
 /// A canary pool of 10 with steps [1, "50%", "100%"]: the first node soaks
