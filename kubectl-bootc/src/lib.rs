@@ -22,6 +22,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod history;
+pub mod plan;
 pub mod status;
 pub mod why;
 
@@ -30,6 +31,7 @@ use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use kube::{Resource, ResourceExt};
 
 pub use history::history;
+pub use plan::plan;
 pub use status::status;
 pub use why::why;
 

@@ -22,7 +22,7 @@ const MANAGER: &str = "kubectl-bootc";
 #[command(
     name = "kubectl-bootc",
     bin_name = "kubectl bootc",
-    about = "bootc-operator rollouts: status, pause/resume, retry, history, why",
+    about = "bootc-operator rollouts: status, pause/resume, retry, history, why, plan",
     long_about = "bootc-operator rollouts at a glance. Uses KUBECONFIG (or ~/.kube/config) \
                   like kubectl; installed on PATH it runs as `kubectl bootc`."
 )]
@@ -48,6 +48,15 @@ enum Command {
     History { pool: String },
     /// Why a node is not updating.
     Why { node: String },
+    /// The rollout ahead, wave by wave, by the controller's planner
+    /// (writes nothing).
+    Plan {
+        pool: String,
+        /// Preview this image (`repository@sha256:...`) instead of the
+        /// pool's target.
+        #[arg(long)]
+        image: Option<String>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -220,6 +229,10 @@ async fn run(cli: Cli) -> Result<String, Error> {
                 return Err(Error::NoPool(pool));
             }
             Ok(kubectl_bootc::history(&snap, &pool))
+        }
+        Command::Plan { pool, image } => {
+            let snap = snapshot(&client).await?;
+            kubectl_bootc::plan(&snap, &pool, image.as_deref(), now).map_err(Error::Refused)
         }
         Command::Why { node } => {
             let snap = snapshot(&client).await?;

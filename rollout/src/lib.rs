@@ -70,6 +70,7 @@ mod memo;
 pub mod model;
 pub mod order;
 mod owned;
+pub mod preview;
 pub mod proving;
 pub mod pull_secret;
 mod selector;

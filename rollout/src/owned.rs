@@ -26,6 +26,17 @@ pub fn owner_reference(pool: &BootcNodePool) -> OwnerReference {
     }
 }
 
+/// The annotations of a BootcNode that are the controller's: what its
+/// server-side apply owns.
+pub(crate) const OWNED_ANNOTATIONS: [&str; 6] = [
+    IN_REBOOT_SLOT_ANNOTATION,
+    WAS_CORDONED_ANNOTATION,
+    SKIPPED_ANNOTATION,
+    SKIPPED_BECAUSE_ANNOTATION,
+    HEALTH_FAILED_ANNOTATION,
+    HEALTH_FAILED_BECAUSE_ANNOTATION,
+];
+
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Owned {
     pub spec: BootcNodeSpec,

@@ -33,6 +33,7 @@ mod health;
 mod leaving;
 mod membership;
 mod order;
+mod preview;
 mod sequence;
 mod slots;
 mod spec;
