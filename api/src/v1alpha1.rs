@@ -654,6 +654,49 @@ pub struct BootcNodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The node's updates, newest first (at most 10), written by its daemon
+    /// (see [`crate::node_history`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub history: Vec<NodeUpdate>,
+}
+
+/// One update of a node (`status.history`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeUpdate {
+    /// The reference bootc was given.
+    pub image: String,
+    /// The manifest digest bootc deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The image's version label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// When the daemon reported it staged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<Time>,
+    /// When the daemon reported it booted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booted: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<UpdateOutcome>,
+    /// The check a failed health gate names, or why the node was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// How one update of a node ended.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum UpdateOutcome {
+    /// It booted the image.
+    Updated,
+    /// It booted back an image it ran before.
+    RolledBack,
+    /// It failed its health gate on the image.
+    Failed,
+    /// Its drain failed: the image was skipped on it.
+    Skipped,
 }
 
 /// One bootc deployment (booted, staged or rollback).

@@ -88,9 +88,54 @@ fn table<const N: usize>(header: &[String; N], rows: &[[String; N]]) -> String {
     out
 }
 
-/// The history of `pool`.
+/// The history of `pool`, or of the node of that name when no pool has it.
 pub fn history(snap: &Snapshot, pool: &str) -> String {
+    if snap.pool(pool).is_none()
+        && let Some(bn) = snap.bootc_node(pool)
+    {
+        return crate::shown(node_history(bn));
+    }
     crate::shown(history_text(snap, pool))
+}
+
+/// A node's updates, as its daemon records them (`status.history`).
+fn node_history(bn: &api::BootcNode) -> String {
+    let updates = bn
+        .status
+        .as_ref()
+        .map(|s| s.history.as_slice())
+        .unwrap_or_default();
+    let mut out = format!(
+        "Node {}: its updates (status.history, newest first)\n",
+        bn.name_any()
+    );
+    if updates.is_empty() {
+        out.push_str("none recorded yet\n");
+        return out;
+    }
+    let time = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+        t.as_ref().map_or_else(
+            || "-".to_owned(),
+            |t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        )
+    };
+    let rows: Vec<[String; 6]> = updates
+        .iter()
+        .map(|u| {
+            [
+                time(&u.staged),
+                time(&u.booted),
+                u.outcome
+                    .map_or_else(|| "-".to_owned(), |o| format!("{o:?}")),
+                u.version.clone().unwrap_or_else(|| "-".to_owned()),
+                u.image.clone(),
+                u.reason.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let header = ["STAGED", "BOOTED", "OUTCOME", "VERSION", "IMAGE", "WHY"].map(str::to_owned);
+    out.push_str(&table(&header, &rows));
+    out
 }
 
 fn history_text(snap: &Snapshot, pool: &str) -> String {
@@ -249,5 +294,41 @@ STARTED                ENDED                  OUTCOME     NODES   UPDATED   IMAG
 ";
         assert!(text.contains(want), "\n{text}");
         assert!(text.contains("no Events kept about this pool"), "\n{text}");
+    }
+
+    #[test]
+    fn a_node_s_updates_as_its_daemon_records_them() {
+        let at = |s: i64| {
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::from_second(1_795_000_000 + s).unwrap(),
+            ))
+        };
+        let mut node = bn("n1", V1, Phase::Idle);
+        node.status.get_or_insert_default().history = vec![
+            api::NodeUpdate {
+                image: "r/os@sha256:1".into(),
+                booted: at(60),
+                outcome: Some(api::UpdateOutcome::RolledBack),
+                ..Default::default()
+            },
+            api::NodeUpdate {
+                image: "r/os@sha256:2".into(),
+                version: Some("2.0".into()),
+                staged: at(0),
+                booted: at(30),
+                outcome: Some(api::UpdateOutcome::Failed),
+                reason: Some("pod gpu/driver Ready not shown".into()),
+                ..Default::default()
+            },
+        ];
+        let snap = snapshot(vec![pool("workers", false)], vec![node], vec![]);
+        let text = history(&snap, "n1");
+        let want = "\
+Node n1: its updates (status.history, newest first)
+STAGED                 BOOTED                 OUTCOME      VERSION   IMAGE           WHY
+-                      2026-11-18T11:07:40Z   RolledBack   -         r/os@sha256:1   
+2026-11-18T11:06:40Z   2026-11-18T11:07:10Z   Failed       2.0       r/os@sha256:2   pod gpu/driver Ready not shown
+";
+        assert_eq!(text, want, "\n{text}");
     }
 }

@@ -44,8 +44,11 @@ enum Command {
     Resume { pool: String },
     /// Try again a node whose reboot failed (approved to boot and Degraded).
     Retry { node: String },
-    /// The pool's rollouts: its status and Events.
-    History { pool: String },
+    /// The pool's rollouts (its status and Events), or a node's updates.
+    History {
+        /// A pool, or a node.
+        pool: String,
+    },
     /// Why a node is not updating.
     Why { node: String },
     /// The rollout ahead, wave by wave, by the controller's planner
@@ -225,7 +228,7 @@ async fn run(cli: Cli) -> Result<String, Error> {
         Command::Retry { node } => retry(&client, &node).await,
         Command::History { pool } => {
             let snap = snapshot(&client).await?;
-            if snap.pool(&pool).is_none() {
+            if snap.pool(&pool).is_none() && snap.bootc_node(&pool).is_none() {
                 return Err(Error::NoPool(pool));
             }
             Ok(kubectl_bootc::history(&snap, &pool))

@@ -624,6 +624,15 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         boot_id: Some("0f0e".into()),
         download_only_supported: Some(true),
         conditions: vec![],
+        history: vec![api::NodeUpdate {
+            image: format!("quay.io/acme/os@{digest}"),
+            digest: Some(digest.clone()),
+            version: Some("9.4".into()),
+            staged: Some(now.clone()),
+            booted: Some(now.clone()),
+            outcome: Some(api::UpdateOutcome::Failed),
+            reason: Some("pod gpu/driver-x Ready not shown within timeoutSeconds 600".into()),
+        }],
     };
     api::conditions::apply(
         &mut bn_status.conditions,
