@@ -78,6 +78,10 @@ pub struct BootcNodePoolSpec {
     "rule": "self.timeoutSeconds > self.settleSeconds",
     "message": "spec.health.timeoutSeconds must be greater than spec.health.settleSeconds",
     "fieldPath": ".timeoutSeconds"
+}, {
+    "rule": "!has(self.rollbackUpdated) || !self.rollbackUpdated || self.onFailure == 'Rollback'",
+    "message": "spec.health.rollbackUpdated needs spec.health.onFailure: Rollback",
+    "fieldPath": ".rollbackUpdated"
 }]))]
 pub struct HealthSpec {
     /// Node conditions that must have the given status (Ready=True is
@@ -106,6 +110,11 @@ pub struct HealthSpec {
     /// ran before, in the same slot.
     #[serde(default)]
     pub on_failure: HealthFailurePolicy,
+    /// With `onFailure: Rollback`: the members already on a failed image
+    /// go back too, the whole pool rolling back to the image of its last
+    /// completed rollout under the same budget.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollback_updated: bool,
 }
 
 fn default_settle_seconds() -> i64 {

@@ -113,7 +113,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     let view = view::View::of(input);
     let mut problems: Vec<Problem> = Vec::new();
-    let target = target::in_force(&input.target, &view.current, &mut problems);
+    let mut target = target::in_force(&input.target, &view.current, &mut problems);
+    if let Some((back, problem)) = target
+        .as_ref()
+        .and_then(|t| proving::pool_back_to(view.pool, t))
+    {
+        target = Some(back);
+        problems.push(problem);
+    }
     let secret = pull_secret::checked(input, &mut problems);
     memo.begin(memo::PoolFacts::of(&view, target.as_ref(), &secret), &view);
     let members = membership::of(&view, target.is_some(), memo, &mut problems);

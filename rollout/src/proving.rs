@@ -24,6 +24,12 @@
 //!   the image it ran before (bootc's rollback deployment) in the same
 //!   slot, which is released once it runs that image and is Ready. Nodes
 //!   already on the image stay on it.
+//! * **The whole pool back** (`rollbackUpdated: true`, with `Rollback`):
+//!   once the pool has recorded the failure, its target in force is the
+//!   image of its last completed rollout (`status.rollouts`), so the
+//!   members already on the failed image roll back like any update, one
+//!   slot at a time under the same budget; the pool stays
+//!   `Degraded/RolledBack`, naming the image it left.
 //! * **Unanswered.** Pods that could not be listed hold the slot and never
 //!   fail a node: the gate is asked again after [`HEALTH_RECHECK`].
 //! * **Clearing.** A new image reference or digest clears the mark; so
@@ -31,12 +37,14 @@
 
 use std::time::Duration;
 
-use api::{BootcNode, FailedImage, HealthSpec};
+use api::{
+    BootcNode, BootcNodePool, FailedImage, HealthFailurePolicy, HealthSpec, Reason, RolloutOutcome,
+};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::gates::PodSeen;
-use crate::model::Target;
+use crate::model::{Problem, Target};
 
 /// How soon a node whose checks do not all pass is looked at again (the
 /// controller watches no pods: the plan requeues itself).
@@ -215,6 +223,33 @@ pub fn recorded_failure<'p>(
     failed
         .iter()
         .find(|f| f.reference == reference && f.digest == target.digest)
+}
+
+/// With `rollbackUpdated`, the target in force for a pool whose `target`
+/// failed: the image of its last completed rollout, and the problem that
+/// says so (None: no such image, or no failure recorded).
+pub fn pool_back_to(pool: &BootcNodePool, target: &Target) -> Option<(Target, Problem)> {
+    let health = pool.spec.health.as_ref()?;
+    if !(health.rollback_updated && health.on_failure == HealthFailurePolicy::Rollback) {
+        return None;
+    }
+    let status = pool.status.as_ref()?;
+    let failed = recorded_failure(&status.failed_images, &pool.spec.image.reference, target)?;
+    let back = status
+        .rollouts
+        .iter()
+        .find(|r| r.digest != target.digest && r.outcome == Some(RolloutOutcome::Completed))?;
+    let message = format!(
+        "image {} failed its health gate on node {} (spec.health): {}; spec.health.rollbackUpdated: the pool rolls back to {}, the image of its last completed rollout (a new image clears it)",
+        target.image, failed.node, failed.check, back.image
+    );
+    Some((
+        Target {
+            digest: back.digest.clone(),
+            image: back.image.clone(),
+        },
+        (Reason::RolledBack, message),
+    ))
 }
 
 /// The pool's failed images with `new` first, at most ten.

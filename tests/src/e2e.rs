@@ -366,8 +366,14 @@ pub const WORKLOAD_LABEL: (&str, &str) = ("app", "driver");
 /// [`WORKLOAD_LABEL`], bound to the node): Ready while its node runs a good
 /// image, not Ready from its daemon's `Rebooting` report (the kubelet goes
 /// down with the reboot) and while its node runs the image `bad` (a digest)
-/// breaks. Returns once every pod exists and is Ready.
-pub async fn play_workload(sim: &Sim, nodes: &[String], bad: &str) -> tokio::task::JoinHandle<()> {
+/// breaks (with `spare_first`, on every node but the first to run it).
+/// Returns once every pod exists and is Ready.
+pub async fn play_workload(
+    sim: &Sim,
+    nodes: &[String],
+    bad: &str,
+    spare_first: bool,
+) -> tokio::task::JoinHandle<()> {
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::Pod;
     use kube::ResourceExt;
@@ -405,18 +411,23 @@ pub async fn play_workload(sim: &Sim, nodes: &[String], bad: &str) -> tokio::tas
     let bns: Api<BootcNode> = Api::all(sim.admin.clone());
     tokio::spawn(async move {
         let mut ready: std::collections::BTreeMap<String, bool> = Default::default();
+        let mut spared: Option<String> = None;
         let mut events = watcher(bns, watcher::Config::default())
             .applied_objects()
             .boxed();
         while let Some(Ok(bn)) = events.next().await {
-            let broken = bn.phase() == Some(api::DaemonPhase::Rebooting)
-                || bn
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.booted.as_ref())
-                    .and_then(|b| b.image_digest.as_deref())
-                    == Some(bad.as_str());
             let name = bn.name_any();
+            let runs_bad = bn
+                .status
+                .as_ref()
+                .and_then(|s| s.booted.as_ref())
+                .and_then(|b| b.image_digest.as_deref())
+                == Some(bad.as_str());
+            if runs_bad && spare_first {
+                spared.get_or_insert_with(|| name.clone());
+            }
+            let broken = bn.phase() == Some(api::DaemonPhase::Rebooting)
+                || (runs_bad && spared.as_ref() != Some(&name));
             if ready.insert(name.clone(), !broken) == Some(!broken) {
                 continue;
             }

@@ -336,6 +336,12 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "must be greater than spec.health.settleSeconds",
         ),
         (
+            "health-rollback-updated-without-rollback",
+            with(&["health"], json!({"rollbackUpdated": true})),
+            "spec.health.rollbackUpdated",
+            "needs spec.health.onFailure: Rollback",
+        ),
+        (
             "health-on-failure-unknown",
             with(&["health"], json!({"onFailure": "Retry"})),
             "spec.health.onFailure",

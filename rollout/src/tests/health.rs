@@ -241,3 +241,61 @@ fn a_new_image_clears_the_mark() {
     assert!(!first.annotations.contains_key(HEALTH_FAILED_ANNOTATION));
     assert_ne!(degraded_reason(&p), Reason::RolledBack);
 }
+
+#[test]
+fn with_rollback_updated_the_pool_rolls_back_to_its_last_completed_image() {
+    let record = |digest: &str, outcome: api::RolloutOutcome| api::RolloutRecord {
+        digest: digest.into(),
+        image: image(digest),
+        started: Time(ago(600)),
+        nodes: 2,
+        ended: Some(Time(ago(300))),
+        outcome: Some(outcome),
+        updated: 2,
+        failed: 0,
+    };
+    let world = |rollback_updated: bool| {
+        let mut w = world(HealthFailurePolicy::Rollback, driver(true, 100), 120, OLD);
+        w.pool.spec.health.as_mut().unwrap().rollback_updated = rollback_updated;
+        // `first` went back to OLD; `second` had updated to NEW before.
+        w.bns[0].spec.desired_image = image(OLD);
+        w.bns[1] = bn("second", NEW, Daemon::Idle(NEW)).build();
+        let reference = w.pool.spec.image.reference.clone();
+        w.pool.status = Some(BootcNodePoolStatus {
+            failed_images: vec![api::FailedImage {
+                reference,
+                digest: NEW.into(),
+                node: "first".into(),
+                check: "pod gpu/driver-first Ready not shown within timeoutSeconds 300".into(),
+                at: Time(ago(200)),
+            }],
+            rollouts: vec![
+                record(NEW, api::RolloutOutcome::Failed),
+                record(OLD, api::RolloutOutcome::Completed),
+            ],
+            ..BootcNodePoolStatus::default()
+        });
+        w
+    };
+    let p = world(true).plan();
+    let status = p.status.as_ref().unwrap();
+    assert_eq!(status.target_digest.as_deref(), Some(OLD));
+    let second = applied(&p, "second").expect("second is told back");
+    assert_eq!(second.spec.desired_image, image(OLD));
+    assert_eq!(degraded_reason(&p), Reason::RolledBack);
+    assert!(
+        degraded_message(&p).contains("spec.health.rollbackUpdated: the pool rolls back to"),
+        "{}",
+        degraded_message(&p)
+    );
+    // A rollback is a rollout like any: it is recorded.
+    assert_eq!(status.rollouts[0].digest, OLD);
+    assert_eq!(status.rollouts[0].outcome, None);
+    // Without it, the node already on NEW stays there.
+    let p = world(false).plan();
+    assert_eq!(
+        p.status.as_ref().unwrap().target_digest.as_deref(),
+        Some(NEW)
+    );
+    assert!(applied(&p, "second").is_none_or(|b| b.spec.desired_image == image(NEW)));
+}

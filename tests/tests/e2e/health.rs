@@ -13,7 +13,7 @@ async fn an_image_that_breaks_a_workload_is_rolled_back_on_the_first_node_and_re
     // once the gate is set.
     let v2 = sim.push_version_tagged("2.0", "broken").await.unwrap();
     // The kubelet player breaks the workload on nodes that run v2.
-    let _workload = play_workload(&sim, &nodes, &v2).await;
+    let _workload = play_workload(&sim, &nodes, &v2, false).await;
     sim.patch_pool(json!({"health": {
         "pods": [{"namespace": "default", "selector": {"matchLabels": {WORKLOAD_LABEL.0: WORKLOAD_LABEL.1}}}],
         "settleSeconds": 2,
@@ -180,4 +180,58 @@ fn break_after_the_first_update(sim: &Sim, digest: &str) -> tokio::task::JoinHan
             }
         }
     })
+}
+
+/// With `rollbackUpdated`, a node that updated before another failed goes
+/// back too: the whole pool returns to the image it ran, one slot at a
+/// time, and the pool's record says so.
+#[tokio::test]
+async fn with_rollback_updated_the_nodes_already_updated_go_back_too() {
+    require_root!();
+    let (sim, recorder, v1) = started(SimOptions::default(), 2).await;
+    let nodes: Vec<String> = (1..=2).map(|i| format!("sim-node-{i}")).collect();
+    let v2 = sim.push_version_tagged("2.0", "broken").await.unwrap();
+    // The first node to run v2 stays healthy; the second breaks.
+    let _workload = play_workload(&sim, &nodes, &v2, true).await;
+    sim.patch_pool(json!({"health": {
+        "pods": [{"namespace": "default", "selector": {"matchLabels": {WORKLOAD_LABEL.0: WORKLOAD_LABEL.1}}}],
+        "settleSeconds": 2,
+        "timeoutSeconds": 8,
+        "onFailure": "Rollback",
+        "rollbackUpdated": true,
+    }}))
+    .await
+    .unwrap();
+    sim.patch_pool(json!({"image": {"ref": sim.pinned(&v2)}}))
+        .await
+        .unwrap();
+    let back = v1.clone();
+    let p = wait_pool(&sim, "the pool back on v1", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            // The rollouts of v1 (the first), v2 (failed), v1 (the way back).
+            s.target_digest.as_deref() == Some(back.as_str())
+                && s.updated_count == 2
+                && s.rollouts.len() == 3
+                && s.rollouts[0].digest == back
+                && s.rollouts[0].outcome == Some(api::RolloutOutcome::Completed)
+        })
+    })
+    .await;
+    let status = p.status.unwrap();
+    assert_eq!(
+        condition_of(&status, ConditionType::Degraded),
+        Some(Reason::RolledBack.as_str().to_owned())
+    );
+    assert_eq!(status.rollouts[1].digest, v2);
+    assert_eq!(
+        status.rollouts[1].outcome,
+        Some(api::RolloutOutcome::Failed)
+    );
+    booted_everywhere(&sim, &sim.pinned(&v1)).await;
+    nothing_cordoned(&sim).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+fn condition_of(status: &api::BootcNodePoolStatus, type_: ConditionType) -> Option<String> {
+    api::conditions::reason(&status.conditions, type_).map(str::to_owned)
 }
