@@ -186,6 +186,23 @@ pub fn shown(text: String) -> String {
 /// Why `kubectl bootc retry` refuses: None when the node awaits a retry
 /// (approved to boot and Degraded, see [`BootcNode::awaits_retry`]), else
 /// what the node is doing instead.
+/// Why `kubectl bootc retry POOL` is refused (None: the pool has a failed
+/// image for its current reference to clear).
+pub fn pool_retry_refusal(pool: &BootcNodePool) -> Option<String> {
+    let failed = pool
+        .status
+        .as_ref()
+        .map(|s| s.failed_images.as_slice())
+        .unwrap_or_default();
+    let reference = &pool.spec.image.reference;
+    (!failed.iter().any(|f| f.reference == *reference)).then(|| {
+        format!(
+            "pool {} has no failed image for spec.image.ref {reference:?}: nothing to retry",
+            pool.name_any()
+        )
+    })
+}
+
 pub fn retry_refusal(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Option<String> {
     match snap.bootc_node(name) {
         Some(bn) if bn.awaits_retry() || bn.skipped().is_some() || bn.health_failed().is_some() => {

@@ -42,8 +42,12 @@ enum Command {
     Pause { pool: String },
     /// Hand out reboot slots again (spec.rollout.paused: false).
     Resume { pool: String },
-    /// Try again a node whose reboot failed (approved to boot and Degraded).
-    Retry { node: String },
+    /// Try again a node whose reboot failed (approved to boot and
+    /// Degraded), or a pool's image that failed its health gate.
+    Retry {
+        /// A node, or a pool.
+        node: String,
+    },
     /// The pool's rollouts (its status and Events), or a node's updates.
     History {
         /// A pool, or a node.
@@ -196,6 +200,9 @@ async fn set_paused(client: &kube::Client, pool: &str, paused: bool) -> Result<S
 async fn retry(client: &kube::Client, node: &str) -> Result<String, Error> {
     let snap = snapshot(client).await?;
     let now = jiff::Timestamp::now();
+    if let Some(pool) = snap.pool(node) {
+        return retry_pool(client, pool, now).await;
+    }
     if let Some(refusal) = kubectl_bootc::retry_refusal(&snap, node, now) {
         return Err(Error::Refused(refusal));
     }
@@ -212,6 +219,33 @@ async fn retry(client: &kube::Client, node: &str) -> Result<String, Error> {
     Ok(format!(
         "retry requested for {node}: the controller withdraws its approval; the node stages \
          the target again and is approved again in its reboot slot\n"
+    ))
+}
+
+/// A pool's retry of its failed image (`bootc.dev/retry` on the pool).
+async fn retry_pool(
+    client: &kube::Client,
+    pool: &BootcNodePool,
+    now: jiff::Timestamp,
+) -> Result<String, Error> {
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    if let Some(refusal) = kubectl_bootc::pool_retry_refusal(pool) {
+        return Err(Error::Refused(refusal));
+    }
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let body =
+        serde_json::json!({"metadata": {"annotations": {RETRY_ANNOTATION: now.to_string()}}});
+    let params = PatchParams {
+        field_manager: Some(MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    pools
+        .patch(&name, &params, &Patch::Merge(&body))
+        .await
+        .map_err(api_error(format!("annotating pool {name}")))?;
+    Ok(format!(
+        "retry requested for pool {name}: the controller clears its failed image and the nodes' \
+         marks; the image is given again, each node judged again by its health gate\n"
     ))
 }
 

@@ -365,7 +365,7 @@ fn report_failure(
         ),
     };
     let message = format!(
-        "node {node} failed its health gate on the target (spec.health): {check}; {after}; no node is given this image (a new one, or `kubectl bootc retry {node}`, clears it)"
+        "node {node} failed its health gate on the target (spec.health): {check}; {after}; no node is given this image (a new one, or `kubectl bootc retry POOL` or `kubectl bootc retry {node}`, clears it)"
     );
     if *new {
         events.push(PlannedEvent {

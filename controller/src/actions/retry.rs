@@ -22,7 +22,7 @@ use api::labels::{
     CONTROLLER_MANAGER, HEALTH_FAILED_ANNOTATION, HEALTH_FAILED_BECAUSE_ANNOTATION,
     RETRY_ANNOTATION, SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION,
 };
-use api::{BootcNode, BootcNodePool, DesiredImageState};
+use api::{BootcNode, BootcNodePool, DesiredImageState, FailedImage};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -81,6 +81,89 @@ pub fn patch_body(request: &Request) -> serde_json::Value {
         body["metadata"]["annotations"][HEALTH_FAILED_BECAUSE_ANNOTATION] = json!(null);
     }
     body
+}
+
+/// A person's retry of a pool whose image failed its health gate
+/// (`kubectl bootc retry POOL`: the [`RETRY_ANNOTATION`] on the pool): the
+/// records of its current image reference leave `status.failedImages`, the
+/// members' failed marks are cleared, and the request is consumed. The
+/// image is then given again like any, each node judged again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolRequest {
+    /// `status.failedImages` without the current reference's records.
+    pub failed_images: Vec<FailedImage>,
+    /// The members whose failed mark is cleared.
+    pub marked: Vec<Request>,
+    pub resource_version: Option<String>,
+}
+
+/// The pool's retry request, if it carries one.
+pub fn pool_request<'a>(
+    pool: &BootcNodePool,
+    bns: impl IntoIterator<Item = &'a BootcNode>,
+) -> Option<PoolRequest> {
+    if !pool.annotations().contains_key(RETRY_ANNOTATION) {
+        return None;
+    }
+    let failed = pool
+        .status
+        .as_ref()
+        .map(|s| s.failed_images.as_slice())
+        .unwrap_or_default();
+    Some(PoolRequest {
+        failed_images: failed
+            .iter()
+            .filter(|f| f.reference != pool.spec.image.reference)
+            .cloned()
+            .collect(),
+        marked: bns
+            .into_iter()
+            .filter(|bn| rollout::owned_by(bn, pool) && bn.health_failed().is_some())
+            .map(|bn| Request {
+                node: bn.name_any(),
+                withdraw: false,
+                unskip: false,
+                unfail: true,
+                resource_version: bn.meta().resource_version.clone(),
+            })
+            .collect(),
+        resource_version: pool.meta().resource_version.clone(),
+    })
+}
+
+/// Answers a pool's retry request: the marks, the records, then the
+/// request itself (guarded by the pool's resourceVersion seen).
+#[tracing::instrument(name = "retry_pool", skip_all, fields(pool = %pool))]
+pub async fn honour_pool(
+    client: &kube::Client,
+    pool: &str,
+    request: &PoolRequest,
+) -> Result<(), kube::Error> {
+    honour(client, pool, &request.marked).await?;
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let params = PatchParams {
+        field_manager: Some(CONTROLLER_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    let records = json!({"status": {"failedImages": request.failed_images}});
+    pools
+        .patch_status(pool, &params, &Patch::Merge(records))
+        .await?;
+    let consumed = json!({"metadata": {
+        "annotations": {RETRY_ANNOTATION: null},
+        "resourceVersion": request.resource_version,
+    }});
+    match pools.patch(pool, &params, &Patch::Merge(consumed)).await {
+        Ok(_) => {
+            tracing::info!(
+                marks = request.marked.len(),
+                "retry of the pool's failed image: cleared"
+            );
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Answers the pool's retry requests (from [`requests`]); returns how many
@@ -255,5 +338,41 @@ mod tests {
                     HEALTH_FAILED_BECAUSE_ANNOTATION: null}, "resourceVersion": "7"},
             })
         );
+    }
+
+    #[test]
+    fn a_pool_retry_drops_its_current_images_records_and_the_marks() {
+        let mut p = pool();
+        let at = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
+        let record = |reference: &str| FailedImage {
+            reference: reference.into(),
+            digest: "sha256:2".into(),
+            node: "n1".into(),
+            check: "c".into(),
+            at: at.clone(),
+        };
+        p.status.get_or_insert_default().failed_images =
+            vec![record(&p.spec.image.reference), record("r.example/os:old")];
+        p.metadata.resource_version = Some("9".into());
+        let mut marked = bn("n1", false, false, false);
+        marked.annotations_mut().insert(
+            api::labels::HEALTH_FAILED_ANNOTATION.into(),
+            "sha256:2".into(),
+        );
+        let clean = bn("n2", false, false, false);
+        assert_eq!(pool_request(&p, [&marked, &clean]), None, "no request");
+        p.annotations_mut()
+            .insert(RETRY_ANNOTATION.into(), "now".into());
+        let request = pool_request(&p, [&marked, &clean]).expect("a request");
+        assert_eq!(request.failed_images, [record("r.example/os:old")]);
+        assert_eq!(
+            request
+                .marked
+                .iter()
+                .map(|r| (r.node.as_str(), r.unfail))
+                .collect::<Vec<_>>(),
+            [("n1", true)]
+        );
+        assert_eq!(request.resource_version.as_deref(), Some("9"));
     }
 }

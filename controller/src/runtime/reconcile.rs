@@ -210,6 +210,13 @@ async fn gather(
     let answered = crate::actions::retry::honour(&ctx.client, &pool.name_any(), &retries)
         .await
         .map_err(Error::Retry)?;
+    let bns = members.selection().bns;
+    if let Some(request) = crate::actions::retry::pool_request(pool, bns) {
+        crate::actions::retry::honour_pool(&ctx.client, &pool.name_any(), &request)
+            .await
+            .map_err(Error::Retry)?;
+        return Ok(None);
+    }
     Ok((answered == 0).then_some(selected))
 }
 

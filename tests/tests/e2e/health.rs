@@ -230,6 +230,26 @@ async fn with_rollback_updated_the_nodes_already_updated_go_back_too() {
     booted_everywhere(&sim, &sim.pinned(&v1)).await;
     nothing_cordoned(&sim).await;
     assert_disruption_at_most(&recorder, 1).await;
+
+    // A person's retry of the pool (what `kubectl bootc retry POOL`
+    // writes): the failure is cleared and v2 rolls out again.
+    kubectl(&sim, &["annotate", "bnp", POOL, "bootc.dev/retry=now"]);
+    let again = v2.clone();
+    let p = wait_pool(&sim, "v2 given again after the retry", move |p| {
+        let retried = !p
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(api::labels::RETRY_ANNOTATION));
+        p.status.as_ref().is_some_and(|s| {
+            retried
+                && s.target_digest.as_deref() == Some(again.as_str())
+                && s.rollouts.len() == 4
+                && s.rollouts[0].digest == again
+        })
+    })
+    .await;
+    assert!(p.status.unwrap().failed_images.is_empty());
 }
 
 fn condition_of(status: &api::BootcNodePoolStatus, type_: ConditionType) -> Option<String> {
