@@ -168,12 +168,13 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
         }
         let boots_before: Vec<u32> = cluster.nodes.iter().map(|n| n.boot_count()).collect();
         let transitions_before = lease_transitions(&cluster).await;
-        kubectl(
-            &cluster,
-            &["apply", "-f", "-"],
-            Some(&pool_yaml(&cluster, "v2")),
-        )
-        .unwrap();
+        // A health gate on what the real kubelets report: each node's own
+        // daemon pod Ready again, for 5 s, before the next node's turn.
+        let gated = format!(
+            "{}  health:\n    pods:\n      - namespace: bootc-daemon\n        selector: {{matchLabels: {{app.kubernetes.io/name: bootc-daemon}}}}\n    settleSeconds: 5\n    timeoutSeconds: 300\n",
+            pool_yaml(&cluster, "v2")
+        );
+        kubectl(&cluster, &["apply", "-f", "-"], Some(&gated)).unwrap();
         let v2_digest = digest_of(&v2).to_owned();
         wait_pool(&cluster, "every node on v2", move |p| {
             let s = p.status.clone().unwrap_or_default();
@@ -194,6 +195,22 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
             );
         }
         nothing_cordoned(&cluster).await;
+        // Each node's record of the update, written by its daemon.
+        let bns = Api::<api::BootcNode>::all(cluster.cp.admin().await.unwrap());
+        for node in &cluster.nodes {
+            let bn = bns.get(&node.name).await.unwrap();
+            let newest = bn.status.unwrap().history.into_iter().next().unwrap();
+            assert_eq!(
+                newest.outcome,
+                Some(api::UpdateOutcome::Updated),
+                "{}",
+                node.name
+            );
+            assert!(
+                newest.staged.is_some() && newest.booted.is_some(),
+                "{newest:?}"
+            );
+        }
         let nodes = Api::<Node>::all(cluster.cp.admin().await.unwrap());
         for node in &cluster.nodes {
             let n = nodes.get(&node.name).await.unwrap();
