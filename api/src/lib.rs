@@ -21,7 +21,7 @@ pub mod conditions;
 pub mod daemon_phase;
 #[cfg(feature = "crd")]
 pub mod node_health;
-
+#[cfg(feature = "crd")]
 pub mod node_history;
 #[cfg(feature = "crd")]
 pub mod pull_secret;
