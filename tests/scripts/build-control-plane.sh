@@ -6,6 +6,7 @@
 #     {kubelet,kube-controller-manager,kube-scheduler}, built in the same
 #     `go build` so the packages they share compile once
 #   $CACHE/etcd-v<version>/{etcd,etcdctl}
+#   $CACHE/helm-v<version>/helm   (the chart tests and `./dev release`)
 # The pins are the wrapper modules in tests/control-plane/ (go.mod and go.sum
 # committed, like Cargo.lock). Each build happens once per machine; progress
 # and times go to stderr.
@@ -14,7 +15,7 @@
 #                                        minor in tests/control-plane/
 #
 # Prints one line per Kubernetes minor on stdout: `<minor> <bin dir>`, after
-# the etcd line `etcd <bin dir>`.
+# the lines `etcd <bin dir>` and `helm <bin dir>`.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../control-plane" && pwd)"
 CACHE="${BOOTC_OPERATOR_CACHE:-$HOME/.cache/bootc-operator}"
@@ -60,6 +61,19 @@ build_etcd() {
   echo "etcd $out"
 }
 
+build_helm() {
+  local version
+  version="$(pinned "$ROOT/helm/go.mod" helm.sh/helm/v3)"
+  local out="$CACHE/helm-$version"
+  if [ ! -x "$out/helm" ]; then
+    log "building helm $version from Go modules (about 3 minutes on 2 cores, once per machine)"
+    # What helm's own build stamps, so `helm version` is right.
+    local pkg=helm.sh/helm/v3/internal/version
+    build "$ROOT/helm" "$out" "-s -w -X $pkg.version=$version -X $pkg.gitTreeState=clean" helm.sh/helm/v3/cmd/helm
+  fi
+  echo "helm $out"
+}
+
 build_kubernetes() { # minor, e.g. 1.37
   local dir="$ROOT/kubernetes-$1"
   [ -f "$dir/go.mod" ] || { echo "no wrapper module for Kubernetes $1 in $dir (tests/scripts/new-kubernetes-wrapper.sh makes one)" >&2; exit 1; }
@@ -99,4 +113,5 @@ if [ "${#minors[@]}" -eq 0 ]; then
   for d in "$ROOT"/kubernetes-*; do minors+=("${d##*/kubernetes-}"); done
 fi
 build_etcd
+build_helm
 for m in "${minors[@]}"; do build_kubernetes "$m"; done
