@@ -15,6 +15,7 @@ pub mod fake_host;
 pub mod fake_systemd;
 pub mod freeze_proxy;
 pub mod h2_raw;
+pub mod helm;
 pub mod helper_size;
 
 pub mod image;
