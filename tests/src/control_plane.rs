@@ -53,7 +53,8 @@ pub enum Identity {
 }
 
 impl Identity {
-    fn token(self) -> &'static str {
+    /// The static token this identity authenticates with.
+    pub fn token(self) -> &'static str {
         match self {
             Identity::Admin => "admin-token",
             Identity::Controller => "controller-token",

@@ -22,6 +22,7 @@ pub mod image;
 pub mod image_pull;
 pub mod k8s;
 pub mod kstatus;
+pub mod metrics_client;
 pub mod node_agent;
 pub mod nodes;
 pub mod pki;
