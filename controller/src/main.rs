@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Parser, Debug)]
 #[command(
     name = "bootc-controller",
+    version,
     about = "Rolls bootc OS images across BootcNodePools"
 )]
 struct Args {

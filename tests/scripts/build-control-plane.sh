@@ -7,6 +7,7 @@
 #     `go build` so the packages they share compile once
 #   $CACHE/etcd-v<version>/{etcd,etcdctl}
 #   $CACHE/helm-v<version>/helm   (the chart tests and `./dev release`)
+#   $CACHE/krew-v<version>/krew   (the release test installs the plugin)
 # The pins are the wrapper modules in tests/control-plane/ (go.mod and go.sum
 # committed, like Cargo.lock). Each build happens once per machine; progress
 # and times go to stderr.
@@ -15,7 +16,7 @@
 #                                        minor in tests/control-plane/
 #
 # Prints one line per Kubernetes minor on stdout: `<minor> <bin dir>`, after
-# the lines `etcd <bin dir>` and `helm <bin dir>`.
+# the lines `etcd <bin dir>`, `helm <bin dir>` and `krew <bin dir>`.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../control-plane" && pwd)"
 CACHE="${BOOTC_OPERATOR_CACHE:-$HOME/.cache/bootc-operator}"
@@ -74,6 +75,17 @@ build_helm() {
   echo "helm $out"
 }
 
+build_krew() {
+  local version
+  version="$(pinned "$ROOT/krew/go.mod" sigs.k8s.io/krew)"
+  local out="$CACHE/krew-$version"
+  if [ ! -x "$out/krew" ]; then
+    log "building krew $version from Go modules (once per machine)"
+    build "$ROOT/krew" "$out" "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$version" sigs.k8s.io/krew/cmd/krew
+  fi
+  echo "krew $out"
+}
+
 build_kubernetes() { # minor, e.g. 1.37
   local dir="$ROOT/kubernetes-$1"
   [ -f "$dir/go.mod" ] || { echo "no wrapper module for Kubernetes $1 in $dir (tests/scripts/new-kubernetes-wrapper.sh makes one)" >&2; exit 1; }
@@ -114,4 +126,5 @@ if [ "${#minors[@]}" -eq 0 ]; then
 fi
 build_etcd
 build_helm
+build_krew
 for m in "${minors[@]}"; do build_kubernetes "$m"; done

@@ -1,5 +1,5 @@
 //! Where the test control plane's binaries are: kube-apiserver and kubectl
-//! of one Kubernetes release, etcd and etcdctl, and helm, all built from
+//! of one Kubernetes release, etcd and etcdctl, helm and krew, all built from
 //! published Go modules by `tests/scripts/build-control-plane.sh` and cached outside the
 //! repository by version.
 //!
@@ -167,6 +167,12 @@ pub fn etcdctl() -> Result<PathBuf> {
 pub fn helm() -> Result<PathBuf> {
     let version = pinned(&wrappers_dir().join("helm/go.mod"), "helm.sh/helm/v3")?;
     cached(format!("helm-{version}"), "helm")
+}
+
+/// krew, pinned by `tests/control-plane/krew/go.mod`.
+pub fn krew() -> Result<PathBuf> {
+    let version = pinned(&wrappers_dir().join("krew/go.mod"), "sigs.k8s.io/krew")?;
+    cached(format!("krew-{version}"), "krew")
 }
 
 #[cfg(test)]
