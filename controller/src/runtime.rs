@@ -755,11 +755,12 @@ mod tests {
         assert!(!cached.annotations().contains_key("x"));
     }
 
+    /// The plain health port answers the kubelet's probes and serves no
+    /// metrics (those are HTTPS, for permitted tokens: `secure_metrics`).
     #[test]
-    fn metrics_are_served_with_the_health_endpoints() {
-        let (code, content_type, body) = http_answer("/metrics", false, false);
-        assert_eq!(code, "200 OK");
-        assert_eq!(content_type, crate::metrics::CONTENT_TYPE);
+    fn the_health_endpoints_serve_no_metrics() {
+        assert_eq!(http_answer("/metrics", true, false).0, "404 Not Found");
+        let body = crate::metrics::global().render();
         assert!(body.contains("# TYPE bootc_leader gauge"), "{body}");
         assert!(body.ends_with("# EOF\n"), "OpenMetrics: {body}");
         assert_eq!(
