@@ -62,28 +62,17 @@ build_etcd() {
   echo "etcd $out"
 }
 
-build_helm() {
-  local version
-  version="$(pinned "$ROOT/helm/go.mod" helm.sh/helm/v3)"
-  local out="$CACHE/helm-$version"
-  if [ ! -x "$out/helm" ]; then
-    log "building helm $version from Go modules (about 3 minutes on 2 cores, once per machine)"
-    # What helm's own build stamps, so `helm version` is right.
-    local pkg=helm.sh/helm/v3/internal/version
-    build "$ROOT/helm" "$out" "-s -w -X $pkg.version=$version -X $pkg.gitTreeState=clean" helm.sh/helm/v3/cmd/helm
+# A tool built from the wrapper module tests/control-plane/NAME, which pins
+# MODULE; VERSION_VAR gets the version, so that `NAME version` is right.
+build_tool() { # name module package version-var [more ldflags]
+  local name="$1" module="$2" package="$3" version_var="$4" extra="${5:-}" version
+  version="$(pinned "$ROOT/$name/go.mod" "$module")"
+  local out="$CACHE/$name-$version"
+  if [ ! -x "$out/$name" ]; then
+    log "building $name $version from Go modules (helm about 3 minutes on 2 cores, krew then seconds; once per machine)"
+    build "$ROOT/$name" "$out" "-s -w -X $version_var=$version $extra" "$package"
   fi
-  echo "helm $out"
-}
-
-build_krew() {
-  local version
-  version="$(pinned "$ROOT/krew/go.mod" sigs.k8s.io/krew)"
-  local out="$CACHE/krew-$version"
-  if [ ! -x "$out/krew" ]; then
-    log "building krew $version from Go modules (once per machine)"
-    build "$ROOT/krew" "$out" "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$version" sigs.k8s.io/krew/cmd/krew
-  fi
-  echo "krew $out"
+  echo "$name $out"
 }
 
 build_kubernetes() { # minor, e.g. 1.37
@@ -125,6 +114,7 @@ if [ "${#minors[@]}" -eq 0 ]; then
   for d in "$ROOT"/kubernetes-*; do minors+=("${d##*/kubernetes-}"); done
 fi
 build_etcd
-build_helm
-build_krew
+build_tool helm helm.sh/helm/v3 helm.sh/helm/v3/cmd/helm helm.sh/helm/v3/internal/version.version \
+  "-X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+build_tool krew sigs.k8s.io/krew sigs.k8s.io/krew/cmd/krew sigs.k8s.io/krew/internal/version.gitTag
 for m in "${minors[@]}"; do build_kubernetes "$m"; done

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tests::helm::{Helm, ObjectKey, chart_dir, first_difference, objects};
+use tests::k8s::refused;
 use tests::registry::{TestImage, TestRegistry};
 use tests::{ControlPlane, Identity, binaries, repo_root};
 
@@ -189,31 +190,6 @@ fn wait_crds(cp: &ControlPlane) {
             "--timeout=60s",
         ],
     );
-}
-
-/// The error of a write that must be refused, retried until the policy is
-/// in force (a policy takes effect a moment after it is created, and no
-/// event tells when; tests/tests/admission.rs says more). `write` is given
-/// the attempt's number, so that each attempt changes something new.
-async fn refused<F, Fut>(what: &str, write: F) -> String
-where
-    F: Fn(u32) -> Fut,
-    Fut: std::future::Future<Output = Result<(), kube::Error>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for attempt in 0.. {
-        match write(attempt).await {
-            Err(kube::Error::Api(status)) if status.code == 403 || status.code == 422 => {
-                return status.message;
-            }
-            other => assert!(
-                Instant::now() < deadline,
-                "{what} was not refused: {other:?}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    unreachable!("the attempts never end")
 }
 
 fn bootc_node(name: &str) -> BootcNode {
