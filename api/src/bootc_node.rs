@@ -8,7 +8,10 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use crate::labels::{IN_REBOOT_SLOT_ANNOTATION, SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION};
+use crate::labels::{
+    HEALTH_FAILED_ANNOTATION, HEALTH_FAILED_BECAUSE_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION,
+    SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION,
+};
 use crate::{BootcNode, BootcNodeSpec, ConditionType, DaemonPhase, DesiredImageState, conditions};
 
 impl BootcNodeSpec {
@@ -95,11 +98,22 @@ impl BootcNode {
     /// The target digest the node was skipped for after a failed drain, and
     /// why (`bootc.dev/skipped`, `bootc.dev/skipped-because`).
     pub fn skipped(&self) -> Option<(&str, &str)> {
+        self.digest_mark(SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION)
+    }
+
+    /// The target digest the node failed its health gate on, and the check
+    /// it failed (`bootc.dev/health-failed`,
+    /// `bootc.dev/health-failed-because`).
+    pub fn health_failed(&self) -> Option<(&str, &str)> {
+        self.digest_mark(HEALTH_FAILED_ANNOTATION, HEALTH_FAILED_BECAUSE_ANNOTATION)
+    }
+
+    /// A mark the controller keeps for one target digest: the digest, and
+    /// why ("" when the reason is missing).
+    fn digest_mark(&self, digest_key: &str, why_key: &str) -> Option<(&str, &str)> {
         let annotations = self.metadata.annotations.as_ref()?;
-        let digest = annotations.get(SKIPPED_ANNOTATION)?;
-        let why = annotations
-            .get(SKIPPED_BECAUSE_ANNOTATION)
-            .map_or("", String::as_str);
+        let digest = annotations.get(digest_key)?;
+        let why = annotations.get(why_key).map_or("", String::as_str);
         Some((digest.as_str(), why))
     }
 }

@@ -118,6 +118,17 @@ wire_enum! {
         /// `spec.rollout.dependsOn` leads back to the pool (the message names
         /// the cycle): no new slot until a person breaks it.
         DependencyCycle = "DependencyCycle",
+        /// A node failed its health gate (`spec.health`) on the target and
+        /// keeps its slot (`onFailure: Halt`): no node is given the image.
+        HealthCheckFailed = "HealthCheckFailed",
+        /// A node failed its health gate on the target and was booted back
+        /// into the image it ran before (`onFailure: Rollback`): no node is
+        /// given the image.
+        RolledBack = "RolledBack",
+        /// A canary step of `spec.rollout.batches` ended its soak with fewer
+        /// healthy updated nodes than `successThreshold` (the message names
+        /// them): no new slot until enough are healthy again.
+        BatchFailed = "BatchFailed",
         /// A node past its phase's deadline (the message names the node, the
         /// phase, for how long, and the next step).
         NodeStuck = "NodeStuck",

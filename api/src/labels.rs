@@ -33,6 +33,11 @@ pub const SKIPPED_ANNOTATION: &str = "bootc.dev/skipped";
 /// On a BootcNode: why it was skipped (the drain's failure, naming the pod
 /// that would not leave).
 pub const SKIPPED_BECAUSE_ANNOTATION: &str = "bootc.dev/skipped-because";
+/// On a BootcNode: the target digest it failed its health gate on
+/// (`spec.health`); a new target or `kubectl bootc retry NODE` clears it.
+pub const HEALTH_FAILED_ANNOTATION: &str = "bootc.dev/health-failed";
+/// On a BootcNode: the check it failed (what the node did not show in time).
+pub const HEALTH_FAILED_BECAUSE_ANNOTATION: &str = "bootc.dev/health-failed-because";
 /// On a Node: Karpenter leaves it alone while it is "true". Set with the
 /// disruption record when no one else had set it, and removed with it.
 pub const KARPENTER_DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";

@@ -21,6 +21,8 @@ pub mod conditions;
 pub mod daemon_phase;
 #[cfg(feature = "crd")]
 pub mod node_health;
+
+pub mod node_history;
 #[cfg(feature = "crd")]
 pub mod pull_secret;
 #[cfg(feature = "crd")]

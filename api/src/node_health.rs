@@ -6,7 +6,7 @@
 //! [`crate::BootcNode`] (`api/src/bootc_node.rs`).
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 
 use crate::labels::{
     CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, DO_NOT_DISRUPT_BY_ANNOTATION,
@@ -47,6 +47,37 @@ pub fn ready_condition(node: &Node) -> Option<&NodeCondition> {
         .as_ref()?
         .iter()
         .find(|c| c.type_ == NODE_READY)
+}
+
+/// The Node's condition `type_`: its status and when it last changed.
+pub fn condition<'a>(node: &'a Node, type_: &str) -> Option<(&'a str, Option<Timestamp>)> {
+    let c = node
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)?;
+    Some((
+        c.status.as_str(),
+        c.last_transition_time.as_ref().map(|t| t.0),
+    ))
+}
+
+/// The pod's `Ready` condition: True or not, and when it last changed
+/// (None: it reports none, so it is not Ready).
+pub fn pod_ready(pod: &Pod) -> Option<(bool, Option<Timestamp>)> {
+    let c = pod
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == NODE_READY)?;
+    Some((
+        c.status == "True",
+        c.last_transition_time.as_ref().map(|t| t.0),
+    ))
 }
 
 /// The `Ready` condition is True (a Node that reports none is not ready).

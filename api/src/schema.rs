@@ -118,6 +118,25 @@ pub fn max_unhealthy(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// `spec.rollout.batches`: each a number of nodes (at least 1) or a
+/// percentage of the pool, rounded up; at most 16 steps.
+pub fn batches(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "maxItems": 16,
+        "description": "Canary steps: how many members may have been updated by the end of each step, a number of nodes or a percentage (\"10%\") of the pool rounded up, such as [1, \"10%\", \"50%\", \"100%\"]. After each step the rollout soaks for soakSeconds, then goes on only if at least successThreshold percent of the updated nodes are healthy; after the last step the rest follow.",
+        "items": {
+            "x-kubernetes-int-or-string": true,
+            // Bounds the rule's cost for the API server's estimate.
+            "maxLength": 4,
+            "x-kubernetes-validations": [rule(
+                "type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",
+                "must be a number of nodes of at least 1, or a percentage from 1% to 100% (such as \"10%\")",
+            )]
+        }
+    })
+}
+
 /// Longest maintenance window, in minutes: a week.
 const MAX_WINDOW_MINUTES: u32 = 7 * 24 * 60;
 

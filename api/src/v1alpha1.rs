@@ -64,6 +64,123 @@ pub struct BootcNodePoolSpec {
     /// in the operator's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret_ref: Option<SecretReference>,
+    /// What a node must show after it boots the target before its reboot
+    /// slot is released (unset: Ready and on the target is enough).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthSpec>,
+}
+
+/// `spec.health`: the checks a node passes after it boots the target, and
+/// what a failure does.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.timeoutSeconds > self.settleSeconds",
+    "message": "spec.health.timeoutSeconds must be greater than spec.health.settleSeconds",
+    "fieldPath": ".timeoutSeconds"
+}, {
+    "rule": "!has(self.rollbackUpdated) || !self.rollbackUpdated || self.onFailure == 'Rollback'",
+    "message": "spec.health.rollbackUpdated needs spec.health.onFailure: Rollback",
+    "fieldPath": ".rollbackUpdated"
+}]))]
+pub struct HealthSpec {
+    /// Node conditions that must have the given status (Ready=True is
+    /// always checked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub conditions: Vec<HealthCondition>,
+    /// Pods that must be Ready on the node: at least one matches each entry
+    /// there, and every match is Ready. They must tolerate the slot's
+    /// cordon (DaemonSet pods do): the node stays cordoned until it passes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub pods: Vec<HealthPods>,
+    /// How long every check must hold, without a break, before the slot is
+    /// released.
+    #[serde(default = "default_settle_seconds")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub settle_seconds: i64,
+    /// How long after the boot the checks may take to hold for
+    /// settleSeconds; past it the node fails its health gate.
+    #[serde(default = "default_health_timeout_seconds")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub timeout_seconds: i64,
+    /// What a node that fails does: Halt keeps it in its slot and hands out
+    /// no new one for this image; Rollback boots it back into the image it
+    /// ran before, in the same slot.
+    #[serde(default)]
+    pub on_failure: HealthFailurePolicy,
+    /// With `onFailure: Rollback`: the members already on a failed image
+    /// go back too, the whole pool rolling back to the image of its last
+    /// completed rollout under the same budget.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollback_updated: bool,
+}
+
+fn default_settle_seconds() -> i64 {
+    60
+}
+
+fn default_health_timeout_seconds() -> i64 {
+    600
+}
+
+/// A Node condition a node must show (`spec.health.conditions`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCondition {
+    /// The condition's type, such as `NetworkUnavailable`.
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1, max = 316))]
+    pub type_: String,
+    /// The status it must have.
+    pub status: ConditionStatus,
+}
+
+/// A condition's status.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl ConditionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+/// Pods that must be Ready on a node that booted the target
+/// (`spec.health.pods`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthPods {
+    /// Their namespace.
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub namespace: String,
+    /// Their labels.
+    #[schemars(schema_with = "crate::schema::label_selector")]
+    pub selector: LabelSelector,
+}
+
+/// What a node that fails its health gate does (`spec.health.onFailure`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum HealthFailurePolicy {
+    /// The node keeps its slot, cordoned, for a person to look at; no node
+    /// is given a new slot for this image.
+    #[default]
+    Halt,
+    /// The node boots the image it ran before, in the same slot; no other
+    /// node is given this image.
+    Rollback,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -142,6 +259,24 @@ pub struct RolloutSpec {
     /// is handed out; a Prometheus that does not answer holds them too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_gate: Option<AlertGate>,
+    /// Canary steps (see the schema's description); unset: no steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::batches")]
+    pub batches: Vec<IntOrString>,
+    /// How long the rollout waits after each step of `batches`, every
+    /// updated node healthy, before the next.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub soak_seconds: i64,
+    /// The percentage of the updated nodes that must be healthy at the end
+    /// of a step's soak for the rollout to go on (unset: 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub success_threshold: Option<i32>,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// `spec.rollout.alertGate`: the Prometheus to ask and the alerts that hold
@@ -234,6 +369,9 @@ impl Default for RolloutSpec {
             depends_on: Vec::new(),
             order: Vec::new(),
             alert_gate: None,
+            batches: Vec::new(),
+            soak_seconds: 0,
+            success_threshold: None,
         }
     }
 }
@@ -350,6 +488,87 @@ pub struct BootcNodePoolStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// Images that failed their health gate (`spec.health`), newest first
+    /// (at most 10). The one for the current image reference and target
+    /// digest holds the rollout: no node is given that image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub failed_images: Vec<FailedImage>,
+    /// The canary step of `spec.rollout.batches` for the target, while
+    /// there are steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchStatus>,
+    /// The pool's last rollouts, newest first (at most 10): what
+    /// `kubectl bootc history` shows after the Events expire.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub rollouts: Vec<RolloutRecord>,
+}
+
+/// One rollout of a target (`status.rollouts`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutRecord {
+    pub digest: String,
+    /// `repository@digest`.
+    pub image: String,
+    pub started: Time,
+    /// Members not on the image when it started.
+    pub nodes: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<RolloutOutcome>,
+    /// Members on the image when it ended.
+    #[serde(default)]
+    pub updated: i32,
+    /// Members that failed their health gate on it.
+    #[serde(default)]
+    pub failed: i32,
+}
+
+/// How a rollout ended.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RolloutOutcome {
+    /// Every member runs the image.
+    Completed,
+    /// The pool got another image first.
+    Superseded,
+    /// A node failed its health gate: the image is given to no node.
+    Failed,
+}
+
+/// Where the rollout of the target stands in `spec.rollout.batches`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchStatus {
+    /// The target digest it is for: a new one starts at the first step.
+    pub digest: String,
+    /// The step in force (0: the first; the number of steps once past the
+    /// last): how many members may have been updated, `limit`.
+    pub step: i32,
+    pub limit: i32,
+    /// Since when the step's nodes are all updated: the soak's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soaking_since: Option<Time>,
+    /// Updated members healthy, of how many updated.
+    pub healthy: i32,
+    pub updated: i32,
+}
+
+/// An image a node failed its health gate on.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedImage {
+    /// `spec.image.ref` when it failed: a new reference clears the mark.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub digest: String,
+    /// The node that failed.
+    pub node: String,
+    /// The check that failed, as the node's message names it.
+    pub check: String,
+    pub at: Time,
 }
 
 /// One managed node. Named after its Node; owned by its pool.
@@ -444,6 +663,49 @@ pub struct BootcNodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The node's updates, newest first (at most 10), written by its daemon
+    /// (see [`crate::node_history`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub history: Vec<NodeUpdate>,
+}
+
+/// One update of a node (`status.history`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeUpdate {
+    /// The reference bootc was given.
+    pub image: String,
+    /// The manifest digest bootc deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The image's version label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// When the daemon reported it staged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<Time>,
+    /// When the daemon reported it booted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booted: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<UpdateOutcome>,
+    /// The check a failed health gate names, or why the node was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// How one update of a node ended.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum UpdateOutcome {
+    /// It booted the image.
+    Updated,
+    /// It booted back an image it ran before.
+    RolledBack,
+    /// It failed its health gate on the image.
+    Failed,
+    /// Its drain failed: the image was skipped on it.
+    Skipped,
 }
 
 /// One bootc deployment (booted, staged or rollback).
@@ -493,6 +755,8 @@ pub mod event_reasons {
     pub const NODE_LEFT: &str = "NodeLeft";
     /// A node passed its phase's deadline (see the controller's `stuck`).
     pub const NODE_STUCK: &str = "NodeStuck";
+    /// A node failed its health gate (`spec.health`) on the target.
+    pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
 }
 
 impl BootEntryStatus {

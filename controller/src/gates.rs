@@ -8,6 +8,11 @@
 //!   and the namespaces the namespace selector matches (one more LIST).
 //! * `spec.rollout.alertGate`: one instant query to Prometheus's HTTP API,
 //!   `ALERTS{alertstate="firing",<matchers>}`.
+//! * `spec.health.pods`: one LIST per entry in its namespace, with its
+//!   selector, asked at every plan while a member holds a reboot slot (the
+//!   health gate judges a node in its slot from them,
+//!   `rollout::proving`), never kept: the plan requeues itself while a
+//!   node settles, and the controller watches no pods.
 //!
 //! An answer is kept in the pool's state ([`GateMemory`]) for
 //! [`GATE_RECHECK`], for the spec it answered: a pool reconciled often asks
@@ -23,10 +28,10 @@ mod alerts;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use api::{AlertGate, BlockingPods, BootcNodePool};
+use api::{AlertGate, BlockingPods, BootcNodePool, HealthPods};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ListParams};
-use rollout::gates::{GATE_RECHECK, Gates, RUNNING_ON_A_NODE};
+use rollout::gates::{GATE_RECHECK, Gates, PodSeen, RUNNING_ON_A_NODE};
 
 /// Asks the gates: the API server for pods, Prometheus for alerts.
 pub struct Gatekeeper {
@@ -82,10 +87,22 @@ impl Gatekeeper {
         }
     }
 
-    /// What the pool's gates say now (the kept answers while fresh).
+    /// What the pool's gates say now (the kept answers while fresh);
+    /// `in_slots` tells whether a member holds a reboot slot.
     #[tracing::instrument(name = "gates", skip_all)]
-    pub async fn ask(&self, pool: &BootcNodePool, memory: &mut GateMemory) -> Gates {
+    pub async fn ask(
+        &self,
+        pool: &BootcNodePool,
+        memory: &mut GateMemory,
+        in_slots: impl FnOnce() -> bool,
+    ) -> Gates {
         let mut gates = Gates::default();
+        if let Some(health) = &pool.spec.health
+            && !health.pods.is_empty()
+            && in_slots()
+        {
+            gates.health_pods = self.health_pods(&health.pods).await;
+        }
         if let Some(spec) = &pool.spec.disruption.blocking_pods {
             let asking = self.blocking_pods(spec);
             gates.blocking_pods = Kept::or_ask(&mut memory.pods, format!("{spec:?}"), asking).await;
@@ -113,6 +130,27 @@ impl Gatekeeper {
             .await
             .map_err(|e| format!("listing the pods {selector}: {e}"))?;
         rollout::gates::blocking_pods(spec, &pods.items, namespaces.as_ref())
+    }
+
+    /// The pods of each entry of `spec.health.pods`, by their node.
+    async fn health_pods(
+        &self,
+        entries: &[HealthPods],
+    ) -> Result<BTreeMap<String, Vec<PodSeen>>, String> {
+        let mut found = BTreeMap::new();
+        for (entry, spec) in entries.iter().enumerate() {
+            let selector = rollout::gates::health_pod_selector(spec, entry)?;
+            let params = ListParams::default()
+                .labels_from(&selector)
+                .fields(RUNNING_ON_A_NODE)
+                .match_any();
+            let pods = Api::<Pod>::namespaced(self.client.clone(), &spec.namespace)
+                .list(&params)
+                .await
+                .map_err(|e| format!("listing the pods {selector} in {}: {e}", spec.namespace))?;
+            rollout::gates::health_pods(spec, entry, &pods.items, &mut found)?;
+        }
+        Ok(found)
     }
 
     /// The names of the namespaces `selector` matches.

@@ -388,6 +388,12 @@ pub fn status_for(
             .previous
             .map(|p| p.conditions.clone())
             .unwrap_or_default(),
+        // Carried: the node loop records this report in it
+        // (`api::node_history`).
+        history: inputs
+            .previous
+            .map(|p| p.history.clone())
+            .unwrap_or_default(),
     };
     let idle = ConditionUpdate::new(
         ConditionType::Idle,

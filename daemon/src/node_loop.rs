@@ -807,7 +807,17 @@ impl NodeLoop {
             now_ms: 0,
             staged_here: self.staged_here(node),
         };
-        let status = machine::status_to_write(decision, &inputs, &Time(jiff::Timestamp::now()));
+        let now = Time(jiff::Timestamp::now());
+        let mut status = machine::status_to_write(decision, &inputs, &now);
+        // The record as last written: the watched object may not show it yet.
+        let written = self.last_written.as_ref().or(node.status.as_ref());
+        status.history = api::node_history::record(
+            written.map_or(&[][..], |s| s.history.as_slice()),
+            status.booted.as_ref(),
+            status.staged.as_ref(),
+            node,
+            &now,
+        );
         let guard = match decision.action {
             Action::Apply { .. } => node.metadata.resource_version.as_deref(),
             _ => None,

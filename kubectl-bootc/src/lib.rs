@@ -22,6 +22,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod history;
+pub mod plan;
 pub mod status;
 pub mod why;
 
@@ -30,6 +31,7 @@ use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use kube::{Resource, ResourceExt};
 
 pub use history::history;
+pub use plan::plan;
 pub use status::status;
 pub use why::why;
 
@@ -65,6 +67,26 @@ impl Snapshot {
         let namespaces = rollout::gates::matching_namespaces(spec, &self.namespaces)?;
         let mut found = rollout::gates::blocking_pods(spec, &self.pods, namespaces.as_ref())?;
         Ok(found.remove(node))
+    }
+
+    /// The pods of `pool`'s `spec.health.pods` bound to `node`, as the
+    /// health gate reads them (`Err`: a selector cannot be read).
+    pub fn health_pods(
+        &self,
+        pool: &BootcNodePool,
+        node: &str,
+    ) -> Result<Vec<rollout::gates::PodSeen>, String> {
+        let mut found = std::collections::BTreeMap::new();
+        for (entry, spec) in pool
+            .spec
+            .health
+            .iter()
+            .flat_map(|h| h.pods.iter())
+            .enumerate()
+        {
+            rollout::gates::health_pods(spec, entry, &self.pods, &mut found)?;
+        }
+        Ok(found.remove(node).unwrap_or_default())
     }
 
     pub fn node(&self, name: &str) -> Option<&Node> {
@@ -166,10 +188,12 @@ pub fn shown(text: String) -> String {
 /// what the node is doing instead.
 pub fn retry_refusal(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Option<String> {
     match snap.bootc_node(name) {
-        Some(bn) if bn.awaits_retry() || bn.skipped().is_some() => None,
+        Some(bn) if bn.awaits_retry() || bn.skipped().is_some() || bn.health_failed().is_some() => {
+            None
+        }
         Some(_) => Some(format!(
             "{name} does not await a retry: {}. Only a node approved to boot whose reboot \
-             failed (Degraded), or one skipped after its drain failed, needs one; a failed \
+             failed (Degraded), one skipped after its drain failed, or one that failed its health gate needs one; a failed \
              download is retried by its daemon and a failed drain by the controller, on their own.",
             why(snap, name, now).first().map_or("", String::as_str)
         )),

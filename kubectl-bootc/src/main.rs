@@ -23,7 +23,7 @@ const MANAGER: &str = "kubectl-bootc";
     name = "kubectl-bootc",
     bin_name = "kubectl bootc",
     version,
-    about = "bootc-operator rollouts: status, pause/resume, retry, history, why",
+    about = "bootc-operator rollouts: status, pause/resume, retry, history, why, plan",
     long_about = "bootc-operator rollouts at a glance. Uses KUBECONFIG (or ~/.kube/config) \
                   like kubectl; installed on PATH it runs as `kubectl bootc`."
 )]
@@ -45,10 +45,22 @@ enum Command {
     Resume { pool: String },
     /// Try again a node whose reboot failed (approved to boot and Degraded).
     Retry { node: String },
-    /// The pool's rollouts: its status and Events.
-    History { pool: String },
+    /// The pool's rollouts (its status and Events), or a node's updates.
+    History {
+        /// A pool, or a node.
+        pool: String,
+    },
     /// Why a node is not updating.
     Why { node: String },
+    /// The rollout ahead, wave by wave, by the controller's planner
+    /// (writes nothing).
+    Plan {
+        pool: String,
+        /// Preview this image (`repository@sha256:...`) instead of the
+        /// pool's target.
+        #[arg(long)]
+        image: Option<String>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,9 +119,10 @@ async fn snapshot(client: &kube::Client) -> Result<Snapshot, Error> {
     })
 }
 
-/// The pods the pools' `spec.disruption.blockingPods` select (bound to a
-/// node and not finished, as the controller lists them), and the
-/// namespaces when one has a namespace selector; nothing for pools without.
+/// The pods the pools' `spec.disruption.blockingPods` and `spec.health.pods`
+/// select (bound to a node and not finished, as the controller lists them),
+/// and the namespaces when one has a namespace selector; nothing for pools
+/// without.
 async fn blocking_pods(
     client: &kube::Client,
     pools: &[BootcNodePool],
@@ -131,6 +144,26 @@ async fn blocking_pods(
             .list(&params)
             .await
             .map_err(api_error(format!("listing the pods {selector}")))?;
+        pods.extend(listed.items);
+    }
+    for (spec, entry) in pools
+        .iter()
+        .filter_map(|p| p.spec.health.as_ref())
+        .flat_map(|h| h.pods.iter().zip(0..))
+    {
+        let Ok(selector) = rollout::gates::health_pod_selector(spec, entry) else {
+            continue;
+        };
+        let params = ListParams::default()
+            .labels_from(&selector)
+            .fields(rollout::gates::RUNNING_ON_A_NODE);
+        let listed = Api::<Pod>::namespaced(client.clone(), &spec.namespace)
+            .list(&params)
+            .await
+            .map_err(api_error(format!(
+                "listing the pods {selector} in {}",
+                spec.namespace
+            )))?;
         pods.extend(listed.items);
     }
     let namespaces = if specs.iter().any(|s| s.namespace_selector.is_some()) {
@@ -196,10 +229,14 @@ async fn run(cli: Cli) -> Result<String, Error> {
         Command::Retry { node } => retry(&client, &node).await,
         Command::History { pool } => {
             let snap = snapshot(&client).await?;
-            if snap.pool(&pool).is_none() {
+            if snap.pool(&pool).is_none() && snap.bootc_node(&pool).is_none() {
                 return Err(Error::NoPool(pool));
             }
             Ok(kubectl_bootc::history(&snap, &pool))
+        }
+        Command::Plan { pool, image } => {
+            let snap = snapshot(&client).await?;
+            kubectl_bootc::plan(&snap, &pool, image.as_deref(), now).map_err(Error::Refused)
         }
         Command::Why { node } => {
             let snap = snapshot(&client).await?;

@@ -78,6 +78,15 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
     if let Some(gates) = gates(pool) {
         rows.push(("Gates", gates));
     }
+    if let Some(batch) = batch(pool) {
+        rows.push(("Batch", batch));
+    }
+    if let Some(health) = &pool.spec.health {
+        rows.push(("Health", health_gate(health)));
+    }
+    if let Some(failed) = failed_images(pool) {
+        rows.push(("Failed", failed));
+    }
     rows.push(("Slots", crate::why::slot_holders(snap, pool)));
     let mut out = String::new();
     for (key, value) in rows {
@@ -86,6 +95,72 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
     out.push('\n');
     out.push_str(&node_table(snap, &name, now));
     out
+}
+
+/// The canary step the pool records (`status.batch`), with its soak.
+fn batch(pool: &BootcNodePool) -> Option<String> {
+    let steps = pool.spec.rollout.batches.len();
+    let b = pool.status.as_ref()?.batch.as_ref().filter(|_| steps > 0)?;
+    let step = usize::try_from(b.step).unwrap_or(0);
+    if step >= steps {
+        return Some(format!("steps done ({steps}), the rest follow"));
+    }
+    let soak = match &b.soaking_since {
+        Some(since) => format!(
+            ", soaking since {} (soakSeconds {})",
+            since.0, pool.spec.rollout.soak_seconds
+        ),
+        None => String::new(),
+    };
+    Some(format!(
+        "step {} of {steps}: up to {} nodes updated{soak}; {}/{} updated nodes healthy (successThreshold {}%)",
+        step + 1,
+        b.limit,
+        b.healthy,
+        b.updated,
+        pool.spec.rollout.success_threshold.unwrap_or(100)
+    ))
+}
+
+/// What a node shows after its boot before its slot is released.
+fn health_gate(health: &api::HealthSpec) -> String {
+    let mut checks = vec!["Node Ready".to_owned()];
+    checks.extend(
+        health
+            .conditions
+            .iter()
+            .map(|c| format!("{}={}", c.type_, c.status.as_str())),
+    );
+    checks.extend(health.pods.iter().enumerate().map(|(entry, p)| {
+        match rollout::gates::health_pod_selector(p, entry) {
+            Ok(selector) => format!("pods {selector} in {} Ready", p.namespace),
+            Err(e) => format!("pods in {} Ready ({e})", p.namespace),
+        }
+    }));
+    format!(
+        "{} held {}s within {}s, else {:?}",
+        checks.join(", "),
+        health.settle_seconds,
+        health.timeout_seconds,
+        health.on_failure
+    )
+}
+
+/// The images nodes failed their health gate on (newest first).
+fn failed_images(pool: &BootcNodePool) -> Option<String> {
+    let failed = &pool.status.as_ref()?.failed_images;
+    (!failed.is_empty()).then(|| {
+        failed
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} ({}) on {} at {}: {}",
+                    f.reference, f.digest, f.node, f.at.0, f.check
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
 }
 
 /// The gates the pool asks before a new reboot slot (none: no row); the

@@ -216,7 +216,14 @@ fn in_a_slot(
     let since = bn
         .phase_since()
         .map_or(String::new(), |t| format!(" for {}", age(t, now)));
-    if runs {
+    if let Some((_, check)) = bn.health_failed() {
+        out.push(format!(
+            "failed its health gate (spec.health): {check}; the pool gives this image to no node: `kubectl bootc retry {}` judges it again, or point the pool at another image",
+            bn.name_any()
+        ));
+    } else if runs && let Some(health) = &pool.spec.health {
+        out.push(proving(snap, pool, bn, node, health, now));
+    } else if runs {
         out.push(
             "back on the target in its reboot slot: the slot is released once the Node is Ready and uncordoned"
                 .to_owned(),
@@ -253,6 +260,35 @@ fn in_a_slot(
         out.push("in a reboot slot: cordoned and draining (pods are evicted)".to_owned());
         if let Some(drain) = last_drain_problem(snap, pool, &bn.name_any()) {
             out.push(drain);
+        }
+    }
+}
+
+/// A slot holder back on the target, before its health gate: what the
+/// planner's gate says of it now ([`rollout::proving`]).
+fn proving(
+    snap: &Snapshot,
+    pool: &BootcNodePool,
+    bn: &BootcNode,
+    node: Option<&Node>,
+    health: &api::HealthSpec,
+    now: jiff::Timestamp,
+) -> String {
+    let Some(node) = node else {
+        return "back on the target in its reboot slot; its Node is gone".to_owned();
+    };
+    let pods = snap.health_pods(pool, &bn.name_any());
+    let pods = pods.as_deref().map_err(String::as_str);
+    let checked = rollout::proving::check(health, node, bn, pods);
+    match rollout::proving::assess(health, &checked, bn.phase_since(), now) {
+        rollout::proving::Proof::Passed => {
+            "back on the target and past its health gate: its reboot slot is released".to_owned()
+        }
+        rollout::proving::Proof::Settling { waiting, .. } => {
+            format!("back on the target, proving it in its reboot slot (spec.health): {waiting}")
+        }
+        rollout::proving::Proof::Failed { check } => {
+            format!("back on the target, failing its health gate (spec.health): {check}")
         }
     }
 }

@@ -211,3 +211,59 @@ async fn pause_why_retry_resume_and_history_through_the_plugin() {
     let status = ok(&sim, &["status", POOL]);
     assert!(status.contains(Reason::AllUpdated.as_str()), "{status}");
 }
+
+/// The preview of a rollout names the waves the controller then makes, in
+/// their order, and writes nothing.
+#[tokio::test]
+async fn the_plan_preview_agrees_with_the_rollout() {
+    require_root!();
+    let mut sim = Sim::start(SimOptions::default()).await.unwrap();
+    rolled_out_v1(&mut sim).await;
+    // One node at a time, each told only when a slot awaits it: the order
+    // is the planner's alone.
+    sim.patch_pool(serde_json::json!({"rollout": {"stageAhead": 0}}))
+        .await
+        .unwrap();
+    let v2 = sim.push_version_tagged("2.0", "next").await.unwrap();
+    let image = sim.pinned(&v2);
+    let before = Api::<BootcNodePool>::all(sim.admin.clone())
+        .get(POOL)
+        .await
+        .unwrap();
+    let preview = ok(&sim, &["plan", POOL, "--image", &image]);
+    let waves: Vec<Vec<String>> = preview
+        .lines()
+        .filter_map(|l| l.strip_prefix("wave "))
+        .map(|l| {
+            let (_, nodes) = l.split_once(": ").unwrap();
+            nodes.split(", ").map(str::to_owned).collect()
+        })
+        .collect();
+    assert_eq!(waves.len(), 3, "{preview}");
+    assert!(
+        preview.ends_with("then every member runs the target\n"),
+        "{preview}"
+    );
+    let after = Api::<BootcNodePool>::all(sim.admin.clone())
+        .get(POOL)
+        .await
+        .unwrap();
+    assert_eq!(
+        before.metadata.resource_version, after.metadata.resource_version,
+        "the preview wrote to the pool"
+    );
+
+    let recorder = tests::recorder::Recorder::start(&sim.cp).await.unwrap();
+    sim.patch_pool(serde_json::json!({"image": {"ref": image}}))
+        .await
+        .unwrap();
+    wait_pool(&sim, "v2 everywhere", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.deployed_digest.as_deref() == Some(v2.as_str()))
+    })
+    .await;
+    let approvals = recorder.approvals().await.unwrap();
+    let previewed: Vec<String> = waves.into_iter().flatten().collect();
+    assert_eq!(approvals, previewed, "{preview}");
+}

@@ -10,6 +10,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
+use crate::batches::Batching;
 use crate::depends::Waiting;
 use crate::disruption::{Budget, Unavailable};
 use crate::gates::Gate;
@@ -64,6 +65,14 @@ pub(crate) struct NodeVerdict {
     /// The blocking pod its Node runs (`namespace/name`), which keeps it
     /// from taking a slot.
     pub blocked_by: Option<String>,
+    /// What its health gate waits for, while it settles in its slot
+    /// (`node: ...`).
+    pub proving: Option<String>,
+    /// Failed on the target under `onFailure: Rollback`, but bootc reports
+    /// no image it ran before: held in its slot instead.
+    pub no_rollback: bool,
+    /// Failed on the target, approved to boot the image it ran before.
+    pub rolling_back: bool,
     /// Held cordoned and unapproved in its slot by a pause.
     pub held_by_pause: bool,
     /// Cordoned in its slot and not yet drained.
@@ -183,6 +192,20 @@ pub(crate) struct Rollout<'a> {
     pub waiting_for_turn: Option<(String, Vec<String>)>,
     /// Each member as the staging rule sees it, in the verdicts' order.
     pub staging: Vec<staging::Member>,
+    /// A member failed its health gate on the target: no new slot, and
+    /// nobody is told the target.
+    pub target_failed: Option<Failure>,
+    /// The canary step of `spec.rollout.batches` and the room it leaves.
+    pub batch: Batching,
+}
+
+/// A member failed on the target by its health gate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Failure {
+    pub node: String,
+    pub check: String,
+    /// Found by this plan (the pool has not recorded it yet).
+    pub new: bool,
 }
 
 impl Rollout<'_> {
@@ -196,6 +219,8 @@ impl Rollout<'_> {
             && self.dependencies.is_met()
             && self.groups.is_some()
             && self.gate.is_open()
+            && self.target_failed.is_none()
+            && self.batch.room != Some(0)
     }
 
     /// Are slots free for the rollout, whenever a window lets them be

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use api::BlockingPods;
+use api::{BlockingPods, HealthPods};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube_core::{ResourceExt, Selector, SelectorExt};
 
@@ -40,6 +40,9 @@ pub struct Gates {
     /// `spec.rollout.alertGate`: the matching alerts that fire, each as
     /// `alertname{label="value",...}`; or why Prometheus did not answer.
     pub alerts: Result<Vec<String>, String>,
+    /// `spec.health.pods`: the pods each entry matches, by the node they
+    /// are bound to (see [`health_pods`]); or why they could not be listed.
+    pub health_pods: Result<BTreeMap<String, Vec<PodSeen>>, String>,
 }
 
 impl Default for Gates {
@@ -47,8 +50,22 @@ impl Default for Gates {
         Gates {
             blocking_pods: Ok(BTreeMap::new()),
             alerts: Ok(Vec::new()),
+            health_pods: Ok(BTreeMap::new()),
         }
     }
+}
+
+/// A pod of `spec.health.pods` on a node, as the health gate reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSeen {
+    /// The entry of `spec.health.pods` it matches.
+    pub entry: usize,
+    /// `namespace/name`.
+    pub name: String,
+    /// Its Ready condition is True.
+    pub ready: bool,
+    /// When its Ready condition last changed.
+    pub since: Option<jiff::Timestamp>,
 }
 
 /// The pool-wide gates now.
@@ -107,6 +124,15 @@ impl Gate {
 }
 
 impl Gates {
+    /// The pods of `spec.health.pods` bound to `node` (or why they could
+    /// not be listed).
+    pub fn health_pods_on(&self, node: &str) -> Result<&[PodSeen], &str> {
+        match &self.health_pods {
+            Ok(by_node) => Ok(by_node.get(node).map_or(&[], Vec::as_slice)),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The blocking pod on `node`, if any.
     pub fn blocking_pod(&self, node: &str) -> Option<&str> {
         self.blocking_pods
@@ -180,6 +206,47 @@ pub fn blocking_pods<'p>(
             .or_insert(name);
     }
     Ok(found)
+}
+
+/// The field of the health gate's pods, as errors name it.
+pub const HEALTH_PODS_FIELD: &str = "spec.health.pods";
+
+/// The label selector of `spec.health.pods[entry]`, parsed.
+pub fn health_pod_selector(spec: &HealthPods, entry: usize) -> Result<Selector, String> {
+    selector::parse_at(
+        &spec.selector,
+        &format!("{HEALTH_PODS_FIELD}[{entry}].selector"),
+    )
+}
+
+/// The pods of `spec.health.pods[entry]` among `pods` (listed in its
+/// namespace), by the node they are bound to, unfinished ones only.
+pub fn health_pods<'p>(
+    spec: &HealthPods,
+    entry: usize,
+    pods: impl IntoIterator<Item = &'p Pod>,
+    found: &mut BTreeMap<String, Vec<PodSeen>>,
+) -> Result<(), String> {
+    let selector = health_pod_selector(spec, entry)?;
+    for pod in pods {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            continue;
+        };
+        if pod.namespace().as_deref() != Some(spec.namespace.as_str())
+            || finished(pod)
+            || !selector.matches(pod.labels())
+        {
+            continue;
+        }
+        let ready = api::node_health::pod_ready(pod);
+        found.entry(node.to_owned()).or_default().push(PodSeen {
+            entry,
+            name: format!("{}/{}", spec.namespace, pod.name_any()),
+            ready: ready.is_some_and(|(ready, _)| ready),
+            since: ready.and_then(|(_, since)| since),
+        });
+    }
+    Ok(())
 }
 
 /// The pods that can block a node as a field selector, for the API server

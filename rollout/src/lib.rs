@@ -27,7 +27,8 @@
 //!    is newly told the target, within the slots the budget leaves free
 //!    ([`spec::tell`]);
 //! 6. [`slots`]: free slots handed to the staged candidates of the group
-//!    whose turn it is ([`groups`]) within the budget, then a cordon of
+//!    whose turn it is ([`groups`]) within the budget and the canary step
+//!    ([`batches`]), then a cordon of
 //!    ours left outside any slot lifted ([`cordon`]); with
 //!    `--node-lifecycle-conditions`, each Node told its stage
 //!    ([`lifecycle`]);
@@ -51,6 +52,7 @@
 
 use facts::Rollout;
 
+pub mod batches;
 pub mod budget;
 pub mod cordon;
 pub mod depends;
@@ -60,6 +62,7 @@ pub mod gates;
 pub mod groups;
 pub mod halt;
 pub mod health;
+pub mod history;
 pub mod leaving;
 pub mod lifecycle;
 pub mod membership;
@@ -67,6 +70,8 @@ mod memo;
 pub mod model;
 pub mod order;
 mod owned;
+pub mod preview;
+pub mod proving;
 pub mod pull_secret;
 mod selector;
 pub mod slots;
@@ -108,7 +113,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     let view = view::View::of(input);
     let mut problems: Vec<Problem> = Vec::new();
-    let target = target::in_force(&input.target, &view.current, &mut problems);
+    let mut target = target::in_force(&input.target, &view.current, &mut problems);
+    if let Some((back, problem)) = target
+        .as_ref()
+        .and_then(|t| proving::pool_back_to(view.pool, t))
+    {
+        target = Some(back);
+        problems.push(problem);
+    }
     let secret = pull_secret::checked(input, &mut problems);
     memo.begin(memo::PoolFacts::of(&view, target.as_ref(), &secret), &view);
     let members = membership::of(&view, target.is_some(), memo, &mut problems);
@@ -126,6 +138,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
             rollout.dependencies = dependencies;
             rollout.groups = groups;
             rollout.gate = gates::Gate::of(&input.gates);
+            rollout.batch = verdict::batching(&view, target, &rollout, &mut problems);
             spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);
             cordon::lift_strays(&view, &mut rollout);

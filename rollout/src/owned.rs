@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use api::labels::{
-    IN_REBOOT_SLOT_ANNOTATION, SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION,
-    WAS_CORDONED_ANNOTATION,
+    HEALTH_FAILED_ANNOTATION, HEALTH_FAILED_BECAUSE_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION,
+    SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION, WAS_CORDONED_ANNOTATION,
 };
 use api::{BootcNode, BootcNodePool, BootcNodeSpec};
 use kube_core::{Resource, ResourceExt};
@@ -26,6 +26,17 @@ pub fn owner_reference(pool: &BootcNodePool) -> OwnerReference {
     }
 }
 
+/// The annotations of a BootcNode that are the controller's: what its
+/// server-side apply owns.
+pub(crate) const OWNED_ANNOTATIONS: [&str; 6] = [
+    IN_REBOOT_SLOT_ANNOTATION,
+    WAS_CORDONED_ANNOTATION,
+    SKIPPED_ANNOTATION,
+    SKIPPED_BECAUSE_ANNOTATION,
+    HEALTH_FAILED_ANNOTATION,
+    HEALTH_FAILED_BECAUSE_ANNOTATION,
+];
+
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Owned {
     pub spec: BootcNodeSpec,
@@ -35,6 +46,9 @@ pub(crate) struct Owned {
     /// `bootc.dev/skipped` and `bootc.dev/skipped-because`: the target
     /// digest the node was skipped for after a failed drain, and why.
     pub skipped: Option<(String, String)>,
+    /// `bootc.dev/health-failed` and `bootc.dev/health-failed-because`:
+    /// the target digest the node failed its health gate on, and the check.
+    pub health_failed: Option<(String, String)>,
 }
 
 impl Owned {
@@ -47,6 +61,9 @@ impl Owned {
             skipped: bn
                 .skipped()
                 .map(|(digest, why)| (digest.to_owned(), why.to_owned())),
+            health_failed: bn
+                .health_failed()
+                .map(|(digest, why)| (digest.to_owned(), why.to_owned())),
         }
     }
 
@@ -58,6 +75,11 @@ impl Owned {
             && bn.in_slot() == self.in_slot
             && ann.get(WAS_CORDONED_ANNOTATION) == self.was_cordoned.as_ref()
             && bn.skipped() == self.skipped.as_ref().map(|(d, w)| (d.as_str(), w.as_str()))
+            && bn.health_failed()
+                == self
+                    .health_failed
+                    .as_ref()
+                    .map(|(d, w)| (d.as_str(), w.as_str()))
     }
 
     pub fn approved(&self) -> bool {
@@ -75,6 +97,10 @@ impl Owned {
         if let Some((digest, why)) = &self.skipped {
             annotations.insert(SKIPPED_ANNOTATION.to_owned(), digest.clone());
             annotations.insert(SKIPPED_BECAUSE_ANNOTATION.to_owned(), why.clone());
+        }
+        if let Some((digest, check)) = &self.health_failed {
+            annotations.insert(HEALTH_FAILED_ANNOTATION.to_owned(), digest.clone());
+            annotations.insert(HEALTH_FAILED_BECAUSE_ANNOTATION.to_owned(), check.clone());
         }
         BootcNodeApply {
             name: name.to_owned(),

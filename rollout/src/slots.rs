@@ -95,9 +95,10 @@ pub(crate) fn hand_out<'a>(view: &View<'_>, rollout: &mut Rollout<'a>) {
         .collect();
     let candidates = in_turn(candidates, rollout);
     let total = candidates.len();
+    let room = rollout.batch.room.unwrap_or(usize::MAX);
     let taken = assign(
         candidates,
-        &mut rollout.budget,
+        (&mut rollout.budget, room),
         &view.pool_name,
         &mut rollout.verdicts,
     );
@@ -138,19 +139,21 @@ fn in_turn<'a>(candidates: Vec<&'a str>, rollout: &mut Rollout<'a>) -> Vec<&'a s
 }
 
 /// Hands free reboot slots to `candidates` within the disruption budget
-/// (already unavailable candidates first): the slot record on the
+/// and at most `room` of them (the canary step's, [`crate::batches`];
+/// already unavailable candidates first): the slot record on the
 /// BootcNode, then the cordon with the disruption record, then the drain.
 /// Returns how many took a slot.
 fn assign(
     mut candidates: Vec<&str>,
-    budget: &mut Budget,
+    (budget, room): (&mut Budget, usize),
     pool: &str,
     verdicts: &mut Verdicts<'_>,
 ) -> usize {
     budget.order(&mut candidates);
     let mut taken = 0;
     for name in candidates {
-        if !budget.admits(name) {
+        // The canary step's room, then the budget.
+        if taken >= room || !budget.admits(name) {
             // Nobody after it is admitted either (see `Budget::order`).
             break;
         }

@@ -38,6 +38,7 @@ pub(crate) fn desired(
             in_slot: false,
             was_cordoned: None,
             skipped: None,
+            health_failed: None,
         },
     };
     // A skip is for one target: a new one clears it.
@@ -47,6 +48,14 @@ pub(crate) fn desired(
         .is_some_and(|(digest, _)| *digest != target.digest)
     {
         owned.skipped = None;
+    }
+    // So is a failed health gate.
+    if owned
+        .health_failed
+        .as_ref()
+        .is_some_and(|(digest, _)| *digest != target.digest)
+    {
+        owned.health_failed = None;
     }
     let image = match existing {
         Some(bn) if !told => kept_image(bn),
@@ -59,7 +68,7 @@ pub(crate) fn desired(
 }
 
 /// Points the member's spec at `image`; a new image resets the approval.
-fn point_at(owned: &mut Owned, image: String) {
+pub(crate) fn point_at(owned: &mut Owned, image: String) {
     if owned.spec.desired_image != image {
         owned.spec.desired_image = image;
         owned.spec.desired_image_state = DesiredImageState::Staged;
@@ -120,6 +129,10 @@ pub(crate) fn staging_members(
 /// nothing is told for a slot a pause, a halt or the pool's own unavailable
 /// nodes hold back. A member newly told has its spec pointed at the target.
 pub(crate) fn tell(view: &View<'_>, target: &Target, rollout: &mut Rollout<'_>) {
+    // An image a member failed on is told to nobody ([`crate::proving`]).
+    if rollout.target_failed.is_some() {
+        return;
+    }
     let free: Vec<usize> = rollout
         .verdicts
         .iter()

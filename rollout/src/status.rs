@@ -24,7 +24,7 @@ use api::{BootcNode, BootcNodePoolStatus, ConditionType, Reason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::depends::Waiting;
-use crate::facts::Rollout;
+use crate::facts::{Failure, NodeVerdict, Rollout};
 use crate::gates::{BLOCKING_PODS_FIELD, GATE_RECHECK, Gate};
 use crate::leaving::Leavers;
 use crate::membership::Membership;
@@ -154,11 +154,9 @@ pub(crate) fn report(
             not_back: &leavers.not_back,
             waiting_for_budget: rollout.waiting_for_budget.as_deref(),
             waiting_for_turn: rollout.waiting_for_turn.as_ref(),
-            drains_blocked: &rollout
-                .verdicts
-                .values()
-                .filter_map(|v| v.drain_blocked.clone())
-                .collect::<Vec<_>>(),
+            drains_blocked: &each(&rollout, |v| v.drain_blocked.clone()),
+            proving: &each(&rollout, |v| v.proving.clone()),
+            batch: rollout.batch.message(),
             no_slots: slots == 0,
         },
     );
@@ -186,6 +184,7 @@ pub(crate) fn report(
         &up_to_date,
         &degraded_cond,
     );
+    keep_records(view, (target, total, counts.updated), &rollout, &mut status);
     let waiting_for_window = !done && !paused;
     status.next_maintenance_window = match rollout.window {
         Window::Closed { opens: Some(at) } if waiting_for_window => Some(Time(at)),
@@ -220,6 +219,44 @@ pub(crate) fn report(
     }
 }
 
+/// What `f` says of each member, where it says something.
+fn each(rollout: &Rollout<'_>, f: impl Fn(&NodeVerdict) -> Option<String>) -> Vec<String> {
+    rollout.verdicts.values().filter_map(f).collect()
+}
+
+/// What the status keeps beyond this plan: a member newly failed on the
+/// target first in `status.failedImages`, the canary step, the rollouts
+/// ([`crate::history`]); `members` and `updated` count the pool's members.
+fn keep_records(
+    view: &View<'_>,
+    (target, members, updated): (Option<&Target>, usize, usize),
+    rollout: &Rollout<'_>,
+    status: &mut BootcNodePoolStatus,
+) {
+    status.batch.clone_from(&rollout.batch.status);
+    let Some(t) = target else {
+        return;
+    };
+    let seen = crate::history::Seen {
+        target: t,
+        members,
+        updated,
+        failed: rollout.target_failed.is_some(),
+        now: view.input.now,
+    };
+    status.rollouts = crate::history::record(&status.rollouts, seen);
+    if let Some(f) = rollout.target_failed.as_ref().filter(|f| f.new) {
+        let record = api::FailedImage {
+            reference: view.pool.spec.image.reference.clone(),
+            digest: t.digest.clone(),
+            node: f.node.clone(),
+            check: f.check.clone(),
+            at: Time(view.input.now),
+        };
+        status.failed_images = crate::proving::with_failure(&status.failed_images, record);
+    }
+}
+
 /// When to plan the pool again without an event: the members' own
 /// instants and, while members are behind the target (not paused), the
 /// maintenance window's next change and the gates' next question while
@@ -244,6 +281,7 @@ fn look_again(
     if behind && gated {
         requeue(&mut requeue_after, Some(GATE_RECHECK));
     }
+    requeue(&mut requeue_after, rollout.batch.soak_left);
     requeue_after
 }
 
@@ -260,6 +298,12 @@ fn degraded(
     let verdicts = &rollout.verdicts;
     if rollout.halted {
         halt::report(&rollout.unhealthy_in_slots, current, problems, events);
+    }
+    if let Some(failure) = &rollout.target_failed {
+        report_failure(rollout, failure, problems, events);
+    }
+    if let Some(failed) = rollout.batch.failure() {
+        problems.push((Reason::BatchFailed, failed));
     }
     problems.extend(members.conflict_problem());
     let stuck: Vec<&Stuck> = verdicts.values().filter_map(|v| v.stuck.as_ref()).collect();
@@ -292,6 +336,46 @@ fn degraded(
         ));
     }
     degraded_condition(problems)
+}
+
+/// A member failed its health gate on the target: the pool is Degraded,
+/// `RolledBack` while the node goes or went back to what it ran before,
+/// else `HealthCheckFailed`; a new failure gets one Warning Event.
+fn report_failure(
+    rollout: &Rollout<'_>,
+    failure: &Failure,
+    problems: &mut Vec<Problem>,
+    events: &mut Vec<PlannedEvent>,
+) {
+    let Failure { node, check, new } = failure;
+    let v = rollout.verdicts.get(node);
+    let (reason, after) = match v {
+        Some(v) if v.rolling_back => (Reason::RolledBack, "it is booting the image it ran before"),
+        Some(v) if !v.runs_target && !v.owned.in_slot => (
+            Reason::RolledBack,
+            "it was booted back into the image it ran before",
+        ),
+        Some(v) if v.no_rollback => (
+            Reason::HealthCheckFailed,
+            "bootc reports no image it ran before: it stays in its reboot slot",
+        ),
+        _ => (
+            Reason::HealthCheckFailed,
+            "it stays in its reboot slot, cordoned, for a person to look at",
+        ),
+    };
+    let message = format!(
+        "node {node} failed its health gate on the target (spec.health): {check}; {after}; no node is given this image (a new one, or `kubectl bootc retry {node}`, clears it)"
+    );
+    if *new {
+        events.push(PlannedEvent {
+            reason: event_reasons::HEALTH_CHECK_FAILED,
+            message: message.clone(),
+            warning: true,
+            node: Some(node.clone()),
+        });
+    }
+    problems.push((reason, message));
 }
 
 /// What holds new slots back, for the UpToDate condition.
@@ -482,6 +566,7 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
         Reason::PullSecretNotFound | Reason::PullSecretNotAllowed | Reason::InvalidPullSecret => 1,
         Reason::NodeConflict => 3,
         Reason::RolloutHalted | Reason::DependencyCycle => 4,
+        Reason::RolledBack | Reason::HealthCheckFailed | Reason::BatchFailed => 4,
         Reason::NodeStuck => 5,
         Reason::DrainTimedOut => 6,
         Reason::NodeDegraded => 7,
@@ -516,6 +601,10 @@ struct Waits<'a> {
     waiting_for_turn: Option<&'a (String, Vec<String>)>,
     /// Drains an eviction refusal holds: the node, the pod, the budget.
     drains_blocked: &'a [String],
+    /// Slot holders proving the target (`spec.health`): what each waits for.
+    proving: &'a [String],
+    /// The canary step ([`crate::batches`]).
+    batch: Option<String>,
     /// `maxUnavailable` is 0.
     no_slots: bool,
 }
@@ -531,6 +620,8 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
         waiting_for_budget,
         waiting_for_turn,
         drains_blocked,
+        proving,
+        batch,
         no_slots,
     } = waits;
     if total == 0 {
@@ -578,6 +669,15 @@ fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
         s.push_str(&format!(
             "; draining, an eviction refused by a PodDisruptionBudget (retrying): {}",
             drains_blocked.join("; ")
+        ));
+    }
+    if let Some(batch) = batch {
+        s.push_str(&format!("; {batch}"));
+    }
+    if !proving.is_empty() {
+        s.push_str(&format!(
+            "; proving the target (spec.health), in their reboot slots: {}",
+            proving.join("; ")
         ));
     }
     if let Some((group, behind)) = waiting_for_turn {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::labels::MANAGED_LABEL;
-use api::{BootcNode, DesiredImageState, DrainTimeoutPolicy};
+use api::{BootcNode, DesiredImageState, DrainTimeoutPolicy, HealthFailurePolicy, HealthSpec};
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
@@ -27,14 +27,15 @@ use crate::disruption::{self, Budget, Unavailable};
 use crate::leaving::Leavers;
 use crate::membership::Membership;
 use crate::model::{DrainPhase, NodePatch, Target, Write};
+use crate::proving::{self, Proof};
 use crate::pull_secret::Secret;
 use crate::state::{self, NodeState, classify, runs_target};
 use crate::stuck;
 use crate::view::{Row, View, Walk};
-use crate::{cordon, halt, lifecycle, slots, spec};
+use crate::{batches, cordon, halt, lifecycle, slots, spec};
 use jiff::Timestamp;
 
-use crate::facts::{Counted, Entry, NodeVerdict, Rollout};
+use crate::facts::{Counted, Entry, Failure, NodeVerdict, Rollout};
 use crate::memo::{Memo, VerdictKey};
 
 /// How long after a failed drain the controller tries again.
@@ -47,6 +48,9 @@ struct Pool<'v, 'a> {
     secret: &'v Secret,
     conflicts: &'v BTreeMap<String, BTreeSet<String>>,
     paused: bool,
+    /// A member failed its health gate on the target ([`proving`]): nobody
+    /// is told it any more.
+    target_failed: bool,
 }
 
 /// Every member's verdict, and the budget and halt they add up to.
@@ -62,12 +66,14 @@ pub(crate) fn verdicts<'m>(
     // Told before this plan: who is newly told waits for the budget
     // ([`spec::tell`]).
     let staging = spec::staging_members(view, members, target, memo);
+    let failed = failed_member(view, members, target);
     let pool = Pool {
         view,
         target,
         secret,
         conflicts: &members.conflicts,
         paused: view.pool.spec.rollout.paused,
+        target_failed: failed.is_some(),
     };
     let mut out = Rollout {
         budget: Budget::new(limits.slots),
@@ -84,7 +90,7 @@ pub(crate) fn verdicts<'m>(
     for (at, seen) in members.rows.iter().zip(&staging) {
         let (name, row) = view.rows[*at];
         let reads = Reads {
-            told: seen.already_told(),
+            told: seen.already_told() && !pool.target_failed,
             drain: drains.get(name),
             clock: clock.get(name),
             conflict: conflicts.get(name),
@@ -108,7 +114,83 @@ pub(crate) fn verdicts<'m>(
     }
     out.halted = halt::halted(out.unhealthy_in_slots.len(), limits.max_unhealthy);
     out.staging = staging;
+    out.target_failed = failed.or_else(|| newly_failed(&out, target));
     out
+}
+
+/// Where the rollout stands in `spec.rollout.batches` ([`batches`]), from
+/// the verdicts; steps that cannot be read hold every new slot.
+pub(crate) fn batching(
+    view: &View<'_>,
+    target: &Target,
+    rollout: &Rollout<'_>,
+    problems: &mut Vec<crate::model::Problem>,
+) -> batches::Batching {
+    let spec = &view.pool.spec.rollout;
+    if spec.batches.is_empty() {
+        return batches::Batching::default();
+    }
+    let members: Vec<batches::Member<'_>> = rollout
+        .verdicts
+        .iter()
+        .map(|e| batches::Member {
+            name: e.name,
+            updated: e.verdict.runs_target && !e.verdict.owned.in_slot,
+            in_slot: e.verdict.owned.in_slot,
+            healthy: e.row.node.is_some_and(api::node_health::is_ready)
+                && e.verdict.state != NodeState::Degraded,
+        })
+        .collect();
+    match batches::limits(&spec.batches, members.len()) {
+        Ok(limits) => {
+            let previous = view.current.batch.as_ref();
+            batches::step(
+                &limits,
+                spec,
+                previous,
+                &target.digest,
+                &members,
+                view.input.now,
+            )
+        }
+        Err(e) => {
+            problems.push((api::Reason::InvalidSpec, e));
+            batches::Batching {
+                room: Some(0),
+                ..batches::Batching::default()
+            }
+        }
+    }
+}
+
+/// The first member (by name) marked failed on the target by its health
+/// gate before this plan, as the pool records it: the mark lives on the
+/// BootcNode, which a controller restart does not lose.
+fn failed_member(view: &View<'_>, members: &Membership<'_>, target: &Target) -> Option<Failure> {
+    members.rows.iter().find_map(|at| {
+        let (name, row) = view.rows[*at];
+        let (_, check) = row
+            .bn
+            .filter(|bn| proving::failed_on(bn, target))?
+            .health_failed()?;
+        Some(Failure {
+            node: name.to_owned(),
+            check: check.to_owned(),
+            new: false,
+        })
+    })
+}
+
+/// A member this plan found failed on the target, the first by name.
+fn newly_failed(rollout: &Rollout<'_>, target: &Target) -> Option<Failure> {
+    rollout.verdicts.iter().find_map(|e| {
+        let (digest, check) = e.verdict.owned.health_failed.as_ref()?;
+        (*digest == target.digest).then(|| Failure {
+            node: e.name.to_owned(),
+            check: check.clone(),
+            new: true,
+        })
+    })
 }
 
 /// What a member's verdict reads besides its objects and the pool's facts.
@@ -186,6 +268,9 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         candidate: false,
         held: false,
         blocked_by: None,
+        proving: None,
+        no_rollback: false,
+        rolling_back: false,
         held_by_pause: false,
         draining: false,
         drain_blocked: None,
@@ -202,8 +287,13 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
     v.held = node.is_some_and(api::node_health::is_held);
     v.blocked_by = view.input.gates.blocking_pod(name).map(str::to_owned);
     let drain_failed = drain_failure(pool, name);
+    let health = view.pool.spec.health.as_ref();
     if !v.owned.in_slot {
         outside_slot(pool, name, node, healthy, &mut v);
+    } else if failed_on_target(pool, &v) {
+        failed_in_slot(pool, (name, node, existing), healthy && !in_flight, &mut v);
+    } else if let Some(health) = health.filter(|_| v.runs_target && !in_flight) {
+        prove(pool, (name, node, existing), health, &mut v);
     } else if slots::releasable(v.runs_target, healthy, in_flight) {
         release(pool, name, node, &mut v);
     } else if slots::released_before_boot(
@@ -217,7 +307,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
             v.owned.skipped = Some((pool.target.digest.clone(), format!("{name}: {why}")));
         }
     } else {
-        hold(pool, name, node, ready, &mut v);
+        hold(pool, (name, node, existing), &mut v);
     }
     if let Some(node) = node
         && !node.labels().contains_key(MANAGED_LABEL)
@@ -288,12 +378,13 @@ fn release(pool: &Pool<'_, '_>, name: &str, node: Option<&Node>, v: &mut NodeVer
 
 /// A slot holder not back yet: counted for the halt; until approved, kept
 /// cordoned, recorded and drained, then approved once drained and staged.
-fn hold(pool: &Pool<'_, '_>, name: &str, node: Option<&Node>, ready: bool, v: &mut NodeVerdict) {
+fn hold(pool: &Pool<'_, '_>, (name, node, bn): Member<'_>, v: &mut NodeVerdict) {
     v.counted = Some(Counted::Holder);
     let holder = halt::Holder {
         degraded: v.state == NodeState::Degraded,
-        ready,
-        rebooting: v.owned.approved() && !v.runs_target,
+        ready: node.is_some_and(api::node_health::is_ready),
+        // Rebooting into what it is told: the target, or back.
+        rebooting: v.owned.approved() && !bn.is_some_and(|bn| bn.runs(&v.owned.spec.desired_image)),
         not_ready_since: node.and_then(state::not_ready_since),
     };
     let (unhealthy, recheck) = halt::unhealthy(holder, pool.view.input.now);
@@ -331,6 +422,7 @@ fn drain_progress(pool: &Pool<'_, '_>, name: &str, v: &mut NodeVerdict) {
             // Drained and staged: approved to boot (a pause holds it).
             if v.state == NodeState::Staged && !pool.paused {
                 v.owned.spec.desired_image_state = DesiredImageState::Booted;
+                v.rolling_back = true;
             }
         }
         Some(DrainPhase::Failed { message, at }) => {
@@ -346,6 +438,73 @@ fn drain_progress(pool: &Pool<'_, '_>, name: &str, v: &mut NodeVerdict) {
             }
         }
     }
+}
+
+/// A member's name, Node and BootcNode.
+type Member<'a> = (&'a str, Option<&'a Node>, Option<&'a BootcNode>);
+
+/// Is the member marked failed on the target by its health gate?
+fn failed_on_target(pool: &Pool<'_, '_>, v: &NodeVerdict) -> bool {
+    v.owned
+        .health_failed
+        .as_ref()
+        .is_some_and(|(digest, _)| *digest == pool.target.digest)
+}
+
+/// A slot holder back on the target, before the health gate
+/// ([`proving`]): released once it passes, held while it settles, failed
+/// for the target past the timeout.
+fn prove(pool: &Pool<'_, '_>, member: Member<'_>, health: &HealthSpec, v: &mut NodeVerdict) {
+    let (name, node, bn) = member;
+    let (Some(n), Some(b)) = (node, bn) else {
+        return hold(pool, member, v);
+    };
+    let input = pool.view.input;
+    let checked = proving::check(health, n, b, input.gates.health_pods_on(name));
+    // Pods and the clock decide: asked again at every plan.
+    v.keepable = false;
+    match proving::assess(health, &checked, b.phase_since(), input.now) {
+        Proof::Passed => release(pool, name, node, v),
+        Proof::Settling { waiting, recheck } => {
+            v.proving = Some(format!("{name}: {waiting}"));
+            requeue(&mut v.requeue, Some(recheck));
+            hold(pool, member, v);
+        }
+        Proof::Failed { check } => {
+            v.owned.health_failed = Some((pool.target.digest.clone(), check));
+            failed_in_slot(pool, member, false, v);
+        }
+    }
+}
+
+/// A slot holder failed on the target by its health gate: under
+/// `onFailure: Rollback` approved to boot the image it ran before, and
+/// released once it runs it (`back`: Ready, not Degraded, no reboot in
+/// flight); under `Halt` kept in its slot for a person.
+fn failed_in_slot(pool: &Pool<'_, '_>, member: Member<'_>, back: bool, v: &mut NodeVerdict) {
+    let (name, node, bn) = member;
+    let rolls_back = pool
+        .view
+        .pool
+        .spec
+        .health
+        .as_ref()
+        .is_some_and(|h| h.on_failure == HealthFailurePolicy::Rollback);
+    v.keepable = false;
+    if rolls_back && let Some(bn) = bn {
+        match proving::back_to(bn, pool.target) {
+            Some(image) => {
+                spec::point_at(&mut v.owned, image);
+                if back && bn.runs(&v.owned.spec.desired_image) {
+                    return release(pool, name, node, v);
+                }
+                v.owned.spec.desired_image_state = DesiredImageState::Booted;
+                v.rolling_back = true;
+            }
+            None => v.no_rollback = true,
+        }
+    }
+    hold(pool, member, v);
 }
 
 /// A member outside any slot: approval belongs to a slot, its drain stops,
@@ -369,7 +528,10 @@ fn outside_slot(
     let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
     let in_conflict = pool.conflicts.contains_key(name);
     let staged = v.state == NodeState::Staged;
-    let held_back = v.held || v.blocked_by.is_some() || v.owned.skipped.is_some();
+    let held_back = v.held
+        || v.blocked_by.is_some()
+        || v.owned.skipped.is_some()
+        || v.owned.health_failed.is_some();
     v.candidate = slots::candidate(staged, healthy, deleting, in_conflict, held_back);
 }
 

@@ -358,3 +358,89 @@ pub fn kubelet_deletes_evicted(sim: &Sim, namespace: &str) -> tokio::task::JoinH
         }
     })
 }
+
+/// The label of the workload pods [`play_workload`] runs.
+pub const WORKLOAD_LABEL: (&str, &str) = ("app", "driver");
+
+/// Plays the kubelet for one workload pod per node (`default/<node>-driver`,
+/// [`WORKLOAD_LABEL`], bound to the node): Ready while its node runs a good
+/// image, not Ready from its daemon's `Rebooting` report (the kubelet goes
+/// down with the reboot) and while its node runs the image `bad` (a digest)
+/// breaks (with `spare_first`, on every node but the first to run it).
+/// Returns once every pod exists and is Ready.
+pub async fn play_workload(
+    sim: &Sim,
+    nodes: &[String],
+    bad: &str,
+    spare_first: bool,
+) -> tokio::task::JoinHandle<()> {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::ResourceExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
+    // A DaemonSet's pods, as drivers are: a drain leaves them alone (the
+    // sim runs no controller manager, so the DaemonSet makes no pods).
+    let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(sim.admin.clone(), "default");
+    let labels = serde_json::json!({WORKLOAD_LABEL.0: WORKLOAD_LABEL.1});
+    let ds = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "driver"},
+        "spec": {"selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "driver", "image": "example.invalid/driver:1"}]}}},
+    }))
+    .unwrap();
+    let ds = daemonsets
+        .create(&kube::api::PostParams::default(), &ds)
+        .await
+        .unwrap();
+    for node in nodes {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{node}-driver"), "labels": labels,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                             "name": "driver", "uid": ds.uid(), "controller": true}]},
+            "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                     "tolerations": [{"operator": "Exists"}],
+                     "containers": [{"name": "driver", "image": "example.invalid/driver:1"}]},
+        }))
+        .unwrap();
+        k8s::create_running_pod(&pods, &pod).await.unwrap();
+    }
+    let bad = bad.to_owned();
+    let bns: Api<BootcNode> = Api::all(sim.admin.clone());
+    tokio::spawn(async move {
+        let mut ready: std::collections::BTreeMap<String, bool> = Default::default();
+        let mut spared: Option<String> = None;
+        let mut events = watcher(bns, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(bn)) = events.next().await {
+            let name = bn.name_any();
+            let runs_bad = bn
+                .status
+                .as_ref()
+                .and_then(|s| s.booted.as_ref())
+                .and_then(|b| b.image_digest.as_deref())
+                == Some(bad.as_str());
+            if runs_bad && spare_first {
+                spared.get_or_insert_with(|| name.clone());
+            }
+            let broken = bn.phase() == Some(api::DaemonPhase::Rebooting)
+                || (runs_bad && spared.as_ref() != Some(&name));
+            if ready.insert(name.clone(), !broken) == Some(!broken) {
+                continue;
+            }
+            let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
+            let status = serde_json::json!({"status": {"conditions": [{"type": api::node_health::NODE_READY,
+                "status": if broken { "False" } else { "True" }, "lastTransitionTime": now}]}});
+            let _ = pods
+                .patch_status(
+                    &format!("{name}-driver"),
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Strategic(status),
+                )
+                .await;
+        }
+    })
+}

@@ -159,6 +159,27 @@ async fn only_the_controller_changes_a_bootc_nodes_spec_or_marks() {
         message.contains(api::labels::IN_REBOOT_SLOT_ANNOTATION),
         "{message}"
     );
+    // A failed health gate is cleared by `kubectl bootc retry`, which the
+    // controller answers, never by hand.
+    let message = refused(
+        "an admin's edit of a failed health gate's mark",
+        |attempt| async move {
+            admin
+                .patch(
+                    "node-a",
+                    pp,
+                    &Patch::Merge(json!({"metadata": {"annotations": {
+                    api::labels::HEALTH_FAILED_ANNOTATION: format!("sha256:try-{attempt}")}}})),
+                )
+                .await
+                .map(|_| ())
+        },
+    )
+    .await;
+    assert!(
+        message.contains(api::labels::HEALTH_FAILED_ANNOTATION),
+        "{message}"
+    );
     let message = refused("an admin's BootcNode", |attempt| async move {
         let spec = BootcNodeSpec {
             desired_image: IMAGE_B.into(),

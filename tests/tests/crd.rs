@@ -309,6 +309,63 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "a number of nodes (0 or more), or a percentage from 0% to 100%",
         ),
         (
+            "batches-zero",
+            with(&["rollout", "batches"], json!([0, "50%"])),
+            "spec.rollout.batches[0]",
+            "must be a number of nodes of at least 1, or a percentage from 1% to 100%",
+        ),
+        (
+            "batches-not-a-percentage",
+            with(&["rollout", "batches"], json!([1, "half"])),
+            "spec.rollout.batches[1]",
+            "must be a number of nodes of at least 1, or a percentage from 1% to 100%",
+        ),
+        (
+            "success-threshold-over-100",
+            with(&["rollout", "successThreshold"], json!(101)),
+            "spec.rollout.successThreshold",
+            "should be less than or equal to 100",
+        ),
+        (
+            "health-timeout-within-settle",
+            with(
+                &["health"],
+                json!({"settleSeconds": 600, "timeoutSeconds": 600}),
+            ),
+            "spec.health.timeoutSeconds",
+            "must be greater than spec.health.settleSeconds",
+        ),
+        (
+            "health-rollback-updated-without-rollback",
+            with(&["health"], json!({"rollbackUpdated": true})),
+            "spec.health.rollbackUpdated",
+            "needs spec.health.onFailure: Rollback",
+        ),
+        (
+            "health-on-failure-unknown",
+            with(&["health"], json!({"onFailure": "Retry"})),
+            "spec.health.onFailure",
+            "Unsupported value",
+        ),
+        (
+            "health-condition-status-unknown",
+            with(
+                &["health"],
+                json!({"conditions": [{"type": "GPUHealthy", "status": "Yes"}]}),
+            ),
+            "spec.health.conditions[0].status",
+            "Unsupported value",
+        ),
+        (
+            "health-pods-without-namespace",
+            with(
+                &["health"],
+                json!({"pods": [{"selector": {"matchLabels": {"app": "driver"}}}]}),
+            ),
+            "spec.health.pods[0].namespace",
+            "Required value",
+        ),
+        (
             "alert-gate-not-a-url",
             with(
                 &["rollout", "alertGate"],
@@ -483,6 +540,31 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         degraded_count: 0,
         next_maintenance_window: Some(now.clone()),
         conditions: vec![],
+        failed_images: vec![api::FailedImage {
+            reference: "quay.io/acme/os:9.4".into(),
+            digest: digest.clone(),
+            node: "n1".into(),
+            check: "pod gpu/driver-x Ready not shown within timeoutSeconds 600".into(),
+            at: now.clone(),
+        }],
+        batch: Some(api::BatchStatus {
+            digest: digest.clone(),
+            step: 1,
+            limit: 2,
+            soaking_since: Some(now.clone()),
+            healthy: 2,
+            updated: 2,
+        }),
+        rollouts: vec![api::RolloutRecord {
+            digest: digest.clone(),
+            image: format!("quay.io/acme/os@{digest}"),
+            started: now.clone(),
+            nodes: 3,
+            ended: Some(now.clone()),
+            outcome: Some(api::RolloutOutcome::Completed),
+            updated: 3,
+            failed: 0,
+        }],
     };
     api::conditions::apply(
         &mut status.conditions,
@@ -548,6 +630,15 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         boot_id: Some("0f0e".into()),
         download_only_supported: Some(true),
         conditions: vec![],
+        history: vec![api::NodeUpdate {
+            image: format!("quay.io/acme/os@{digest}"),
+            digest: Some(digest.clone()),
+            version: Some("9.4".into()),
+            staged: Some(now.clone()),
+            booted: Some(now.clone()),
+            outcome: Some(api::UpdateOutcome::Failed),
+            reason: Some("pod gpu/driver-x Ready not shown within timeoutSeconds 600".into()),
+        }],
     };
     api::conditions::apply(
         &mut bn_status.conditions,

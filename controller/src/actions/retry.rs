@@ -9,7 +9,8 @@
 //! the planner approves it again in its slot like any other staged node.
 //! A node skipped for its target after a failed drain (`onDrainTimeout:
 //! Release`) has its skip cleared: it takes a slot again and is drained
-//! again. Nothing else needs a person: a failed download is retried by the
+//! again. A node that failed its health gate (`spec.health`) has its mark
+//! cleared: the pool gives the image again, and the node is judged again. Nothing else needs a person: a failed download is retried by the
 //! daemon, a failed drain (under `Retry`) by the controller.
 //!
 //! The request is consumed either way: the annotation is removed in the same
@@ -18,7 +19,8 @@
 //! makes the writes.
 
 use api::labels::{
-    CONTROLLER_MANAGER, RETRY_ANNOTATION, SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION,
+    CONTROLLER_MANAGER, HEALTH_FAILED_ANNOTATION, HEALTH_FAILED_BECAUSE_ANNOTATION,
+    RETRY_ANNOTATION, SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION,
 };
 use api::{BootcNode, BootcNodePool, DesiredImageState};
 use kube::api::{Api, Patch, PatchParams};
@@ -35,6 +37,9 @@ pub struct Request {
     /// Clear the node's skip (its drain failed under `onDrainTimeout:
     /// Release`): it takes a slot again and is drained again.
     pub unskip: bool,
+    /// Clear the node's failed health gate (`spec.health`): its image may
+    /// be given to nodes again, and the node is judged again.
+    pub unfail: bool,
     pub resource_version: Option<String>,
 }
 
@@ -50,6 +55,7 @@ pub fn requests<'a>(
             node: bn.name_any(),
             withdraw: bn.awaits_retry(),
             unskip: bn.skipped().is_some(),
+            unfail: bn.health_failed().is_some(),
             resource_version: bn.meta().resource_version.clone(),
         })
         .collect()
@@ -69,6 +75,10 @@ pub fn patch_body(request: &Request) -> serde_json::Value {
     if request.unskip {
         body["metadata"]["annotations"][SKIPPED_ANNOTATION] = json!(null);
         body["metadata"]["annotations"][SKIPPED_BECAUSE_ANNOTATION] = json!(null);
+    }
+    if request.unfail {
+        body["metadata"]["annotations"][HEALTH_FAILED_ANNOTATION] = json!(null);
+        body["metadata"]["annotations"][HEALTH_FAILED_BECAUSE_ANNOTATION] = json!(null);
     }
     body
 }
@@ -204,6 +214,7 @@ mod tests {
             node: "n1".into(),
             withdraw: true,
             unskip: false,
+            unfail: false,
             resource_version: Some("7".into()),
         };
         assert_eq!(
@@ -222,13 +233,26 @@ mod tests {
         let unskip = Request {
             withdraw: false,
             unskip: true,
-            ..request
+            ..request.clone()
         };
         assert_eq!(
             patch_body(&unskip),
             json!({
                 "metadata": {"annotations": {RETRY_ANNOTATION: null, SKIPPED_ANNOTATION: null,
                     SKIPPED_BECAUSE_ANNOTATION: null}, "resourceVersion": "7"},
+            })
+        );
+        // A node that failed its health gate: its mark goes in the same write.
+        let unfail = Request {
+            withdraw: false,
+            unfail: true,
+            ..request
+        };
+        assert_eq!(
+            patch_body(&unfail),
+            json!({
+                "metadata": {"annotations": {RETRY_ANNOTATION: null, HEALTH_FAILED_ANNOTATION: null,
+                    HEALTH_FAILED_BECAUSE_ANNOTATION: null}, "resourceVersion": "7"},
             })
         );
     }

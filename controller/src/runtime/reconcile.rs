@@ -244,7 +244,8 @@ async fn reconcile_pool(
         .resolver
         .resolve(&pool, secret.as_deref(), &chosen.architectures, target)
         .await;
-    let gates = ctx.gatekeeper.ask(&pool, gates).await;
+    let in_slots = || chosen.bns.iter().any(|bn| bn.in_slot());
+    let gates = ctx.gatekeeper.ask(&pool, gates, in_slots).await;
     // Step 2, plan.
     let planning = Instant::now();
     let pools = ctx.caches.pools.state();

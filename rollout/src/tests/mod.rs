@@ -24,13 +24,16 @@ use api::BootcNodePoolStatus;
 use api::node_health::is_cordoned as node_unschedulable;
 use std::time::Duration;
 
+mod batches;
 mod budget;
 mod cordon;
 mod gates;
 mod halt;
+mod health;
 mod leaving;
 mod membership;
 mod order;
+mod preview;
 mod sequence;
 mod slots;
 mod spec;

@@ -82,6 +82,26 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     })
     .await;
     let status = bn.status.unwrap();
+    // The record of the update, in the writes the daemon made anyway.
+    let history: Vec<(&str, bool, bool, Option<api::UpdateOutcome>)> = status
+        .history
+        .iter()
+        .map(|u| {
+            (
+                u.image.as_str(),
+                u.staged.is_some(),
+                u.booted.is_some(),
+                u.outcome,
+            )
+        })
+        .collect();
+    assert_eq!(
+        history,
+        [
+            (b.as_str(), true, true, Some(api::UpdateOutcome::Updated)),
+            (a.as_str(), false, false, None),
+        ]
+    );
     assert_eq!(status.booted.and_then(|b| b.image), Some(b.clone()));
     assert_ne!(
         status.boot_id.as_deref(),

@@ -1,0 +1,121 @@
+//! `kubectl bootc plan POOL [--image REF]`: the rollout ahead, wave by
+//! wave, as the controller's own planner would run it
+//! ([`rollout::preview`]), from the objects the plugin reads, writing
+//! nothing. The pull secret is taken as the nodes were told it (the plugin
+//! reads no Secret), and the alert gate is not asked (the plugin does not
+//! reach Prometheus): the preview says so.
+
+use api::BootcNodePool;
+use api::image_ref::ImageRef;
+use kube::ResourceExt;
+use rollout::gates::Gates;
+use rollout::preview::{Preview, Start};
+use rollout::{SecretSeen, Target};
+
+use crate::Snapshot;
+
+/// The preview of `pool`'s rollout of `image` (a pinned reference; None:
+/// its current target), as text; Err says why there is none.
+pub fn plan(
+    snap: &Snapshot,
+    pool: &str,
+    image: Option<&str>,
+    now: jiff::Timestamp,
+) -> Result<String, String> {
+    let p = snap
+        .pool(pool)
+        .ok_or_else(|| format!("no BootcNodePool named {pool}"))?;
+    let target = target(p, image)?;
+    let start = Start {
+        pool: p.clone(),
+        nodes: snap.nodes.clone(),
+        bootc_nodes: snap.bootc_nodes.clone(),
+        other_pools: snap
+            .pools
+            .iter()
+            .filter(|o| o.name_any() != pool)
+            .cloned()
+            .collect(),
+        pull_secret: told_secret(snap, p),
+        gates: gates(snap, p),
+        operator_namespace: api::labels::OPERATOR_NAMESPACE.to_owned(),
+        now,
+    };
+    let preview = rollout::preview::preview(start, &target);
+    Ok(crate::shown(text(p, &target, &preview)))
+}
+
+/// The target to preview: `image`, which must be pinned, or the pool's.
+fn target(pool: &BootcNodePool, image: Option<&str>) -> Result<Target, String> {
+    match image {
+        Some(image) => {
+            let parsed = ImageRef::parse_pinned(image).map_err(|e| {
+                format!("--image {image:?}: {e} (the preview resolves no tag: give repository@sha256:...)")
+            })?;
+            let digest = parsed.digest.clone().unwrap_or_default();
+            Ok(Target {
+                image: parsed.pinned(&digest),
+                digest,
+            })
+        }
+        None => rollout::target::recorded(&pool.status.clone().unwrap_or_default())
+            .ok_or_else(|| format!("pool {} has no target yet: give --image", pool.name_any())),
+    }
+}
+
+/// The pull secret as the pool's nodes were told it (the plugin reads no
+/// Secret).
+fn told_secret(snap: &Snapshot, pool: &BootcNodePool) -> Option<SecretSeen> {
+    pool.spec.pull_secret_ref.as_ref()?;
+    let version = snap
+        .members(&pool.name_any())
+        .find_map(|bn| bn.spec.pull_secret_hash.clone())?;
+    Some(SecretSeen {
+        version,
+        allows_pool: true,
+    })
+}
+
+/// The gates as the plugin can read them: the blocking and health pods;
+/// the alert gate is taken as open.
+fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
+    let mut gates = Gates::default();
+    if let Some(spec) = &pool.spec.disruption.blocking_pods {
+        gates.blocking_pods = rollout::gates::matching_namespaces(spec, &snap.namespaces)
+            .and_then(|ns| rollout::gates::blocking_pods(spec, &snap.pods, ns.as_ref()));
+    }
+    if let Some(health) = &pool.spec.health {
+        let mut found = std::collections::BTreeMap::new();
+        gates.health_pods = health
+            .pods
+            .iter()
+            .enumerate()
+            .try_for_each(|(entry, spec)| {
+                rollout::gates::health_pods(spec, entry, &snap.pods, &mut found)
+            })
+            .map(|()| found);
+    }
+    gates
+}
+
+fn text(pool: &BootcNodePool, target: &Target, preview: &Preview) -> String {
+    let mut out = format!(
+        "Pool {}: the rollout of {} ahead, by the controller's planner on a copy (nothing is written)\n",
+        pool.name_any(),
+        target.image
+    );
+    if pool.spec.rollout.alert_gate.is_some() {
+        out.push_str("(spec.rollout.alertGate is not asked: taken as no alert firing)\n");
+    }
+    if preview.waves.is_empty() {
+        out.push_str("no node takes a reboot slot\n");
+    }
+    for (i, wave) in preview.waves.iter().enumerate() {
+        out.push_str(&format!("wave {}: {}\n", i + 1, wave.join(", ")));
+    }
+    match &preview.held {
+        None => out.push_str("then every member runs the target\n"),
+        Some((reason, message)) => out.push_str(&format!("then held: {reason}: {message}\n")),
+    }
+    out
+}
