@@ -24,8 +24,10 @@
 //! `--leader-elect`, `--lease-name` (bootc-controller), `--namespace`
 //! (bootc-operator), `--identity` ($POD_NAME, else the host name),
 //! `--lease-duration-seconds` (15), `--health-addr` (0.0.0.0:8081, "" to
-//! disable; /healthz, /readyz), `--resync-seconds` (600). SIGTERM/SIGINT stop
-//! it cleanly and release the lease.
+//! disable; /healthz, /readyz, plain), `--metrics-addr` (0.0.0.0:8080;
+//! /metrics over HTTPS for permitted tokens, [`runtime::secure_metrics`]),
+//! `--metrics-cert-dir`, `--resync-seconds` (600). SIGTERM/SIGINT stop it
+//! cleanly and release the lease.
 //!
 //! RBAC it needs (deploy/rbac/controller.yaml, which the tests install, and
 //! where each verb says why): cluster-wide `node.bootc.dev` bootcnodepools
@@ -35,7 +37,8 @@
 //! `spec.disruption.blockingPods.namespaceSelector`); in its namespace:
 //! secrets get/list/watch, coordination.k8s.io leases create and get/update
 //! of its Lease, rbac roles patch of [`actions::daemon_secrets::ROLE`]; in `default`:
-//! events.k8s.io events create.
+//! events.k8s.io events create; for /metrics, authentication.k8s.io
+//! tokenreviews create and authorization.k8s.io subjectaccessreviews create.
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 

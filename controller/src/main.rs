@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Parser, Debug)]
 #[command(
     name = "bootc-controller",
+    version,
     about = "Rolls bootc OS images across BootcNodePools"
 )]
 struct Args {
@@ -36,9 +37,16 @@ struct Args {
     #[arg(long, default_value = "0.0.0.0:8081")]
     health_addr: String,
     /// Serve Prometheus metrics (/metrics, OpenMetrics text) on this address
-    /// ("" disables; the health address serves them too).
+    /// over HTTPS, only to bearer tokens whose user may get /metrics
+    /// (TokenReview, SubjectAccessReview); "" disables. Not the health
+    /// address.
     #[arg(long, default_value = "0.0.0.0:8080", env = "BOOTC_METRICS_ADDR")]
     metrics_addr: String,
+    /// A directory with the metrics server's certificate, tls.crt and
+    /// tls.key (a kubernetes.io/tls Secret mounted there); absent or empty: a
+    /// self-signed one made at start.
+    #[arg(long, env = "BOOTC_METRICS_CERT_DIR")]
+    metrics_cert_dir: Option<std::path::PathBuf>,
     /// Log lines as text or as JSON objects (one per line).
     #[arg(long, value_enum, default_value = "text", env = "BOOTC_LOG_FORMAT")]
     log_format: LogFormat,
@@ -99,6 +107,10 @@ enum MainError {
     RegistryCa(String, std::io::Error),
     #[error("invalid --stuck-deadline-scale: {0}")]
     StuckScale(#[from] rollout::stuck::BadScale),
+    #[error(
+        "--health-addr and --metrics-addr are both {0}: /metrics needs a port of its own (HTTPS)"
+    )]
+    SameAddr(SocketAddr),
     #[error("installing signal handlers: {0}")]
     Signal(std::io::Error),
 }
@@ -224,10 +236,14 @@ async fn real_main(args: Args) -> Result<(), MainError> {
     });
     let health_addr = parse_addr("health-addr", &args.health_addr)?;
     let metrics_addr = parse_addr("metrics-addr", &args.metrics_addr)?;
+    if let Some(addr) = health_addr.filter(|h| Some(*h) == metrics_addr) {
+        return Err(MainError::SameAddr(addr));
+    }
     let mut options = Options::new(&identity);
     options.namespace = args.namespace.clone();
     options.health_addr = health_addr;
     options.metrics_addr = metrics_addr;
+    options.metrics_cert_dir = args.metrics_cert_dir.clone();
     options.resync = Duration::from_secs(args.resync_seconds.max(1));
     options.wedged_after = Duration::from_secs(args.wedged_after_seconds.max(1));
     options.deadlines = rollout::stuck::Deadlines::scaled(args.stuck_deadline_scale)?;

@@ -3,7 +3,8 @@
 //! [`selection`]), the reconcile (`reconcile`: gather, plan, act, record)
 //! and what it remembers per pool ([`pool_state`]), pacing ([`pace`]),
 //! leader election ([`lease`]), `/healthz` ([`liveness`]) and `/readyz`
-//! ([`synced`]), and the HTTP endpoints.
+//! ([`synced`]), and the HTTP endpoints: those two plain, `/metrics` for
+//! Prometheus only ([`secure_metrics`]).
 //!
 //! The top layer: may import [`crate::actions`], [`crate::target`],
 //! [`crate::metrics`], `rollout` and `api`; nothing imports it but the
@@ -47,6 +48,7 @@ mod once;
 pub mod pace;
 pub mod pool_state;
 mod reconcile;
+pub mod secure_metrics;
 pub mod selection;
 pub mod synced;
 mod watches;
@@ -62,10 +64,13 @@ pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
 pub struct Options {
     /// Leader election; None runs without (a single replica, or tests).
     pub lease: Option<LeaseConfig>,
-    /// Serve /healthz and /readyz here (and /metrics).
+    /// Serve /healthz and /readyz here, plain.
     pub health_addr: Option<SocketAddr>,
-    /// Serve /metrics here (and /healthz, /readyz); may equal `health_addr`.
+    /// Serve /metrics here, over HTTPS, to permitted tokens only
+    /// ([`secure_metrics`]).
     pub metrics_addr: Option<SocketAddr>,
+    /// `tls.crt` and `tls.key` for /metrics; without them, self-signed.
+    pub metrics_cert_dir: Option<std::path::PathBuf>,
     /// Where events go and pull secrets live.
     pub namespace: String,
     /// This replica's name (events, lease).
@@ -103,6 +108,7 @@ impl Options {
             lease: None,
             health_addr: None,
             metrics_addr: None,
+            metrics_cert_dir: None,
             namespace: OPERATOR_NAMESPACE.to_owned(),
             instance: instance.to_owned(),
             resolver: Arc::new(DigestOnly),
@@ -124,6 +130,8 @@ pub enum Error {
     CachesBehind,
     #[error("cleanup waits for nodes the pool disrupted to be back: {}", nodes.join(", "))]
     CleanupWaiting { nodes: Vec<String> },
+    #[error(transparent)]
+    Metrics(#[from] secure_metrics::MetricsError),
     #[error("lost the leader lease")]
     LeaseLost,
     #[error("starting the lease renewal thread: {0}")]
@@ -153,6 +161,7 @@ impl Error {
             Error::Client(_) => "Client",
             Error::Retry(_) => "Retry",
             Error::Health { .. } => "Health",
+            Error::Metrics(_) => "Metrics",
         }
     }
 }
@@ -343,17 +352,12 @@ fn http_answer(path: &str, ready: bool, wedged: bool) -> (&'static str, &'static
         "/healthz" => ("200 OK", TEXT, "ok".into()),
         "/readyz" if ready => ("200 OK", TEXT, "ok".into()),
         "/readyz" => ("503 Service Unavailable", TEXT, "not ready".into()),
-        "/metrics" => (
-            "200 OK",
-            crate::metrics::CONTENT_TYPE,
-            crate::metrics::global().render(),
-        ),
         _ => ("404 Not Found", TEXT, "not found".into()),
     }
 }
 
 /// Serves /healthz (ok unless the reconcile loop is wedged, see
-/// [`crate::runtime::liveness`]), /readyz (ok once `ready`) and /metrics.
+/// [`crate::runtime::liveness`]) and /readyz (ok once `ready`).
 async fn serve_health(
     addr: SocketAddr,
     ready: Arc<AtomicBool>,
@@ -363,7 +367,7 @@ async fn serve_health(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Health { addr, source })?;
-    tracing::info!(%addr, "health and metrics endpoints listening");
+    tracing::info!(%addr, "health endpoints listening");
     loop {
         let (mut sock, _) = tokio::select! {
             () = stop.cancelled() => return Ok(()),
@@ -396,6 +400,26 @@ async fn serve_health(
     }
 }
 
+/// Starts the /metrics server of `options.metrics_addr`, if any.
+fn start_metrics(
+    options: &Options,
+    client: &kube::Client,
+    shutdown: &CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<()>>, Error> {
+    let Some(addr) = options.metrics_addr else {
+        return Ok(None);
+    };
+    let names = vec![options.instance.clone(), "localhost".to_owned()];
+    let acceptor = secure_metrics::acceptor(options.metrics_cert_dir.as_deref(), &names)?;
+    let reviewer = Arc::new(secure_metrics::Reviewer::new(client.clone()));
+    let stop = shutdown.clone();
+    Ok(Some(tokio::spawn(async move {
+        if let Err(error) = secure_metrics::serve(addr, acceptor, reviewer, stop).await {
+            tracing::error!(%error, "metrics server failed");
+        }
+    })))
+}
+
 /// Runs the controller until `shutdown` is cancelled (or the lease is lost).
 /// With leader election it waits for the lease first and releases it on the
 /// way out.
@@ -415,9 +439,8 @@ pub async fn run(
     let drain_client = counted_client(drain_config)?;
     let ready = Arc::new(AtomicBool::new(false));
     let liveness = Arc::new(Liveness::new(options.wedged_after));
-    let mut addrs: Vec<SocketAddr> = options.health_addr.into_iter().collect();
-    addrs.extend(options.metrics_addr.filter(|m| !addrs.contains(m)));
-    let servers: Vec<_> = addrs
+    let mut servers: Vec<_> = options
+        .health_addr
         .into_iter()
         .map(|addr| {
             let (ready, live, stop) = (ready.clone(), liveness.clone(), shutdown.clone());
@@ -428,6 +451,7 @@ pub async fn run(
             })
         })
         .collect();
+    servers.extend(start_metrics(&options, &client, &shutdown)?);
     let metrics = crate::metrics::global();
     metrics.set_leader(false);
 
@@ -731,11 +755,12 @@ mod tests {
         assert!(!cached.annotations().contains_key("x"));
     }
 
+    /// The plain health port answers the kubelet's probes and serves no
+    /// metrics (those are HTTPS, for permitted tokens: `secure_metrics`).
     #[test]
-    fn metrics_are_served_with_the_health_endpoints() {
-        let (code, content_type, body) = http_answer("/metrics", false, false);
-        assert_eq!(code, "200 OK");
-        assert_eq!(content_type, crate::metrics::CONTENT_TYPE);
+    fn the_health_endpoints_serve_no_metrics() {
+        assert_eq!(http_answer("/metrics", true, false).0, "404 Not Found");
+        let body = crate::metrics::global().render();
         assert!(body.contains("# TYPE bootc_leader gauge"), "{body}");
         assert!(body.ends_with("# EOF\n"), "OpenMetrics: {body}");
         assert_eq!(

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
-#[command(name = "bootc-daemon", about = "bootc-operator node agent")]
+#[command(name = "bootc-daemon", version, about = "bootc-operator node agent")]
 struct Cli {
     /// The helper binary (default: bootc-helper beside this binary).
     #[arg(long, env = "BOOTC_HELPER")]

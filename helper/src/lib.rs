@@ -37,7 +37,9 @@ pub struct Args {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArgsError {
-    #[error("unknown argument {0:?}")]
+    /// Says the version too: `--version` is one of these (the helper's
+    /// code budget has no room for a flag of its own).
+    #[error("unknown argument {0:?} (bootc-helper {version})", version = env!("CARGO_PKG_VERSION"))]
     Unknown(String),
     #[error("{flag} needs a value")]
     Missing { flag: String },

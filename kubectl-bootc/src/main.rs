@@ -22,6 +22,7 @@ const MANAGER: &str = "kubectl-bootc";
 #[command(
     name = "kubectl-bootc",
     bin_name = "kubectl bootc",
+    version,
     about = "bootc-operator rollouts: status, pause/resume, retry, history, why, plan",
     long_about = "bootc-operator rollouts at a glance. Uses KUBECONFIG (or ~/.kube/config) \
                   like kubectl; installed on PATH it runs as `kubectl bootc`."

@@ -6,6 +6,8 @@
 #     {kubelet,kube-controller-manager,kube-scheduler}, built in the same
 #     `go build` so the packages they share compile once
 #   $CACHE/etcd-v<version>/{etcd,etcdctl}
+#   $CACHE/helm-v<version>/helm   (the chart tests and `./dev release`)
+#   $CACHE/krew-v<version>/krew   (the release test installs the plugin)
 # The pins are the wrapper modules in tests/control-plane/ (go.mod and go.sum
 # committed, like Cargo.lock). Each build happens once per machine; progress
 # and times go to stderr.
@@ -14,7 +16,7 @@
 #                                        minor in tests/control-plane/
 #
 # Prints one line per Kubernetes minor on stdout: `<minor> <bin dir>`, after
-# the etcd line `etcd <bin dir>`.
+# the lines `etcd <bin dir>`, `helm <bin dir>` and `krew <bin dir>`.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../control-plane" && pwd)"
 CACHE="${BOOTC_OPERATOR_CACHE:-$HOME/.cache/bootc-operator}"
@@ -60,6 +62,19 @@ build_etcd() {
   echo "etcd $out"
 }
 
+# A tool built from the wrapper module tests/control-plane/NAME, which pins
+# MODULE; VERSION_VAR gets the version, so that `NAME version` is right.
+build_tool() { # name module package version-var [more ldflags]
+  local name="$1" module="$2" package="$3" version_var="$4" extra="${5:-}" version
+  version="$(pinned "$ROOT/$name/go.mod" "$module")"
+  local out="$CACHE/$name-$version"
+  if [ ! -x "$out/$name" ]; then
+    log "building $name $version from Go modules (helm about 3 minutes on 2 cores, krew then seconds; once per machine)"
+    build "$ROOT/$name" "$out" "-s -w -X $version_var=$version $extra" "$package"
+  fi
+  echo "$name $out"
+}
+
 build_kubernetes() { # minor, e.g. 1.37
   local dir="$ROOT/kubernetes-$1"
   [ -f "$dir/go.mod" ] || { echo "no wrapper module for Kubernetes $1 in $dir (tests/scripts/new-kubernetes-wrapper.sh makes one)" >&2; exit 1; }
@@ -99,4 +114,7 @@ if [ "${#minors[@]}" -eq 0 ]; then
   for d in "$ROOT"/kubernetes-*; do minors+=("${d##*/kubernetes-}"); done
 fi
 build_etcd
+build_tool helm helm.sh/helm/v3 helm.sh/helm/v3/cmd/helm helm.sh/helm/v3/internal/version.version \
+  "-X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+build_tool krew sigs.k8s.io/krew sigs.k8s.io/krew/cmd/krew sigs.k8s.io/krew/internal/version.gitTag
 for m in "${minors[@]}"; do build_kubernetes "$m"; done

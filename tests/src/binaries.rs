@@ -1,6 +1,6 @@
 //! Where the test control plane's binaries are: kube-apiserver and kubectl
-//! of one Kubernetes release, etcd and etcdctl, all built from published Go
-//! modules by `tests/scripts/build-control-plane.sh` and cached outside the
+//! of one Kubernetes release, etcd and etcdctl, helm and krew, all built from
+//! published Go modules by `tests/scripts/build-control-plane.sh` and cached outside the
 //! repository by version.
 //!
 //! The release is a minor with a wrapper module in `tests/control-plane/`
@@ -161,6 +161,18 @@ pub fn etcd() -> Result<PathBuf> {
 /// etcdctl of the same release.
 pub fn etcdctl() -> Result<PathBuf> {
     cached(etcd_dir()?, "etcdctl")
+}
+
+/// helm, pinned by `tests/control-plane/helm/go.mod`.
+pub fn helm() -> Result<PathBuf> {
+    let version = pinned(&wrappers_dir().join("helm/go.mod"), "helm.sh/helm/v3")?;
+    cached(format!("helm-{version}"), "helm")
+}
+
+/// krew, pinned by `tests/control-plane/krew/go.mod`.
+pub fn krew() -> Result<PathBuf> {
+    let version = pinned(&wrappers_dir().join("krew/go.mod"), "sigs.k8s.io/krew")?;
+    cached(format!("krew-{version}"), "krew")
 }
 
 #[cfg(test)]

@@ -53,7 +53,8 @@ pub enum Identity {
 }
 
 impl Identity {
-    fn token(self) -> &'static str {
+    /// The static token this identity authenticates with.
+    pub fn token(self) -> &'static str {
         match self {
             Identity::Admin => "admin-token",
             Identity::Controller => "controller-token",
@@ -519,9 +520,15 @@ impl ControlPlane {
     /// [`ControlPlane::node_bound_kubeconfig`]); each call returns another
     /// token, as the kubelet's rotation does.
     pub fn node_bound_token(&self, node: &str) -> Result<String> {
+        self.node_bound_token_in(DAEMON_NAMESPACE, node)
+    }
+
+    /// [`ControlPlane::node_bound_token`] for a daemon installed in
+    /// `namespace` (the chart's renamed namespaces).
+    pub fn node_bound_token_in(&self, namespace: &str, node: &str) -> Result<String> {
         let pod = format!("bootc-daemon-{node}");
         let manifest = format!(
-            "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{pod}\",\"namespace\":\"{DAEMON_NAMESPACE}\",\"ownerReferences\":[{DAEMONSET_OWNER}]}},\"spec\":{{\"nodeName\":\"{node}\",\"serviceAccountName\":\"{DAEMON_SERVICE_ACCOUNT}\",\"automountServiceAccountToken\":false,\"containers\":[{{\"name\":\"daemon\",\"image\":\"bootc-operator\"}}]}}}}"
+            "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{pod}\",\"namespace\":\"{namespace}\",\"ownerReferences\":[{DAEMONSET_OWNER}]}},\"spec\":{{\"nodeName\":\"{node}\",\"serviceAccountName\":\"{DAEMON_SERVICE_ACCOUNT}\",\"automountServiceAccountToken\":false,\"containers\":[{{\"name\":\"daemon\",\"image\":\"bootc-operator\"}}]}}}}"
         );
         let mut apply = self.kubectl();
         apply.args(["apply", "-f", "-"]);
@@ -532,7 +539,7 @@ impl ControlPlane {
             "token",
             DAEMON_SERVICE_ACCOUNT,
             "-n",
-            DAEMON_NAMESPACE,
+            namespace,
             "--bound-object-kind=Pod",
             &format!("--bound-object-name={pod}"),
             "--duration=24h",
@@ -544,6 +551,14 @@ impl ControlPlane {
     /// A client authenticated as `identity`.
     pub async fn client(&self, identity: Identity) -> Result<kube::Client> {
         let kc = Kubeconfig::read_from(self.kubeconfig(identity))?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// A client authenticated with `token` (a TokenRequest's, say).
+    pub async fn client_with_token(&self, token: &str) -> Result<kube::Client> {
+        let kc = Kubeconfig::from_yaml(&self.kubeconfig_text(&format!("    token: {token}\n")))?;
         let config =
             kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
         Ok(kube::Client::try_from(config)?)

@@ -1,6 +1,6 @@
 //! Small helpers for setting up the world in tests.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use api::BootcNodePool;
@@ -79,4 +79,32 @@ where
     S: futures::Stream<Item = Result<T, kube::runtime::watcher::Error>>,
 {
     Ok(stream.try_collect().await?)
+}
+
+/// The error of a write that must be refused, polled until the policy is
+/// in force: a policy takes effect a moment after it is created, and no
+/// event tells when. `write` is given the attempt's number, and a write
+/// that a policy judges by what it changes must change something new each
+/// time: one that slipped through before the policy was in force has made
+/// its change, and the same write again would change nothing, which such a
+/// policy allows (a 30 s wait that then failed, seen once on 1.34).
+pub async fn refused<F, Fut>(what: &str, write: F) -> String
+where
+    F: Fn(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for attempt in 0.. {
+        match write(attempt).await {
+            Err(kube::Error::Api(status)) if status.code == 403 || status.code == 422 => {
+                return status.message;
+            }
+            other => assert!(
+                Instant::now() < deadline,
+                "{what} was not refused: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    unreachable!("the attempts never end")
 }

@@ -15,12 +15,14 @@ pub mod fake_host;
 pub mod fake_systemd;
 pub mod freeze_proxy;
 pub mod h2_raw;
+pub mod helm;
 pub mod helper_size;
 
 pub mod image;
 pub mod image_pull;
 pub mod k8s;
 pub mod kstatus;
+pub mod metrics_client;
 pub mod node_agent;
 pub mod nodes;
 pub mod pki;

@@ -146,7 +146,7 @@ pub struct Sim {
     launcher: Launcher,
     /// The controller replicas' processes, by replica (None: not running).
     controllers: Replicas,
-    /// Where the controller serves `/metrics` (and its health endpoints).
+    /// Where the controller serves `/metrics` (HTTPS, self-signed, for permitted tokens).
     pub metrics_addr: std::net::SocketAddr,
     pub nodes: Arc<Mutex<Vec<SimNode>>>,
     logs: tempfile::TempDir,

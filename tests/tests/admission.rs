@@ -3,12 +3,11 @@
 //! node-bound token, the controller's ServiceAccount and an admin may write.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, Instant};
-
 use api::{BootcNode, BootcNodeSpec, ConditionType, Reason};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use tests::k8s::refused;
 use tests::{ControlPlane, Identity, repo_root};
 
 const IMAGE_A: &str =
@@ -64,34 +63,6 @@ fn status_patch(phase: &str) -> Patch<Value> {
     Patch::Merge(json!({"status": {"conditions": [{
         "type": ConditionType::Idle.as_str(), "status": "False", "reason": phase, "message": "",
         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
-}
-
-/// The error of a write that must be refused, polled until the policy is
-/// in force: a policy takes effect a moment after it is created, and no
-/// event tells when. `write` is given the attempt's number, and a write
-/// that a policy judges by what it changes must change something new each
-/// time: one that slipped through before the policy was in force has made
-/// its change, and the same write again would change nothing, which such a
-/// policy allows (a 30 s wait that then failed, seen once on 1.34).
-async fn refused<F, Fut>(what: &str, write: F) -> String
-where
-    F: Fn(u32) -> Fut,
-    Fut: std::future::Future<Output = Result<(), kube::Error>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for attempt in 0.. {
-        match write(attempt).await {
-            Err(kube::Error::Api(status)) if status.code == 403 || status.code == 422 => {
-                return status.message;
-            }
-            other => assert!(
-                Instant::now() < deadline,
-                "{what} was not refused: {other:?}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    unreachable!("the attempts never end")
 }
 
 #[tokio::test]

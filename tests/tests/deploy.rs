@@ -503,6 +503,8 @@ const CONTROLLER_IN_OPERATOR_NS: &[&str] = &[
     "pods/eviction [] [] [create]",
     "roles.rbac.authorization.k8s.io [] [bootc-daemon-pull-secrets] [patch]",
     "secrets [] [] [get list watch]",
+    "subjectaccessreviews.authorization.k8s.io [] [] [create]",
+    "tokenreviews.authentication.k8s.io [] [] [create]",
 ];
 /// Elsewhere: the ClusterRole, and events (where the evicted pods live).
 const CONTROLLER_ELSEWHERE: &[&str] = &[
@@ -515,6 +517,8 @@ const CONTROLLER_ELSEWHERE: &[&str] = &[
     "nodes [] [] [list watch patch]",
     "pods [] [] [list]",
     "pods/eviction [] [] [create]",
+    "subjectaccessreviews.authorization.k8s.io [] [] [create]",
+    "tokenreviews.authentication.k8s.io [] [] [create]",
 ];
 /// The daemon, everywhere while no pool names a pull secret: BootcNodes and
 /// their status.

@@ -339,11 +339,22 @@ async fn a_real_prometheus_fires_the_halt_and_stuck_node_alerts_on_the_simulated
         serde_yaml::to_string(&rules_in_seconds()).unwrap(),
     )
     .unwrap();
+    // As deploy/monitoring/servicemonitor.yaml scrapes: HTTPS (the
+    // controller's certificate is self-signed here, as in a pod without the
+    // Secret), Prometheus's own ServiceAccount token from a file.
+    std::fs::write(
+        dir.path().join("token"),
+        tests::metrics_client::reader_token(&sim.cp).unwrap(),
+    )
+    .unwrap();
     let config = serde_json::json!({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": ["rules.yaml"],
         "scrape_configs": [{
             "job_name": "bootc-controller",
+            "scheme": "https",
+            "tls_config": {"insecure_skip_verify": true},
+            "authorization": {"credentials_file": "token"},
             "static_configs": [{"targets": [sim.metrics_addr.to_string()]}],
         }],
     });
@@ -410,16 +421,14 @@ async fn a_real_prometheus_fires_the_halt_and_stuck_node_alerts_on_the_simulated
             break;
         }
         if std::time::Instant::now() > deadline {
-            let metrics = http_get(&sim.metrics_addr.to_string(), "/metrics");
+            let scraped = prometheus_api(
+                &web,
+                "/api/v1/query?query=%7B__name__%3D~%22bootc_pool.%2A%22%7D",
+            );
             let pool = pools.get(POOL).await.unwrap();
             panic!(
-                "alerts seen firing: {firing:?}\npool status: {:?}\ncontroller metrics:\n{}",
+                "alerts seen firing: {firing:?}\npool status: {:?}\nthe controller's pool metrics as scraped:\n{scraped}",
                 pool.status,
-                metrics
-                    .lines()
-                    .filter(|l| l.starts_with("bootc_pool"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
             );
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;

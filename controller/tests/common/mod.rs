@@ -41,6 +41,11 @@ pub async fn env() -> Env {
     setup(ControlPlane::start().await.unwrap()).await
 }
 
+/// [`env`] with a control plane started with `options` (an audit log).
+pub async fn env_with(options: tests::control_plane::Options) -> Env {
+    setup(ControlPlane::start_with(options).await.unwrap()).await
+}
+
 async fn setup(cp: ControlPlane) -> Env {
     let admin = cp.admin().await.unwrap();
     k8s::install_crds(&admin).await.unwrap();

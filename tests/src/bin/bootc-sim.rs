@@ -144,11 +144,12 @@ async fn main() -> Result<()> {
     sim.create_pool().await?;
     sim.start_kubelet();
     let header = format!(
-        "bootc-sim: {nodes} nodes on Kubernetes {}. In another shell:\n  export KUBECONFIG={}\n  {} get bnp,bn -w\n  {} status   # or pause/resume {POOL}, why NODE, history {POOL}\n  curl -s http://{}/metrics   # the controller's metrics\nlogs: {}\n",
+        "bootc-sim: {nodes} nodes on Kubernetes {}. In another shell:\n  export KUBECONFIG={}\n  {} get bnp,bn -w\n  {} status   # or pause/resume {POOL}, why NODE, history {POOL}\n  curl -sk -H 'Authorization: Bearer {}' https://{}/metrics   # the controller's metrics (HTTPS, self-signed; the admin's token)\nlogs: {}\n",
         tests::binaries::kube_version()?,
         kubeconfig.display(),
         tests::binaries::kubectl()?.display(),
         tests::fake_host::bin("kubectl-bootc").display(),
+        tests::Identity::Admin.token(),
         sim.metrics_addr,
         sim.log_dir().display()
     );

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Assembles one release folder from what `./dev release` built (the test in
+# tests/tests/release.rs runs it on the test build's files):
+#
+#   assemble-release.sh OUT LAYOUT DIGEST REPOSITORY PLUGIN BASE_URL
+#
+#   OUT         the folder to write (replaced)
+#   LAYOUT      the image's OCI layout (build-image.sh's output), copied as
+#               OUT/image
+#   DIGEST      the image's manifest digest (sha256:...)
+#   REPOSITORY  where the image will be pushed (registry/path, no tag)
+#   PLUGIN      the kubectl-bootc binary
+#   BASE_URL    where OUT's files will be published (the krew manifest's
+#               download address is BASE_URL/<archive>)
+#
+# It writes:
+#   image/                             the OCI layout (push it with skopeo)
+#   install.yaml                       `kubectl kustomize deploy/` with the
+#                                      image pinned to REPOSITORY@DIGEST
+#   bootc-operator-<version>.tgz       the packaged chart, pinned the same way
+#   kubectl-bootc-linux-amd64.tar.gz   the plugin
+#   bootc.yaml                         its krew plugin manifest
+#   SHA256SUMS                         every file above (the layout's files
+#                                      are checked by their own digests)
+#
+# helm and kubectl are $HELM and $KUBECTL, else the ones
+# build-control-plane.sh caches.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+out="$1" layout="$2" digest="$3" repo="$4" plugin="$5" base_url="$6"
+version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
+case "$digest" in
+  sha256:????????????????????????????????????????????????????????????????) ;;
+  *) echo "assemble-release.sh: DIGEST must be sha256:<64 hex>, not $digest" >&2; exit 2 ;;
+esac
+
+if [ -z "${HELM:-}" ] || [ -z "${KUBECTL:-}" ]; then
+  tools="$(tests/scripts/build-control-plane.sh "$(ls -d tests/control-plane/kubernetes-* | sed 's|.*/kubernetes-||' | sort -t. -k2 -n | tail -n1)")"
+  HELM="${HELM:-$(awk '$1 == "helm" {print $2}' <<<"$tools")/helm}"
+  KUBECTL="${KUBECTL:-$(awk '$1 ~ /^1\./ {print $2}' <<<"$tools")/kubectl}"
+fi
+
+rm -rf "$out"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+cp -r "$layout" "$out/image"
+
+# install.yaml: deploy/ with the image by digest (an overlay in the
+# repository's target/, since kustomize takes a base by relative path).
+overlay="target/release-overlay"
+rm -rf "$overlay"
+mkdir -p "$overlay"
+cat >"$overlay/kustomization.yaml" <<EOF
+resources:
+  - ../../deploy
+images:
+  - name: bootc-operator
+    newName: $repo
+    digest: $digest
+EOF
+"$KUBECTL" kustomize "$overlay" >"$out/install.yaml"
+rm -rf "$overlay"
+
+# The chart, its symlinks resolved, its image pinned the same way.
+cp -rL charts/bootc-operator "$work/bootc-operator"
+python3 - "$work/bootc-operator/values.yaml" "$repo" "$version" "$digest" <<'PY'
+import re, sys
+path, repo, version, digest = sys.argv[1:]
+text = open(path).read()
+block = re.search(r"^image:\n(  .*\n)+", text, re.M)
+pinned = f"image:\n  repository: {repo}\n  tag: \"{version}\"\n  digest: \"{digest}\"\n  pullPolicy: \"\"\n"
+open(path, "w").write(text[: block.start()] + pinned + text[block.end():])
+PY
+"$HELM" package "$work/bootc-operator" --version "$version" --app-version "$version" \
+  --destination "$out" >/dev/null
+
+# The plugin, and its krew manifest.
+archive="kubectl-bootc-linux-amd64.tar.gz"
+mkdir -p "$work/plugin"
+cp "$plugin" "$work/plugin/kubectl-bootc"
+cp LICENSE "$work/plugin/" 2>/dev/null || true
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
+  -C "$work/plugin" -czf "$out/$archive" .
+sha="$(sha256sum "$out/$archive" | cut -d' ' -f1)"
+cat >"$out/bootc.yaml" <<EOF
+apiVersion: krew.googlecontainertools.github.com/v1alpha2
+kind: Plugin
+metadata:
+  name: bootc
+spec:
+  version: v$version
+  shortDescription: Watch and steer bootc-operator OS rollouts
+  description: |
+    Answers the questions a bootc-operator rollout raises, from the objects
+    kubectl get reads: status, why a node is not updating, pause and resume,
+    retry of a failed reboot, history.
+  platforms:
+    - selector:
+        matchLabels:
+          os: linux
+          arch: amd64
+      uri: $base_url/$archive
+      sha256: $sha
+      bin: kubectl-bootc
+      files:
+        - from: kubectl-bootc
+          to: .
+EOF
+
+(cd "$out" && sha256sum install.yaml "bootc-operator-$version.tgz" "$archive" bootc.yaml >SHA256SUMS)
+echo "$out"

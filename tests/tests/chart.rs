@@ -1,0 +1,579 @@
+//! The Helm chart `charts/bootc-operator/` with the real helm: it lints,
+//! renders `deploy/` object by object at its default values, renames the
+//! namespaces with one value each (the admission policies then judge the
+//! renamed service accounts), installs, upgrades and uninstalls on a real
+//! API server, and installs from an OCI registry it was pushed to.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use api::{BootcNode, BootcNodePool, BootcNodeSpec, ConditionType, Reason};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tests::helm::{Helm, ObjectKey, chart_dir, first_difference, objects};
+use tests::k8s::refused;
+use tests::registry::{TestImage, TestRegistry};
+use tests::{ControlPlane, Identity, binaries, repo_root};
+
+/// What the admission test's BootcNodes name (nothing resolves it).
+const IMAGE: &str =
+    "registry.test/acme/os@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+/// Namespaces other than deploy/'s, for the values tests.
+const OPERATOR_NS: &str = "ops-bootc";
+const DAEMON_NS: &str = "ops-bootc-nodes";
+
+fn kustomize(dir: &str) -> String {
+    let out = std::process::Command::new(binaries::kubectl().unwrap())
+        .arg("kustomize")
+        .arg(repo_root().join(dir))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Both manifests hold the same objects, each the same field by field.
+fn assert_same_objects(chart: &str, deploy: &str) {
+    let chart = objects(chart).unwrap();
+    let deploy = objects(deploy).unwrap();
+    let keys = |m: &std::collections::BTreeMap<ObjectKey, Value>| {
+        m.keys().cloned().collect::<BTreeSet<_>>()
+    };
+    assert_eq!(
+        keys(&chart),
+        keys(&deploy),
+        "the chart's objects and deploy/'s"
+    );
+    for (key, object) in &chart {
+        if let Some(diff) = first_difference(object, &deploy[key], "") {
+            panic!("{key:?}: the chart renders {diff} (chart != deploy/)");
+        }
+    }
+}
+
+#[test]
+fn the_chart_lints() {
+    let helm = Helm::new().unwrap();
+    let out = helm
+        .run(&["lint", "--strict", chart_dir().to_str().unwrap()])
+        .unwrap();
+    assert!(
+        out.contains("1 chart(s) linted, 0 chart(s) failed"),
+        "{out}"
+    );
+}
+
+/// One source of truth: at its default values the chart renders exactly
+/// the objects of `kubectl kustomize deploy/`, and with monitoring on,
+/// those of `deploy/monitoring/` besides.
+#[test]
+fn default_values_render_deploy_object_by_object() {
+    let helm = Helm::new().unwrap();
+    assert_same_objects(&helm.template(&[]).unwrap(), &kustomize("deploy"));
+    let with_monitoring = helm.template(&["monitoring.enabled=true"]).unwrap();
+    let base = objects(&helm.template(&[]).unwrap()).unwrap();
+    let monitoring: String = objects(&with_monitoring)
+        .unwrap()
+        .into_iter()
+        .filter(|(k, _)| !base.contains_key(k))
+        .map(|(_, v)| format!("---\n{}", serde_yaml::to_string(&v).unwrap()))
+        .collect();
+    assert_same_objects(&monitoring, &kustomize("deploy/monitoring"));
+}
+
+/// Every namespaced object of a render with renamed namespaces.
+fn namespaces_of(manifest: &str) -> BTreeSet<String> {
+    objects(manifest)
+        .unwrap()
+        .keys()
+        .map(|(_, ns, _)| ns.clone())
+        .filter(|ns| !ns.is_empty())
+        .collect()
+}
+
+/// The values other than the defaults land where deploy/'s comments say
+/// they matter, and renaming a namespace is one value: nothing names the
+/// old one afterwards (but the Events' Role in `default`).
+#[test]
+fn values_rename_namespaces_and_set_the_image_and_the_daemon() {
+    let helm = Helm::new().unwrap();
+    let digest = format!("sha256:{}", "c".repeat(64));
+    let rendered = helm
+        .template(&[
+            &format!("namespaces.operator={OPERATOR_NS}"),
+            &format!("namespaces.daemon={DAEMON_NS}"),
+            "image.repository=registry.test/bootc-operator",
+            &format!("image.digest={digest}"),
+            "daemon.allowedRepositories={registry.test/os,registry.test/team/}",
+            "daemon.enforceContainerSigpolicy=true",
+            "daemon.nodeSelector.role=os",
+            "daemon.tolerations[0].key=dedicated",
+            "daemon.tolerations[0].operator=Exists",
+            "daemon.resources.limits.memory=48Mi",
+            "monitoring.enabled=true",
+        ])
+        .unwrap();
+    assert_eq!(
+        namespaces_of(&rendered),
+        BTreeSet::from([OPERATOR_NS.into(), DAEMON_NS.into(), "default".into()])
+    );
+    for old in [
+        "bootc-operator:",
+        "bootc-daemon:bootc-daemon",
+        "[bootc-operator]",
+    ] {
+        assert!(!rendered.contains(old), "{old} left in\n{rendered}");
+    }
+    let all = objects(&rendered).unwrap();
+    let get = |kind: &str, ns: &str, name: &str| {
+        all[&(kind.to_owned(), ns.to_owned(), name.to_owned())].clone()
+    };
+    let ds = get("DaemonSet", DAEMON_NS, "bootc-daemon");
+    let pod = &ds["spec"]["template"]["spec"];
+    let want_image = format!("registry.test/bootc-operator@{digest}");
+    assert_eq!(pod["containers"][0]["image"], want_image.as_str());
+    assert_eq!(
+        pod["nodeSelector"],
+        json!({api::labels::MANAGED_LABEL: "", "role": "os"})
+    );
+    assert_eq!(
+        pod["tolerations"],
+        json!([{"key": "dedicated", "operator": "Exists"}])
+    );
+    assert_eq!(
+        pod["containers"][0]["resources"]["limits"]["memory"],
+        "48Mi"
+    );
+    let env = &pod["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!({"name": "BOOTC_NAMESPACE", "value": OPERATOR_NS})),
+        "{env}"
+    );
+    let config = get("ConfigMap", DAEMON_NS, "bootc-daemon");
+    assert_eq!(
+        config["data"],
+        json!({"allowed-repositories": "registry.test/os,registry.test/team/",
+               "enforce-container-sigpolicy": "true"})
+    );
+    let controller = get("Deployment", OPERATOR_NS, "bootc-controller");
+    assert_eq!(
+        controller["spec"]["template"]["spec"]["containers"][0]["image"],
+        want_image.as_str()
+    );
+    let binding = get("RoleBinding", OPERATOR_NS, "bootc-daemon-pull-secrets");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "bootc-daemon", "namespace": DAEMON_NS}])
+    );
+}
+
+fn kubectl_ok(cp: &ControlPlane, args: &[&str]) -> String {
+    let out = cp.kubectl().args(args).output().unwrap();
+    assert!(out.status.success(), "kubectl {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn wait_crds(cp: &ControlPlane) {
+    kubectl_ok(
+        cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/bootcnodepools.node.bootc.dev",
+            "crd/bootcnodes.node.bootc.dev",
+            "--timeout=60s",
+        ],
+    );
+}
+
+fn bootc_node(name: &str) -> BootcNode {
+    BootcNode::new(
+        name,
+        BootcNodeSpec {
+            desired_image: IMAGE.into(),
+            desired_image_state: Default::default(),
+            reboot_policy: Default::default(),
+            pull_secret_ref: None,
+            pull_secret_hash: None,
+        },
+    )
+}
+
+/// The chart installed with both namespaces renamed: each admission policy
+/// refuses and allows by the renamed service accounts, with their own
+/// tokens (a TokenRequest of each; the daemon's bound to a Pod on its
+/// node, as the kubelet's are).
+#[tokio::test]
+async fn the_admission_policies_follow_renamed_namespaces() {
+    let cp = ControlPlane::start().await.unwrap();
+    let helm = Helm::on(&cp).unwrap();
+    helm.run(&[
+        "install",
+        "bootc",
+        chart_dir().to_str().unwrap(),
+        "--set",
+        &format!("namespaces.operator={OPERATOR_NS}"),
+        "--set",
+        &format!("namespaces.daemon={DAEMON_NS}"),
+    ])
+    .unwrap();
+    wait_crds(&cp);
+    let admin = cp.admin().await.unwrap();
+    let token = kubectl_ok(
+        &cp,
+        &["create", "token", "bootc-controller", "-n", OPERATOR_NS],
+    );
+    let controller = cp.client_with_token(token.trim()).await.unwrap();
+    let daemon = cp
+        .client_with_token(&cp.node_bound_token_in(DAEMON_NS, "node-a").unwrap())
+        .await
+        .unwrap();
+
+    // bootc-node-spec-by-controller-only: an admin may not create a
+    // BootcNode; the renamed controller may.
+    let as_admin: Api<BootcNode> = Api::all(admin.clone());
+    // A new name each attempt: one made before the policy was in force
+    // must not take node-a's.
+    let message = refused("an admin creating a BootcNode", |n| {
+        let as_admin = as_admin.clone();
+        async move {
+            as_admin
+                .create(&PostParams::default(), &bootc_node(&format!("probe-{n}")))
+                .await
+                .map(|_| ())
+        }
+    })
+    .await;
+    assert!(
+        message.contains("created by bootc-controller only"),
+        "{message}"
+    );
+    let as_controller: Api<BootcNode> = Api::all(controller.clone());
+    for name in ["node-a", "node-b"] {
+        as_controller
+            .create(&PostParams::default(), &bootc_node(name))
+            .await
+            .unwrap();
+    }
+
+    // bootc-daemon-own-node-only: node-a's daemon may not write node-b's
+    // status, and may write its own.
+    let as_daemon: Api<BootcNode> = Api::all(daemon);
+    let pp = PatchParams::default();
+    // A new message each time (tests/tests/admission.rs's status writes).
+    let status = |n: u32| {
+        Patch::Merge(json!({"status": {"conditions": [{
+            "type": ConditionType::Idle.as_str(), "status": "False",
+            "reason": Reason::Staging.as_str(), "message": format!("attempt {n}"),
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+    };
+    let message = refused("node-a's daemon writing node-b's status", |n| {
+        let (as_daemon, pp) = (as_daemon.clone(), pp.clone());
+        async move {
+            as_daemon
+                .patch_status("node-b", &pp, &status(n))
+                .await
+                .map(|_| ())
+        }
+    })
+    .await;
+    assert!(message.contains("its own node (node-a)"), "{message}");
+    as_daemon
+        .patch_status("node-a", &pp, &status(1))
+        .await
+        .unwrap();
+
+    // bootc-controller-node-writes: the renamed controller may cordon, and
+    // may not set a label of its choosing.
+    let nodes: Api<Node> = Api::all(admin);
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "node-a"}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let as_controller: Api<Node> = Api::all(controller);
+    let message = refused("the controller labelling a Node", |n| {
+        let (nodes, pp) = (as_controller.clone(), pp.clone());
+        async move {
+            nodes
+                .patch(
+                    "node-a",
+                    &pp,
+                    &Patch::Merge(json!({"metadata": {"labels": {"team": format!("t{n}")}}})),
+                )
+                .await
+                .map(|_| ())
+        }
+    })
+    .await;
+    assert!(message.contains("only bootc.dev/ labels"), "{message}");
+    as_controller
+        .patch(
+            "node-a",
+            &pp,
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// The real controller binary, as the chart's ServiceAccount (the static
+/// token of the test control plane's `bootc-operator:bootc-controller`),
+/// logging to `log`; it dies with the test.
+fn start_controller(
+    cp: &ControlPlane,
+    registry: &TestRegistry,
+    log: &std::path::Path,
+) -> std::process::Child {
+    let file = std::fs::File::create(log).unwrap();
+    std::process::Command::new("setpriv")
+        .args(["--pdeathsig", "KILL", "--"])
+        .arg(tests::fake_host::bin("bootc-controller"))
+        .args(["--health-addr", "", "--metrics-addr", ""])
+        .arg("--registry-ca-file")
+        .arg(registry.ca_path())
+        .env("KUBECONFIG", cp.kubeconfig(Identity::Controller))
+        .env("RUST_LOG", "info")
+        .env_remove("POD_NAME")
+        .stdin(std::process::Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap()
+}
+
+/// Polls `check` (every 200 ms, at most 60 s) until it holds; the
+/// controller's `log` tells why not.
+async fn eventually<F, Fut>(what: &str, log: &std::path::Path, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within 60 s\n{}",
+            tests::control_plane::tail(log)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn marked(node: &Node) -> bool {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let annotations = node.metadata.annotations.clone().unwrap_or_default();
+    labels
+        .keys()
+        .chain(annotations.keys())
+        .any(|k| k.starts_with("bootc.dev/"))
+        || node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+}
+
+/// A pool of the nodes labelled `pool=workers` following `image` (a
+/// digest in the test registry) with the pull secret `pull`.
+fn pool(image: &str) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": "workers"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"pool": "workers"}},
+            "image": {"ref": image},
+            "pullSecretRef": {"name": "pull", "namespace": "bootc-operator"},
+        },
+    }))
+    .unwrap()
+}
+
+/// An image in `registry` and the Secret `pull` for it, opted in to the
+/// pool `workers`: the controller checks a pool's digest at its registry
+/// before any node hears of it.
+async fn image_and_pull_secret(registry: &TestRegistry, admin: &kube::Client) -> String {
+    let image = TestImage {
+        architecture: "amd64",
+        version: "1.0",
+        marker: "chart",
+    };
+    let digest = registry.push_image("acme/os", "v1", &image).await.unwrap();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "pull", "annotations": {api::labels::POOLS_ANNOTATION: "workers"}},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": ByteString(registry.good_docker_config().into_bytes())},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(admin.clone(), "bootc-operator")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    format!("{}/acme/os@{digest}", registry.host())
+}
+
+/// `helm install`, then `helm upgrade` with other values: the pool and its
+/// BootcNode are the same objects afterwards; then the README's uninstall
+/// order (the pools first, their finalizers run by the controller, then
+/// `helm uninstall`) leaves no node cordoned or labelled, and nothing of
+/// the release.
+#[tokio::test]
+async fn install_upgrade_and_uninstall_leave_no_node_marked() {
+    let cp = ControlPlane::start().await.unwrap();
+    let helm = Helm::on(&cp).unwrap();
+    let chart = chart_dir();
+    helm.run(&["install", "bootc", chart.to_str().unwrap()])
+        .unwrap();
+    wait_crds(&cp);
+    let admin = cp.admin().await.unwrap();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "node-1",
+        "labels": {"pool": "workers", api::labels::ARCH_LABEL: "amd64"}}}))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    tests::daemon_player::set_ready(&admin, "node-1", true)
+        .await
+        .unwrap();
+    let registry = TestRegistry::start("chart-user", "chart-pass")
+        .await
+        .unwrap();
+    let image = image_and_pull_secret(&registry, &admin).await;
+    let log = cp.dir().join("controller.log");
+    let mut controller = start_controller(&cp, &registry, &log);
+    let pools: Api<BootcNodePool> = Api::all(admin.clone());
+    let bns: Api<BootcNode> = Api::all(admin.clone());
+    let created = pools
+        .create(&PostParams::default(), &pool(&image))
+        .await
+        .unwrap();
+    eventually("node-1 managed and its BootcNode made", &log, || async {
+        let labelled = nodes.get("node-1").await.is_ok_and(|n| marked(&n));
+        labelled && bns.get_opt("node-1").await.ok().flatten().is_some()
+    })
+    .await;
+    let bn_uid = bns.get("node-1").await.unwrap().metadata.uid;
+
+    helm.run(&[
+        "upgrade",
+        "bootc",
+        chart.to_str().unwrap(),
+        "--set",
+        "controller.logLevel=debug",
+        "--set",
+        &format!("daemon.allowedRepositories={{{}/acme/os}}", registry.host()),
+    ])
+    .unwrap();
+    let kept = pools.get("workers").await.unwrap();
+    assert_eq!(
+        kept.metadata.uid, created.metadata.uid,
+        "the pool was recreated"
+    );
+    assert_eq!(bns.get("node-1").await.unwrap().metadata.uid, bn_uid);
+    let data = kubectl_ok(
+        &cp,
+        &[
+            "get",
+            "configmap/bootc-daemon",
+            "-n",
+            "bootc-daemon",
+            "-o",
+            "jsonpath={.data}",
+        ],
+    );
+    assert!(
+        data.contains(&format!("{}/acme/os", registry.host())),
+        "{data}"
+    );
+
+    kubectl_ok(&cp, &["delete", "bnp", "--all", "--wait=false"]);
+    let gone = cp
+        .kubectl()
+        .args(["wait", "--for=delete", "bnp", "--all", "--timeout=60s"])
+        .output()
+        .unwrap();
+    assert!(
+        gone.status.success(),
+        "the pools' finalizers did not finish: {gone:?}\n{}",
+        tests::control_plane::tail(&log)
+    );
+    // No --wait: without kube-controller-manager here, the namespaces stay
+    // Terminating.
+    helm.run(&["uninstall", "bootc"]).unwrap();
+    controller.kill().unwrap();
+    controller.wait().unwrap();
+    let node = nodes.get("node-1").await.unwrap();
+    assert!(!marked(&node), "node-1 left marked: {:?}", node.metadata);
+    assert_eq!(helm.run(&["list", "--all", "--short"]).unwrap().trim(), "");
+    let crds = kubectl_ok(&cp, &["get", "crd", "-o", "name"]);
+    assert!(!crds.contains("bootc"), "{crds}");
+}
+
+/// The packaged chart pushed to a registry as an OCI artifact (`helm
+/// push`, as a user publishes it) and installed from there by its version.
+#[tokio::test]
+async fn the_chart_pushed_to_a_registry_installs_from_oci() {
+    let registry = TestRegistry::start("chart-user", "chart-pass")
+        .await
+        .unwrap();
+    let cp = ControlPlane::start().await.unwrap();
+    let helm = Helm::on(&cp).unwrap();
+    let out_dir = helm.home().join("packages");
+    let ca = registry.ca_path();
+    let ca = ca.to_str().unwrap();
+    let packaged = helm
+        .run(&[
+            "package",
+            chart_dir().to_str().unwrap(),
+            "--destination",
+            out_dir.to_str().unwrap(),
+        ])
+        .unwrap();
+    let version = chart_version();
+    let tgz = out_dir.join(format!("bootc-operator-{version}.tgz"));
+    assert!(tgz.exists(), "{packaged}");
+    let (user, password) = registry.login();
+    helm.run(&[
+        "registry",
+        "login",
+        &registry.host(),
+        "--username",
+        user,
+        "--password",
+        password,
+        "--ca-file",
+        ca,
+    ])
+    .unwrap();
+    let oci = format!("oci://{}/charts", registry.host());
+    helm.run(&["push", tgz.to_str().unwrap(), &oci, "--ca-file", ca])
+        .unwrap();
+    helm.run(&[
+        "install",
+        "bootc",
+        &format!("{oci}/bootc-operator"),
+        "--version",
+        &version,
+        "--ca-file",
+        ca,
+    ])
+    .unwrap();
+    let listed = helm.run(&["list", "-o", "json"]).unwrap();
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed[0]["status"], "deployed", "{listed}");
+    assert_eq!(
+        listed[0]["chart"],
+        format!("bootc-operator-{version}").as_str()
+    );
+    wait_crds(&cp);
+    kubectl_ok(
+        &cp,
+        &["get", "daemonset/bootc-daemon", "-n", "bootc-daemon"],
+    );
+}
+
+/// The chart's version (Chart.yaml).
+fn chart_version() -> String {
+    let text = std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap();
+    let chart: Value = serde_yaml::from_str(&text).unwrap();
+    chart["version"].as_str().unwrap().to_owned()
+}

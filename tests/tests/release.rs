@@ -1,0 +1,196 @@
+//! A release as `./dev release` assembles it (`tests/scripts/assemble-release.sh`,
+//! here on the test build's plugin and a stand-in image layout): every
+//! binary prints the workspace's version; `kubectl apply -f install.yaml`
+//! installs deploy/'s objects pinned to the image digest on a real API
+//! server; the packaged chart is pinned the same way; the real krew (built
+//! from its Go module) installs the plugin from the krew manifest; the
+//! checksums hold.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+use tests::helm::{Helm, first_difference, objects};
+use tests::{ControlPlane, binaries, repo_root};
+
+const REPOSITORY: &str = "registry.test/bootc-operator";
+
+fn digest() -> String {
+    format!("sha256:{}", "d".repeat(64))
+}
+
+/// The workspace's version (Cargo.toml).
+fn workspace_version() -> String {
+    let text = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap()
+        .to_owned()
+}
+
+fn stdout(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `--version` of the controller, the daemon and the plugin; the helper
+/// (1,000 lines at most, SECURITY.md P39) says its version in its refusal
+/// of any argument it does not take, `--version` included.
+#[test]
+fn every_binary_prints_the_workspace_version() {
+    let version = workspace_version();
+    for bin in ["bootc-controller", "bootc-daemon", "kubectl-bootc"] {
+        let printed = stdout(Command::new(tests::fake_host::bin(bin)).arg("--version"));
+        assert_eq!(printed.trim(), format!("{bin} {version}"));
+    }
+    let helper = Command::new(tests::fake_host::bin("bootc-helper"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&helper.stderr);
+    assert!(
+        said.contains(&format!("(bootc-helper {version})")),
+        "{said}"
+    );
+}
+
+/// Runs the assembly into `out`; the release's folder.
+fn assemble(out: &Path) {
+    let layout = out.with_extension("layout");
+    std::fs::create_dir_all(&layout).unwrap();
+    std::fs::write(
+        layout.join("oci-layout"),
+        r#"{"imageLayoutVersion":"1.0.0"}"#,
+    )
+    .unwrap();
+    stdout(
+        Command::new(repo_root().join("tests/scripts/assemble-release.sh"))
+            .arg(out)
+            .arg(&layout)
+            .arg(digest())
+            .arg(REPOSITORY)
+            .arg(tests::fake_host::bin("kubectl-bootc"))
+            .arg(format!("file://{}", out.display()))
+            .env("HELM", binaries::helm().unwrap())
+            .env("KUBECTL", binaries::kubectl().unwrap()),
+    );
+}
+
+/// Every image of a manifest's pod templates.
+fn images(manifest: &str) -> Vec<String> {
+    objects(manifest)
+        .unwrap()
+        .values()
+        .filter_map(|o| {
+            o["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .cloned()
+        })
+        .flatten()
+        .map(|c| c["image"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// install.yaml is deploy/ object by object but for the images, which are
+/// the release's digest; the packaged chart renders the same images.
+fn pinned_to_the_digest(out: &Path, version: &str) {
+    let install = std::fs::read_to_string(out.join("install.yaml")).unwrap();
+    let pinned = format!("{REPOSITORY}@{}", digest());
+    let found = images(&install);
+    assert_eq!(found, vec![pinned.clone(); 2], "install.yaml's images");
+    let kustomized = stdout(
+        Command::new(binaries::kubectl().unwrap())
+            .arg("kustomize")
+            .arg(repo_root().join("deploy")),
+    );
+    let as_deploy = install.replace(&pinned, "bootc-operator:latest");
+    let (ours, deploy) = (objects(&as_deploy).unwrap(), objects(&kustomized).unwrap());
+    assert_eq!(
+        ours.keys().collect::<Vec<_>>(),
+        deploy.keys().collect::<Vec<_>>()
+    );
+    for (key, object) in &ours {
+        assert_eq!(first_difference(object, &deploy[key], ""), None, "{key:?}");
+    }
+    let chart = out.join(format!("bootc-operator-{version}.tgz"));
+    let rendered = Helm::new()
+        .unwrap()
+        .run(&["template", "bootc-operator", chart.to_str().unwrap()])
+        .unwrap();
+    assert_eq!(images(&rendered), vec![pinned; 2], "the chart's images");
+}
+
+/// The real krew installs the plugin from the release's manifest and
+/// archive, in a network namespace of its own (it reaches nothing).
+fn krew_installs_the_plugin(out: &Path, version: &str) {
+    let root = out.with_extension("krew");
+    let krew = binaries::krew().unwrap();
+    stdout(
+        Command::new("unshare")
+            .args(["--net", "--"])
+            .arg(krew)
+            .arg("install")
+            .arg(format!("--manifest={}", out.join("bootc.yaml").display()))
+            .arg(format!(
+                "--archive={}",
+                out.join("kubectl-bootc-linux-amd64.tar.gz").display()
+            ))
+            .env("KREW_ROOT", &root)
+            .env("KREW_NO_UPGRADE_CHECK", "1"),
+    );
+    let installed = root.join("bin/kubectl-bootc");
+    let printed = stdout(Command::new(installed).arg("--version"));
+    assert_eq!(printed.trim(), format!("kubectl-bootc {version}"));
+}
+
+#[tokio::test]
+async fn a_release_installs_with_kubectl_apply_and_its_plugin_with_krew() {
+    let version = workspace_version();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("release");
+    assemble(&out);
+    stdout(
+        Command::new("sha256sum")
+            .args(["--check", "--strict", "SHA256SUMS"])
+            .current_dir(&out),
+    );
+    pinned_to_the_digest(&out, &version);
+    krew_installs_the_plugin(&out, &version);
+
+    let cp = ControlPlane::start().await.unwrap();
+    stdout(
+        cp.kubectl()
+            .arg("apply")
+            .arg("-f")
+            .arg(out.join("install.yaml")),
+    );
+    stdout(cp.kubectl().args([
+        "wait",
+        "--for=condition=Established",
+        "crd/bootcnodepools.node.bootc.dev",
+        "--timeout=60s",
+    ]));
+    let pool: Value = json!({
+        "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+        "metadata": {"name": "workers"},
+        "spec": {"nodeSelector": {"matchLabels": {"pool": "workers"}},
+                 "image": {"ref": format!("registry.test/acme/os@{}", digest())}},
+    });
+    let pools: kube::Api<api::BootcNodePool> = kube::Api::all(cp.admin().await.unwrap());
+    pools
+        .create(&Default::default(), &serde_json::from_value(pool).unwrap())
+        .await
+        .unwrap();
+    let image = stdout(cp.kubectl().args([
+        "get",
+        "deployment/bootc-controller",
+        "-n",
+        api::labels::OPERATOR_NAMESPACE,
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    ]));
+    assert_eq!(image, format!("{REPOSITORY}@{}", digest()));
+}
