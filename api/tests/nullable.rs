@@ -37,6 +37,7 @@ fn full_pool() -> Value {
             "rollout": {
                 "maxUnavailable": 2, "maxUnhealthy": "10%", "paused": true,
                 "drainTimeoutSeconds": 30,
+                "batches": [1, "50%"], "soakSeconds": 60, "successThreshold": 80,
                 "maintenanceWindows": [{
                     "days": ["Monday"], "start": "02:00", "duration": "4h",
                     "timeZone": "Europe/Paris",
@@ -44,6 +45,12 @@ fn full_pool() -> Value {
             },
             "disruption": {"rebootPolicy": "AllowSoftReboot"},
             "pullSecretRef": {"name": "s", "namespace": "bootc-operator"},
+            "health": {
+                "conditions": [{"type": "GPUHealthy", "status": "True"}],
+                "pods": [{"namespace": "gpu", "selector": {"matchLabels": {"app": "driver"}}}],
+                "settleSeconds": 60, "timeoutSeconds": 600, "onFailure": "Rollback",
+                "rollbackUpdated": true,
+            },
         },
         "status": {
             "observedGeneration": 1, "targetDigest": DIGEST,
@@ -51,6 +58,14 @@ fn full_pool() -> Value {
             "updateAvailable": false, "nodeCount": 1, "updatedCount": 1, "updatingCount": 0,
             "degradedCount": 0, "nextMaintenanceWindow": "2026-01-01T02:00:00Z",
             "conditions": [condition()],
+            "failedImages": [{"ref": "quay.io/acme/os:prod", "digest": DIGEST, "node": "n",
+                              "check": "c", "at": "2026-01-01T00:00:00Z"}],
+            "batch": {"digest": DIGEST, "step": 1, "limit": 2,
+                      "soakingSince": "2026-01-01T00:00:00Z", "healthy": 2, "updated": 2},
+            "rollouts": [{"digest": DIGEST, "image": format!("quay.io/acme/os@{DIGEST}"),
+                          "started": "2026-01-01T00:00:00Z", "nodes": 1,
+                          "ended": "2026-01-01T01:00:00Z", "outcome": "Completed",
+                          "updated": 1, "failed": 0}],
         },
     })
 }
@@ -69,6 +84,9 @@ fn full_node() -> Value {
         "status": {
             "observedGeneration": 1, "booted": entry(), "staged": entry(), "rollback": entry(),
             "bootId": "b", "downloadOnlySupported": true, "conditions": [condition()],
+            "history": [{"image": format!("quay.io/acme/os@{DIGEST}"), "digest": DIGEST,
+                         "version": "1", "staged": "2026-01-01T00:00:00Z",
+                         "booted": "2026-01-01T01:00:00Z", "outcome": "Failed", "reason": "c"}],
         },
     })
 }

@@ -289,8 +289,14 @@ impl NodeLoop {
     fn on_watch_event(&mut self, event: watcher::Event<BootcNode>) {
         match event {
             watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
-                // Our own write coming back is the new baseline.
-                if node.status.is_some() {
+                // Our own write coming back is the new baseline; an older
+                // one (its event late) is not: what we wrote since stays
+                // the baseline, or it would be written again.
+                let ours_back = self
+                    .last_written
+                    .as_ref()
+                    .is_none_or(|w| !machine::worth_writing(node.status.as_ref(), w));
+                if node.status.is_some() && ours_back {
                     self.last_written = None;
                 }
                 let generation = node.metadata.generation;
@@ -807,7 +813,9 @@ impl NodeLoop {
             now_ms: 0,
             staged_here: self.staged_here(node),
         };
-        let now = Time(jiff::Timestamp::now());
+        // Whole seconds, as the API server keeps a time.
+        let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
+            .map_or_else(|_| Time(jiff::Timestamp::now()), Time);
         let mut status = machine::status_to_write(decision, &inputs, &now);
         // The record as last written: the watched object may not show it yet.
         let written = self.last_written.as_ref().or(node.status.as_ref());

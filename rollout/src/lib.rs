@@ -44,13 +44,13 @@
 //! puts on a Node, and its restoration).
 //!
 //! No step reaches back: the plan's vocabulary is in [`model`] and the facts
-//! one step hands to the next in `facts`, below every step; only this
-//! pipeline imports the steps (`tests/tests/layers.rs` checks it).
+//! one step hands to the next in `facts`, below every step; only the
+//! pipeline (`pipeline.rs`) imports the steps, and only the preview of the
+//! rollout ahead ([`preview`]) runs the pipeline again
+//! (`tests/tests/layers.rs` checks that no import goes round in a circle).
 
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
-
-use facts::Rollout;
 
 pub mod batches;
 pub mod budget;
@@ -70,6 +70,7 @@ mod memo;
 pub mod model;
 pub mod order;
 mod owned;
+mod pipeline;
 pub mod preview;
 pub mod proving;
 pub mod pull_secret;
@@ -102,70 +103,7 @@ pub use model::{
 };
 pub use status::{Plan, Summary};
 
-/// Decides what to do for one pool, from scratch: the pipeline of the module
-/// docs. The reference for [`plan_incremental`].
-pub fn plan(input: &PlanInput<'_>) -> Plan {
-    plan_incremental(input, &mut Memo::default())
-}
-
-/// [`plan`], reusing the per-node answers `memo` kept from the previous
-/// plan of the same pool where their inputs have not changed (see [`memo`]).
-pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
-    let view = view::View::of(input);
-    let mut problems: Vec<Problem> = Vec::new();
-    let mut target = target::in_force(&input.target, &view.current, &mut problems);
-    if let Some((back, problem)) = target
-        .as_ref()
-        .and_then(|t| proving::pool_back_to(view.pool, t))
-    {
-        target = Some(back);
-        problems.push(problem);
-    }
-    let secret = pull_secret::checked(input, &mut problems);
-    memo.begin(memo::PoolFacts::of(&view, target.as_ref(), &secret), &view);
-    let members = membership::of(&view, target.is_some(), memo, &mut problems);
-    let leavers = leaving::leavers(&view, &members);
-    let limits = budget::limits(&view.pool.spec.rollout, members.names.len(), &mut problems);
-    let windows = &view.pool.spec.rollout.maintenance_windows;
-    let window = window::at(windows, input.now, &mut problems);
-    let dependencies = depends::check(view.pool, &input.other_pools, &mut problems);
-    let groups = groups::Groups::of_pool(&view.pool.spec.rollout.order, &mut problems);
-    let rollout = match &target {
-        Some(target) => {
-            let mut rollout =
-                verdict::verdicts(&view, target, &members, &leavers, &secret, limits, memo);
-            rollout.window = window;
-            rollout.dependencies = dependencies;
-            rollout.groups = groups;
-            rollout.gate = gates::Gate::of(&input.gates);
-            rollout.batch = verdict::batching(&view, target, &rollout, &mut problems);
-            spec::tell(&view, target, &mut rollout);
-            slots::hand_out(&view, &mut rollout);
-            cordon::lift_strays(&view, &mut rollout);
-            if input.node_lifecycle_conditions {
-                lifecycle::mark(&view, &mut rollout);
-            }
-            rollout
-        }
-        None => {
-            target::report_none(view.pool, &mut problems);
-            Rollout::default()
-        }
-    };
-    let writes = order::writes(&view, &leavers.writes, &rollout);
-    status::report(
-        &view,
-        status::Facts {
-            target: target.as_ref(),
-            members: &members,
-            leavers,
-            rollout,
-            slots: limits.slots,
-        },
-        problems,
-        writes,
-    )
-}
+pub use pipeline::{plan, plan_incremental};
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_rng;

@@ -1,5 +1,5 @@
 //! The rollout ahead (`kubectl bootc plan`): what the pool would do, wave
-//! by wave, computed by [`crate::plan`] itself on a copy of the cluster's
+//! by wave, computed by the plan itself (`crate::pipeline`) on a copy of the cluster's
 //! objects where every write lands at once, every drain succeeds at once,
 //! and every daemon stages and boots what it is told at once (no failure,
 //! no reboot time). Waits the plan asks for (a canary soak, a health gate's
@@ -80,7 +80,7 @@ pub fn preview(mut start: Start, target: &Target) -> Preview {
                 gates: start.gates.clone(),
                 node_lifecycle_conditions: false,
             };
-            crate::plan(&input)
+            crate::pipeline::plan(&input)
         };
         let wave: Vec<String> = plan
             .writes
