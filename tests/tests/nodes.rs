@@ -535,3 +535,84 @@ fn a_node_that_never_comes_back_is_reported_stuck_and_keeps_its_slot() {
         assert_cluster_disruption_at_most(&recorder, 1).await;
     });
 }
+
+/// A node driver that stops being Ready on v2: its readiness probe reads
+/// the os-release the node booted (the fake bootc's boot hook writes it).
+const DRIVER: &str = r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: driver, namespace: default}
+spec:
+  selector: {matchLabels: {app: driver}}
+  template:
+    metadata: {labels: {app: driver}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+        - name: driver
+          image: TOOLS
+          command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]
+          volumeMounts: [{name: os-release, mountPath: /host/os-release, readOnly: true}]
+          readinessProbe:
+            exec:
+              command: ["/bin/sh", "-c", 'case "$(cat /host/os-release)" in *VERSION_ID=\"2.0\"*) exit 1;; esac']
+            periodSeconds: 1
+      volumes:
+        - name: os-release
+          hostPath: {path: /usr/lib/os-release, type: File}
+"#;
+
+/// An image that breaks a node's driver, behind a health gate that rolls a
+/// failed node back: the first node boots v2, its driver pod (as its real
+/// kubelet reports it) is never Ready, so at the timeout the node is marked
+/// failed and booted back into v1 in the same slot. No other node is
+/// approved, no node is left on v2 or cordoned, and the pool says why.
+#[test]
+fn an_image_that_breaks_a_driver_is_rolled_back_on_one_real_node() {
+    on_real_nodes(3, |cluster| async move {
+        let recorder = installed_with_a_pool_on_v1(&cluster, Some(DRIVER), &Install::default())
+            .await
+            .unwrap();
+        let v2 = push_os(&cluster.registry, "2.0", "v2").await.unwrap();
+        let boots_before: Vec<u32> = cluster.nodes.iter().map(|n| n.boot_count()).collect();
+        let gated = format!(
+            "{}  health:\n    pods:\n      - namespace: default\n        selector: {{matchLabels: {{app: driver}}}}\n    settleSeconds: 3\n    timeoutSeconds: 40\n    onFailure: Rollback\n",
+            pool_yaml(&cluster, "v2")
+        );
+        kubectl(&cluster, &["apply", "-f", "-"], Some(&gated)).unwrap();
+        let p = wait_pool(&cluster, "the failed node booted back", |p| {
+            let c = p.status.clone().unwrap_or_default().conditions;
+            api::conditions::is_true(&c, api::ConditionType::Degraded)
+                && api::conditions::reason(&c, api::ConditionType::Degraded)
+                    == Some(api::Reason::RolledBack.as_str())
+                && api::conditions::message(&c, api::ConditionType::Degraded)
+                    .is_some_and(|m| m.contains("it was booted back"))
+        })
+        .await
+        .unwrap();
+        let failed = p.status.unwrap().failed_images;
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(failed[0].digest, digest_of(&v2));
+        let approvals = recorder.approvals().await.unwrap();
+        assert_eq!(approvals, [failed[0].node.clone()], "one node approved");
+        for (node, before) in cluster.nodes.iter().zip(boots_before) {
+            let booted = node.bootc().read_state().unwrap().booted.unwrap();
+            assert_eq!(
+                booted.digest,
+                digest_of(&cluster.os_v1),
+                "{} on v1",
+                node.name
+            );
+            // The failed node: to v2 and back; the others never.
+            let boots = if node.name == failed[0].node { 2 } else { 0 };
+            assert_eq!(node.boot_count(), before + boots, "{}'s boots", node.name);
+        }
+        wait_until_async("the failed node uncordoned", || async {
+            let nodes = Api::<Node>::all(cluster.cp.admin().await.unwrap());
+            let n = nodes.get(&failed[0].node).await.unwrap();
+            !api::node_health::is_cordoned(&n)
+        })
+        .await;
+        nothing_cordoned(&cluster).await;
+        assert_cluster_disruption_at_most(&recorder, 1).await;
+    });
+}
