@@ -97,10 +97,10 @@ pub fn host_view(status: proto::StatusResponse) -> HostView {
 }
 
 /// Which pull secret the host's auth file was last written from, and for
-/// which spec of which BootcNode. The file is written again on every spec
-/// change (a new `metadata.generation`), not only when the reference or
-/// hash changes: something on the host may have removed or replaced it
-/// (`/run` is a tmpfs), and it must be there before bootc pulls.
+/// which spec of which BootcNode. When due ([`pull_secret::write_due`]) it
+/// is written again for every new spec (a new `metadata.generation`), not
+/// only a new reference or hash: something on the host may have removed or
+/// replaced it (`/run` is a tmpfs), and it must be there before bootc pulls.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct AuthWritten {
     reference: SecretReference,
@@ -358,14 +358,13 @@ impl NodeLoop {
             let Some(node) = self.node.clone() else {
                 return Ok(());
             };
-            self.sync_pull_secret(&node).await?;
             if self.report_host_problem(&node).await? {
                 return Ok(());
             }
             let Some(host) = self.host.clone() else {
                 return Ok(());
             };
-            let decision = self.decide(&node, &host);
+            let decision = self.auth_before_pull(&node, &host).await?;
             // A Staging report goes out with the pull (below), not before it.
             let report = match decision.action {
                 Action::Stage { .. } => Report::Unwritten,
@@ -426,6 +425,27 @@ impl NodeLoop {
     }
 
     /// The state machine's decision on what is known now.
+    /// Decides, first writing the host's auth file when that is due
+    /// ([`pull_secret::write_due`]); a pull is decided again after the
+    /// write, whose failure holds it.
+    async fn auth_before_pull(
+        &mut self,
+        node: &BootcNode,
+        host: &HostView,
+    ) -> Result<Decision, LoopError> {
+        let decision = self.decide(node, host);
+        let pulling = matches!(decision.action, Action::Stage { .. });
+        if !pull_secret::write_due(pulling, self.auth_written.is_some()) {
+            return Ok(decision);
+        }
+        self.sync_pull_secret(node).await?;
+        Ok(if pulling {
+            self.decide(node, host)
+        } else {
+            decision
+        })
+    }
+
     fn decide(&self, node: &BootcNode, host: &HostView) -> Decision {
         let decision = machine::decide(&Inputs {
             spec: &node.spec,
@@ -652,12 +672,12 @@ impl NodeLoop {
         decision
     }
 
-    /// Writes the node's pull secret to the host on start-up and on every
-    /// change of the BootcNode's spec (its reference or hash, and any other
-    /// field): from the content read before while the BootcNode announces
-    /// the same (reference and hash), otherwise after one GET checked
-    /// against the hash. A failure is retried after its backoff, not on
-    /// every wake-up, and its retry reads the Secret again.
+    /// Writes the node's pull secret to the host, once per spec of the
+    /// BootcNode (its reference or hash, and any other field): from the
+    /// content read before while the BootcNode announces the same
+    /// (reference and hash), otherwise after one GET checked against the
+    /// hash. A failure is retried after its backoff, not on every wake-up,
+    /// and its retry reads the Secret again.
     async fn sync_pull_secret(&mut self, node: &BootcNode) -> Result<(), LoopError> {
         let auth_failed = self
             .failure

@@ -1,17 +1,21 @@
 //! The pull secret the daemon last read, kept in memory so that the host's
-//! auth file can be rewritten on every spec change without reading the
-//! Secret again: the loop GETs it only when the controller announces other
-//! content (a new reference, or a new `pullSecretHash`: the Secret's
-//! version, `<uid>/<resourceVersion>`, see `api::pull_secret`) or the last
-//! write failed.
+//! auth file can be rewritten before every pull without reading the Secret
+//! again: the loop GETs it only when the controller announces other content
+//! (a new reference, or a new `pullSecretHash`: the Secret's version,
+//! `<uid>/<resourceVersion>`, see `api::pull_secret`) or the last write
+//! failed.
 //!
-//! The helper writes it to `/run/ostree/auth.json` at start-up and on every
-//! change of the BootcNode's spec, so the file is there before any pull even
-//! if something cleared `/run`. A Secret deleted or broken is the pool's
-//! problem, reported there: a host that already holds the announced content
-//! keeps it, and a failure to read it makes the node `Degraded` (and holds
-//! its download) only while the node needs to download; a node on its
-//! image, or staged and approved, stays healthy and its reboot goes on.
+//! When the helper writes `/run/ostree/auth.json` ([`write_due`]): before
+//! each pull (a Stage) of a new spec of the BootcNode, so the file is there
+//! when bootc pulls even if something cleared `/run`; and, once this process
+//! has written it, on every announcement, so a rotation reaches a host that
+//! holds the old credential. A daemon that starts on a node needing no pull
+//! reads no Secret: the file (if `/run` still holds one) waits for the next
+//! pull. A Secret deleted or broken is the pool's problem, reported there:
+//! a host that already holds the announced content keeps it, and a failure
+//! to read it makes the node `Degraded` (and holds its download) only while
+//! the node needs to download; a node on its image, or staged and approved,
+//! stays healthy and its reboot goes on.
 
 use std::fmt;
 
@@ -106,6 +110,15 @@ pub fn source(
     }
 }
 
+/// Whether the loop writes the host's auth file now (if the BootcNode's
+/// announcement is not written yet): before a pull, which needs it, and,
+/// once this process has written it, to follow announcements (a rotation
+/// replaces the host's credential without waiting for a pull). Nothing at
+/// start: a restarted daemon reads the Secret only when a pull needs it.
+pub fn write_due(pulling: bool, written_since_start: bool) -> bool {
+    pulling || written_since_start
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +190,20 @@ mod tests {
             shown.contains(&format!("{} bytes", secret.len())),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn write_due_table() {
+        // (pulling, written since start, write due)
+        #[rustfmt::skip]
+        let rows = [
+            (false, false, false), // started, nothing to pull: no Secret read
+            (true,  false, true),  // the first pull after a start
+            (false, true,  true),  // written before: follows a rotation
+            (true,  true,  true),
+        ];
+        for (pulling, written, due) in rows {
+            assert_eq!(write_due(pulling, written), due, "{pulling} {written}");
+        }
     }
 }

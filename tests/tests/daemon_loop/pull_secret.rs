@@ -1,7 +1,7 @@
-//! The pull secret (SECURITY.md P27, P44): the host's auth file written on
-//! every spec change before bootc pulls, from the content already read while
-//! the announced hash holds; rotations followed; other namespaces refused;
-//! no credential bytes in the status.
+//! The pull secret (SECURITY.md P27, P44): the host's auth file written
+//! before every pull of a new spec (never at a daemon's start), from the
+//! content already read while the announced hash holds; rotations followed
+//! once written; other namespaces refused; no credential bytes in the status.
 
 use std::time::Duration;
 
@@ -64,8 +64,7 @@ async fn wait_stage_of(host: &FakeHost, image: &str, what: impl Fn() -> String) 
 }
 
 /// A BootcNode `node-1` on `image` with pull secret `pull` holding
-/// `content` (and its hash), and a daemon that has written the host's auth
-/// file and reported Idle.
+/// `content` (and its hash), and a daemon that reported Idle.
 async fn idle_with_pull_secret(
     w: &World,
     host: &FakeHost,
@@ -93,11 +92,22 @@ async fn idle_with_pull_secret(
         phase(bn) == Some(Reason::Idle.as_str())
     })
     .await;
-    wait_auth(host, content, || {
-        format!("auth file not written:\n{}", agent.log_text())
+    (secrets, agent)
+}
+
+/// Moves `node-1` to `image`; returns bootc's pull of it, once the node
+/// reports it staged and not Degraded.
+async fn staged(w: &World, host: &FakeHost, agent: &Agent, image: &str) -> Invocation {
+    patch_spec(&w.nodes, "node-1", json!({"desiredImage": image})).await;
+    let run = wait_stage_of(host, image, || {
+        format!("{image} never staged:\n{}", agent.log_text())
     })
     .await;
-    (secrets, agent)
+    wait_bn(&w.nodes, "node-1", Reason::Staged.as_str(), |bn| {
+        phase(bn) == Some(Reason::Staged.as_str()) && degraded(bn).is_none()
+    })
+    .await;
+    run
 }
 
 /// Replaces the content of Secret `pull` (a rotation), as an admin would.
@@ -112,20 +122,21 @@ async fn rotate(secrets: &Api<Secret>, content: &str) -> Secret {
         .unwrap()
 }
 
-/// The host's auth file is written on every spec change of the BootcNode,
-/// not only when the pull secret's reference or hash changes: removed from
-/// the host (`/run` is a tmpfs; anything may clear it), it is back, with
-/// the Secret's content, before bootc pulls the next image. The content is
-/// the one read before: the hash is unchanged, so the Secret is not read again.
+/// A started daemon on a node that needs no pull reads no Secret and
+/// writes no auth file; its first pull finds the file, after one GET. Then
+/// the file is written again on every spec change before bootc pulls:
+/// removed from the host (`/run` is a tmpfs; anything may clear it), it is
+/// back, with the content read before (the hash is unchanged, so the Secret
+/// is not read again).
 #[tokio::test]
-async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
+async fn the_auth_file_is_written_before_every_pull_and_never_at_start() {
     require_root!();
     let w = world_with(tests::control_plane::Options {
         audit: true,
         ..Default::default()
     })
     .await;
-    let (a, b) = (image('a'), image('b'));
+    let (a, b, c) = (image('a'), image('b'), image('c'));
     let host = FakeHost::start(Some(&a)).unwrap();
     let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;
     let (_secrets, agent) = idle_with_pull_secret(&w, &host, &a, v1).await;
@@ -135,31 +146,26 @@ async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
             .filter(|r| r.contains("/secrets/"))
             .count()
     };
-    assert_eq!(secret_reads(), 1, "{:?}", daemon_requests(&w.cp));
+    assert_eq!(secret_reads(), 0, "{:?}", daemon_requests(&w.cp));
+    assert!(!host.layout.auth().exists(), "auth file written at start");
 
-    // The file disappears from the host; the pull secret is unchanged.
-    std::fs::remove_file(host.layout.auth()).unwrap();
-    patch_spec(&w.nodes, "node-1", json!({"desiredImage": b})).await;
-    let run = wait_stage_of(&host, &b, || {
-        format!("{b} never staged:\n{}", agent.log_text())
-    })
-    .await;
-    assert_eq!(
-        run.auth_file.as_deref(),
-        Some(v1),
-        "bootc staged {b} without the pull secret's auth file:\n{}",
-        agent.log_text()
-    );
-    wait_bn(&w.nodes, "node-1", Reason::Staged.as_str(), |bn| {
-        phase(bn) == Some(Reason::Staged.as_str()) && degraded(bn).is_none()
-    })
-    .await;
-    assert_eq!(
-        secret_reads(),
-        1,
-        "the Secret was read again for an unchanged hash: {:?}",
-        daemon_requests(&w.cp)
-    );
+    for next in [&b, &c] {
+        let run = staged(&w, &host, &agent, next).await;
+        assert_eq!(
+            run.auth_file.as_deref(),
+            Some(v1),
+            "bootc pulled {next} without the pull secret's auth file:\n{}",
+            agent.log_text()
+        );
+        assert_eq!(
+            secret_reads(),
+            1,
+            "one read of the Secret for an unchanged hash: {:?}",
+            daemon_requests(&w.cp)
+        );
+        // The file disappears from the host; the pull secret is unchanged.
+        std::fs::remove_file(host.layout.auth()).unwrap();
+    }
 }
 
 /// A spec change that arrives after the Secret was rotated but before the
@@ -169,24 +175,17 @@ async fn auth_file_is_rewritten_on_a_spec_change_before_staging() {
 async fn a_spec_change_before_a_rotation_is_announced_still_stages() {
     require_root!();
     let w = world().await;
-    let (a, b) = (image('a'), image('b'));
+    let (a, b, c) = (image('a'), image('b'), image('c'));
     let host = FakeHost::start(Some(&a)).unwrap();
     let v1 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTE6cDE="}}}"#;
     let v2 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTI6cDI="}}}"#;
     let (secrets, agent) = idle_with_pull_secret(&w, &host, &a, v1).await;
+    staged(&w, &host, &agent, &b).await;
 
     // Rotated, not yet announced: the BootcNode still carries v1's hash.
     rotate(&secrets, v2).await;
-    patch_spec(&w.nodes, "node-1", json!({"desiredImage": b})).await;
-    let run = wait_stage_of(&host, &b, || {
-        format!("{b} never staged:\n{}", agent.log_text())
-    })
-    .await;
+    let run = staged(&w, &host, &agent, &c).await;
     assert_eq!(run.auth_file.as_deref(), Some(v1), "{}", agent.log_text());
-    wait_bn(&w.nodes, "node-1", Reason::Staged.as_str(), |bn| {
-        phase(bn) == Some(Reason::Staged.as_str()) && degraded(bn).is_none()
-    })
-    .await;
 }
 
 #[tokio::test]
@@ -199,8 +198,10 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     let v2 = r#"{"auths":{"127.0.0.1:5000":{"auth":"dTI6cDI="}}}"#;
     let (secrets, agent) = idle_with_pull_secret(&w, &host, &a, v1).await;
     let auth = host.layout.auth();
+    staged(&w, &host, &agent, &image('b')).await;
 
-    // Rotation: the controller bumps the hash, the file follows.
+    // Rotation: the controller bumps the hash; the file, written for the
+    // pull, follows.
     let rotated = rotate(&secrets, v2).await;
     let hash2 = api::pull_secret::version(&rotated.metadata).unwrap();
     patch_spec(&w.nodes, "node-1", json!({"pullSecretHash": hash2})).await;
@@ -212,12 +213,12 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
     // A Secret outside the operator namespace is refused, and reported
     // once the node needs it (a new image to download), which it then does
     // not download.
-    let b = image('b');
+    let c = image('c');
     patch_spec(
         &w.nodes,
         "node-1",
         json!({"pullSecretRef": {"name": "pull", "namespace": "default"}, "pullSecretHash": null,
-               "desiredImage": b}),
+               "desiredImage": c}),
     )
     .await;
     let bn = wait_bn(&w.nodes, "node-1", ConditionType::Degraded.as_str(), |bn| {
@@ -235,7 +236,7 @@ async fn pull_secret_follows_rotation_and_other_namespaces_are_refused() {
         "auth file changed"
     );
     assert!(
-        !stages(&host).iter().any(|i| i.argv.contains(&b)),
+        !stages(&host).iter().any(|i| i.argv.contains(&c)),
         "staged without its pull secret"
     );
 }
