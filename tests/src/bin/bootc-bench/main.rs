@@ -34,6 +34,7 @@ mod rss;
 mod scale;
 mod simulated;
 mod sizes;
+mod wave;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -22,6 +22,7 @@ use crate::api_requests::{POOL_SHARED, audit_len, audit_slice};
 use crate::procfs::{clock_ticks, cpu_seconds, memory_kib};
 use crate::report::{Report, Row, mib, out, percentile, row};
 use crate::simulated::{wait_released, wait_rolled};
+use crate::wave;
 
 /// Write requests served so far, by resource (`resource` or
 /// `resource/subresource`), from the API server's own request counter: no
@@ -187,6 +188,8 @@ struct ScaleResult {
     /// Write requests served during the rollout, by resource.
     writes: BTreeMap<String, f64>,
     probes: Vec<Probe>,
+    /// Each wave's steps (s), when they were watched.
+    waves: Vec<Vec<f64>>,
 }
 
 impl ScaleResult {
@@ -228,7 +231,7 @@ fn reconcile_durations(log: &str) -> Vec<f64> {
     v
 }
 
-fn strip_ansi(s: &str) -> String {
+pub(crate) fn strip_ansi(s: &str) -> String {
     let mut outp = String::new();
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
@@ -364,7 +367,12 @@ async fn updated_count(admin: &kube::Client) -> usize {
 
 /// The rollout to v2, measured: its time (or how far it got before
 /// `timeout`), CPU, memory, reconciles and the writes served.
-async fn measure_rollout(sim: &Sim, n: usize, timeout: Duration) -> Result<ScaleResult> {
+async fn measure_rollout(
+    sim: &Sim,
+    n: usize,
+    timeout: Duration,
+    steps: Option<&wave::Recorder>,
+) -> Result<ScaleResult> {
     let admin = sim.admin.clone();
     let d2 = sim.push_version("2.0").await?;
     let v2 = sim.pinned(&d2);
@@ -408,6 +416,9 @@ async fn measure_rollout(sim: &Sim, n: usize, timeout: Duration) -> Result<Scale
         reconciles,
         writes,
         probes: Vec::new(),
+        waves: steps
+            .map(|w| wave::waves(&w.seen(&log)))
+            .unwrap_or_default(),
     })
 }
 
@@ -487,7 +498,11 @@ async fn scale(
         }
     ));
     let (mut sim, player) = scale_cluster(n, timeout, controller_bin).await?;
-    let mut r = measure_rollout(&sim, n, timeout).await?;
+    // The calibration (no probe) is watched step by step.
+    let steps = probe_writes
+        .is_none()
+        .then(|| wave::Recorder::start(&sim.admin));
+    let mut r = measure_rollout(&sim, n, timeout, steps.as_ref()).await?;
     if let Some(max_writes) = probe_writes
         && r.rollout_seconds.is_some()
     {
@@ -776,8 +791,12 @@ pub(crate) async fn scale_section(report: &mut Report, cli: &Cli, release_dir: &
         Ok(ScaleResult {
             rollout_seconds: Some(s),
             slots,
+            waves,
             ..
-        }) => Some(s / CALIBRATION.div_ceil(slots) as f64),
+        }) => {
+            wave::report_waves(report, CALIBRATION, &waves);
+            Some(s / CALIBRATION.div_ceil(slots) as f64)
+        }
         Ok(_) => {
             report
                 .notes
@@ -814,6 +833,7 @@ fn scale_details(build: &str) -> String {
 
 The real `bootc-controller` ({build} build), kube-apiserver and etcd on this machine; every node's daemon and kubelet are played by the in-process DaemonPlayer (one watch on all BootcNodes, one status write per step, instant reboots). One pool per size, maxUnavailable 10% (rounded up): N/10 slots, 10 waves. Each size gets a fresh cluster: the Nodes are created {SETUP_CONCURRENCY} at a time, registered Ready; the pool is created on v1, and the measurement starts once every node is on v1. Each row:
 
+- **one wave at {CALIBRATION} nodes, one slot**: the controller's side of a wave in the calibration pool, from the moment the node in the slot is seen back Ready on the target to the moment the next node's approval to reboot is seen, p50 and p99 over its waves, and each step between (`tests/src/bin/bootc-bench/wave.rs`): its slot released (the controller uncordons it first), the next node's slot written, its cordon, its drain done (the controller's `drain finished` log line; no pod to evict here), its approval. Every step but the drain is seen by this process's own watches on BootcNodes and Nodes, so each includes a watch's delivery. Target: at most 0.10 s p50. The player's own steps (the reboot's NotReady, status writes and Ready) are not in it.
 - **new digest -> all updated**: from the pool's patch to v2 until its status counts every node updated. A size that does not get there within `--scale-timeout-seconds` says \"not reached\" with the nodes updated by then; its CPU, memory and reconcile rows then cover the time until the timeout.
 - **ideal time**: what an infinitely fast controller would reach on this machine, the larger of two terms. The first is the number of waves times the time of one wave in a pool of {CALIBRATION} nodes with one slot (a calibration run with the same build): one node's round trips, with next to nothing to plan. The second is the rollout's API writes divided by the API server's write throughput: writes that even an infinitely fast controller must get served.
 - **API writes**: every write request (create, update, patch, apply, delete) the API server served during the rollout, by resource, from its own `apiserver_request_total` counter, read before the pool's patch and after the last reboot slot is released (the release and the completion event included). The players' writes and the pool's status and events count too.
