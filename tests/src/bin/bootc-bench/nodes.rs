@@ -1,9 +1,12 @@
 //! The `nodes` section: a rollout on real nodes (tests/src/nodes/), the
 //! operator installed from deploy/ as the real-node tests install it (its
 //! image built from the release binaries when they are there): the pool
-//! changed from v1 to v2, timed until the last node is back Ready on v2;
+//! changed from v1 to v2, timed until the last node is back Ready on v2,
+//! against the sum of the nodes' own reboots (from bootc's apply to the
+//! node back Ready on v2: the physical floor of a rollout of one slot);
 //! the daemon's and the helper's memory in their pod on each node, read
-//! from /proc of the node's processes, during the rollout and after it.
+//! from /proc of the node's processes, during the rollout and after it,
+//! and as the container runtime reports it (the kubelet's stats summary).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -106,6 +109,12 @@ impl Agents {
 struct NodesResult {
     /// Seconds from the pool's change to each node first seen Ready on v2.
     ready_on_v2: BTreeMap<String, f64>,
+    /// Seconds from the pool's change to each node's apply (bootc's own
+    /// record of the call that reboots it).
+    applied: BTreeMap<String, f64>,
+    /// The daemon pod's memory as its kubelet reports it, steady: the
+    /// highest working set and RSS over nodes (bytes).
+    pod_memory: Option<PodMemory>,
     /// Seconds from the pool's change to its status counting every node
     /// updated.
     pool_updated: f64,
@@ -141,8 +150,10 @@ async fn measure(cluster: NodeCluster, binaries: PathBuf, idle: Duration) -> Res
     };
     installed_with_a_pool_on_v1(&cluster, Some(WORKLOAD), &install).await?;
     let v2 = push_os(&cluster.registry, V2, "v2").await?;
-    let nodes = Api::<Node>::all(cluster.cp.admin().await?);
+    let admin = cluster.cp.admin().await?;
+    let nodes = Api::<Node>::all(admin.clone());
     let started = Instant::now();
+    let started_unix = jiff::Timestamp::now().as_microsecond();
     kubectl(
         &cluster,
         &["apply", "-f", "-"],
@@ -179,12 +190,78 @@ async fn measure(cluster: NodeCluster, binaries: PathBuf, idle: Duration) -> Res
     let pool_updated = started.elapsed().as_secs_f64();
     tokio::time::sleep(idle).await;
     let steady = Agents::sample(&cluster);
+    let applied = cluster
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let invocations = node.bootc().read_invocations();
+            let at = invocations
+                .iter()
+                .filter(|i| i.argv.iter().any(|a| a == "--apply"))
+                .map(|i| i.unix_micros)
+                .next_back()?;
+            let after = i64::try_from(at).ok()? - started_unix;
+            Some((node.name.clone(), after as f64 / 1e6))
+        })
+        .collect();
+    let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+    let pod_memory = match daemon_pod_memory(&admin, &names).await {
+        Ok(m) => Some(m),
+        Err(e) => {
+            out(&format!("  the kubelets' stats summary: {e:#}\n"));
+            None
+        }
+    };
     Ok(NodesResult {
         ready_on_v2: ready,
+        applied,
+        pod_memory,
         pool_updated,
         during: during.max(steady),
         steady,
     })
+}
+
+/// A pod's memory as the container runtime reports it to the kubelet.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct PodMemory {
+    working_set: u64,
+    rss: u64,
+}
+
+/// The `bootc-daemon` pod's memory in a kubelet's stats summary (its
+/// containers summed: the daemon and its helper share one).
+fn pod_memory_in(summary: &serde_json::Value) -> Option<PodMemory> {
+    let pod = summary["pods"].as_array()?.iter().find(|p| {
+        p["podRef"]["namespace"] == tests::control_plane::DAEMON_NAMESPACE
+    })?;
+    let sum = |key: &str| {
+        pod["containers"]
+            .as_array()
+            .map(|cs| cs.iter().filter_map(|c| c["memory"][key].as_u64()).sum())
+    };
+    Some(PodMemory {
+        working_set: sum("workingSetBytes")?,
+        rss: sum("rssBytes")?,
+    })
+}
+
+/// The highest of the daemon pod's memory over `nodes`, each read from its
+/// kubelet's `/stats/summary` through the API server.
+async fn daemon_pod_memory(admin: &kube::Client, nodes: &[String]) -> Result<PodMemory> {
+    let mut most = PodMemory::default();
+    for node in nodes {
+        let request = http::Request::get(format!("/api/v1/nodes/{node}/proxy/stats/summary"))
+            .body(Vec::new())?;
+        let summary: serde_json::Value = admin.request(request).await?;
+        let m = pod_memory_in(&summary)
+            .with_context(|| format!("no bootc-daemon pod memory in {node}'s stats summary"))?;
+        most = PodMemory {
+            working_set: most.working_set.max(m.working_set),
+            rss: most.rss.max(m.rss),
+        };
+    }
+    Ok(most)
 }
 
 /// The section: `nodes` real nodes, the operator's image from
@@ -217,6 +294,64 @@ pub(crate) fn nodes_section(
     Ok(())
 }
 
+/// The rollout against the sum of the nodes' reboots.
+fn report_floor(report: &mut Report, r: &NodesResult, last: f64) {
+    let reboots: Vec<f64> = r
+        .ready_on_v2
+        .iter()
+        .filter_map(|(node, ready)| Some(ready - r.applied.get(node)?))
+        .collect();
+    if reboots.len() != r.ready_on_v2.len() {
+        report
+            .notes
+            .push("a node's apply was not found in its bootc record".to_owned());
+        return;
+    }
+    let floor: f64 = reboots.iter().sum();
+    let each: Vec<String> = reboots.iter().map(|s| format!("{s:.1}")).collect();
+    report.push(row(
+        "  the floor: the sum of the nodes' reboots (apply -> Ready on v2)",
+        format!("{floor:.1} s ({})", each.join(" + ")),
+        "",
+        None,
+    ));
+    report.push(row(
+        "  ratio of the rollout to the floor",
+        format!("{:.2}", last / floor.max(f64::MIN_POSITIVE)),
+        "",
+        None,
+    ));
+}
+
+fn report_pod_memory(
+    report: &mut Report,
+    m: Option<PodMemory>,
+    builds: &BTreeMap<&'static str, &'static str>,
+) {
+    let Some(m) = m else {
+        report
+            .notes
+            .push("the kubelets' stats summary gave no daemon pod memory".to_owned());
+        return;
+    };
+    let judged = ["bootc-daemon", "bootc-helper"]
+        .iter()
+        .all(|b| builds.get(b) == Some(&"release"));
+    let target_kib = (8 + 3) * 1024;
+    report.push(row(
+        "daemon pod (daemon + helper) RSS as the container runtime reports it, steady (max over nodes)",
+        mib(m.rss / 1024),
+        if judged { "<= 11 MiB" } else { "(release)" },
+        judged.then_some(m.rss > 0 && m.rss / 1024 <= target_kib),
+    ));
+    report.push(row(
+        "daemon pod working set as the container runtime reports it, steady (max over nodes)",
+        mib(m.working_set / 1024),
+        "",
+        None,
+    ));
+}
+
 /// "bootc-controller debug, bootc-daemon release, ..."
 fn builds_text(builds: &BTreeMap<&'static str, &'static str>) -> String {
     let each: Vec<String> = builds.iter().map(|(b, k)| format!("{b} {k}")).collect();
@@ -236,6 +371,7 @@ fn report_nodes(
         "—",
         None,
     ));
+    report_floor(report, r, last);
     let mut each: Vec<f64> = r.ready_on_v2.values().copied().collect();
     each.sort_by(f64::total_cmp);
     let each: Vec<String> = each.iter().map(|s| format!("{s:.1}")).collect();
@@ -284,8 +420,30 @@ fn report_nodes(
             None,
         ));
     }
+    report_pod_memory(report, r.pod_memory, builds);
     report.details.push(format!(
-        "### A rollout on real nodes\n\n{nodes} node containers (a real systemd, containerd and kubelet each; tests/src/nodes/) on this machine, with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a registry; the operator installed from deploy/ as the real-node tests install it, its image's builds {}; a three-replica workload with a PodDisruptionBudget; one pool, maxUnavailable 1. The time runs from `kubectl apply` of the pool's new tag to the first poll (every 250 ms) that finds the last node Ready with its kubelet reporting v2: each node is cordoned, drained (real evictions), staged, really rebooted and back Ready in turn. The memory rows read `/proc/<pid>/status` of the daemon and helper processes in each node's pod (the node's processes are this machine's): steady at the end of the idle period, the peak (VmHWM) sampled throughout the rollout, whose reboots restart both.\n",
+        "### A rollout on real nodes\n\n{nodes} node containers (a real systemd, containerd and kubelet each; tests/src/nodes/) on this machine, with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a registry; the operator installed from deploy/ as the real-node tests install it, its image's builds {}; a three-replica workload with a PodDisruptionBudget; one pool, maxUnavailable 1. The time runs from `kubectl apply` of the pool's new tag to the first poll (every 250 ms) that finds the last node Ready with its kubelet reporting v2: each node is cordoned, drained (real evictions), staged, really rebooted and back Ready in turn. The floor is the sum of the nodes' own reboots, each from the start of bootc's apply (the fake bootc's record of the call, whose reboot is real) to the node first seen Ready on v2: with one slot the reboots cannot overlap, so no controller could finish sooner; the ratio is the rollout's time over it, and what exceeds 1 is the cordons, drains, stages and slot hand-overs between the reboots. The memory rows read `/proc/<pid>/status` of the daemon and helper processes in each node's pod (the node's processes are this machine's): steady at the end of the idle period, the peak (VmHWM) sampled throughout the rollout, whose reboots restart both. The pod rows are what the container runtime reports for the daemon's pod, as its kubelet serves it (`/stats/summary` through the API server, the pod's containers summed; the helper runs in the daemon's container), steady, the highest over nodes; judged against the sum of the two processes' targets.\n",
         builds_text(builds)
     ));
+}
+
+#[cfg(test)]
+// Not `tests`: that would shadow the crate of the same name in this file.
+mod unit {
+    use super::*;
+
+    #[test]
+    fn the_daemon_pod_is_found_and_its_containers_summed() {
+        let summary = serde_json::json!({"pods": [
+            {"podRef": {"namespace": "default"}, "containers": [{"memory": {"workingSetBytes": 1, "rssBytes": 1}}]},
+            {"podRef": {"namespace": ::tests::control_plane::DAEMON_NAMESPACE}, "containers": [
+                {"memory": {"workingSetBytes": 10, "rssBytes": 4}},
+                {"memory": {"workingSetBytes": 5, "rssBytes": 2}}]},
+        ]});
+        assert_eq!(
+            pod_memory_in(&summary),
+            Some(PodMemory { working_set: 15, rss: 6 })
+        );
+        assert_eq!(pod_memory_in(&serde_json::json!({"pods": []})), None);
+    }
 }
