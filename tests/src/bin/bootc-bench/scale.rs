@@ -685,6 +685,10 @@ fn report_writes(report: &mut Report, r: &ScaleResult) {
 }
 
 /// CPU, memory and reconcile times (until the timeout when not reached).
+/// The controller's CPU per second of rollout, at most: a tenth of a core
+/// whatever the pool's size (the rollout's length grows with it).
+const CONTROLLER_CORES: f64 = 0.10;
+
 fn report_costs(report: &mut Report, r: &ScaleResult) {
     let n = r.nodes;
     let during = if r.rollout_seconds.is_some() {
@@ -692,16 +696,13 @@ fn report_costs(report: &mut Report, r: &ScaleResult) {
     } else {
         "until the timeout"
     };
-    let (target, ok) = judged_at(n, 5000, "<= 20 s", r.cpu.controller <= 20.0);
-    report.push(Row {
-        target,
-        ..row(
-            format!("{n} nodes: controller CPU {during}"),
-            format!("{:.1} s", r.cpu.controller),
-            "",
-            ok,
-        )
-    });
+    let cores = r.cpu.controller / r.elapsed_seconds.max(f64::MIN_POSITIVE);
+    report.push(row(
+        format!("{n} nodes: controller CPU {during}, and per second of it"),
+        format!("{:.1} s, {cores:.3} cores", r.cpu.controller),
+        &format!("<= {CONTROLLER_CORES:.2} cores"),
+        Some(cores <= CONTROLLER_CORES),
+    ));
     report.push(row(
         format!("{n} nodes: API server / etcd CPU {during}"),
         format!("{:.1} / {:.1} s", r.cpu.apiserver, r.cpu.etcd),
@@ -840,7 +841,7 @@ The real `bootc-controller` ({build} build), kube-apiserver and etcd on this mac
 - **write throughput (the probe)**: right after the rollout, on the same API server with the same admission policies, CEL rules and audit configuration, the controller and the player are stopped and a plain client (`tests/src/write_probe.rs`) makes the rollout's four kinds of node writes in the rollout's proportions, as the same users: BootcNode server-side applies and Node merge patches as the controller, BootcNode and Node status patches as the players. Every write changes its object (a slot taken or released, a cordon or uncordon, NotReady or Ready, a condition's message): none is a no-op. Watches standing in for the stopped ones stay open (two on BootcNodes, one on Nodes), so each write fans out as during the rollout. Two runs of at most `--probe-writes` writes, on disjoint halves of the nodes: one with {ROLLOUT_CONCURRENCY} writes in flight (the controller's 16 concurrent per-node write chains and the player's one), one with {SATURATING_CONCURRENCY} (to saturate); each run prints the cores busy in the API server, etcd, the probe's own client and the whole machine (other work included), which shows how close the API server came to saturation and how much of the machine it got, and the API server's and etcd's CPU per write, in the probe and in the rollout (whose requests include its reads and watches): a cost that does not depend on the share of a busy machine they got. The ideal uses the faster run.
 - **ratio**: rollout time / ideal time. 1.0 would mean no cost of scale beyond the waves and the API server's own. Target: at most 2.0 at 5,000 nodes.
 - **controller writes per node to its BootcNode and Node**: writes to `bootcnodes` and `nodes` during the rollout (nobody else writes those here) per node. 6.00 today (four BootcNode applies, a cordon and an uncordon); the target is that it stays so.
-- **controller CPU**: the controller's user + system time (`/proc/<pid>/stat`) from the pool's patch until every node is updated. Target: at most 20 s at 5,000 nodes. **API server / etcd CPU**: the same, for kube-apiserver and etcd, in the same window. **players' / whole machine's CPU**: this process's (the DaemonPlayer) and every CPU's busy time (`/proc/stat`), in the same window: on a shared machine the difference is other work.
+- **controller CPU**: the controller's user + system time (`/proc/<pid>/stat`) from the pool's patch until every node is updated, and that time divided by the rollout's: the cores it kept busy. Target: at most 0.10 cores at every size (an absolute budget would punish the longer rollouts of larger pools; the Go bootc-operator's controller, measured side by side in an earlier harness at 1,000 nodes, used 3.5 times our CPU). **API server / etcd CPU**: the same, for kube-apiserver and etcd, in the same window. **players' / whole machine's CPU**: this process's (the DaemonPlayer) and every CPU's busy time (`/proc/stat`), in the same window: on a shared machine the difference is other work.
 - **controller peak RSS**: its VmHWM at the end of the rollout, the most it held since it started (cache sync included). Target: at most 300 MiB at 20,000 nodes. **RSS after the rollout**: its VmRSS then.
 - **reconcile p50 / p99**: from the controller's `reconciled` log lines (`elapsed_us`: one reconcile's planning and writes) during the rollout.
 
