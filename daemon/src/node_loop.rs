@@ -45,6 +45,12 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
 /// boot may be NotReady before it counts as unhealthy.
 pub const REBOOT_AFTER_APPLY_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// A pull that ends within this is reported once, by its outcome (Staged,
+/// or the failure): its Staging report would be outdated within a second,
+/// a status write per update for nothing. A longer pull is reported
+/// Staging from then on, while it runs.
+pub const STAGING_REPORT_AFTER: Duration = Duration::from_secs(1);
+
 /// Settings of the loop.
 #[derive(Clone, Debug)]
 pub struct LoopConfig {
@@ -365,7 +371,7 @@ impl NodeLoop {
                 return Ok(());
             };
             let decision = self.auth_before_pull(&node, &host).await?;
-            // A Staging report goes out with the pull (below), not before it.
+            // A Staging report goes out during a long pull (below), not before it.
             let report = match decision.action {
                 Action::Stage { .. } => Report::Unwritten,
                 _ => self.write_status(&node, &host, &decision).await?,
@@ -459,7 +465,7 @@ impl NodeLoop {
         self.with_auth_failure(decision)
     }
 
-    /// Pulls `image` with the Staging report, records the outcome and reads
+    /// Pulls `image` (reporting Staging if it takes long), records the outcome and reads
     /// the host again.
     async fn stage(
         &mut self,
@@ -469,18 +475,24 @@ impl NodeLoop {
         image: String,
     ) -> Result<Next, LoopError> {
         tracing::info!(%image, "staging");
-        // The pull starts with the Staging report rather than after its
-        // round trip: it disrupts nothing, and the report is written
-        // whatever the pull's outcome.
+        // The pull starts at once; its Staging report goes out only if it
+        // is still running after STAGING_REPORT_AFTER (it disrupts
+        // nothing), and then whatever the pull's outcome.
         let mut helper = self.helper.clone();
         let request = proto::StageRequest {
             image: image.clone(),
         };
-        let (written, result) = tokio::join!(
-            self.write_status(node, host, decision),
-            helper.stage(request)
-        );
-        written?;
+        let pull = helper.stage(request);
+        tokio::pin!(pull);
+        let result = tokio::select! {
+            result = &mut pull => result,
+            () = tokio::time::sleep(STAGING_REPORT_AFTER) => {
+                let (written, result) =
+                    tokio::join!(self.write_status(node, host, decision), &mut pull);
+                written?;
+                result
+            }
+        };
         // The helper forgets what it staged before it stages: after a
         // failure it has nothing to apply.
         self.staged_by_me = result.is_ok().then(|| image.clone());

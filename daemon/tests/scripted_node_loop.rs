@@ -48,6 +48,8 @@ struct Host {
     state: Arc<Mutex<(String, Option<String>)>>,
     calls: Arc<Mutex<Vec<Call>>>,
     applied: Arc<Notify>,
+    /// How long a pull takes (the stories' clock is paused: exact).
+    pull_takes: Duration,
 }
 
 impl Host {
@@ -56,7 +58,14 @@ impl Host {
             state: Arc::new(Mutex::new((image.to_owned(), None))),
             calls: Arc::default(),
             applied: Arc::default(),
+            pull_takes: Duration::ZERO,
         }
+    }
+
+    /// A host whose pulls take `d`.
+    fn pulling_for(mut self, d: Duration) -> Self {
+        self.pull_takes = d;
+        self
     }
 
     fn calls(&self) -> Vec<Call> {
@@ -82,6 +91,7 @@ impl Helper for Host {
     ) -> Result<Response<proto::StageResponse>, Status> {
         let image = r.into_inner().image;
         self.calls.lock().unwrap().push(Call::Stage(image.clone()));
+        tokio::time::sleep(self.pull_takes).await;
         self.state.lock().unwrap().1 = Some(image);
         Ok(Response::new(proto::StageResponse { locked: true }))
     }
@@ -208,8 +218,8 @@ fn report(
 }
 
 /// The first part of every approval story: a BootcNode wanting `b` staged
-/// on a host booted on `a`; the daemon stages it, with its Staging report,
-/// and reports it Staged. Returns the script so far and the BootcNode as
+/// on a host booted on `a`; the daemon stages it, a quick pull with no
+/// Staging report, and reports it Staged. Returns the script so far and the BootcNode as
 /// stored after that.
 fn staged_story(
     desired: &str,
@@ -220,10 +230,12 @@ fn staged_story(
     let first = bootc_node(1, "5", spec(desired, DesiredImageState::Staged));
     feed.added(&first);
     feed.initial_events_end::<BootcNode>("5");
-    let script = Script::new()
-        .then(the_watch(stream))
-        .then(report(DaemonPhase::Staging, None, &first, written))
-        .then(report(DaemonPhase::Staged, None, &first, written));
+    let script = Script::new().then(the_watch(stream)).then(report(
+        DaemonPhase::Staged,
+        None,
+        &first,
+        written,
+    ));
     (script, first)
 }
 
@@ -235,12 +247,13 @@ fn approved(desired: &str, written: &Written) -> BootcNode {
     bn
 }
 
-/// A new spec seen in the watch is staged: the Staging report goes out with
-/// the pull, then the daemon reports Staged, and nothing is applied.
+/// A new spec seen in the watch is staged: a pull that takes longer than
+/// `STAGING_REPORT_AFTER` is reported Staging while it runs, then the daemon
+/// reports Staged, and nothing is applied.
 #[tokio::test(start_paused = true)]
 async fn a_new_spec_is_staged_and_reported() {
     let (a, b) = (image('a'), image('b'));
-    let host = Host::booted(&a);
+    let host = Host::booted(&a).pulling_for(node_loop::STAGING_REPORT_AFTER * 2);
     let (feed, stream) = watch_stream();
     let written = Written::default();
     let on_a = bootc_node(1, "5", spec(&a, DesiredImageState::Staged));
@@ -289,7 +302,7 @@ async fn an_approval_is_applied_once_its_guarded_report_is_accepted() {
         &written,
     )));
     let approve_then_reboot = async {
-        api.until_answered(3).await;
+        api.until_answered(2).await;
         feed.modified(&approved(&b, &written));
         host.applied.notified().await;
         settled().await;
@@ -335,7 +348,7 @@ async fn a_refused_guarded_report_means_a_fresh_read_and_a_new_guarded_report() 
         ));
     let api = ScriptedApi::new(script);
     let approve_then_reboot = async {
-        api.until_answered(3).await;
+        api.until_answered(2).await;
         let approval = approved(&b, &written);
         // Something else wrote the BootcNode after the approval (its
         // version moved on, the approval stands).
@@ -382,7 +395,7 @@ async fn an_approval_withdrawn_before_the_report_is_not_applied() {
         .then(report(DaemonPhase::Staged, None, &withdrawn, &written));
     let api = ScriptedApi::new(script);
     let approve_then_withdraw = async {
-        api.until_answered(3).await;
+        api.until_answered(2).await;
         let mut now = withdrawn.clone();
         now.status = Some(written.last());
         *fresh.lock().unwrap() = Some(now);

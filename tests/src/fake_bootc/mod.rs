@@ -14,7 +14,7 @@
 //! <root>/fake-bootc/fail          failure injection: pull-error | unauthorized | not-found | no-space
 //! <root>/fake-bootc/fail-status   present: `status` fails (exit 1) with this error chain (a broken bootc)
 //! <root>/fake-bootc/no-soft-reboot present: staged deployments are not soft-reboot capable
-//! <root>/fake-bootc/stage-delay-ms milliseconds a pull takes (a slow pull)
+//! <root>/fake-bootc/stage-delay-ms milliseconds each `switch` that stages takes (a slow pull), an unchanged spec's too
 //! <root>/fake-bootc/rebooted.jsonl one line per simulated reboot, planned or not
 //! <root>/fake-systemd/            the fake host's transient units (see crate::fake_systemd)
 //! ```

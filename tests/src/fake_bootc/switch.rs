@@ -221,6 +221,7 @@ fn switch(
             "Switching: Switching (ostree): {context}Invalid transport: {t}"
         )));
     }
+    stage_delay(layout);
     let target = args.target.clone().unwrap_or_default();
     let spec = state.staged.as_ref().or(state.booted.as_ref());
     if spec.is_some_and(|d| d.image == target) {
@@ -253,13 +254,18 @@ const KNOWN_TRANSPORTS: [&str; 8] = [
     "docker",
 ];
 
-/// The pull: injected delay and faults, then the registry or the reference.
-fn pull(layout: &Layout, image: &str) -> std::io::Result<Result<Deployment, Outcome>> {
+/// The injected delay of a switch that stages (a slow registry: also
+/// when the spec turns out unchanged, which bootc checks first).
+fn stage_delay(layout: &Layout) {
     if let Ok(text) = std::fs::read_to_string(layout.stage_delay())
         && let Ok(ms) = text.trim().parse::<u64>()
     {
         std::thread::sleep(Duration::from_millis(ms.min(60_000)));
     }
+}
+
+/// The pull: injected faults, then the registry or the reference.
+fn pull(layout: &Layout, image: &str) -> std::io::Result<Result<Deployment, Outcome>> {
     if let Some(fault) = layout.fault() {
         return Ok(Err(Outcome {
             stderr: format!("{}\n", fault.message(image)),

@@ -112,7 +112,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
 
     // The controller releases the slot (the approval revoked): the node
     // stays Idle on b and the daemon has nothing new to say. Its next write
-    // is the next update's Staging.
+    // is the next update's Staged: a quick pull is reported once, done.
     patch_spec(
         &w.nodes,
         "node-1",
@@ -121,7 +121,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     .await;
     let c = image('c');
     patch_spec(&w.nodes, "node-1", json!({"desiredImage": c})).await;
-    wait_bn(&w.nodes, "node-1", "Staging c", |bn| {
+    wait_bn(&w.nodes, "node-1", "c staged", |bn| {
         phase(bn) != Some(Reason::Idle.as_str())
     })
     .await;
@@ -131,7 +131,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
         Some(
             &[
                 Reason::Idle.as_str().to_owned(),
-                Reason::Staging.as_str().to_owned()
+                Reason::Staged.as_str().to_owned()
             ][..]
         ),
         "status writes after the reboot: {phases:?}\n{}",
@@ -219,7 +219,8 @@ async fn desired_image_changed_during_staging_stages_the_new_one_and_never_appli
     let w = world().await;
     let (a, b, c) = (image('a'), image('b'), image('c'));
     let host = FakeHost::start(Some(&a)).unwrap();
-    std::fs::write(host.layout.stage_delay(), "1500").unwrap();
+    // Longer than the daemon's wait before it reports Staging.
+    std::fs::write(host.layout.stage_delay(), "3000").unwrap();
     let mut s = spec(&b);
     s.desired_image_state = DesiredImageState::Booted;
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();

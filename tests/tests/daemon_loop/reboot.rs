@@ -246,7 +246,7 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     let (a, b) = (image('a'), image('b'));
     let host = FakeHost::start(Some(&a)).unwrap();
     // The next daemon stages again, slowly, then applies.
-    let stages_before = staged_then_approved_while_down(&w, &host, &b, "2000").await;
+    let stages_before = staged_then_approved_while_down(&w, &host, &b, "3000").await;
 
     let upstream = w.cp.url().trim_start_matches("https://").parse().unwrap();
     let proxy = FreezeProxy::start(upstream).await.unwrap();
@@ -262,8 +262,8 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     .unwrap();
 
     // The daemon is inside the slow re-stage: it has read its watch for the
-    // last time before deciding to apply. Its Staging report, sent with the
-    // stage, has its answer (the daemon logs the write once answered): a
+    // last time before deciding to apply. Its Staging report, sent once the
+    // stage has run for `STAGING_REPORT_AFTER`, has its answer (the daemon logs the write once answered): a
     // freeze must not catch that answer in flight, or the daemon waits for
     // it and neither asks nor applies. `log_text` is this daemon's log
     // only: the node's first daemon logged a Staging write of its own.
@@ -324,7 +324,7 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     // The new daemon stages again, then applies. The re-stage is slow here,
     // as a pull on a real host can be: the node says Staging meanwhile, not
     // Rebooting.
-    let stages_before = staged_then_approved_while_down(&w, &host, &b, "1000").await;
+    let stages_before = staged_then_approved_while_down(&w, &host, &b, "3000").await;
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Staging again", |bn| {
         phase(bn) == Some(Reason::Staging.as_str())

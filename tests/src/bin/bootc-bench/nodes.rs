@@ -232,9 +232,10 @@ struct PodMemory {
 /// The `bootc-daemon` pod's memory in a kubelet's stats summary (its
 /// containers summed: the daemon and its helper share one).
 fn pod_memory_in(summary: &serde_json::Value) -> Option<PodMemory> {
-    let pod = summary["pods"].as_array()?.iter().find(|p| {
-        p["podRef"]["namespace"] == tests::control_plane::DAEMON_NAMESPACE
-    })?;
+    let pod = summary["pods"]
+        .as_array()?
+        .iter()
+        .find(|p| p["podRef"]["namespace"] == tests::control_plane::DAEMON_NAMESPACE)?;
     let sum = |key: &str| {
         pod["containers"]
             .as_array()
@@ -442,7 +443,10 @@ mod unit {
         ]});
         assert_eq!(
             pod_memory_in(&summary),
-            Some(PodMemory { working_set: 15, rss: 6 })
+            Some(PodMemory {
+                working_set: 15,
+                rss: 6
+            })
         );
         assert_eq!(pod_memory_in(&serde_json::json!({"pods": []})), None);
     }
