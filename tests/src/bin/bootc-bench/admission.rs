@@ -22,10 +22,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
-use tests::control_plane::{KUBELET_TOKEN, OTHER_CONTROLLER_TOKEN};
-use tests::daemon_player::ready_body;
-use tests::write_probe;
-use tests::{ControlPlane, Identity};
+use ::tests::control_plane::{KUBELET_TOKEN, OTHER_CONTROLLER_TOKEN};
+use ::tests::daemon_player::ready_body;
+use ::tests::write_probe;
+use ::tests::{ControlPlane, Identity};
 
 use crate::procfs::{clock_ticks, cpu_seconds};
 use crate::report::{Report, out, row};
@@ -199,7 +199,7 @@ fn kubectl(cp: &ControlPlane, args: &[&str]) -> Result<()> {
 }
 
 fn policy_files() -> Vec<String> {
-    let deploy = tests::repo_root().join("deploy");
+    let deploy = ::tests::repo_root().join("deploy");
     POLICIES
         .iter()
         .map(|f| deploy.join(f).display().to_string())
@@ -209,7 +209,7 @@ fn policy_files() -> Vec<String> {
 /// deploy/'s namespaces, CRDs, RBAC and policies; grants for the kubelet
 /// and the other controller.
 fn install(cp: &ControlPlane) -> Result<()> {
-    let deploy = tests::repo_root().join("deploy");
+    let deploy = ::tests::repo_root().join("deploy");
     for file in [
         "namespace.yaml",
         "crds/node.bootc.dev_bootcnodepools.yaml",
@@ -234,24 +234,28 @@ fn install(cp: &ControlPlane) -> Result<()> {
     let grants = [
         (
             "bench-kubelet",
-            tests::control_plane::KUBELET_USER,
+            ::tests::control_plane::KUBELET_USER,
             "nodes/status",
             "configmaps",
         ),
         (
             "bench-other-controller",
-            tests::control_plane::OTHER_CONTROLLER_USER,
+            ::tests::control_plane::OTHER_CONTROLLER_USER,
             "nodes",
             "configmaps",
         ),
     ];
     for (name, user, nodes, cms) in grants {
+        let resources = format!("--resource={nodes},{cms}");
         kubectl(
             cp,
-            &["create", "clusterrole", name, "--verb=get,patch,update"]
-                .into_iter()
-                .chain([format!("--resource={nodes},{cms}").as_str()])
-                .collect::<Vec<_>>(),
+            &[
+                "create",
+                "clusterrole",
+                name,
+                "--verb=get,patch,update",
+                &resources,
+            ],
         )?;
         kubectl(
             cp,
