@@ -299,7 +299,14 @@ impl WriteKey {
     }
 }
 
-const WRITE_VERBS: [&str; 6] = ["POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"];
+const WRITE_VERBS: [&str; 6] = [
+    "POST",
+    "PUT",
+    "PATCH",
+    "APPLY",
+    "DELETE",
+    "DELETECOLLECTION",
+];
 
 /// Writes the API server served: its counters, as read from `/metrics`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -341,7 +348,11 @@ impl Served {
                 let (resource, sub) = (label(labels, "resource"), label(labels, "subresource"));
                 let key = WriteKey {
                     group: label(labels, "group"),
-                    resource: if sub.is_empty() { resource } else { format!("{resource}/{sub}") },
+                    resource: if sub.is_empty() {
+                        resource
+                    } else {
+                        format!("{resource}/{sub}")
+                    },
                     verb,
                 };
                 *served.requests.entry(key).or_default() += n;
@@ -457,7 +468,9 @@ pub fn mix_lines(rollout: &[MixRow], probe: &[MixRow]) -> Vec<(String, String)> 
         rows.iter().find(|r| &r.key == key).map_or_else(
             || "-".to_owned(),
             |r| {
-                let body = r.mean_body.map_or_else(|| "?".to_owned(), |b| format!("{b:.0} B"));
+                let body = r
+                    .mean_body
+                    .map_or_else(|| "?".to_owned(), |b| format!("{b:.0} B"));
                 format!("{:.1}% {body}", r.share * 100.0)
             },
         )
@@ -470,7 +483,10 @@ pub fn mix_lines(rollout: &[MixRow], probe: &[MixRow]) -> Vec<(String, String)> 
                 key.resource,
                 patch_type(&key.resource, &key.verb)
             );
-            (what, format!("{} | {}", cell(rollout, key), cell(probe, key)))
+            (
+                what,
+                format!("{} | {}", cell(rollout, key), cell(probe, key)),
+            )
         })
         .collect()
 }
@@ -573,7 +589,12 @@ async fn write(clients: &Clients, pool: &BootcNodePool, bn: &BootcNode, job: Job
 
 /// Makes `jobs` against `targets` with `concurrency` writes in flight;
 /// times the whole run.
-pub async fn run(clients: &Clients, targets: &Targets<'_>, jobs: &[Job], concurrency: usize) -> Outcome {
+pub async fn run(
+    clients: &Clients,
+    targets: &Targets<'_>,
+    jobs: &[Job],
+    concurrency: usize,
+) -> Outcome {
     let failed = AtomicUsize::new(0);
     let first_error = std::sync::Mutex::new(None::<String>);
     let bytes = std::sync::Mutex::new(BTreeMap::<WriteKind, (usize, usize)>::new());
@@ -591,7 +612,9 @@ pub async fn run(clients: &Clients, targets: &Targets<'_>, jobs: &[Job], concurr
                 Err(e) => {
                     failed.fetch_add(1, Ordering::Relaxed);
                     if let Ok(mut first) = first_error.lock() {
-                        first.get_or_insert_with(|| format!("{:?} {}: {e:#}", job.kind, bn.name_any()));
+                        first.get_or_insert_with(|| {
+                            format!("{:?} {}: {e:#}", job.kind, bn.name_any())
+                        });
                     }
                 }
             }
@@ -715,7 +738,8 @@ mod tests {
     #[test]
     fn writes_go_round_robin_and_each_objects_writes_alternate() {
         let jobs = plan(&[(WriteKind::NodePatch, 1.0)], 5, 2);
-        let at: Vec<(usize, usize, usize)> = jobs.iter().map(|j| (j.target, j.seq, j.nth)).collect();
+        let at: Vec<(usize, usize, usize)> =
+            jobs.iter().map(|j| (j.target, j.seq, j.nth)).collect();
         assert_eq!(at, [(0, 0, 0), (1, 0, 1), (0, 1, 2), (1, 1, 3), (0, 2, 4)]);
         assert!(plan(&[(WriteKind::NodePatch, 1.0)], 5, 0).is_empty());
         assert!(plan(&[(WriteKind::NodePatch, 0.0)], 5, 2).is_empty());
@@ -786,12 +810,32 @@ mod tests {
         }
         // (resource, verb, kind, patch type)
         let rows = [
-            ("bootcnodes", "APPLY", Some(WriteKind::BootcNodeApply), "apply"),
+            (
+                "bootcnodes",
+                "APPLY",
+                Some(WriteKind::BootcNodeApply),
+                "apply",
+            ),
             ("bootcnodes", "PATCH", None, "merge"),
-            ("bootcnodes/status", "APPLY", Some(WriteKind::BootcNodeStatus), "apply"),
+            (
+                "bootcnodes/status",
+                "APPLY",
+                Some(WriteKind::BootcNodeStatus),
+                "apply",
+            ),
             ("nodes", "PATCH", Some(WriteKind::NodePatch), "merge"),
-            ("nodes/status", "PATCH", Some(WriteKind::NodeStatus), "strategic"),
-            ("bootcnodepools/status", "APPLY", Some(WriteKind::PoolStatus), "apply"),
+            (
+                "nodes/status",
+                "PATCH",
+                Some(WriteKind::NodeStatus),
+                "strategic",
+            ),
+            (
+                "bootcnodepools/status",
+                "APPLY",
+                Some(WriteKind::PoolStatus),
+                "apply",
+            ),
             ("events", "POST", Some(WriteKind::Event), "create"),
             ("leases", "PUT", None, "update"),
         ];
@@ -813,14 +857,30 @@ mod tests {
     fn a_writes_body_is_filed_under_its_group_resource_and_body_verb() {
         // (key, body label)
         let rows = [
-            (key("node.bootc.dev", "bootcnodes", "APPLY"), ("bootcnodes.node.bootc.dev", "patch")),
-            (key("node.bootc.dev", "bootcnodes/status", "APPLY"), ("bootcnodes.node.bootc.dev", "patch")),
+            (
+                key("node.bootc.dev", "bootcnodes", "APPLY"),
+                ("bootcnodes.node.bootc.dev", "patch"),
+            ),
+            (
+                key("node.bootc.dev", "bootcnodes/status", "APPLY"),
+                ("bootcnodes.node.bootc.dev", "patch"),
+            ),
             (key("", "nodes/status", "PATCH"), ("nodes", "patch")),
-            (key("events.k8s.io", "events", "POST"), ("events.events.k8s.io", "create")),
-            (key("coordination.k8s.io", "leases", "PUT"), ("leases.coordination.k8s.io", "update")),
+            (
+                key("events.k8s.io", "events", "POST"),
+                ("events.events.k8s.io", "create"),
+            ),
+            (
+                key("coordination.k8s.io", "leases", "PUT"),
+                ("leases.coordination.k8s.io", "update"),
+            ),
         ];
         for (k, (resource, verb)) in rows {
-            assert_eq!(k.body_key(), (resource.to_owned(), verb.to_owned()), "{k:?}");
+            assert_eq!(
+                k.body_key(),
+                (resource.to_owned(), verb.to_owned()),
+                "{k:?}"
+            );
         }
     }
 
@@ -867,14 +927,31 @@ apiserver_request_body_size_bytes_count{resource="nodes",verb="patch"} 8
         let rows = mix(&Served::parse(METRICS));
         let got: Vec<(String, &str, String, Option<f64>)> = rows
             .iter()
-            .map(|r| (r.key.resource.clone(), r.patch_type, format!("{:.2}", r.share), r.mean_body))
+            .map(|r| {
+                (
+                    r.key.resource.clone(),
+                    r.patch_type,
+                    format!("{:.2}", r.share),
+                    r.mean_body,
+                )
+            })
             .collect();
         assert_eq!(
             got,
             [
-                ("bootcnodes/status".into(), "apply", "0.50".into(), Some(1000.0)),
+                (
+                    "bootcnodes/status".into(),
+                    "apply",
+                    "0.50".into(),
+                    Some(1000.0)
+                ),
                 ("bootcnodes".into(), "apply", "0.40".into(), Some(1000.0)),
-                ("nodes/status".into(), "strategic", "0.10".into(), Some(300.0)),
+                (
+                    "nodes/status".into(),
+                    "strategic",
+                    "0.10".into(),
+                    Some(300.0)
+                ),
             ]
         );
         assert!(mix(&Served::default()).is_empty());
@@ -893,9 +970,18 @@ apiserver_request_body_size_bytes_count{resource="nodes",verb="patch"} 8
         assert_eq!(
             lines,
             [
-                ("APPLY bootcnodes/status (apply)".to_owned(), "50.0% 1000 B | -".to_owned()),
-                ("APPLY bootcnodes (apply)".to_owned(), "40.0% 1000 B | -".to_owned()),
-                ("PATCH nodes/status (strategic)".to_owned(), "10.0% 300 B | -".to_owned()),
+                (
+                    "APPLY bootcnodes/status (apply)".to_owned(),
+                    "50.0% 1000 B | -".to_owned()
+                ),
+                (
+                    "APPLY bootcnodes (apply)".to_owned(),
+                    "40.0% 1000 B | -".to_owned()
+                ),
+                (
+                    "PATCH nodes/status (strategic)".to_owned(),
+                    "10.0% 300 B | -".to_owned()
+                ),
                 ("PATCH nodes (merge)".to_owned(), "- | 100.0% ?".to_owned()),
             ]
         );
