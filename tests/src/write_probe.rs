@@ -280,24 +280,22 @@ pub struct WriteKey {
 
 impl WriteKey {
     /// The labels the API server's body-size histogram files this write
-    /// under: the group resource, no subresource, and the body's verb
-    /// (apply is a patch).
-    pub fn body_key(&self) -> (String, String) {
+    /// under: its group, the resource without subresource, and the body's
+    /// verb (apply is a patch).
+    pub fn body_key(&self) -> BodyKey {
         let resource = self.resource.split('/').next().unwrap_or_default();
-        let resource = if self.group.is_empty() {
-            resource.to_owned()
-        } else {
-            format!("{resource}.{}", self.group)
-        };
         let verb = match self.verb.as_str() {
             "APPLY" | "PATCH" => "patch",
             "POST" => "create",
             "PUT" => "update",
             _ => "delete",
         };
-        (resource, verb.to_owned())
+        (self.group.clone(), resource.to_owned(), verb.to_owned())
     }
 }
+
+/// The body-size histogram's labels: group, resource, verb.
+pub type BodyKey = (String, String, String);
 
 const WRITE_VERBS: [&str; 6] = [
     "POST",
@@ -313,9 +311,8 @@ const WRITE_VERBS: [&str; 6] = [
 pub struct Served {
     /// Requests, by what they wrote.
     pub requests: BTreeMap<WriteKey, f64>,
-    /// Request bodies, by the body-size histogram's (resource, verb):
-    /// (count, bytes).
-    pub bodies: BTreeMap<(String, String), (f64, f64)>,
+    /// Request bodies, by the body-size histogram's labels: (count, bytes).
+    pub bodies: BTreeMap<BodyKey, (f64, f64)>,
 }
 
 /// The value of label `name` in `labels` (`a="x",b="y"`).
@@ -362,7 +359,11 @@ impl Served {
                 ("apiserver_request_body_size_bytes_sum", false),
             ] {
                 if let Some((labels, n)) = sample(line, metric) {
-                    let key = (label(labels, "resource"), label(labels, "verb"));
+                    let key = (
+                        label(labels, "group"),
+                        label(labels, "resource"),
+                        label(labels, "verb"),
+                    );
                     let e = served.bodies.entry(key).or_default();
                     if count { e.0 += n } else { e.1 += n }
                 }
@@ -890,11 +891,11 @@ apiserver_request_total{code="409",component="apiserver",dry_run="",group="node.
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="node.bootc.dev",resource="bootcnodes",scope="resource",subresource="status",verb="APPLY",version="v1alpha1"} 40
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="nodes",scope="resource",subresource="",verb="GET",version="v1"} 99
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="nodes",scope="resource",subresource="status",verb="PATCH",version="v1"} 8
-apiserver_request_body_size_bytes_sum{resource="bootcnodes.node.bootc.dev",verb="patch"} 72000
-apiserver_request_body_size_bytes_count{resource="bootcnodes.node.bootc.dev",verb="patch"} 72
-apiserver_request_body_size_bytes_bucket{resource="nodes",verb="patch",le="+Inf"} 8
-apiserver_request_body_size_bytes_sum{resource="nodes",verb="patch"} 2400
-apiserver_request_body_size_bytes_count{resource="nodes",verb="patch"} 8
+apiserver_request_body_size_bytes_sum{group="node.bootc.dev",resource="bootcnodes",verb="patch"} 7.2e+04
+apiserver_request_body_size_bytes_count{group="node.bootc.dev",resource="bootcnodes",verb="patch"} 72
+apiserver_request_body_size_bytes_bucket{group="",resource="nodes",verb="patch",le="+Inf"} 8
+apiserver_request_body_size_bytes_sum{group="",resource="nodes",verb="patch"} 2400
+apiserver_request_body_size_bytes_count{group="",resource="nodes",verb="patch"} 8
 "#;
 
     #[test]
@@ -907,7 +908,7 @@ apiserver_request_body_size_bytes_count{resource="nodes",verb="patch"} 8
         ];
         assert_eq!(served.requests, want_requests.into_iter().collect());
         assert_eq!(
-            served.bodies[&("bootcnodes.node.bootc.dev".to_owned(), "patch".to_owned())],
+            served.bodies[&("node.bootc.dev".into(), "bootcnodes".into(), "patch".into())],
             (72.0, 72000.0)
         );
         assert_eq!(served.writes_to("bootcnodes"), 32.0);
