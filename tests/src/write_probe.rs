@@ -860,28 +860,25 @@ mod tests {
         let rows = [
             (
                 key("node.bootc.dev", "bootcnodes", "APPLY"),
-                ("bootcnodes.node.bootc.dev", "patch"),
+                ("node.bootc.dev", "bootcnodes", "patch"),
             ),
             (
                 key("node.bootc.dev", "bootcnodes/status", "APPLY"),
-                ("bootcnodes.node.bootc.dev", "patch"),
+                ("node.bootc.dev", "bootcnodes", "patch"),
             ),
-            (key("", "nodes/status", "PATCH"), ("nodes", "patch")),
+            (key("", "nodes/status", "PATCH"), ("", "nodes", "patch")),
             (
                 key("events.k8s.io", "events", "POST"),
-                ("events.events.k8s.io", "create"),
+                ("events.k8s.io", "events", "create"),
             ),
             (
                 key("coordination.k8s.io", "leases", "PUT"),
-                ("leases.coordination.k8s.io", "update"),
+                ("coordination.k8s.io", "leases", "update"),
             ),
         ];
-        for (k, (resource, verb)) in rows {
-            assert_eq!(
-                k.body_key(),
-                (resource.to_owned(), verb.to_owned()),
-                "{k:?}"
-            );
+        for (k, (group, resource, verb)) in rows {
+            let want = (group.to_owned(), resource.to_owned(), verb.to_owned());
+            assert_eq!(k.body_key(), want, "{k:?}");
         }
     }
 

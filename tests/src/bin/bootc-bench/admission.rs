@@ -111,6 +111,14 @@ pub(crate) struct Cost {
     pub(crate) with: Vec<f64>,
 }
 
+/// `us` microseconds in percent of `ms` milliseconds.
+pub(crate) fn share_percent(us: f64, ms: f64) -> f64 {
+    if ms <= 0.0 {
+        return 0.0;
+    }
+    us / (ms * 1000.0) * 100.0
+}
+
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
@@ -655,12 +663,14 @@ fn report_admission(report: &mut Report, results: &Results, n: usize, took: Dura
         cost_row(report, what, &Cost::merged(&costs), ours);
         for (kind, cost, plugin) in results.iter().filter(|r| r.0.ours() == ours) {
             cost_row(report, kind.describe(), cost, ours);
+            let added_us = mean(&plugin.with) - mean(&plugin.without);
             report.push(row(
                 "    policy plugin's time per write, without / with our policies",
                 format!(
-                    "{:.0} / {:.0} µs",
+                    "{:.0} / {:.0} µs ({:+.1} % of the write's CPU)",
                     mean(&plugin.without),
-                    mean(&plugin.with)
+                    mean(&plugin.with),
+                    share_percent(added_us, mean(&cost.without))
                 ),
                 "",
                 None,
@@ -685,7 +695,7 @@ One kube-apiserver and etcd on this machine with deploy/'s CRDs, RBAC and its th
 
 - **CPU per write**: kube-apiserver's and etcd's user + system time (`/proc/<pid>/stat`) over a round's writes, divided by them; the row gives the mean over the rounds without and with our policies, and what the policies add. Targets: at most +{OURS_TARGET_PERCENT:.0} % to our writes; to writes not ours nothing beyond the noise, that is at most the larger spread of the two rounds of one state ((max - min) / 2 over the mean), or {NOISE_FLOOR_PERCENT:.0} %.
 - **rounds**: each round's figure, in order, and the spread: the machine's noise, against which a difference can be told.
-- **policy plugin's time per write**: the ValidatingAdmissionPolicy admission plugin's time (the API server's `apiserver_admission_controller_admission_duration_seconds`, wall time) over a round's writes: what the policies cost a write, without the rest of its cost's noise. A policy whose matchConditions exclude a write (every policy, for writes not ours; the spec policy and the daemon's, for the controller's BootcNode applies) runs none of its validations: only the matchConditions cost.
+- **policy plugin's time per write**: the ValidatingAdmissionPolicy admission plugin's time (the API server's `apiserver_admission_controller_admission_duration_seconds`, wall time) over a round's writes, and what the policies add to it in percent of the write's CPU without them: what the policies cost a write, without the noise of the rest of its cost. A policy whose matchConditions exclude a write (every policy, for writes not ours; the spec policy and the daemon's, for the controller's BootcNode applies) runs none of its validations: only the matchConditions cost.
 - Before each kind's measured writes, a tenth as many go unmeasured, so that whatever switching the policies left to the API server (compiling them, checking their types) is not counted.
 
 With no watches the writes cost less than in a cluster, where each fans out to its watchers: the percentages are the larger for it.
@@ -748,6 +758,15 @@ mod tests {
             assert_eq!(c.meets(false), not_ours, "{without:?} {with:?} not ours");
         }
         assert_eq!(Cost::default().added_percent(), 0.0);
+    }
+
+    #[test]
+    fn the_plugins_time_in_percent_of_the_writes_cpu() {
+        // (µs, ms, percent)
+        let rows = [(100.0, 4.0, 2.5), (1000.0, 4.0, 25.0), (5.0, 0.0, 0.0)];
+        for (us, ms, want) in rows {
+            assert!((share_percent(us, ms) - want).abs() < 1e-9, "{us} of {ms}");
+        }
     }
 
     #[test]
