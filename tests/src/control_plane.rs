@@ -40,6 +40,16 @@ const DAEMON_SERVICE_ACCOUNT: &str = "bootc-daemon";
 /// not do; daemons under test use [`ControlPlane::node_bound_kubeconfig`]).
 pub const DAEMON_TOKEN: &str = "daemon-token";
 
+/// A static token of a kubelet ([`KUBELET_USER`], group `system:nodes`),
+/// for writes that are not the operator's (it has no grant until a test
+/// gives it one).
+pub const KUBELET_TOKEN: &str = "kubelet-token";
+pub const KUBELET_USER: &str = "system:node:bench-kubelet";
+/// A static token of another controller's ServiceAccount
+/// ([`OTHER_CONTROLLER_USER`]; no grant until a test gives it one).
+pub const OTHER_CONTROLLER_TOKEN: &str = "other-controller-token";
+pub const OTHER_CONTROLLER_USER: &str = "system:serviceaccount:kube-system:other-controller";
+
 /// Who a kubeconfig authenticates as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Identity {
@@ -164,6 +174,10 @@ fn write_tokens(dir: &Path) -> Result<()> {
         format!(
             "{},{DAEMON_USER},daemon-uid,\"system:serviceaccounts,system:serviceaccounts:{DAEMON_NAMESPACE}\"",
             Identity::Daemon.token()
+        ),
+        format!("{KUBELET_TOKEN},{KUBELET_USER},kubelet-uid,\"system:nodes\""),
+        format!(
+            "{OTHER_CONTROLLER_TOKEN},{OTHER_CONTROLLER_USER},other-controller-uid,\"system:serviceaccounts,system:serviceaccounts:kube-system\""
         ),
     ];
     std::fs::write(dir.join("tokens.csv"), lines.join("\n") + "\n")?;

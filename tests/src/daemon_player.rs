@@ -61,15 +61,21 @@ impl Drop for DaemonPlayer {
     }
 }
 
-/// Sets a Node's Ready condition (the kubelet's job).
-pub async fn set_ready(client: &kube::Client, node: &str, ready: bool) -> Result<()> {
-    let nodes: Api<Node> = Api::all(client.clone());
+/// The kubelet's strategic merge patch of a Node's status that sets its
+/// Ready condition.
+pub fn ready_body(ready: bool) -> serde_json::Value {
     let now = jiff::Timestamp::now().to_string();
-    let body = json!({"status": {"conditions": [{
+    json!({"status": {"conditions": [{
         "type": api::node_health::NODE_READY, "status": if ready {"True"} else {"False"},
         "reason": if ready {"KubeletReady"} else {"KubeletNotReady"},
         "message": "set by the test", "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }]}});
+    }]}})
+}
+
+/// Sets a Node's Ready condition (the kubelet's job).
+pub async fn set_ready(client: &kube::Client, node: &str, ready: bool) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let body = ready_body(ready);
     nodes
         .patch_status(node, &PatchParams::default(), &Patch::Strategic(&body))
         .await?;

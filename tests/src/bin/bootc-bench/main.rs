@@ -15,6 +15,9 @@
 //!   lines, and the operator image's size (compressed and unpacked) built
 //!   from the binaries;
 //! - `scale`: the real controller with N nodes played by the DaemonPlayer;
+//! - `admission`: the API server's CPU per write with and without the
+//!   admission policies of deploy/admission/, for the operator's writes and
+//!   for writes that are not its own;
 //! - `nodes` (only when asked for): a rollout on real nodes (node
 //!   containers with a real systemd and kubelet, tests/src/nodes/), timed,
 //!   and the daemon's and the helper's memory in their pods there.
@@ -25,6 +28,7 @@
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+mod admission;
 mod api_requests;
 mod latency;
 mod nodes;
@@ -43,6 +47,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use tests::fake_host::target_dir;
 
+use crate::admission::admission_section;
 use crate::api_requests::{report_api, report_lifecycle};
 use crate::latency::latency;
 use crate::nodes::nodes_section;
@@ -58,12 +63,12 @@ use crate::sizes::{image_size, sizes};
     about = "Benchmarks of bootc-operator against the performance targets in README.md"
 )]
 struct Cli {
-    /// Sections to run: api, rss, latency, sizes, scale; nodes (real
-    /// nodes, only when named).
+    /// Sections to run: api, rss, latency, sizes, admission, scale; nodes
+    /// (real nodes, only when named).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "api,rss,latency,sizes,scale"
+        default_value = "api,rss,latency,sizes,admission,scale"
     )]
     sections: Vec<String>,
     /// Simulated nodes for the api and rss sections.
@@ -90,6 +95,13 @@ struct Cli {
     /// write-throughput probe (fewer when the rollout made fewer).
     #[arg(long, default_value_t = 20_000)]
     probe_writes: usize,
+    /// Nodes (with their BootcNodes) for the admission section.
+    #[arg(long, default_value_t = 200)]
+    admission_nodes: usize,
+    /// At least this many writes per kind and round in the admission
+    /// section (rounded up to an even number per object).
+    #[arg(long, default_value_t = 1000)]
+    admission_writes: usize,
     /// Where the release builds are (default: target/release).
     #[arg(long)]
     release_dir: Option<PathBuf>,
@@ -154,6 +166,9 @@ async fn main() -> Result<()> {
     if has("sizes") {
         sizes(&mut report, &release_dir);
         image_size(&mut report, &release_dir);
+    }
+    if has("admission") {
+        admission_section(&mut report, cli.admission_nodes, cli.admission_writes).await;
     }
     if has("scale") {
         scale_section(&mut report, &cli, &release_dir).await;

@@ -1,7 +1,6 @@
 //! The `scale` section: the real controller with N nodes played by the
 //! DaemonPlayer.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -24,51 +23,15 @@ use crate::report::{Report, Row, mib, out, percentile, row};
 use crate::simulated::{wait_released, wait_rolled};
 use crate::wave;
 
-/// Write requests served so far, by resource (`resource` or
-/// `resource/subresource`), from the API server's own request counter: no
-/// audit log, so the measured rollout runs at full speed.
-async fn served_writes(admin: &kube::Client) -> Result<BTreeMap<String, f64>> {
+/// Write requests served so far and their bodies, from the API server's
+/// own counters: no audit log, so the measured rollout runs at full speed.
+async fn served_writes(admin: &kube::Client) -> Result<write_probe::Served> {
     let req = http::Request::get("/metrics").body(Vec::new())?;
     let text = admin
         .request_text(req)
         .await
         .context("reading the API server's /metrics")?;
-    let mut by = BTreeMap::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let label = |name: &str| {
-            labels
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
-                .map(|v| v.trim_end_matches('"').to_owned())
-                .unwrap_or_default()
-        };
-        let verb = label("verb");
-        if ![
-            "POST",
-            "PUT",
-            "PATCH",
-            "APPLY",
-            "DELETE",
-            "DELETECOLLECTION",
-        ]
-        .contains(&verb.as_str())
-        {
-            continue;
-        }
-        let mut resource = label("resource");
-        let sub = label("subresource");
-        if !sub.is_empty() {
-            resource = format!("{resource}/{sub}");
-        }
-        *by.entry(resource).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
-    }
-    Ok(by)
+    Ok(write_probe::Served::parse(&text))
 }
 
 /// The pool size whose per-wave time is the scale section's floor.
@@ -168,6 +131,8 @@ struct Probe {
     /// The API server's and etcd's CPU during the run (the controller's is
     /// not running).
     cpu: Cpu,
+    /// The writes the API server served during the run.
+    served: write_probe::Served,
 }
 
 struct ScaleResult {
@@ -185,8 +150,8 @@ struct ScaleResult {
     rss_kib: u64,
     hwm_kib: u64,
     reconciles: Vec<f64>,
-    /// Write requests served during the rollout, by resource.
-    writes: BTreeMap<String, f64>,
+    /// Write requests served during the rollout, and their bodies.
+    writes: write_probe::Served,
     probes: Vec<Probe>,
     /// Each wave's steps (s), when they were watched.
     waves: Vec<Vec<f64>>,
@@ -194,14 +159,11 @@ struct ScaleResult {
 
 impl ScaleResult {
     fn writes_to(&self, resources: &[&str]) -> f64 {
-        resources
-            .iter()
-            .map(|r| self.writes.get(*r).unwrap_or(&0.0))
-            .sum()
+        resources.iter().map(|r| self.writes.writes_to(r)).sum()
     }
 
     fn all_writes(&self) -> f64 {
-        self.writes.values().sum()
+        self.writes.total()
     }
 
     /// The best write throughput the probe measured, with its run.
@@ -246,18 +208,6 @@ pub(crate) fn strip_ansi(s: &str) -> String {
         }
     }
     outp
-}
-
-/// `after - before`, by resource, without the unchanged ones.
-fn writes_delta(
-    before: &BTreeMap<String, f64>,
-    after: &BTreeMap<String, f64>,
-) -> BTreeMap<String, f64> {
-    after
-        .iter()
-        .map(|(r, n)| (r.clone(), n - before.get(r).unwrap_or(&0.0)))
-        .filter(|(_, n)| *n > 0.0)
-        .collect()
 }
 
 /// Creates `n` pool members, each registered with a Ready status as a
@@ -399,7 +349,7 @@ async fn measure_rollout(
             None
         }
     };
-    let writes = writes_delta(&writes0, &served_writes(&admin).await?);
+    let writes = served_writes(&admin).await?.since(&writes0);
     let (rss_kib, hwm_kib) = memory_kib(controller).unwrap_or((0, 0));
     let log = audit_slice(&log_path, log_from, audit_len(&log_path))?;
     let mut reconciles = reconcile_durations(&log);
@@ -448,10 +398,8 @@ async fn probe_throughput(
         .await?
         .items;
     targets.sort_by_key(|b| b.metadata.name.clone());
-    let counts: Vec<(write_probe::WriteKind, f64)> = write_probe::WriteKind::ALL
-        .iter()
-        .map(|k| (*k, r.writes_to(&[k.resource()])))
-        .collect();
+    let pool = Api::<BootcNodePool>::all(admin.clone()).get(POOL).await?;
+    let counts = r.writes.by_kind();
     let total = (counts.iter().map(|(_, c)| c).sum::<f64>() as usize).min(max_writes);
     let _watchers = write_probe::Watchers::start(&admin, timeout).await?;
     let pids = Pids::of(sim);
@@ -462,9 +410,15 @@ async fn probe_throughput(
         (SATURATING_CONCURRENCY, &targets[half..]),
     ] {
         let jobs = write_probe::plan(&counts, total, part.len());
+        let on = write_probe::Targets {
+            nodes: part,
+            pool: &pool,
+        };
+        let served0 = served_writes(&admin).await?;
         let cpu0 = pids.cpu();
-        let outcome = write_probe::run(&clients, POOL, part, &jobs, concurrency).await;
+        let outcome = write_probe::run(&clients, &on, &jobs, concurrency).await;
         let cpu = pids.cpu() - cpu0;
+        let served = served_writes(&admin).await?.since(&served0);
         out(&format!(
             "  probe: {} writes ({} failed) in {:.1}s at {concurrency} in flight: {:.0}/s\n",
             outcome.made,
@@ -476,6 +430,7 @@ async fn probe_throughput(
             concurrency,
             outcome,
             cpu,
+            served,
         });
     }
     Ok(probes)
@@ -641,6 +596,28 @@ fn report_ideal(report: &mut Report, r: &ScaleResult, rollout: f64, unit: Option
     }
 }
 
+/// The rollout's writes next to the faster probe run's, kind by kind: a
+/// reader sees that the probe's writes are the rollout's.
+fn report_mix(report: &mut Report, r: &ScaleResult) {
+    let Some(p) = r.best_probe() else {
+        return;
+    };
+    report.push(row(
+        format!(
+            "  write mix, share and mean body: rollout | probe at {} in flight",
+            p.concurrency
+        ),
+        "",
+        "",
+        None,
+    ));
+    let rollout = write_probe::mix(&r.writes);
+    let probe = write_probe::mix(&p.served);
+    for (what, value) in write_probe::mix_lines(&rollout, &probe) {
+        report.push(row(format!("    {what}"), value, "", None));
+    }
+}
+
 /// The rollout's writes, by who makes them.
 fn report_writes(report: &mut Report, r: &ScaleResult) {
     let n = r.nodes as f64;
@@ -762,6 +739,7 @@ fn report_scale(report: &mut Report, r: &ScaleResult, unit: Option<f64>) {
         Some(rollout) => {
             report.push(row(figure, format!("{rollout:.1} s"), "", None));
             report_ideal(report, r, rollout, unit);
+            report_mix(report, r);
             report_writes(report, r);
         }
         None => report.push(row(
@@ -838,7 +816,8 @@ The real `bootc-controller` ({build} build), kube-apiserver and etcd on this mac
 - **new digest -> all updated**: from the pool's patch to v2 until its status counts every node updated. A size that does not get there within `--scale-timeout-seconds` says \"not reached\" with the nodes updated by then; its CPU, memory and reconcile rows then cover the time until the timeout.
 - **ideal time**: what an infinitely fast controller would reach on this machine, the larger of two terms. The first is the number of waves times the time of one wave in a pool of {CALIBRATION} nodes with one slot (a calibration run with the same build): one node's round trips, with next to nothing to plan. The second is the rollout's API writes divided by the API server's write throughput: writes that even an infinitely fast controller must get served.
 - **API writes**: every write request (create, update, patch, apply, delete) the API server served during the rollout, by resource, from its own `apiserver_request_total` counter, read before the pool's patch and after the last reboot slot is released (the release and the completion event included). The players' writes and the pool's status and events count too.
-- **write throughput (the probe)**: right after the rollout, on the same API server with the same admission policies, CEL rules and audit configuration, the controller and the player are stopped and a plain client (`tests/src/write_probe.rs`) makes the rollout's four kinds of node writes in the rollout's proportions, as the same users: BootcNode server-side applies and Node merge patches as the controller, BootcNode and Node status patches as the players. Every write changes its object (a slot taken or released, a cordon or uncordon, NotReady or Ready, a condition's message): none is a no-op. Watches standing in for the stopped ones stay open (two on BootcNodes, one on Nodes), so each write fans out as during the rollout. Two runs of at most `--probe-writes` writes, on disjoint halves of the nodes: one with {ROLLOUT_CONCURRENCY} writes in flight (the controller's 16 concurrent per-node write chains and the player's one), one with {SATURATING_CONCURRENCY} (to saturate); each run prints the cores busy in the API server, etcd, the probe's own client and the whole machine (other work included), which shows how close the API server came to saturation and how much of the machine it got, and the API server's and etcd's CPU per write, in the probe and in the rollout (whose requests include its reads and watches): a cost that does not depend on the share of a busy machine they got. The ideal uses the faster run.
+- **write throughput (the probe)**: right after the rollout, on the same API server with the same admission policies, CEL rules and audit configuration, the controller and the player are stopped and a plain client (`tests/src/write_probe.rs`) makes the rollout's own writes in the rollout's proportions (read from the API server's request counter by resource, subresource and verb), with the bodies the rollout's writers send, as the same users: BootcNode server-side applies, Node merge patches (cordon, uncordon), the pool's status applies and Events as the controller, BootcNode status applies (the whole status) and Node status strategic merge patches as the players. Every write changes its object (a slot taken or released, a cordon or uncordon, NotReady or Ready, a condition's message, a count): none is a no-op. Watches standing in for the stopped ones stay open (two on BootcNodes, one on Nodes), so each write fans out as during the rollout. Two runs of at most `--probe-writes` writes, on disjoint halves of the nodes: one with {ROLLOUT_CONCURRENCY} writes in flight (the controller's 16 concurrent per-node write chains and the player's one), one with {SATURATING_CONCURRENCY} (to saturate); each run prints the cores busy in the API server, etcd, the probe's own client and the whole machine (other work included), which shows how close the API server came to saturation and how much of the machine it got, and the API server's and etcd's CPU per write, in the probe and in the rollout (whose requests include its reads and watches): a cost that does not depend on the share of a busy machine they got. The ideal uses the faster run.
+- **write mix**: the rollout's writes and the faster probe run's, kind by kind: verb, resource, the body's patch type (the writers' own: apply, merge, strategic, create), the kind's share of the writes, and the mean body size the API server counted (`apiserver_request_body_size_bytes`, which files a resource's writes and its status's under one label, so both show the same mean). Kinds the probe does not make (a lease's renewal) show `-` on its side.
 - **ratio**: rollout time / ideal time. 1.0 would mean no cost of scale beyond the waves and the API server's own. Target: at most 2.0 at 5,000 nodes.
 - **controller writes per node to its BootcNode and Node**: writes to `bootcnodes` and `nodes` during the rollout (nobody else writes those here) per node. 6.00 today (four BootcNode applies, a cordon and an uncordon); the target is that it stays so.
 - **controller CPU**: the controller's user + system time (`/proc/<pid>/stat`) from the pool's patch until every node is updated, and that time divided by the rollout's: the cores it kept busy. Target: at most 0.10 cores at every size (an absolute budget would punish the longer rollouts of larger pools; the Go bootc-operator's controller, measured side by side in an earlier harness at 1,000 nodes, used 3.5 times our CPU). **API server / etcd CPU**: the same, for kube-apiserver and etcd, in the same window. **players' / whole machine's CPU**: this process's (the DaemonPlayer) and every CPU's busy time (`/proc/stat`), in the same window: on a shared machine the difference is other work.

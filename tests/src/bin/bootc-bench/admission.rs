@@ -1,0 +1,811 @@
+//! The `admission` section: what the three ValidatingAdmissionPolicies of
+//! deploy/admission/ cost the API server per write, for the operator's own
+//! writes and for writes that are none of its business.
+//!
+//! One API server and etcd with deploy/'s CRDs, RBAC and policies; `n`
+//! Nodes, their BootcNodes (written by the controller) and ConfigMaps. Six
+//! kinds of writes, each as the user that makes it: the controller's
+//! BootcNode applies and Node cordon patches, the daemons' BootcNode status
+//! applies (node-bound tokens), a kubelet's Node status patches (a node
+//! identity), another controller's Node label patches and ConfigMap
+//! patches (another ServiceAccount). Each kind is measured in rounds with
+//! the policies deleted and installed, alternately; a round's figure is
+//! the API server's and etcd's CPU (user + system) over its writes.
+
+use std::time::{Duration, Instant};
+
+use ::tests::control_plane::{KUBELET_TOKEN, OTHER_CONTROLLER_TOKEN};
+use ::tests::daemon_player::ready_body;
+use ::tests::write_probe;
+use ::tests::{ControlPlane, Identity};
+use anyhow::{Context, Result, bail};
+use api::labels::{CONTROLLER_MANAGER, DAEMON_MANAGER};
+use api::{BootcNode, BootcNodeSpec, ConditionType, Reason};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::procfs::{clock_ticks, cpu_seconds};
+use crate::report::{Report, out, row};
+
+/// The policies' files, as `deploy/` installs them.
+const POLICIES: [&str; 3] = [
+    "admission/daemon-own-node-only.yaml",
+    "admission/bootcnode-spec-by-controller-only.yaml",
+    "admission/controller-node-writes.yaml",
+];
+/// Nodes whose daemon gets a node-bound token (one Pod and TokenRequest
+/// each): the daemons' writes go round-robin over these.
+const DAEMON_NODES: usize = 20;
+/// Writes in flight.
+const CONCURRENCY: usize = 16;
+/// The rounds, in order: policies off, on, off, on.
+pub(crate) const ROUNDS: [bool; 4] = [false, true, false, true];
+/// The most our policies may add to our writes' cost, in percent.
+const OURS_TARGET_PERCENT: f64 = 5.0;
+/// Below this, a difference is not told from noise, whatever the rounds'
+/// spread (percent).
+const NOISE_FLOOR_PERCENT: f64 = 1.0;
+const IMAGE: &str =
+    "quay.io/acme/os@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const OTHER_IMAGE: &str =
+    "quay.io/acme/os@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const OTHER_LABEL: &str = "other.example.com/zone";
+
+/// A kind of write the section measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    ControllerApply,
+    ControllerCordon,
+    DaemonStatus,
+    KubeletStatus,
+    OtherNodeLabel,
+    OtherConfigMap,
+}
+
+impl Kind {
+    pub(crate) const ALL: [Kind; 6] = [
+        Kind::ControllerApply,
+        Kind::ControllerCordon,
+        Kind::DaemonStatus,
+        Kind::KubeletStatus,
+        Kind::OtherNodeLabel,
+        Kind::OtherConfigMap,
+    ];
+
+    /// A write of the operator's.
+    pub(crate) fn ours(self) -> bool {
+        matches!(
+            self,
+            Kind::ControllerApply | Kind::ControllerCordon | Kind::DaemonStatus
+        )
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::ControllerApply => "controller: apply BootcNode",
+            Kind::ControllerCordon => "controller: merge-patch Node (cordon, uncordon)",
+            Kind::DaemonStatus => "daemon (node-bound token): apply BootcNode status",
+            Kind::KubeletStatus => "kubelet (system:node): patch Node status",
+            Kind::OtherNodeLabel => "another controller: merge-patch a Node label",
+            Kind::OtherConfigMap => "another controller: merge-patch a ConfigMap",
+        }
+    }
+}
+
+/// Writes per kind and round: at least `requested`, an even number per
+/// target so that every round ends each object where it started (the
+/// next round's first write then changes it again).
+pub(crate) fn writes_per_round(requested: usize, targets: usize) -> usize {
+    let step = 2 * targets.max(1);
+    requested.max(1).div_ceil(step) * step
+}
+
+/// The CPU one kind cost over its rounds, with and without the policies.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Cost {
+    /// CPU ms per write, one a round, in round order.
+    pub(crate) without: Vec<f64>,
+    pub(crate) with: Vec<f64>,
+}
+
+/// `us` microseconds in percent of `ms` milliseconds.
+pub(crate) fn share_percent(us: f64, ms: f64) -> f64 {
+    if ms <= 0.0 {
+        return 0.0;
+    }
+    us / (ms * 1000.0) * 100.0
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// The spread of `v` around its mean, in percent of it: (max - min) / 2.
+fn spread_percent(v: &[f64]) -> f64 {
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+            (lo.min(*x), hi.max(*x))
+        });
+    if v.is_empty() || mean(v) <= 0.0 {
+        return 0.0;
+    }
+    (hi - lo) / 2.0 / mean(v) * 100.0
+}
+
+impl Cost {
+    /// What the policies add, in percent of the cost without them.
+    pub(crate) fn added_percent(&self) -> f64 {
+        let without = mean(&self.without);
+        if without <= 0.0 {
+            return 0.0;
+        }
+        (mean(&self.with) / without - 1.0) * 100.0
+    }
+
+    /// The machine's noise: the larger spread of the rounds of one state.
+    pub(crate) fn noise_percent(&self) -> f64 {
+        spread_percent(&self.without).max(spread_percent(&self.with))
+    }
+
+    /// Met: at most 5 % added to ours; to the others, nothing the noise
+    /// does not explain.
+    pub(crate) fn meets(&self, ours: bool) -> bool {
+        let added = self.added_percent();
+        if ours {
+            added <= OURS_TARGET_PERCENT
+        } else {
+            added <= self.noise_percent().max(NOISE_FLOOR_PERCENT)
+        }
+    }
+
+    fn merged(costs: &[&Cost]) -> Cost {
+        let per_round = |pick: fn(&Cost) -> &Vec<f64>| -> Vec<f64> {
+            let rounds = costs.iter().map(|c| pick(c).len()).min().unwrap_or(0);
+            (0..rounds)
+                .map(|i| mean(&costs.iter().map(|c| pick(c)[i]).collect::<Vec<_>>()))
+                .collect()
+        };
+        Cost {
+            without: per_round(|c| &c.without),
+            with: per_round(|c| &c.with),
+        }
+    }
+}
+
+/// Whether the policies are in force, as three dry-run writes each policy
+/// refuses show; `want` is met only when all three agree.
+pub(crate) fn in_force(refused: [bool; 3], want: bool) -> bool {
+    refused.iter().all(|r| *r == want)
+}
+
+/// Who writes.
+struct Writers {
+    admin: kube::Client,
+    controller: kube::Client,
+    kubelet: kube::Client,
+    other: kube::Client,
+    /// The daemons of the first nodes: (node, client).
+    daemons: Vec<(String, kube::Client)>,
+}
+
+struct Bench {
+    cp: ControlPlane,
+    writers: Writers,
+    bootc_nodes: Vec<BootcNode>,
+}
+
+fn kubectl(cp: &ControlPlane, args: &[&str]) -> Result<()> {
+    let out = cp.kubectl().args(args).output()?;
+    if !out.status.success() {
+        bail!(
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+fn policy_files() -> Vec<String> {
+    let deploy = ::tests::repo_root().join("deploy");
+    POLICIES
+        .iter()
+        .map(|f| deploy.join(f).display().to_string())
+        .collect()
+}
+
+/// deploy/'s namespaces, CRDs, RBAC and policies; grants for the kubelet
+/// and the other controller.
+fn install(cp: &ControlPlane) -> Result<()> {
+    let deploy = ::tests::repo_root().join("deploy");
+    for file in [
+        "namespace.yaml",
+        "crds/node.bootc.dev_bootcnodepools.yaml",
+        "crds/node.bootc.dev_bootcnodes.yaml",
+        "rbac/controller.yaml",
+        "rbac/daemon.yaml",
+    ] {
+        kubectl(
+            cp,
+            &["apply", "-f", &deploy.join(file).display().to_string()],
+        )?;
+    }
+    for file in policy_files() {
+        kubectl(cp, &["apply", "-f", &file])?;
+    }
+    kubectl(
+        cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/bootcnodes.node.bootc.dev",
+            "--timeout=60s",
+        ],
+    )?;
+    let grants = [
+        (
+            "bench-kubelet",
+            ::tests::control_plane::KUBELET_USER,
+            "nodes/status",
+            "configmaps",
+        ),
+        (
+            "bench-other-controller",
+            ::tests::control_plane::OTHER_CONTROLLER_USER,
+            "nodes",
+            "configmaps",
+        ),
+    ];
+    for (name, user, nodes, cms) in grants {
+        let resources = format!("--resource={nodes},{cms}");
+        kubectl(
+            cp,
+            &[
+                "create",
+                "clusterrole",
+                name,
+                "--verb=get,patch,update",
+                &resources,
+            ],
+        )?;
+        kubectl(
+            cp,
+            &[
+                "create",
+                "clusterrolebinding",
+                name,
+                &format!("--clusterrole={name}"),
+                &format!("--user={user}"),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs `make(i)` for `0..n`, many at once.
+async fn for_each<F, Fut>(n: usize, make: F) -> Result<()>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let results: Vec<Result<()>> = futures::stream::iter(0..n)
+        .map(make)
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+fn node_name(i: usize) -> String {
+    format!("adm-node-{i}")
+}
+
+/// `n` Nodes, each with its BootcNode (applied by the controller, its
+/// status by the admin) and a ConfigMap.
+async fn populate(w: &Writers, n: usize) -> Result<()> {
+    for_each(n, |i| async move {
+        let name = node_name(i);
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {OTHER_LABEL: "a"}},
+        }))?;
+        Api::<Node>::all(w.admin.clone())
+            .create(&PostParams::default(), &node)
+            .await
+            .with_context(|| format!("creating Node {name}"))?;
+        let bn = BootcNode::new(
+            &name,
+            BootcNodeSpec {
+                desired_image: IMAGE.into(),
+                desired_image_state: Default::default(),
+                reboot_policy: Default::default(),
+                pull_secret_ref: None,
+                pull_secret_hash: None,
+            },
+        );
+        let mut body = serde_json::to_value(&bn)?;
+        body["metadata"]["annotations"] = json!({});
+        let apply = PatchParams::apply(CONTROLLER_MANAGER).force();
+        Api::<BootcNode>::all(w.controller.clone())
+            .patch(&name, &apply, &Patch::Apply(&body))
+            .await?;
+        let status = json!({"apiVersion": BootcNode::api_version(&()), "kind": BootcNode::kind(&()),
+            "status": {"conditions": [{"type": ConditionType::Idle.as_str(), "status": "True",
+                "reason": Reason::Idle.as_str(),
+                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "booted": {"image": IMAGE, "architecture": "amd64"}}});
+        Api::<BootcNode>::all(w.admin.clone())
+            .patch_status(
+                &name,
+                &PatchParams::apply(DAEMON_MANAGER).force(),
+                &Patch::Apply(&status),
+            )
+            .await?;
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default"}, "data": {"zone": "a"},
+        }))?;
+        Api::<ConfigMap>::namespaced(w.admin.clone(), "default")
+            .create(&PostParams::default(), &cm)
+            .await?;
+        Ok(())
+    })
+    .await
+}
+
+async fn setup(n: usize) -> Result<Bench> {
+    let cp = ControlPlane::start().await?;
+    install(&cp)?;
+    let mut writers = Writers {
+        admin: cp.admin().await?,
+        controller: cp.client(Identity::Controller).await?,
+        kubelet: cp.client_with_token(KUBELET_TOKEN).await?,
+        other: cp.client_with_token(OTHER_CONTROLLER_TOKEN).await?,
+        daemons: Vec::new(),
+    };
+    populate(&writers, n).await?;
+    for i in 0..DAEMON_NODES.min(n) {
+        let node = node_name(i);
+        let token = cp.node_bound_token(&node)?;
+        writers
+            .daemons
+            .push((node, cp.client_with_token(&token).await?));
+    }
+    let mut bootc_nodes = Api::<BootcNode>::all(writers.admin.clone())
+        .list(&Default::default())
+        .await?
+        .items;
+    bootc_nodes.sort_by_key(|b| b.metadata.name.clone());
+    Ok(Bench {
+        cp,
+        writers,
+        bootc_nodes,
+    })
+}
+
+/// Three dry-run writes, one each policy refuses: (daemon policy) a daemon
+/// writes another node's status; (spec policy) the admin changes a
+/// BootcNode's spec; (Node policy) the controller labels a Node outside
+/// bootc.dev/. Whether each was refused.
+async fn refusals(b: &Bench) -> Result<[bool; 3]> {
+    let dry = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let refused =
+        |r: Result<BootcNode, kube::Error>| matches!(r, Err(kube::Error::Api(s)) if s.code == 403);
+    let (_, daemon) = b.writers.daemons.first().context("no daemon")?;
+    let other = node_name(1);
+    let status = json!({"status": {"conditions": []}});
+    let daemon_refused = refused(
+        Api::<BootcNode>::all(daemon.clone())
+            .patch_status(&other, &dry, &Patch::Merge(&status))
+            .await,
+    );
+    let spec = json!({"spec": {"desiredImage": OTHER_IMAGE}});
+    let spec_refused = refused(
+        Api::<BootcNode>::all(b.writers.admin.clone())
+            .patch(&other, &dry, &Patch::Merge(&spec))
+            .await,
+    );
+    let label = json!({"metadata": {"labels": {"example.com/steer": "x"}}});
+    let node_refused = matches!(
+        Api::<Node>::all(b.writers.controller.clone())
+            .patch(&other, &dry, &Patch::Merge(&label))
+            .await,
+        Err(kube::Error::Api(s)) if s.code == 403
+    );
+    Ok([daemon_refused, spec_refused, node_refused])
+}
+
+/// Installs (`on`) or deletes the policies and their bindings, and waits
+/// until the API server enforces what it was told.
+async fn set_policies(b: &Bench, on: bool) -> Result<()> {
+    for file in policy_files() {
+        if on {
+            kubectl(&b.cp, &["apply", "-f", &file])?;
+        } else {
+            kubectl(&b.cp, &["delete", "--ignore-not-found", "-f", &file])?;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = refusals(b).await?;
+        if in_force(now, on) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the policies were not {} after 60 s: refusals {now:?}",
+                if on { "in force" } else { "gone" }
+            );
+        }
+        // The policies reach the admission plugin through its informer:
+        // no event to await here, so poll.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The `j`-th write of `kind` in a round whose writes start at `seq0` per
+/// object: its user, object and body, made.
+async fn write(b: &Bench, kind: Kind, j: usize, seq0: usize, round: usize) -> Result<()> {
+    let w = &b.writers;
+    let all = b.bootc_nodes.len().max(1);
+    let (bn, seq) = (&b.bootc_nodes[j % all], seq0 + j / all);
+    let name = bn.name_any();
+    let ctl = PatchParams {
+        field_manager: Some(CONTROLLER_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    match kind {
+        Kind::ControllerApply => {
+            let body = write_probe::bootc_node_apply(bn, seq);
+            let params = PatchParams::apply(CONTROLLER_MANAGER).force();
+            Api::<BootcNode>::all(w.controller.clone())
+                .patch(&name, &params, &Patch::Apply(&body))
+                .await?;
+        }
+        Kind::ControllerCordon => {
+            let body = write_probe::node_patch("bench", seq);
+            Api::<Node>::all(w.controller.clone())
+                .patch(&name, &ctl, &Patch::Merge(&body))
+                .await?;
+        }
+        Kind::DaemonStatus => {
+            let daemons = w.daemons.len().max(1);
+            let (node, client) = &w.daemons[j % daemons];
+            let target = b
+                .bootc_nodes
+                .iter()
+                .find(|x| &x.name_any() == node)
+                .context("daemon's BootcNode")?;
+            let body = write_probe::status_apply(target, seq0 + j / daemons);
+            let params = PatchParams::apply(DAEMON_MANAGER).force();
+            Api::<BootcNode>::all(client.clone())
+                .patch_status(node, &params, &Patch::Apply(&body))
+                .await?;
+        }
+        Kind::KubeletStatus => {
+            let body = ready_body(seq % 2 == 1);
+            Api::<Node>::all(w.kubelet.clone())
+                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&body))
+                .await?;
+        }
+        Kind::OtherNodeLabel => {
+            let body = json!({"metadata": {"labels": {OTHER_LABEL: format!("r{round}-{seq}")}}});
+            Api::<Node>::all(w.other.clone())
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+                .await?;
+        }
+        Kind::OtherConfigMap => {
+            let body: Value = json!({"data": {"zone": format!("r{round}-{seq}")}});
+            Api::<ConfigMap>::namespaced(w.other.clone(), "default")
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// One round of one kind: `writes` writes; the API server's and etcd's
+/// CPU ms per write, and the policy plugin's µs per write.
+async fn measure(b: &Bench, kind: Kind, writes: usize, round: usize) -> Result<(f64, f64)> {
+    let ticks = clock_ticks();
+    let pids = [
+        b.cp.apiserver_pid().context("no API server")?,
+        b.cp.etcd_pid(),
+    ];
+    let cpu = || {
+        pids.iter()
+            .filter_map(|p| cpu_seconds(*p, ticks))
+            .sum::<f64>()
+    };
+    let targets = if kind == Kind::DaemonStatus {
+        b.writers.daemons.len()
+    } else {
+        b.bootc_nodes.len()
+    };
+    let seq0 = round * 2 * writes.div_ceil(targets.max(1));
+    // A few writes first, unmeasured: whatever the switch of the policies
+    // left to do (compiling them, their type checks) is done by then.
+    let warm = writes_per_round(writes / 10, targets);
+    for_each(warm, |j| write(b, kind, j, seq0, round)).await?;
+    let seq0 = seq0 + warm.div_ceil(targets.max(1));
+    let plugin0 = plugin_seconds(&b.writers.admin).await?;
+    let cpu0 = cpu();
+    for_each(writes, |j| write(b, kind, j, seq0, round)).await?;
+    let used = cpu() - cpu0;
+    let plugin = plugin_seconds(&b.writers.admin).await? - plugin0;
+    Ok((used * 1000.0 / writes as f64, plugin * 1e6 / writes as f64))
+}
+
+/// Seconds the ValidatingAdmissionPolicy admission plugin took so far
+/// (`apiserver_admission_controller_admission_duration_seconds`, its sum).
+async fn plugin_seconds(admin: &kube::Client) -> Result<f64> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let text = admin.request_text(req).await?;
+    Ok(policy_plugin_seconds(&text))
+}
+
+/// The ValidatingAdmissionPolicy plugin's time in a `/metrics` text: every
+/// operation, admitted or rejected.
+pub(crate) fn policy_plugin_seconds(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with(
+                "apiserver_admission_controller_admission_duration_seconds_sum{name=\"ValidatingAdmissionPolicy\"",
+            )
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// The section: setup, then each round with its policies' state, each kind.
+pub(crate) async fn admission_section(report: &mut Report, n: usize, requested: usize) {
+    let started = Instant::now();
+    match run(n, requested).await {
+        Ok(results) => report_admission(report, &results, n, started.elapsed()),
+        Err(e) => report.notes.push(format!("admission: {e:#}")),
+    }
+}
+
+/// Per kind: the API server's and etcd's CPU (ms per write), and the
+/// policy plugin's time (µs per write), without and with the policies.
+type Results = Vec<(Kind, Cost, Cost)>;
+
+async fn run(n: usize, requested: usize) -> Result<Results> {
+    out(&format!(
+        "admission: {n} nodes, policies off/on/off/on, about {requested} writes per kind and round\n"
+    ));
+    let b = setup(n).await?;
+    let mut results: Results = Kind::ALL
+        .iter()
+        .map(|k| (*k, Cost::default(), Cost::default()))
+        .collect();
+    for (round, on) in ROUNDS.into_iter().enumerate() {
+        set_policies(&b, on).await?;
+        for (kind, cost, plugin) in &mut results {
+            let targets = if *kind == Kind::DaemonStatus {
+                b.writers.daemons.len()
+            } else {
+                n
+            };
+            let writes = writes_per_round(requested, targets);
+            let (ms, us) = measure(&b, *kind, writes, round).await?;
+            out(&format!(
+                "  round {round} ({}): {:<52} {ms:.2} ms/write, policy plugin {us:.1} µs/write\n",
+                if on { "with" } else { "without" },
+                kind.describe()
+            ));
+            if on {
+                cost.with.push(ms);
+                plugin.with.push(us);
+            } else {
+                cost.without.push(ms);
+                plugin.without.push(us);
+            }
+        }
+    }
+    Ok(results)
+}
+
+fn cost_row(report: &mut Report, what: &str, cost: &Cost, ours: bool) {
+    let target = if ours {
+        format!("<= +{OURS_TARGET_PERCENT:.0} %")
+    } else {
+        "+0 % (within noise)".to_owned()
+    };
+    report.push(row(
+        format!("admission: {what}: API server + etcd CPU per write, without / with our policies"),
+        format!(
+            "{:.2} / {:.2} ms ({:+.1} %)",
+            mean(&cost.without),
+            mean(&cost.with),
+            cost.added_percent()
+        ),
+        &target,
+        Some(cost.meets(ours)),
+    ));
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    report.push(row(
+        "    rounds without; with (ms); spread of one state's rounds",
+        format!(
+            "{}; {}; ±{:.1} %",
+            list(&cost.without),
+            list(&cost.with),
+            cost.noise_percent()
+        ),
+        "",
+        None,
+    ));
+}
+
+fn report_admission(report: &mut Report, results: &Results, n: usize, took: Duration) {
+    for ours in [true, false] {
+        let costs: Vec<&Cost> = results
+            .iter()
+            .filter(|r| r.0.ours() == ours)
+            .map(|r| &r.1)
+            .collect();
+        let what = if ours {
+            "all our writes (the three kinds, equal shares)"
+        } else {
+            "all writes not ours (the three kinds, equal shares)"
+        };
+        cost_row(report, what, &Cost::merged(&costs), ours);
+        for (kind, cost, plugin) in results.iter().filter(|r| r.0.ours() == ours) {
+            cost_row(report, kind.describe(), cost, ours);
+            let added_us = mean(&plugin.with) - mean(&plugin.without);
+            report.push(row(
+                "    policy plugin's time per write, without / with our policies",
+                format!(
+                    "{:.0} / {:.0} µs ({:+.1} % of the write's CPU)",
+                    mean(&plugin.without),
+                    mean(&plugin.with),
+                    share_percent(added_us, mean(&cost.without))
+                ),
+                "",
+                None,
+            ));
+        }
+    }
+    report.push(row(
+        format!("admission: the section's time ({n} nodes, setup included)"),
+        format!("{:.0} s", took.as_secs_f64()),
+        "",
+        None,
+    ));
+    report.details.push(admission_details(n));
+}
+
+/// The section's explanation in BENCHMARKS.md.
+fn admission_details(n: usize) -> String {
+    format!(
+        "### What our admission policies cost the API server
+
+One kube-apiserver and etcd on this machine with deploy/'s CRDs, RBAC and its three ValidatingAdmissionPolicies (deploy/admission/), {n} Nodes, their BootcNodes and a ConfigMap each; no controller, no watches. Six kinds of writes, each as the user that makes it in a cluster: **ours** are the controller's BootcNode server-side applies (a reboot slot taken, released) and Node merge patches (cordon, uncordon), as its ServiceAccount, and the daemons' BootcNode status applies, with node-bound tokens of the daemon's ServiceAccount ({DAEMON_NODES} daemons); **not ours** are a kubelet's Node status patches (its Ready condition, as `system:node:...` in `system:nodes`), and another controller's Node label patches and ConfigMap patches (another ServiceAccount). Every write changes its object. Each kind is measured in four rounds, the policies and their bindings deleted, installed, deleted, installed (`kubectl delete`/`apply`; a round starts once three dry-run writes show that the API server enforces what it was told), each round at least `--admission-writes` writes of the kind, {CONCURRENCY} in flight.
+
+- **CPU per write**: kube-apiserver's and etcd's user + system time (`/proc/<pid>/stat`) over a round's writes, divided by them; the row gives the mean over the rounds without and with our policies, and what the policies add. Targets: at most +{OURS_TARGET_PERCENT:.0} % to our writes; to writes not ours nothing beyond the noise, that is at most the larger spread of the two rounds of one state ((max - min) / 2 over the mean), or {NOISE_FLOOR_PERCENT:.0} %.
+- **rounds**: each round's figure, in order, and the spread: the machine's noise, against which a difference can be told.
+- **policy plugin's time per write**: the ValidatingAdmissionPolicy admission plugin's time (the API server's `apiserver_admission_controller_admission_duration_seconds`, wall time) over a round's writes, and what the policies add to it in percent of the write's CPU without them: what the policies cost a write, without the noise of the rest of its cost. A policy whose matchConditions exclude a write (every policy, for writes not ours; the spec policy and the daemon's, for the controller's BootcNode applies) runs none of its validations: only the matchConditions cost.
+- Before each kind's measured writes, a tenth as many go unmeasured, so that whatever switching the policies left to the API server (compiling them, checking their types) is not counted.
+
+With no watches the writes cost less than in a cluster, where each fans out to its watchers: the percentages are the larger for it.
+"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_round_writes_each_object_an_even_number_of_times() {
+        // (requested, targets, writes)
+        let rows = [
+            (1000, 200, 1200),
+            (1000, 20, 1000),
+            (1, 20, 40),
+            (400, 200, 400),
+            (0, 0, 2),
+        ];
+        for (requested, targets, want) in rows {
+            assert_eq!(
+                writes_per_round(requested, targets),
+                want,
+                "{requested} over {targets}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_rounds_alternate_starting_without() {
+        assert_eq!(ROUNDS, [false, true, false, true]);
+    }
+
+    #[test]
+    fn the_policies_added_and_the_noise() {
+        // (without, with, added %, noise %, meets as ours, meets as not ours)
+        let rows = [
+            (vec![10.0, 10.0], vec![10.4, 10.4], 4.0, 0.0, true, false),
+            (vec![10.0, 10.0], vec![10.6, 10.6], 6.0, 0.0, false, false),
+            (vec![9.0, 11.0], vec![10.2, 10.2], 2.0, 10.0, true, true),
+            (vec![10.0, 10.0], vec![10.05, 10.05], 0.5, 0.0, true, true),
+            (vec![10.0, 10.0], vec![9.0, 9.0], -10.0, 0.0, true, true),
+        ];
+        for (without, with, added, noise, ours, not_ours) in rows {
+            let c = Cost {
+                without: without.clone(),
+                with: with.clone(),
+            };
+            assert!(
+                (c.added_percent() - added).abs() < 1e-9,
+                "{without:?} {with:?}"
+            );
+            assert!(
+                (c.noise_percent() - noise).abs() < 1e-9,
+                "{without:?} {with:?}"
+            );
+            assert_eq!(c.meets(true), ours, "{without:?} {with:?} ours");
+            assert_eq!(c.meets(false), not_ours, "{without:?} {with:?} not ours");
+        }
+        assert_eq!(Cost::default().added_percent(), 0.0);
+    }
+
+    #[test]
+    fn the_plugins_time_in_percent_of_the_writes_cpu() {
+        // (µs, ms, percent)
+        let rows = [(100.0, 4.0, 2.5), (1000.0, 4.0, 25.0), (5.0, 0.0, 0.0)];
+        for (us, ms, want) in rows {
+            assert!((share_percent(us, ms) - want).abs() < 1e-9, "{us} of {ms}");
+        }
+    }
+
+    #[test]
+    fn costs_merge_round_by_round() {
+        let a = Cost {
+            without: vec![10.0, 12.0],
+            with: vec![11.0, 13.0],
+        };
+        let b = Cost {
+            without: vec![20.0, 22.0],
+            with: vec![21.0],
+        };
+        let m = Cost::merged(&[&a, &b]);
+        assert_eq!(m.without, [15.0, 17.0]);
+        assert_eq!(m.with, [16.0]);
+    }
+
+    #[test]
+    fn the_policies_are_in_force_when_all_three_refuse() {
+        // (refused, want, met)
+        let rows = [
+            ([true, true, true], true, true),
+            ([true, false, true], true, false),
+            ([false, false, false], false, true),
+            ([false, true, false], false, false),
+        ];
+        for (refused, want, met) in rows {
+            assert_eq!(in_force(refused, want), met, "{refused:?} {want}");
+        }
+    }
+
+    #[test]
+    fn the_policy_plugins_time_is_summed_over_its_operations() {
+        let text = "# HELP x\n\
+            apiserver_admission_controller_admission_duration_seconds_sum{name=\"ValidatingAdmissionPolicy\",operation=\"UPDATE\",rejected=\"false\",type=\"validate\"} 0.25\n\
+            apiserver_admission_controller_admission_duration_seconds_sum{name=\"ValidatingAdmissionPolicy\",operation=\"CREATE\",rejected=\"true\",type=\"validate\"} 1.5e-01\n\
+            apiserver_admission_controller_admission_duration_seconds_count{name=\"ValidatingAdmissionPolicy\",operation=\"UPDATE\",rejected=\"false\",type=\"validate\"} 9\n\
+            apiserver_admission_controller_admission_duration_seconds_sum{name=\"ValidatingAdmissionWebhook\",operation=\"UPDATE\",rejected=\"false\",type=\"validate\"} 7\n";
+        assert!((policy_plugin_seconds(text) - 0.4).abs() < 1e-9);
+        assert_eq!(policy_plugin_seconds(""), 0.0);
+    }
+}
