@@ -46,10 +46,12 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
 pub const REBOOT_AFTER_APPLY_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A pull that ends within this is reported once, by its outcome (Staged,
-/// or the failure): its Staging report would be outdated within a second,
-/// a status write per update for nothing. A longer pull is reported
-/// Staging from then on, while it runs.
-pub const STAGING_REPORT_AFTER: Duration = Duration::from_secs(1);
+/// or the failure): its Staging report would be outdated within seconds, a
+/// status write per update for nothing (a pull of an image whose layers the
+/// host has is that quick). A longer pull is reported Staging from then on,
+/// while it runs; until then the node shows the spec not yet acknowledged
+/// (the controller's silent-daemon deadline is minutes).
+pub const STAGING_REPORT_AFTER: Duration = Duration::from_secs(5);
 
 /// Settings of the loop.
 #[derive(Clone, Debug)]

@@ -253,7 +253,8 @@ fn approved(desired: &str, written: &Written) -> BootcNode {
 #[tokio::test(start_paused = true)]
 async fn a_new_spec_is_staged_and_reported() {
     let (a, b) = (image('a'), image('b'));
-    let host = Host::booted(&a).pulling_for(node_loop::STAGING_REPORT_AFTER * 2);
+    let host =
+        Host::booted(&a).pulling_for(node_loop::STAGING_REPORT_AFTER + Duration::from_secs(1));
     let (feed, stream) = watch_stream();
     let written = Written::default();
     let on_a = bootc_node(1, "5", spec(&a, DesiredImageState::Staged));

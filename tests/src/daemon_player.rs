@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! (no status)                  -> the host boots the initial image
-//! desiredImage != booted       -> Staging (then staged = desired)
+//! desiredImage != booted       -> (the instant pull: staged = desired)
 //!                              -> Staged
 //! desiredImageState == Booted  -> Node NotReady, Rebooting (then the reboot)
 //!                              -> Idle on the new image, Node Ready
@@ -315,7 +315,10 @@ impl PlayedNode {
             };
             let decision = machine::decide(&inputs);
             let status = machine::status_to_write(&decision, &inputs, &now);
-            let write = machine::worth_writing(stored, &status).then_some(status);
+            // A pull here is instant: the daemon reports it once, staged
+            // (`daemon::node_loop::STAGING_REPORT_AFTER`).
+            let pulling = matches!(decision.action, Action::Stage { .. });
+            let write = (!pulling && machine::worth_writing(stored, &status)).then_some(status);
             // The write reports the host before the action.
             let back = write.is_some() && host.back_from_reboot;
             if write.is_some() {

@@ -220,7 +220,7 @@ async fn desired_image_changed_during_staging_stages_the_new_one_and_never_appli
     let (a, b, c) = (image('a'), image('b'), image('c'));
     let host = FakeHost::start(Some(&a)).unwrap();
     // Longer than the daemon's wait before it reports Staging.
-    std::fs::write(host.layout.stage_delay(), "3000").unwrap();
+    std::fs::write(host.layout.stage_delay(), "8000").unwrap();
     let mut s = spec(&b);
     s.desired_image_state = DesiredImageState::Booted;
     create_bootc_node(&w.admin, "node-1", s).await.unwrap();

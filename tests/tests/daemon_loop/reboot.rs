@@ -246,7 +246,7 @@ async fn a_revocation_the_watch_has_not_delivered_stops_the_apply() {
     let (a, b) = (image('a'), image('b'));
     let host = FakeHost::start(Some(&a)).unwrap();
     // The next daemon stages again, slowly, then applies.
-    let stages_before = staged_then_approved_while_down(&w, &host, &b, "3000").await;
+    let stages_before = staged_then_approved_while_down(&w, &host, &b, "8000").await;
 
     let upstream = w.cp.url().trim_start_matches("https://").parse().unwrap();
     let proxy = FreezeProxy::start(upstream).await.unwrap();
@@ -324,7 +324,7 @@ async fn a_daemon_restarted_while_approved_applies_the_staged_image() {
     // The new daemon stages again, then applies. The re-stage is slow here,
     // as a pull on a real host can be: the node says Staging meanwhile, not
     // Rebooting.
-    let stages_before = staged_then_approved_while_down(&w, &host, &b, "3000").await;
+    let stages_before = staged_then_approved_while_down(&w, &host, &b, "8000").await;
     let agent = Agent::start(&w.cp, &host, &AgentOptions::new("node-1"), w.logs.path()).unwrap();
     let bn = wait_bn(&w.nodes, "node-1", "Staging again", |bn| {
         phase(bn) == Some(Reason::Staging.as_str())

@@ -15,7 +15,7 @@ async fn controller_killed_and_daemon_killed_mid_staging_the_rollout_completes()
     {
         // Node 4 pulls slowly, so that its daemon can be killed mid-staging.
         let nodes = sim.nodes.lock().await;
-        std::fs::write(nodes[3].host.layout.stage_delay(), "4000").unwrap();
+        std::fs::write(nodes[3].host.layout.stage_delay(), "8000").unwrap();
     }
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_phase(&sim, "sim-node-4", Reason::Staging.as_str()).await;

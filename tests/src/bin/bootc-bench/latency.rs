@@ -231,7 +231,7 @@ impl LatencySamples {
             ));
         }
         report.details.push(format!(
-    "### Spec change to Stage\n\nOver {} changes of `spec.desiredImage` on one real daemon + helper (debug builds). The judged figure runs from the daemon's log line of the watch event that carries the new spec (`spec seen`) to its `staging` line, written just before the Stage RPC (a Staging status write follows only if the pull is still running a second later). The end-to-end figures run from the moment the admin's PATCH is sent on an open connection (its round trip and the API server's watch delivery included) to the start of the fake bootc's `switch --download-only` (its own timestamp, after the Stage RPC, the helper's fork, setns and exec, and the wrapper script); max {:.1} ms.\n",
+    "### Spec change to Stage\n\nOver {} changes of `spec.desiredImage` on one real daemon + helper (debug builds). The judged figure runs from the daemon's log line of the watch event that carries the new spec (`spec seen`) to its `staging` line, written just before the Stage RPC (a Staging status write follows only if the pull is still running 5 s later). The end-to-end figures run from the moment the admin's PATCH is sent on an open connection (its round trip and the API server's watch delivery included) to the start of the fake bootc's `switch --download-only` (its own timestamp, after the Stage RPC, the helper's fork, setns and exec, and the wrapper script); max {:.1} ms.\n",
     self.to_stage.len(),
     self.to_stage.last().copied().unwrap_or(f64::NAN)
 ));
