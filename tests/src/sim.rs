@@ -50,6 +50,23 @@ async fn set_ready_patiently(admin: &kube::Client, name: &str, ready: bool) {
 pub const POOL: &str = "workers";
 /// The label that makes a Node a member of [`POOL`].
 pub const POOL_LABEL: &str = "sim.bootc.dev/pool";
+
+/// What a user installs from deploy/ before the operator's processes:
+/// namespaces, CRDs, RBAC (the Deployment and DaemonSet are processes here).
+pub const DEPLOY_BASE: [&str; 5] = [
+    "namespace.yaml",
+    "crds/node.bootc.dev_bootcnodepools.yaml",
+    "crds/node.bootc.dev_bootcnodes.yaml",
+    "rbac/controller.yaml",
+    "rbac/daemon.yaml",
+];
+
+/// deploy/'s admission policies and their bindings.
+pub const DEPLOY_ADMISSION: [&str; 3] = [
+    "admission/daemon-own-node-only.yaml",
+    "admission/bootcnode-spec-by-controller-only.yaml",
+    "admission/controller-node-writes.yaml",
+];
 /// The repository the simulator pushes to.
 pub const REPO: &str = "acme/os";
 /// The tag the pool follows.
@@ -270,16 +287,7 @@ impl Sim {
         // What a user installs from deploy/: namespace, CRDs, RBAC. (The
         // Deployment and DaemonSet are replaced by the processes below.)
         let deploy = crate::repo_root().join("deploy");
-        for file in [
-            "namespace.yaml",
-            "crds/node.bootc.dev_bootcnodepools.yaml",
-            "crds/node.bootc.dev_bootcnodes.yaml",
-            "rbac/controller.yaml",
-            "rbac/daemon.yaml",
-            "admission/daemon-own-node-only.yaml",
-            "admission/bootcnode-spec-by-controller-only.yaml",
-            "admission/controller-node-writes.yaml",
-        ] {
+        for file in DEPLOY_BASE.iter().chain(&DEPLOY_ADMISSION) {
             kubectl_apply(&cp, &deploy.join(file))?;
         }
         if options.node_lifecycle_conditions {

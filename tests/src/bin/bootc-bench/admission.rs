@@ -20,7 +20,7 @@ use ::tests::write_probe;
 use ::tests::{ControlPlane, Identity};
 use anyhow::{Context, Result, bail};
 use api::labels::{CONTROLLER_MANAGER, DAEMON_MANAGER};
-use api::{BootcNode, BootcNodeSpec, ConditionType, Reason};
+use api::{BootcNode, ConditionType, Reason};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -30,12 +30,6 @@ use serde_json::{Value, json};
 use crate::procfs::{clock_ticks, cpu_seconds};
 use crate::report::{Report, out, row};
 
-/// The policies' files, as `deploy/` installs them.
-const POLICIES: [&str; 3] = [
-    "admission/daemon-own-node-only.yaml",
-    "admission/bootcnode-spec-by-controller-only.yaml",
-    "admission/controller-node-writes.yaml",
-];
 /// Nodes whose daemon gets a node-bound token (one Pod and TokenRequest
 /// each): the daemons' writes go round-robin over these.
 const DAEMON_NODES: usize = 20;
@@ -212,7 +206,7 @@ fn kubectl(cp: &ControlPlane, args: &[&str]) -> Result<()> {
 
 fn policy_files() -> Vec<String> {
     let deploy = ::tests::repo_root().join("deploy");
-    POLICIES
+    ::tests::sim::DEPLOY_ADMISSION
         .iter()
         .map(|f| deploy.join(f).display().to_string())
         .collect()
@@ -222,13 +216,7 @@ fn policy_files() -> Vec<String> {
 /// and the other controller.
 fn install(cp: &ControlPlane) -> Result<()> {
     let deploy = ::tests::repo_root().join("deploy");
-    for file in [
-        "namespace.yaml",
-        "crds/node.bootc.dev_bootcnodepools.yaml",
-        "crds/node.bootc.dev_bootcnodes.yaml",
-        "rbac/controller.yaml",
-        "rbac/daemon.yaml",
-    ] {
+    for file in ::tests::sim::DEPLOY_BASE {
         kubectl(
             cp,
             &["apply", "-f", &deploy.join(file).display().to_string()],
@@ -316,16 +304,7 @@ async fn populate(w: &Writers, n: usize) -> Result<()> {
             .create(&PostParams::default(), &node)
             .await
             .with_context(|| format!("creating Node {name}"))?;
-        let bn = BootcNode::new(
-            &name,
-            BootcNodeSpec {
-                desired_image: IMAGE.into(),
-                desired_image_state: Default::default(),
-                reboot_policy: Default::default(),
-                pull_secret_ref: None,
-                pull_secret_hash: None,
-            },
-        );
+        let bn = BootcNode::new(&name, ::tests::daemon_loop::spec(IMAGE));
         let mut body = serde_json::to_value(&bn)?;
         body["metadata"]["annotations"] = json!({});
         let apply = PatchParams::apply(CONTROLLER_MANAGER).force();
