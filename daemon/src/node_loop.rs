@@ -432,7 +432,6 @@ impl NodeLoop {
         }
     }
 
-    /// The state machine's decision on what is known now.
     /// Decides, first writing the host's auth file when that is due
     /// ([`pull_secret::write_due`]); a pull is decided again after the
     /// write, whose failure holds it.
@@ -454,6 +453,7 @@ impl NodeLoop {
         })
     }
 
+    /// The state machine's decision on what is known now.
     fn decide(&self, node: &BootcNode, host: &HostView) -> Decision {
         let decision = machine::decide(&Inputs {
             spec: &node.spec,
@@ -467,8 +467,8 @@ impl NodeLoop {
         self.with_auth_failure(decision)
     }
 
-    /// Pulls `image` (reporting Staging if it takes long), records the outcome and reads
-    /// the host again.
+    /// Pulls `image` (reported Staging if it runs past
+    /// [`STAGING_REPORT_AFTER`]), records the outcome and reads the host again.
     async fn stage(
         &mut self,
         node: &BootcNode,

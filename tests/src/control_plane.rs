@@ -627,6 +627,21 @@ impl ControlPlane {
             .arg(self.kubeconfig(Identity::Admin));
         cmd
     }
+
+    /// Runs `kubectl args` as admin to success; its stdout. A failure says
+    /// the command and kubectl's stderr.
+    pub fn run_kubectl<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> anyhow::Result<String> {
+        let out = self.kubectl().args(args).output()?;
+        if !out.status.success() {
+            let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+            anyhow::bail!(
+                "kubectl {}: {}",
+                shown.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
 }
 
 impl Drop for ControlPlane {

@@ -71,17 +71,10 @@ pub fn reader_token(cp: &crate::ControlPlane) -> Result<String> {
         ],
     ];
     for args in steps {
-        kubectl(cp, args)?;
+        cp.run_kubectl(args)?;
     }
-    Ok(
-        kubectl(cp, &["create", "token", "prometheus", "-n", "monitoring"])?
-            .trim()
-            .to_owned(),
-    )
-}
-
-fn kubectl(cp: &crate::ControlPlane, args: &[&str]) -> Result<String> {
-    let out = cp.kubectl().args(args).output()?;
-    anyhow::ensure!(out.status.success(), "kubectl {args:?}: {out:?}");
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(cp
+        .run_kubectl(&["create", "token", "prometheus", "-n", "monitoring"])?
+        .trim()
+        .to_owned())
 }

@@ -258,14 +258,11 @@ impl Launcher {
 }
 
 fn kubectl_apply(cp: &ControlPlane, path: &std::path::Path) -> Result<()> {
-    let out = cp.kubectl().arg("apply").arg("-f").arg(path).output()?;
-    if !out.status.success() {
-        bail!(
-            "kubectl apply -f {}: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    cp.run_kubectl(&[
+        std::ffi::OsStr::new("apply"),
+        "-f".as_ref(),
+        path.as_os_str(),
+    ])?;
     Ok(())
 }
 

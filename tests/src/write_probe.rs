@@ -315,8 +315,17 @@ pub struct Served {
     pub bodies: BTreeMap<BodyKey, (f64, f64)>,
 }
 
+/// The API server's `/metrics` text, read as `admin`.
+pub async fn metrics_text(admin: &kube::Client) -> Result<String> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    admin
+        .request_text(req)
+        .await
+        .context("reading the API server's /metrics")
+}
+
 /// The value of label `name` in `labels` (`a="x",b="y"`).
-fn label(labels: &str, name: &str) -> String {
+pub fn label(labels: &str, name: &str) -> String {
     labels
         .split(',')
         .find_map(|kv| kv.strip_prefix(name)?.strip_prefix("=\""))
@@ -325,7 +334,7 @@ fn label(labels: &str, name: &str) -> String {
 }
 
 /// The labels and value of a sample of `metric` (None: another metric).
-fn sample<'a>(line: &'a str, metric: &str) -> Option<(&'a str, f64)> {
+pub fn sample<'a>(line: &'a str, metric: &str) -> Option<(&'a str, f64)> {
     let rest = line.strip_prefix(metric)?.strip_prefix('{')?;
     let (labels, value) = rest.rsplit_once("} ")?;
     Some((labels, value.trim().parse().ok()?))

@@ -192,18 +192,6 @@ struct Bench {
     bootc_nodes: Vec<BootcNode>,
 }
 
-fn kubectl(cp: &ControlPlane, args: &[&str]) -> Result<()> {
-    let out = cp.kubectl().args(args).output()?;
-    if !out.status.success() {
-        bail!(
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
-}
-
 fn policy_files() -> Vec<String> {
     let deploy = ::tests::repo_root().join("deploy");
     ::tests::sim::DEPLOY_ADMISSION
@@ -217,23 +205,17 @@ fn policy_files() -> Vec<String> {
 fn install(cp: &ControlPlane) -> Result<()> {
     let deploy = ::tests::repo_root().join("deploy");
     for file in ::tests::sim::DEPLOY_BASE {
-        kubectl(
-            cp,
-            &["apply", "-f", &deploy.join(file).display().to_string()],
-        )?;
+        cp.run_kubectl(&["apply", "-f", &deploy.join(file).display().to_string()])?;
     }
     for file in policy_files() {
-        kubectl(cp, &["apply", "-f", &file])?;
+        cp.run_kubectl(&["apply", "-f", &file])?;
     }
-    kubectl(
-        cp,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/bootcnodes.node.bootc.dev",
-            "--timeout=60s",
-        ],
-    )?;
+    cp.run_kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/bootcnodes.node.bootc.dev",
+        "--timeout=60s",
+    ])?;
     let grants = [
         (
             "bench-kubelet",
@@ -250,26 +232,20 @@ fn install(cp: &ControlPlane) -> Result<()> {
     ];
     for (name, user, nodes, cms) in grants {
         let resources = format!("--resource={nodes},{cms}");
-        kubectl(
-            cp,
-            &[
-                "create",
-                "clusterrole",
-                name,
-                "--verb=get,patch,update",
-                &resources,
-            ],
-        )?;
-        kubectl(
-            cp,
-            &[
-                "create",
-                "clusterrolebinding",
-                name,
-                &format!("--clusterrole={name}"),
-                &format!("--user={user}"),
-            ],
-        )?;
+        cp.run_kubectl(&[
+            "create",
+            "clusterrole",
+            name,
+            "--verb=get,patch,update",
+            &resources,
+        ])?;
+        cp.run_kubectl(&[
+            "create",
+            "clusterrolebinding",
+            name,
+            &format!("--clusterrole={name}"),
+            &format!("--user={user}"),
+        ])?;
     }
     Ok(())
 }
@@ -404,9 +380,9 @@ async fn refusals(b: &Bench) -> Result<[bool; 3]> {
 async fn set_policies(b: &Bench, on: bool) -> Result<()> {
     for file in policy_files() {
         if on {
-            kubectl(&b.cp, &["apply", "-f", &file])?;
+            b.cp.run_kubectl(&["apply", "-f", &file])?;
         } else {
-            kubectl(&b.cp, &["delete", "--ignore-not-found", "-f", &file])?;
+            b.cp.run_kubectl(&["delete", "--ignore-not-found", "-f", &file])?;
         }
     }
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -523,22 +499,24 @@ async fn measure(b: &Bench, kind: Kind, writes: usize, round: usize) -> Result<(
 /// Seconds the ValidatingAdmissionPolicy admission plugin took so far
 /// (`apiserver_admission_controller_admission_duration_seconds`, its sum).
 async fn plugin_seconds(admin: &kube::Client) -> Result<f64> {
-    let req = http::Request::get("/metrics").body(Vec::new())?;
-    let text = admin.request_text(req).await?;
+    let text = ::tests::write_probe::metrics_text(admin).await?;
     Ok(policy_plugin_seconds(&text))
 }
 
 /// The ValidatingAdmissionPolicy plugin's time in a `/metrics` text: every
 /// operation, admitted or rejected.
 pub(crate) fn policy_plugin_seconds(metrics: &str) -> f64 {
+    use ::tests::write_probe::{label, sample};
     metrics
         .lines()
-        .filter(|l| {
-            l.starts_with(
-                "apiserver_admission_controller_admission_duration_seconds_sum{name=\"ValidatingAdmissionPolicy\"",
+        .filter_map(|l| {
+            sample(
+                l,
+                "apiserver_admission_controller_admission_duration_seconds_sum",
             )
         })
-        .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+        .filter(|(labels, _)| label(labels, "name") == "ValidatingAdmissionPolicy")
+        .map(|(_, seconds)| seconds)
         .sum()
 }
 

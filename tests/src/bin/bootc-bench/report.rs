@@ -55,10 +55,15 @@ impl Report {
 
     pub(crate) fn table(&self) -> String {
         let mut s = String::from("| Figure | Measured | Target | |\n|---|---:|---|---|\n");
+        // A `|` inside a cell would end it: Markdown takes `\|` as the character.
+        let cell = |text: &str| text.replace('|', "\\|");
         for r in &self.rows {
             s.push_str(&format!(
                 "| {} | {} | {} | {} |\n",
-                r.figure, r.value, r.target, r.verdict
+                cell(&r.figure),
+                cell(&r.value),
+                cell(&r.target),
+                r.verdict
             ));
         }
         s

@@ -26,11 +26,7 @@ use crate::wave;
 /// Write requests served so far and their bodies, from the API server's
 /// own counters: no audit log, so the measured rollout runs at full speed.
 async fn served_writes(admin: &kube::Client) -> Result<write_probe::Served> {
-    let req = http::Request::get("/metrics").body(Vec::new())?;
-    let text = admin
-        .request_text(req)
-        .await
-        .context("reading the API server's /metrics")?;
+    let text = write_probe::metrics_text(admin).await?;
     Ok(write_probe::Served::parse(&text))
 }
 
