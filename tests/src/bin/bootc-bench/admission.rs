@@ -77,6 +77,19 @@ impl Kind {
         )
     }
 
+    /// Writes of this kind per node and update in a rollout (the api
+    /// section's count): four BootcNode applies (the spec, a reboot slot
+    /// taken and released, the spec settled), a cordon and an uncordon,
+    /// three daemon status applies. Zero for writes not ours.
+    pub(crate) fn per_node_update(self) -> f64 {
+        match self {
+            Kind::ControllerApply => 4.0,
+            Kind::ControllerCordon => 2.0,
+            Kind::DaemonStatus => 3.0,
+            _ => 0.0,
+        }
+    }
+
     fn describe(self) -> &'static str {
         match self {
             Kind::ControllerApply => "controller: apply BootcNode",
@@ -111,6 +124,18 @@ pub(crate) fn share_percent(us: f64, ms: f64) -> f64 {
         return 0.0;
     }
     us / (ms * 1000.0) * 100.0
+}
+
+/// What the policies add to our writes in a rollout's proportions: the
+/// policy plugin's added time over the writes' CPU without the policies,
+/// each kind weighted by its writes per node and update (percent).
+/// `kinds`: (kind, write CPU ms without, plugin µs added).
+pub(crate) fn rollout_share_percent(kinds: &[(Kind, f64, f64)]) -> f64 {
+    let (us, ms) = kinds.iter().fold((0.0, 0.0), |(us, ms), (k, cpu, added)| {
+        let w = k.per_node_update();
+        (us + w * added, ms + w * cpu)
+    });
+    share_percent(us, ms)
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -569,12 +594,12 @@ async fn run(n: usize, requested: usize) -> Result<Results> {
     Ok(results)
 }
 
-fn cost_row(report: &mut Report, what: &str, cost: &Cost, ours: bool) {
-    let target = if ours {
-        format!("<= +{OURS_TARGET_PERCENT:.0} %")
-    } else {
-        "+0 % (within noise)".to_owned()
-    };
+/// A kind's CPU per write with and without the policies. `judged` rows
+/// (writes not ours) carry a verdict: nothing beyond the noise. Ours only
+/// inform: they are judged on the plugin's time, which the noise of the
+/// rest of a write's cost does not blur.
+fn cost_row(report: &mut Report, what: &str, cost: &Cost, judged: bool) {
+    let target = if judged { "+0 % (within noise)" } else { "" };
     report.push(row(
         format!("admission: {what}: API server + etcd CPU per write, without / with our policies"),
         format!(
@@ -583,8 +608,8 @@ fn cost_row(report: &mut Report, what: &str, cost: &Cost, ours: bool) {
             mean(&cost.with),
             cost.added_percent()
         ),
-        &target,
-        Some(cost.meets(ours)),
+        target,
+        judged.then(|| cost.meets(false)),
     ));
     let list = |v: &[f64]| {
         v.iter()
@@ -606,28 +631,41 @@ fn cost_row(report: &mut Report, what: &str, cost: &Cost, ours: bool) {
 }
 
 fn report_admission(report: &mut Report, results: &Results, n: usize, took: Duration) {
+    let ours: Vec<(Kind, f64, f64)> = results
+        .iter()
+        .filter(|r| r.0.ours())
+        .map(|(kind, cost, plugin)| (*kind, mean(&cost.without), plugin_added_us(plugin)))
+        .collect();
+    let share = rollout_share_percent(&ours);
+    report.push(row(
+        "admission: our writes in a rollout's proportions (4 BootcNode applies, 2 Node patches, 3 status applies per node): policy plugin's time added, in percent of the writes' CPU",
+        format!("{share:+.1} %"),
+        &format!("<= +{OURS_TARGET_PERCENT:.0} %"),
+        Some(share <= OURS_TARGET_PERCENT),
+    ));
     for ours in [true, false] {
-        let costs: Vec<&Cost> = results
-            .iter()
-            .filter(|r| r.0.ours() == ours)
-            .map(|r| &r.1)
-            .collect();
-        let what = if ours {
-            "all our writes (the three kinds, equal shares)"
-        } else {
-            "all writes not ours (the three kinds, equal shares)"
-        };
-        cost_row(report, what, &Cost::merged(&costs), ours);
+        if !ours {
+            let costs: Vec<&Cost> = results
+                .iter()
+                .filter(|r| !r.0.ours())
+                .map(|r| &r.1)
+                .collect();
+            cost_row(
+                report,
+                "all writes not ours (the three kinds, equal shares)",
+                &Cost::merged(&costs),
+                true,
+            );
+        }
         for (kind, cost, plugin) in results.iter().filter(|r| r.0.ours() == ours) {
-            cost_row(report, kind.describe(), cost, ours);
-            let added_us = mean(&plugin.with) - mean(&plugin.without);
+            cost_row(report, kind.describe(), cost, !ours);
             report.push(row(
                 "    policy plugin's time per write, without / with our policies",
                 format!(
                     "{:.0} / {:.0} µs ({:+.1} % of the write's CPU)",
                     mean(&plugin.without),
                     mean(&plugin.with),
-                    share_percent(added_us, mean(&cost.without))
+                    share_percent(plugin_added_us(plugin), mean(&cost.without))
                 ),
                 "",
                 None,
@@ -643,6 +681,11 @@ fn report_admission(report: &mut Report, results: &Results, n: usize, took: Dura
     report.details.push(admission_details(n));
 }
 
+/// The policy plugin's time the policies add to a write (µs).
+fn plugin_added_us(plugin: &Cost) -> f64 {
+    mean(&plugin.with) - mean(&plugin.without)
+}
+
 /// The section's explanation in BENCHMARKS.md.
 fn admission_details(n: usize) -> String {
     format!(
@@ -650,7 +693,8 @@ fn admission_details(n: usize) -> String {
 
 One kube-apiserver and etcd on this machine with deploy/'s CRDs, RBAC and its three ValidatingAdmissionPolicies (deploy/admission/), {n} Nodes, their BootcNodes and a ConfigMap each; no controller, no watches. Six kinds of writes, each as the user that makes it in a cluster: **ours** are the controller's BootcNode server-side applies (a reboot slot taken, released) and Node merge patches (cordon, uncordon), as its ServiceAccount, and the daemons' BootcNode status applies, with node-bound tokens of the daemon's ServiceAccount ({DAEMON_NODES} daemons); **not ours** are a kubelet's Node status patches (its Ready condition, as `system:node:...` in `system:nodes`), and another controller's Node label patches and ConfigMap patches (another ServiceAccount). Every write changes its object. Each kind is measured in four rounds, the policies and their bindings deleted, installed, deleted, installed (`kubectl delete`/`apply`; a round starts once three dry-run writes show that the API server enforces what it was told), each round at least `--admission-writes` writes of the kind, {CONCURRENCY} in flight.
 
-- **CPU per write**: kube-apiserver's and etcd's user + system time (`/proc/<pid>/stat`) over a round's writes, divided by them; the row gives the mean over the rounds without and with our policies, and what the policies add. Targets: at most +{OURS_TARGET_PERCENT:.0} % to our writes; to writes not ours nothing beyond the noise, that is at most the larger spread of the two rounds of one state ((max - min) / 2 over the mean), or {NOISE_FLOOR_PERCENT:.0} %.
+- **our writes in a rollout's proportions**: what the policies add to the policy plugin's time (below) for each of our kinds, weighted by its writes per node and update in a rollout (four BootcNode applies, a cordon and an uncordon, three status applies: the api section's count), over those writes' CPU without the policies. Target: at most +{OURS_TARGET_PERCENT:.0} %. It is judged on the plugin's time because the CPU of a round varies by more than that from one round to the next (the spread below).
+- **CPU per write**: kube-apiserver's and etcd's user + system time (`/proc/<pid>/stat`) over a round's writes, divided by them; the row gives the mean over the rounds without and with our policies, and what the policies add. Target, for writes not ours: nothing beyond the noise, that is at most the larger spread of the two rounds of one state ((max - min) / 2 over the mean), or {NOISE_FLOOR_PERCENT:.0} %. For ours the row informs.
 - **rounds**: each round's figure, in order, and the spread: the machine's noise, against which a difference can be told.
 - **policy plugin's time per write**: the ValidatingAdmissionPolicy admission plugin's time (the API server's `apiserver_admission_controller_admission_duration_seconds`, wall time) over a round's writes, and what the policies add to it in percent of the write's CPU without them: what the policies cost a write, without the noise of the rest of its cost. A policy whose matchConditions exclude a write (every policy, for writes not ours; the spec policy and the daemon's, for the controller's BootcNode applies) runs none of its validations: only the matchConditions cost.
 - Before each kind's measured writes, a tenth as many go unmeasured, so that whatever switching the policies left to the API server (compiling them, checking their types) is not counted.
@@ -715,6 +759,22 @@ mod tests {
             assert_eq!(c.meets(false), not_ours, "{without:?} {with:?} not ours");
         }
         assert_eq!(Cost::default().added_percent(), 0.0);
+    }
+
+    #[test]
+    fn our_writes_are_weighed_in_a_rollouts_proportions() {
+        // 4 applies at 5 ms + 100 µs, 2 cordons at 4 ms + 500 µs, 3
+        // status applies at 6 ms + 200 µs: 1,000 + 1,000 + 600 µs over
+        // 20 + 8 + 18 ms.
+        let kinds = [
+            (Kind::ControllerApply, 5.0, 100.0),
+            (Kind::ControllerCordon, 4.0, 500.0),
+            (Kind::DaemonStatus, 6.0, 200.0),
+            (Kind::KubeletStatus, 3.0, 1000.0),
+        ];
+        let want = 2600.0 / 46_000.0 * 100.0;
+        assert!((rollout_share_percent(&kinds) - want).abs() < 1e-9);
+        assert_eq!(rollout_share_percent(&[]), 0.0);
     }
 
     #[test]
