@@ -89,7 +89,7 @@ struct Cli {
     scale_nodes: Vec<usize>,
     /// Give up on one scale rollout (and, apart, on its setup) after this
     /// many seconds; the size's row then says "not reached".
-    #[arg(long, default_value_t = 1200)]
+    #[arg(long, default_value_t = 2400)]
     scale_timeout_seconds: u64,
     /// At most this many writes per run of the scale section's
     /// write-throughput probe (fewer when the rollout made fewer).
