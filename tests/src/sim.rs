@@ -67,6 +67,12 @@ pub const DEPLOY_ADMISSION: [&str; 3] = [
     "admission/bootcnode-spec-by-controller-only.yaml",
     "admission/controller-node-writes.yaml",
 ];
+/// deploy/optional/node-lifecycle-conditions: the controller's grant on
+/// Node status and the policy that narrows it.
+pub const NODE_LIFECYCLE_CONDITIONS: [&str; 2] = [
+    "optional/node-lifecycle-conditions/rbac.yaml",
+    "optional/node-lifecycle-conditions/controller-node-status-writes.yaml",
+];
 /// The repository the simulator pushes to.
 pub const REPO: &str = "acme/os";
 /// The tag the pool follows.
@@ -288,10 +294,9 @@ impl Sim {
             kubectl_apply(&cp, &deploy.join(file))?;
         }
         if options.node_lifecycle_conditions {
-            kubectl_apply(
-                &cp,
-                &deploy.join("optional/node-lifecycle-conditions/rbac.yaml"),
-            )?;
+            for file in NODE_LIFECYCLE_CONDITIONS {
+                kubectl_apply(&cp, &deploy.join(file))?;
+            }
         }
         let out = cp
             .kubectl()

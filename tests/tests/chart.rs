@@ -283,7 +283,7 @@ async fn the_admission_policies_follow_renamed_namespaces() {
         }
     })
     .await;
-    assert!(message.contains("its own node (node-a)"), "{message}");
+    assert!(message.contains("named after its own node"), "{message}");
     as_daemon
         .patch_status("node-a", &pp, &status(1))
         .await
