@@ -641,11 +641,11 @@ fn cost_row(report: &mut Report, what: &str, cost: &Cost, control: Option<&Cost>
 }
 
 fn report_admission(report: &mut Report, results: &Results, n: usize, took: Duration) {
+    let quiet = Cost::default();
     let control = results
         .iter()
         .find(|r| r.0 == Kind::CONTROL)
-        .map(|r| r.1.clone())
-        .unwrap_or_default();
+        .map_or(&quiet, |r| &r.1);
     let ours: Vec<(Kind, f64, f64)> = results
         .iter()
         .filter(|r| r.0.ours())
@@ -658,35 +658,19 @@ fn report_admission(report: &mut Report, results: &Results, n: usize, took: Dura
         &format!("<= +{OURS_TARGET_PERCENT:.0} %"),
         Some(share <= OURS_TARGET_PERCENT),
     ));
-    for ours in [true, false] {
-        if !ours {
-            let costs: Vec<&Cost> = results
-                .iter()
-                .filter(|r| !r.0.ours())
-                .map(|r| &r.1)
-                .collect();
-            cost_row(
-                report,
-                "all writes not ours (the three kinds, equal shares)",
-                &Cost::merged(&costs),
-                Some(&control),
-            );
-        }
-        for (kind, cost, plugin) in results.iter().filter(|r| r.0.ours() == ours) {
-            cost_row(report, kind.describe(), cost, (!ours).then_some(&control));
-            report.push(row(
-                "    policy plugin's time per write, without / with our policies",
-                format!(
-                    "{:.0} / {:.0} µs ({:+.1} % of the write's CPU)",
-                    mean(&plugin.without),
-                    mean(&plugin.with),
-                    share_percent(plugin_added_us(plugin), mean(&cost.without))
-                ),
-                "",
-                None,
-            ));
-        }
-    }
+    kind_rows(report, results, true, None);
+    let not_ours: Vec<&Cost> = results
+        .iter()
+        .filter(|r| !r.0.ours())
+        .map(|r| &r.1)
+        .collect();
+    cost_row(
+        report,
+        "all writes not ours (the three kinds, equal shares)",
+        &Cost::merged(&not_ours),
+        Some(control),
+    );
+    kind_rows(report, results, false, Some(control));
     report.push(row(
         format!("admission: the section's time ({n} nodes, setup included)"),
         format!("{:.0} s", took.as_secs_f64()),
@@ -694,6 +678,25 @@ fn report_admission(report: &mut Report, results: &Results, n: usize, took: Dura
         None,
     ));
     report.details.push(admission_details(n));
+}
+
+/// Each of our kinds (`ours`) or the others: its CPU row and its plugin's
+/// time.
+fn kind_rows(report: &mut Report, results: &Results, ours: bool, control: Option<&Cost>) {
+    for (kind, cost, plugin) in results.iter().filter(|r| r.0.ours() == ours) {
+        cost_row(report, kind.describe(), cost, control);
+        report.push(row(
+            "    policy plugin's time per write, without / with our policies",
+            format!(
+                "{:.0} / {:.0} µs ({:+.1} % of the write's CPU)",
+                mean(&plugin.without),
+                mean(&plugin.with),
+                share_percent(plugin_added_us(plugin), mean(&cost.without))
+            ),
+            "",
+            None,
+        ));
+    }
 }
 
 /// The policy plugin's time the policies add to a write (µs).
