@@ -21,10 +21,11 @@
 //!   escalation check lets it write this rule without `escalate`; the Role
 //!   and its binding come from `deploy/`, so it needs neither `create` nor
 //!   `bind`, only `patch` on this one Role.
-//! - Every reconcile brings the Role up to date before it writes BootcNodes
-//!   (a pool's new Secret is granted before any BootcNode names it); the
-//!   caches have no change notification, so for revocations and deleted
-//!   pools they are also compared once a second (microseconds, no request).
+//! - Every reconcile makes sure the Role grants its pool's Secret before it
+//!   writes BootcNodes (a pool's new Secret is granted before any BootcNode
+//!   names it); the caches have no change notification, so for revocations
+//!   and deleted pools they are also compared once a second (no request;
+//!   a few milliseconds at 20,000 BootcNodes, so not on every reconcile).
 //!   The Role is written only when its rules change, and not before the
 //!   first reconcile (with caches not yet synced it would revoke every
 //!   grant); with no pool at all since the controller started, it is left
@@ -69,12 +70,23 @@ pub fn rules<'a>(
     references: impl IntoIterator<Item = (&'a str, &'a SecretReference)>,
     opted_in: impl Fn(&str, &str) -> bool,
 ) -> Vec<PolicyRule> {
-    let names: BTreeSet<&str> = references
+    // Each (pool, Secret) pair once before the opt-in is looked up: a
+    // pool's BootcNodes all name the same Secret, and this runs every
+    // second over all of them (a repeat of the pair before is skipped
+    // without a lookup in the set).
+    let mut pairs: BTreeSet<(&str, &str)> = BTreeSet::new();
+    let mut last = None;
+    for (pool, r) in references {
+        let pair = (pool, r.name.as_str());
+        if r.namespace == namespace && !r.name.is_empty() && last != Some(pair) {
+            pairs.insert(pair);
+            last = Some(pair);
+        }
+    }
+    let names: BTreeSet<&str> = pairs
         .into_iter()
-        .filter(|(pool, r)| {
-            r.namespace == namespace && !r.name.is_empty() && opted_in(&r.name, pool)
-        })
-        .map(|(_, r)| r.name.as_str())
+        .filter(|(pool, name)| opted_in(name, pool))
+        .map(|(_, name)| name)
         .collect();
     if names.is_empty() {
         return Vec::new();
@@ -86,6 +98,15 @@ pub fn rules<'a>(
         verbs: vec!["get".to_owned()],
         non_resource_urls: None,
     }]
+}
+
+/// The Secret names `rules` grant.
+fn granted(rules: &[PolicyRule]) -> BTreeSet<&str> {
+    rules
+        .iter()
+        .flat_map(|r| r.resource_names.iter().flatten())
+        .map(String::as_str)
+        .collect()
 }
 
 /// Writes the Role's rules (server-side apply; the rest of the Role is
@@ -156,13 +177,45 @@ impl Grant {
         })
     }
 
-    /// Brings the Role up to date before a reconcile writes BootcNodes, so
-    /// that no daemon is sent to a Secret it may not read yet. A reconcile
-    /// runs with the caches synced, and from then on the keeper runs too.
-    /// False when the write failed (logged).
-    pub async fn sync(&self) -> bool {
+    /// Makes sure the Role grants what `pool` names before its reconcile
+    /// writes BootcNodes, so that no daemon is sent to a Secret it may not
+    /// read yet: when the rules last written already do, nothing is read
+    /// (revocations are the keeper's, within a second); otherwise the Role
+    /// is brought up to date. A reconcile runs with the caches synced, and
+    /// from then on the keeper runs too. False when the write failed
+    /// (logged).
+    pub async fn sync(&self, pool: &BootcNodePool) -> bool {
         self.synced.store(true, Ordering::Relaxed);
+        if self.already_grants(pool).await {
+            return true;
+        }
         self.write_if_changed().await
+    }
+
+    /// Do the rules last written grant every Secret `pool` may name?
+    async fn already_grants(&self, pool: &BootcNodePool) -> bool {
+        let written = self.written.lock().await;
+        let Some(written) = written.as_ref() else {
+            return false;
+        };
+        let (Some(name), Some(reference)) = (
+            pool.metadata.name.as_deref(),
+            pool.spec.pull_secret_ref.as_ref(),
+        ) else {
+            return true;
+        };
+        let want = rules(&self.namespace, [(name, reference)], |n, p| {
+            self.opted_in(n, p)
+        });
+        granted(&want).is_subset(&granted(written))
+    }
+
+    /// Does the Secret `name` of the operator's namespace opt in to `pool`?
+    fn opted_in(&self, name: &str, pool: &str) -> bool {
+        let secret = self
+            .secrets
+            .get(&ObjectRef::new(name).within(&self.namespace));
+        secret.is_some_and(|s| api::pull_secret::allows(&s.metadata, pool))
     }
 
     /// Writes the rules for what the caches name now, unless they are what
@@ -182,13 +235,9 @@ impl Grant {
                 let owner = rollout::membership::owner_reference_of(b)?;
                 Some((owner.name.as_str(), b.spec.pull_secret_ref.as_ref()?))
             });
-            let opted_in = |name: &str, pool: &str| {
-                let secret = self
-                    .secrets
-                    .get(&ObjectRef::new(name).within(&self.namespace));
-                secret.is_some_and(|s| api::pull_secret::allows(&s.metadata, pool))
-            };
-            rules(&self.namespace, from_pools.chain(from_nodes), opted_in)
+            rules(&self.namespace, from_pools.chain(from_nodes), |n, p| {
+                self.opted_in(n, p)
+            })
         };
         if written.as_ref() == Some(&want) {
             return true;
@@ -270,6 +319,20 @@ mod tests {
             names(vec![("b", &pull), ("a", &pull), ("x", &tls)]),
             ["pull"]
         );
+    }
+
+    #[test]
+    fn each_pools_secret_is_asked_about_once_however_many_bootc_nodes_name_it() {
+        let ns = "bootc-operator";
+        let pull = r("pull", ns);
+        let asked = std::cell::Cell::new(0);
+        let refs = std::iter::repeat_n(("a", &pull), 1000).chain([("b", &pull)]);
+        let got = rules(ns, refs, |_, _| {
+            asked.set(asked.get() + 1);
+            true
+        });
+        assert_eq!(got.len(), 1);
+        assert_eq!(asked.get(), 2, "once per (pool, Secret) pair");
     }
 
     #[test]

@@ -202,7 +202,7 @@ async fn gather(
     ctx: &Ctx,
     members: &mut Members,
 ) -> Result<Option<Duration>, Error> {
-    ctx.daemon_secrets.sync().await;
+    ctx.daemon_secrets.sync(pool).await;
     let selecting = Instant::now();
     bring_up_to_date(ctx, pool, members);
     let selected = selecting.elapsed();
@@ -270,12 +270,13 @@ async fn reconcile_pool(
         selected + planned,
         plan.summary.states.len(),
     ));
-    record(&pool, &plan, made, started);
+    record(&pool, &plan, made, started, selected + planned);
     Ok(Action::requeue(requeue_after(ctx, &plan, &resolution)))
 }
 
 /// The metrics and the log line of a reconcile that made `made` writes.
-fn record(pool: &BootcNodePool, plan: &Plan, made: usize, started: Instant) {
+/// `planning` is what pacing counts (choosing the pool's objects and planning).
+fn record(pool: &BootcNodePool, plan: &Plan, made: usize, started: Instant, planning: Duration) {
     let name = pool.name_any();
     let status = plan.status.as_ref().or(pool.status.as_ref());
     let degraded = status
@@ -285,10 +286,11 @@ fn record(pool: &BootcNodePool, plan: &Plan, made: usize, started: Instant) {
     metrics.observe_plan(&name, &plan.summary, &plan.events, degraded);
     metrics.reconciled(started.elapsed());
     let elapsed_us = started.elapsed().as_micros();
+    let planning_us = planning.as_micros();
     if made > 0 {
-        tracing::info!(pool = %name, writes = made, elapsed_us, "reconciled");
+        tracing::info!(pool = %name, writes = made, elapsed_us, planning_us, "reconciled");
     } else {
-        tracing::debug!(pool = %name, elapsed_us, "reconciled; nothing to change");
+        tracing::debug!(pool = %name, elapsed_us, planning_us, "reconciled; nothing to change");
     }
 }
 
