@@ -335,6 +335,102 @@ mod tests {
         assert_eq!(asked.get(), 2, "once per (pool, Secret) pair");
     }
 
+    const NS: &str = api::labels::OPERATOR_NAMESPACE;
+
+    fn store_of<K>(objects: Vec<K>) -> Store<K>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let (store, mut writer) = kube::runtime::reflector::store();
+        for o in objects {
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(o));
+        }
+        store
+    }
+
+    /// A Secret of the operator's namespace opted in to `pools`.
+    fn secret(name: &str, pools: &str) -> Secret {
+        let mut s = Secret::default();
+        s.metadata.name = Some(name.into());
+        s.metadata.namespace = Some(NS.into());
+        s.metadata.annotations = Some(
+            [(api::labels::POOLS_ANNOTATION.to_owned(), pools.to_owned())]
+                .into_iter()
+                .collect(),
+        );
+        s
+    }
+
+    /// Pool "a" naming Secret "pull" (which opts in to it), and a BootcNode
+    /// of the pool still naming "old" (which no longer does); the Role last
+    /// written with `written`.
+    async fn granted_before(
+        api: &scripted_api::ScriptedApi,
+        written: &[&str],
+    ) -> (Arc<Grant>, BootcNodePool) {
+        let pool: BootcNodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "node.bootc.dev/v1alpha1",
+            "kind": "BootcNodePool",
+            "metadata": {"name": "a", "uid": "uid-a"},
+            "spec": {
+                "nodeSelector": {},
+                "image": {"ref": "registry.test/os:1"},
+                "pullSecretRef": {"name": "pull", "namespace": NS},
+            },
+        }))
+        .unwrap();
+        let bn: BootcNode = serde_json::from_value(serde_json::json!({
+            "apiVersion": "node.bootc.dev/v1alpha1",
+            "kind": "BootcNode",
+            "metadata": {"name": "w1", "ownerReferences": [{
+                "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+                "name": "a", "uid": "uid-a",
+            }]},
+            "spec": {"desiredImage": "", "pullSecretRef": {"name": "old", "namespace": NS}},
+        }))
+        .unwrap();
+        let grant = Grant::new(
+            api.client(),
+            NS,
+            store_of(vec![pool.clone()]),
+            store_of(vec![bn]),
+            store_of(vec![secret("pull", "a"), secret("old", "")]),
+        );
+        let names = |n: &[&str]| n.iter().map(|&n| ("a", r(n, NS))).collect::<Vec<_>>();
+        let refs = names(written);
+        *grant.written.lock().await =
+            Some(rules(NS, refs.iter().map(|(p, r)| (*p, r)), |_, _| true));
+        (grant, pool)
+    }
+
+    /// The Role's write, granting exactly `names`.
+    fn role_write(names: &[&str]) -> scripted_api::Exchange {
+        let path = scripted_api::namespaced_path::<Role>(NS, ROLE);
+        let mut role = Role::default();
+        role.metadata.name = Some(ROLE.to_owned());
+        scripted_api::patch(&path)
+            .query("fieldManager", api::labels::CONTROLLER_MANAGER)
+            .body_includes(serde_json::json!({"rules": [{"resourceNames": names}]}))
+            .ok(&role)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_whose_secret_is_granted_reads_and_writes_nothing() {
+        // "old" is no longer opted in: its revocation is the keeper's, not
+        // this reconcile's (which would walk every BootcNode to find it).
+        let api = scripted_api::ScriptedApi::new(scripted_api::Script::new());
+        let (grant, pool) = granted_before(&api, &["old", "pull"]).await;
+        assert!(api.finish(grant.sync(&pool)).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_whose_secret_is_not_granted_yet_brings_the_role_up_to_date() {
+        let api =
+            scripted_api::ScriptedApi::new(scripted_api::Script::new().then(role_write(&["pull"])));
+        let (grant, pool) = granted_before(&api, &["old"]).await;
+        assert!(api.finish(grant.sync(&pool)).await);
+    }
+
     #[test]
     fn rules_name_exactly_the_referenced_secrets_of_the_namespace() {
         let ns = "bootc-operator";
