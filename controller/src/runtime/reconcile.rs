@@ -262,20 +262,18 @@ async fn reconcile_pool(
     tracing::debug!(pool = %pool.name_any(), reused = memo.reused, computed = memo.computed, "planned");
     let phases = std::mem::take(&mut plan.phases);
     *phase_clock = Arc::new(rollout::stuck::tick(&input.phase_clock, phases, input.now));
-    let planned = planning.elapsed();
+    // What pacing counts: choosing the pool's objects and planning.
+    let took = selected + planning.elapsed();
     // Step 3, act.
     let made = ctx.actuator.execute(&pool, &plan, writes).await?;
     // Step 4, record.
-    *pace = Some(pace::Last::ended_now(
-        selected + planned,
-        plan.summary.states.len(),
-    ));
-    record(&pool, &plan, made, started, selected + planned);
+    *pace = Some(pace::Last::ended_now(took, plan.summary.states.len()));
+    record(&pool, &plan, made, started, took);
     Ok(Action::requeue(requeue_after(ctx, &plan, &resolution)))
 }
 
 /// The metrics and the log line of a reconcile that made `made` writes.
-/// `planning` is what pacing counts (choosing the pool's objects and planning).
+/// `planning` is what pacing counted.
 fn record(pool: &BootcNodePool, plan: &Plan, made: usize, started: Instant, planning: Duration) {
     let name = pool.name_any();
     let status = plan.status.as_ref().or(pool.status.as_ref());
