@@ -15,9 +15,9 @@
 //!   lines, and the operator image's size (compressed and unpacked) built
 //!   from the binaries;
 //! - `scale`: the real controller with N nodes played by the DaemonPlayer;
-//! - `admission`: the API server's CPU per write with and without the
-//!   admission policies of deploy/admission/, for the operator's writes and
-//!   for writes that are not its own;
+//! - `admission`: what the admission policies of deploy/admission/ add to
+//!   the policy plugin's time and the API server's CPU per write, for the
+//!   operator's writes and for writes that are not its own;
 //! - `nodes` (only when asked for): a rollout on real nodes (node
 //!   containers with a real systemd and kubelet, tests/src/nodes/), timed,
 //!   and the daemon's and the helper's memory in their pods there.
