@@ -396,10 +396,8 @@ mod tests {
             store_of(vec![bn]),
             store_of(vec![secret("pull", "a"), secret("old", "")]),
         );
-        let names = |n: &[&str]| n.iter().map(|&n| ("a", r(n, NS))).collect::<Vec<_>>();
-        let refs = names(written);
-        *grant.written.lock().await =
-            Some(rules(NS, refs.iter().map(|(p, r)| (*p, r)), |_, _| true));
+        let refs: Vec<SecretReference> = written.iter().map(|n| r(n, NS)).collect();
+        *grant.written.lock().await = Some(rules(NS, refs.iter().map(|r| ("a", r)), |_, _| true));
         (grant, pool)
     }
 
