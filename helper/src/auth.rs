@@ -1,6 +1,15 @@
-//! Writing the host's `/run/ostree/auth.json`: atomically (temporary file,
-//! fsync, rename, fsync of the directory), mode 0600, and refusing to
-//! follow any symlink below the host root.
+//! The host files the helper writes, each refusing to follow any symlink
+//! below the host root: `/run/ostree/auth.json` (atomically: temporary
+//! file, fsync, rename, fsync of the directory; mode 0600), and ostree's
+//! finalization lock `/run/ostree/staged-deployment-locked`.
+//!
+//! The lock is how staging is locked on released bootc, which has no
+//! `switch --download-only`: ostree's `ostree-finalize-staged.service`
+//! does not finalize a staged deployment while that file exists (it checks
+//! the file as well as the staged deployment's own `locked` flag, in every
+//! ostree since 2018: `_ostree_sysroot_finalize_impl_staged_deployment`).
+//! ostree removes it when a deployment is staged over another one (ostree
+//! commit ac69c707), so Stage creates it before bootc runs and again after.
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, renameat};
@@ -13,18 +22,20 @@ use std::path::{Path, PathBuf};
 /// Below the host root: the directories walked, then the file.
 pub const AUTH_DIRS: [&str; 2] = ["run", "ostree"];
 pub const AUTH_FILE: &str = "auth.json";
+/// ostree's finalization lock file, beside the auth file.
+pub const FINALIZATION_LOCK: &str = "staged-deployment-locked";
 const AUTH_TMP: &str = ".auth.json.bootc-helper.tmp";
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuthWriteError {
-    #[error("write-auth: refusing symlink at {0}")]
+    #[error("refusing symlink at {0}")]
     Symlink(PathBuf),
-    #[error("write-auth: {path} is not a {expected}")]
+    #[error("{path} is not a {expected}")]
     WrongType {
         path: PathBuf,
         expected: &'static str,
     },
-    #[error("write-auth: {op} {path}: {source}")]
+    #[error("{op} {path}: {source}")]
     Io {
         op: &'static str,
         path: PathBuf,
@@ -113,6 +124,27 @@ pub fn read_tail_nofollow(dir: &OwnedFd, name: &str, max: usize) -> Vec<u8> {
     let mut out = Vec::new();
     let _ = file.take(max64).read_to_end(&mut out);
     out
+}
+
+/// Creates (`lock`) or removes ostree's finalization lock file.
+pub fn lock_finalization(host_root: &Path, lock: bool) -> Result<(), AuthWriteError> {
+    let (dir, shown) = open_host_dir(host_root, &AUTH_DIRS)?;
+    let (name, mode) = (FINALIZATION_LOCK, Mode::from_bits_truncate(0o640));
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let done = match lock {
+        true => openat(&dir, name, flags, mode).map(drop),
+        false => unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir)
+            .or_else(|e| (e == Errno::ENOENT).then_some(()).ok_or(e)),
+    };
+    done.map_err(io("lock", &shown.join(name)))
+}
+
+/// Does ostree's finalization lock file exist (read only: nothing created)?
+pub fn finalization_locked(host_root: &Path) -> bool {
+    let path = AUTH_DIRS
+        .iter()
+        .fold(host_root.to_path_buf(), |p, d| p.join(d));
+    std::fs::symlink_metadata(path.join(FINALIZATION_LOCK)).is_ok()
 }
 
 /// Writes `content` to `<host_root>/run/ostree/auth.json`. `host_root` itself

@@ -121,14 +121,9 @@ pub fn stop_argv(op: UnitOp) -> Vec<String> {
 /// Does `systemctl is-active` say the unit is (still) running?
 pub fn unit_busy(is_active_stdout: &str) -> bool {
     let state = is_active_stdout.trim();
-    [
-        "active",
-        "activating",
-        "deactivating",
-        "reloading",
-        "refreshing",
-    ]
-    .contains(&state)
+    "active activating deactivating reloading refreshing"
+        .split(' ')
+        .any(|busy| busy == state)
 }
 
 /// Most stdout kept from one bootc run (status JSON is a few KiB).
@@ -147,28 +142,34 @@ pub fn help_argv() -> Vec<String> {
     words("switch --help")
 }
 
-/// `bootc switch --download-only -- <image>` (locked), or on a bootc without
-/// `--download-only`, `bootc switch -- <image>` (unlocked). The image has
-/// been validated; `--` is there regardless.
-pub fn stage_argv(image: &str, download_only: bool) -> Vec<String> {
-    let mut argv = words(match download_only {
-        true => "switch --download-only --",
-        false => "switch --",
-    });
-    argv.push(image.to_owned());
-    argv
+/// `bootc switch --download-only -- <image>`, or on a bootc without
+/// `--download-only`, `bootc switch -- <image>` (locked by ostree's lock
+/// file, see `crate::auth`); `--enforce-container-sigpolicy` right before
+/// `--` when asked (the host's `containers-policy.json` then decides). The
+/// image has been validated; `--` is there regardless.
+pub fn stage_argv(image: &str, download_only: bool, enforce_sigpolicy: bool) -> Vec<String> {
+    let flag = download_only
+        .then_some(" --download-only")
+        .unwrap_or_default();
+    let sig = enforce_sigpolicy.then_some(" --enforce-container-sigpolicy");
+    words(&format!(
+        "switch{flag}{} -- {image}",
+        sig.unwrap_or_default()
+    ))
 }
 
-/// Applies what was staged. Locked staging: `bootc switch --from-downloaded
-/// --apply [--soft-reboot=auto]`. Unlocked staging (old bootc): `bootc switch
-/// --apply -- <image>` (the same image again: bootc finds it staged and
-/// reboots; old bootc has no soft reboot).
-pub fn apply_argv(staged_image: &str, locked: bool, soft_reboot: bool) -> Vec<String> {
-    match (locked, soft_reboot) {
-        (false, _) => words(&format!("switch --apply -- {staged_image}")),
-        (true, false) => words("switch --from-downloaded --apply"),
-        (true, true) => words("switch --from-downloaded --apply --soft-reboot=auto"),
-    }
+/// Applies what was staged: `bootc upgrade --from-downloaded --apply
+/// [--soft-reboot=auto]` (bootc v1.12+), whatever staged it. It unlocks a
+/// staged deployment locked by `--download-only` (and then ostree's lock
+/// file), handles the soft reboot, and reboots; it fetches nothing and does
+/// not check which image is staged (the caller does).
+pub fn apply_argv(soft_reboot: bool) -> Vec<String> {
+    let soft = if soft_reboot {
+        " --soft-reboot=auto"
+    } else {
+        ""
+    };
+    words(&format!("upgrade --from-downloaded --apply{soft}"))
 }
 
 /// Does `bootc switch --help` show the locked-staging flags?
@@ -195,19 +196,14 @@ pub enum RunError {
     Namespace(i32, std::io::Error),
     #[error("cannot start bootc in the host mount namespace: {0}")]
     Spawn(std::io::Error),
-    #[error("bootc {argv:?} did not finish within {timeout:?}")]
-    Timeout {
-        argv: Vec<String>,
-        timeout: Duration,
-    },
+    /// The argv, and the time limit.
+    #[error("bootc {0:?} did not finish within {1:?}")]
+    Timeout(Vec<String>, Duration),
     #[error("waiting for bootc failed: {0}")]
     Wait(std::io::Error),
-    #[error("bootc {argv:?} failed ({status}): {stderr}")]
-    Failed {
-        argv: Vec<String>,
-        status: ExitStatus,
-        stderr: String,
-    },
+    /// The argv, bootc's exit status, and its stderr (see [`error_text`]).
+    #[error("bootc {0:?} failed ({1}): {2}")]
+    Failed(Vec<String>, ExitStatus, String),
     #[error("cannot prepare the units' output directory: {0}")]
     Output(String),
     #[error("{unit} is running (started before this helper): {what}")]
@@ -256,8 +252,7 @@ impl Runner {
             // The client and whatever it started in the helper's process
             // group; a unit's own processes are stopped by `run_in_unit`.
             group.into_iter().for_each(crate::sys::kill_group);
-            let argv = argv.to_vec();
-            RunError::Timeout { argv, timeout }
+            RunError::Timeout(argv.to_vec(), timeout)
         })?;
         Ok((status.map_err(RunError::Wait)?, stdout, stderr))
     }
@@ -339,14 +334,10 @@ impl Runner {
         let left = deadline.saturating_duration_since(Instant::now());
         let (run, stop) = (unit_argv(op, argv), stop_argv(op));
         match self.run_program(SYSTEMD_RUN, &run, left).await {
-            Err(RunError::Timeout { .. }) => {
+            Err(RunError::Timeout(..)) => {
                 let stopped = self.run_program(SYSTEMCTL, &stop, CLIENT_TIMEOUT).await;
                 tracing::warn!(unit = op.unit(), ?stopped, "time limit: unit stopped");
-                let argv = argv.to_vec();
-                Err(RunError::Timeout {
-                    argv,
-                    timeout: limit,
-                })
+                Err(RunError::Timeout(argv.to_vec(), limit))
             }
             run => Self::unit_failed(&dir, op, argv, run?),
         }
@@ -396,12 +387,7 @@ fn failed(argv: &[String], status: ExitStatus, stderr: &[u8]) -> Result<(), RunE
     if status.success() {
         return Ok(());
     }
-    let (argv, stderr) = (argv.to_vec(), error_text(stderr));
-    Err(RunError::Failed {
-        argv,
-        status,
-        stderr,
-    })
+    Err(RunError::Failed(argv.to_vec(), status, error_text(stderr)))
 }
 
 /// Reads a pipe to its end, keeping at most `max` bytes (and discarding the
@@ -429,33 +415,29 @@ mod tests {
             ["status", "--format=json", "--format-version=1"]
         );
         assert_eq!(
-            stage_argv(IMG, true),
+            stage_argv(IMG, true, false),
             ["switch", "--download-only", "--", IMG]
         );
-        assert_eq!(stage_argv(IMG, false), ["switch", "--", IMG]);
+        assert_eq!(stage_argv(IMG, false, false), ["switch", "--", IMG]);
         assert_eq!(
-            apply_argv(IMG, true, false),
-            ["switch", "--from-downloaded", "--apply"]
+            apply_argv(false),
+            ["upgrade", "--from-downloaded", "--apply"]
         );
         assert_eq!(
-            apply_argv(IMG, true, true),
+            apply_argv(true),
             [
-                "switch",
+                "upgrade",
                 "--from-downloaded",
                 "--apply",
                 "--soft-reboot=auto"
             ]
-        );
-        assert_eq!(
-            apply_argv(IMG, false, true),
-            ["switch", "--apply", "--", IMG]
         );
     }
 
     #[test]
     fn unit_argv_is_fixed() {
         assert_eq!(
-            unit_argv(UnitOp::Stage, &stage_argv(IMG, true)),
+            unit_argv(UnitOp::Stage, &stage_argv(IMG, true, false)),
             [
                 "--unit=bootc-operator-stage.service",
                 "--collect",
@@ -473,7 +455,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            unit_argv(UnitOp::Apply, &apply_argv(IMG, true, false))[0],
+            unit_argv(UnitOp::Apply, &apply_argv(false))[0],
             "--unit=bootc-operator-apply.service"
         );
         assert_eq!(
@@ -486,6 +468,24 @@ mod tests {
         );
         assert!(unit_busy("active\n") && unit_busy("activating"));
         assert!(!unit_busy("inactive\n") && !unit_busy("failed") && !unit_busy(""));
+    }
+
+    #[test]
+    fn sigpolicy_goes_before_the_image() {
+        assert_eq!(
+            stage_argv(IMG, true, true),
+            [
+                "switch",
+                "--download-only",
+                "--enforce-container-sigpolicy",
+                "--",
+                IMG
+            ]
+        );
+        assert_eq!(
+            stage_argv(IMG, false, true),
+            ["switch", "--enforce-container-sigpolicy", "--", IMG]
+        );
     }
 
     #[test]

@@ -30,13 +30,9 @@ pub enum HelperError {
     Invalid(#[from] ValidationError),
     #[error("apply: nothing was staged by this helper; call Stage first")]
     NothingStaged,
-    #[error(
-        "apply: the host's staged image is {found:?}, not {expected:?} (staged last by this helper)"
-    )]
-    StagedMismatch {
-        expected: String,
-        found: Option<String>,
-    },
+    /// What this helper staged last, and what the host has staged.
+    #[error("apply: the host's staged image is {1:?}, not {0:?} (staged last by this helper)")]
+    StagedMismatch(String, Option<String>),
     #[error(transparent)]
     Bootc(#[from] RunError),
     #[error(transparent)]
@@ -55,10 +51,10 @@ impl From<HelperError> for Status {
         let code = match &e {
             E::Invalid(ValidationError::RepositoryNotAllowed { .. }) => Code::PermissionDenied,
             E::Invalid(_) => Code::InvalidArgument,
-            E::NothingStaged | E::StagedMismatch { .. } => Code::FailedPrecondition,
+            E::NothingStaged | E::StagedMismatch(..) => Code::FailedPrecondition,
             E::Bootc(R::Busy { .. }) => Code::FailedPrecondition,
-            E::Bootc(R::Failed { .. }) => Code::Aborted,
-            E::Bootc(R::Timeout { .. }) | E::Timeout { .. } => Code::DeadlineExceeded,
+            E::Bootc(R::Failed(..)) => Code::Aborted,
+            E::Bootc(R::Timeout(..)) | E::Timeout { .. } => Code::DeadlineExceeded,
             E::Auth(A::Symlink(_) | A::WrongType { .. }) => Code::PermissionDenied,
             _ => Code::Internal,
         };
@@ -72,7 +68,7 @@ impl From<HelperError> for Status {
 struct State {
     /// Whether this bootc has `switch --download-only` (asked once).
     download_only: Option<bool>,
-    /// What this helper staged last: locked exactly when `download_only`.
+    /// What this helper staged last (locked either way).
     last_staged: Option<String>,
 }
 
@@ -128,18 +124,25 @@ impl Engine {
         Ok(id.to_owned())
     }
 
+    /// Stages locked: with `switch --download-only` where bootc has it,
+    /// else with ostree's finalization lock file around a plain `switch`
+    /// (see [`auth`]; a stage over another staged deployment is unlocked
+    /// from ostree's removal of the file until it is created again here).
     pub async fn stage(&self, image: &str) -> Result<StageResponse, HelperError> {
         let image = validate::stage_image(image, &self.policy)?;
         let mut state = self.state.lock().await;
-        let locked = self.download_only(&mut state).await?;
+        let download_only = self.download_only(&mut state).await?;
         // Forget the previous image first: a failed stage may have replaced it.
         state.last_staged = None;
-        let argv = bootc::stage_argv(&image, locked);
-        let argv = sigpolicy(argv, self.policy.enforce_sigpolicy);
+        let argv = bootc::stage_argv(&image, download_only, self.policy.enforce_sigpolicy);
+        let root = self.runner.host_root();
+        let lock = || (!download_only).then(|| auth::lock_finalization(&root, true));
+        lock().transpose()?;
         let op = bootc::UnitOp::Stage;
         self.runner.run_in_unit(op, &argv, STAGE_LIMIT).await?;
+        lock().transpose()?;
         state.last_staged = Some(image);
-        Ok(StageResponse { locked })
+        Ok(StageResponse { locked: true })
     }
 
     pub async fn apply(&self, soft_reboot: bool) -> Result<ApplyResponse, HelperError> {
@@ -150,23 +153,30 @@ impl Engine {
         let host = self.host_status().await?;
         let found = status::staged_image(&host);
         if found != Some(staged.as_str()) {
-            let (expected, found) = (staged, found.map(str::to_owned));
-            return Err(HelperError::StagedMismatch { expected, found });
+            return Err(HelperError::StagedMismatch(
+                staged,
+                found.map(str::to_owned),
+            ));
         }
-        let locked = state.download_only == Some(true);
-        let argv = bootc::apply_argv(&staged, locked, soft_reboot);
-        let argv = sigpolicy(argv, self.policy.enforce_sigpolicy);
+        // ostree would not finalize with its lock file there.
+        auth::lock_finalization(&self.runner.host_root(), false)?;
+        let argv = bootc::apply_argv(soft_reboot);
         self.runner.apply(&argv, self.apply_window).await?;
         Ok(ApplyResponse {})
     }
 
     pub async fn status(&self) -> Result<StatusResponse, HelperError> {
         let mut state = self.state.lock().await;
-        let download_only_supported = self.download_only(&mut state).await?;
+        self.download_only(&mut state).await?;
         let host = self.host_status().await?;
         let mut reply = status::response(&host);
         reply.boot_id = self.boot_id()?;
-        reply.download_only_supported = download_only_supported;
+        // ostree honours its lock file as it does the deployment's own flag.
+        let lock_file = auth::finalization_locked(&self.runner.host_root());
+        if let Some(staged) = reply.staged.as_mut() {
+            staged.download_only |= lock_file;
+        }
+        reply.download_only_supported = true;
         Ok(reply)
     }
 
@@ -213,61 +223,7 @@ impl proto::helper_server::Helper for Engine {
     }
 
     async fn write_auth(&self, r: Request<WriteAuthRequest>) -> Rpc<WriteAuthResponse> {
-        let json = &r.get_ref().docker_config_json;
-        timed(
-            "write_auth",
-            WRITE_AUTH_LIMIT,
-            Engine::write_auth(self, json),
-        )
-        .await
-    }
-}
-
-/// Adds `--enforce-container-sigpolicy` to a `switch` that names an image
-/// (right before `--`), when asked. `--from-downloaded` fetches nothing, so
-/// it gets none.
-pub fn sigpolicy(mut argv: Vec<String>, enforce: bool) -> Vec<String> {
-    if let Some(i) = argv.iter().position(|a| a == "--").filter(|_| enforce) {
-        argv.insert(i, "--enforce-container-sigpolicy".to_owned());
-    }
-    argv
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sigpolicy_goes_before_the_image_only() {
-        let img = "quay.io/a@sha256:00";
-        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            sigpolicy(bootc::stage_argv(img, true), true),
-            v(&[
-                "switch",
-                "--download-only",
-                "--enforce-container-sigpolicy",
-                "--",
-                img
-            ])
-        );
-        assert_eq!(
-            sigpolicy(bootc::apply_argv(img, false, false), true),
-            v(&[
-                "switch",
-                "--apply",
-                "--enforce-container-sigpolicy",
-                "--",
-                img
-            ])
-        );
-        assert_eq!(
-            sigpolicy(bootc::apply_argv(img, true, true), true),
-            bootc::apply_argv(img, true, true)
-        );
-        assert_eq!(
-            sigpolicy(bootc::stage_argv(img, true), false),
-            bootc::stage_argv(img, true)
-        );
+        let call = Engine::write_auth(self, &r.get_ref().docker_config_json);
+        timed("write_auth", WRITE_AUTH_LIMIT, call).await
     }
 }

@@ -117,11 +117,19 @@ exec head -c 1 >/dev/null
 "#;
 
 impl FakeHost {
-    /// Starts a fake host booted into `booted`.
+    /// Starts a fake host booted into `booted` (a pinned reference).
     pub fn start(booted: Option<&str>) -> std::io::Result<FakeHost> {
+        FakeHost::start_installed(booted.map(crate::fake_bootc::Deployment::of))
+    }
+
+    /// Starts a fake host booted into `booted` as given (e.g. installed
+    /// from a tag: [`crate::fake_bootc::Deployment::installed`]).
+    pub fn start_installed(
+        booted: Option<crate::fake_bootc::Deployment>,
+    ) -> std::io::Result<FakeHost> {
         let dir = tempfile::Builder::new().prefix("fake-host-").tempdir()?;
         let layout = Layout::new(dir.path());
-        layout.init(booted)?;
+        layout.init_installed(booted)?;
         for (file, tool) in [
             ("bootc-wrapper", ""),
             ("systemd-run-wrapper", " --as systemd-run"),

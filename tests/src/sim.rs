@@ -106,7 +106,7 @@ pub struct SimOptions {
     /// The controller binary (default: next to the running binary).
     pub controller_bin: Option<PathBuf>,
     /// The bootc each new node runs, in turn (node i gets entry i mod len):
-    /// `[V1_16, Pr]` makes a pool of both.
+    /// `[V1_16, Pr]` makes a pool of both. Default: released bootc.
     pub bootc_versions: Vec<BootcVersion>,
     /// Controller replicas. With more than one they elect a leader on a
     /// Lease ([`LEASE_SECONDS`]), and replica i "runs on" the i-th node
@@ -137,7 +137,7 @@ impl Default for SimOptions {
                 .unwrap_or_else(|_| "info".into()),
             agent_bin_dir: None,
             controller_bin: None,
-            bootc_versions: vec![BootcVersion::Pr],
+            bootc_versions: vec![BootcVersion::V1_16],
             controller_replicas: 1,
             stuck_deadline_scale: 1.0,
             node_lifecycle_conditions: false,
@@ -392,14 +392,20 @@ impl Sim {
         format!("{}/{REPO}@{digest}", self.registry.host())
     }
 
-    /// Adds `count` nodes booted into `booted` (a digest of [`REPO`]).
+    /// Adds `count` nodes booted into `booted` (a digest of [`REPO`]),
+    /// installed as users' hosts are: from the tag ([`TAG`]) when it pointed
+    /// there, so bootc reports `<registry>/acme/os:stable` and the digest.
     pub async fn add_nodes(&self, count: usize, booted_digest: &str) -> Result<Vec<String>> {
         let mut names = Vec::new();
         let mut nodes = self.nodes.lock().await;
         let arch = crate::fake_bootc::Deployment::of("x@sha256:0").architecture;
         for _ in 0..count {
             let name = format!("sim-node-{}", nodes.len() + 1);
-            let host = FakeHost::start(Some(&self.pinned(booted_digest)))
+            let installed = crate::fake_bootc::Deployment::installed(
+                &format!("{}/{REPO}:{TAG}", self.registry.host()),
+                booted_digest,
+            );
+            let host = FakeHost::start_installed(Some(installed))
                 .context("starting a fake host")?;
             let versions = &self.options.bootc_versions;
             if !versions.is_empty() {

@@ -71,9 +71,8 @@ fn usage_errors_are_bootcs_byte_for_byte() {
         let mut replayed = 0;
         for block in text.split("### argv: bootc ").skip(1) {
             let (argv, rest) = block.split_once('\n').unwrap();
-            if !(argv.starts_with("switch") || argv.starts_with("status")) {
-                // `upgrade` is not a command the node agent runs; the fake
-                // does not model it.
+            let modelled = ["switch", "status", "upgrade"];
+            if !modelled.iter().any(|c| argv.starts_with(c)) {
                 eprintln!("not replayed (not modelled): bootc {argv}");
                 continue;
             }
@@ -91,7 +90,7 @@ fn usage_errors_are_bootcs_byte_for_byte() {
             }
             replayed += 1;
         }
-        assert!(replayed >= 9, "{version:?}: only {replayed} cases replayed");
+        assert!(replayed >= 11, "{version:?}: only {replayed} cases replayed");
     }
 }
 
@@ -107,6 +106,7 @@ fn help_is_bootcs_text_or_our_own_with_the_same_flags() {
             ("switch --help", "bootc-switch--help"),
             ("switch -h", "bootc-switch-h"),
             ("status --help", "bootc-status--help"),
+            ("upgrade --help", "bootc-upgrade--help"),
         ] {
             let out = bootc(&h, args);
             let want = std::fs::read_to_string(fixtures.join(format!(
@@ -124,7 +124,7 @@ fn help_is_bootcs_text_or_our_own_with_the_same_flags() {
         for text in [&bootcs, &own] {
             assert_eq!(
                 helper::bootc::help_supports_download_only(text),
-                version.locked_staging(),
+                version.has_download_only(),
                 "{version:?}"
             );
             for flag in ["--apply", "--soft-reboot", "--transport", "--quiet"] {
@@ -145,7 +145,7 @@ fn help_is_bootcs_text_or_our_own_with_the_same_flags() {
 #[test]
 fn same_image_rules() {
     for version in BootcVersion::ALL {
-        let download = if version.locked_staging() {
+        let download = if version.has_download_only() {
             "--download-only "
         } else {
             ""
@@ -196,7 +196,7 @@ fn same_image_rules() {
         let before = mtime(&h);
         std::thread::sleep(std::time::Duration::from_millis(10));
         let out = bootc(&h, &format!("switch {download}-- {B}"));
-        let first = if version.locked_staging() {
+        let first = if version.has_download_only() {
             "Staged but not queued for next boot"
         } else {
             "Queued for next boot"
@@ -209,7 +209,7 @@ fn same_image_rules() {
             )
         );
         let s = state(&h).staged.unwrap();
-        assert_eq!(s.download_only, version.locked_staging());
+        assert_eq!(s.download_only, version.has_download_only());
         assert_ne!(mtime(&h), before);
     }
 }
@@ -231,6 +231,90 @@ fn apply_on_the_unchanged_path() {
         let r = &h.layout.read_reboots()[0];
         assert!(!r.soft && !r.unplanned);
         assert_ne!(r.old_boot_id, r.new_boot_id);
+    }
+}
+
+/// ostree's finalization lock file, where the contract reference is silent
+/// (ostree v2025.7, `src/libostree/ostree-sysroot-deploy.c`): finalization
+/// skips a staged deployment while `/run/ostree/staged-deployment-locked`
+/// exists, whatever its own flag says (`:4048`); staging over a staged
+/// deployment removes the file (`:3903`, ostree commit ac69c707, v2023.7);
+/// unlocking with `--from-downloaded` removes it only when the flag was set
+/// (`ostree_sysroot_change_finalization`, `:3971`). This is how the helper
+/// locks its staging on released bootc.
+#[test]
+fn ostree_lock_file_holds_an_unlocked_staged_deployment() {
+    const C: &str =
+        "quay.io/acme/os@sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+    let lock = |h: &Host| h.layout.finalization_lock();
+    let create = |h: &Host| {
+        std::fs::create_dir_all(lock(h).parent().unwrap()).unwrap();
+        std::fs::write(lock(h), "").unwrap();
+    };
+    // Nothing staged: the file survives the stage, and an orderly reboot
+    // boots what ran; /run is gone with the boot.
+    let h = host(BootcVersion::V1_16);
+    create(&h);
+    assert_eq!(bootc(&h, &format!("switch -- {B}")).code, 0);
+    assert!(!state(&h).staged.unwrap().download_only, "bootc's flag says unlocked");
+    assert!(lock(&h).exists());
+    let r = h.layout.reboot_unplanned(UnplannedReboot::Orderly).unwrap();
+    assert!(!r.applied_staged);
+    assert_eq!(state(&h).booted.unwrap().image, A);
+    assert!(!lock(&h).exists());
+
+    // Staging over a staged deployment removes the file.
+    let h = host(BootcVersion::V1_16);
+    create(&h);
+    bootc(&h, &format!("switch -- {B}"));
+    assert_eq!(bootc(&h, &format!("switch -- {C}")).code, 0);
+    assert!(!lock(&h).exists(), "ostree drops the lock when re-staging");
+
+    // `switch --apply <staged>` reboots, and the file still holds it.
+    let h = host(BootcVersion::V1_16);
+    create(&h);
+    bootc(&h, &format!("switch -- {B}"));
+    assert!(bootc(&h, &format!("switch --apply -- {B}")).park);
+    assert_eq!(state(&h).booted.unwrap().image, A);
+
+    // --from-downloaded on an unlocked flag keeps the file (and the reboot
+    // boots nothing new); on a locked flag it removes it.
+    for (flag, boots) in [(false, A), (true, B)] {
+        let h = host(BootcVersion::Pr);
+        staged(&h, B, flag);
+        create(&h);
+        assert!(bootc(&h, "switch --from-downloaded --apply").park);
+        assert_eq!(state(&h).booted.unwrap().image, boots, "flag={flag}");
+    }
+}
+
+/// Section 5.5: `upgrade --from-downloaded [--apply] [--soft-reboot=auto]`,
+/// the apply the helper runs on every version (v1.12+): the same as
+/// `switch --from-downloaded` under bootc's `Upgrading` context, soft reboot
+/// included; any other upgrade is not modelled and says so.
+#[test]
+fn upgrade_from_downloaded() {
+    for version in BootcVersion::ALL {
+        let h = host(version);
+        let out = bootc(&h, "upgrade --from-downloaded --apply");
+        assert_eq!(
+            (out.code, out.stderr.as_str()),
+            (1, "error: Upgrading: No staged deployment found\n"),
+            "{version:?}"
+        );
+        staged(&h, B, false);
+        let out = bootc(&h, "upgrade --from-downloaded --apply --soft-reboot=auto");
+        assert_eq!(
+            out.stdout,
+            "Staged deployment is already set to apply on reboot\nStaged deployment is soft-reboot capable, preparing for soft-reboot...\n"
+        );
+        assert!(out.park);
+        let r = &h.layout.read_reboots()[0];
+        assert!(r.soft && r.applied_staged, "{version:?}");
+        assert_eq!(state(&h).booted.unwrap().image, B);
+        let out = bootc(&h, "upgrade --apply");
+        assert_eq!(out.code, 1, "{version:?}: {}", out.stderr);
+        assert!(out.stderr.contains("not modelled"));
     }
 }
 

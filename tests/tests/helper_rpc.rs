@@ -377,8 +377,12 @@ async fn stage_failures_return_bootc_stderr() {
         .unwrap();
 }
 
+/// Released bootc (no `switch --download-only`): Stage locks with ostree's
+/// lock file around a plain `switch`, Status reports the staged deployment
+/// locked, and Apply removes the file before `switch --apply`. Without the
+/// file an orderly reboot before the apply would boot `b`.
 #[tokio::test]
-async fn old_bootc_falls_back_to_unlocked_switch() {
+async fn released_bootc_stages_locked_with_ostrees_lock_file() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
     host.layout
@@ -386,14 +390,25 @@ async fn old_bootc_falls_back_to_unlocked_switch() {
         .unwrap();
     let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
     let s = h.client.status(proto::StatusRequest {}).await.unwrap();
-    assert!(!s.download_only_supported);
-    let r = h
-        .client
-        .stage(proto::StageRequest { image: image('b') })
+    assert!(s.download_only_supported, "staging is locked on every bootc");
+    for _ in 0..2 {
+        let r = h
+            .client
+            .stage(proto::StageRequest { image: image('b') })
+            .await
+            .unwrap();
+        assert!(r.locked);
+        assert!(host.layout.finalization_lock().exists());
+        let s = h.client.status(proto::StatusRequest {}).await.unwrap();
+        assert!(s.staged.unwrap().download_only, "the lock file locks it");
+    }
+    // Over a staged deployment ostree drops the file: Stage makes it again.
+    h.client
+        .stage(proto::StageRequest { image: image('c') })
         .await
         .unwrap();
-    assert!(!r.locked, "reported as unlocked");
-    assert!(!host.state().staged.unwrap().download_only);
+    assert!(host.layout.finalization_lock().exists(), "locked again");
+    assert!(!host.state().staged.unwrap().download_only, "bootc's flag");
     h.client
         .apply(proto::ApplyRequest { soft_reboot: true })
         .await
@@ -402,9 +417,9 @@ async fn old_bootc_falls_back_to_unlocked_switch() {
     assert!(a.contains(&v(&["switch", "--", &image('b')])));
     assert_eq!(
         a.last().unwrap(),
-        &v(&["switch", "--apply", "--", &image('b')])
+        &v(&["switch", "--apply", "--", &image('c')])
     );
-    assert_eq!(host.state().booted.unwrap().image, image('b'));
+    assert_eq!(host.state().booted.unwrap().image, image('c'));
 }
 
 /// Pids of processes whose command line mentions `needle`.

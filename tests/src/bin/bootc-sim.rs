@@ -49,10 +49,10 @@ enum Cmd {
         /// Exit once the rollout to v2 completes instead of waiting for Ctrl-C.
         #[arg(long)]
         exit_when_done: bool,
-        /// The bootc the nodes run, assigned in turn: "1.16" (no locked
-        /// staging), "pr" (bootc PR #2342's --download-only), or a mix such
-        /// as "1.16,pr".
-        #[arg(long, default_value = "pr", value_delimiter = ',', value_parser = parse_version)]
+        /// The bootc the nodes run, assigned in turn: "1.16" (released
+        /// bootc: staging locked by ostree's lock file), "pr" (bootc PR
+        /// #2342's --download-only), or a mix such as "1.16,pr".
+        #[arg(long, default_value = "1.16", value_delimiter = ',', value_parser = parse_version)]
         bootc_versions: Vec<BootcVersion>,
     },
 }

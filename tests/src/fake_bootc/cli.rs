@@ -24,6 +24,17 @@ pub struct SwitchArgs {
     pub target: Option<String>,
 }
 
+/// `bootc upgrade` as parsed (v1.12+: the same flags on every version the
+/// fake plays, `--tag` from v1.15).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UpgradeArgs {
+    pub apply: bool,
+    pub check: bool,
+    pub soft_reboot: Option<SoftReboot>,
+    pub download_only: bool,
+    pub from_downloaded: bool,
+}
+
 /// `bootc status --format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StatusFormat {
@@ -47,6 +58,7 @@ pub enum HelpTopic {
     SwitchLong,
     SwitchShort,
     StatusLong,
+    UpgradeLong,
 }
 
 /// What the command line asks for.
@@ -56,6 +68,7 @@ pub enum Command {
     Version,
     Status(StatusArgs),
     Switch(SwitchArgs),
+    Upgrade(UpgradeArgs),
     /// A usage error: clap's text for stderr (exit 2).
     Usage(String),
 }
@@ -116,6 +129,7 @@ pub fn parse(version: BootcVersion, args: &[String]) -> Command {
     match args.first().map(String::as_str) {
         Some("--version" | "-V") => Command::Version,
         Some("switch") => parse_switch(version, &args[1..]),
+        Some("upgrade") => parse_upgrade(&args[1..]),
         Some("status") => parse_status(&args[1..]),
         Some(other) => Command::Usage(format!(
             "error: unrecognized subcommand '{other}'\n\nUsage: bootc <COMMAND>\n{MORE}"
@@ -145,7 +159,6 @@ impl Seen {
 }
 
 fn parse_switch(version: BootcVersion, args: &[String]) -> Command {
-    const SOFT: &str = "--soft-reboot <SOFT_REBOOT>";
     let mut out = SwitchArgs::default();
     let mut seen = Seen::default();
     let mut it = args.iter();
@@ -184,15 +197,9 @@ fn parse_switch(version: BootcVersion, args: &[String]) -> Command {
             }
             _ => {
                 if let Some(v) = value_of(t, "--soft-reboot", &mut it) {
-                    out.soft_reboot = match v {
-                        Some("required") => Some(SoftReboot::Required),
-                        Some("auto") => Some(SoftReboot::Auto),
-                        Some(other) => return invalid_value(other, SOFT, &["required", "auto"]),
-                        None => {
-                            return Command::Usage(format!(
-                                "error: a value is required for '{SOFT}' but none was supplied\n  [possible values: required, auto]\n{MORE}"
-                            ));
-                        }
+                    out.soft_reboot = match soft_reboot_value(v) {
+                        Ok(mode) => Some(mode),
+                        Err(usage) => return usage,
                     };
                 } else if let Some(v) = value_of(t, "--transport", &mut it) {
                     out.transport = v.map(str::to_owned);
@@ -235,6 +242,80 @@ fn switch_conflicts(version: BootcVersion, out: SwitchArgs, seen: &Seen) -> Comm
         ));
     }
     Command::Switch(out)
+}
+
+/// `--soft-reboot`'s value, or clap's usage error.
+fn soft_reboot_value(v: Option<&str>) -> Result<SoftReboot, Command> {
+    const SOFT: &str = "--soft-reboot <SOFT_REBOOT>";
+    match v {
+        Some("required") => Ok(SoftReboot::Required),
+        Some("auto") => Ok(SoftReboot::Auto),
+        Some(other) => Err(invalid_value(other, SOFT, &["required", "auto"])),
+        None => Err(Command::Usage(format!(
+            "error: a value is required for '{SOFT}' but none was supplied\n  [possible values: required, auto]\n{MORE}"
+        ))),
+    }
+}
+
+/// `bootc upgrade` (`cli.rs@v1.16.9:87-137`): its flags and clap's
+/// conflicts (`--check` with `--apply`, `--download-only`,
+/// `--from-downloaded`, `--soft-reboot`; `--download-only` with `--apply`
+/// and `--from-downloaded`), the first one given named in the usage line.
+fn parse_upgrade(args: &[String]) -> Command {
+    let mut out = UpgradeArgs::default();
+    let mut seen = Seen::default();
+    let mut it = args.iter();
+    while let Some(token) = it.next() {
+        let t = token.as_str();
+        let flag = match t {
+            "--help" | "-h" => return Command::Help(HelpTopic::UpgradeLong),
+            "--quiet" => continue,
+            "--apply" => &mut out.apply,
+            "--check" => &mut out.check,
+            "--download-only" => &mut out.download_only,
+            "--from-downloaded" => &mut out.from_downloaded,
+            _ => {
+                if let Some(v) = value_of(t, "--soft-reboot", &mut it) {
+                    out.soft_reboot = Some(match soft_reboot_value(v) {
+                        Ok(mode) => mode,
+                        Err(usage) => return usage,
+                    });
+                    seen.order.push("--soft-reboot <SOFT_REBOOT>");
+                } else if value_of(t, "--tag", &mut it).is_none()
+                    && value_of(t, "--progress-fd", &mut it).is_none()
+                {
+                    return Command::Usage(format!(
+                        "error: unexpected argument '{t}' found\n\n  tip: to pass '{t}' as a value, use '-- {t}'\n\nUsage: bootc upgrade [OPTIONS]\n{MORE}"
+                    ));
+                }
+                continue;
+            }
+        };
+        *flag = true;
+        seen.order.push(match t {
+            "--apply" => "--apply",
+            "--check" => "--check",
+            "--download-only" => "--download-only",
+            _ => "--from-downloaded",
+        });
+    }
+    let pairs = [
+        (out.check && out.apply, "--check", "--apply"),
+        (out.check && out.download_only, "--check", "--download-only"),
+        (out.check && out.from_downloaded, "--check", "--from-downloaded"),
+        (out.check && out.soft_reboot.is_some(), "--check", "--soft-reboot <SOFT_REBOOT>"),
+        (out.download_only && out.apply, "--download-only", "--apply"),
+        (out.download_only && out.from_downloaded, "--download-only", "--from-downloaded"),
+    ];
+    match pairs.into_iter().find(|(conflict, ..)| *conflict) {
+        Some((_, a, b)) => {
+            let (first, second) = seen.first_of(a, b);
+            Command::Usage(format!(
+                "error: the argument '{first}' cannot be used with '{second}'\n\nUsage: bootc upgrade {first}\n{MORE}"
+            ))
+        }
+        None => Command::Upgrade(out),
+    }
 }
 
 fn parse_status(args: &[String]) -> Command {

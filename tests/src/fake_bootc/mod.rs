@@ -8,7 +8,10 @@
 //! <root>/etc/ostree/auth.json, <root>/usr/lib/ostree/auth.json   bootc's other auth files
 //! <root>/boot_id                  the host's /proc/sys/kernel/random/boot_id
 //! <root>/fake-bootc/state.json    booted / staged / rollback deployments
-//! <root>/fake-bootc/version       "1.16" (no locked staging) or "pr" (PR #2342's CLI; default)
+//! <root>/fake-bootc/version       "1.16" (released bootc, the default) or "pr" (PR #2342's CLI)
+//! <root>/run/ostree/staged-deployment-locked   ostree's finalization lock file: while it exists an
+//!                                 orderly reboot does not finalize the staged deployment; staging over
+//!                                 a staged deployment removes it, as ostree does
 //! <root>/fake-bootc/help-dir      bootc's rendered help texts (shared fixtures), when present
 //! <root>/fake-bootc/invocations.jsonl  one line per run: argv, mount ns, env, pid, auth file
 //! <root>/fake-bootc/fail          failure injection: pull-error | unauthorized | not-found | no-space
@@ -47,7 +50,8 @@ pub use switch::{Environment, Outcome, UnplannedReboot, help_text, run};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BootcVersion {
     /// v1.16.9, the newest release: `switch` has no `--download-only` /
-    /// `--from-downloaded`, so staging is unlocked.
+    /// `--from-downloaded` (the node agent locks its staging with ostree's
+    /// lock file instead).
     V1_16,
     /// bootc PR #2342's CLI: locked staging with `switch --download-only`
     /// and `switch --from-downloaded`.
@@ -89,8 +93,8 @@ impl BootcVersion {
         }
     }
 
-    /// Has `switch --download-only` (locked staging)?
-    pub fn locked_staging(self) -> bool {
+    /// Has `switch --download-only` / `--from-downloaded`?
+    pub fn has_download_only(self) -> bool {
         self == BootcVersion::Pr
     }
 }
@@ -108,6 +112,16 @@ pub struct Deployment {
 }
 
 impl Deployment {
+    /// A host installed from `image` (a tag, as `bootc install` and every
+    /// published bootc image leave it) that resolved to `digest`: bootc
+    /// reports the reference as given and the manifest digest it deployed.
+    pub fn installed(image: &str, digest: &str) -> Deployment {
+        Deployment {
+            digest: digest.to_owned(),
+            ..Deployment::of(image)
+        }
+    }
+
     /// A deployment of a pinned reference (digest taken from the reference).
     pub fn of(image: &str) -> Deployment {
         Deployment {
@@ -324,6 +338,10 @@ impl Layout {
     pub fn auth(&self) -> PathBuf {
         self.root.join(AUTH_FILES[0])
     }
+    /// ostree's finalization lock file (`/run/ostree/staged-deployment-locked`).
+    pub fn finalization_lock(&self) -> PathBuf {
+        self.root.join("run/ostree/staged-deployment-locked")
+    }
     /// The fake host's systemd (transient units).
     pub fn systemd(&self) -> crate::fake_systemd::FakeSystemd {
         crate::fake_systemd::FakeSystemd::new(self.root.join("fake-systemd"))
@@ -338,10 +356,17 @@ impl Layout {
             .find(|p| p.exists())
     }
 
-    /// Creates the layout with `booted` as the booted image, playing the
-    /// newest bootc ([`BootcVersion::Pr`]) until told otherwise, with
-    /// bootc's own help texts when the shared fixtures are there.
+    /// Creates the layout with `booted` as the booted image (a pinned
+    /// reference), playing the newest released bootc ([`BootcVersion::V1_16`])
+    /// until told otherwise, with bootc's own help texts when the shared
+    /// fixtures are there.
     pub fn init(&self, booted: Option<&str>) -> std::io::Result<()> {
+        self.init_installed(booted.map(Deployment::of))
+    }
+
+    /// [`Layout::init`] with the booted deployment as given (e.g.
+    /// [`Deployment::installed`] from a tag).
+    pub fn init_installed(&self, booted: Option<Deployment>) -> std::io::Result<()> {
         std::fs::create_dir_all(self.dir())?;
         std::fs::create_dir_all(self.ostree_bootc())?;
         std::fs::create_dir_all(self.root.join("run"))?;
@@ -352,9 +377,9 @@ impl Layout {
                 std::fs::write(self.help_dir_file(), help.display().to_string())?;
             }
         }
-        self.set_version(BootcVersion::Pr)?;
+        self.set_version(BootcVersion::V1_16)?;
         self.write_state(&State {
-            booted: booted.map(Deployment::of),
+            booted,
             ..State::default()
         })
     }
@@ -364,7 +389,7 @@ impl Layout {
         std::fs::read_to_string(self.version_file())
             .ok()
             .and_then(|v| BootcVersion::parse(&v))
-            .unwrap_or(BootcVersion::Pr)
+            .unwrap_or(BootcVersion::V1_16)
     }
 
     pub fn set_version(&self, version: BootcVersion) -> std::io::Result<()> {

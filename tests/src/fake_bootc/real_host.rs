@@ -1,12 +1,14 @@
 //! The fake bootc on a real node (a node container with its own systemd, see
 //! `crate::nodes`): the same contract, but the machine really goes down.
 //!
-//! - `--apply` unlocks the staged deployment and runs `systemctl reboot`,
-//!   then parks until the shutdown kills it, as bootc does.
+//! - `--apply` runs `systemctl reboot` (after `--from-downloaded` unlocked
+//!   the staged deployment), then parks until the shutdown kills it, as
+//!   bootc does.
 //! - What happens to a staged deployment is decided at shutdown, as
 //!   `ostree-finalize-staged.service` does: an orderly shutdown (the
 //!   `--node-shutdown` hook, run by a unit's `ExecStop`) boots an unlocked
-//!   staged deployment next and drops a locked one; a crash runs no hook, and
+//!   staged deployment next and drops a locked one (locked by its flag or by
+//!   ostree's lock file in the node's `/run`); a crash runs no hook, and
 //!   the next boot (`--node-boot`) drops whatever is still staged.
 //! - `--node-boot` also writes `/usr/lib/os-release` for the booted image (the
 //!   kubelet reports its `PRETTY_NAME` as the Node's OS image) and records
@@ -40,16 +42,6 @@ fn current_boot_id() -> String {
         .unwrap_or_default()
 }
 
-/// `--apply` on a real node: the staged deployment is unlocked (the shutdown
-/// hook then boots it), and the machine reboots.
-pub(super) fn unlock_for_reboot(layout: &Layout) -> std::io::Result<()> {
-    let mut state = layout.read_state()?;
-    if let Some(staged) = state.staged.as_mut() {
-        staged.download_only = false;
-    }
-    layout.write_state(&state)
-}
-
 /// Runs `systemctl reboot` and waits for the shutdown to end this process.
 pub(super) fn reboot_and_park() -> i32 {
     match std::process::Command::new("systemctl")
@@ -74,8 +66,9 @@ pub(super) fn reboot_and_park() -> i32 {
 /// (the booted one the rollback); a locked one is dropped.
 pub fn on_shutdown(layout: &Layout) -> std::io::Result<()> {
     let mut state = layout.read_state()?;
+    let lock_file = layout.finalization_lock().exists();
     let applied = match state.staged.take() {
-        Some(staged) if !staged.download_only => {
+        Some(staged) if !staged.download_only && !lock_file => {
             state.rollback = state.booted.replace(staged);
             true
         }

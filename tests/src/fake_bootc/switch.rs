@@ -4,7 +4,7 @@
 //! Everything but the final "machine goes down" is here, in-process, so the
 //! conformance test can replay the reference's cases without processes.
 
-use super::cli::{self, Command, HelpTopic, SoftReboot, StatusFormat, SwitchArgs};
+use super::cli::{self, Command, HelpTopic, SoftReboot, StatusFormat, SwitchArgs, UpgradeArgs};
 use super::{BootcVersion, Deployment, Layout, PULL_ERROR_PREFIX, Reboot, State};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -117,6 +117,7 @@ pub fn run(layout: &Layout, args: &[String], env: &Environment) -> std::io::Resu
         Command::Version => Ok(Outcome::ok(version.version_line())),
         Command::Status(args) => status(layout, &args, env),
         Command::Switch(args) => switch(layout, version, &args, env),
+        Command::Upgrade(args) => upgrade(layout, &args, env),
     }
 }
 
@@ -127,6 +128,7 @@ pub fn help_text(layout: &Layout, version: BootcVersion, topic: HelpTopic) -> St
         HelpTopic::SwitchLong => "bootc-switch--help",
         HelpTopic::SwitchShort => "bootc-switch-h",
         HelpTopic::StatusLong => "bootc-status--help",
+        HelpTopic::UpgradeLong => "bootc-upgrade--help",
     };
     if let Some(dir) = layout.help_dir()
         && let Ok(text) =
@@ -138,6 +140,9 @@ pub fn help_text(layout: &Layout, version: BootcVersion, topic: HelpTopic) -> St
 }
 
 fn own_help(version: BootcVersion, topic: HelpTopic) -> String {
+    if topic == HelpTopic::UpgradeLong {
+        return "Download and queue an updated container image to apply (fake bootc)\n\nUsage: bootc upgrade [OPTIONS]\n\nOptions:\n      --quiet                      Print no progress\n      --check                      Only check for an update\n      --apply                      Reboot into the update\n      --soft-reboot <SOFT_REBOOT>  required or auto\n      --download-only              Stage the update locked\n      --from-downloaded            Unlock what --download-only staged\n      --tag <TAG>                  Follow another tag of the same image\n  -h, --help                       This text\n".to_owned();
+    }
     if topic == HelpTopic::StatusLong {
         return "Show the host's bootc state (fake bootc)\n\nUsage: bootc status [OPTIONS]\n\nOptions:\n      --format <FORMAT>                  humanreadable, yaml or json\n      --format-version <FORMAT_VERSION>  0 or 1\n      --booted                           Only the booted deployment\n  -h, --help                             This text\n".to_owned();
     }
@@ -208,7 +213,8 @@ fn switch(
         ));
     }
     if args.from_downloaded {
-        return from_downloaded(layout, &mut state, args);
+        let context = "Switching: Switching (ostree)";
+        return from_downloaded(layout, &mut state, args.apply, args.soft_reboot, context);
     }
     if let Some(t) = args.transport.as_deref()
         && !KNOWN_TRANSPORTS.contains(&t)
@@ -330,6 +336,11 @@ fn stage(
     d.download_only = args.download_only;
     d.soft_reboot_capable = !layout.flag(layout.no_soft_reboot());
     let image = d.image.clone();
+    if state.staged.is_some() {
+        // ostree (ac69c707) drops its lock file when it stages over a
+        // staged deployment.
+        remove_if_present(&layout.finalization_lock())?;
+    }
     let mut stdout = format!(
         "{}: {image}\n",
         if args.download_only {
@@ -351,7 +362,7 @@ fn stage(
         return Ok(out);
     }
     if let Some(mode) = args.soft_reboot {
-        match soft_reboot(state, mode) {
+        match soft_reboot_for(state, mode) {
             Ok(line) => out.stdout.push_str(line),
             Err(chain) => {
                 layout.write_state(state)?;
@@ -372,7 +383,7 @@ fn stage(
 
 /// `--soft-reboot` for the staged deployment (section 6): prepares
 /// `/run/nextroot` when capable; `required` and not capable is an error.
-fn soft_reboot(state: &mut State, mode: SoftReboot) -> Result<&'static str, &'static str> {
+fn soft_reboot_for(state: &mut State, mode: SoftReboot) -> Result<&'static str, &'static str> {
     let capable = state.staged.as_ref().is_some_and(|s| s.soft_reboot_capable);
     match (capable, mode) {
         (true, _) => {
@@ -386,41 +397,65 @@ fn soft_reboot(state: &mut State, mode: SoftReboot) -> Result<&'static str, &'st
     }
 }
 
-/// `switch --from-downloaded [--apply] [--soft-reboot=...]` (section 5.4):
-/// unlocks whatever is staged (it checks nothing about which image), then
-/// soft reboot, then `--apply`.
+/// `bootc upgrade` (section 5.5): the fake models `--from-downloaded`, the
+/// form the node agent runs; any other upgrade (a pull of the image the
+/// host follows) is refused loudly rather than faked.
+fn upgrade(layout: &Layout, args: &UpgradeArgs, env: &Environment) -> std::io::Result<Outcome> {
+    if let Some(refusal) = env.refusal() {
+        return Ok(Outcome::error(format!("Upgrading: {refusal}")));
+    }
+    let mut state = layout.read_state()?;
+    if state.booted.is_none() {
+        return Ok(Outcome::error("Upgrading: System not booted via bootc"));
+    }
+    if !args.from_downloaded {
+        return Ok(Outcome::error(
+            "fake bootc: only `upgrade --from-downloaded` is modelled",
+        ));
+    }
+    from_downloaded(layout, &mut state, args.apply, args.soft_reboot, "Upgrading")
+}
+
+/// `switch|upgrade --from-downloaded [--apply] [--soft-reboot=...]`
+/// (sections 5.4, 5.5: the same code, the same messages under each
+/// command's error context): unlocks whatever is staged (it checks nothing
+/// about which image), then soft reboot, then `--apply`.
 fn from_downloaded(
     layout: &Layout,
     state: &mut State,
-    args: &SwitchArgs,
+    apply: bool,
+    soft_reboot: Option<SoftReboot>,
+    context: &str,
 ) -> std::io::Result<Outcome> {
     let Some(staged) = state.staged.as_mut() else {
-        return Ok(Outcome::error(
-            "Switching: Switching (ostree): No staged deployment found",
-        ));
+        return Ok(Outcome::error(format!(
+            "{context}: No staged deployment found"
+        )));
     };
     let mut stdout = if staged.download_only {
+        // ostree's change_finalization also drops the legacy lock file.
         staged.download_only = false;
+        remove_if_present(&layout.finalization_lock())?;
         "Staged deployment will now be applied on reboot\n".to_owned()
     } else {
         "Staged deployment is already set to apply on reboot\n".to_owned()
     };
     layout.write_state(state)?;
-    if let Some(mode) = args.soft_reboot {
-        match soft_reboot(state, mode) {
+    if let Some(mode) = soft_reboot {
+        match soft_reboot_for(state, mode) {
             Ok(line) => stdout.push_str(line),
             Err(chain) => {
                 // Fails after the unlock: the deployment stays unlocked.
                 return Ok(Outcome {
                     stdout,
-                    ..Outcome::error(format!("Switching: Switching (ostree): {chain}"))
+                    ..Outcome::error(format!("{context}: {chain}"))
                 });
             }
         }
         layout.write_state(state)?;
     }
     let mut out = Outcome::ok(stdout);
-    if args.apply {
+    if apply {
         reboot_planned(layout, state)?;
         out.park = true;
     }
@@ -431,15 +466,23 @@ fn from_downloaded(
 /// node the shutdown itself finalizes (`real_host`).
 fn reboot_planned(layout: &Layout, state: &mut State) -> std::io::Result<()> {
     if layout.is_real_host() {
-        return super::real_host::unlock_for_reboot(layout);
+        return Ok(());
     }
     reboot(layout, state, UnplannedReboot::Orderly, false)
 }
 
+fn remove_if_present(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// What a reboot does to the deployments (section 5.3): an orderly one
-/// finalizes an unlocked staged deployment and discards a locked one; a
-/// crash finalizes nothing. A prepared `/run/nextroot` makes an orderly
-/// reboot soft (same kernel, same boot id).
+/// finalizes an unlocked staged deployment and discards a locked one
+/// (locked by its own flag or by ostree's lock file); a crash finalizes
+/// nothing. A prepared `/run/nextroot` makes an orderly reboot soft (same
+/// kernel, same boot id). `/run` does not survive: the lock file is gone.
 pub(super) fn reboot(
     layout: &Layout,
     state: &mut State,
@@ -449,8 +492,11 @@ pub(super) fn reboot(
     let orderly = kind == UnplannedReboot::Orderly;
     let soft = orderly && state.nextroot;
     let staged = state.staged.take();
+    let lock_file = layout.finalization_lock();
+    let locked_by_file = lock_file.exists();
+    remove_if_present(&lock_file)?;
     let applied = match staged {
-        Some(mut s) if orderly && !s.download_only => {
+        Some(mut s) if orderly && !s.download_only && !locked_by_file => {
             s.download_only = false;
             // Soft-reboot capability is relative to the booted deployment.
             s.soft_reboot_capable = false;

@@ -61,7 +61,7 @@ impl Default for NodeClusterOptions {
     fn default() -> Self {
         NodeClusterOptions {
             nodes: 3,
-            bootc_versions: vec![BootcVersion::Pr],
+            bootc_versions: vec![BootcVersion::V1_16],
         }
     }
 }
@@ -314,7 +314,10 @@ impl NodeCluster {
             "system:nodes",
         )?;
         let netns = self.net.add_node(index, self.cp.port())?;
-        let mut booted = Deployment::of(&self.os_v1);
+        // Installed from v1's tag, as `bootc install` leaves a host.
+        let digest = api::image_ref::digest_of(&self.os_v1).unwrap_or_default();
+        let tag = format!("{}/{OS_REPO}:v1", self.registry.host());
+        let mut booted = Deployment::installed(&tag, digest);
         booted.version = Some("1.0".into());
         layer::write_node(
             &node_dir.join("upper"),

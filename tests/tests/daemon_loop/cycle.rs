@@ -171,11 +171,11 @@ async fn stage_failure_degrades_then_recovers_without_restart() {
     assert!(agent.child.id() > 0);
 }
 
-/// A bootc without `--download-only` stages unlocked: the BootcNode says so
-/// (Staged "unlocked: ...", downloadOnlySupported false), and the approved
-/// image is still applied.
+/// Released bootc (no `--download-only`) stages locked all the same (ostree's
+/// lock file): the BootcNode says so (Staged "locked", downloadOnlySupported
+/// true), and the approved image is applied.
 #[tokio::test]
-async fn an_old_bootc_stages_unlocked_and_says_so() {
+async fn released_bootc_stages_locked_and_says_so() {
     require_root!();
     let w = world().await;
     let (a, b) = (image('a'), image('b'));
@@ -192,11 +192,11 @@ async fn an_old_bootc_stages_unlocked_and_says_so() {
     })
     .await;
     let status = bn.status.unwrap();
-    assert_eq!(status.download_only_supported, Some(false));
-    assert!(!status.staged.unwrap().download_only);
+    assert_eq!(status.download_only_supported, Some(true));
+    assert!(status.staged.unwrap().download_only);
     let idle = conditions::find(&status.conditions, ConditionType::Idle).unwrap();
     assert!(
-        idle.message.contains("unlocked"),
+        idle.message.contains("(locked)"),
         "{}\n{}",
         idle.message,
         agent.log_text()
@@ -205,7 +205,7 @@ async fn an_old_bootc_stages_unlocked_and_says_so() {
         stages(&host)
             .iter()
             .all(|i| !i.argv.iter().any(|a| a == "--download-only")),
-        "an old bootc has no --download-only"
+        "released bootc has no --download-only"
     );
 
     patch_spec(&w.nodes, "node-1", json!({"desiredImageState": "Booted"})).await;

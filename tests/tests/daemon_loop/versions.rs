@@ -1,5 +1,7 @@
-//! Both bootc versions (with and without locked staging): an update and a
-//! rollback, an unplanned reboot while staged, a rollback before the reboot.
+//! Both bootc versions (released bootc, whose staging the helper locks with
+//! ostree's lock file, and PR #2342's `switch --download-only`): an update
+//! and a rollback, an unplanned reboot while staged, a rollback over an
+//! image someone else staged unlocked.
 
 use std::time::Duration;
 
@@ -40,10 +42,12 @@ fn idle_message(bn: &BootcNode) -> String {
         .unwrap_or_default()
 }
 
-/// Every step of an update on both bootc versions: staging (locked only
-/// where bootc can), the report of it, a daemon restart while approved (the
-/// image is staged again: a no-op for bootc), the apply with each
-/// version's argv, the reboot, and a rollback to the old image the same way.
+/// Every step of an update on both bootc versions: staging (locked on both:
+/// `--download-only` where bootc has it, ostree's lock file where it does
+/// not), the report of it, a daemon restart while approved (the image is
+/// staged again: a no-op for bootc), the apply with each version's argv
+/// (the lock file removed first), the reboot, and a rollback to the old
+/// image the same way.
 #[tokio::test]
 async fn an_update_and_a_rollback_on_both_bootc_versions() {
     require_root!();
@@ -51,23 +55,24 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
     let (a, b) = (image('a'), image('b'));
     for version in BootcVersion::ALL {
         let (name, host, mut agent) = node_on(&w, version, "upd", &a, spec(&b)).await;
-        let locked = version.locked_staging();
+        let download_only_flag = version.has_download_only();
         let bn = wait_bn(&w.nodes, &name, Reason::Staged.as_str(), |bn| {
             phase(bn) == Some(Reason::Staged.as_str())
         })
         .await;
         let status = bn.status.clone().unwrap();
-        assert_eq!(status.download_only_supported, Some(locked), "{version:?}");
-        assert_eq!(status.staged.unwrap().download_only, locked, "{version:?}");
-        assert_eq!(
-            idle_message(&bn).contains("unlocked"),
-            !locked,
-            "{version:?}"
-        );
+        assert_eq!(status.download_only_supported, Some(true), "{version:?}");
+        assert!(status.staged.unwrap().download_only, "{version:?}");
+        assert!(!idle_message(&bn).contains("unlocked"), "{version:?}");
         let download_only = stages(&host)
             .iter()
             .all(|i| i.argv.iter().any(|a| a == "--download-only"));
-        assert_eq!(download_only, locked, "{version:?}");
+        assert_eq!(download_only, download_only_flag, "{version:?}");
+        assert_eq!(
+            host.layout.finalization_lock().exists(),
+            !download_only_flag,
+            "{version:?}: the lock file is released bootc's lock"
+        );
 
         // Approved while the daemon is down: the next one stages again
         // (bootc: "Image specification is unchanged.", lock kept), applies.
@@ -79,7 +84,7 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
         })
         .await;
         let apply = applies(&host).pop().unwrap().argv;
-        let want: Vec<String> = if locked {
+        let want: Vec<String> = if download_only_flag {
             vec![
                 "switch".into(),
                 "--from-downloaded".into(),
@@ -129,12 +134,11 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
     }
 }
 
-/// An unplanned reboot while an image is staged and not yet approved. With
-/// locked staging nothing changes: the node boots what it ran, the staged
-/// deployment is gone, and the daemon stages it again. Without it (bootc
-/// 1.16), an orderly reboot boots the staged image outside any reboot slot:
-/// the node is on its desired image, and its status says how it got there;
-/// a crash boots nothing new.
+/// An unplanned reboot while an image is staged and not yet approved, on
+/// both versions and both kinds of reboot: nothing changes, the node boots
+/// what it ran, the staged deployment is gone, and the daemon stages it
+/// again. On released bootc this is ostree's lock file at work: without it
+/// an orderly reboot would boot the staged image outside any reboot slot.
 #[tokio::test]
 async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
     require_root!();
@@ -156,60 +160,44 @@ async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
         let stages_before = stages(&host).len();
         agent.kill();
         let reboot = host.layout.reboot_unplanned(kind).unwrap();
-        let boots_b = !version.locked_staging() && kind == UnplannedReboot::Orderly;
-        assert_eq!(reboot.applied_staged, boots_b, "{version:?} {kind:?}");
-        let agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
         let case = format!("{version:?} {kind:?}");
-        if boots_b {
-            let bn = wait_bn(&w.nodes, &name, "Idle on b", |bn| {
-                phase(bn) == Some(Reason::Idle.as_str())
-            })
-            .await;
-            let status = bn.status.clone().unwrap();
-            assert_eq!(status.booted.unwrap().image.as_deref(), Some(b.as_str()));
-            assert_ne!(status.boot_id.as_deref(), Some(old_boot.as_str()));
-            let message = idle_message(&bn);
-            assert!(
-                message.starts_with(daemon::machine::UNPLANNED_BOOT),
-                "{case}: {message}\n{}",
-                agent.log_text()
-            );
-            assert!(degraded(&bn).is_none(), "{case}");
-        } else {
-            // Back on a with nothing staged: staged again, and Staged.
-            let bn = wait_bn(&w.nodes, &name, "Staged again", |bn| {
-                phase(bn) == Some(Reason::Staged.as_str())
-                    && bn.status.as_ref().and_then(|s| s.boot_id.as_deref())
-                        != Some(old_boot.as_str())
-            })
-            .await;
-            let status = bn.status.unwrap();
-            assert_eq!(
-                status.booted.unwrap().image.as_deref(),
-                Some(a.as_str()),
-                "{case}"
-            );
-            assert_eq!(stages(&host).len(), stages_before + 1, "{case}");
-        }
+        assert!(!reboot.applied_staged, "{case}: the staged image was booted");
+        let _agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
+        // Back on a with nothing staged: staged again, and Staged.
+        let bn = wait_bn(&w.nodes, &name, "Staged again", |bn| {
+            phase(bn) == Some(Reason::Staged.as_str())
+                && bn.status.as_ref().and_then(|s| s.boot_id.as_deref())
+                    != Some(old_boot.as_str())
+        })
+        .await;
+        let status = bn.status.unwrap();
+        assert_eq!(
+            status.booted.unwrap().image.as_deref(),
+            Some(a.as_str()),
+            "{case}"
+        );
+        assert_eq!(stages(&host).len(), stages_before + 1, "{case}");
         assert!(applies(&host).is_empty(), "{case}: nothing was applied");
     }
 }
 
-/// Rolled back to the booted image while another image is staged unlocked
-/// (bootc 1.16): any reboot would boot the staged one, so the daemon stages
-/// the booted image over it; a reboot then changes nothing.
+/// On its booted image while another image is staged unlocked (by someone
+/// else: an admin's `bootc switch`, an older helper): any reboot would boot
+/// the staged one, so the daemon stages the booted image over it; a reboot
+/// then changes nothing.
 #[tokio::test]
-async fn a_rollback_before_the_reboot_leaves_nothing_an_unlocked_reboot_would_boot() {
+async fn an_image_staged_unlocked_by_someone_else_is_replaced_by_the_booted_one() {
     require_root!();
     let w = world().await;
     let (a, b) = (image('a'), image('b'));
-    let (name, host, _agent) = node_on(&w, BootcVersion::V1_16, "back", &a, spec(&b)).await;
-    wait_bn(&w.nodes, &name, Reason::Staged.as_str(), |bn| {
-        phase(bn) == Some(Reason::Staged.as_str())
-    })
-    .await;
-    patch_spec(&w.nodes, &name, json!({"desiredImage": a})).await;
-    let bn = wait_bn(&w.nodes, &name, "Idle, a staged over b", |bn| {
+    let name = "back-1-16";
+    let host = FakeHost::start(Some(&a)).unwrap();
+    let mut state = host.state();
+    state.staged = Some(tests::fake_bootc::Deployment::of(&b));
+    host.layout.write_state(&state).unwrap();
+    create_bootc_node(&w.admin, name, spec(&a)).await.unwrap();
+    let _agent = Agent::start(&w.cp, &host, &AgentOptions::new(name), w.logs.path()).unwrap();
+    let bn = wait_bn(&w.nodes, name, "Idle, a staged over b", |bn| {
         phase(bn) == Some(Reason::Idle.as_str())
             && bn
                 .status
