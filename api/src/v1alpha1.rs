@@ -668,6 +668,36 @@ pub struct BootcNodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub history: Vec<NodeUpdate>,
+    /// The daemon's Landlock sandbox as the node's kernel let it install it
+    /// at start: a node running without it is visible here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landlock: Option<LandlockStatus>,
+}
+
+/// The daemon's Landlock sandbox on its node (`status.landlock`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LandlockStatus {
+    pub state: LandlockState,
+    /// The kernel's Landlock ABI version, where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abi: Option<i32>,
+    /// Why it is not (fully) enforced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub message: Option<String>,
+}
+
+/// How much of the daemon's Landlock ruleset the kernel enforces.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum LandlockState {
+    /// Every restriction the daemon asks for.
+    Enforced,
+    /// Some of them (an older Landlock ABI).
+    Partial,
+    /// None: the kernel has no Landlock, or it is not enabled at boot; the
+    /// seccomp filter still refuses every open for writing.
+    Unavailable,
 }
 
 /// One update of a node (`status.history`).

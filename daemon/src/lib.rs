@@ -133,11 +133,13 @@ fn start(opts: &DaemonOptions) -> Result<ExitCode, StartError> {
     rt.block_on(async move {
         let client = helper_client::connect(socket).await?;
         let kube = kubeconf::client(kube_source).await?;
+        let mut config = opts.agent.clone();
+        config.landlock = Some(protections.landlock.status());
         let ctx = agent::AgentContext {
             helper: client,
             host_events: watch.into_events()?,
             kube,
-            config: opts.agent.clone(),
+            config,
         };
         tokio::select! {
             status = helper.exited() => {

@@ -394,6 +394,8 @@ pub fn status_for(
             .previous
             .map(|p| p.history.clone())
             .unwrap_or_default(),
+        // The node loop's to report (it knows its sandbox).
+        landlock: None,
     };
     let idle = ConditionUpdate::new(
         ConditionType::Idle,

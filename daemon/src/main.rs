@@ -124,6 +124,7 @@ fn main() -> ExitCode {
             node_name: cli.node_name,
             operator_namespace: cli.namespace,
             poll_interval: Duration::from_secs(cli.poll_interval_secs.max(1)),
+            landlock: None,
         },
     };
     daemon::run_daemon(&opts)

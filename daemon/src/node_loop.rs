@@ -60,6 +60,9 @@ pub struct LoopConfig {
     /// The only namespace pull secrets are read from.
     pub operator_namespace: String,
     pub poll_interval: Duration,
+    /// The Landlock sandbox this daemon runs under (None: not known, as in
+    /// tests that run the loop unconfined), reported on every status.
+    pub landlock: Option<api::LandlockStatus>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -899,6 +902,8 @@ impl NodeLoop {
         status: BootcNodeStatus,
         guard: Option<&str>,
     ) -> Result<Report, LoopError> {
+        let mut status = status;
+        status.landlock.clone_from(&self.config.landlock);
         let stored = self.last_written.as_ref().or(node.status.as_ref());
         if !machine::worth_writing(stored, &status) {
             return Ok(Report::Unwritten);

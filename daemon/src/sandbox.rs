@@ -85,6 +85,24 @@ impl std::fmt::Display for LandlockState {
     }
 }
 
+impl LandlockState {
+    /// As the daemon reports it on its BootcNode (`status.landlock`).
+    pub fn status(&self) -> api::LandlockStatus {
+        use api::LandlockState as S;
+        let (state, abi) = match self {
+            LandlockState::Full { abi } => (S::Enforced, Some(*abi)),
+            LandlockState::Partial { abi } => (S::Partial, Some(*abi)),
+            LandlockState::Unavailable { .. } => (S::Unavailable, None),
+        };
+        let message = (state != S::Enforced).then(|| self.to_string());
+        api::LandlockStatus {
+            state,
+            abi,
+            message,
+        }
+    }
+}
+
 /// The protections in force after start-up, logged once.
 #[derive(Debug, Clone)]
 pub struct Protections {

@@ -195,11 +195,20 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
             );
         }
         nothing_cordoned(&cluster).await;
-        // Each node's record of the update, written by its daemon.
+        // Each node's record of the update, written by its daemon, and the
+        // daemon's Landlock sandbox as the node's kernel enforces it.
         let bns = Api::<api::BootcNode>::all(cluster.cp.admin().await.unwrap());
         for node in &cluster.nodes {
-            let bn = bns.get(&node.name).await.unwrap();
-            let newest = bn.status.unwrap().history.into_iter().next().unwrap();
+            let status = bns.get(&node.name).await.unwrap().status.unwrap();
+            let landlock = status.landlock.clone();
+            assert_eq!(
+                landlock.map(|l| l.state),
+                Some(api::LandlockState::Enforced),
+                "{}: {:?}",
+                node.name,
+                status.landlock
+            );
+            let newest = status.history.into_iter().next().unwrap();
             assert_eq!(
                 newest.outcome,
                 Some(api::UpdateOutcome::Updated),

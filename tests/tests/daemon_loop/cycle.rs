@@ -193,7 +193,10 @@ async fn released_bootc_stages_locked_and_says_so() {
     .await;
     let status = bn.status.unwrap();
     assert_eq!(status.download_only_supported, Some(true));
-    assert!(status.staged.unwrap().download_only);
+    assert!(status.staged.clone().unwrap().download_only);
+    // The daemon says how its kernel confines it (this kernel has Landlock).
+    let landlock = status.landlock.clone().expect("status.landlock");
+    assert_eq!(landlock.state, api::LandlockState::Enforced, "{landlock:?}");
     let idle = conditions::find(&status.conditions, ConditionType::Idle).unwrap();
     assert!(
         idle.message.contains("(locked)"),
