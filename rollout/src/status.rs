@@ -357,7 +357,7 @@ fn report_failure(
         ),
         Some(v) if v.no_rollback => (
             Reason::HealthCheckFailed,
-            "bootc reports no image it ran before: it stays in its reboot slot",
+            "bootc reports no image it ran before with its digest: it stays in its reboot slot",
         ),
         _ => (
             Reason::HealthCheckFailed,

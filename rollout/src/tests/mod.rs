@@ -39,6 +39,7 @@ mod slots;
 mod spec;
 mod state;
 mod status;
+mod tagged;
 mod target;
 mod window;
 
