@@ -463,6 +463,12 @@ pub struct BootcNodePoolStatus {
     /// `repository@targetDigest`: what the BootcNodes are told to run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_image: Option<String>,
+    /// For a multi-arch target (an index), the digests of its linux
+    /// platform manifests: a node reporting one of them runs the target
+    /// (a host installed from the index's tag reports its platform's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub target_platform_digests: Vec<String>,
     /// The target as a person reads it: the version bootc reports for it
     /// (once a member runs it) and the digest's first 12 hex digits, e.g.
     /// `2.0 (sha256:4f1c2a3b4c5d)`.
@@ -512,6 +518,11 @@ pub struct RolloutRecord {
     pub digest: String,
     /// `repository@digest`.
     pub image: String,
+    /// For an index, the digests of its linux platform manifests
+    /// (`status.targetPlatformDigests` of then).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub platform_digests: Vec<String>,
     pub started: Time,
     /// Members not on the image when it started.
     pub nodes: i32,

@@ -250,6 +250,7 @@ pub fn pool_back_to(pool: &BootcNodePool, target: &Target) -> Option<(Target, Pr
         Target {
             digest: back.digest.clone(),
             image: back.image.clone(),
+            platform_digests: back.platform_digests.clone(),
         },
         (Reason::RolledBack, message),
     ))

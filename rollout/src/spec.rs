@@ -72,9 +72,16 @@ pub(crate) fn point_at(owned: &mut Owned, image: String) {
 }
 
 /// The image a member's spec names: the target once told; until then,
-/// what it runs ([`kept_image`]).
+/// what it runs ([`kept_image`]). A member on the target by its platform's
+/// manifest, not by the index's reference or digest (a host installed from
+/// the index's tag), is kept on what it runs too, pinned to that manifest:
+/// told the index, its daemon would not know it runs it, and would stage
+/// and boot what it already runs.
 fn image_for(existing: Option<&BootcNode>, told: bool, target: &Target) -> String {
     match existing {
+        Some(bn) if runs_target(bn, target) && !bn.runs(&target.image) => {
+            bn.running_image().unwrap_or_else(|| target.image.clone())
+        }
         Some(bn) if !told => kept_image(bn),
         _ => target.image.clone(),
     }

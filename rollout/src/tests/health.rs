@@ -247,6 +247,7 @@ fn with_rollback_updated_the_pool_rolls_back_to_its_last_completed_image() {
     let record = |digest: &str, outcome: api::RolloutOutcome| api::RolloutRecord {
         digest: digest.into(),
         image: image(digest),
+        platform_digests: Vec::new(),
         started: Time(ago(600)),
         nodes: 2,
         ended: Some(Time(ago(300))),

@@ -55,6 +55,7 @@ fn target(d: &str) -> Target {
     Target {
         digest: d.into(),
         image: image(d),
+        platform_digests: Vec::new(),
     }
 }
 

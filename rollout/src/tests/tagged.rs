@@ -99,3 +99,77 @@ fn a_second_rollout_on_tag_installed_unlocked_hosts_writes_digests_and_completes
         start.bootc_nodes
     );
 }
+
+/// The index the pool's tag resolves to, and its platform manifests.
+const INDEX: &str = "sha256:4444444444444444444444444444444444444444444444444444444444444444";
+const AMD64: &str = "sha256:5555555555555555555555555555555555555555555555555555555555555555";
+const ARM64: &str = "sha256:6666666666666666666666666666666666666666666666666666666666666666";
+
+#[test]
+fn a_tag_installed_host_on_a_platform_of_the_target_index_is_up_to_date_and_stages_nothing() {
+    let index = Target {
+        platform_digests: vec![AMD64.to_owned(), ARM64.to_owned()],
+        ..target(INDEX)
+    };
+    // "new" was just created told the index; "kept" was kept on OLD by a
+    // rollout before; "arm" was told the index and booted it; "single"
+    // runs a single-manifest target by its tag (below).
+    let mut w = World::new(pool("a", IntOrString::Int(1), false));
+    for n in ["new", "kept", "arm"] {
+        w = w.node(node(n, "a", true, false));
+    }
+    w.bns
+        .push(tag_installed(bn("new", INDEX, Daemon::Idle(AMD64))));
+    w.bns
+        .push(tag_installed(bn("kept", OLD, Daemon::Idle(AMD64))));
+    let mut arm = bn("arm", INDEX, Daemon::Idle(ARM64)).build();
+    arm.status.as_mut().unwrap().booted.as_mut().unwrap().image = Some(image(INDEX));
+    w.bns.push(arm);
+    w.target = Ok(index.clone());
+    for b in &w.bns {
+        assert_eq!(classify(b, &index), NodeState::UpToDate, "{}", b.name_any());
+    }
+    let p = w.plan();
+    // Each is kept on what it runs, its platform's manifest: its daemon
+    // has nothing to stage. "arm" already says the index it booted.
+    assert_eq!(
+        applied(&p, "new").map(|b| b.spec.desired_image.clone()),
+        Some(image(AMD64))
+    );
+    assert_eq!(
+        applied(&p, "kept").map(|b| b.spec.desired_image.clone()),
+        Some(image(AMD64))
+    );
+    assert!(applied(&p, "arm").is_none(), "{:?}", p.writes);
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    let (status, reason, _) = up_to_date(&p);
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "AllUpdated"));
+    let recorded = p.status.as_ref().unwrap();
+    assert_eq!(recorded.target_platform_digests, index.platform_digests);
+    // Written as planned, the next plan writes nothing.
+    for b in w.bns.iter_mut() {
+        if let Some(a) = applied(&p, &b.name_any()) {
+            b.spec = a.spec.clone();
+        }
+    }
+    let p = w.plan();
+    assert!(p.writes.is_empty(), "{:?}", p.writes);
+
+    // Single-arch: a host on the target by its tag runs it, told it or
+    // not, and nothing makes it stage.
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("told", "a", true, false))
+        .node(node("kept", "a", true, false));
+    w.bns
+        .push(tag_installed(bn("told", NEW, Daemon::Idle(NEW))));
+    w.bns
+        .push(tag_installed(bn("kept", OLD, Daemon::Idle(NEW))));
+    let p = w.plan();
+    assert!(applied(&p, "told").is_none(), "{:?}", p.writes);
+    assert_eq!(
+        applied(&p, "kept").map(|b| b.spec.desired_image.clone()),
+        Some(image(NEW))
+    );
+    assert!(slotted(&p).is_empty(), "{:?}", p.writes);
+    assert_eq!(up_to_date(&p).1, "AllUpdated");
+}
