@@ -60,6 +60,30 @@ impl BootcNode {
             .is_some_and(|b| b.is_image(image))
     }
 
+    /// Does it boot `image` (`repository@digest`) or, `image` naming an
+    /// index, one of the index's platform manifests (`platform_digests`)?
+    /// A host installed from the index's tag reports the tag and its
+    /// platform's digest, never the index's: it runs the image all the
+    /// same. See [`crate::BootEntryStatus::is_image_or_platform`].
+    pub fn runs_image_or_platform(&self, image: &str, platform_digests: &[String]) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.booted.as_ref())
+            .is_some_and(|b| b.is_image_or_platform(image, platform_digests))
+    }
+
+    /// The image it runs, as its spec may name it: the spec itself when it
+    /// boots that (so that nothing is written), else its booted deployment
+    /// pinned ([`crate::BootEntryStatus::pinned_image`]: a host installed
+    /// from a tag reports the tag, which no spec may hold). None: bootc
+    /// reports no booted image with a digest.
+    pub fn running_image(&self) -> Option<String> {
+        if self.runs(&self.spec.desired_image) {
+            return Some(self.spec.desired_image.clone());
+        }
+        self.status.as_ref()?.booted.as_ref()?.pinned_image()
+    }
+
     /// Has its daemon not reported on its current spec? No status yet, or
     /// the last one answers an older generation.
     pub fn daemon_behind(&self) -> bool {
@@ -240,6 +264,37 @@ mod tests {
         ];
         for (what, b, want) in rows {
             assert_eq!(b.runs(&image(D2)), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_image_it_runs_as_a_spec_names_it() {
+        let booted = |reference: &str, digest: Option<&str>| {
+            with_status(bn(), |s| {
+                s.booted = Some(BootEntryStatus {
+                    image: Some(reference.to_owned()),
+                    image_digest: digest.map(str::to_owned),
+                    ..BootEntryStatus::default()
+                });
+            })
+        };
+        // (what, BootcNode (its spec image(D2)), the image it runs)
+        let rows = [
+            ("no status", bn(), None),
+            (
+                "its spec, by tag",
+                booted("r.example/os:v2", Some(D2)),
+                Some(image(D2)),
+            ),
+            (
+                "another, by tag",
+                booted("r.example/os:v1", Some(D1)),
+                Some(image(D1)),
+            ),
+            ("another, no digest", booted("r.example/os:v1", None), None),
+        ];
+        for (what, b, want) in rows {
+            assert_eq!(b.running_image(), want, "{what}");
         }
     }
 

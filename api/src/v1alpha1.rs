@@ -463,6 +463,12 @@ pub struct BootcNodePoolStatus {
     /// `repository@targetDigest`: what the BootcNodes are told to run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_image: Option<String>,
+    /// For a multi-arch target (an index), the digests of its linux
+    /// platform manifests: a node reporting one of them runs the target
+    /// (a host installed from the index's tag reports its platform's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub target_platform_digests: Vec<String>,
     /// The target as a person reads it: the version bootc reports for it
     /// (once a member runs it) and the digest's first 12 hex digits, e.g.
     /// `2.0 (sha256:4f1c2a3b4c5d)`.
@@ -512,6 +518,11 @@ pub struct RolloutRecord {
     pub digest: String,
     /// `repository@digest`.
     pub image: String,
+    /// For an index, the digests of its linux platform manifests
+    /// (`status.targetPlatformDigests` of then).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub platform_digests: Vec<String>,
     pub started: Time,
     /// Members not on the image when it started.
     pub nodes: i32,
@@ -808,6 +819,44 @@ impl BootEntryStatus {
             _ => false,
         }
     }
+
+    /// Is this deployment `desired`, or, `desired` naming an index, one of
+    /// the index's platform manifests (`platform_digests`, as the registry
+    /// lists them)? bootc deploys the platform's manifest of an index and
+    /// reports its digest; a host installed from a tag reports the tag, so
+    /// neither its reference nor its digest is the index's
+    /// ([`Self::is_image`] alone would have it boot what it runs).
+    pub fn is_image_or_platform(&self, desired: &str, platform_digests: &[String]) -> bool {
+        self.is_image(desired)
+            || self
+                .image_digest
+                .as_ref()
+                .is_some_and(|have| platform_digests.contains(have))
+    }
+
+    /// The image this deployment runs, as the controller writes an image:
+    /// `repository@imageDigest`, the repository of bootc's `image`.
+    ///
+    /// bootc's `image` is the reference it was given, as given: a tag for
+    /// a host installed from one (`quay.io/fedora/fedora-bootc:42`), a
+    /// digest, both, or an index's digest; `imageDigest` is the manifest
+    /// it deployed (for an index, the platform's manifest). A BootcNode's
+    /// `desiredImage` must be `repository@sha256:…` (the schema refuses
+    /// anything else, and a tag would move under the node), so the one
+    /// reference that names exactly this deployment is its repository
+    /// pinned to `imageDigest`; the daemon takes it as the image it runs
+    /// ([`Self::is_image`] matches by digest), so it stages nothing. None
+    /// when bootc reports no sha256 digest or an image that does not
+    /// parse: the caller keeps a value it knows to be valid rather than
+    /// write a guess.
+    pub fn pinned_image(&self) -> Option<String> {
+        let digest = self
+            .image_digest
+            .as_deref()
+            .filter(|d| crate::image_ref::is_sha256_digest(d))?;
+        let image = crate::image_ref::ImageRef::parse(self.image.as_deref()?).ok()?;
+        Some(image.pinned(digest))
+    }
 }
 
 #[cfg(test)]
@@ -856,5 +905,67 @@ mod tests {
         assert!(booted_by_manifest.is_image(&format!("quay.io/acme/os@{AMD64}")));
         assert!(!booted_by_manifest.is_image(&desired));
         assert!(!BootEntryStatus::default().is_image(&desired));
+        // Installed from the index's tag: its platform's manifest is one of
+        // the index's.
+        let platforms = [AMD64.to_owned()];
+        assert!(booted_by_manifest.is_image_or_platform(&desired, &platforms));
+        assert!(!booted_by_manifest.is_image_or_platform(&desired, &[]));
+        assert!(!BootEntryStatus::default().is_image_or_platform(&desired, &platforms));
+    }
+
+    #[test]
+    fn a_deployment_is_pinned_to_the_digest_bootc_deployed() {
+        let entry = |image: Option<&str>, digest: Option<&str>| BootEntryStatus {
+            image: image.map(str::to_owned),
+            image_digest: digest.map(str::to_owned),
+            ..Default::default()
+        };
+        let pinned = Some(format!("quay.io/acme/os@{AMD64}"));
+        let tagged_digest = format!("quay.io/acme/os:prod@{INDEX}");
+        let index = format!("quay.io/acme/os@{INDEX}");
+        // (what, bootc's image, its imageDigest, the image written)
+        let rows = [
+            (
+                "a tag",
+                Some("quay.io/acme/os:prod"),
+                Some(AMD64),
+                pinned.clone(),
+            ),
+            (
+                "a tag and a digest",
+                Some(tagged_digest.as_str()),
+                Some(AMD64),
+                pinned.clone(),
+            ),
+            (
+                "an index's digest",
+                Some(index.as_str()),
+                Some(AMD64),
+                pinned.clone(),
+            ),
+            (
+                "a registry with a port",
+                Some("localhost:5000/os:1"),
+                Some(AMD64),
+                Some(format!("localhost:5000/os@{AMD64}")),
+            ),
+            ("no digest", Some("quay.io/acme/os:prod"), None, None),
+            (
+                "not a sha256 digest",
+                Some("quay.io/acme/os:prod"),
+                Some("sha256:22"),
+                None,
+            ),
+            ("no image", None, Some(AMD64), None),
+            (
+                "an image that does not parse",
+                Some("oci:/var/os"),
+                Some(AMD64),
+                None,
+            ),
+        ];
+        for (what, image, digest, want) in rows {
+            assert_eq!(entry(image, digest).pinned_image(), want, "{what}");
+        }
     }
 }

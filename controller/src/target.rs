@@ -108,11 +108,13 @@ pub fn parse_reference(reference: &str) -> Parsed {
     }
 }
 
-/// The target a digest reference names, unchecked.
+/// The target a digest reference names, unchecked: an index's platform
+/// digests are not known without the registry.
 pub fn pinned_target(image: &ImageRef) -> Option<Target> {
     image.digest.as_ref().map(|digest| Target {
         digest: digest.clone(),
         image: image.pinned(digest),
+        platform_digests: Vec::new(),
     })
 }
 
@@ -173,7 +175,8 @@ mod tests {
             r.target,
             Ok(Target {
                 digest: D.into(),
-                image: format!("quay.io/acme/os@{D}")
+                image: format!("quay.io/acme/os@{D}"),
+                platform_digests: Vec::new(),
             })
         );
         // Tag and digest: the digest wins, the tag is dropped from the image.

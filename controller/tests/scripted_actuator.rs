@@ -43,6 +43,7 @@ fn plan(pool: &BootcNodePool, nodes: &[Node], bootc_nodes: &[BootcNode]) -> Plan
         target: Ok(Target {
             digest: NEW.to_owned(),
             image: image(NEW),
+            platform_digests: Vec::new(),
         }),
         nodes: nodes.iter().collect(),
         bootc_nodes: bootc_nodes.iter().collect(),

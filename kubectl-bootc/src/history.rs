@@ -266,6 +266,7 @@ TIME                   TYPE      REASON            NODE   MESSAGE
             api::RolloutRecord {
                 digest: "sha256:2".into(),
                 image: "r.example/acme/os@sha256:2".into(),
+                platform_digests: Vec::new(),
                 started: at(100),
                 nodes: 3,
                 ended: Some(at(160)),
@@ -276,6 +277,7 @@ TIME                   TYPE      REASON            NODE   MESSAGE
             api::RolloutRecord {
                 digest: "sha256:1".into(),
                 image: "r.example/acme/os@sha256:1".into(),
+                platform_digests: Vec::new(),
                 started: at(0),
                 nodes: 3,
                 ended: Some(at(90)),

@@ -53,9 +53,12 @@ fn target(pool: &BootcNodePool, image: Option<&str>) -> Result<Target, String> {
                 format!("--image {image:?}: {e} (the preview resolves no tag: give repository@sha256:...)")
             })?;
             let digest = parsed.digest.clone().unwrap_or_default();
+            // An index's platform digests are not known without the
+            // registry: a host installed from its tag shows as to update.
             Ok(Target {
                 image: parsed.pinned(&digest),
                 digest,
+                platform_digests: Vec::new(),
             })
         }
         None => rollout::target::recorded(&pool.status.clone().unwrap_or_default())

@@ -47,6 +47,7 @@ pub fn record(before: &[RolloutRecord], seen: Seen<'_>) -> Vec<RolloutRecord> {
             RolloutRecord {
                 digest: seen.target.digest.clone(),
                 image: seen.target.image.clone(),
+                platform_digests: seen.target.platform_digests.clone(),
                 started: now.clone(),
                 nodes: count(seen.members - seen.updated),
                 ended: None,
@@ -84,6 +85,7 @@ mod tests {
         Target {
             digest: d.into(),
             image: format!("r@{d}"),
+            platform_digests: Vec::new(),
         }
     }
 

@@ -19,6 +19,12 @@ pub struct Target {
     pub digest: String,
     /// `repository@digest`: what BootcNodes are told to run.
     pub image: String,
+    /// For an index, the digests of its linux platform manifests, as the
+    /// registry lists them (empty for a single manifest, or not known): a
+    /// host installed from the index's tag reports its platform's digest,
+    /// never the index's, and runs the target all the same
+    /// ([`crate::state::runs_target`]).
+    pub platform_digests: Vec<String>,
 }
 
 /// Why the pool has no (new) target: a Degraded reason and a message.

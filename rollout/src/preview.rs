@@ -63,25 +63,7 @@ pub fn preview(mut start: Start, target: &Target) -> Preview {
     let mut out = Preview::default();
     let budget = PLANS_PER_MEMBER * (start.nodes.len() + 1);
     for _ in 0..budget {
-        let plan = {
-            let input = PlanInput {
-                pool: &start.pool,
-                target: Ok(target.clone()),
-                nodes: start.nodes.iter().collect(),
-                bootc_nodes: start.bootc_nodes.iter().collect(),
-                other_pools: start.other_pools.iter().collect(),
-                pull_secret: start.pull_secret.clone(),
-                drains: drains.clone(),
-                operator_namespace: &start.operator_namespace,
-                last_status_write: None,
-                now: start.now,
-                phase_clock: std::sync::Arc::default(),
-                deadlines: crate::stuck::Deadlines::default(),
-                gates: start.gates.clone(),
-                node_lifecycle_conditions: false,
-            };
-            crate::pipeline::plan(&input)
-        };
+        let plan = crate::pipeline::plan(&input(&start, target, &drains));
         let wave: Vec<String> = plan
             .writes
             .iter()
@@ -115,6 +97,30 @@ pub fn preview(mut start: Start, target: &Target) -> Preview {
     out
 }
 
+/// What the plan reads of the copy.
+pub(crate) fn input<'a>(
+    start: &'a Start,
+    target: &Target,
+    drains: &BTreeMap<String, DrainPhase>,
+) -> PlanInput<'a> {
+    PlanInput {
+        pool: &start.pool,
+        target: Ok(target.clone()),
+        nodes: start.nodes.iter().collect(),
+        bootc_nodes: start.bootc_nodes.iter().collect(),
+        other_pools: start.other_pools.iter().collect(),
+        pull_secret: start.pull_secret.clone(),
+        drains: drains.clone(),
+        operator_namespace: &start.operator_namespace,
+        last_status_write: None,
+        now: start.now,
+        phase_clock: std::sync::Arc::default(),
+        deadlines: crate::stuck::Deadlines::default(),
+        gates: start.gates.clone(),
+        node_lifecycle_conditions: false,
+    }
+}
+
 /// What holds the members behind, as the pool's UpToDate says it (None:
 /// every member is updated).
 fn held(pool: &BootcNodePool) -> Option<(String, String)> {
@@ -124,7 +130,12 @@ fn held(pool: &BootcNodePool) -> Option<(String, String)> {
 }
 
 /// One write, landed on the copy at once (a drain succeeds at once).
-fn land(write: &Write, pool: &str, start: &mut Start, drains: &mut BTreeMap<String, DrainPhase>) {
+pub(crate) fn land(
+    write: &Write,
+    pool: &str,
+    start: &mut Start,
+    drains: &mut BTreeMap<String, DrainPhase>,
+) {
     match write {
         Write::ApplyBootcNode(apply) => {
             if !start.bootc_nodes.iter().any(|b| b.name_any() == apply.name) {
@@ -204,7 +215,7 @@ fn patch_node(node: &mut Node, patch: &NodePatch, pool: &str) {
 
 /// Every daemon does at once what its spec says: stages the desired image,
 /// or boots it when approved. Returns whether any status changed.
-fn play_daemons(bns: &mut [BootcNode], now: Timestamp) -> bool {
+pub(crate) fn play_daemons(bns: &mut [BootcNode], now: Timestamp) -> bool {
     let mut changed = false;
     for bn in bns.iter_mut() {
         let desired = bn.spec.desired_image.clone();

@@ -202,7 +202,10 @@ pub fn failed_on(bn: &BootcNode, target: &Target) -> bool {
 
 /// The image a node failed on `target` goes back to: while it runs the
 /// target, the deployment it ran before (bootc's rollback entry); after,
-/// what it runs. None: bootc reports no such image.
+/// what it runs. Pinned to the digest bootc deployed
+/// ([`api::BootEntryStatus::pinned_image`]): a deployment installed from a
+/// tag reports the tag, which no spec may hold. None: bootc reports no
+/// such image with a digest, and the node stays in its slot for a person.
 pub fn back_to(bn: &BootcNode, target: &Target) -> Option<String> {
     let status = bn.status.as_ref()?;
     let entry = if crate::state::runs_target(bn, target) {
@@ -210,7 +213,7 @@ pub fn back_to(bn: &BootcNode, target: &Target) -> Option<String> {
     } else {
         status.booted.as_ref()
     };
-    entry.and_then(|e| e.image.clone())
+    entry.and_then(api::BootEntryStatus::pinned_image)
 }
 
 /// The record of the pool's current image failing (`status.failedImages`),
@@ -247,6 +250,7 @@ pub fn pool_back_to(pool: &BootcNodePool, target: &Target) -> Option<(Target, Pr
         Target {
             digest: back.digest.clone(),
             image: back.image.clone(),
+            platform_digests: back.platform_digests.clone(),
         },
         (Reason::RolledBack, message),
     ))

@@ -57,11 +57,7 @@ pub(crate) fn desired(
     {
         owned.health_failed = None;
     }
-    let image = match existing {
-        Some(bn) if !told => kept_image(bn),
-        _ => target.image.clone(),
-    };
-    point_at(&mut owned, image);
+    point_at(&mut owned, image_for(existing, told, target));
     owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
     pull_secret::sync(&mut owned.spec, existing, secret);
     owned
@@ -75,13 +71,29 @@ pub(crate) fn point_at(owned: &mut Owned, image: String) {
     }
 }
 
+/// The image a member's spec names: the target once told; until then,
+/// what it runs ([`kept_image`]). A member on the target by its platform's
+/// manifest, not by the index's reference or digest (a host installed from
+/// the index's tag), is kept on what it runs too, pinned to that manifest:
+/// told the index, its daemon would not know it runs it, and would stage
+/// and boot what it already runs.
+fn image_for(existing: Option<&BootcNode>, told: bool, target: &Target) -> String {
+    match existing {
+        Some(bn) if runs_target(bn, target) && !bn.runs(&target.image) => {
+            bn.running_image().unwrap_or_else(|| target.image.clone())
+        }
+        Some(bn) if !told => kept_image(bn),
+        _ => target.image.clone(),
+    }
+}
+
 /// What a member waiting to be told the target is kept on: the image it
-/// runs (its BootcNode's desired image while it has not reported one).
+/// runs, pinned ([`BootcNode::running_image`]). While bootc reports no
+/// image with a digest (not reported yet, or a host not booted from an
+/// image), its spec as it is: a value the schema took, rather than a guess
+/// the schema would refuse, which would stop the pool's writes.
 fn kept_image(bn: &BootcNode) -> String {
-    bn.status
-        .as_ref()
-        .and_then(|s| s.booted.as_ref())
-        .and_then(|b| b.image.clone())
+    bn.running_image()
         .unwrap_or_else(|| bn.spec.desired_image.clone())
 }
 

@@ -19,8 +19,10 @@
 //! for that member (`verdict::Rollout::free_slots_for`): none while
 //! the pool is paused or halted, and none that the pool's own unavailable
 //! nodes (NotReady, cordoned) use up. A member not told is kept on what it runs: its
-//! `desiredImage` is its booted image, so a target withdrawn before a node
-//! booted it (a tag moving A, B, A) costs that node nothing.
+//! `desiredImage` is its booted image, pinned to the digest bootc deployed
+//! (`api::BootcNode::running_image`: a host installed from a tag reports
+//! the tag), so a target withdrawn before a node booted it (a tag moving
+//! A, B, A) costs that node nothing.
 
 /// The pool's staging bounds (`spec.rollout`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -19,11 +19,14 @@ pub enum NodeState {
 
 /// Does the node boot `target`? The reference bootc was given, or the
 /// digest it reports, is the target's ([`BootcNode::runs`]: for a
-/// single-manifest image they are the same digest; for an index, the
-/// reference carries the index digest). A target's digest is the one its
-/// image names (`repository@digest`).
+/// single-manifest image they are the same digest; for an index told by
+/// digest, the reference carries the index digest), or the digest it
+/// reports is one of the index's platform manifests (a host installed
+/// from the index's tag reports the tag and its platform's digest:
+/// [`BootcNode::runs_image_or_platform`]). A target's digest is the one
+/// its image names (`repository@digest`).
 pub fn runs_target(bn: &BootcNode, target: &Target) -> bool {
-    bn.runs(&target.image)
+    bn.runs_image_or_platform(&target.image, &target.platform_digests)
 }
 
 /// Classifies a BootcNode against the target (the effective-state table).
@@ -46,7 +49,7 @@ pub fn classify(bn: &BootcNode, target: &Target) -> NodeState {
                 .status
                 .as_ref()
                 .and_then(|s| s.staged.as_ref())
-                .is_none_or(|s| s.is_image(&target.image));
+                .is_none_or(|s| s.is_image_or_platform(&target.image, &target.platform_digests));
             if staged_matches {
                 NodeState::Staged
             } else {

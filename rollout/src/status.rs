@@ -357,7 +357,7 @@ fn report_failure(
         ),
         Some(v) if v.no_rollback => (
             Reason::HealthCheckFailed,
-            "bootc reports no image it ran before: it stays in its reboot slot",
+            "bootc reports no image it ran before with its digest: it stays in its reboot slot",
         ),
         _ => (
             Reason::HealthCheckFailed,
@@ -465,6 +465,7 @@ fn new_status(
     status.observed_generation = generation;
     status.target_digest = target.map(|t| t.digest.clone());
     status.target_image = target.map(|t| t.image.clone());
+    status.target_platform_digests = target.map_or_else(Vec::new, |t| t.platform_digests.clone());
     status.target_summary = target.map(|t| target_summary(t, &view.input.bootc_nodes));
     if all_run_target && let Some(t) = target {
         status.deployed_digest = Some(t.digest.clone());

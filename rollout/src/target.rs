@@ -22,7 +22,8 @@ pub fn in_force(
     }
 }
 
-/// The target the pool's status records (its digest and image): the one
+/// The target the pool's status records (its digest, image and platform
+/// digests, so that a restarted controller keeps them): the one
 /// kept in force until a new one is verified. The one home of "keep the
 /// previous target": the controller's tag resolver and `kubectl bootc`
 /// read it here too.
@@ -31,6 +32,7 @@ pub fn recorded(status: &BootcNodePoolStatus) -> Option<Target> {
         (Some(digest), Some(image)) => Some(Target {
             digest: digest.clone(),
             image: image.clone(),
+            platform_digests: status.target_platform_digests.clone(),
         }),
         _ => None,
     }
@@ -57,6 +59,7 @@ mod tests {
         Target {
             digest: d.into(),
             image: format!("r@{d}"),
+            platform_digests: Vec::new(),
         }
     }
 

@@ -531,6 +531,7 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         observed_generation: generation,
         target_digest: Some(digest.clone()),
         target_image: Some(format!("quay.io/acme/os@{digest}")),
+        target_platform_digests: vec![digest.clone()],
         target_summary: Some("9.4 (sha256:aaaaaaaaaaaa)".into()),
         deployed_digest: None,
         update_available: true,
@@ -558,6 +559,7 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         rollouts: vec![api::RolloutRecord {
             digest: digest.clone(),
             image: format!("quay.io/acme/os@{digest}"),
+            platform_digests: vec![digest.clone()],
             started: now.clone(),
             nodes: 3,
             ended: Some(now.clone()),

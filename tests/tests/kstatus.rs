@@ -111,6 +111,7 @@ fn new_target() -> Result<Target, TargetProblem> {
     Ok(Target {
         digest: NEW.into(),
         image: image(NEW),
+        platform_digests: Vec::new(),
     })
 }
 

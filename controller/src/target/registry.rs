@@ -25,8 +25,11 @@
 //! `UnsupportedArchitecture`, `InvalidManifest`, `InvalidPullSecret`), with
 //! the registry's HTTP status and error codes (`HTTP 404
 //! (MANIFEST_UNKNOWN)`). Extra CAs come from `--registry-ca-file`. For a
-//! multi-arch image the target is the index digest; a node reports the
-//! per-platform digest, and both count as a match (`rollout::state`).
+//! multi-arch image the target is the index digest, with the digests of
+//! its linux platform manifests beside it ([`ManifestFacts::platform_digests`]):
+//! a node reports its platform's digest, and a host installed from the
+//! index's tag reports nothing else, so either counts as running the
+//! target (`rollout::state::runs_target`).
 
 mod client;
 pub mod protocol;
@@ -201,6 +204,10 @@ pub struct ManifestFacts {
     pub media_type: String,
     /// Architectures the image runs on (`amd64`, `arm64`, ...), linux only.
     pub architectures: BTreeSet<String>,
+    /// For an index, the sha256 digests of its linux platform manifests,
+    /// sorted (empty for an image manifest): what bootc reports as the
+    /// digest it deployed from the index, on each platform.
+    pub platform_digests: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -216,6 +223,8 @@ struct RawManifest {
 
 #[derive(Deserialize)]
 struct RawIndexEntry {
+    #[serde(default)]
+    digest: Option<String>,
     #[serde(default)]
     platform: Option<RawPlatform>,
 }
@@ -239,12 +248,18 @@ struct RawConfig {
     os: Option<String>,
 }
 
-/// A parsed manifest: an index lists its platforms; an image manifest names
-/// its config blob, which holds the architecture.
+/// A parsed manifest: an index lists its platforms (their architectures
+/// and manifest digests, linux only); an image manifest names its config
+/// blob, which holds the architecture.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParsedManifest {
-    Index { architectures: BTreeSet<String> },
-    Image { config_digest: String },
+    Index {
+        architectures: BTreeSet<String>,
+        platform_digests: Vec<String>,
+    },
+    Image {
+        config_digest: String,
+    },
 }
 
 /// Parses a manifest body (OCI or Docker, image or index).
@@ -259,14 +274,26 @@ pub fn parse_manifest(
     let raw: RawManifest =
         serde_json::from_slice(body).map_err(|e| invalid(format!("not a manifest JSON: {e}")))?;
     if let Some(entries) = raw.manifests {
-        let architectures = entries
+        let linux: Vec<(RawPlatform, Option<String>)> = entries
             .into_iter()
-            .filter_map(|e| e.platform)
-            .filter(|p| p.os == "linux")
-            .map(|p| p.architecture)
+            .filter_map(|e| e.platform.map(|p| (p, e.digest)))
+            .filter(|(p, _)| p.os == "linux")
+            .collect();
+        // Only well-formed digests: what bootc reports is one, and they
+        // are kept in the pool's status.
+        let platform_digests: BTreeSet<String> = linux
+            .iter()
+            .filter_map(|(_, digest)| digest.clone())
+            .filter(|d| api::image_ref::is_sha256_digest(d))
             .collect();
         let media_type = raw.media_type.unwrap_or_else(|| OCI_INDEX.to_owned());
-        return Ok((media_type, ParsedManifest::Index { architectures }));
+        return Ok((
+            media_type,
+            ParsedManifest::Index {
+                architectures: linux.into_iter().map(|(p, _)| p.architecture).collect(),
+                platform_digests: platform_digests.into_iter().collect(),
+            },
+        ));
     }
     let config = raw.config.ok_or_else(|| {
         invalid("neither an index (manifests) nor an image manifest (config)".into())
@@ -499,8 +526,11 @@ impl Resolver {
             });
         }
         let (media_type, parsed) = parse_manifest(&manifest.body, &display)?;
-        let architectures = match parsed {
-            ParsedManifest::Index { architectures } => architectures,
+        let (architectures, platform_digests) = match parsed {
+            ParsedManifest::Index {
+                architectures,
+                platform_digests,
+            } => (architectures, platform_digests),
             ParsedManifest::Image { config_digest } => {
                 let url = session
                     .url(&format!("blobs/{config_digest}"))
@@ -515,13 +545,14 @@ impl Resolver {
                         message: format!("the config blob does not hash to {config_digest}"),
                     });
                 }
-                parse_config_architecture(&blob.body, &display)?
+                (parse_config_architecture(&blob.body, &display)?, Vec::new())
             }
         };
         let facts = ManifestFacts {
             digest: digest.clone(),
             media_type,
             architectures,
+            platform_digests,
         };
         if let Ok(mut cache) = self.cache.lock() {
             cache.insert(cache_key(image, &digest, secret_hash), facts.clone());
@@ -600,18 +631,29 @@ mod tests {
         assert!(credentials_for(no_colon.as_bytes(), "r.io", "s").is_err());
     }
 
+    const AMD64: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const ARM64: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    const WINDOWS: &str = "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+
     #[test]
     fn manifests_of_every_kind_parse() {
-        let index = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[
-            {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:aa","size":1,"platform":{"architecture":"amd64","os":"linux"}},
-            {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:bb","size":1,"platform":{"architecture":"arm64","os":"linux","variant":"v8"}},
-            {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:cc","size":1,"platform":{"architecture":"amd64","os":"windows"}}]}"#;
-        let (mt, parsed) = parse_manifest(index, "r").unwrap();
+        let index = format!(
+            r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[
+            {{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{ARM64}","size":1,"platform":{{"architecture":"arm64","os":"linux","variant":"v8"}}}},
+            {{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{AMD64}","size":1,"platform":{{"architecture":"amd64","os":"linux"}}}},
+            {{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{WINDOWS}","size":1,"platform":{{"architecture":"amd64","os":"windows"}}}},
+            {{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:dd","size":1,"platform":{{"architecture":"s390x","os":"linux"}}}},
+            {{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{WINDOWS}","size":1,"annotations":{{"vnd.docker.reference.type":"attestation-manifest"}}}}]}}"#
+        );
+        let (mt, parsed) = parse_manifest(index.as_bytes(), "r").unwrap();
         assert_eq!(mt, OCI_INDEX);
+        // The linux platforms' manifests, sorted; not another OS's, not an
+        // attestation, not a malformed digest.
         assert_eq!(
             parsed,
             ParsedManifest::Index {
-                architectures: BTreeSet::from(["amd64".into(), "arm64".into()])
+                architectures: BTreeSet::from(["amd64".into(), "arm64".into(), "s390x".into()]),
+                platform_digests: vec![AMD64.to_owned(), ARM64.to_owned()],
             }
         );
         let list = br#"{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.list.v2+json","manifests":[{"digest":"sha256:aa","platform":{"architecture":"s390x","os":"linux"}}]}"#;
@@ -657,6 +699,7 @@ mod tests {
             digest: "sha256:x".into(),
             media_type: OCI_INDEX.into(),
             architectures: BTreeSet::from(["amd64".into()]),
+            platform_digests: Vec::new(),
         };
         assert!(check_architectures(&facts, &BTreeSet::from(["amd64".into()]), "r").is_ok());
         assert!(check_architectures(&facts, &BTreeSet::new(), "r").is_ok());

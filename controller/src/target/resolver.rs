@@ -22,9 +22,7 @@ use kube::ResourceExt;
 
 use crate::target::registry::{RegistryError, Resolver, credentials_for};
 use crate::target::tag_policy::{self, CurrentTarget, TargetStep};
-use crate::target::{
-    Parsed, Resolution, Resolve, Schedule, TargetMemory, parse_reference, pinned_target,
-};
+use crate::target::{Parsed, Resolution, Resolve, Schedule, TargetMemory, parse_reference};
 use rollout::{Target, TargetProblem};
 
 /// Resolves tags against registries.
@@ -63,7 +61,11 @@ impl RegistryResolver {
         let now = jiff::Timestamp::now();
         match tag_policy::plan_target(&image, &current, spec_changed, now) {
             TargetStep::Pinned { digest, image } => Resolution {
-                target: Ok(Target { digest, image }),
+                target: Ok(Target {
+                    digest,
+                    image,
+                    platform_digests: Vec::new(),
+                }),
                 requeue_after: None,
             },
             TargetStep::NotDue { requeue_after } => Resolution {
@@ -83,10 +85,10 @@ impl RegistryResolver {
                     now,
                 );
                 remember(memory, pool, &out);
-                let target = match (out.error, out.target_digest, out.target_image) {
-                    (None, Some(digest), Some(image)) => Ok(Target { digest, image }),
-                    (Some((reason, message)), _, _) => Err(TargetProblem { reason, message }),
-                    _ => Err(TargetProblem {
+                let target = match (out.error, out.target) {
+                    (None, Some(target)) => Ok(target),
+                    (Some((reason, message)), _) => Err(TargetProblem { reason, message }),
+                    (None, None) => Err(TargetProblem {
                         reason: api::Reason::TagNotResolved,
                         message: "resolution returned no digest".into(),
                     }),
@@ -135,7 +137,13 @@ impl RegistryResolver {
             now,
         );
         remember(memory, pool, &out);
-        match (out.error, pinned_target(&image)) {
+        // The registry's answer, with an index's platform digests: the
+        // digest the reference names (the body hashed to it).
+        match (
+            out.error,
+            out.target
+                .filter(|t| image.digest.as_ref() == Some(&t.digest)),
+        ) {
             (None, Some(target)) => Resolution {
                 target: Ok(target),
                 requeue_after: None,

@@ -75,9 +75,9 @@ pub fn plan_target(
 /// The outcome of a resolution, ready for the status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetOutcome {
-    /// The target in force after this step (unchanged on error).
-    pub target_digest: Option<String>,
-    pub target_image: Option<String>,
+    /// The target in force after this step (unchanged on error), with an
+    /// index's platform digests.
+    pub target: Option<Target>,
     pub next_resolution: Timestamp,
     pub requeue_after: Duration,
     /// Set when resolution failed: the condition reason and message.
@@ -100,18 +100,19 @@ pub fn apply_resolution(
     });
     match checked {
         Ok(resolved) => TargetOutcome {
-            target_digest: Some(resolved.facts.digest),
-            target_image: Some(resolved.pinned),
+            target: Some(Target {
+                digest: resolved.facts.digest,
+                image: resolved.pinned,
+                platform_digests: resolved.facts.platform_digests,
+            }),
             next_resolution: add(now, interval),
             requeue_after: interval,
             error: None,
         },
         Err(err) => {
             let retry = interval.min(MAX_RETRY_AFTER_ERROR);
-            let kept = current.previous.clone();
             TargetOutcome {
-                target_digest: kept.as_ref().map(|t| t.digest.clone()),
-                target_image: kept.map(|t| t.image),
+                target: current.previous.clone(),
                 next_resolution: add(now, retry),
                 requeue_after: retry,
                 error: Some((err.reason(), fail_closed_message(&err, current))),
@@ -166,6 +167,7 @@ mod tests {
             previous: Some(Target {
                 digest: D1.into(),
                 image: format!("r.io/os@{D1}"),
+                platform_digests: Vec::new(),
             }),
             next_resolution: Some(
                 now()
@@ -181,6 +183,7 @@ mod tests {
                 digest: digest.into(),
                 media_type: "x".into(),
                 architectures: archs.iter().map(|a| (*a).to_owned()).collect(),
+                platform_digests: Vec::new(),
             },
             pinned: format!("r.io/os@{digest}"),
         }
@@ -243,16 +246,25 @@ mod tests {
     #[test]
     fn success_adopts_the_new_digest() {
         let archs = BTreeSet::from(["amd64".to_owned()]);
+        // An index: its platforms' manifests are kept with the target.
+        let mut index = resolved(D2, &["amd64", "arm64"]);
+        index.facts.platform_digests = vec![D1.to_owned()];
         let out = apply_resolution(
             &current(0),
-            Ok(resolved(D2, &["amd64", "arm64"])),
+            Ok(index),
             &archs,
             "r.io/os:prod",
             DEFAULT_RESOLVE_INTERVAL,
             now(),
         );
-        assert_eq!(out.target_digest.as_deref(), Some(D2));
-        assert_eq!(out.target_image, Some(format!("r.io/os@{D2}")));
+        assert_eq!(
+            out.target,
+            Some(Target {
+                digest: D2.into(),
+                image: format!("r.io/os@{D2}"),
+                platform_digests: vec![D1.to_owned()],
+            })
+        );
         assert_eq!(out.error, None);
         assert_eq!(out.requeue_after, DEFAULT_RESOLVE_INTERVAL);
         assert_eq!(
@@ -308,7 +320,7 @@ mod tests {
                 now(),
             );
             assert_eq!(
-                out.target_digest.as_deref(),
+                out.target.map(|t| t.digest).as_deref(),
                 Some(D1),
                 "{name}: target changed"
             );
@@ -331,7 +343,7 @@ mod tests {
             Duration::from_secs(10),
             now(),
         );
-        assert_eq!(out.target_digest, None);
+        assert_eq!(out.target, None);
         assert!(out.error.unwrap().1.contains("no target yet"));
         assert_eq!(
             out.requeue_after,

@@ -247,6 +247,7 @@ fn with_rollback_updated_the_pool_rolls_back_to_its_last_completed_image() {
     let record = |digest: &str, outcome: api::RolloutOutcome| api::RolloutRecord {
         digest: digest.into(),
         image: image(digest),
+        platform_digests: Vec::new(),
         started: Time(ago(600)),
         nodes: 2,
         ended: Some(Time(ago(300))),
@@ -298,4 +299,33 @@ fn with_rollback_updated_the_pool_rolls_back_to_its_last_completed_image() {
         Some(NEW)
     );
     assert!(applied(&p, "second").is_none_or(|b| b.spec.desired_image == image(NEW)));
+}
+
+#[test]
+fn a_rollback_to_a_deployment_installed_from_a_tag_is_written_pinned() {
+    // bootc's rollback entry is the deployment `bootc install` left: its
+    // image is the tag, its digest what the tag gave.
+    let from_tag = |digest: Option<&str>| {
+        let mut w = world(HealthFailurePolicy::Rollback, driver(false, 10), 300, NEW);
+        let rollback = w.bns[0].status.as_mut().unwrap().rollback.as_mut().unwrap();
+        rollback.image = Some("quay.io/acme/os:prod".into());
+        rollback.image_digest = digest.map(str::to_owned);
+        w
+    };
+    let p = from_tag(Some(OLD)).plan();
+    let first = applied(&p, "first").expect("first is rolled back");
+    assert_eq!(first.spec.desired_image, image(OLD));
+    assert!(first.spec.approved() && first.in_slot());
+    assert_eq!(degraded_reason(&p), Reason::RolledBack);
+    // No digest: nothing bootc could be told; it stays for a person, on
+    // the image it was told.
+    let p = from_tag(None).plan();
+    let first = applied(&p, "first").expect("first is marked");
+    assert_eq!(first.spec.desired_image, image(NEW));
+    assert_eq!(degraded_reason(&p), Reason::HealthCheckFailed);
+    assert!(
+        degraded_message(&p).contains("bootc reports no image it ran before with its digest"),
+        "{}",
+        degraded_message(&p)
+    );
 }

@@ -39,6 +39,7 @@ mod slots;
 mod spec;
 mod state;
 mod status;
+mod tagged;
 mod target;
 mod window;
 
@@ -54,6 +55,7 @@ fn target(d: &str) -> Target {
     Target {
         digest: d.into(),
         image: image(d),
+        platform_digests: Vec::new(),
     }
 }
 
