@@ -653,3 +653,65 @@ async fn nodes_in_slots_carry_the_node_lifecycle_conditions() {
         .await;
     }
 }
+
+/// Pushes `version` of the OS for amd64 and arm64 and an index over both
+/// under the pool's tag: `(index digest, this host's platform digest)`.
+async fn push_multi_arch(sim: &Sim, version: &str) -> (String, String) {
+    use tests::registry::TestImage;
+    use tests::sim::{REPO, TAG};
+    let host_arch = tests::fake_bootc::Deployment::of("x@sha256:0").architecture;
+    let mut entries = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        let marker = format!("{version}-{arch}");
+        let image = TestImage {
+            architecture: arch,
+            version,
+            marker: &marker,
+        };
+        let digest = sim.registry.push_image(REPO, &marker, &image).await.unwrap();
+        entries.push((arch, digest));
+    }
+    let pairs: Vec<(&str, &str)> = entries.iter().map(|(a, d)| (*a, d.as_str())).collect();
+    let index = sim.registry.push_index(REPO, TAG, &pairs).await.unwrap();
+    let mine = entries.into_iter().find(|(a, _)| *a == host_arch).unwrap().1;
+    (index, mine)
+}
+
+/// Hosts installed from the tag of a multi-arch image (bootc reports the
+/// tag and its platform's manifest digest) run the pool's first target, the
+/// index that tag resolves to: up to date without a slot, a stage or a
+/// reboot. The next index rolls to them like any other image, one reboot
+/// each. Without the target's platform digests each node would be cordoned,
+/// drained and rebooted into what it already ran.
+#[tokio::test]
+async fn tag_installed_hosts_of_a_multi_arch_image_boot_nothing_they_run() {
+    require_root!();
+    let mut sim = Sim::start(SimOptions::default()).await.unwrap();
+    let recorder = Recorder::start(&sim.cp).await.unwrap();
+    let (v1_index, v1_mine) = push_multi_arch(&sim, "1.0").await;
+    sim.add_nodes(3, &v1_mine).await.unwrap();
+    sim.create_pool().await.unwrap();
+    sim.start_kubelet();
+    wait_rolled(&sim, &v1_index, 3).await;
+    for node in sim.nodes.lock().await.iter() {
+        assert!(
+            node.host.layout.read_reboots().is_empty(),
+            "{} rebooted into what it ran",
+            node.name
+        );
+    }
+    assert!(
+        recorder.approvals().await.unwrap().is_empty(),
+        "a node was approved to reboot into what it ran"
+    );
+    nothing_cordoned(&sim).await;
+
+    let (v2_index, v2_mine) = push_multi_arch(&sim, "2.0").await;
+    wait_rolled(&sim, &v2_index, 3).await;
+    for node in sim.nodes.lock().await.iter() {
+        let booted = node.host.state().booted.unwrap();
+        assert_eq!(booted.digest, v2_mine, "{}", node.name);
+        assert_eq!(node.host.layout.read_reboots().len(), 1, "{}", node.name);
+    }
+    assert_disruption_at_most(&recorder, 1).await;
+}

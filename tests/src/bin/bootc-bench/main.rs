@@ -113,6 +113,11 @@ struct Cli {
     no_write: bool,
 }
 
+
+/// Which bootc the figures are for: the fake host's default (the latency,
+/// wave and real-node sections run the fake bootc; the scale section's
+/// played daemons run none).
+const BOOTC_PLAYED: &str = "the simulated and real nodes run the fake bootc as released bootc 1.16.9 (staging locked by ostree's lock file; hosts installed from a tag); the scale section's played daemons report locked staging";
 fn machine() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     let mem = std::fs::read_to_string("/proc/meminfo")
@@ -187,10 +192,11 @@ async fn main() -> Result<()> {
             .unwrap_or_else(|| tests::repo_root().join("BENCHMARKS.md"));
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         let mut text = format!(
-            "## Current figures\n\n- Date: {}\n- Machine: {}\n- Command: `{}`\n\n{}\n",
+            "## Current figures\n\n- Date: {}\n- Machine: {}\n- Command: `{}`\n- bootc: {}\n\n{}\n",
             started.strftime("%Y-%m-%d %H:%M UTC"),
             machine(),
             command,
+            BOOTC_PLAYED,
             report.table()
         );
         if !report.notes.is_empty() {
