@@ -12,8 +12,10 @@
 //!   node is told only when a free slot awaits it;
 //!
 //! both unset (the default) tell every member at once, as before. A host
-//! whose bootc cannot stage locked (no `--download-only`: an unplanned
-//! reboot would boot the staged image outside any slot) is told only when
+//! whose daemon stages unlocked (`status.downloadOnlySupported: false`:
+//! daemons of earlier releases on bootc without `--download-only`; today's
+//! lock with ostree's lock file there; an unplanned reboot would boot an
+//! unlocked staged image outside any slot) is told only when
 //! it is about to take a slot: while fewer such hosts wait for a slot than
 //! there are free slots. The free slots are the slot hand-out's own answer
 //! for that member (`verdict::Rollout::free_slots_for`): none while

@@ -641,6 +641,11 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
             outcome: Some(api::UpdateOutcome::Failed),
             reason: Some("pod gpu/driver-x Ready not shown within timeoutSeconds 600".into()),
         }],
+        landlock: Some(api::LandlockStatus {
+            state: api::LandlockState::Partial,
+            abi: Some(4),
+            message: Some("partially enforced (ABI 4)".into()),
+        }),
     };
     api::conditions::apply(
         &mut bn_status.conditions,
