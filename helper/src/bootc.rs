@@ -41,7 +41,7 @@ pub const OUTPUT_DIRS: [&str; 2] = ["run", "bootc-operator"];
 pub const UNIT_POLL: Duration = Duration::from_millis(500);
 
 /// Time limit of one `systemctl` query.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the `systemd-run` of an apply may wait for the reboot after the
 /// answer before it is killed (only the client: the unit is systemd's).
 const APPLY_CLIENT_LIMIT: Duration = Duration::from_secs(3600);
@@ -233,7 +233,7 @@ impl Runner {
 
     /// Runs `program` (`systemd-run` or `systemctl`) in the host's mount
     /// namespace to completion, killing it at `timeout`.
-    async fn run_program(
+    pub(crate) async fn run_program(
         &self,
         program: &str,
         argv: &[String],
@@ -392,7 +392,7 @@ impl Runner {
 }
 
 /// `Err(Failed)` unless `status` is a success.
-fn failed(argv: &[String], status: ExitStatus, stderr: &[u8]) -> Result<(), RunError> {
+pub(crate) fn failed(argv: &[String], status: ExitStatus, stderr: &[u8]) -> Result<(), RunError> {
     if status.success() {
         return Ok(());
     }

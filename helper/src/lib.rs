@@ -13,6 +13,7 @@ pub mod server;
 pub mod service;
 pub mod status;
 pub mod sys;
+pub mod updaters;
 pub mod validate;
 
 use std::time::Duration;

@@ -4,7 +4,7 @@
 
 use crate::bootc::{self, RunError, Runner};
 use crate::validate::{self, ValidationError};
-use crate::{auth, status};
+use crate::{auth, status, updaters};
 use proto::*;
 use std::future::Future;
 use std::time::Duration;
@@ -167,6 +167,7 @@ impl Engine {
         let mut reply = status::response(&host);
         reply.boot_id = self.boot_id()?;
         reply.download_only_supported = download_only_supported;
+        reply.host_updaters = updaters::read(&self.runner).await?;
         Ok(reply)
     }
 
