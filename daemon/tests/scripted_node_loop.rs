@@ -136,6 +136,7 @@ async fn node_loop(host: &Host, client: kube::Client) -> Result<(), node_loop::L
         operator_namespace: OPERATOR_NAMESPACE.to_owned(),
         // No poll within a story: the host changes only through the helper.
         poll_interval: Duration::from_secs(3600),
+        updater_recheck: Duration::from_secs(3600),
     };
     node_loop::run(helper, futures::stream::pending(), client, config).await
 }
