@@ -204,7 +204,15 @@ impl Agent {
                 "--apply-window-ms",
                 &options.apply_window.as_millis().to_string(),
             ])
-            .args(["--poll-interval-secs", XX, &options.node_name])
+            .args([
+                "--poll-interval-secs",
+                &options.poll_interval.as_secs().max(1).to_string(),
+            ])
+            .args([
+                "--host-updater-recheck-secs",
+                &options.updater_recheck.as_secs().max(1).to_string(),
+            ])
+            .args(["--node-name", &options.node_name])
             // The fake hosts stage from any repository (the allow-list has
             // its own tests: helper_rpc.rs, daemon/tests/cli.rs).
             .args(["--allowed-repository", daemon::repositories::ANY])
