@@ -15,7 +15,10 @@ pub const ZINCATI: &str = "zincati.service";
 /// Every updater the helper asks about, and the only names it reports.
 pub const UNITS: [&str; 3] = [BOOTC_TIMER, RPM_OSTREE_TIMER, ZINCATI];
 
-/// What a person does about `unit`: mask it in the OS image.
-pub fn fix(unit: &str) -> String {
-    format!("mask it in the OS image (`RUN systemctl mask {unit}` in the Containerfile)")
+/// What a person does about `units` (unit names): mask them in the OS image.
+pub fn fix(units: &[String]) -> String {
+    format!(
+        "mask it in the OS image: `RUN systemctl mask {}` in its Containerfile",
+        units.join(" ")
+    )
 }

@@ -40,6 +40,7 @@ mod spec;
 mod state;
 mod status;
 mod target;
+mod updaters;
 mod window;
 
 const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
