@@ -117,11 +117,16 @@ exec head -c 1 >/dev/null
 "#;
 
 impl FakeHost {
-    /// Starts a fake host booted into `booted`.
+    /// Starts a fake host booted into `booted`, its image masking bootc's
+    /// own update timer as a user's image would (see
+    /// [`FakeHost::leave_updater_on`]).
     pub fn start(booted: Option<&str>) -> std::io::Result<FakeHost> {
         let dir = tempfile::Builder::new().prefix("fake-host-").tempdir()?;
         let layout = Layout::new(dir.path());
         layout.init(booted)?;
+        layout
+            .systemd()
+            .set_unit_file(api::host_updaters::BOOTC_TIMER, "masked")?;
         for (file, tool) in [
             ("bootc-wrapper", ""),
             ("systemd-run-wrapper", " --as systemd-run"),
@@ -168,6 +173,15 @@ impl FakeHost {
             holder,
             stdin,
         })
+    }
+
+    /// Sets the host's bootc update timer as Fedora ships it (`enabled`),
+    /// or masked again (`false`), as a new image of the host would.
+    pub fn leave_updater_on(&self, on: bool) -> std::io::Result<()> {
+        let state = if on { "enabled" } else { "masked" };
+        self.layout
+            .systemd()
+            .set_unit_file(api::host_updaters::BOOTC_TIMER, state)
     }
 
     /// The pid whose mount namespace is this host's (`--host-pid`).
