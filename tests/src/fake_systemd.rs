@@ -664,6 +664,27 @@ mod tests {
     }
 
     #[test]
+    fn shows_installed_units_as_systemd_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let systemd = FakeSystemd::new(dir.path().to_owned());
+        systemd.set_unit_file("a.timer", "enabled").unwrap();
+        systemd.set_unit_file("b.timer", "masked").unwrap();
+        let props = ["Id", "UnitFileState", "ActiveState"];
+        assert_eq!(
+            systemd.show("a.timer", &props),
+            "Id=a.timer\nUnitFileState=enabled\nActiveState=active\n"
+        );
+        assert_eq!(
+            systemd.show("b.timer", &props),
+            "Id=b.timer\nUnitFileState=masked\nActiveState=inactive\n"
+        );
+        assert_eq!(
+            systemd.show("c.service", &["Id", "LoadState", "UnitFileState"]),
+            "Id=c.service\nLoadState=not-found\nUnitFileState=\n"
+        );
+    }
+
+    #[test]
     fn parses_the_helpers_argv() {
         let a = parse_run(&v(&[
             "--unit=bootc-operator-stage",
