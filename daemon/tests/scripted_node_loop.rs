@@ -115,6 +115,7 @@ impl Helper for Host {
             rollback: None,
             boot_id: "boot-1".to_owned(),
             download_only_supported: true,
+            host_updaters: Vec::new(),
         }))
     }
     async fn write_auth(
