@@ -46,9 +46,9 @@ mod tests {
                 "show",
                 "--property=Id,UnitFileState,ActiveState",
                 "--",
-                "bootc-fetch-apply-updates.timer",
-                "rpm-ostreed-automatic.timer",
-                "zincati.service"
+                api::host_updaters::BOOTC_TIMER,
+                api::host_updaters::RPM_OSTREE_TIMER,
+                api::host_updaters::ZINCATI,
             ]
         );
     }
