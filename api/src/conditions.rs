@@ -147,6 +147,11 @@ wire_enum! {
         /// A drain did not finish within `drainTimeoutSeconds` (also the
         /// controller's `drain_failed` metric reason).
         DrainTimedOut = "DrainTimedOut",
+        /// A member's host runs its own automatic updater
+        /// ([`crate::host_updaters`]), which would reboot it outside any
+        /// reboot slot: it is given no new image until its OS image masks
+        /// the unit (the message names the node, the unit and the fix).
+        HostUpdaterEnabled = "HostUpdaterEnabled",
 
         // Pool Degraded reasons of the target's resolution (the registry's
         // answer for the pool's image).

@@ -1,12 +1,13 @@
 //! The shared vocabulary of bootc-operator: the two custom resources, the
 //! label and annotation names, condition helpers, and image references.
 //!
-//! With the default `crd` feature off, only [`image_ref`], [`labels`] and
-//! [`text`] are built; the privileged helper uses that subset and links no
-//! Kubernetes code.
+//! With the default `crd` feature off, only [`host_updaters`], [`image_ref`],
+//! [`labels`] and [`text`] are built; the privileged helper uses that subset
+//! and links no Kubernetes code.
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+pub mod host_updaters;
 pub mod image_ref;
 pub mod labels;
 pub mod text;

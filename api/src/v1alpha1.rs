@@ -671,6 +671,14 @@ pub struct BootcNodeStatus {
     /// `--download-only`): staging then is not locked against a reboot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub download_only_supported: Option<bool>,
+    /// The host's own automatic updaters that are on (enabled, linked or
+    /// active), by systemd unit: `bootc-fetch-apply-updates.timer`,
+    /// `rpm-ostreed-automatic.timer`, `zincati.service`. Each would reboot
+    /// the node outside any reboot slot, so the controller gives the node no
+    /// new image while one is listed: mask it in the OS image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3))]
+    pub host_updaters: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

@@ -36,6 +36,16 @@ pub struct HostView {
     pub rollback: Option<BootEntryStatus>,
     pub boot_id: String,
     pub download_only_supported: bool,
+    /// The host's own automatic updaters that are on (`api::host_updaters`).
+    pub host_updaters: Vec<String>,
+}
+
+/// How soon the host is read again: while it reports an automatic updater,
+/// every `every`, so that a person masking one by hand is seen without a
+/// restart (the read writes nothing unless something changed); otherwise
+/// only on the usual wake-ups.
+pub fn updaters_recheck(host: &HostView, every: Duration) -> Option<Duration> {
+    (!host.host_updaters.is_empty()).then_some(every)
 }
 
 /// The kind of command that failed.
@@ -384,6 +394,7 @@ pub fn status_for(
         rollback: host.rollback.clone(),
         boot_id: Some(host.boot_id.clone()).filter(|b| !b.is_empty()),
         download_only_supported: Some(host.download_only_supported),
+        host_updaters: host.host_updaters.clone(),
         conditions: inputs
             .previous
             .map(|p| p.conditions.clone())
@@ -491,6 +502,7 @@ pub fn status_for_problem(
         status.rollback = host.rollback.clone();
         status.boot_id = Some(host.boot_id.clone()).filter(|b| !b.is_empty());
         status.download_only_supported = Some(host.download_only_supported);
+        status.host_updaters = host.host_updaters.clone();
     }
     let degraded = ConditionUpdate::new(
         ConditionType::Degraded,
@@ -573,7 +585,48 @@ mod tests {
             rollback: None,
             boot_id: boot_id.to_owned(),
             download_only_supported: true,
+            host_updaters: Vec::new(),
         }
+    }
+
+    #[test]
+    fn host_updaters_are_reported_and_reread_while_on_only() {
+        let spec = spec(OLD, DesiredImageState::Staged, RebootPolicy::RebootOnly);
+        let mut host = host(OLD, None, "b1");
+        let every = Duration::from_secs(60);
+        assert_eq!(updaters_recheck(&host, every), None, "none: no re-read");
+        host.host_updaters = vec![api::host_updaters::BOOTC_TIMER.to_owned()];
+        assert_eq!(updaters_recheck(&host, every), Some(every));
+        let inputs = Inputs {
+            spec: &spec,
+            generation: Some(1),
+            previous: None,
+            host: &host,
+            failure: None,
+            now_ms: 0,
+            staged_here: false,
+        };
+        let (on, _) = status_for(&decide(&inputs), &inputs);
+        assert_eq!(on.host_updaters, host.host_updaters);
+        // Idle, nothing else changed: a re-read finding the same is no write.
+        assert!(!worth_writing(Some(&on), &on.clone()));
+        // Masked by hand: the next read is written, the list gone.
+        let masked = HostView {
+            host_updaters: Vec::new(),
+            ..host.clone()
+        };
+        let inputs = Inputs {
+            host: &masked,
+            previous: Some(&on),
+            ..inputs
+        };
+        let (off, _) = status_for(&decide(&inputs), &inputs);
+        assert!(off.host_updaters.is_empty());
+        assert!(worth_writing(Some(&on), &off));
+        // A failing bootc keeps reporting what systemd said.
+        let (problem, _) =
+            status_for_problem(Some(&on), Some(1), Some(&host), &status_failed("boom"));
+        assert_eq!(problem.host_updaters, host.host_updaters);
     }
 
     /// The status written before an apply of NEW on a host booted into OLD.

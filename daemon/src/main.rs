@@ -54,6 +54,10 @@ struct Cli {
     /// Fallback poll of the host's bootc status, in seconds.
     #[arg(long, default_value_t = daemon::node_loop::DEFAULT_POLL_INTERVAL.as_secs())]
     poll_interval_secs: u64,
+    /// While the host reports an automatic updater (a unit the controller
+    /// refuses the node for), read the host again every this many seconds.
+    #[arg(long, default_value_t = daemon::node_loop::DEFAULT_UPDATER_RECHECK.as_secs())]
+    host_updater_recheck_secs: u64,
     /// A kubeconfig instead of the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
@@ -125,6 +129,7 @@ fn main() -> ExitCode {
             operator_namespace: cli.namespace,
             poll_interval: Duration::from_secs(cli.poll_interval_secs.max(1)),
             landlock: None,
+            updater_recheck: Duration::from_secs(cli.host_updater_recheck_secs.max(1)),
         },
     };
     daemon::run_daemon(&opts)

@@ -38,6 +38,8 @@ pub type Helper = crate::helper_client::HelperClient;
 
 /// The default fallback poll of the host's status.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
+/// How often the host is read while it reports an automatic updater.
+pub const DEFAULT_UPDATER_RECHECK: Duration = Duration::from_secs(60);
 
 /// After bootc accepted an apply, how long to wait for the host to reboot
 /// before reporting that it did not (the apply failed). Not the planner's
@@ -63,6 +65,9 @@ pub struct LoopConfig {
     /// The Landlock sandbox this daemon runs under (None: not known, as in
     /// tests that run the loop unconfined), reported on every status.
     pub landlock: Option<api::LandlockStatus>,
+    /// How often the host is read while it reports an automatic updater
+    /// ([`machine::updaters_recheck`]).
+    pub updater_recheck: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +109,7 @@ pub fn host_view(status: proto::StatusResponse) -> HostView {
         rollback: entry(status.rollback),
         boot_id: status.boot_id,
         download_only_supported: status.download_only_supported,
+        host_updaters: status.host_updaters,
     }
 }
 
@@ -191,6 +197,8 @@ struct NodeLoop {
     /// from it while the BootcNode announces the same content.
     pull_secret: Option<pull_secret::Cached>,
     retry_at: Option<Instant>,
+    /// When the host is read again for its automatic updaters.
+    updaters_recheck_at: Option<Instant>,
     /// Set when bootc accepted an apply: the host is going down, so the
     /// loop only waits (it does not report what the half-rebooted host says).
     rebooting_since: Option<Instant>,
@@ -240,6 +248,7 @@ pub async fn run(
         auth_written: None,
         pull_secret: None,
         retry_at: None,
+        updaters_recheck_at: None,
         rebooting_since: None,
         staged_by_me: None,
         last_written: None,
@@ -249,7 +258,7 @@ pub async fn run(
     tracing::info!(node = %me.config.node_name, "watching BootcNode");
 
     loop {
-        let retry = me.retry_at;
+        let (retry, recheck) = (me.retry_at, me.updaters_recheck_at);
         tokio::select! {
             event = me.watch.next() => {
                 match event {
@@ -269,6 +278,7 @@ pub async fn run(
                 me.refresh_host().await?;
             }
             _ = poll.tick() => me.refresh_host().await?,
+            _ = sleep_until(recheck) => me.refresh_host().await?,
             _ = sleep_until(retry) => {
                 me.retry_at = None;
                 if me.status_failure.is_some() {
@@ -334,7 +344,10 @@ impl NodeLoop {
     async fn refresh_host(&mut self) -> Result<(), LoopError> {
         match self.helper.status(proto::StatusRequest {}).await {
             Ok(resp) => {
-                self.host = Some(host_view(resp));
+                let host = host_view(resp);
+                let recheck = machine::updaters_recheck(&host, self.config.updater_recheck);
+                self.updaters_recheck_at = recheck.map(|after| Instant::now() + after);
+                self.host = Some(host);
                 if self.status_failure.take().is_some() {
                     tracing::info!("bootc status answers again");
                 }

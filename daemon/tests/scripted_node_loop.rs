@@ -115,6 +115,7 @@ impl Helper for Host {
             rollback: None,
             boot_id: "boot-1".to_owned(),
             download_only_supported: true,
+            host_updaters: Vec::new(),
         }))
     }
     async fn write_auth(
@@ -137,6 +138,7 @@ async fn node_loop(host: &Host, client: kube::Client) -> Result<(), node_loop::L
         // No poll within a story: the host changes only through the helper.
         poll_interval: Duration::from_secs(3600),
         landlock: None,
+        updater_recheck: Duration::from_secs(3600),
     };
     node_loop::run(helper, futures::stream::pending(), client, config).await
 }

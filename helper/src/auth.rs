@@ -30,11 +30,9 @@ const AUTH_TMP: &str = ".auth.json.bootc-helper.tmp";
 pub enum AuthWriteError {
     #[error("refusing symlink at {0}")]
     Symlink(PathBuf),
-    #[error("{path} is not a {expected}")]
-    WrongType {
-        path: PathBuf,
-        expected: &'static str,
-    },
+    /// The path, and what it should have been.
+    #[error("{0} is not a {1}")]
+    WrongType(PathBuf, &'static str),
     #[error("{op} {path}: {source}")]
     Io {
         op: &'static str,
@@ -64,17 +62,12 @@ fn kind_nofollow(dir: &OwnedFd, name: &str, shown: &Path) -> Result<Option<SFlag
     }
 }
 
-fn wrong_type(path: &Path, expected: &'static str) -> AuthWriteError {
-    let path = path.to_owned();
-    AuthWriteError::WrongType { path, expected }
-}
-
 /// Opens `name` in `dir` as a directory without following a symlink,
 /// creating it (0755, as /run/ostree is on hosts) if it is missing.
 fn open_dir_nofollow(dir: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd, AuthWriteError> {
     match kind_nofollow(dir, name, shown)? {
         Some(SFlag::S_IFDIR) => {}
-        Some(_) => return Err(wrong_type(shown, "directory")),
+        Some(_) => return Err(AuthWriteError::WrongType(shown.to_owned(), "directory")),
         None => match mkdirat(dir, name, Mode::from_bits_truncate(0o755)) {
             Ok(()) | Err(Errno::EEXIST) => {}
             Err(e) => return Err(io("mkdir", shown)(e)),
@@ -141,10 +134,8 @@ pub fn lock_finalization(host_root: &Path, lock: bool) -> Result<(), AuthWriteEr
 
 /// Does ostree's finalization lock file exist (read only: nothing created)?
 pub fn finalization_locked(host_root: &Path) -> bool {
-    let path = AUTH_DIRS
-        .iter()
-        .fold(host_root.to_path_buf(), |p, d| p.join(d));
-    std::fs::symlink_metadata(path.join(FINALIZATION_LOCK)).is_ok()
+    let dir = host_root.join(AUTH_DIRS.join("/"));
+    std::fs::symlink_metadata(dir.join(FINALIZATION_LOCK)).is_ok()
 }
 
 /// Writes `content` to `<host_root>/run/ostree/auth.json`. `host_root` itself
@@ -153,7 +144,7 @@ pub fn write(host_root: &Path, content: &[u8]) -> Result<PathBuf, AuthWriteError
     let (dir, shown) = open_host_dir(host_root, &AUTH_DIRS)?;
     let target = shown.join(AUTH_FILE);
     if kind_nofollow(&dir, AUTH_FILE, &target)?.is_some_and(|k| k != SFlag::S_IFREG) {
-        return Err(wrong_type(&target, "regular file"));
+        return Err(AuthWriteError::WrongType(target, "regular file"));
     }
     let tmp = shown.join(AUTH_TMP);
     // A leftover from a crash: unlink never follows a symlink.

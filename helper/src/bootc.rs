@@ -41,7 +41,7 @@ pub const OUTPUT_DIRS: [&str; 2] = ["run", "bootc-operator"];
 pub const UNIT_POLL: Duration = Duration::from_millis(500);
 
 /// Time limit of one `systemctl` query.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the `systemd-run` of an apply may wait for the reboot after the
 /// answer before it is killed (only the client: the unit is systemd's).
 const APPLY_CLIENT_LIMIT: Duration = Duration::from_secs(3600);
@@ -206,8 +206,9 @@ pub enum RunError {
     Failed(Vec<String>, ExitStatus, String),
     #[error("cannot prepare the units' output directory: {0}")]
     Output(String),
-    #[error("{unit} is running (started before this helper): {what}")]
-    Busy { unit: String, what: String },
+    /// The unit, and what that means for the call.
+    #[error("{0} is running (started before this helper): {1}")]
+    Busy(String, String),
 }
 
 /// Where and how bootc runs.
@@ -229,7 +230,7 @@ impl Runner {
 
     /// Runs `program` (`systemd-run` or `systemctl`) in the host's mount
     /// namespace to completion, killing it at `timeout`.
-    async fn run_program(
+    pub(crate) async fn run_program(
         &self,
         program: &str,
         argv: &[String],
@@ -288,8 +289,10 @@ impl Runner {
                 tracing::info!(unit, "found running, started before this helper: waiting");
             }
             if Instant::now() + UNIT_POLL > deadline {
-                let what = "still running at the time limit".to_owned();
-                return Err(RunError::Busy { unit, what });
+                return Err(RunError::Busy(
+                    unit,
+                    "still running at the time limit".into(),
+                ));
             }
             tokio::time::sleep(UNIT_POLL).await;
         }
@@ -356,9 +359,8 @@ impl Runner {
             return Ok(());
         }
         if self.unit_running(UnitOp::Stage).await? {
-            let what = "not applying while a stage runs".to_owned();
-            let unit = UnitOp::Stage.unit();
-            return Err(RunError::Busy { unit, what });
+            let what = "not applying while a stage runs".into();
+            return Err(RunError::Busy(UnitOp::Stage.unit(), what));
         }
         let dir = self.output_dir()?;
         tracing::info!(unit, ?argv, "running bootc apply in a transient unit");
@@ -383,7 +385,7 @@ impl Runner {
 }
 
 /// `Err(Failed)` unless `status` is a success.
-fn failed(argv: &[String], status: ExitStatus, stderr: &[u8]) -> Result<(), RunError> {
+pub(crate) fn failed(argv: &[String], status: ExitStatus, stderr: &[u8]) -> Result<(), RunError> {
     if status.success() {
         return Ok(());
     }

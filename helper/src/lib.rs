@@ -13,6 +13,7 @@ pub mod server;
 pub mod service;
 pub mod status;
 pub mod sys;
+pub mod updaters;
 pub mod validate;
 
 use std::time::Duration;
@@ -43,8 +44,9 @@ pub enum ArgsError {
     Unknown(String),
     #[error("{flag} needs a value")]
     Missing { flag: String },
-    #[error("{flag}: {value:?} is not a valid number")]
-    Number { flag: String, value: String },
+    /// The flag and its value.
+    #[error("{0}: {1:?} is not a valid number")]
+    Number(String, String),
     #[error("--parent-pid is required")]
     NoParent,
     #[error(
@@ -103,10 +105,7 @@ fn number(flag: &str, v: String) -> Result<i64, ArgsError> {
     v.parse::<i64>()
         .ok()
         .filter(|n| *n > 0 && *n <= i64::from(i32::MAX))
-        .ok_or(ArgsError::Number {
-            flag: flag.to_owned(),
-            value: v,
-        })
+        .ok_or(ArgsError::Number(flag.to_owned(), v))
 }
 
 #[cfg(test)]
@@ -157,7 +156,7 @@ mod tests {
         ));
         assert!(matches!(
             p(&["--parent-pid", "-1"]),
-            Err(ArgsError::Number { .. })
+            Err(ArgsError::Number(..))
         ));
         assert_eq!(p(&["--parent-pid", "5"]).unwrap().host_pid, 1);
         for bad in [

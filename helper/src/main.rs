@@ -75,7 +75,6 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// The helper's parent must be the daemon that started it.
 fn check_parent(daemon: i32) -> Result<(), String> {
     let parent = nix::unistd::getppid().as_raw();
-    (parent == daemon)
-        .then_some(())
-        .ok_or_else(|| format!("parent is pid {parent}, not the daemon ({daemon}); exiting"))
+    let refusal = || format!("parent is pid {parent}, not the daemon ({daemon}); exiting");
+    (parent == daemon).then_some(()).ok_or_else(refusal)
 }

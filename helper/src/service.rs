@@ -4,7 +4,7 @@
 
 use crate::bootc::{self, RunError, Runner};
 use crate::validate::{self, ValidationError};
-use crate::{auth, status};
+use crate::{auth, status, updaters};
 use proto::*;
 use std::future::Future;
 use std::time::Duration;
@@ -52,10 +52,10 @@ impl From<HelperError> for Status {
             E::Invalid(ValidationError::RepositoryNotAllowed { .. }) => Code::PermissionDenied,
             E::Invalid(_) => Code::InvalidArgument,
             E::NothingStaged | E::StagedMismatch(..) => Code::FailedPrecondition,
-            E::Bootc(R::Busy { .. }) => Code::FailedPrecondition,
+            E::Bootc(R::Busy(..)) => Code::FailedPrecondition,
             E::Bootc(R::Failed(..)) => Code::Aborted,
             E::Bootc(R::Timeout(..)) | E::Timeout { .. } => Code::DeadlineExceeded,
-            E::Auth(A::Symlink(_) | A::WrongType { .. }) => Code::PermissionDenied,
+            E::Auth(A::Symlink(_) | A::WrongType(..)) => Code::PermissionDenied,
             _ => Code::Internal,
         };
         // Escaped: it may quote what bootc or its JSON said.
@@ -101,9 +101,10 @@ impl Engine {
         }
         let help = self.runner.run(&bootc::help_argv(), STATUS_LIMIT).await?;
         let v = bootc::help_supports_download_only(&String::from_utf8_lossy(&help));
-        if !v {
-            tracing::warn!("bootc has no switch --download-only: staging will be unlocked");
-        }
+        tracing::info!(
+            download_only = v,
+            "switch --download-only (else ostree's lock file)"
+        );
         state.download_only = Some(v);
         Ok(v)
     }
@@ -173,10 +174,12 @@ impl Engine {
         reply.boot_id = self.boot_id()?;
         // ostree honours its lock file as it does the deployment's own flag.
         let lock_file = auth::finalization_locked(&self.runner.host_root());
-        if let Some(staged) = reply.staged.as_mut() {
-            staged.download_only |= lock_file;
-        }
+        reply
+            .staged
+            .iter_mut()
+            .for_each(|s| s.download_only |= lock_file);
         reply.download_only_supported = true;
+        reply.host_updaters = updaters::read(&self.runner).await?;
         Ok(reply)
     }
 
@@ -218,7 +221,7 @@ impl proto::helper_server::Helper for Engine {
     }
 
     async fn status(&self, _: Request<StatusRequest>) -> Rpc<StatusResponse> {
-        let limit = STATUS_LIMIT * 2 + SLACK;
+        let limit = STATUS_LIMIT * 3 + SLACK;
         timed("status", limit, Engine::status(self)).await
     }
 

@@ -30,15 +30,13 @@ pub struct BootEntry {
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct ImageStatus {
     pub image: ImageReference,
-    #[serde(default)]
     pub version: Option<String>,
-    #[serde(default)]
     pub timestamp: Option<String>,
+    /// Empty when bootc gives none: the daemon then has no digest for it.
     pub image_digest: String,
-    #[serde(default)]
     pub architecture: String,
 }
 
@@ -71,20 +69,17 @@ fn clip(s: &str) -> String {
 /// (e.g. a plain ostree commit) is reported with an empty image and digest,
 /// so the daemon can tell "something is staged" from "nothing is staged".
 pub fn to_proto(entry: &BootEntry) -> proto::BootEntry {
-    let mut out = proto::BootEntry {
+    let i = entry.image.clone().unwrap_or_default();
+    proto::BootEntry {
+        image: clip(&i.image.image),
+        digest: clip(&i.image_digest),
+        version: i.version.as_deref().map(clip),
+        timestamp: i.timestamp.as_deref().map(clip),
+        architecture: clip(&i.architecture),
         soft_reboot_capable: entry.soft_reboot_capable,
         incompatible: entry.incompatible,
         download_only: entry.download_only,
-        ..Default::default()
-    };
-    if let Some(i) = &entry.image {
-        out.image = clip(&i.image.image);
-        out.digest = clip(&i.image_digest);
-        out.version = i.version.as_deref().map(clip);
-        out.timestamp = i.timestamp.as_deref().map(clip);
-        out.architecture = clip(&i.architecture);
     }
-    out
 }
 
 /// The protocol reply for a parsed host (boot id and download-only support

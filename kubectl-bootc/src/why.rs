@@ -7,7 +7,8 @@
 //! ([`rollout::classify`]), whether it runs the target
 //! ([`rollout::runs_target`]), whether it holds a slot
 //! ([`rollout::slots::holds_slot`]), whether it may take one
-//! ([`rollout::slots::candidate`]) and who is unavailable
+//! ([`rollout::slots::candidate`]), whether its host's own updater refuses
+//! it ([`rollout::updaters`]) and who is unavailable
 //! ([`rollout::disruption::Unavailable`]).
 
 use api::node_health::{cordoned_by, holds, is_cordoned, is_ready, not_ready_since};
@@ -113,9 +114,12 @@ fn member(
             c.reason, c.message
         ));
     }
+    let refusing = rollout::updaters::refusing(Some(bn), runs, slot);
     if runs && !slot {
         // Degraded on the target: the pool counts it Degraded, not updated.
         out.push(format!("runs the target {shown}"));
+    } else if !refusing.is_empty() {
+        out.push(rollout::updaters::message(&bn.name_any(), &refusing));
     } else if bn.spec.desired_image != target.image {
         out.push(not_told(snap, pool, bn));
     } else if bn.daemon_behind() {
@@ -888,6 +892,23 @@ mod tests {
         assert!(
             refusal.starts_with("n2 does not await a retry: rebooting: approved to boot"),
             "{refusal}"
+        );
+    }
+
+    #[test]
+    fn a_node_whose_host_runs_its_own_updater_names_the_unit_and_the_fix() {
+        let timer = api::host_updaters::BOOTC_TIMER;
+        let mut refused = bn("n1", V1, Phase::Idle);
+        if let Some(s) = refused.status.as_mut() {
+            s.host_updaters = vec![timer.to_owned()];
+        }
+        let lines = why(&alone(refused, true, false), "n1", now());
+        let headline = lines.first().cloned().unwrap_or_default();
+        assert!(
+            headline.starts_with(&format!(
+                "node n1 runs its host's own automatic updater {timer}, which would reboot it outside any reboot slot"
+            )) && headline.contains(&format!("`RUN systemctl mask {timer}` in its Containerfile")),
+            "{lines:#?}"
         );
     }
 

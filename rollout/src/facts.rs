@@ -65,6 +65,9 @@ pub(crate) struct NodeVerdict {
     /// The blocking pod its Node runs (`namespace/name`), which keeps it
     /// from taking a slot.
     pub blocked_by: Option<String>,
+    /// The automatic updaters its host runs, which refuse it the target
+    /// ([`crate::updaters`]).
+    pub host_updaters: Vec<String>,
     /// What its health gate waits for, while it settles in its slot
     /// (`node: ...`).
     pub proving: Option<String>,

@@ -40,6 +40,8 @@
 //! [`disruption`] (who counts as disrupted, when a node is back, when a new
 //! slot may be handed out), [`staging`] (which members are told the target),
 //! [`stuck`] (each phase a node waits in, its deadline and next step),
+//! [`updaters`] (a member whose host runs its own automatic updater is
+//! refused: not told, no slot),
 //! [`health`] (the kstatus conditions), and [`cordon`] (the cordon a slot
 //! puts on a Node, and its restoration).
 //!
@@ -82,6 +84,7 @@ pub mod state;
 pub mod status;
 pub mod stuck;
 pub mod target;
+pub mod updaters;
 pub mod verdict;
 mod view;
 pub mod window;

@@ -15,6 +15,7 @@ use crate::pull_secret::{self, Secret};
 use crate::slots::holds_slot;
 use crate::staging;
 use crate::state::{NodeState, classify, runs_target};
+use crate::updaters;
 use crate::view::View;
 
 /// The member's owned fields with its spec brought in line with the pool.
@@ -113,6 +114,7 @@ fn staged_member(
             .zip(node)
             .is_some_and(|(b, n)| holds_slot(n, b, pool_name)),
         unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
+        refused: !updaters::on(bn).is_empty(),
     }
 }
 

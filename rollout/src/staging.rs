@@ -24,7 +24,8 @@
 //! `desiredImage` is its booted image, pinned to the digest bootc deployed
 //! (`api::BootcNode::running_image`: a host installed from a tag reports
 //! the tag), so a target withdrawn before a node booted it (a tag moving
-//! A, B, A) costs that node nothing.
+//! A, B, A) costs that node nothing. A member whose host runs its own
+//! automatic updater is not told ([`crate::updaters`]).
 
 /// The pool's staging bounds (`spec.rollout`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,13 +56,17 @@ pub struct Member {
     pub in_slot: bool,
     /// Its bootc cannot stage locked.
     pub unlocked: bool,
+    /// Its host reports an automatic updater on ([`crate::updaters`]):
+    /// never told, and no longer told if it was (unless on the target or
+    /// in a slot).
+    pub refused: bool,
 }
 
 impl Member {
     /// Told before this plan decides anything: already told, on the target
     /// or in a slot.
     pub fn already_told(&self) -> bool {
-        self.told || self.runs_target || self.in_slot
+        (self.told && !self.refused) || self.runs_target || self.in_slot
     }
 
     fn waiting(&self) -> bool {
@@ -82,9 +87,10 @@ pub fn told(members: &[Member], bounds: Bounds, free_slots: &[usize]) -> Vec<boo
     }
     let rows = members.iter().zip(free_slots).zip(out.iter_mut());
     for ((m, &free_slots), told) in rows.filter(|(_, t)| !**t) {
-        let fits = bounds
-            .max_concurrent
-            .is_none_or(|max| waiting.downloading < max)
+        let fits = !m.refused
+            && bounds
+                .max_concurrent
+                .is_none_or(|max| waiting.downloading < max)
             && bounds
                 .ahead
                 .is_none_or(|max| waiting.ahead < max + free_slots)

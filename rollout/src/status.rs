@@ -10,7 +10,8 @@
 //! the next opens, and so does `status.nextMaintenanceWindow`; while a
 //! gate holds it is `AlertFiring` or `GateUnanswered` ([`crate::gates`]),
 //! and members on a blocking pod are named with the pod. `Degraded` carries the most
-//! important problem's reason and every problem's message. A change that
+//! important problem's reason and every problem's message (members refused
+//! for their host's own updater among them: [`crate::updaters`]). A change that
 //! touches only the counts (and the breakdown) is written at most every
 //! [`COUNTS_MIN_INTERVAL`], and always once things settle; target,
 //! conditions and generation are written at once.
@@ -35,7 +36,7 @@ use crate::stuck::Stuck;
 use crate::verdict::requeue;
 use crate::view::View;
 use crate::window::Window;
-use crate::{halt, stuck};
+use crate::{halt, stuck, updaters};
 
 /// The planner's answer.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -328,6 +329,13 @@ fn degraded(
             ),
         ));
     }
+    let refused: Vec<(&str, &[String])> = rollout
+        .verdicts
+        .iter()
+        .filter(|e| !e.verdict.host_updaters.is_empty())
+        .map(|e| (e.name, e.verdict.host_updaters.as_slice()))
+        .collect();
+    problems.extend(updaters::problem(&refused));
     let degraded = rollout.names(|v| v.state == NodeState::Degraded);
     if !degraded.is_empty() {
         problems.push((
@@ -569,7 +577,7 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
         Reason::RolloutHalted | Reason::DependencyCycle => 4,
         Reason::RolledBack | Reason::HealthCheckFailed | Reason::BatchFailed => 4,
         Reason::NodeStuck => 5,
-        Reason::DrainTimedOut => 6,
+        Reason::DrainTimedOut | Reason::HostUpdaterEnabled => 6,
         Reason::NodeDegraded => 7,
         _ => 2,
     };

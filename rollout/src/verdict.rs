@@ -32,7 +32,7 @@ use crate::pull_secret::Secret;
 use crate::state::{self, NodeState, classify, runs_target};
 use crate::stuck;
 use crate::view::{Row, View, Walk};
-use crate::{batches, cordon, halt, lifecycle, slots, spec};
+use crate::{batches, cordon, halt, lifecycle, slots, spec, updaters};
 use jiff::Timestamp;
 
 use crate::facts::{Counted, Entry, Failure, NodeVerdict, Rollout};
@@ -268,6 +268,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         candidate: false,
         held: false,
         blocked_by: None,
+        host_updaters: Vec::new(),
         proving: None,
         no_rollback: false,
         rolling_back: false,
@@ -286,6 +287,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
     let in_flight = existing.is_none_or(disruption::reboot_in_flight);
     v.held = node.is_some_and(api::node_health::is_held);
     v.blocked_by = view.input.gates.blocking_pod(name).map(str::to_owned);
+    v.host_updaters = updaters::refusing(existing, v.runs_target, v.owned.in_slot);
     let drain_failed = drain_failure(pool, name);
     let health = view.pool.spec.health.as_ref();
     if !v.owned.in_slot {
@@ -530,6 +532,7 @@ fn outside_slot(
     let staged = v.state == NodeState::Staged;
     let held_back = v.held
         || v.blocked_by.is_some()
+        || !v.host_updaters.is_empty()
         || v.owned.skipped.is_some()
         || v.owned.health_failed.is_some();
     v.candidate = slots::candidate(staged, healthy, deleting, in_conflict, held_back);

@@ -204,6 +204,9 @@ impl SimHost {
                 .and_then(|s| s.boot_id.clone())
                 .unwrap_or_else(|| format!("{name}-boot-0")),
             download_only_supported: true,
+            host_updaters: reported
+                .map(|s| s.host_updaters.clone())
+                .unwrap_or_default(),
         };
         SimHost {
             view,

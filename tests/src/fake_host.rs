@@ -117,7 +117,9 @@ exec head -c 1 >/dev/null
 "#;
 
 impl FakeHost {
-    /// Starts a fake host booted into `booted` (a pinned reference).
+    /// Starts a fake host booted into `booted` (a pinned reference), its
+    /// image masking bootc's own update timer as a user's image would (see
+    /// [`FakeHost::leave_updater_on`]).
     pub fn start(booted: Option<&str>) -> std::io::Result<FakeHost> {
         FakeHost::start_installed(booted.map(crate::fake_bootc::Deployment::of))
     }
@@ -130,6 +132,9 @@ impl FakeHost {
         let dir = tempfile::Builder::new().prefix("fake-host-").tempdir()?;
         let layout = Layout::new(dir.path());
         layout.init_installed(booted)?;
+        layout
+            .systemd()
+            .set_unit_file(api::host_updaters::BOOTC_TIMER, "masked")?;
         for (file, tool) in [
             ("bootc-wrapper", ""),
             ("systemd-run-wrapper", " --as systemd-run"),
@@ -176,6 +181,15 @@ impl FakeHost {
             holder,
             stdin,
         })
+    }
+
+    /// Sets the host's bootc update timer as Fedora ships it (`enabled`),
+    /// or masked again (`false`), as a new image of the host would.
+    pub fn leave_updater_on(&self, on: bool) -> std::io::Result<()> {
+        let state = if on { "enabled" } else { "masked" };
+        self.layout
+            .systemd()
+            .set_unit_file(api::host_updaters::BOOTC_TIMER, state)
     }
 
     /// The pid whose mount namespace is this host's (`--host-pid`).

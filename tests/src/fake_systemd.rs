@@ -1,7 +1,9 @@
 //! The fake host's systemd, as far as the helper uses it: `systemd-run`
 //! starting a transient service (`--unit`, `--collect`, `--wait`, `--quiet`,
 //! `--pipe`, `--service-type=`, `--property=StandardOutput=/StandardError=`), and
-//! `systemctl is-active` / `stop` / `reset-failed` on it. A unit's main
+//! `systemctl is-active` / `stop` / `reset-failed` on it, and `systemctl show
+//! --property=Id,UnitFileState,ActiveState` of the host's own (installed)
+//! units, the automatic updaters among them. A unit's main
 //! process runs detached from whoever started it (its own process group,
 //! under a "unit runner" that is not a child of the helper), so it survives
 //! the helper, the daemon and `systemd-run` itself, as on a real host; a
@@ -11,7 +13,12 @@
 //! <dir>/units/<name>.json        the loaded units (state, main pid, invocation id)
 //! <dir>/results/<invocation>.json how an invocation ended (for `systemd-run --wait`)
 //! <dir>/history.jsonl            one line per finished or killed invocation
+//! <dir>/unit-files/<name>         an installed unit's UnitFileState (`enabled`,
+//!                                 `disabled`, `masked`...); absent: no such unit
 //! ```
+//!
+//! An installed unit is `active` exactly when its file state is `enabled`
+//! or `linked` (a timer armed since boot), else `inactive`.
 
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -115,6 +122,46 @@ impl FakeSystemd {
             serde_json::to_vec(unit).map_err(std::io::Error::other)?,
         )?;
         std::fs::rename(tmp, self.unit_path(&unit.name))
+    }
+
+    fn unit_file_path(&self, name: &str) -> PathBuf {
+        self.dir.join("unit-files").join(name)
+    }
+
+    /// Installs unit `name` with this UnitFileState (`enabled`, `masked`...),
+    /// as the host's OS image would have it.
+    pub fn set_unit_file(&self, name: &str, state: &str) -> std::io::Result<()> {
+        std::fs::create_dir_all(self.dir.join("unit-files"))?;
+        std::fs::write(self.unit_file_path(name), state)
+    }
+
+    /// The UnitFileState of an installed unit (None: not installed).
+    pub fn unit_file(&self, name: &str) -> Option<String> {
+        let state = std::fs::read_to_string(self.unit_file_path(name)).ok()?;
+        Some(state.trim().to_owned())
+    }
+
+    /// `systemctl show` of `name`: the properties asked for, in that order.
+    fn show(&self, name: &str, properties: &[&str]) -> String {
+        let file = self.unit_file(name).unwrap_or_default();
+        let active = match file.as_str() {
+            "enabled" | "enabled-runtime" | "linked" => "active",
+            _ => "inactive",
+        };
+        let mut out = String::new();
+        for p in properties {
+            let value = match *p {
+                "Id" => name,
+                "UnitFileState" => &file,
+                "ActiveState" => active,
+                "LoadState" if file.is_empty() => "not-found",
+                "LoadState" if file == "masked" => "masked",
+                "LoadState" => "loaded",
+                _ => "",
+            };
+            out.push_str(&format!("{p}={value}\n"));
+        }
+        out
     }
 
     fn remove_unit(&self, name: &str) {
@@ -578,9 +625,34 @@ fn systemctl(systemd: &FakeSystemd, args: &[String]) -> Result<i32, String> {
             }
             Ok(0)
         }
+        ["show", rest @ ..] => {
+            show(systemd, rest)?;
+            Ok(0)
+        }
         [verb, ..] => Err(format!("Unknown command verb '{verb}'.")),
         [] => Err("fake systemctl: a verb is required".into()),
     }
+}
+
+/// `systemctl show [--property=A,B] [--] <unit>...`: one block per unit,
+/// separated by a blank line, as systemd prints them.
+fn show(systemd: &FakeSystemd, args: &[&str]) -> Result<(), String> {
+    let mut properties = vec!["Id", "LoadState", "UnitFileState", "ActiveState"];
+    let mut units = Vec::new();
+    let mut options_done = false;
+    for arg in args {
+        match arg.strip_prefix("--property=") {
+            Some(list) if !options_done => properties = list.split(',').collect(),
+            _ if *arg == "--" && !options_done => options_done = true,
+            _ if arg.starts_with('-') && !options_done => {
+                return Err(format!("fake systemctl show: unknown option {arg}"));
+            }
+            _ => units.push(*arg),
+        }
+    }
+    let blocks: Vec<String> = units.iter().map(|u| systemd.show(u, &properties)).collect();
+    let _ = write!(std::io::stdout(), "{}", blocks.join("\n"));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -589,6 +661,27 @@ mod tests {
 
     fn v(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn shows_installed_units_as_systemd_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let systemd = FakeSystemd::new(dir.path().to_owned());
+        systemd.set_unit_file("a.timer", "enabled").unwrap();
+        systemd.set_unit_file("b.timer", "masked").unwrap();
+        let props = ["Id", "UnitFileState", "ActiveState"];
+        assert_eq!(
+            systemd.show("a.timer", &props),
+            "Id=a.timer\nUnitFileState=enabled\nActiveState=active\n"
+        );
+        assert_eq!(
+            systemd.show("b.timer", &props),
+            "Id=b.timer\nUnitFileState=masked\nActiveState=inactive\n"
+        );
+        assert_eq!(
+            systemd.show("c.service", &["Id", "LoadState", "UnitFileState"]),
+            "Id=c.service\nLoadState=not-found\nUnitFileState=\n"
+        );
     }
 
     #[test]

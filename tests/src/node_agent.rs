@@ -71,6 +71,9 @@ pub async fn create_bootc_node(
 pub struct AgentOptions {
     pub node_name: String,
     pub poll_interval: Duration,
+    /// `--host-updater-recheck-secs`: short, so that a test masking a
+    /// host's updater sees it taken in soon.
+    pub updater_recheck: Duration,
     pub apply_window: Duration,
     /// Where bootc-daemon and bootc-helper are (default: next to the tests'
     /// own binaries); benchmarks point it at release builds.
@@ -87,6 +90,7 @@ impl AgentOptions {
         AgentOptions {
             node_name: node_name.to_owned(),
             poll_interval: Duration::from_secs(300),
+            updater_recheck: Duration::from_secs(1),
             apply_window: Duration::from_millis(300),
             bin_dir: None,
             user: None,
@@ -203,6 +207,10 @@ impl Agent {
             .args([
                 "--poll-interval-secs",
                 &options.poll_interval.as_secs().max(1).to_string(),
+            ])
+            .args([
+                "--host-updater-recheck-secs",
+                &options.updater_recheck.as_secs().max(1).to_string(),
             ])
             .args(["--node-name", &options.node_name])
             // The fake hosts stage from any repository (the allow-list has

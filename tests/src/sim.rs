@@ -119,6 +119,10 @@ pub struct SimOptions {
     /// (`deploy/optional/node-lifecycle-conditions`) and, where the API
     /// server has it, the `NodeLifecycleConditions` gate.
     pub node_lifecycle_conditions: bool,
+    /// The nodes (by name) whose OS image leaves bootc's own update timer
+    /// enabled, as Fedora ships it; every other node's image masks it, as
+    /// a user's would ([`FakeHost::start`]).
+    pub updaters_left_on: Vec<String>,
 }
 
 /// The Lease duration of replicated controllers.
@@ -141,6 +145,7 @@ impl Default for SimOptions {
             controller_replicas: 1,
             stuck_deadline_scale: 1.0,
             node_lifecycle_conditions: false,
+            updaters_left_on: Vec::new(),
         }
     }
 }
@@ -405,12 +410,15 @@ impl Sim {
                 &format!("{}/{REPO}:{TAG}", self.registry.host()),
                 booted_digest,
             );
-            let host = FakeHost::start_installed(Some(installed))
-                .context("starting a fake host")?;
+            let host =
+                FakeHost::start_installed(Some(installed)).context("starting a fake host")?;
             let versions = &self.options.bootc_versions;
             if !versions.is_empty() {
                 host.layout
                     .set_version(versions[nodes.len() % versions.len()])?;
+            }
+            if self.options.updaters_left_on.contains(&name) {
+                host.leave_updater_on(true)?;
             }
             std::fs::write(host.layout.pull_from_registry(), "")?;
             let certs = host
@@ -623,6 +631,18 @@ impl Sim {
             .find(|n| n.name == name)
             .context("no such node")?;
         Ok(node.host.layout.reboot_unplanned(kind)?)
+    }
+
+    /// Sets bootc's own update timer of node `name`'s host enabled or
+    /// masked, as a person would by hand (its daemon reads it again while
+    /// it reports one on).
+    pub async fn leave_updater_on(&self, name: &str, on: bool) -> Result<()> {
+        let nodes = self.nodes.lock().await;
+        let node = nodes
+            .iter()
+            .find(|n| n.name == name)
+            .context("no such node")?;
+        Ok(node.host.leave_updater_on(on)?)
     }
 
     /// Which bootc node `name` runs.

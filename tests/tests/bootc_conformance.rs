@@ -90,7 +90,10 @@ fn usage_errors_are_bootcs_byte_for_byte() {
             }
             replayed += 1;
         }
-        assert!(replayed >= 11, "{version:?}: only {replayed} cases replayed");
+        assert!(
+            replayed >= 11,
+            "{version:?}: only {replayed} cases replayed"
+        );
     }
 }
 
@@ -256,7 +259,10 @@ fn ostree_lock_file_holds_an_unlocked_staged_deployment() {
     let h = host(BootcVersion::V1_16);
     create(&h);
     assert_eq!(bootc(&h, &format!("switch -- {B}")).code, 0);
-    assert!(!state(&h).staged.unwrap().download_only, "bootc's flag says unlocked");
+    assert!(
+        !state(&h).staged.unwrap().download_only,
+        "bootc's flag says unlocked"
+    );
     assert!(lock(&h).exists());
     let r = h.layout.reboot_unplanned(UnplannedReboot::Orderly).unwrap();
     assert!(!r.applied_staged);

@@ -631,6 +631,7 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         rollback: Some(entry),
         boot_id: Some("0f0e".into()),
         download_only_supported: Some(true),
+        host_updaters: vec![api::host_updaters::BOOTC_TIMER.to_owned()],
         conditions: vec![],
         history: vec![api::NodeUpdate {
             image: format!("quay.io/acme/os@{digest}"),

@@ -390,7 +390,10 @@ async fn released_bootc_stages_locked_with_ostrees_lock_file() {
         .unwrap();
     let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
     let s = h.client.status(proto::StatusRequest {}).await.unwrap();
-    assert!(s.download_only_supported, "staging is locked on every bootc");
+    assert!(
+        s.download_only_supported,
+        "staging is locked on every bootc"
+    );
     for _ in 0..2 {
         let r = h
             .client
@@ -689,4 +692,37 @@ async fn a_stage_outlives_its_helper_and_the_next_helper_waits_for_it() {
     let staged = host.state().staged.unwrap();
     assert_eq!(staged.image, image('b'));
     assert!(staged.download_only);
+}
+
+#[tokio::test]
+async fn status_names_the_hosts_own_updaters_that_are_on() {
+    require_root!();
+    use api::host_updaters::{BOOTC_TIMER, RPM_OSTREE_TIMER, ZINCATI};
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    let mut updaters = async || {
+        let s = h.client.status(proto::StatusRequest {}).await.unwrap();
+        s.host_updaters
+    };
+    // The tests' image masks bootc's timer; the others are not installed.
+    assert_eq!(updaters().await, Vec::<String>::new());
+    // As Fedora ships it: enabled, and reported.
+    host.leave_updater_on(true).unwrap();
+    assert_eq!(updaters().await, v(&[BOOTC_TIMER]));
+    let systemd = host.layout.systemd();
+    systemd.set_unit_file(ZINCATI, "enabled").unwrap();
+    systemd.set_unit_file(RPM_OSTREE_TIMER, "disabled").unwrap();
+    assert_eq!(updaters().await, v(&[BOOTC_TIMER, ZINCATI]));
+    // Masked by a person: read again, not cached.
+    host.leave_updater_on(false).unwrap();
+    systemd.set_unit_file(ZINCATI, "masked").unwrap();
+    assert_eq!(updaters().await, Vec::<String>::new());
+    // Read only: nothing but the status reads ran bootc.
+    assert!(
+        argvs(&host)
+            .iter()
+            .all(|a| a.first().is_some_and(|c| c == "status" || c == "switch")),
+        "{:?}",
+        argvs(&host)
+    );
 }

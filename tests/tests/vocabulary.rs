@@ -16,6 +16,7 @@ const VOCABULARY_FILES: &[&str] = &[
     "api/src/labels.rs",
     "api/src/v1alpha1.rs",
     "api/src/node_health.rs",
+    "api/src/host_updaters.rs",
 ];
 
 /// Constants of those files that name objects (the API group, field

@@ -41,6 +41,7 @@ mod state;
 mod status;
 mod tagged;
 mod target;
+mod updaters;
 mod window;
 
 const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";

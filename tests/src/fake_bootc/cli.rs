@@ -302,10 +302,22 @@ fn parse_upgrade(args: &[String]) -> Command {
     let pairs = [
         (out.check && out.apply, "--check", "--apply"),
         (out.check && out.download_only, "--check", "--download-only"),
-        (out.check && out.from_downloaded, "--check", "--from-downloaded"),
-        (out.check && out.soft_reboot.is_some(), "--check", "--soft-reboot <SOFT_REBOOT>"),
+        (
+            out.check && out.from_downloaded,
+            "--check",
+            "--from-downloaded",
+        ),
+        (
+            out.check && out.soft_reboot.is_some(),
+            "--check",
+            "--soft-reboot <SOFT_REBOOT>",
+        ),
         (out.download_only && out.apply, "--download-only", "--apply"),
-        (out.download_only && out.from_downloaded, "--download-only", "--from-downloaded"),
+        (
+            out.download_only && out.from_downloaded,
+            "--download-only",
+            "--from-downloaded",
+        ),
     ];
     match pairs.into_iter().find(|(conflict, ..)| *conflict) {
         Some((_, a, b)) => {

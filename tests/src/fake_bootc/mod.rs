@@ -20,6 +20,10 @@
 //! <root>/fake-bootc/stage-delay-ms milliseconds each `switch` that stages takes (a slow pull), an unchanged spec's too
 //! <root>/fake-bootc/rebooted.jsonl one line per simulated reboot, planned or not
 //! <root>/fake-systemd/            the fake host's transient units (see crate::fake_systemd)
+//! <root>/fake-systemd/unit-files/<unit>  an installed unit's UnitFileState: the host's
+//!                                 own automatic updaters (`api::host_updaters`), which
+//!                                 `systemctl show` reports; bootc-fetch-apply-updates.timer
+//!                                 is `enabled` after `init`, as Fedora's bootc images ship it
 //! ```
 //!
 //! <root>/fake-bootc/pull-from-registry present: `switch` fetches the manifest
@@ -359,7 +363,8 @@ impl Layout {
     /// Creates the layout with `booted` as the booted image (a pinned
     /// reference), playing the newest released bootc ([`BootcVersion::V1_16`])
     /// until told otherwise, with bootc's own help texts when the shared
-    /// fixtures are there.
+    /// fixtures are there, and bootc's own update timer enabled, as Fedora
+    /// and CentOS Stream ship it.
     pub fn init(&self, booted: Option<&str>) -> std::io::Result<()> {
         self.init_installed(booted.map(Deployment::of))
     }
@@ -378,6 +383,8 @@ impl Layout {
             }
         }
         self.set_version(BootcVersion::V1_16)?;
+        self.systemd()
+            .set_unit_file(api::host_updaters::BOOTC_TIMER, "enabled")?;
         self.write_state(&State {
             booted,
             ..State::default()

@@ -413,7 +413,13 @@ fn upgrade(layout: &Layout, args: &UpgradeArgs, env: &Environment) -> std::io::R
             "fake bootc: only `upgrade --from-downloaded` is modelled",
         ));
     }
-    from_downloaded(layout, &mut state, args.apply, args.soft_reboot, "Upgrading")
+    from_downloaded(
+        layout,
+        &mut state,
+        args.apply,
+        args.soft_reboot,
+        "Upgrading",
+    )
 }
 
 /// `switch|upgrade --from-downloaded [--apply] [--soft-reboot=...]`

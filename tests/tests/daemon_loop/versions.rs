@@ -161,13 +161,15 @@ async fn an_unplanned_reboot_while_staged_on_both_bootc_versions() {
         agent.kill();
         let reboot = host.layout.reboot_unplanned(kind).unwrap();
         let case = format!("{version:?} {kind:?}");
-        assert!(!reboot.applied_staged, "{case}: the staged image was booted");
+        assert!(
+            !reboot.applied_staged,
+            "{case}: the staged image was booted"
+        );
         let _agent = Agent::start(&w.cp, &host, &AgentOptions::new(&name), w.logs.path()).unwrap();
         // Back on a with nothing staged: staged again, and Staged.
         let bn = wait_bn(&w.nodes, &name, "Staged again", |bn| {
             phase(bn) == Some(Reason::Staged.as_str())
-                && bn.status.as_ref().and_then(|s| s.boot_id.as_deref())
-                    != Some(old_boot.as_str())
+                && bn.status.as_ref().and_then(|s| s.boot_id.as_deref()) != Some(old_boot.as_str())
         })
         .await;
         let status = bn.status.unwrap();

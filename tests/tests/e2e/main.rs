@@ -11,6 +11,7 @@ mod gates;
 mod health;
 mod mid_reboot;
 mod rollout;
+mod updaters;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -668,12 +668,20 @@ async fn push_multi_arch(sim: &Sim, version: &str) -> (String, String) {
             version,
             marker: &marker,
         };
-        let digest = sim.registry.push_image(REPO, &marker, &image).await.unwrap();
+        let digest = sim
+            .registry
+            .push_image(REPO, &marker, &image)
+            .await
+            .unwrap();
         entries.push((arch, digest));
     }
     let pairs: Vec<(&str, &str)> = entries.iter().map(|(a, d)| (*a, d.as_str())).collect();
     let index = sim.registry.push_index(REPO, TAG, &pairs).await.unwrap();
-    let mine = entries.into_iter().find(|(a, _)| *a == host_arch).unwrap().1;
+    let mine = entries
+        .into_iter()
+        .find(|(a, _)| *a == host_arch)
+        .unwrap()
+        .1;
     (index, mine)
 }
 

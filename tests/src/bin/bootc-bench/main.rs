@@ -113,7 +113,6 @@ struct Cli {
     no_write: bool,
 }
 
-
 /// Which bootc the figures are for: the fake host's default (the latency,
 /// wave and real-node sections run the fake bootc; the scale section's
 /// played daemons run none).
