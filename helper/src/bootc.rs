@@ -148,14 +148,13 @@ pub fn help_argv() -> Vec<String> {
 /// `--` when asked (the host's `containers-policy.json` then decides). The
 /// image has been validated; `--` is there regardless.
 pub fn stage_argv(image: &str, download_only: bool, enforce_sigpolicy: bool) -> Vec<String> {
-    let flag = download_only
-        .then_some(" --download-only")
-        .unwrap_or_default();
-    let sig = enforce_sigpolicy.then_some(" --enforce-container-sigpolicy");
-    words(&format!(
-        "switch{flag}{} -- {image}",
-        sig.unwrap_or_default()
-    ))
+    let download = download_only.then_some("--download-only");
+    let sig = enforce_sigpolicy.then_some("--enforce-container-sigpolicy");
+    let args = download.into_iter().chain(sig).chain(["--", image]);
+    std::iter::once("switch")
+        .chain(args)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Applies what was staged: `bootc upgrade --from-downloaded --apply
