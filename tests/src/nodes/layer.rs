@@ -119,6 +119,12 @@ fn link(root: &Path, path: &str, target: &str) -> Result<()> {
     Ok(())
 }
 
+/// bootc's update timer as bootc ships it (an hour after boot, then 8 hours
+/// after each run).
+const BOOTC_TIMER_UNIT: &str = "[Unit]\nDescription=bootc's own update timer\n\n[Timer]\nOnBootSec=1h\nOnUnitInactiveSec=8h\n\n[Install]\nWantedBy=timers.target\n";
+/// What it starts: an upgrade that reboots into what it finds.
+const BOOTC_UPDATE_UNIT: &str = "[Unit]\nDescription=bootc's own update\n\n[Service]\nType=oneshot\nExecStart=/usr/bin/bootc upgrade --apply --quiet\n";
+
 /// Writes the shared layer into `root`.
 pub fn write_shared(root: &Path, inputs: &LayerInputs<'_>) -> Result<()> {
     write(root, "/usr/local/sbin/node-init", NODE_INIT, 0o755)?;
@@ -146,6 +152,24 @@ pub fn write_shared(root: &Path, inputs: &LayerInputs<'_>) -> Result<()> {
     for unit in MASKED {
         link(root, &format!("/etc/systemd/system/{unit}"), "/dev/null")?;
     }
+    // bootc's own update timer, where Fedora's and CentOS Stream's bootc
+    // images ship it, masked as a user's image for this operator masks it:
+    // the node's real systemd answers the helper's `systemctl show`.
+    let timer = api::host_updaters::BOOTC_TIMER;
+    write(
+        root,
+        &format!("/usr/lib/systemd/system/{timer}"),
+        BOOTC_TIMER_UNIT,
+        0o644,
+    )?;
+    let service = timer.replace(".timer", ".service");
+    write(
+        root,
+        &format!("/usr/lib/systemd/system/{service}"),
+        BOOTC_UPDATE_UNIT,
+        0o644,
+    )?;
+    link(root, &format!("/etc/systemd/system/{timer}"), "/dev/null")?;
     write(
         root,
         "/etc/containerd/config.toml",
