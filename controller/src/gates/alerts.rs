@@ -28,13 +28,11 @@ const SERIES_LABELS: [&str; 3] = ["__name__", "alertname", "alertstate"];
 
 /// The HTTP client the gate asks with.
 pub fn http_client() -> Result<reqwest::Client, String> {
-    // reqwest is built without a rustls provider (no aws-lc): use ring.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(TIMEOUT)
-        .user_agent(concat!("bootc-controller/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| format!("building the HTTP client: {e}"))
+    crate::outbound::http_client(&crate::outbound::ClientPolicy {
+        deadline: TIMEOUT,
+        ca_bundle: None,
+    })
+    .map_err(|e| format!("building the HTTP client: {e}"))
 }
 
 /// The query: the firing alerts that match every matcher.
