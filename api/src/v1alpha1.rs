@@ -279,16 +279,33 @@ fn is_zero(n: &i64) -> bool {
     *n == 0
 }
 
-/// `spec.rollout.alertGate`: the Prometheus to ask and the alerts that hold
-/// the rollout.
+/// `spec.rollout.alertGate`: the Prometheus to ask, by the name the
+/// operator's admin gave it, and the alerts that hold the rollout.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.endpoint) != has(self.prometheusURL)",
+    "message": "spec.rollout.alertGate needs exactly one of endpoint (the name of a Prometheus endpoint the operator is configured with) and the deprecated prometheusURL"
+}]))]
 pub struct AlertGate {
-    /// Prometheus's base URL as the controller reaches it, such as
-    /// `http://prometheus.monitoring.svc:9090`.
-    #[serde(rename = "prometheusURL")]
+    /// The Prometheus endpoint to ask, by its name among those the
+    /// operator is installed with (`--alert-gate-endpoint NAME=URL`, the
+    /// chart's `controller.alertGateEndpoints`): the addresses are the
+    /// admin's, never a pool's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::alert_endpoint_name")]
+    pub endpoint: Option<String>,
+    /// Deprecated: use `endpoint`. Accepted only when it is, exactly, the
+    /// URL of an endpoint the operator is configured with (that endpoint
+    /// is then asked); any other URL holds the rollout with a condition
+    /// that says so, and nothing is asked.
+    #[serde(
+        rename = "prometheusURL",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(schema_with = "crate::schema::prometheus_url")]
-    pub prometheus_url: String,
+    pub prometheus_url: Option<String>,
     /// PromQL label matchers a firing alert must all match to hold the
     /// rollout, such as `severity="critical"` or `alertname=~"Node.*"`
     /// (unset: any firing alert).

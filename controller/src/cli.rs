@@ -84,6 +84,13 @@ struct Args {
     /// take twice this. Keep it below half of --wedged-after-seconds.
     #[arg(long, default_value_t = crate::target::registry::REQUEST_DEADLINE.as_secs())]
     registry_timeout_seconds: u64,
+    /// A Prometheus endpoint that pools' alert gates may ask, as NAME=URL
+    /// (an http or https URL with a host and no user, query or fragment,
+    /// such as main=http://prometheus-k8s.monitoring.svc:9090); a pool
+    /// names it in spec.rollout.alertGate.endpoint. Repeat for several.
+    /// Without any, alert gates hold their pools' rollouts and say why.
+    #[arg(long = "alert-gate-endpoint")]
+    alert_gate_endpoints: Vec<String>,
     /// A registry (host[:port]) that may be reached over plain HTTP. Repeat
     /// for several. Without it every registry must speak HTTPS.
     #[arg(long = "insecure-registry")]
@@ -112,6 +119,8 @@ enum MainError {
         "--health-addr and --metrics-addr are both {0}: /metrics needs a port of its own (HTTPS)"
     )]
     SameAddr(SocketAddr),
+    #[error(transparent)]
+    AlertEndpoint(#[from] crate::gates::alerts::EndpointError),
     #[error("installing signal handlers: {0}")]
     Signal(std::io::Error),
 }
@@ -262,6 +271,9 @@ async fn real_main(
     options.wedged_after = Duration::from_secs(args.wedged_after_seconds.max(1));
     options.deadlines = rollout::stuck::Deadlines::scaled(args.stuck_deadline_scale)?;
     options.node_lifecycle_conditions = args.node_lifecycle_conditions;
+    options.alert_endpoints = crate::gates::alerts::AlertEndpoints::parse(
+        args.alert_gate_endpoints.iter().map(String::as_str),
+    )?;
     options.resolver = match resolver_override {
         Some(resolver) => resolver,
         None => resolver(&args)?,

@@ -119,6 +119,8 @@ pub struct SimOptions {
     /// (`deploy/optional/node-lifecycle-conditions`) and, where the API
     /// server has it, the `NodeLifecycleConditions` gate.
     pub node_lifecycle_conditions: bool,
+    /// The controller's `--alert-gate-endpoint`s, as (name, URL).
+    pub alert_gate_endpoints: Vec<(String, String)>,
 }
 
 /// The Lease duration of replicated controllers.
@@ -141,6 +143,7 @@ impl Default for SimOptions {
             controller_replicas: 1,
             stuck_deadline_scale: 1.0,
             node_lifecycle_conditions: false,
+            alert_gate_endpoints: Vec::new(),
         }
     }
 }
@@ -199,6 +202,7 @@ struct Launcher {
     replicas: usize,
     stuck_deadline_scale: f64,
     node_lifecycle_conditions: bool,
+    alert_gate_endpoints: Vec<(String, String)>,
 }
 
 impl Launcher {
@@ -243,6 +247,9 @@ impl Launcher {
             ]);
         if self.node_lifecycle_conditions {
             command.arg("--node-lifecycle-conditions");
+        }
+        for (name, url) in &self.alert_gate_endpoints {
+            command.arg(format!("--alert-gate-endpoint={name}={url}"));
         }
         if self.replicas > 1 {
             command.args([
@@ -345,6 +352,7 @@ impl Sim {
             replicas: options.controller_replicas.max(1),
             stuck_deadline_scale: options.stuck_deadline_scale,
             node_lifecycle_conditions: options.node_lifecycle_conditions,
+            alert_gate_endpoints: options.alert_gate_endpoints.clone(),
         };
         let controllers = Arc::new(std::sync::Mutex::new(
             (0..launcher.replicas).map(|_| None).collect(),
