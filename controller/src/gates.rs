@@ -184,3 +184,51 @@ impl Gatekeeper {
         alerts::firing(http, gate, &self.endpoints).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loopback server that counts the requests it is sent (answering
+    /// none): the pool's Prometheus.
+    async fn counting() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+        (url, count)
+    }
+
+    #[tokio::test]
+    async fn a_pool_that_selects_no_node_sends_no_alert_query() {
+        let (url, count) = counting().await;
+        let endpoints = alerts::AlertEndpoints::parse([format!("main={url}").as_str()]).unwrap();
+        // No API server: the alert gate is the only gate asked.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let keeper = Gatekeeper::new(kube::Client::try_from(config).unwrap(), endpoints);
+        let pool: BootcNodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+            "metadata": {"name": "blind"},
+            "spec": {"nodeSelector": {"matchLabels": {"none": "x"}},
+                     "image": {"ref": "quay.io/acme/os:1"},
+                     "rollout": {"alertGate": {"endpoint": "main"}}},
+        }))
+        .unwrap();
+        let gates = keeper
+            .ask(&pool, &mut GateMemory::default(), || false, false)
+            .await;
+        assert_eq!(gates.alerts, Ok(vec![]));
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let gates = keeper
+            .ask(&pool, &mut GateMemory::default(), || false, true)
+            .await;
+        assert!(gates.alerts.is_err(), "{:?}", gates.alerts);
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+}
