@@ -115,7 +115,21 @@ pub struct HealthSpec {
     /// completed rollout under the same budget.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rollback_updated: bool,
+    /// How many distinct nodes must fail their health gate on an image
+    /// before it is failed for the whole pool (nobody else told it, and
+    /// with `rollbackUpdated` the pool rolled back); unset: 2. Until then
+    /// a failing node keeps its slot and the pool names it as the only
+    /// witness; a person may confirm the failure sooner (the pool's
+    /// `bootc.dev/confirm-image-failure: <digest>` annotation). One node's
+    /// own report (its daemon's, its kubelet's) is not enough to decide
+    /// for every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub nodes_to_fail_image: Option<i32>,
 }
+
+/// The default of `spec.health.nodesToFailImage`.
+pub const DEFAULT_NODES_TO_FAIL_IMAGE: i32 = 2;
 
 fn default_settle_seconds() -> i64 {
     60

@@ -132,6 +132,15 @@ pub(crate) fn report(
     let paused = view.pool.spec.rollout.paused;
     let verdicts = &rollout.verdicts;
     let mut events = leavers.events;
+    if let Some(t) = target
+        && !rollout.lone_witnesses.is_empty()
+    {
+        problems.push(crate::proving::lone_witnesses(
+            view.pool,
+            t,
+            &rollout.lone_witnesses,
+        ));
+    }
     let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
     let counts = Counts::of(verdicts.values().map(|v| v.reported_state()));
     let total = members.names.len();
@@ -302,6 +311,7 @@ fn degraded(
     if let Some(failure) = &rollout.target_failed {
         report_failure(rollout, failure, problems, events);
     }
+
     if let Some(failed) = rollout.batch.failure() {
         problems.push((Reason::BatchFailed, failed));
     }
