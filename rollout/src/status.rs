@@ -132,15 +132,7 @@ pub(crate) fn report(
     let paused = view.pool.spec.rollout.paused;
     let verdicts = &rollout.verdicts;
     let mut events = leavers.events;
-    if let Some(t) = target
-        && !rollout.lone_witnesses.is_empty()
-    {
-        problems.push(crate::proving::lone_witnesses(
-            view.pool,
-            t,
-            &rollout.lone_witnesses,
-        ));
-    }
+    problems.extend(lone_witnesses(view, target, &rollout));
     let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
     let counts = Counts::of(verdicts.values().map(|v| v.reported_state()));
     let total = members.names.len();
@@ -292,6 +284,21 @@ fn look_again(
     }
     requeue(&mut requeue_after, rollout.batch.soak_left);
     requeue_after
+}
+
+/// The members that failed on the target too few to fail it for the pool,
+/// as the pool names them ([`crate::proving::lone_witnesses`]).
+fn lone_witnesses(
+    view: &View<'_>,
+    target: Option<&Target>,
+    rollout: &Rollout<'_>,
+) -> Option<Problem> {
+    let t = target.filter(|_| !rollout.lone_witnesses.is_empty())?;
+    Some(crate::proving::lone_witnesses(
+        view.pool,
+        t,
+        &rollout.lone_witnesses,
+    ))
 }
 
 /// The Degraded condition from every problem: those of the earlier steps
