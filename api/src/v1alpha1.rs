@@ -534,6 +534,11 @@ pub struct BootcNodePoolStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub rollouts: Vec<RolloutRecord>,
+    /// The pools of `spec.rollout.dependsOn` that exist, each with its uid
+    /// and creation time: who the names are now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub dependencies: Vec<PoolDependency>,
 }
 
 /// One rollout of a target (`status.rollouts`).
@@ -585,6 +590,19 @@ pub struct BatchStatus {
     /// Updated members healthy, of how many updated.
     pub healthy: i32,
     pub updated: i32,
+}
+
+/// A pool that `spec.rollout.dependsOn` names, as found: which object the
+/// name is now (pool names are first come, first served: one created after
+/// this pool shows as such).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolDependency {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<Time>,
 }
 
 /// An image a node failed its health gate on.

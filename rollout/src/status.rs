@@ -235,6 +235,7 @@ fn keep_records(
     status: &mut BootcNodePoolStatus,
 ) {
     status.batch.clone_from(&rollout.batch.status);
+    status.dependencies.clone_from(&rollout.dependencies.found);
     let Some(t) = target else {
         return;
     };
