@@ -565,6 +565,11 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
             updated: 3,
             failed: 0,
         }],
+        dependencies: vec![api::PoolDependency {
+            name: "infra".into(),
+            uid: Some("0b6c8f1e-1d6e-4c1a-9d63-6f3f2b1e7a10".into()),
+            created: Some(now.clone()),
+        }],
     };
     api::conditions::apply(
         &mut status.conditions,
