@@ -393,6 +393,39 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "must be a PromQL label matcher",
         ),
         (
+            "alert-gate-no-endpoint",
+            with(
+                &["rollout", "alertGate"],
+                json!({"matchers": ["severity=\"critical\""]}),
+            ),
+            "spec.rollout.alertGate",
+            "needs exactly one of endpoint",
+        ),
+        (
+            "alert-gate-endpoint-and-url",
+            with(
+                &["rollout", "alertGate"],
+                json!({"endpoint": "main", "prometheusURL": "http://prometheus:9090"}),
+            ),
+            "spec.rollout.alertGate",
+            "needs exactly one of endpoint",
+        ),
+        (
+            "alert-gate-endpoint-not-a-name",
+            with(
+                &["rollout", "alertGate"],
+                json!({"endpoint": "http://prometheus:9090"}),
+            ),
+            "spec.rollout.alertGate.endpoint",
+            "should match",
+        ),
+        (
+            "health-nodes-to-fail-image-zero",
+            with(&["health"], json!({"nodesToFailImage": 0})),
+            "spec.health.nodesToFailImage",
+            "should be greater than or equal to 1",
+        ),
+        (
             "blocking-pods-operator-unknown",
             with(
                 &["disruption", "blockingPods"],
