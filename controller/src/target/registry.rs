@@ -17,8 +17,10 @@
 //! body reaches a status but the distribution error codes it carries.
 //! Since anyone who may write a pool chooses the registry, the controller's
 //! pod can be made to connect to any address over HTTPS: a NetworkPolicy on
-//! its egress closes that (SECURITY.md). The only other address it asks is
-//! a pool's alert gate (the gates layer beside it).
+//! its egress closes that (SECURITY.md). The only other addresses it asks
+//! are the admin's alert endpoints (the gates layer beside it). Every
+//! request here follows `crate::outbound`'s rule: a whole-request deadline
+//! ([`RegistryOptions::request_deadline`]), a resolution's too.
 //!
 //! **Errors** are told apart in the pool's `Degraded` reason
 //! (`RegistryUnauthorized`, `ImageNotFound`, `RegistryUnreachable`,
