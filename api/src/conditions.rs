@@ -197,6 +197,11 @@ wire_enum! {
 }
 
 /// A condition as a decision makes it, before timestamps are attached.
+/// Made only by [`ConditionUpdate::new`], which escapes the message's
+/// control characters ([`crate::text::escape_controls`]): a message may
+/// carry text from outside (a registry, Prometheus, a pool's own fields),
+/// and the one place every status condition is made is where it is made
+/// safe to print.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConditionUpdate {
     pub type_: ConditionType,
@@ -212,11 +217,12 @@ impl ConditionUpdate {
         reason: Reason,
         message: impl Into<String>,
     ) -> Self {
+        let message: String = message.into();
         ConditionUpdate {
             type_,
             status,
             reason,
-            message: message.into(),
+            message: crate::text::escape_controls(&message).into_owned(),
         }
     }
 }
@@ -324,6 +330,23 @@ fn apply_with(
 
 #[cfg(test)]
 mod tests {
+
+    /// BEL and ESC from a registry's or Prometheus's answer reach a status
+    /// shown, not obeyed (issue 46, S5).
+    #[test]
+    fn a_conditions_message_has_its_control_characters_escaped() {
+        let c = ConditionUpdate::new(
+            ConditionType::Degraded,
+            true,
+            Reason::RegistryError,
+            "registry said: hunter2 \u{1b}]0;TITLE\u{7}\nnext line",
+        );
+        assert_eq!(
+            c.message,
+            "registry said: hunter2 \\u{1b}]0;TITLE\\u{7}\nnext line"
+        );
+    }
+
     use super::*;
 
     #[test]

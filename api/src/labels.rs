@@ -52,6 +52,11 @@ pub const DO_NOT_DISRUPT_BY_ANNOTATION: &str = "bootc.dev/do-not-disrupt-by";
 /// withdraws the approval, so that the daemon stages the target again under
 /// a new spec and the node is approved again like any other in its slot.
 pub const RETRY_ANNOTATION: &str = "bootc.dev/retry";
+/// On a BootcNodePool: a person confirms that its target (this digest)
+/// failed, on the word of fewer nodes than
+/// `spec.health.nodesToFailImage`: the image is failed for the whole pool
+/// (`rollout::proving`). Any other digest is ignored.
+pub const CONFIRM_IMAGE_FAILURE_ANNOTATION: &str = "bootc.dev/confirm-image-failure";
 /// On a Node: the prefix of a hold, `hold.bootc.dev/<who>: <reason>`. Any
 /// actor may hold a node (several may hold one): a held node takes no new
 /// reboot slot, and one in a slot but not yet approved to boot is released

@@ -178,13 +178,68 @@ pub fn depends_on(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// `spec.rollout.alertGate.prometheusURL`: an http(s) URL with a host.
+/// The form of an alert endpoint's name (`spec.rollout.alertGate.endpoint`,
+/// `--alert-gate-endpoint NAME=URL`): a DNS label.
+pub const ALERT_ENDPOINT_NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// `spec.rollout.alertGate.endpoint`: the name of a configured endpoint.
+pub fn alert_endpoint_name(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 63,
+        "pattern": ALERT_ENDPOINT_NAME_PATTERN,
+        "description": "The Prometheus endpoint to ask, by its name among those the operator is installed with (--alert-gate-endpoint NAME=URL, the chart's controller.alertGateEndpoints): the addresses are the admin's, never a pool's.",
+    })
+}
+
+/// Is `name` an alert endpoint's name ([`ALERT_ENDPOINT_NAME_PATTERN`])?
+pub fn is_alert_endpoint_name(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    (1..=63).contains(&name.len())
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name.chars().all(|c| alnum(c) || c == '-')
+}
+
+/// Is `matcher` one PromQL label matcher ([`ALERT_MATCHER_PATTERN`]): a
+/// label name, `=`, `!=`, `=~` or `!~`, and one double-quoted value in
+/// which a quote appears only escaped? The controller checks it again
+/// before it puts it in a query, whatever the schema let through.
+pub fn is_alert_matcher(matcher: &str) -> bool {
+    let name_len = matcher
+        .char_indices()
+        .find(|&(i, c)| !(c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())))
+        .map_or(matcher.len(), |(i, _)| i);
+    let rest = &matcher[name_len..];
+    let Some(value) = ["=~", "!~", "!=", "="]
+        .iter()
+        .find_map(|op| rest.strip_prefix(op))
+    else {
+        return false;
+    };
+    let Some(inner) = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) else {
+        return false;
+    };
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return false,
+            '\\' if chars.next().is_none() => return false,
+            _ => {}
+        }
+    }
+    name_len > 0
+}
+
+/// `spec.rollout.alertGate.prometheusURL` (deprecated): an http(s) URL with
+/// a host.
 pub fn prometheus_url(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "string",
         "minLength": 1,
         "maxLength": 2048,
-        "description": "Prometheus's base URL as the controller reaches it, such as `http://prometheus.monitoring.svc:9090`.",
+        "description": "Deprecated: use endpoint. Accepted only when it is, exactly, the URL of an endpoint the operator is configured with (that endpoint is then asked); any other URL holds the rollout with a condition that says so, and nothing is asked.",
         "x-kubernetes-validations": [rule(
             "isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHost() != ''",
             "must be an http or https URL with a host, such as http://prometheus.monitoring.svc:9090",
@@ -213,4 +268,37 @@ pub fn alert_matchers(_: &mut SchemaGenerator) -> Schema {
             )]
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alert_matcher_is_one_label_matcher_and_nothing_more() {
+        for good in [
+            r#"severity="critical""#,
+            r#"alertname=~"Node.*""#,
+            r#"team!="""#,
+            r#"_x1!~"a\"b""#,
+        ] {
+            assert!(is_alert_matcher(good), "{good}");
+        }
+        for bad in [
+            "severity=critical",
+            r#"severity="x"} or kube_secret_info{"#,
+            r#"severity="x",job="y""#,
+            r#"1a="x""#,
+            r#"="x""#,
+            r#"a="x\""#,
+            r#"a=="x""#,
+        ] {
+            assert!(!is_alert_matcher(bad), "{bad}");
+        }
+        assert!(is_alert_endpoint_name("main"));
+        assert!(is_alert_endpoint_name("prom-2"));
+        for bad in ["", "-a", "a-", "Main", "a.b", &"a".repeat(64)] {
+            assert!(!is_alert_endpoint_name(bad), "{bad}");
+        }
+    }
 }

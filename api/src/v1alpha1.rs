@@ -115,7 +115,21 @@ pub struct HealthSpec {
     /// completed rollout under the same budget.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rollback_updated: bool,
+    /// How many distinct nodes must fail their health gate on an image
+    /// before it is failed for the whole pool (nobody else told it, and
+    /// with `rollbackUpdated` the pool rolled back); unset: 2. Until then
+    /// a failing node keeps its slot and the pool names it as the only
+    /// witness; a person may confirm the failure sooner (the pool's
+    /// `bootc.dev/confirm-image-failure: <digest>` annotation). One node's
+    /// own report (its daemon's, its kubelet's) is not enough to decide
+    /// for every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub nodes_to_fail_image: Option<i32>,
 }
+
+/// The default of `spec.health.nodesToFailImage`.
+pub const DEFAULT_NODES_TO_FAIL_IMAGE: i32 = 2;
 
 fn default_settle_seconds() -> i64 {
     60
@@ -279,16 +293,33 @@ fn is_zero(n: &i64) -> bool {
     *n == 0
 }
 
-/// `spec.rollout.alertGate`: the Prometheus to ask and the alerts that hold
-/// the rollout.
+/// `spec.rollout.alertGate`: the Prometheus to ask, by the name the
+/// operator's admin gave it, and the alerts that hold the rollout.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.endpoint) != has(self.prometheusURL)",
+    "message": "spec.rollout.alertGate needs exactly one of endpoint (the name of a Prometheus endpoint the operator is configured with) and the deprecated prometheusURL"
+}]))]
 pub struct AlertGate {
-    /// Prometheus's base URL as the controller reaches it, such as
-    /// `http://prometheus.monitoring.svc:9090`.
-    #[serde(rename = "prometheusURL")]
+    /// The Prometheus endpoint to ask, by its name among those the
+    /// operator is installed with (`--alert-gate-endpoint NAME=URL`, the
+    /// chart's `controller.alertGateEndpoints`): the addresses are the
+    /// admin's, never a pool's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::alert_endpoint_name")]
+    pub endpoint: Option<String>,
+    /// Deprecated: use `endpoint`. Accepted only when it is, exactly, the
+    /// URL of an endpoint the operator is configured with (that endpoint
+    /// is then asked); any other URL holds the rollout with a condition
+    /// that says so, and nothing is asked.
+    #[serde(
+        rename = "prometheusURL",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(schema_with = "crate::schema::prometheus_url")]
-    pub prometheus_url: String,
+    pub prometheus_url: Option<String>,
     /// PromQL label matchers a firing alert must all match to hold the
     /// rollout, such as `severity="critical"` or `alertname=~"Node.*"`
     /// (unset: any firing alert).
@@ -509,6 +540,11 @@ pub struct BootcNodePoolStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub rollouts: Vec<RolloutRecord>,
+    /// The pools of `spec.rollout.dependsOn` that exist, each with its uid
+    /// and creation time: who the names are now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub dependencies: Vec<PoolDependency>,
 }
 
 /// One rollout of a target (`status.rollouts`).
@@ -565,6 +601,19 @@ pub struct BatchStatus {
     /// Updated members healthy, of how many updated.
     pub healthy: i32,
     pub updated: i32,
+}
+
+/// A pool that `spec.rollout.dependsOn` names, as found: which object the
+/// name is now (pool names are first come, first served: one created after
+/// this pool shows as such).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolDependency {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<Time>,
 }
 
 /// An image a node failed its health gate on.

@@ -66,6 +66,7 @@ fn full_pool() -> Value {
                           "started": "2026-01-01T00:00:00Z", "nodes": 1,
                           "ended": "2026-01-01T01:00:00Z", "outcome": "Completed",
                           "updated": 1, "failed": 0}],
+            "dependencies": [{"name": "infra", "uid": "u", "created": "2026-01-01T00:00:00Z"}],
         },
     })
 }

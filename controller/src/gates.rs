@@ -6,8 +6,11 @@
 //!   from the API server's watch cache with the selector and "bound, not
 //!   finished" as the server's own selectors (one LIST across namespaces),
 //!   and the namespaces the namespace selector matches (one more LIST).
-//! * `spec.rollout.alertGate`: one instant query to Prometheus's HTTP API,
-//!   `ALERTS{alertstate="firing",<matchers>}`.
+//! * `spec.rollout.alertGate`: one instant query to the HTTP API of the
+//!   Prometheus endpoint the pool names among the admin's
+//!   (`--alert-gate-endpoint`), `ALERTS{alertstate="firing",<matchers>}`,
+//!   under the rules of [`alerts`]; asked only for a pool that selects a
+//!   node (one that selects none hands out no slot, so sends nothing).
 //! * `spec.health.pods`: one LIST per entry in its namespace, with its
 //!   selector, asked at every plan while a member holds a reboot slot (the
 //!   health gate judges a node in its slot from them,
@@ -23,7 +26,7 @@
 //! May import `rollout`, `api` and [`crate::metrics`]; never the runtime
 //! above it, nor the actions or the target beside it.
 
-mod alerts;
+pub mod alerts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -37,6 +40,7 @@ use rollout::gates::{GATE_RECHECK, Gates, PodSeen, RUNNING_ON_A_NODE};
 pub struct Gatekeeper {
     client: kube::Client,
     http: Result<reqwest::Client, String>,
+    endpoints: alerts::AlertEndpoints,
 }
 
 /// The gates' last answers for one pool, with when and for which spec
@@ -80,21 +84,25 @@ impl<T: Clone> Kept<T> {
 }
 
 impl Gatekeeper {
-    pub fn new(client: kube::Client) -> Self {
+    /// Asks the API server with `client`, and the alert gates' `endpoints`.
+    pub fn new(client: kube::Client, endpoints: alerts::AlertEndpoints) -> Self {
         Gatekeeper {
             client,
             http: alerts::http_client(),
+            endpoints,
         }
     }
 
     /// What the pool's gates say now (the kept answers while fresh);
-    /// `in_slots` tells whether a member holds a reboot slot.
+    /// `in_slots` tells whether a member holds a reboot slot, `selects`
+    /// whether the pool selects any node.
     #[tracing::instrument(name = "gates", skip_all)]
     pub async fn ask(
         &self,
         pool: &BootcNodePool,
         memory: &mut GateMemory,
         in_slots: impl FnOnce() -> bool,
+        selects: bool,
     ) -> Gates {
         let mut gates = Gates::default();
         if let Some(health) = &pool.spec.health
@@ -107,7 +115,7 @@ impl Gatekeeper {
             let asking = self.blocking_pods(spec);
             gates.blocking_pods = Kept::or_ask(&mut memory.pods, format!("{spec:?}"), asking).await;
         }
-        if let Some(gate) = &pool.spec.rollout.alert_gate {
+        if let Some(gate) = pool.spec.rollout.alert_gate.as_ref().filter(|_| selects) {
             let asking = self.firing(gate);
             gates.alerts = Kept::or_ask(&mut memory.alerts, format!("{gate:?}"), asking).await;
         }
@@ -173,6 +181,54 @@ impl Gatekeeper {
     /// The firing alerts `gate` matches, described.
     async fn firing(&self, gate: &AlertGate) -> Result<Vec<String>, String> {
         let http = self.http.as_ref().map_err(Clone::clone)?;
-        alerts::firing(http, gate).await
+        alerts::firing(http, gate, &self.endpoints).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loopback server that counts the requests it is sent (answering
+    /// none): the pool's Prometheus.
+    async fn counting() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+        (url, count)
+    }
+
+    #[tokio::test]
+    async fn a_pool_that_selects_no_node_sends_no_alert_query() {
+        let (url, count) = counting().await;
+        let endpoints = alerts::AlertEndpoints::parse([format!("main={url}").as_str()]).unwrap();
+        // No API server: the alert gate is the only gate asked.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let keeper = Gatekeeper::new(kube::Client::try_from(config).unwrap(), endpoints);
+        let pool: BootcNodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+            "metadata": {"name": "blind"},
+            "spec": {"nodeSelector": {"matchLabels": {"none": "x"}},
+                     "image": {"ref": "quay.io/acme/os:1"},
+                     "rollout": {"alertGate": {"endpoint": "main"}}},
+        }))
+        .unwrap();
+        let gates = keeper
+            .ask(&pool, &mut GateMemory::default(), || false, false)
+            .await;
+        assert_eq!(gates.alerts, Ok(vec![]));
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let gates = keeper
+            .ask(&pool, &mut GateMemory::default(), || false, true)
+            .await;
+        assert!(gates.alerts.is_err(), "{:?}", gates.alerts);
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

@@ -12,7 +12,10 @@
 //!   registry client and the resolver that schedules it);
 //! * [`gates`]: what outside a pool's objects holds its new reboot slots
 //!   back (blocking pods, Prometheus alerts);
-//! * [`metrics`], at the bottom: what every layer counts.
+//! * [`metrics`] and [`outbound`], at the bottom: what every layer counts,
+//!   and the one rule of every HTTP client toward a server other than the
+//!   API server (no redirects, whole-request deadlines, bounded bodies,
+//!   nothing a server wrote in a status).
 //!
 //! Below them all, the `rollout` crate decides (no I/O, no clock of its own)
 //! and `api` names every object, field and reason.
@@ -43,8 +46,10 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod actions;
+pub mod cli;
 pub mod gates;
 pub mod metrics;
+pub mod outbound;
 pub mod runtime;
 pub mod target;
 

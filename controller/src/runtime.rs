@@ -87,6 +87,9 @@ pub struct Options {
     /// Set Kubernetes' Node lifecycle conditions on nodes in slots (see
     /// [`rollout::lifecycle`]; off by default).
     pub node_lifecycle_conditions: bool,
+    /// The Prometheus endpoints pools' alert gates may name (the admin's,
+    /// `--alert-gate-endpoint`; see [`crate::gates::alerts`]).
+    pub alert_endpoints: crate::gates::alerts::AlertEndpoints,
 }
 
 impl std::fmt::Debug for Options {
@@ -116,6 +119,7 @@ impl Options {
             wedged_after: crate::runtime::liveness::WEDGED_AFTER,
             deadlines: rollout::stuck::Deadlines::default(),
             node_lifecycle_conditions: false,
+            alert_endpoints: crate::gates::alerts::AlertEndpoints::default(),
         }
     }
 }
@@ -556,7 +560,7 @@ fn context(
         actuator: Actuator::new(client.clone(), shared.drains.clone(), events),
         drains: shared.drains,
         resolver: options.resolver.clone(),
-        gatekeeper: crate::gates::Gatekeeper::new(client),
+        gatekeeper: crate::gates::Gatekeeper::new(client, options.alert_endpoints.clone()),
         tuning: reconcile::Tuning {
             namespace: options.namespace.clone(),
             resync: options.resync,

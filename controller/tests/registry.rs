@@ -676,3 +676,101 @@ async fn healthz_fails_while_a_reconcile_is_wedged() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// A loopback "registry" over plain HTTP that answers every request with a
+/// 200 promising 100,000 bytes, then sends one every 500 ms for as long as
+/// the connection stays open: no read waits long enough to time out.
+async fn trickling_registry() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = conn.read(&mut request).await;
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: 100000\r\n\r\n";
+                if conn.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+                while conn.write_all(b" ").await.is_ok() {
+                    tick.tick().await;
+                }
+            });
+        }
+    });
+    host
+}
+
+/// A pool whose registry trickles its answer a byte at a time fails its own
+/// resolution at the deadline (`--registry-timeout-seconds`), and neither
+/// `/healthz` nor another pool's rollout waits for it.
+#[tokio::test]
+async fn a_registry_that_trickles_fails_its_pool_not_the_controller() {
+    let env = env().await;
+    let reg = TestRegistry::start("tester", "pw").await.unwrap();
+    put_secret(&env.admin, &reg.good_docker_config()).await;
+    let v1 = reg
+        .push_image("acme/os", "prod", &amd64("1"))
+        .await
+        .unwrap();
+    let slow = trickling_registry().await;
+    let addr = format!("127.0.0.1:{}", tests::control_plane::free_port().unwrap());
+    let ca = reg.ca_path().display().to_string();
+    let c = ControllerProc::spawn(
+        &env,
+        "c1",
+        &[
+            "--registry-ca-file",
+            &ca,
+            "--insecure-registry",
+            &slow,
+            "--registry-timeout-seconds",
+            "2",
+            "--health-addr",
+            &addr,
+            "--wedged-after-seconds",
+            "6",
+        ],
+    );
+    create_pool(
+        &env.admin,
+        &pool(
+            "slow",
+            json!({"pool": "none"}),
+            &format!("{slow}/acme/os:latest"),
+            json!(1),
+        ),
+    )
+    .await;
+    create_pool(&env.admin, &tag_pool(&reg, "prod")).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    let admin = env.admin.clone();
+    let pools = Api::<api::BootcNodePool>::all(admin);
+    loop {
+        assert_eq!(
+            http_get(&addr, "/healthz").await,
+            200,
+            "/healthz failed while a registry trickled; log:\n{}",
+            c.log_text()
+        );
+        let slow_pool = pools.get("slow").await.unwrap();
+        let workers = pools.get("workers").await.unwrap();
+        let timed_out = condition(&slow_pool, ConditionType::Degraded).filter(|c| {
+            c.1 == Reason::RegistryUnreachable.as_str() && c.2.contains("did not answer within 2s")
+        });
+        if timed_out.is_some() && target(&workers).as_deref() == Some(v1.as_str()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "slow: {:?}; workers: {:?}; log:\n{}",
+            condition(&slow_pool, ConditionType::Degraded),
+            target(&workers),
+            c.log_text()
+        );
+        // /healthz is polled, as the kubelet does: there is no event.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

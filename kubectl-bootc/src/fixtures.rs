@@ -175,7 +175,8 @@ pub fn pod_on(node: &str, namespace: &str, name: &str, app: &str) -> Pod {
 /// was that `alert` fires.
 pub fn alerting(mut p: BootcNodePool, alert: &str) -> BootcNodePool {
     p.spec.rollout.alert_gate = Some(api::AlertGate {
-        prometheus_url: "http://prometheus.monitoring.svc:9090".into(),
+        endpoint: Some("main".into()),
+        prometheus_url: None,
         matchers: vec![r#"severity="critical""#.into()],
     });
     let status = p.status.as_mut().unwrap();

@@ -173,7 +173,12 @@ fn gates(pool: &BootcNodePool) -> Option<String> {
         } else {
             format!("firing alerts matching {}", gate.matchers.join(","))
         };
-        gates.push(format!("{matching} at {}", gate.prometheus_url));
+        let at = match (&gate.endpoint, &gate.prometheus_url) {
+            (Some(name), _) => format!("endpoint {name}"),
+            (None, Some(url)) => url.clone(),
+            (None, None) => "no endpoint".to_owned(),
+        };
+        gates.push(format!("{matching} at {at}"));
     }
     if let Some(spec) = &pool.spec.disruption.blocking_pods {
         let mut text = match rollout::gates::pod_selector(spec) {
@@ -342,7 +347,7 @@ n3     Rebooting   3m      yes    Booted    1.0       False   rebooting: approve
         let text = status(&snapshot(vec![gated], vec![], vec![]), None, now());
         assert!(
             text.contains(
-                r#"Gates:    no new reboot slot for firing alerts matching severity="critical" at http://prometheus.monitoring.svc:9090; nor for nodes running pods app=etl"#
+                r#"Gates:    no new reboot slot for firing alerts matching severity="critical" at endpoint main; nor for nodes running pods app=etl"#
             ),
             "{text}"
         );

@@ -5,6 +5,11 @@
 //!
 //! * A named pool that does not exist holds the pool, and the status names
 //!   it (it may be created later, or the name is wrong).
+//! * Names are first come, first served: whoever may create pools may
+//!   create a missing one, and so release the wait. The status lists each
+//!   named pool found with its uid and creation time
+//!   (`status.dependencies`), so that one created after this pool shows as
+//!   such.
 //! * A cycle (the pool depends, through others, on itself) holds the pool
 //!   too, and is a problem a person must solve: `Degraded/DependencyCycle`
 //!   names it. Each pool of the cycle reports it.
@@ -25,6 +30,8 @@ pub struct Waiting {
     pub missing: Vec<String>,
     /// The cycle the pool is in, from the pool back to itself.
     pub cycle: Option<Vec<String>>,
+    /// The named pools found, as objects (`status.dependencies`).
+    pub found: Vec<api::PoolDependency>,
 }
 
 impl Waiting {
@@ -68,10 +75,17 @@ pub fn check(
     let own = pool.name_any();
     // Naming itself is a cycle, reported as one.
     for name in named.iter().filter(|n| **n != own) {
-        match by_name.get(name) {
-            None => waiting.missing.push(name.clone()),
-            Some(other) if !other.up_to_date() => waiting.behind.push(name.clone()),
-            Some(_) => {}
+        let Some(other) = by_name.get(name) else {
+            waiting.missing.push(name.clone());
+            continue;
+        };
+        waiting.found.push(api::PoolDependency {
+            name: name.clone(),
+            uid: other.metadata.uid.clone(),
+            created: other.metadata.creation_timestamp.clone(),
+        });
+        if !other.up_to_date() {
+            waiting.behind.push(name.clone());
         }
     }
     waiting.cycle = cycle(pool, &by_name);
@@ -182,6 +196,7 @@ mod tests {
             behind: behind.iter().map(|s| s.to_string()).collect(),
             missing: missing.iter().map(|s| s.to_string()).collect(),
             cycle: cycle.map(|c| c.iter().map(|s| s.to_string()).collect()),
+            found: Vec::new(),
         };
         #[rustfmt::skip]
         let rows = [
@@ -202,10 +217,34 @@ mod tests {
                 .collect();
             let mut problems = Vec::new();
             let got = check(&p, &others, &mut problems);
-            assert_eq!(got, want, "{what}");
+            let found = Waiting {
+                found: Vec::new(),
+                ..got.clone()
+            };
+            assert_eq!(found, want, "{what}");
             assert_eq!(got.is_met(), want.is_met(), "{what}");
             let cycle_reported = problems.iter().any(|(r, _)| *r == Reason::DependencyCycle);
             assert_eq!(cycle_reported, want.cycle.is_some(), "{what}: {problems:?}");
         }
+    }
+
+    /// Who a dependency is: its uid and creation time, so that a pool of
+    /// that name created later (by another pool writer) shows as such.
+    #[test]
+    fn the_status_names_each_dependency_found_with_its_uid_and_creation_time() {
+        let mut infra = pool("infra", &[], true);
+        infra.metadata.uid = Some("uid-infra".into());
+        let created = Time(jiff::Timestamp::from_second(1_800_000_000).unwrap());
+        infra.metadata.creation_timestamp = Some(created.clone());
+        let w = pool("w", &["infra", "ghost"], false);
+        let got = check(&w, &[&infra], &mut Vec::new());
+        assert_eq!(
+            got.found,
+            [api::PoolDependency {
+                name: "infra".into(),
+                uid: Some("uid-infra".into()),
+                created: Some(created),
+            }]
+        );
     }
 }

@@ -195,9 +195,14 @@ pub(crate) struct Rollout<'a> {
     pub waiting_for_turn: Option<(String, Vec<String>)>,
     /// Each member as the staging rule sees it, in the verdicts' order.
     pub staging: Vec<staging::Member>,
-    /// A member failed its health gate on the target: no new slot, and
-    /// nobody is told the target.
+    /// The target failed for the pool (enough members failed their health
+    /// gate on it, or a person confirmed it): no new slot, and nobody is
+    /// told the target.
     pub target_failed: Option<Failure>,
+    /// Members that failed their health gate on the target, too few to
+    /// fail it for the pool (`spec.health.nodesToFailImage`): each keeps
+    /// its slot, and the pool names them.
+    pub lone_witnesses: Vec<Failure>,
     /// The canary step of `spec.rollout.batches` and the room it leaves.
     pub batch: Batching,
 }

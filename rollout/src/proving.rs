@@ -30,6 +30,18 @@
 //!   members already on the failed image roll back like any update, one
 //!   slot at a time under the same budget; the pool stays
 //!   `Degraded/RolledBack`, naming the image it left.
+//! * **One node's word is not the pool's.** A node's checks are its own
+//!   kubelet's and daemon's reports, and the threat model allows one node
+//!   to be compromised: its failure is marked on its BootcNode and acted
+//!   on in its own slot, but the pool-wide consequences above (nobody
+//!   else told the image, staged nodes told back, `rollbackUpdated`) need
+//!   [`fails_for_pool`]: failures on `spec.health.nodesToFailImage`
+//!   distinct members (default 2), or a person's confirmation (the pool's
+//!   `bootc.dev/confirm-image-failure: <digest>`). Until then the failing
+//!   node keeps its slot (rolled back in it under `Rollback`) and the pool
+//!   names it as the only witness; other slots go on being handed out,
+//!   so another member can confirm or refute it. A missed batch
+//!   `successThreshold` holds the rollout on its own (`crate::batches`).
 //! * **Unanswered.** Pods that could not be listed hold the slot and never
 //!   fail a node: the gate is asked again after [`HEALTH_RECHECK`].
 //! * **Clearing.** A new image reference or digest clears the mark; so
@@ -192,6 +204,59 @@ fn failure(checked: &Checked, held: Option<Duration>, spec: &HealthSpec) -> Stri
 
 fn seconds(s: i64) -> Duration {
     Duration::from_secs(u64::try_from(s).unwrap_or(0))
+}
+
+/// Do `witnesses` distinct members failed on `target` fail it for the
+/// whole pool? Yes from `spec.health.nodesToFailImage` of them (default
+/// [`api::DEFAULT_NODES_TO_FAIL_IMAGE`]), or from one when a person
+/// confirmed the failure of this digest on the pool.
+pub fn fails_for_pool(pool: &BootcNodePool, target: &Target, witnesses: usize) -> bool {
+    if witnesses == 0 {
+        return false;
+    }
+    let needed = pool
+        .spec
+        .health
+        .as_ref()
+        .and_then(|h| h.nodes_to_fail_image)
+        .unwrap_or(api::DEFAULT_NODES_TO_FAIL_IMAGE);
+    let confirmed = pool
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(api::labels::CONFIRM_IMAGE_FAILURE_ANNOTATION))
+        .is_some_and(|digest| *digest == target.digest);
+    confirmed || witnesses >= usize::try_from(needed.max(1)).unwrap_or(usize::MAX)
+}
+
+/// The pool's word on members that failed on `target`, too few to fail it
+/// for the pool: who they are, that they keep their slots, and what would
+/// fail the image for everyone.
+pub(crate) fn lone_witnesses(
+    pool: &BootcNodePool,
+    target: &Target,
+    witnesses: &[crate::facts::Failure],
+) -> Problem {
+    let needed = pool
+        .spec
+        .health
+        .as_ref()
+        .and_then(|h| h.nodes_to_fail_image)
+        .unwrap_or(api::DEFAULT_NODES_TO_FAIL_IMAGE);
+    let named: Vec<String> = witnesses
+        .iter()
+        .map(|f| format!("{} ({})", f.node, f.check))
+        .collect();
+    let name = pool.metadata.name.as_deref().unwrap_or_default();
+    let message = format!(
+        "only {} of the {needed} nodes spec.health.nodesToFailImage asks for failed their health gate on image {}, so it is not failed for the pool: {}; each keeps its reboot slot. `kubectl annotate bootcnodepool {name} {}={}` fails it for the pool; `kubectl bootc retry NODE` tries a node again",
+        witnesses.len(),
+        target.image,
+        named.join("; "),
+        api::labels::CONFIRM_IMAGE_FAILURE_ANNOTATION,
+        target.digest,
+    );
+    (Reason::HealthCheckFailed, message)
 }
 
 /// Has `bn` failed its health gate on `target`?

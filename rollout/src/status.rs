@@ -133,6 +133,7 @@ pub(crate) fn report(
     let paused = view.pool.spec.rollout.paused;
     let verdicts = &rollout.verdicts;
     let mut events = leavers.events;
+    problems.extend(lone_witnesses(view, target, &rollout));
     let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
     let counts = Counts::of(verdicts.values().map(|v| v.reported_state()));
     let total = members.names.len();
@@ -235,6 +236,7 @@ fn keep_records(
     status: &mut BootcNodePoolStatus,
 ) {
     status.batch.clone_from(&rollout.batch.status);
+    status.dependencies.clone_from(&rollout.dependencies.found);
     let Some(t) = target else {
         return;
     };
@@ -286,6 +288,21 @@ fn look_again(
     requeue_after
 }
 
+/// The members that failed on the target too few to fail it for the pool,
+/// as the pool names them ([`crate::proving::lone_witnesses`]).
+fn lone_witnesses(
+    view: &View<'_>,
+    target: Option<&Target>,
+    rollout: &Rollout<'_>,
+) -> Option<Problem> {
+    let t = target.filter(|_| !rollout.lone_witnesses.is_empty())?;
+    Some(crate::proving::lone_witnesses(
+        view.pool,
+        t,
+        &rollout.lone_witnesses,
+    ))
+}
+
 /// The Degraded condition from every problem: those of the earlier steps
 /// (`problems`), then the halt, conflicts, stuck nodes, failed drains and
 /// Degraded nodes; with the halt's and stuck nodes' events.
@@ -303,6 +320,7 @@ fn degraded(
     if let Some(failure) = &rollout.target_failed {
         report_failure(rollout, failure, problems, events);
     }
+
     if let Some(failed) = rollout.batch.failure() {
         problems.push((Reason::BatchFailed, failed));
     }

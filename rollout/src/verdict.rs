@@ -48,8 +48,9 @@ struct Pool<'v, 'a> {
     secret: &'v Secret,
     conflicts: &'v BTreeMap<String, BTreeSet<String>>,
     paused: bool,
-    /// A member failed its health gate on the target ([`proving`]): nobody
-    /// is told it any more.
+    /// The target failed for the pool: enough members failed their health
+    /// gate on it, or a person confirmed it ([`proving::fails_for_pool`]):
+    /// nobody is told it any more.
     target_failed: bool,
 }
 
@@ -66,14 +67,14 @@ pub(crate) fn verdicts<'m>(
     // Told before this plan: who is newly told waits for the budget
     // ([`spec::tell`]).
     let staging = spec::staging_members(view, members, target, memo);
-    let failed = failed_member(view, members, target);
+    let marked = failed_members(view, members, target);
     let pool = Pool {
         view,
         target,
         secret,
         conflicts: &members.conflicts,
         paused: view.pool.spec.rollout.paused,
-        target_failed: failed.is_some(),
+        target_failed: proving::fails_for_pool(view.pool, target, marked.len()),
     };
     let mut out = Rollout {
         budget: Budget::new(limits.slots),
@@ -114,8 +115,24 @@ pub(crate) fn verdicts<'m>(
     }
     out.halted = halt::halted(out.unhealthy_in_slots.len(), limits.max_unhealthy);
     out.staging = staging;
-    out.target_failed = failed.or_else(|| newly_failed(&out, target));
+    let witnesses = with_newly_failed(marked, &out, target);
+    if proving::fails_for_pool(view.pool, target, witnesses.len()) {
+        out.target_failed = witnesses.into_iter().next().map(|f| Failure {
+            new: !recorded(view, target),
+            ..f
+        });
+    } else {
+        out.lone_witnesses = witnesses;
+    }
     out
+}
+
+/// Has the pool recorded its target as failed (`status.failedImages`)?
+fn recorded(view: &View<'_>, target: &Target) -> bool {
+    let pool = view.pool;
+    pool.status.as_ref().is_some_and(|s| {
+        proving::recorded_failure(&s.failed_images, &pool.spec.image.reference, target).is_some()
+    })
 }
 
 /// Where the rollout stands in `spec.rollout.batches` ([`batches`]), from
@@ -163,34 +180,48 @@ pub(crate) fn batching(
     }
 }
 
-/// The first member (by name) marked failed on the target by its health
-/// gate before this plan, as the pool records it: the mark lives on the
-/// BootcNode, which a controller restart does not lose.
-fn failed_member(view: &View<'_>, members: &Membership<'_>, target: &Target) -> Option<Failure> {
-    members.rows.iter().find_map(|at| {
-        let (name, row) = view.rows[*at];
-        let (_, check) = row
-            .bn
-            .filter(|bn| proving::failed_on(bn, target))?
-            .health_failed()?;
-        Some(Failure {
-            node: name.to_owned(),
-            check: check.to_owned(),
-            new: false,
+/// The members (by name) marked failed on the target by their health gate
+/// before this plan: the mark lives on the BootcNode, which a controller
+/// restart does not lose.
+fn failed_members(view: &View<'_>, members: &Membership<'_>, target: &Target) -> Vec<Failure> {
+    members
+        .rows
+        .iter()
+        .filter_map(|at| {
+            let (name, row) = view.rows[*at];
+            let (_, check) = row
+                .bn
+                .filter(|bn| proving::failed_on(bn, target))?
+                .health_failed()?;
+            Some(Failure {
+                node: name.to_owned(),
+                check: check.to_owned(),
+                new: false,
+            })
         })
-    })
+        .collect()
 }
 
-/// A member this plan found failed on the target, the first by name.
-fn newly_failed(rollout: &Rollout<'_>, target: &Target) -> Option<Failure> {
-    rollout.verdicts.iter().find_map(|e| {
-        let (digest, check) = e.verdict.owned.health_failed.as_ref()?;
-        (*digest == target.digest).then(|| Failure {
-            node: e.name.to_owned(),
-            check: check.clone(),
-            new: true,
-        })
-    })
+/// `marked`, then the members this plan found failed on the target, each
+/// node once: the distinct witnesses of the target's failure.
+fn with_newly_failed(
+    mut marked: Vec<Failure>,
+    rollout: &Rollout<'_>,
+    target: &Target,
+) -> Vec<Failure> {
+    for e in rollout.verdicts.iter() {
+        let Some((digest, check)) = e.verdict.owned.health_failed.as_ref() else {
+            continue;
+        };
+        if *digest == target.digest && !marked.iter().any(|f| f.node == e.name) {
+            marked.push(Failure {
+                node: e.name.to_owned(),
+                check: check.clone(),
+                new: true,
+            });
+        }
+    }
+    marked
 }
 
 /// What a member's verdict reads besides its objects and the pool's facts.
@@ -497,7 +528,9 @@ fn failed_in_slot(pool: &Pool<'_, '_>, member: Member<'_>, back: bool, v: &mut N
         match proving::back_to(bn, pool.target) {
             Some(image) => {
                 spec::point_at(&mut v.owned, image);
-                if back && bn.runs(&v.owned.spec.desired_image) {
+                // Released only once the image failed for the pool: until
+                // then the node keeps its slot, the only witness.
+                if back && pool.target_failed && bn.runs(&v.owned.spec.desired_image) {
                     return release(pool, name, node, v);
                 }
                 v.owned.spec.desired_image_state = DesiredImageState::Booted;

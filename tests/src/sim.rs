@@ -123,6 +123,8 @@ pub struct SimOptions {
     /// enabled, as Fedora ships it; every other node's image masks it, as
     /// a user's would ([`FakeHost::start`]).
     pub updaters_left_on: Vec<String>,
+    /// The controller's `--alert-gate-endpoint`s, as (name, URL).
+    pub alert_gate_endpoints: Vec<(String, String)>,
 }
 
 /// The Lease duration of replicated controllers.
@@ -146,6 +148,7 @@ impl Default for SimOptions {
             stuck_deadline_scale: 1.0,
             node_lifecycle_conditions: false,
             updaters_left_on: Vec::new(),
+            alert_gate_endpoints: Vec::new(),
         }
     }
 }
@@ -204,6 +207,7 @@ struct Launcher {
     replicas: usize,
     stuck_deadline_scale: f64,
     node_lifecycle_conditions: bool,
+    alert_gate_endpoints: Vec<(String, String)>,
 }
 
 impl Launcher {
@@ -248,6 +252,9 @@ impl Launcher {
             ]);
         if self.node_lifecycle_conditions {
             command.arg("--node-lifecycle-conditions");
+        }
+        for (name, url) in &self.alert_gate_endpoints {
+            command.arg(format!("--alert-gate-endpoint={name}={url}"));
         }
         if self.replicas > 1 {
             command.args([
@@ -350,6 +357,7 @@ impl Sim {
             replicas: options.controller_replicas.max(1),
             stuck_deadline_scale: options.stuck_deadline_scale,
             node_lifecycle_conditions: options.node_lifecycle_conditions,
+            alert_gate_endpoints: options.alert_gate_endpoints.clone(),
         };
         let controllers = Arc::new(std::sync::Mutex::new(
             (0..launcher.replicas).map(|_| None).collect(),

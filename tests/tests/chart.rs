@@ -115,6 +115,7 @@ fn values_rename_namespaces_and_set_the_image_and_the_daemon() {
             "daemon.tolerations[0].operator=Exists",
             "daemon.resources.limits.memory=48Mi",
             "monitoring.enabled=true",
+            "controller.alertGateEndpoints.main=http://prometheus-k8s.monitoring.svc:9090",
         ])
         .unwrap();
     assert_eq!(
@@ -165,6 +166,13 @@ fn values_rename_namespaces_and_set_the_image_and_the_daemon() {
     assert_eq!(
         controller["spec"]["template"]["spec"]["containers"][0]["image"],
         want_image.as_str()
+    );
+    let args = &controller["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_array().unwrap().contains(&json!(
+            "--alert-gate-endpoint=main=http://prometheus-k8s.monitoring.svc:9090"
+        )),
+        "{args}"
     );
     let binding = get("RoleBinding", OPERATOR_NS, "bootc-daemon-pull-secrets");
     assert_eq!(

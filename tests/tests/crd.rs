@@ -393,6 +393,39 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "must be a PromQL label matcher",
         ),
         (
+            "alert-gate-no-endpoint",
+            with(
+                &["rollout", "alertGate"],
+                json!({"matchers": ["severity=\"critical\""]}),
+            ),
+            "spec.rollout.alertGate",
+            "needs exactly one of endpoint",
+        ),
+        (
+            "alert-gate-endpoint-and-url",
+            with(
+                &["rollout", "alertGate"],
+                json!({"endpoint": "main", "prometheusURL": "http://prometheus:9090"}),
+            ),
+            "spec.rollout.alertGate",
+            "needs exactly one of endpoint",
+        ),
+        (
+            "alert-gate-endpoint-not-a-name",
+            with(
+                &["rollout", "alertGate"],
+                json!({"endpoint": "http://prometheus:9090"}),
+            ),
+            "spec.rollout.alertGate.endpoint",
+            "should match",
+        ),
+        (
+            "health-nodes-to-fail-image-zero",
+            with(&["health"], json!({"nodesToFailImage": 0})),
+            "spec.health.nodesToFailImage",
+            "should be greater than or equal to 1",
+        ),
+        (
             "blocking-pods-operator-unknown",
             with(
                 &["disruption", "blockingPods"],
@@ -566,6 +599,11 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
             outcome: Some(api::RolloutOutcome::Completed),
             updated: 3,
             failed: 0,
+        }],
+        dependencies: vec![api::PoolDependency {
+            name: "infra".into(),
+            uid: Some("0b6c8f1e-1d6e-4c1a-9d63-6f3f2b1e7a10".into()),
+            created: Some(now.clone()),
         }],
     };
     api::conditions::apply(

@@ -581,7 +581,8 @@ spec:
 /// failed node back: the first node boots v2, its driver pod (as its real
 /// kubelet reports it) is never Ready, so at the timeout the node is marked
 /// failed and booted back into v1 in the same slot. No other node is
-/// approved, no node is left on v2 or cordoned, and the pool says why.
+/// approved, no node is left on v2 or cordoned, and the pool says why. One
+/// node's failure is the pool's here (`nodesToFailImage: 1`).
 #[test]
 fn an_image_that_breaks_a_driver_is_rolled_back_on_one_real_node() {
     on_real_nodes(3, |cluster| async move {
@@ -591,7 +592,7 @@ fn an_image_that_breaks_a_driver_is_rolled_back_on_one_real_node() {
         let v2 = push_os(&cluster.registry, "2.0", "v2").await.unwrap();
         let boots_before: Vec<u32> = cluster.nodes.iter().map(|n| n.boot_count()).collect();
         let gated = format!(
-            "{}  health:\n    pods:\n      - namespace: default\n        selector: {{matchLabels: {{app: driver}}}}\n    settleSeconds: 3\n    timeoutSeconds: 40\n    onFailure: Rollback\n",
+            "{}  health:\n    pods:\n      - namespace: default\n        selector: {{matchLabels: {{app: driver}}}}\n    settleSeconds: 3\n    timeoutSeconds: 40\n    onFailure: Rollback\n    nodesToFailImage: 1\n",
             pool_yaml(&cluster, "v2")
         );
         kubectl(&cluster, &["apply", "-f", "-"], Some(&gated)).unwrap();

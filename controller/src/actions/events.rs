@@ -63,8 +63,7 @@ impl EventSink {
             name: Some(n.to_owned()),
             ..ObjectReference::default()
         });
-        let mut note = message.to_owned();
-        note.truncate(1024);
+        let note = note(message);
         let event = Event {
             metadata: ObjectMeta {
                 name: Some(format!(
@@ -94,5 +93,37 @@ impl EventSink {
         if let Err(error) = api.create(&PostParams::default(), &event).await {
             tracing::warn!(%error, reason, pool = %pool.name_any(), "could not publish event");
         }
+    }
+}
+
+/// The longest note an Event may carry (the API server's limit is 1 kB).
+const NOTE_LIMIT: usize = 1024;
+
+/// An Event's note from `message`: control characters escaped (it may carry
+/// text from outside, `api::text::escape_controls`), cut at a character
+/// boundary within [`NOTE_LIMIT`] bytes.
+fn note(message: &str) -> String {
+    let mut note = api::text::escape_controls(message).into_owned();
+    let mut end = note.len().min(NOTE_LIMIT);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    note.truncate(end);
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_is_escaped_and_cut_at_a_character() {
+        assert_eq!(
+            note("drain blocked: \u{1b}[2K\u{7}pod"),
+            "drain blocked: \\u{1b}[2K\\u{7}pod"
+        );
+        let long = "é".repeat(NOTE_LIMIT);
+        let cut = note(&long);
+        assert!(cut.len() <= NOTE_LIMIT && cut.chars().all(|c| c == 'é'));
     }
 }

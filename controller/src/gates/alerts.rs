@@ -1,47 +1,205 @@
 //! The alert gate's question to Prometheus: an instant query of the
 //! `ALERTS` series of the firing alerts that match, through the HTTP API
-//! (`GET <url>/api/v1/query`), with no credentials.
+//! (`GET <endpoint>/api/v1/query`), with no credentials.
 //!
-//! The URL is the pool writer's: only an answer shaped as Prometheus's API
-//! is read (the alerts' labels, or its error); of any other answer the pool
-//! shows the HTTP status alone, never the body, so that the gate cannot be
-//! used to read a service inside the cluster. At most [`MAX_ANSWER`] bytes
-//! are read.
+//! The rules, in one place:
+//!
+//! * **The endpoints are the admin's.** The controller asks only the
+//!   Prometheus endpoints it is started with (`--alert-gate-endpoint
+//!   NAME=URL`, [`AlertEndpoints`]: an http(s) URL with a host, no
+//!   user, query or fragment); a pool names one
+//!   (`spec.rollout.alertGate.endpoint`). The deprecated
+//!   `spec.rollout.alertGate.prometheusURL` is taken only when it is,
+//!   exactly, a configured endpoint's URL, so pools written before
+//!   endpoints existed keep working where they pointed at the admin's
+//!   Prometheus, and no pool makes the controller ask anything else; any
+//!   other URL holds the rollout with a condition naming the field and its
+//!   value ([`endpoint`]).
+//! * **The query is the controller's alone**: the path and the whole query
+//!   string are set on the endpoint's URL with a URL library ([`url`]), and
+//!   each matcher is checked to be one label matcher
+//!   (`api::schema::is_alert_matcher`) before it is put in the query.
+//! * **The client is the controller's one outbound client** (`crate::outbound`):
+//!   no redirect followed, a whole-request deadline of [`TIMEOUT`], at most
+//!   [`MAX_ANSWER`] bytes read.
+//! * **Only the alert names reach a status**: a series that is not a firing
+//!   `ALERTS` series makes the answer "not an alerts answer"; of a failure,
+//!   a fixed wording of its class ([`GateFailure`]), never a byte the server
+//!   wrote. What comes from the pool (a name, a URL) is escaped
+//!   (`api::text::escape_controls`).
+//! * **A pool that selects no node asks nothing** (`crate::gates`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use api::AlertGate;
+use api::text::escape_controls;
+use reqwest::Url;
 use serde::Deserialize;
 
-/// How long one question to Prometheus may take.
-const TIMEOUT: Duration = Duration::from_secs(5);
+use crate::outbound::{self, Failure};
+
+/// How long one question to Prometheus may take, from connection to the
+/// last byte.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The largest answer read.
 const MAX_ANSWER: usize = 1 << 20;
 
-/// At most this many alerts are named; the rest are counted.
+/// At most this many alert names are shown; the rest are counted.
 const NAMED_ALERTS: usize = 5;
 
-/// Labels of `ALERTS` that say nothing about the alert itself.
-const SERIES_LABELS: [&str; 3] = ["__name__", "alertname", "alertstate"];
+/// The field a pool names its endpoint in.
+const ENDPOINT_FIELD: &str = "spec.rollout.alertGate.endpoint";
+/// The deprecated field of a URL.
+const URL_FIELD: &str = "spec.rollout.alertGate.prometheusURL";
+
+/// Why an `--alert-gate-endpoint` is refused at start.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("--alert-gate-endpoint {0:?}: expected NAME=URL")]
+    Form(String),
+    #[error("--alert-gate-endpoint {0:?}: the name must be a DNS label (a-z, 0-9, -)")]
+    Name(String),
+    #[error(
+        "--alert-gate-endpoint {0:?}: the URL must be http or https with a host, and no user, query or fragment"
+    )]
+    Url(String),
+    #[error("--alert-gate-endpoint {0:?}: the name is given twice")]
+    Twice(String),
+}
+
+/// The Prometheus endpoints the alert gate may ask, by name: the admin's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AlertEndpoints(BTreeMap<String, Url>);
+
+impl AlertEndpoints {
+    /// Parses `NAME=URL` settings.
+    pub fn parse<'a>(settings: impl IntoIterator<Item = &'a str>) -> Result<Self, EndpointError> {
+        let mut endpoints = BTreeMap::new();
+        for setting in settings {
+            let (name, url) = setting
+                .split_once('=')
+                .ok_or_else(|| EndpointError::Form(setting.to_owned()))?;
+            if !api::schema::is_alert_endpoint_name(name) {
+                return Err(EndpointError::Name(setting.to_owned()));
+            }
+            let url = Url::parse(url)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .filter(|u| u.host_str().is_some_and(|h| !h.is_empty()))
+                .filter(|u| u.username().is_empty() && u.password().is_none())
+                .filter(|u| u.query().is_none() && u.fragment().is_none())
+                .ok_or_else(|| EndpointError::Url(setting.to_owned()))?;
+            if endpoints.insert(name.to_owned(), url).is_some() {
+                return Err(EndpointError::Twice(setting.to_owned()));
+            }
+        }
+        Ok(AlertEndpoints(endpoints))
+    }
+
+    fn names(&self) -> String {
+        if self.0.is_empty() {
+            return "none is configured (--alert-gate-endpoint)".into();
+        }
+        let names: Vec<&str> = self.0.keys().map(String::as_str).collect();
+        format!("configured: {}", names.join(", "))
+    }
+}
+
+/// Does the pool's URL name the configured `url`? The same URL, a trailing
+/// slash aside.
+fn same_url(written: &str, url: &Url) -> bool {
+    let written = written.trim_end_matches('/');
+    written == url.as_str().trim_end_matches('/')
+}
+
+/// The endpoint `gate` asks, with its name, or why it asks none (a
+/// message for the pool's condition).
+pub fn endpoint<'a>(
+    gate: &AlertGate,
+    endpoints: &'a AlertEndpoints,
+) -> Result<(&'a str, &'a Url), String> {
+    match (&gate.endpoint, &gate.prometheus_url) {
+        (Some(name), _) => endpoints
+            .0
+            .get_key_value(name)
+            .map(|(n, u)| (n.as_str(), u))
+            .ok_or_else(|| {
+                format!(
+                    "{ENDPOINT_FIELD} {:?} is not an alert endpoint of this operator ({})",
+                    escape_controls(name),
+                    endpoints.names()
+                )
+            }),
+        (None, Some(written)) => endpoints
+            .0
+            .iter()
+            .find(|(_, url)| same_url(written, url))
+            .map(|(n, u)| (n.as_str(), u))
+            .ok_or_else(|| {
+                format!(
+                    "{URL_FIELD} {:?} is not the URL of an alert endpoint of this operator: the operator asks only the endpoints its admin configured; name one in {ENDPOINT_FIELD} ({})",
+                    escape_controls(written),
+                    endpoints.names()
+                )
+            }),
+        (None, None) => Err(format!("{ENDPOINT_FIELD} is not set")),
+    }
+}
 
 /// The HTTP client the gate asks with.
 pub fn http_client() -> Result<reqwest::Client, String> {
-    // reqwest is built without a rustls provider (no aws-lc): use ring.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(TIMEOUT)
-        .user_agent(concat!("bootc-controller/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| format!("building the HTTP client: {e}"))
+    outbound::http_client(&outbound::ClientPolicy {
+        deadline: TIMEOUT,
+        ca_bundle: None,
+    })
+    .map_err(|e| format!("building the HTTP client: {e}"))
 }
 
-/// The query: the firing alerts that match every matcher.
-pub fn query(gate: &AlertGate) -> String {
+/// The query: the firing alerts that match every matcher, each checked to
+/// be one label matcher.
+pub fn query(gate: &AlertGate) -> Result<String, String> {
     let mut matchers = vec![r#"alertstate="firing""#.to_owned()];
-    matchers.extend(gate.matchers.iter().cloned());
-    format!("ALERTS{{{}}}", matchers.join(","))
+    for (i, matcher) in gate.matchers.iter().enumerate() {
+        if !api::schema::is_alert_matcher(matcher) {
+            return Err(format!(
+                "spec.rollout.alertGate.matchers[{i}] {:?} is not one PromQL label matcher",
+                escape_controls(matcher)
+            ));
+        }
+        matchers.push(matcher.clone());
+    }
+    Ok(format!("ALERTS{{{}}}", matchers.join(",")))
+}
+
+/// The URL of the query on `endpoint`: its path below the endpoint's, and
+/// a query string that holds the query alone.
+pub fn url(endpoint: &Url, query: &str) -> Result<Url, String> {
+    let mut url = endpoint.clone();
+    url.path_segments_mut()
+        .map_err(|()| "the endpoint's URL cannot have a path".to_owned())?
+        .pop_if_empty()
+        .extend(["api", "v1", "query"]);
+    url.set_fragment(None);
+    url.set_query(None);
+    url.query_pairs_mut().append_pair("query", query);
+    Ok(url)
+}
+
+/// Why the gate got no usable answer: a fixed wording per class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GateFailure {
+    #[error("{0}")]
+    Request(Failure),
+    #[error("answered HTTP {0}")]
+    Status(u16),
+    #[error("did not answer as Prometheus's API")]
+    NotPrometheus,
+    #[error("refused the query")]
+    QueryRefused,
+    #[error("answered series other than firing alerts")]
+    NotAlerts,
 }
 
 /// Prometheus's answer to an instant query.
@@ -50,8 +208,6 @@ struct Answer {
     status: String,
     #[serde(default)]
     data: Option<Data>,
-    #[serde(default)]
-    error: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -66,168 +222,68 @@ struct Series {
     metric: BTreeMap<String, String>,
 }
 
-/// The firing alerts `gate` matches, described ([`describe_alert`]), or
-/// why Prometheus did not answer.
-pub async fn firing(http: &reqwest::Client, gate: &AlertGate) -> Result<Vec<String>, String> {
-    let base = gate.prometheus_url.trim_end_matches('/');
-    let url = format!("{base}/api/v1/query");
-    let query = query(gate);
-    let fail = |what: String| format!("Prometheus at {base}: {what}");
-    let url = reqwest::Url::parse_with_params(&url, [("query", query.as_str())])
-        .map_err(|e| fail(format!("not a URL: {e}")))?;
-    let response = http
-        .get(url)
-        .send()
+/// The firing alerts `gate` matches (their names, [`named`]), or why there
+/// is no answer.
+#[tracing::instrument(name = "alert_gate", skip_all)]
+pub async fn firing(
+    http: &reqwest::Client,
+    gate: &AlertGate,
+    endpoints: &AlertEndpoints,
+) -> Result<Vec<String>, String> {
+    let (name, endpoint) = endpoint(gate, endpoints)?;
+    let query = query(gate)?;
+    let url = url(endpoint, &query)?;
+    ask(http, &url)
         .await
-        .map_err(|e| fail(api::text::error_chain(&e)))?;
+        .map_err(|failure| format!("alert endpoint {name:?} {failure}"))
+}
+
+/// Asks `url`; the alert names of the answer.
+async fn ask(http: &reqwest::Client, url: &Url) -> Result<Vec<String>, GateFailure> {
+    let response = http.get(url.clone()).send().await.map_err(|e| {
+        let e = e.without_url();
+        tracing::warn!(error = %api::text::error_chain(&e), "alert gate request failed");
+        GateFailure::Request(Failure::of(&e, TIMEOUT))
+    })?;
     let status = response.status();
-    let body = read_limited(response).await.map_err(fail)?;
-    let answer: Answer = serde_json::from_slice(&body)
-        .map_err(|_| fail(format!("answered {status}, not as Prometheus's API")))?;
+    let body = outbound::read_limited(response, MAX_ANSWER, TIMEOUT)
+        .await
+        .map_err(GateFailure::Request)?;
+    let answer: Answer = match serde_json::from_slice(&body) {
+        Ok(answer) => answer,
+        Err(_) if !status.is_success() => return Err(GateFailure::Status(status.as_u16())),
+        Err(_) => return Err(GateFailure::NotPrometheus),
+    };
     if answer.status != "success" {
-        let error = answer.error.unwrap_or_default();
-        return Err(fail(format!("answered {status} to {query}: {error}")));
+        return Err(GateFailure::QueryRefused);
     }
     let series = answer.data.map(|d| d.result).unwrap_or_default();
-    Ok(named(series.iter().map(|s| describe_alert(&s.metric))))
+    alert_names(&series)
 }
 
-/// The answer's body, up to [`MAX_ANSWER`] bytes.
-async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| api::text::error_chain(&e))?
-    {
-        if body.len() + chunk.len() > MAX_ANSWER {
-            return Err(format!("answered more than {MAX_ANSWER} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
-/// An alert as a person reads it: `alertname{label="value",...}`.
-pub fn describe_alert(labels: &BTreeMap<String, String>) -> String {
-    let name = labels.get("alertname").map_or("", String::as_str);
-    let rest: Vec<String> = labels
+/// The alert names of `series`, if every one is a firing `ALERTS` series.
+fn alert_names(series: &[Series]) -> Result<Vec<String>, GateFailure> {
+    let label = |s: &Series, k: &str| s.metric.get(k).cloned().unwrap_or_default();
+    if series
         .iter()
-        .filter(|(k, _)| !SERIES_LABELS.contains(&k.as_str()))
-        .map(|(k, v)| format!("{k}={v:?}"))
-        .collect();
-    if rest.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{name}{{{}}}", rest.join(","))
+        .any(|s| label(s, "__name__") != "ALERTS" || label(s, "alertstate") != "firing")
+    {
+        return Err(GateFailure::NotAlerts);
     }
+    Ok(named(series.iter().map(|s| label(s, "alertname"))))
 }
 
-/// The first [`NAMED_ALERTS`] descriptions in order, then how many more.
+/// The distinct names, escaped, in order: the first [`NAMED_ALERTS`], then
+/// how many more.
 fn named(alerts: impl Iterator<Item = String>) -> Vec<String> {
-    let mut all: Vec<String> = alerts.collect();
-    all.sort();
+    let all: std::collections::BTreeSet<String> =
+        alerts.map(|a| escape_controls(&a).into_owned()).collect();
+    let mut shown: Vec<String> = all.iter().take(NAMED_ALERTS).cloned().collect();
     if all.len() > NAMED_ALERTS {
-        let more = all.len() - NAMED_ALERTS;
-        all.truncate(NAMED_ALERTS);
-        all.push(format!("and {more} more"));
+        shown.push(format!("and {} more", all.len() - NAMED_ALERTS));
     }
-    all
+    shown
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_query_asks_for_the_firing_alerts_that_match() {
-        let gate = AlertGate {
-            prometheus_url: "http://prom:9090".into(),
-            matchers: vec![
-                r#"severity="critical""#.into(),
-                r#"alertname=~"Node.*""#.into(),
-            ],
-        };
-        assert_eq!(
-            query(&gate),
-            r#"ALERTS{alertstate="firing",severity="critical",alertname=~"Node.*"}"#
-        );
-    }
-
-    /// Serves `body` once per connection on loopback, as HTTP/1.1 200;
-    /// returns the base URL.
-    async fn serving(body: &'static str) -> String {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            while let Ok((mut conn, _)) = listener.accept().await {
-                let mut request = [0u8; 4096];
-                let _ = conn.read(&mut request).await;
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = conn.write_all(answer.as_bytes()).await;
-            }
-        });
-        url
-    }
-
-    fn gate(url: String) -> AlertGate {
-        AlertGate {
-            prometheus_url: url,
-            matchers: vec![],
-        }
-    }
-
-    #[tokio::test]
-    async fn an_answer_that_is_not_prometheus_shows_only_its_status() {
-        let url = serving("<html>internal-secret-token</html>").await;
-        let error = firing(&http_client().unwrap(), &gate(url))
-            .await
-            .unwrap_err();
-        assert!(
-            error.contains("answered 200 OK, not as Prometheus's API"),
-            "{error}"
-        );
-        assert!(!error.contains("internal-secret-token"), "{error}");
-    }
-
-    #[tokio::test]
-    async fn prometheus_answers_are_read_as_the_alerts_or_its_error() {
-        let url = serving(
-            r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"ALERTS","alertname":"NodeDown","alertstate":"firing","severity":"critical"},"value":[1,"1"]}]}}"#,
-        )
-        .await;
-        let alerts = firing(&http_client().unwrap(), &gate(url)).await.unwrap();
-        assert_eq!(alerts, [r#"NodeDown{severity="critical"}"#]);
-        let url =
-            serving(r#"{"status":"error","errorType":"bad_data","error":"1:20: parse error"}"#)
-                .await;
-        let error = firing(&http_client().unwrap(), &gate(url))
-            .await
-            .unwrap_err();
-        assert!(
-            error.ends_with(r#"to ALERTS{alertstate="firing"}: 1:20: parse error"#),
-            "{error}"
-        );
-    }
-
-    #[test]
-    fn alerts_are_named_with_their_labels_and_counted_past_five() {
-        let labels = BTreeMap::from([
-            ("__name__".to_owned(), "ALERTS".to_owned()),
-            ("alertname".to_owned(), "NodeDown".to_owned()),
-            ("alertstate".to_owned(), "firing".to_owned()),
-            ("instance".to_owned(), "n1".to_owned()),
-            ("severity".to_owned(), "critical".to_owned()),
-        ]);
-        assert_eq!(
-            describe_alert(&labels),
-            r#"NodeDown{instance="n1",severity="critical"}"#
-        );
-        let many = named((0..7).map(|i| format!("A{i}")));
-        assert_eq!(many, ["A0", "A1", "A2", "A3", "A4", "and 2 more"]);
-    }
-}
+mod tests;

@@ -1,11 +1,21 @@
-//! Is the reconcile loop wedged? `/healthz` answers 503 (and the kubelet
-//! restarts the controller) when a reconcile has been running for longer
-//! than [`WEDGED_AFTER`] (`--wedged-after-seconds`), and 200 again once it
-//! ends: a reconcile takes milliseconds, its slowest part
-//! is a registry request (30 s timeout) and its writes are bounded by the
-//! client's timeouts, so one that runs for minutes waits on something that
-//! will not come (a lock, a hung connection), and every pool behind it
-//! waits too.
+//! What `/healthz` means: **the reconcile loop advances.** It answers 503
+//! (and the kubelet restarts the controller) while some reconcile has been
+//! running for longer than [`WEDGED_AFTER`] (`--wedged-after-seconds`), and
+//! 200 again once it ends. It says nothing about the servers a pool names.
+//!
+//! A reconcile's own work takes milliseconds. What it waits on is bounded:
+//! every request to a server other than the API server has a
+//! whole-request deadline (`crate::outbound`): a registry resolution ends
+//! within twice `--registry-timeout-seconds` (60 s by default), the alert
+//! gate's question within 5 s. A registry or a Prometheus that answers a
+//! byte at a time therefore fails that pool's resolution or gate (shown in
+//! its status, tried again later), never the loop, and reconciles of
+//! different pools run concurrently, so it does not hold the others back
+//! either. What is left to wedge a reconcile is the API server (a hung
+//! connection, whose reads only the client's own timeouts bound) or a
+//! lock: a reconcile that runs for minutes waits on something that will
+//! not come, and every pool behind it waits too, so restarting is the cure.
+//! Keep `--wedged-after-seconds` above the registry's resolution deadline.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -252,7 +252,8 @@ async fn reconcile_pool(
         .resolve(&pool, secret.as_deref(), &chosen.architectures, target)
         .await;
     let in_slots = || chosen.bns.iter().any(|bn| bn.in_slot());
-    let gates = ctx.gatekeeper.ask(&pool, gates, in_slots).await;
+    let selects = !chosen.nodes.is_empty();
+    let gates = ctx.gatekeeper.ask(&pool, gates, in_slots, selects).await;
     // Step 2, plan.
     let planning = Instant::now();
     let pools = ctx.caches.pools.state();

@@ -15,7 +15,15 @@
 //! Each token's verdict is kept for [`VERDICT_TTL`], for at most
 //! [`VERDICT_CACHE_SIZE`] tokens, keyed by the token's SHA-256 (the token
 //! itself is never kept): a scrape costs no API request after the first,
-//! and a revoked grant stops working within the TTL.
+//! and a revoked grant stops working within the TTL. A token the API
+//! server does not know is remembered briefly ([`NEGATIVE_TTL`]), and such
+//! verdicts are the first to make room: a flood of junk tokens cannot push
+//! Prometheus's verdict out. At most [`MAX_REVIEWS`] reviews run at once;
+//! a request that waits [`REVIEW_WAIT`] for its turn is answered 503, so
+//! that whoever reaches the port cannot make the controller flood the API
+//! server with TokenReviews. Deploy it behind the NetworkPolicy of
+//! `deploy/monitoring/networkpolicy.yaml` (only the monitoring namespace
+//! reaches the port).
 //!
 //! `/healthz` and `/readyz` stay plain and unauthenticated on
 //! `--health-addr`, for the kubelet's probes.
@@ -43,6 +51,13 @@ use tokio_util::sync::CancellationToken;
 pub const VERDICT_TTL: Duration = Duration::from_secs(60);
 /// How many tokens' verdicts are kept at most.
 pub const VERDICT_CACHE_SIZE: usize = 256;
+/// How long a token the API server did not authenticate is remembered.
+pub const NEGATIVE_TTL: Duration = Duration::from_secs(10);
+/// How many token reviews (each a TokenReview, then perhaps a
+/// SubjectAccessReview) run at once at most.
+pub const MAX_REVIEWS: usize = 4;
+/// How long a request waits for its review's turn before a 503.
+pub const REVIEW_WAIT: Duration = Duration::from_secs(2);
 /// The one path served, and the non-resource URL a reader must be granted.
 pub const METRICS_PATH: &str = "/metrics";
 /// A request's head larger than this is dropped (a node-bound token is
@@ -94,25 +109,33 @@ pub struct Verdicts {
     by_token: HashMap<[u8; 32], (Verdict, Instant)>,
 }
 
+/// How long `verdict` is kept.
+fn ttl(verdict: Verdict) -> Duration {
+    match verdict {
+        Verdict::Unauthenticated => NEGATIVE_TTL,
+        Verdict::Forbidden | Verdict::Allowed => VERDICT_TTL,
+    }
+}
+
 impl Verdicts {
-    /// The verdict on `key` made less than [`VERDICT_TTL`] before `now`.
+    /// The verdict on `key`, if made less than its TTL before `now`.
     pub fn get(&self, key: &[u8; 32], now: Instant) -> Option<Verdict> {
         self.by_token
             .get(key)
-            .filter(|(_, at)| now.saturating_duration_since(*at) < VERDICT_TTL)
+            .filter(|(verdict, at)| now.saturating_duration_since(*at) < ttl(*verdict))
             .map(|(verdict, _)| *verdict)
     }
 
     /// Keeps `verdict` on `key`; when full, expired verdicts go first, then
-    /// the oldest.
+    /// the oldest of the unknown tokens, then the oldest.
     pub fn put(&mut self, key: [u8; 32], verdict: Verdict, now: Instant) {
         if self.by_token.len() >= VERDICT_CACHE_SIZE && !self.by_token.contains_key(&key) {
             self.by_token
-                .retain(|_, (_, at)| now.saturating_duration_since(*at) < VERDICT_TTL);
+                .retain(|_, (verdict, at)| now.saturating_duration_since(*at) < ttl(*verdict));
             let oldest = self
                 .by_token
                 .iter()
-                .min_by_key(|(_, (_, at))| *at)
+                .min_by_key(|(_, (verdict, at))| (*verdict != Verdict::Unauthenticated, *at))
                 .map(|(k, _)| *k);
             if let Some(oldest) = oldest.filter(|_| self.by_token.len() >= VERDICT_CACHE_SIZE) {
                 self.by_token.remove(&oldest);
@@ -160,10 +183,20 @@ pub fn status_of(verdict: Verdict) -> &'static str {
     }
 }
 
+/// Why a token has no verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("reviewing the token: {0}")]
+    Api(#[from] kube::Error),
+    #[error("{MAX_REVIEWS} token reviews were running for {REVIEW_WAIT:?}")]
+    Busy,
+}
+
 /// Asks the API server about tokens, and remembers its answers.
 pub struct Reviewer {
     client: kube::Client,
     verdicts: Mutex<Verdicts>,
+    reviews: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for Reviewer {
@@ -179,19 +212,38 @@ impl Reviewer {
         Reviewer {
             client,
             verdicts: Mutex::default(),
+            reviews: tokio::sync::Semaphore::new(MAX_REVIEWS),
         }
     }
 
     /// The verdict on `token`: remembered, or asked of the API server.
-    pub async fn verdict(&self, token: &str) -> Result<Verdict, kube::Error> {
+    pub async fn verdict(&self, token: &str) -> Result<Verdict, ReviewError> {
+        self.verdict_by(token, |t| self.review(t)).await
+    }
+
+    /// The verdict on `token`: remembered, or `review`'s, at most
+    /// [`MAX_REVIEWS`] at once.
+    async fn verdict_by<'t, F, R>(&self, token: &'t str, review: R) -> Result<Verdict, ReviewError>
+    where
+        R: FnOnce(&'t str) -> F,
+        F: Future<Output = Result<Verdict, kube::Error>>,
+    {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let now = Instant::now();
-        if let Some(verdict) = self.verdicts.lock().ok().and_then(|v| v.get(&key, now)) {
+        let remembered = |now| self.verdicts.lock().ok().and_then(|v| v.get(&key, now));
+        if let Some(verdict) = remembered(Instant::now()) {
             return Ok(verdict);
         }
-        let verdict = self.review(token).await?;
+        let _turn = tokio::time::timeout(REVIEW_WAIT, self.reviews.acquire())
+            .await
+            .map_err(|_| ReviewError::Busy)?
+            .map_err(|_| ReviewError::Busy)?;
+        // Answered while this one waited (the same token, twice at once).
+        if let Some(verdict) = remembered(Instant::now()) {
+            return Ok(verdict);
+        }
+        let verdict = review(token).await?;
         if let Ok(mut verdicts) = self.verdicts.lock() {
-            verdicts.put(key, verdict, now);
+            verdicts.put(key, verdict, Instant::now());
         }
         Ok(verdict)
     }
@@ -402,6 +454,82 @@ mod tests {
         ] {
             assert_eq!(parse_head(no_token).1, None, "{no_token:?}");
         }
+    }
+
+    /// A flood of unknown tokens: at most [`MAX_REVIEWS`] reviews at once,
+    /// the rest answered 503 after [`REVIEW_WAIT`]; their verdicts kept
+    /// [`NEGATIVE_TTL`] only, and never at the cost of a known token's.
+    #[tokio::test(start_paused = true)]
+    async fn reviews_are_bounded_and_unknown_tokens_make_room_first() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let reviewer = Arc::new(Reviewer::new(kube::Client::try_from(config).unwrap()));
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (release, _) = tokio::sync::broadcast::channel::<()>(1);
+        let mut asked = Vec::new();
+        // The reviews' turn waits are timed on the paused clock.
+        for i in 0..20 {
+            let (reviewer, running, most) = (reviewer.clone(), running.clone(), most.clone());
+            let mut released = release.subscribe();
+            asked.push(tokio::spawn(async move {
+                let token = format!("junk-{i}");
+                reviewer
+                    .verdict_by(&token, |_| async move {
+                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        let _ = released.recv().await;
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        Ok(Verdict::Unauthenticated)
+                    })
+                    .await
+            }));
+        }
+        // The clock is paused: it moves past REVIEW_WAIT once every task
+        // waits, and the waiting ones give up; then the running ones are
+        // let go. Without a bound none gives up: the test's own bound ends it.
+        let counting = async {
+            use futures::StreamExt;
+            let mut pending: futures::stream::FuturesUnordered<_> = asked.into_iter().collect();
+            let (mut busy, mut answered) = (0, 0);
+            while let Some(outcome) = pending.next().await {
+                match outcome.unwrap() {
+                    Err(ReviewError::Busy) => busy += 1,
+                    Ok(Verdict::Unauthenticated) => answered += 1,
+                    other => panic!("{other:?}"),
+                }
+                if busy == 20 - MAX_REVIEWS {
+                    let _ = release.send(());
+                }
+            }
+            (busy, answered)
+        };
+        let (busy, answered) = tokio::time::timeout(Duration::from_secs(600), counting)
+            .await
+            .expect("the reviews beyond the bound gave up");
+        assert_eq!((busy, answered), (20 - MAX_REVIEWS, MAX_REVIEWS));
+        assert_eq!(most.load(Ordering::SeqCst), MAX_REVIEWS);
+
+        let t0 = Instant::now();
+        let mut verdicts = Verdicts::default();
+        verdicts.put([1; 32], Verdict::Allowed, t0);
+        for i in 0..VERDICT_CACHE_SIZE * 2 {
+            let mut key = [0u8; 32];
+            key[..8].copy_from_slice(&(i as u64 + 2).to_le_bytes());
+            verdicts.put(
+                key,
+                Verdict::Unauthenticated,
+                t0 + Duration::from_millis(i as u64),
+            );
+        }
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(verdicts.get(&[1; 32], later), Some(Verdict::Allowed));
+        let mut last = [0u8; 32];
+        last[..8].copy_from_slice(&(VERDICT_CACHE_SIZE as u64 * 2 + 1).to_le_bytes());
+        assert_eq!(verdicts.get(&last, later), Some(Verdict::Unauthenticated));
+        assert_eq!(
+            verdicts.get(&last, t0 + NEGATIVE_TTL + Duration::from_secs(1)),
+            None
+        );
     }
 
     #[test]

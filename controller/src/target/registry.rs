@@ -17,8 +17,10 @@
 //! body reaches a status but the distribution error codes it carries.
 //! Since anyone who may write a pool chooses the registry, the controller's
 //! pod can be made to connect to any address over HTTPS: a NetworkPolicy on
-//! its egress closes that (SECURITY.md). The only other address it asks is
-//! a pool's alert gate (the gates layer beside it).
+//! its egress closes that (SECURITY.md). The only other addresses it asks
+//! are the admin's alert endpoints (the gates layer beside it). Every
+//! request here follows `crate::outbound`'s rule: a whole-request deadline
+//! ([`RegistryOptions::request_deadline`]), a resolution's too.
 //!
 //! **Errors** are told apart in the pool's `Degraded` reason
 //! (`RegistryUnauthorized`, `ImageNotFound`, `RegistryUnreachable`,
@@ -54,7 +56,9 @@ const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+j
 const ACCEPTED: &[&str] = &[OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST];
 
 /// A registry problem, classified so the pool's condition can say which
-/// kind of problem it is. Every variant keeps the registry's own words.
+/// kind of problem it is. An unreachable registry is named by the class of
+/// its failure (`crate::outbound::Failure`); an answer, by its HTTP status
+/// and error codes.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
     #[error("registry {registry} refused the credentials for {reference}: {message}")]
@@ -345,9 +349,9 @@ pub fn check_architectures(
 fn named(err: HttpError, registry: &str, reference: &str) -> RegistryError {
     let reference = reference.to_owned();
     match err {
-        HttpError::Unreachable(message) => RegistryError::Unreachable {
+        HttpError::Unreachable(failure) => RegistryError::Unreachable {
             registry: registry.to_owned(),
-            message,
+            message: failure.to_string(),
         },
         HttpError::Status {
             failure,
@@ -415,8 +419,25 @@ pub struct RegistryOptions {
     pub plain_http: Vec<String>,
     /// Extra CA certificates (PEM) trusted for registries.
     pub ca_bundle: Option<Vec<u8>>,
-    /// Per-request timeout.
+    /// Each request's whole deadline (unset: [`REQUEST_DEADLINE`]); a
+    /// resolution's is twice it ([`Self::resolution_deadline`]).
     pub timeout: Option<Duration>,
+}
+
+/// The default deadline of one registry request, from its connection to
+/// the last byte of its answer.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
+
+impl RegistryOptions {
+    /// One request's deadline.
+    pub fn request_deadline(&self) -> Duration {
+        self.timeout.unwrap_or(REQUEST_DEADLINE)
+    }
+
+    /// A whole resolution's deadline (its requests together).
+    pub fn resolution_deadline(&self) -> Duration {
+        self.request_deadline() * 2
+    }
 }
 
 /// Resolves references and inspects manifests. Manifest facts are cached by
@@ -459,8 +480,6 @@ pub struct Resolved {
 
 impl Resolver {
     pub fn new(options: RegistryOptions) -> Self {
-        // reqwest is built without a rustls provider (no aws-lc): use ring.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         Resolver {
             http: client::http_client(&options),
             options,
@@ -479,7 +498,31 @@ impl Resolver {
     /// architectures are read. `secret_hash` keys the cache so that facts
     /// learned with one set of credentials are not served to a pool with
     /// other credentials.
+    ///
+    /// The whole resolution (its token, manifest and config requests, each
+    /// under its own deadline) ends within
+    /// [`RegistryOptions::resolution_deadline`]: a registry that answers a
+    /// byte at a time fails it as unreachable, "did not answer within".
+    #[tracing::instrument(name = "registry", skip_all, fields(image = %image))]
     pub async fn resolve(
+        &self,
+        image: &ImageRef,
+        credentials: Option<&Credentials>,
+        secret_hash: &str,
+    ) -> Result<Resolved, RegistryError> {
+        let deadline = self.options.resolution_deadline();
+        let resolving = self.resolve_unbounded(image, credentials, secret_hash);
+        tokio::time::timeout(deadline, resolving)
+            .await
+            .unwrap_or_else(|_| {
+                Err(RegistryError::Unreachable {
+                    registry: image.registry().to_owned(),
+                    message: crate::outbound::Failure::TimedOut(deadline).to_string(),
+                })
+            })
+    }
+
+    async fn resolve_unbounded(
         &self,
         image: &ImageRef,
         credentials: Option<&Credentials>,
@@ -504,7 +547,8 @@ impl Resolver {
         let scheme = if plain { "http" } else { "https" };
         let base = Url::parse(&format!("{scheme}://{}/", api_host(&registry)))
             .map_err(|e| other(format!("cannot form a registry URL for {registry:?}: {e}")))?;
-        let mut session = Session::new(http, base, &image.registry_path(), credentials);
+        let deadline = self.options.request_deadline();
+        let mut session = Session::new(http, deadline, base, &image.registry_path(), credentials);
         let name_it = |e| named(e, &registry, &display);
         let wanted = image.digest.as_deref().unwrap_or(image.tag_or_latest());
         let url = session

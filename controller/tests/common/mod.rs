@@ -129,13 +129,18 @@ impl ControllerProc {
             args.extend(["--metrics-addr", ""]);
         }
         // The images of these tests exist in no registry: digest references
-        // are taken unchecked, except where a test brings its registry.
-        if !extra.contains(&"--registry-ca-file") {
+        // are taken unchecked (by the tests' build of the controller, the
+        // shipped one has no such flag), except where a test brings its
+        // registry.
+        let binary = if extra.contains(&"--registry-ca-file") {
+            env!("CARGO_BIN_EXE_bootc-controller")
+        } else {
             args.push("--no-registry");
-        }
+            env!("CARGO_BIN_EXE_bootc-controller-test")
+        };
         let child = tokio::process::Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
-            .arg(env!("CARGO_BIN_EXE_bootc-controller"))
+            .arg(binary)
             .args(args)
             .args(extra)
             .env("KUBECONFIG", kubeconfig)

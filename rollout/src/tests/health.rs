@@ -20,6 +20,9 @@ fn spec(on_failure: HealthFailurePolicy) -> HealthSpec {
         "settleSeconds": 60,
         "timeoutSeconds": 300,
         "onFailure": on_failure,
+        // These tables are about one node's gate: its failure is the
+        // pool's (the default, 2, is below).
+        "nodesToFailImage": 1,
     }))
     .unwrap()
 }
@@ -42,12 +45,18 @@ fn driver(ready: bool, secs: i64) -> Gates {
 /// rollback entry OLD), in its slot and approved; `second` staged, waiting
 /// for the one slot.
 fn world(on_failure: HealthFailurePolicy, gates: Gates, booted: i64, runs: &'static str) -> World {
+    let first = bn("first", NEW, Daemon::Idle(runs)).approved().slot(false);
+    world_of(first, on_failure, gates, booted)
+}
+
+/// [`world`] with `first` as given.
+fn world_of(first: Bn, on_failure: HealthFailurePolicy, gates: Gates, booted: i64) -> World {
     let mut p = pool("a", IntOrString::Int(1), false);
     p.spec.health = Some(spec(on_failure));
     let mut w = World::new(p)
         .node(marked(node("first", "a", true, true), "a"))
         .node(node("second", "a", true, false))
-        .bn(bn("first", NEW, Daemon::Idle(runs)).approved().slot(false))
+        .bn(first)
         .bn(bn("second", NEW, Daemon::Staged(OLD)));
     let first = &mut w.bns[0];
     let status = first.status.as_mut().unwrap();
@@ -207,11 +216,22 @@ fn a_node_that_fails_is_rolled_back_or_kept_and_no_other_is_given_the_image() {
 
 #[test]
 fn a_node_back_on_the_image_it_ran_before_leaves_its_slot_and_the_image_stays_failed() {
-    let w = failed_before(
+    let mut w = failed_before(
         world(HealthFailurePolicy::Rollback, driver(false, 10), 30, OLD),
         NEW,
         OLD,
     );
+    let recorded = api::FailedImage {
+        reference: w.pool.spec.image.reference.clone(),
+        digest: NEW.into(),
+        node: "first".into(),
+        check: "pod gpu/driver-first Ready".into(),
+        at: Time(ago(20)),
+    };
+    w.pool.status = Some(BootcNodePoolStatus {
+        failed_images: vec![recorded.clone()],
+        ..BootcNodePoolStatus::default()
+    });
     let p = w.plan();
     assert!(uncordons(&p, "first"), "{:?}", p.writes);
     let first = applied(&p, "first").expect("first leaves its slot");
@@ -220,7 +240,7 @@ fn a_node_back_on_the_image_it_ran_before_leaves_its_slot_and_the_image_stays_fa
     assert_eq!(degraded_reason(&p), Reason::RolledBack);
     assert!(degraded_message(&p).contains("it was booted back into the image it ran before"));
     // Recorded before: no second record, no second event.
-    assert!(p.status.as_ref().unwrap().failed_images.is_empty());
+    assert_eq!(p.status.as_ref().unwrap().failed_images, [recorded]);
     assert!(
         p.events
             .iter()
@@ -325,6 +345,116 @@ fn a_rollback_to_a_deployment_installed_from_a_tag_is_written_pinned() {
     assert_eq!(degraded_reason(&p), Reason::HealthCheckFailed);
     assert!(
         degraded_message(&p).contains("bootc reports no image it ran before with its digest"),
+/// The review's case (issue 46): `first` holds the slot on NEW, its Node
+/// Ready and its driver pod Ready for 100 s, only its own daemon's Degraded
+/// set, past `timeoutSeconds`; `second` already runs NEW; `rollbackUpdated`
+/// on, OLD the last completed rollout. With the default
+/// `nodesToFailImage` (2), one node's word fails nothing for the pool: it
+/// keeps its slot and is named as the only witness; a second node's failure,
+/// or a person's confirmation, fails the image for the pool.
+#[test]
+fn one_nodes_own_report_does_not_fail_the_image_for_the_pool() {
+    let completed = |digest: &str| api::RolloutRecord {
+        digest: digest.into(),
+        image: image(digest),
+        started: Time(ago(900)),
+        nodes: 2,
+        ended: Some(Time(ago(800))),
+        outcome: Some(api::RolloutOutcome::Completed),
+        updated: 2,
+        failed: 0,
+    };
+    let world = || {
+        let first = bn("first", NEW, Daemon::Idle(NEW))
+            .approved()
+            .slot(false)
+            .degraded();
+        let mut w = world_of(first, HealthFailurePolicy::Rollback, driver(true, 100), 400);
+        let health = w.pool.spec.health.as_mut().unwrap();
+        health.nodes_to_fail_image = None;
+        health.rollback_updated = true;
+        w.bns[1] = bn("second", NEW, Daemon::Idle(NEW)).build();
+        w.pool.status = Some(BootcNodePoolStatus {
+            rollouts: vec![completed(OLD)],
+            ..BootcNodePoolStatus::default()
+        });
+        w
+    };
+    let lone = |p: &Plan, what: &str| {
+        let status = p.status.as_ref().unwrap();
+        assert!(
+            status.failed_images.is_empty(),
+            "{what}: {:?}",
+            status.failed_images
+        );
+        assert_eq!(status.target_digest.as_deref(), Some(NEW), "{what}");
+        assert!(
+            applied(p, "second").is_none_or(|b| b.spec.desired_image == image(NEW)),
+            "{what}: second is told back"
+        );
+        let message = degraded_message(p);
+        assert!(
+            message.contains("only 1 of the 2 nodes spec.health.nodesToFailImage asks for")
+                && message
+                    .contains("first (BootcNode not Degraded not shown within timeoutSeconds 300)")
+                && message.contains("bootc.dev/confirm-image-failure="),
+            "{what}: {message}"
+        );
+    };
+    // The plan that fails `first`: marked on its own BootcNode, in its slot.
+    let p = world().plan();
+    let first = applied(&p, "first").expect("first is marked");
+    assert_eq!(
+        first
+            .annotations
+            .get(HEALTH_FAILED_ANNOTATION)
+            .map(String::as_str),
+        Some(NEW)
+    );
+    assert!(first.in_slot());
+    lone(&p, "failing");
+    // The next plans read the mark: still one witness, the slot kept.
+    let marked = || {
+        let mut w = failed_before(world(), NEW, OLD);
+        w.bns[0].annotations_mut().insert(
+            HEALTH_FAILED_BECAUSE_ANNOTATION.to_owned(),
+            "BootcNode not Degraded not shown within timeoutSeconds 300".to_owned(),
+        );
+        w
+    };
+    let p = marked().plan();
+    lone(&p, "marked");
+    assert!(!uncordons(&p, "first"), "{:?}", p.writes);
+
+    // A person confirms it: failed for the pool, recorded once.
+    let mut w = marked();
+    w.pool.annotations_mut().insert(
+        api::labels::CONFIRM_IMAGE_FAILURE_ANNOTATION.to_owned(),
+        NEW.to_owned(),
+    );
+    let p = w.plan();
+    let failed = &p.status.as_ref().unwrap().failed_images;
+    assert_eq!(
+        failed
+            .iter()
+            .map(|f| (f.digest.as_str(), f.node.as_str()))
+            .collect::<Vec<_>>(),
+        [(NEW, "first")]
+    );
+    // A second node's failure on NEW does it too.
+    let mut w = marked();
+    w.bns[1].annotations_mut().extend([
+        (HEALTH_FAILED_ANNOTATION.to_owned(), NEW.to_owned()),
+        (
+            HEALTH_FAILED_BECAUSE_ANNOTATION.to_owned(),
+            "Node Ready not shown".to_owned(),
+        ),
+    ]);
+    let p = w.plan();
+    assert_eq!(p.status.as_ref().unwrap().failed_images.len(), 1);
+    assert_ne!(degraded_message(&p), "", "failed for the pool");
+    assert!(
+        !degraded_message(&p).contains("only 1 of"),
         "{}",
         degraded_message(&p)
     );

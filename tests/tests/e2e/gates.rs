@@ -57,31 +57,33 @@ async fn a_node_running_a_blocking_pod_waits_staged_while_the_others_update() {
 async fn a_firing_alert_or_a_silent_prometheus_holds_reboots_and_staging_goes_on() {
     require_root!();
     let prometheus = Prometheus::start(true).await.unwrap();
-    let (sim, recorder, _v1) = started(SimOptions::default(), 2).await;
+    let silent = format!(
+        "http://127.0.0.1:{}",
+        tests::control_plane::free_port().unwrap()
+    );
+    let options = SimOptions {
+        alert_gate_endpoints: vec![("main".into(), prometheus.url()), ("silent".into(), silent)],
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 2).await;
     let approvals = recorder.approvals().await.unwrap().len();
-    let gate = |url: &str| {
+    let gate = |endpoint: &str| {
         json!({"rollout": {"alertGate": {
-            "prometheusURL": url,
+            "endpoint": endpoint,
             "matchers": [format!("severity=\"{SEVERITY}\"")],
         }}})
     };
-    sim.patch_pool(gate(&prometheus.url())).await.unwrap();
+    sim.patch_pool(gate("main")).await.unwrap();
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_pool(&sim, "the alert holds reboots, all staged", |p| {
         condition(p, ConditionType::UpToDate).is_some_and(|c| {
-            c.1 == Reason::AlertFiring
-                && c.2.contains("2 staged")
-                && c.2.contains(&format!("{ALERT}{{severity=\"{SEVERITY}\"}}"))
+            c.1 == Reason::AlertFiring && c.2.contains("2 staged") && c.2.contains(ALERT)
         })
     })
     .await;
 
     // A Prometheus that does not answer holds them too, and says so.
-    let silent = format!(
-        "http://127.0.0.1:{}",
-        tests::control_plane::free_port().unwrap()
-    );
-    sim.patch_pool(gate(&silent)).await.unwrap();
+    sim.patch_pool(gate("silent")).await.unwrap();
     wait_pool(&sim, "a silent Prometheus holds reboots", |p| {
         condition(p, ConditionType::UpToDate).is_some_and(|c| {
             c.1 == Reason::GateUnanswered
@@ -96,7 +98,7 @@ async fn a_firing_alert_or_a_silent_prometheus_holds_reboots_and_staging_goes_on
     );
 
     // Back to the real one, and the alert resolves: the rollout finishes.
-    sim.patch_pool(gate(&prometheus.url())).await.unwrap();
+    sim.patch_pool(gate("main")).await.unwrap();
     prometheus.set_firing(false).await.unwrap();
     rolled_out_within_one(&sim, &recorder, &v2, 2).await;
 }

@@ -6,7 +6,8 @@ use super::*;
 
 /// A health gate on the workload pods [`play_workload`] runs, settling
 /// 2 s within 8 s, rolling a failed node back (and, with
-/// `rollback_updated`, the nodes already updated).
+/// `rollback_updated`, the nodes already updated). One node's failure is
+/// the pool's here (`nodesToFailImage: 1`): the image breaks every node.
 fn rollback_gate(rollback_updated: bool) -> serde_json::Value {
     json!({"health": {
         "pods": [{"namespace": "default", "selector": {"matchLabels": {WORKLOAD_LABEL.0: WORKLOAD_LABEL.1}}}],
@@ -14,6 +15,7 @@ fn rollback_gate(rollback_updated: bool) -> serde_json::Value {
         "timeoutSeconds": 8,
         "onFailure": "Rollback",
         "rollbackUpdated": rollback_updated,
+        "nodesToFailImage": 1,
     }})
 }
 

@@ -22,8 +22,9 @@ const ERROR_LIMIT: usize = 64 << 10;
 /// Why a request failed, before it is named for a reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpError {
-    /// Not reached (connection, TLS, timeout): the error without its URL.
-    Unreachable(String),
+    /// Not reached (connection, TLS, deadline): the failure's class only
+    /// (its text is logged).
+    Unreachable(crate::outbound::Failure),
     /// An answer with a failure status: its summary and class.
     Status {
         failure: protocol::Failure,
@@ -43,26 +44,23 @@ pub struct Answer {
     pub body: Vec<u8>,
 }
 
-/// The HTTP client for registries: redirects off (followed by [`Session`]).
+/// The HTTP client for registries, under the controller's one rule for
+/// outbound clients (`crate::outbound`): redirects off (followed by
+/// [`Session`]), a whole-request deadline.
 pub fn http_client(options: &RegistryOptions) -> Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("bootc-controller/", env!("CARGO_PKG_VERSION")));
-    if let Some(timeout) = options.timeout {
-        builder = builder.connect_timeout(timeout).read_timeout(timeout);
-    }
-    if let Some(pem) = &options.ca_bundle {
-        let certs = reqwest::Certificate::from_pem_bundle(pem)
-            .map_err(|e| format!("registry CA bundle: {e}"))?;
-        builder = builder.tls_certs_merge(certs);
-    }
-    builder.build().map_err(|e| api::text::error_chain(&e))
+    crate::outbound::http_client(&crate::outbound::ClientPolicy {
+        deadline: options.request_deadline(),
+        ca_bundle: options.ca_bundle.clone(),
+    })
+    .map_err(|e| format!("registry {e}"))
 }
 
 /// One resolution's conversation with one registry: the credentials it
 /// may use and the token it obtained.
 pub struct Session<'a> {
     http: &'a reqwest::Client,
+    /// Each request's deadline (for naming a timeout).
+    deadline: std::time::Duration,
     /// `scheme://registry`: credentials go to this origin only.
     base: Url,
     repository: String,
@@ -73,12 +71,14 @@ pub struct Session<'a> {
 impl<'a> Session<'a> {
     pub fn new(
         http: &'a reqwest::Client,
+        deadline: std::time::Duration,
         base: Url,
         repository: &str,
         credentials: Option<&'a Credentials>,
     ) -> Self {
         Session {
             http,
+            deadline,
             base,
             repository: repository.to_owned(),
             credentials,
@@ -113,7 +113,10 @@ impl<'a> Session<'a> {
             if let Some(auth) = self.authorization.as_ref().filter(|_| ours) {
                 request = request.header(AUTHORIZATION, auth);
             }
-            let response = request.send().await.map_err(unreachable)?;
+            let response = request
+                .send()
+                .await
+                .map_err(|e| unreachable(e, self.deadline))?;
             let status = response.status();
             if status.is_redirection() {
                 let location = header(response.headers(), LOCATION);
@@ -129,7 +132,7 @@ impl<'a> Session<'a> {
                     continue;
                 }
             }
-            return answer(response, &requested).await;
+            return answer(response, &requested, self.deadline).await;
         }
     }
 
@@ -183,7 +186,10 @@ impl<'a> Session<'a> {
             if let Some(c) = credentials.filter(|_| protocol::same_origin(&url, &realm_origin)) {
                 request = request.header(AUTHORIZATION, basic(c));
             }
-            let response = request.send().await.map_err(unreachable)?;
+            let response = request
+                .send()
+                .await
+                .map_err(|e| unreachable(e, self.deadline))?;
             if !response.status().is_redirection() {
                 break response;
             }
@@ -192,7 +198,7 @@ impl<'a> Session<'a> {
                 .map_err(HttpError::Refused)?;
             hops += 1;
         };
-        let body = answer_limited(response, &requested, TOKEN_LIMIT)
+        let body = answer_limited(response, &requested, TOKEN_LIMIT, self.deadline)
             .await?
             .body;
         #[derive(serde::Deserialize)]
@@ -231,12 +237,20 @@ fn header(headers: &HeaderMap, name: reqwest::header::HeaderName) -> String {
         .to_owned()
 }
 
-fn unreachable(err: reqwest::Error) -> HttpError {
-    HttpError::Unreachable(api::text::error_chain(&err.without_url()))
+/// A request that failed before an answer, by its class; the error's text
+/// (which says more about the server than a status should) goes to the log.
+fn unreachable(err: reqwest::Error, deadline: std::time::Duration) -> HttpError {
+    let err = err.without_url();
+    tracing::warn!(error = %api::text::error_chain(&err), "registry request failed");
+    HttpError::Unreachable(crate::outbound::Failure::of(&err, deadline))
 }
 
-async fn answer(response: reqwest::Response, requested: &str) -> Result<Answer, HttpError> {
-    answer_limited(response, requested, BODY_LIMIT).await
+async fn answer(
+    response: reqwest::Response,
+    requested: &str,
+    deadline: std::time::Duration,
+) -> Result<Answer, HttpError> {
+    answer_limited(response, requested, BODY_LIMIT, deadline).await
 }
 
 /// A successful answer's headers and body (at most `limit` bytes), or the
@@ -245,11 +259,15 @@ async fn answer_limited(
     response: reqwest::Response,
     requested: &str,
     limit: usize,
+    deadline: std::time::Duration,
 ) -> Result<Answer, HttpError> {
+    use crate::outbound::{Failure, read_limited};
     let status = response.status();
     let headers = response.headers().clone();
     if !status.is_success() {
-        let body = read(response, ERROR_LIMIT).await.unwrap_or_default();
+        let body = read_limited(response, ERROR_LIMIT, deadline)
+            .await
+            .unwrap_or_default();
         let codes = protocol::error_codes(&body);
         return Err(HttpError::Status {
             failure: protocol::failure(status.as_u16(), &codes),
@@ -257,20 +275,13 @@ async fn answer_limited(
             url: requested.to_owned(),
         });
     }
-    let body = read(response, limit).await?;
+    let body = read_limited(response, limit, deadline)
+        .await
+        .map_err(|failure| match failure {
+            Failure::TooLarge(limit) => {
+                HttpError::Invalid(format!("the answer is larger than {limit} bytes"))
+            }
+            other => HttpError::Unreachable(other),
+        })?;
     Ok(Answer { headers, body })
-}
-
-/// The body, or an error past `limit` bytes (an error body is cut there).
-async fn read(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, HttpError> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
-        if body.len() + chunk.len() > limit {
-            return Err(HttpError::Invalid(format!(
-                "the answer is larger than {limit} bytes"
-            )));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
 }
