@@ -321,30 +321,6 @@ fn with_rollback_updated_the_pool_rolls_back_to_its_last_completed_image() {
     assert!(applied(&p, "second").is_none_or(|b| b.spec.desired_image == image(NEW)));
 }
 
-#[test]
-fn a_rollback_to_a_deployment_installed_from_a_tag_is_written_pinned() {
-    // bootc's rollback entry is the deployment `bootc install` left: its
-    // image is the tag, its digest what the tag gave.
-    let from_tag = |digest: Option<&str>| {
-        let mut w = world(HealthFailurePolicy::Rollback, driver(false, 10), 300, NEW);
-        let rollback = w.bns[0].status.as_mut().unwrap().rollback.as_mut().unwrap();
-        rollback.image = Some("quay.io/acme/os:prod".into());
-        rollback.image_digest = digest.map(str::to_owned);
-        w
-    };
-    let p = from_tag(Some(OLD)).plan();
-    let first = applied(&p, "first").expect("first is rolled back");
-    assert_eq!(first.spec.desired_image, image(OLD));
-    assert!(first.spec.approved() && first.in_slot());
-    assert_eq!(degraded_reason(&p), Reason::RolledBack);
-    // No digest: nothing bootc could be told; it stays for a person, on
-    // the image it was told.
-    let p = from_tag(None).plan();
-    let first = applied(&p, "first").expect("first is marked");
-    assert_eq!(first.spec.desired_image, image(NEW));
-    assert_eq!(degraded_reason(&p), Reason::HealthCheckFailed);
-    assert!(
-        degraded_message(&p).contains("bootc reports no image it ran before with its digest"),
 /// The review's case (issue 46): `first` holds the slot on NEW, its Node
 /// Ready and its driver pod Ready for 100 s, only its own daemon's Degraded
 /// set, past `timeoutSeconds`; `second` already runs NEW; `rollbackUpdated`
@@ -363,6 +339,7 @@ fn one_nodes_own_report_does_not_fail_the_image_for_the_pool() {
         outcome: Some(api::RolloutOutcome::Completed),
         updated: 2,
         failed: 0,
+        platform_digests: Vec::new(),
     };
     let world = || {
         let first = bn("first", NEW, Daemon::Idle(NEW))
@@ -455,6 +432,35 @@ fn one_nodes_own_report_does_not_fail_the_image_for_the_pool() {
     assert_ne!(degraded_message(&p), "", "failed for the pool");
     assert!(
         !degraded_message(&p).contains("only 1 of"),
+        "{}",
+        degraded_message(&p)
+    );
+}
+
+#[test]
+fn a_rollback_to_a_deployment_installed_from_a_tag_is_written_pinned() {
+    // bootc's rollback entry is the deployment `bootc install` left: its
+    // image is the tag, its digest what the tag gave.
+    let from_tag = |digest: Option<&str>| {
+        let mut w = world(HealthFailurePolicy::Rollback, driver(false, 10), 300, NEW);
+        let rollback = w.bns[0].status.as_mut().unwrap().rollback.as_mut().unwrap();
+        rollback.image = Some("quay.io/acme/os:prod".into());
+        rollback.image_digest = digest.map(str::to_owned);
+        w
+    };
+    let p = from_tag(Some(OLD)).plan();
+    let first = applied(&p, "first").expect("first is rolled back");
+    assert_eq!(first.spec.desired_image, image(OLD));
+    assert!(first.spec.approved() && first.in_slot());
+    assert_eq!(degraded_reason(&p), Reason::RolledBack);
+    // No digest: nothing bootc could be told; it stays for a person, on
+    // the image it was told.
+    let p = from_tag(None).plan();
+    let first = applied(&p, "first").expect("first is marked");
+    assert_eq!(first.spec.desired_image, image(NEW));
+    assert_eq!(degraded_reason(&p), Reason::HealthCheckFailed);
+    assert!(
+        degraded_message(&p).contains("bootc reports no image it ran before with its digest"),
         "{}",
         degraded_message(&p)
     );
