@@ -88,6 +88,7 @@ fn full_node() -> Value {
             "history": [{"image": format!("quay.io/acme/os@{DIGEST}"), "digest": DIGEST,
                          "version": "1", "staged": "2026-01-01T00:00:00Z",
                          "booted": "2026-01-01T01:00:00Z", "outcome": "Failed", "reason": "c"}],
+            "landlock": {"state": "Partial", "abi": 4, "message": "partially enforced (ABI 4)"},
         },
     })
 }

@@ -258,6 +258,9 @@ async fn an_image_must_cover_every_members_architecture() {
     let env = env().await;
     let reg = TestRegistry::start("tester", "pw").await.unwrap();
     put_secret(&env.admin, &reg.good_docker_config()).await;
+    // What the nodes run first: in neither index (a host on one of an
+    // index's platforms runs that index already, and is not told it).
+    let old = reg.push_image("acme/os", "old", &amd64("0")).await.unwrap();
     let amd = reg.push_image("acme/os", "amd", &amd64("1")).await.unwrap();
     let arm = reg
         .push_image(
@@ -287,7 +290,7 @@ async fn an_image_must_cover_every_members_architecture() {
     } = setup(&reg)
         .node("x86", &member("amd64"))
         .node("arm", &member("arm64"))
-        .initial_image(format!("{}/acme/os@{amd}", reg.host()))
+        .initial_image(format!("{}/acme/os@{old}", reg.host()))
         // An index without arm64: refused before any node is told about it.
         .pool(tag_pool(&reg, "amd-only"))
         .start_in(env)

@@ -22,8 +22,8 @@ pub struct Target {
     /// For an index, the digests of its linux platform manifests, as the
     /// registry lists them (empty for a single manifest, or not known): a
     /// host installed from the index's tag reports its platform's digest,
-    /// never the index's, and runs the target all the same
-    /// ([`crate::state::runs_target`]).
+    /// never the index's, and runs the target all the same (the state
+    /// module's `runs_target`).
     pub platform_digests: Vec<String>,
 }
 

@@ -2,7 +2,7 @@
 //! whose BootcNode reports one on (`status.hostUpdaters`) is refused:
 //!
 //! * it is not told the target: it is kept on what it runs, as a member
-//!   waiting to be told is ([`crate::staging`], [`crate::spec`]);
+//!   waiting to be told is (the staging and spec modules);
 //! * it is no candidate for a reboot slot;
 //! * the pool is `Degraded` with [`Reason::HostUpdaterEnabled`], naming the
 //!   node, the unit and the fix: mask the unit in the OS image.

@@ -107,6 +107,9 @@ pub async fn wait_rolled(sim: &Sim, digest: &str, nodes: i32) -> BootcNodePool {
     .await
 }
 
+/// Every node runs `image` (`repository@digest`): the digest bootc
+/// deployed, whatever reference it was given (a tag, for a host installed
+/// from one).
 pub async fn booted_everywhere(sim: &Sim, image: &str) {
     let bns = Api::<BootcNode>::all(sim.admin.clone())
         .list(&ListParams::default())
@@ -114,8 +117,14 @@ pub async fn booted_everywhere(sim: &Sim, image: &str) {
         .unwrap()
         .items;
     for bn in bns {
-        let booted = bn.status.and_then(|s| s.booted).and_then(|b| b.image);
-        assert_eq!(booted.as_deref(), Some(image), "{:?}", bn.metadata.name);
+        let booted = bn.status.and_then(|s| s.booted);
+        let digest = booted.as_ref().and_then(|b| b.image_digest.as_deref());
+        assert_eq!(
+            digest,
+            api::image_ref::digest_of(image),
+            "{:?} booted {booted:?}",
+            bn.metadata.name
+        );
     }
 }
 

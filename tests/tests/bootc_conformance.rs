@@ -561,6 +561,7 @@ fn environment_checks() {
     let empty = tempfile::tempdir().unwrap();
     let layout = Layout::new(empty.path());
     layout.init(None).unwrap();
+    layout.set_version(BootcVersion::Pr).unwrap();
     let out = run(&layout, &switch, &Environment::root()).unwrap();
     assert_eq!(
         out.stderr,

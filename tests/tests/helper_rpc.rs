@@ -47,7 +47,8 @@ async fn stage_status_apply_through_setns() {
     assert!(r.locked);
     let staged = host.state().staged.unwrap();
     assert_eq!(staged.image, image('b'));
-    assert!(staged.download_only);
+    // Released bootc (the fake's default): locked by ostree's lock file.
+    assert!(host.layout.finalization_lock().exists());
 
     let s = h.client.status(proto::StatusRequest {}).await.unwrap();
     let st = s.staged.unwrap();
@@ -75,11 +76,11 @@ async fn stage_status_apply_through_setns() {
         [
             v(&["switch", "--help"]),
             v(&["status", "--format=json", "--format-version=1"]),
-            v(&["switch", "--download-only", "--", &image('b')]),
+            v(&["switch", "--", &image('b')]),
             v(&["status", "--format=json", "--format-version=1"]),
             v(&["status", "--format=json", "--format-version=1"]),
             v(&[
-                "switch",
+                "upgrade",
                 "--from-downloaded",
                 "--apply",
                 "--soft-reboot=auto"
@@ -109,7 +110,10 @@ async fn stage_status_apply_through_setns() {
         // Every run is a transient unit on the host (systemd's environment
         // has the unit's INVOCATION_ID), never the helper's child: the reads
         // under generated names, the stage and the apply under fixed ones.
-        let mutating = inv.argv.first().is_some_and(|a| a == "switch")
+        let mutating = inv
+            .argv
+            .first()
+            .is_some_and(|a| a == "switch" || a == "upgrade")
             && !inv.argv.iter().any(|a| a == "--help");
         let unit = inv
             .env_var("INVOCATION_ID")
@@ -153,7 +157,7 @@ async fn apply_without_soft_reboot_adds_no_flag() {
         .unwrap();
     assert_eq!(
         argvs(&host).last().unwrap(),
-        &v(&["switch", "--from-downloaded", "--apply"])
+        &v(&["upgrade", "--from-downloaded", "--apply"])
     );
     assert!(!host.layout.read_reboots()[0].soft);
 }
@@ -420,7 +424,16 @@ async fn released_bootc_stages_locked_with_ostrees_lock_file() {
     assert!(a.contains(&v(&["switch", "--", &image('b')])));
     assert_eq!(
         a.last().unwrap(),
-        &v(&["switch", "--apply", "--", &image('c')])
+        &v(&[
+            "upgrade",
+            "--from-downloaded",
+            "--apply",
+            "--soft-reboot=auto"
+        ])
+    );
+    assert!(
+        !host.layout.finalization_lock().exists(),
+        "removed to apply"
     );
     assert_eq!(host.state().booted.unwrap().image, image('c'));
 }
@@ -520,13 +533,7 @@ async fn only_allowed_repositories_are_staged_and_bootc_enforces_the_sigpolicy()
         .unwrap();
     assert_eq!(
         argvs(&host).last().unwrap(),
-        &v(&[
-            "switch",
-            "--download-only",
-            "--enforce-container-sigpolicy",
-            "--",
-            &image('b')
-        ])
+        &v(&["switch", "--enforce-container-sigpolicy", "--", &image('b')])
     );
 }
 
@@ -691,7 +698,7 @@ async fn a_stage_outlives_its_helper_and_the_next_helper_waits_for_it() {
     );
     let staged = host.state().staged.unwrap();
     assert_eq!(staged.image, image('b'));
-    assert!(staged.download_only);
+    assert!(host.layout.finalization_lock().exists(), "staged locked");
 }
 
 #[tokio::test]

@@ -143,7 +143,10 @@ fn a_tag_installed_host_on_a_platform_of_the_target_index_is_up_to_date_and_stag
     assert!(applied(&p, "arm").is_none(), "{:?}", p.writes);
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
     let (status, reason, _) = up_to_date(&p);
-    assert_eq!((status.as_str(), reason.as_str()), ("True", "AllUpdated"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", Reason::AllUpdated.as_str())
+    );
     let recorded = p.status.as_ref().unwrap();
     assert_eq!(recorded.target_platform_digests, index.platform_digests);
     // Written as planned, the next plan writes nothing.
@@ -171,5 +174,5 @@ fn a_tag_installed_host_on_a_platform_of_the_target_index_is_up_to_date_and_stag
         Some(image(NEW))
     );
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
-    assert_eq!(up_to_date(&p).1, "AllUpdated");
+    assert_eq!(up_to_date(&p).1, Reason::AllUpdated.as_str());
 }

@@ -410,7 +410,7 @@ fn upgrade(layout: &Layout, args: &UpgradeArgs, env: &Environment) -> std::io::R
     }
     if !args.from_downloaded {
         return Ok(Outcome::error(
-            "fake bootc: only `upgrade --from-downloaded` is modelled",
+            "fake bootc: `upgrade` without --from-downloaded is not modelled",
         ));
     }
     from_downloaded(

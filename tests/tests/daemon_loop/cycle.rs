@@ -71,7 +71,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
     assert!(!reboot.soft, "RebootOnly used a soft reboot");
     assert_eq!(
         applies(&host)[0].argv,
-        ["switch", "--from-downloaded", "--apply"]
+        ["upgrade", "--from-downloaded", "--apply"]
     );
 
     // The node comes back: a new daemon reads the status and reports Idle.

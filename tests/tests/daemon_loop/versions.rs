@@ -84,15 +84,7 @@ async fn an_update_and_a_rollback_on_both_bootc_versions() {
         })
         .await;
         let apply = applies(&host).pop().unwrap().argv;
-        let want: Vec<String> = if download_only_flag {
-            vec![
-                "switch".into(),
-                "--from-downloaded".into(),
-                "--apply".into(),
-            ]
-        } else {
-            vec!["switch".into(), "--apply".into(), "--".into(), b.clone()]
-        };
+        let want = ["upgrade", "--from-downloaded", "--apply"];
         assert_eq!(apply, want, "{version:?}");
         assert_eq!(host.state().booted.unwrap().image, b, "{version:?}");
         drop(agent);
