@@ -184,5 +184,10 @@ fn membership_table() {
             .map(String::as_str)
             .collect();
         assert_eq!(named, *conflicts, "{what}");
+        // One node read on its own (`kubectl bootc why`): the same answer.
+        let others: Vec<&BootcNodePool> = w.others.iter().collect();
+        let alone = crate::membership::conflict(&w.pool, &w.nodes[0], w.bns.first(), &others);
+        let alone: Vec<&str> = alone.iter().flatten().map(String::as_str).collect();
+        assert_eq!(alone, *conflicts, "{what}: read alone");
     }
 }
