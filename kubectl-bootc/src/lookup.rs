@@ -49,25 +49,27 @@ pub fn pool<'a>(snap: &'a Snapshot, name: &str) -> Result<&'a BootcNodePool, Mis
     snap.pool(name).ok_or_else(|| Missing::pool(name))
 }
 
-/// A pool or a node's BootcNode named `name` (`history`, `retry`).
+/// A pool or a node's BootcNode named `name` (`history`, `retry`): a Node
+/// without one is refused as [`node`] refuses it, or as not taken in yet.
 pub fn pool_or_node(snap: &Snapshot, name: &str) -> Result<(), Missing> {
     if snap.pool(name).is_some() || snap.bootc_node(name).is_some() {
         return Ok(());
     }
-    match snap.node(name) {
-        Some(_) => Err(Missing::NotManaged {
-            kind: node_kind(),
-            name: name.to_owned(),
-            why: format!(
-                "it has no {} (`kubectl bootc why {name}` says why)",
-                BootcNode::kind(&())
-            ),
-        }),
-        None => Err(not_found(
+    node(snap, name).map_err(|e| match e {
+        Missing::NotFound { .. } => not_found(
             format!("{} or {}", pool_kind(), BootcNode::kind(&())),
             name,
-        )),
-    }
+        ),
+        not_managed => not_managed,
+    })?;
+    Err(Missing::NotManaged {
+        kind: node_kind(),
+        name: name.to_owned(),
+        why: format!(
+            "it has no {} yet (`kubectl bootc why {name}` says why)",
+            BootcNode::kind(&())
+        ),
+    })
 }
 
 /// A node `why` can answer for: one with a BootcNode, or a Node some pool
@@ -123,7 +125,8 @@ mod tests {
             ("pool: nothing", pool(&snap, "nosuch").map(|_| ()), Err("BootcNodePool \"nosuch\" not found".into())),
             ("history: pool", pool_or_node(&snap, "workers"), Ok(())),
             ("history: member", pool_or_node(&snap, "n1"), Ok(())),
-            ("history: Node without BootcNode", pool_or_node(&snap, "n3"), Err("Node \"n3\" is not managed by bootc-operator: it has no BootcNode (`kubectl bootc why n3` says why)".into())),
+            ("history: selected, not yet taken in", pool_or_node(&snap, "n2"), Err("Node \"n2\" is not managed by bootc-operator: it has no BootcNode yet (`kubectl bootc why n2` says why)".into())),
+            ("history: selected by no pool", pool_or_node(&snap, "n3"), Err("Node \"n3\" is not managed by bootc-operator: no BootcNodePool's spec.nodeSelector matches its labels".into())),
             ("history: nothing", pool_or_node(&snap, "nosuch"), Err("BootcNodePool or BootcNode \"nosuch\" not found".into())),
             ("why: member", node(&snap, "n1"), Ok(())),
             ("why: selected, not yet taken in", node(&snap, "n2"), Ok(())),
