@@ -56,10 +56,9 @@ pub fn pool_or_node(snap: &Snapshot, name: &str) -> Result<(), Missing> {
         return Ok(());
     }
     node(snap, name).map_err(|e| match e {
-        Missing::NotFound { .. } => not_found(
-            format!("{} or {}", pool_kind(), BootcNode::kind(&())),
-            name,
-        ),
+        Missing::NotFound { .. } => {
+            not_found(format!("{} or {}", pool_kind(), BootcNode::kind(&())), name)
+        }
         not_managed => not_managed,
     })?;
     Err(Missing::NotManaged {
