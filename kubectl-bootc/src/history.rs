@@ -13,7 +13,7 @@ use kube::{Resource, ResourceExt};
 use crate::Snapshot;
 
 /// When an event last happened.
-fn when(e: &Event) -> Option<jiff::Timestamp> {
+pub(crate) fn when(e: &Event) -> Option<jiff::Timestamp> {
     e.series
         .as_ref()
         .and_then(|s| s.last_observed_time.as_ref().map(|t| t.0))

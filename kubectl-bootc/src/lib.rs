@@ -14,14 +14,20 @@
 //! * [`status`]: a pool's rollout at a glance, one line per node;
 //! * [`why`]: the chain of reasons a node is not updating;
 //! * [`history`]: what the pool's status and Events tell of its rollouts;
-//! * [`retry_refusal`]: whether a node awaits a retry (`kubectl bootc retry`).
+//! * [`retry_refusal`]: whether a node awaits a retry (`kubectl bootc retry`);
+//! * [`lookup`]: the names a command is given, found or refused;
+//! * [`output`]: the documents of `-o json|yaml`;
+//! * [`cli`]: the command line, kubectl's flags, the exit status.
 //!
 //! Their text is [`shown`]: control characters read from the cluster are
 //! escaped, never sent to the terminal.
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+pub mod cli;
 pub mod history;
+pub mod lookup;
+pub mod output;
 pub mod plan;
 pub mod status;
 pub mod why;

@@ -9,81 +9,16 @@ use std::process::ExitCode;
 
 use api::labels::{CLUSTER_EVENTS_NAMESPACE, RETRY_ANNOTATION};
 use api::{BootcNode, BootcNodePool};
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use kube::Resource;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kubectl_bootc::Snapshot;
+use kube::config::{Config, Kubeconfig};
+use kubectl_bootc::cli::{Cli, ClusterFlags, Command, Error, Format, Source, exit_code};
+use kubectl_bootc::{Snapshot, lookup, output};
 
 /// The field manager of the plugin's writes.
 const MANAGER: &str = "kubectl-bootc";
-
-#[derive(Parser, Debug)]
-#[command(
-    name = "kubectl-bootc",
-    bin_name = "kubectl bootc",
-    version,
-    about = "bootc-operator rollouts: status, pause/resume, retry, history, why, plan",
-    long_about = "bootc-operator rollouts at a glance. Uses KUBECONFIG (or ~/.kube/config) \
-                  like kubectl; installed on PATH it runs as `kubectl bootc`."
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// The rollout at a glance: nodes, phases, slots, what blocks progress.
-    Status {
-        /// One pool (default: every pool).
-        pool: Option<String>,
-    },
-    /// Hand out no new reboot slot (spec.rollout.paused: true).
-    Pause { pool: String },
-    /// Hand out reboot slots again (spec.rollout.paused: false).
-    Resume { pool: String },
-    /// Try again a node whose reboot failed (approved to boot and
-    /// Degraded), or a pool's image that failed its health gate.
-    Retry {
-        /// A node, or a pool.
-        node: String,
-    },
-    /// The pool's rollouts (its status and Events), or a node's updates.
-    History {
-        /// A pool, or a node.
-        pool: String,
-    },
-    /// Why a node is not updating.
-    Why { node: String },
-    /// The rollout ahead, wave by wave, by the controller's planner
-    /// (writes nothing).
-    Plan {
-        pool: String,
-        /// Preview this image (`repository@sha256:...`) instead of the
-        /// pool's target.
-        #[arg(long)]
-        image: Option<String>,
-    },
-}
-
-#[derive(Debug, thiserror::Error)]
-enum Error {
-    #[error("connecting to the cluster (KUBECONFIG): {0}")]
-    Connect(#[source] kube::Error),
-    #[error("{what}: {source}")]
-    Api {
-        what: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("no BootcNodePool named {0}")]
-    NoPool(String),
-    #[error("{0}")]
-    Refused(String),
-    #[error("writing the output: {0}")]
-    Output(#[from] std::io::Error),
-}
 
 fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     let what = what.into();
@@ -193,13 +128,14 @@ async fn set_paused(client: &kube::Client, pool: &str, paused: bool) -> Result<S
         } else {
             format!("pool {pool} resumed: reboot slots are handed out again\n")
         }),
-        Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::NoPool(pool.to_owned())),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err(lookup::Missing::pool(pool).into()),
         Err(e) => Err(api_error(format!("patching pool {pool}"))(e)),
     }
 }
 
 async fn retry(client: &kube::Client, node: &str) -> Result<String, Error> {
     let snap = snapshot(client).await?;
+    lookup::pool_or_node(&snap, node)?;
     let now = jiff::Timestamp::now();
     if let Some(pool) = snap.pool(node) {
         return retry_pool(client, pool, now).await;
@@ -250,30 +186,89 @@ async fn retry_pool(
     ))
 }
 
+/// A client as kubectl would connect with the flags (see
+/// [`ClusterFlags::source`]).
+async fn client(flags: &ClusterFlags) -> Result<kube::Client, Error> {
+    let source = flags.source();
+    let connect = |e: Box<dyn std::error::Error + Send + Sync>| Error::Connect {
+        flags: source.describe(),
+        source: e,
+    };
+    let config = match source {
+        Source::Inferred => Config::infer().await.map_err(|e| connect(e.into()))?,
+        Source::Context(_) => Config::from_kubeconfig(&flags.options())
+            .await
+            .map_err(|e| connect(e.into()))?,
+        Source::File { path, .. } => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| connect(e.into()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &flags.options())
+                .await
+                .map_err(|e| connect(e.into()))?
+        }
+    };
+    kube::Client::try_from(config).map_err(|e| connect(e.into()))
+}
+
+/// The text, or the document in `format`.
+fn shown<T: serde::Serialize>(
+    format: Option<Format>,
+    doc: impl FnOnce() -> T,
+    text: impl FnOnce() -> String,
+) -> Result<String, Error> {
+    match format {
+        Some(format) => output::render(&doc(), format),
+        None => Ok(text()),
+    }
+}
+
 async fn run(cli: Cli) -> Result<String, Error> {
-    let client = kube::Client::try_default().await.map_err(Error::Connect)?;
+    let client = client(&cli.cluster).await?;
     let now = jiff::Timestamp::now();
     match cli.command {
-        Command::Status { pool } => {
+        Command::Status { pool, output } => {
             let snap = snapshot(&client).await?;
-            Ok(kubectl_bootc::status(&snap, pool.as_deref(), now))
+            let pools = match pool.as_deref() {
+                Some(name) => vec![lookup::pool(&snap, name)?],
+                None => snap.pools.iter().collect(),
+            };
+            shown(
+                output.output,
+                || output::status(&snap, &pools, now),
+                || kubectl_bootc::status(&snap, pool.as_deref(), now),
+            )
         }
         Command::Pause { pool } => set_paused(&client, &pool, true).await,
         Command::Resume { pool } => set_paused(&client, &pool, false).await,
         Command::Retry { node } => retry(&client, &node).await,
-        Command::History { pool } => {
+        Command::History { pool, output } => {
             let snap = snapshot(&client).await?;
-            if snap.pool(&pool).is_none() && snap.bootc_node(&pool).is_none() {
-                return Err(Error::NoPool(pool));
-            }
-            Ok(kubectl_bootc::history(&snap, &pool))
+            lookup::pool_or_node(&snap, &pool)?;
+            shown(
+                output.output,
+                || output::history(&snap, &pool),
+                || kubectl_bootc::history(&snap, &pool),
+            )
         }
-        Command::Plan { pool, image } => {
+        Command::Plan {
+            pool,
+            image,
+            namespace,
+            output,
+        } => {
             let snap = snapshot(&client).await?;
-            kubectl_bootc::plan(&snap, &pool, image.as_deref(), now).map_err(Error::Refused)
+            let pool = lookup::pool(&snap, &pool)?;
+            let planned =
+                kubectl_bootc::plan::planned(&snap, pool, image.as_deref(), &namespace, now)
+                    .map_err(Error::Refused)?;
+            shown(
+                output.output,
+                || output::plan(pool, planned.clone()),
+                || kubectl_bootc::plan::text(pool, &planned),
+            )
         }
         Command::Why { node } => {
             let snap = snapshot(&client).await?;
+            lookup::node(&snap, &node)?;
             let lines = kubectl_bootc::why(&snap, &node, now);
             Ok(lines.iter().map(|l| format!("{l}\n")).collect())
         }
@@ -297,10 +292,7 @@ async fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(std::io::stderr().lock(), "{}", report(&e));
-            match e {
-                Error::Refused(_) => ExitCode::from(2),
-                _ => ExitCode::FAILURE,
-            }
+            ExitCode::from(exit_code(&e))
         }
     }
 }

@@ -14,35 +14,59 @@ use rollout::{SecretSeen, Target};
 
 use crate::Snapshot;
 
+/// A preview: the target it rolls and the waves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    pub target: Target,
+    pub preview: Preview,
+}
+
 /// The preview of `pool`'s rollout of `image` (a pinned reference; None:
-/// its current target), as text; Err says why there is none.
-pub fn plan(
+/// its current target), the operator running in `namespace`; Err says why
+/// there is none.
+pub fn planned(
     snap: &Snapshot,
-    pool: &str,
+    pool: &BootcNodePool,
     image: Option<&str>,
+    namespace: &str,
     now: jiff::Timestamp,
-) -> Result<String, String> {
-    let p = snap
-        .pool(pool)
-        .ok_or_else(|| format!("no BootcNodePool named {pool}"))?;
-    let target = target(p, image)?;
+) -> Result<Planned, String> {
+    let target = target(pool, image)?;
+    let name = pool.name_any();
     let start = Start {
-        pool: p.clone(),
+        pool: pool.clone(),
         nodes: snap.nodes.clone(),
         bootc_nodes: snap.bootc_nodes.clone(),
         other_pools: snap
             .pools
             .iter()
-            .filter(|o| o.name_any() != pool)
+            .filter(|o| o.name_any() != name)
             .cloned()
             .collect(),
-        pull_secret: told_secret(snap, p),
-        gates: gates(snap, p),
-        operator_namespace: api::labels::OPERATOR_NAMESPACE.to_owned(),
+        pull_secret: told_secret(snap, pool),
+        gates: gates(snap, pool),
+        operator_namespace: namespace.to_owned(),
         now,
     };
     let preview = rollout::preview::preview(start, &target);
-    Ok(crate::shown(text(p, &target, &preview)))
+    Ok(Planned { target, preview })
+}
+
+/// [`planned`], as text.
+pub fn plan(
+    snap: &Snapshot,
+    pool: &BootcNodePool,
+    image: Option<&str>,
+    namespace: &str,
+    now: jiff::Timestamp,
+) -> Result<String, String> {
+    let planned = planned(snap, pool, image, namespace, now)?;
+    Ok(text(pool, &planned))
+}
+
+/// The preview as the plugin prints it.
+pub fn text(pool: &BootcNodePool, planned: &Planned) -> String {
+    crate::shown(preview_text(pool, &planned.target, &planned.preview))
 }
 
 /// The target to preview: `image`, which must be pinned, or the pool's.
@@ -101,7 +125,7 @@ fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
     gates
 }
 
-fn text(pool: &BootcNodePool, target: &Target, preview: &Preview) -> String {
+fn preview_text(pool: &BootcNodePool, target: &Target, preview: &Preview) -> String {
     let mut out = format!(
         "Pool {}: the rollout of {} ahead, by the controller's planner on a copy (nothing is written)\n",
         pool.name_any(),

@@ -33,8 +33,9 @@ pub fn why(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
 
 fn why_lines(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
     let node = snap.node(name);
+    let conflict = conflict(snap, name, node, snap.bootc_node(name));
     let Some(bn) = snap.bootc_node(name) else {
-        return not_a_member(snap, name, node);
+        return conflict.map_or_else(|| not_a_member(snap, name, node), |c| vec![c]);
     };
     let Some(pool) = pool_of(bn).and_then(|p| snap.pool(p)) else {
         return vec![format!(
@@ -42,9 +43,41 @@ fn why_lines(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
             pool_of(bn).unwrap_or("<none>")
         )];
     };
-    let mut out = Vec::new();
+    let mut out = Vec::from_iter(conflict);
     member(snap, pool, bn, node, now, &mut out);
     out
+}
+
+/// A node more than one pool claims, as the planner decides it for each
+/// pool ([`rollout::membership::conflict`]): the pools and what to do (None:
+/// no conflict).
+fn conflict(
+    snap: &Snapshot,
+    name: &str,
+    node: Option<&Node>,
+    bn: Option<&BootcNode>,
+) -> Option<String> {
+    let node = node?;
+    let mut pools = std::collections::BTreeSet::new();
+    for pool in &snap.pools {
+        let others: Vec<&BootcNodePool> = snap
+            .pools
+            .iter()
+            .filter(|o| o.name_any() != pool.name_any())
+            .collect();
+        if let Some(claims) = rollout::membership::conflict(pool, node, bn, &others) {
+            pools.insert(pool.name_any());
+            pools.extend(claims);
+        }
+    }
+    let pools: Vec<String> = pools.into_iter().collect();
+    (!pools.is_empty()).then(|| {
+        format!(
+            "in conflict: pools {} all claim {name}, and a node belongs to one pool only (the pools say Degraded/{}): it gets no new image or reboot slot until one pool alone selects it; change the others' spec.nodeSelector, or the Node's labels",
+            pools.join(", "),
+            Reason::NodeConflict
+        )
+    })
 }
 
 /// A node with no BootcNode: which pools its labels match.
@@ -866,6 +899,80 @@ mod tests {
             .find(|l| l.starts_with("n2 "))
             .unwrap_or_default();
         assert!(row.contains(" yes "), "the SLOT column: {row}");
+    }
+
+    /// n1 labelled for `workers` and for `canary`, whose BootcNode
+    /// `owner` owns (None: it has none yet), on `booted`.
+    fn claimed_twice(owner: Option<&str>, booted: &str, phase: Phase) -> Snapshot {
+        use kube::Resource;
+        let mut canary = pool("canary", false);
+        canary.spec.node_selector.match_labels =
+            Some([("canary".to_owned(), "yes".to_owned())].into());
+        let n1 = labelled(
+            labelled(node("n1", true, false), "pool", "workers"),
+            "canary",
+            "yes",
+        );
+        let bns = owner
+            .map(|owner| {
+                let mut b = bn("n1", booted, phase);
+                if owner == "canary" {
+                    b.metadata.owner_references =
+                        Some(vec![canary.controller_owner_ref(&()).unwrap()]);
+                }
+                b
+            })
+            .into_iter()
+            .collect();
+        snapshot(vec![pool("workers", false), canary], bns, vec![n1])
+    }
+
+    #[test]
+    fn a_node_two_pools_claim_says_the_conflict_first() {
+        let conflict = vec![
+            "in conflict: pools canary, workers all claim n1",
+            "NodeConflict",
+            "change the others' spec.nodeSelector, or the Node's labels",
+        ];
+        check(vec![
+            (
+                "staged, waiting",
+                claimed_twice(Some("workers"), V1, Phase::Staged),
+                "n1",
+                conflict.clone(),
+            ),
+            (
+                "up to date",
+                claimed_twice(Some("workers"), V2, Phase::Idle),
+                "n1",
+                conflict.clone(),
+            ),
+            (
+                "owned by the other pool",
+                claimed_twice(Some("canary"), V1, Phase::Staged),
+                "n1",
+                conflict.clone(),
+            ),
+            (
+                "no BootcNode yet",
+                claimed_twice(None, V1, Phase::Idle),
+                "n1",
+                conflict,
+            ),
+        ]);
+        // The evidence follows: what the owning pool's rollout says of it.
+        let lines = why(
+            &claimed_twice(Some("workers"), V1, Phase::Staged),
+            "n1",
+            now(),
+        );
+        assert!(
+            lines.len() > 1 && lines[1].starts_with("staged"),
+            "{lines:#?}"
+        );
+        // One pool alone: no conflict.
+        let alone = alone(bn("n1", V1, Phase::Staged), true, false);
+        assert!(!why(&alone, "n1", now()).join("\n").contains("conflict"));
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! API server, the real controller, real daemons and helpers on fake bootc
 //! hosts): pause, status and why while paused, resume, a reboot that comes
 //! back on the old image (why, a refused and an accepted retry), and the
-//! history of the rollout.
+//! history of the rollout; a plan previewed, then run; kubectl's flags
+//! (`--kubeconfig`, `--context`, `-o json`) and the exit status of a name
+//! that does not exist.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -29,6 +31,48 @@ fn plugin(sim: &Sim, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs `kubectl-bootc ARGS` with no KUBECONFIG: the flags alone say where
+/// the cluster is; (exit code, stdout, stderr).
+fn plugin_by_flags(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-bootc"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A kubeconfig of two contexts: `sim`, the admin's, and the current one,
+/// `nowhere`, a server nothing listens on.
+fn two_contexts(sim: &Sim) -> std::path::PathBuf {
+    use kube::config::{Kubeconfig, NamedCluster, NamedContext};
+    let admin = sim.cp.kubeconfig(Identity::Admin);
+    let mut config = Kubeconfig::read_from(&admin).unwrap();
+    let mut nowhere_cluster: NamedCluster = config.clusters[0].clone();
+    nowhere_cluster.name = "nowhere".into();
+    if let Some(c) = nowhere_cluster.cluster.as_mut() {
+        c.server = Some("https://127.0.0.1:1".into());
+    }
+    let mut sim_context: NamedContext = config.contexts[0].clone();
+    let mut nowhere_context = sim_context.clone();
+    sim_context.name = "sim".into();
+    nowhere_context.name = "nowhere".into();
+    if let Some(c) = nowhere_context.context.as_mut() {
+        c.cluster = "nowhere".into();
+    }
+    config.clusters.push(nowhere_cluster);
+    config.contexts = vec![nowhere_context, sim_context];
+    config.current_context = Some("nowhere".into());
+    let path = admin.with_file_name("two-contexts.kubeconfig");
+    // JSON is YAML.
+    std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+    path
 }
 
 /// Runs it and expects success; its stdout.
@@ -252,6 +296,7 @@ async fn the_plan_preview_agrees_with_the_rollout() {
         before.metadata.resource_version, after.metadata.resource_version,
         "the preview wrote to the pool"
     );
+    by_flags(&sim, &image, &waves);
 
     let recorder = tests::recorder::Recorder::start(&sim.cp).await.unwrap();
     sim.patch_pool(serde_json::json!({"image": {"ref": image}}))
@@ -266,4 +311,52 @@ async fn the_plan_preview_agrees_with_the_rollout() {
     let approvals = recorder.approvals().await.unwrap();
     let previewed: Vec<String> = waves.into_iter().flatten().collect();
     assert_eq!(approvals, previewed, "{preview}");
+}
+
+/// kubectl's flags, not KUBECONFIG: `--kubeconfig` and `--context` reach
+/// the cluster (the file's current context does not); `-o json` prints the
+/// plan's waves as the text does; a name that does not exist exits 1.
+fn by_flags(sim: &Sim, image: &str, waves: &[Vec<String>]) {
+    let path = two_contexts(sim);
+    let path = path.to_str().unwrap();
+    let flags = ["--kubeconfig", path, "--context", "sim"];
+    let run = |args: &[&str]| plugin_by_flags(&[&flags[..], args].concat());
+
+    let (code, json, stderr) = run(&["plan", POOL, "--image", image, "-o", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["apiVersion"], "kubectl-bootc/v1", "{json}");
+    assert_eq!(doc["kind"], "Plan", "{json}");
+    assert_eq!(doc["waves"], serde_json::json!(waves), "{json}");
+
+    let (code, json, stderr) = run(&["status", "-o", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["pools"][0]["name"], POOL, "{json}");
+    assert_eq!(doc["pools"][0]["nodes"].as_array().map(Vec::len), Some(3));
+
+    // Without --context, the file's current context: nothing answers.
+    let (code, _, stderr) = plugin_by_flags(&["--kubeconfig", path, "status"]);
+    assert_eq!(code, 1, "{stderr}");
+    let (code, _, stderr) = plugin_by_flags(&["status", "--kubeconfig", path, "--context", "gone"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("--context \"gone\""), "{stderr}");
+
+    for (args, message) in [
+        (
+            &["status", "nosuch"][..],
+            "BootcNodePool \"nosuch\" not found",
+        ),
+        (&["why", "nosuch"], "Node \"nosuch\" not found"),
+        (&["history", "nosuch", "-o", "yaml"], "\"nosuch\" not found"),
+        (
+            &["plan", "nosuch", "-o", "json"],
+            "BootcNodePool \"nosuch\" not found",
+        ),
+        (&["pause", "nosuch"], "BootcNodePool \"nosuch\" not found"),
+    ] {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!((code, stdout.as_str()), (1, ""), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
 }

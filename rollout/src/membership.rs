@@ -93,6 +93,25 @@ pub(crate) fn of<'a>(
     out
 }
 
+/// The other pools that claim `node` along with `pool`, as the plan
+/// decides it (the `NodeConflict` of [`Membership::conflicts`]): None when
+/// `pool` does not select the node or no other pool claims it. For one
+/// node read on its own (`kubectl bootc why`), with the plan's own rule. A
+/// pool being deleted is cleaned up, not planned: it claims nothing.
+pub fn conflict(
+    pool: &BootcNodePool,
+    node: &Node,
+    bn: Option<&BootcNode>,
+    other_pools: &[&BootcNodePool],
+) -> Option<BTreeSet<String>> {
+    if pool.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let selector = parse_selector(&pool.spec.node_selector).ok();
+    let others = other_selectors(other_pools);
+    claim(pool, node, bn, selector.as_ref(), &others, true).conflict
+}
+
 /// One node's claim: selected by this pool, and by which others.
 fn claim(
     pool: &BootcNodePool,

@@ -18,7 +18,7 @@
 #   install.yaml                       `kubectl kustomize deploy/` with the
 #                                      image pinned to REPOSITORY@DIGEST
 #   bootc-operator-<version>.tgz       the packaged chart, pinned the same way
-#   kubectl-bootc-linux-amd64.tar.gz   the plugin
+#   kubectl-bootc-linux-amd64.tar.gz   the plugin and the LICENSE
 #   bootc.yaml                         its krew plugin manifest
 #   SHA256SUMS                         every file above (the layout's files
 #                                      are checked by their own digests)
@@ -82,7 +82,7 @@ PY
 archive="kubectl-bootc-linux-amd64.tar.gz"
 mkdir -p "$work/plugin"
 cp "$plugin" "$work/plugin/kubectl-bootc"
-cp LICENSE "$work/plugin/" 2>/dev/null || true
+cp LICENSE "$work/plugin/LICENSE"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
   -C "$work/plugin" -czf "$out/$archive" .
 sha="$(sha256sum "$out/$archive" | cut -d' ' -f1)"
@@ -108,6 +108,8 @@ spec:
       bin: kubectl-bootc
       files:
         - from: kubectl-bootc
+          to: .
+        - from: LICENSE
           to: .
 EOF
 

@@ -124,8 +124,22 @@ fn pinned_to_the_digest(out: &Path, version: &str) {
 }
 
 /// The real krew installs the plugin from the release's manifest and
-/// archive, in a network namespace of its own (it reaches nothing).
+/// archive, in a network namespace of its own (it reaches nothing); the
+/// archive carries the LICENSE, and krew keeps it with the plugin.
 fn krew_installs_the_plugin(out: &Path, version: &str) {
+    let archive = out.join("kubectl-bootc-linux-amd64.tar.gz");
+    let listed = stdout(Command::new("tar").arg("-tzf").arg(&archive));
+    let mut listed: Vec<&str> = listed.lines().collect();
+    listed.sort_unstable();
+    assert_eq!(
+        listed,
+        ["./", "./LICENSE", "./kubectl-bootc"],
+        "the archive"
+    );
+    let license = std::fs::read_to_string(repo_root().join("LICENSE")).unwrap();
+    assert!(
+        license.contains("Apache License\n                           Version 2.0, January 2004")
+    );
     let root = out.with_extension("krew");
     let krew = binaries::krew().unwrap();
     stdout(
@@ -144,6 +158,8 @@ fn krew_installs_the_plugin(out: &Path, version: &str) {
     let installed = root.join("bin/kubectl-bootc");
     let printed = stdout(Command::new(installed).arg("--version"));
     assert_eq!(printed.trim(), format!("kubectl-bootc {version}"));
+    let kept = root.join(format!("store/bootc/v{version}/LICENSE"));
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), license, "{kept:?}");
 }
 
 #[tokio::test]

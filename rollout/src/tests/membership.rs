@@ -184,5 +184,30 @@ fn membership_table() {
             .map(String::as_str)
             .collect();
         assert_eq!(named, *conflicts, "{what}");
+        // One node read on its own (`kubectl bootc why`): the same answer.
+        let others: Vec<&BootcNodePool> = w.others.iter().collect();
+        let alone = crate::membership::conflict(&w.pool, &w.nodes[0], w.bns.first(), &others);
+        let alone: Vec<&str> = alone.iter().flatten().map(String::as_str).collect();
+        assert_eq!(alone, *conflicts, "{what}: read alone");
     }
+}
+
+/// A node two pools select, one of them being deleted: no conflict on
+/// either side (the deleted pool is cleaned up, not planned).
+#[test]
+fn a_pool_being_deleted_claims_nothing() {
+    let mut n = node("w1", "a", true, false);
+    n.labels_mut().insert("pool-b".into(), String::new());
+    let a = pool("a", IntOrString::Int(1), false);
+    let mut b = pool("b", IntOrString::Int(1), false);
+    b.spec.node_selector = serde_json::from_value(json!({"matchLabels": {"pool-b": ""}})).unwrap();
+    let member = bn("w1", NEW, Daemon::Idle(OLD)).owned_by("a").build();
+    let conflict = |p: &BootcNodePool, other: &BootcNodePool| {
+        crate::membership::conflict(p, &n, Some(&member), &[other])
+    };
+    assert!(conflict(&a, &b).is_some() && conflict(&b, &a).is_some());
+    let mut deleting = b.clone();
+    deleting.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+    assert_eq!(conflict(&a, &deleting), None);
+    assert_eq!(conflict(&deleting, &a), None);
 }
