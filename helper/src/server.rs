@@ -18,8 +18,9 @@ pub const MAX_STREAMS: u32 = 1;
 pub const MAX_HEADER_LIST_BYTES: u32 = 4 * 1024;
 /// HTTP/2's smallest allowed frame size limit (its default), set anyway.
 pub const MAX_FRAME_BYTES: u32 = 16 * 1024;
-/// Flow-control windows: what the peer can make the helper hold beyond the
-/// one message being read.
+/// Flow-control windows and the send buffer per stream (hyper's default
+/// is 400 KiB): what the peer can make the helper hold beyond the one
+/// message being read or written.
 const WINDOW_BYTES: u32 = 64 * 1024;
 /// Streams the peer may reset, or the helper refuse, before the connection
 /// is closed (HTTP/2 "rapid reset" floods).
@@ -50,6 +51,7 @@ pub async fn serve<T: Helper>(stream: UnixStream, engine: T) -> Result<(), Serve
         .max_frame_size(MAX_FRAME_BYTES)
         .initial_stream_window_size(WINDOW_BYTES)
         .initial_connection_window_size(WINDOW_BYTES)
+        .max_send_buf_size(WINDOW_BYTES as usize)
         .max_pending_accept_reset_streams(MAX_RESETS)
         .max_local_error_reset_streams(MAX_RESETS)
         .keep_alive_interval(None)
