@@ -345,14 +345,17 @@ mod tests {
         let pool = &doc["pools"][0];
         #[rustfmt::skip]
         assert_eq!(keys(pool), ["image", "maxUnavailable", "name", "nodes", "paused", "progress", "slotHolders", "target", "targetDigest"]);
-        assert_eq!(pool["progress"]["reason"], "RolloutInProgress");
+        assert_eq!(
+            pool["progress"]["reason"],
+            api::Reason::RolloutInProgress.as_str()
+        );
         assert_eq!(pool["slotHolders"], json!(["n1"]));
         let node = &pool["nodes"][0];
         #[rustfmt::skip]
         assert_eq!(keys(node), ["allowed", "inSlot", "name", "phase", "phaseSince", "ready", "version", "why"]);
         assert_eq!(node["inSlot"], true);
         assert_eq!(node["ready"], true);
-        assert_eq!(node["phase"], "Staged");
+        assert_eq!(node["phase"], api::DaemonPhase::Staged.as_str());
         assert_eq!(node["phaseSince"], "2026-11-23T16:00:00Z");
         assert_eq!(node["why"][0], why(&snap, "n1", now())[0]);
     }
@@ -366,7 +369,7 @@ mod tests {
         assert_eq!(keys(&doc), ["apiVersion", "events", "follows", "kind", "pool", "rollouts", "target"]);
         assert_eq!(
             doc["events"][0],
-            json!({"time": "2026-11-23T16:00:10Z", "type": "Normal", "reason": "RolloutStarted", "message": "rolling out 2.0"})
+            json!({"time": "2026-11-23T16:00:10Z", "type": "Normal", "reason": api::event_reasons::ROLLOUT_STARTED, "message": "rolling out 2.0"})
         );
         let doc = serde_json::to_value(history(&snap, "n1")).unwrap();
         assert_eq!(keys(&doc), ["apiVersion", "kind", "node", "updates"]);

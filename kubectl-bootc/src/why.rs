@@ -931,7 +931,7 @@ mod tests {
     fn a_node_two_pools_claim_says_the_conflict_first() {
         let conflict = vec![
             "in conflict: pools canary, workers all claim n1",
-            "NodeConflict",
+            api::Reason::NodeConflict.as_str(),
             "change the others' spec.nodeSelector, or the Node's labels",
         ];
         check(vec![
