@@ -314,13 +314,14 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
         )
         .unwrap();
 
-        // When each `switch --download-only` of `image` started, in µs.
+        // When each `switch` that stages `image` started, in µs (released
+        // bootc: a plain `switch`, locked by ostree's lock file).
         let staging = |node: &tests::nodes::RealNode, image: &str| -> Vec<u64> {
             node.bootc()
                 .read_invocations()
                 .iter()
                 .filter(|i| {
-                    i.argv.iter().any(|a| a == "--download-only")
+                    i.argv.first().is_some_and(|a| a == "switch")
                         && i.argv.iter().any(|a| a == image)
                 })
                 .map(|i| i.unix_micros)
