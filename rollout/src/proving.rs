@@ -206,6 +206,14 @@ fn seconds(s: i64) -> Duration {
     Duration::from_secs(u64::try_from(s).unwrap_or(0))
 }
 
+/// `spec.health.nodesToFailImage`, or its default.
+fn nodes_to_fail_image(pool: &BootcNodePool) -> i32 {
+    let health = pool.spec.health.as_ref();
+    health
+        .and_then(|h| h.nodes_to_fail_image)
+        .unwrap_or(api::DEFAULT_NODES_TO_FAIL_IMAGE)
+}
+
 /// Do `witnesses` distinct members failed on `target` fail it for the
 /// whole pool? Yes from `spec.health.nodesToFailImage` of them (default
 /// [`api::DEFAULT_NODES_TO_FAIL_IMAGE`]), or from one when a person
@@ -214,12 +222,7 @@ pub fn fails_for_pool(pool: &BootcNodePool, target: &Target, witnesses: usize) -
     if witnesses == 0 {
         return false;
     }
-    let needed = pool
-        .spec
-        .health
-        .as_ref()
-        .and_then(|h| h.nodes_to_fail_image)
-        .unwrap_or(api::DEFAULT_NODES_TO_FAIL_IMAGE);
+    let needed = nodes_to_fail_image(pool);
     let confirmed = pool
         .metadata
         .annotations
@@ -237,12 +240,7 @@ pub(crate) fn lone_witnesses(
     target: &Target,
     witnesses: &[crate::facts::Failure],
 ) -> Problem {
-    let needed = pool
-        .spec
-        .health
-        .as_ref()
-        .and_then(|h| h.nodes_to_fail_image)
-        .unwrap_or(api::DEFAULT_NODES_TO_FAIL_IMAGE);
+    let needed = nodes_to_fail_image(pool);
     let named: Vec<String> = witnesses
         .iter()
         .map(|f| format!("{} ({})", f.node, f.check))
