@@ -69,20 +69,60 @@ fn the_chart_lints() {
 
 /// One source of truth: at its default values the chart renders exactly
 /// the objects of `kubectl kustomize deploy/`, and with monitoring on,
-/// those of `deploy/monitoring/` besides.
+/// those of `deploy/monitoring/` besides; with the Node lifecycle
+/// conditions on, those of `deploy/optional/node-lifecycle-conditions/`.
 #[test]
 fn default_values_render_deploy_object_by_object() {
     let helm = Helm::new().unwrap();
     assert_same_objects(&helm.template(&[]).unwrap(), &kustomize("deploy"));
-    let with_monitoring = helm.template(&["monitoring.enabled=true"]).unwrap();
+    let monitoring = added_by(&helm, "monitoring.enabled=true");
+    assert_same_objects(&monitoring, &kustomize("deploy/monitoring"));
+    assert_same_objects(
+        &added_by(&helm, "controller.nodeLifecycleConditions=true"),
+        &kustomize("deploy/optional/node-lifecycle-conditions"),
+    );
+}
+
+/// The objects a render with `set` has beyond the default render's, as a
+/// manifest.
+fn added_by(helm: &Helm, set: &str) -> String {
     let base = objects(&helm.template(&[]).unwrap()).unwrap();
-    let monitoring: String = objects(&with_monitoring)
+    objects(&helm.template(&[set]).unwrap())
         .unwrap()
         .into_iter()
         .filter(|(k, _)| !base.contains_key(k))
         .map(|(_, v)| format!("---\n{}", serde_yaml::to_string(&v).unwrap()))
-        .collect();
-    assert_same_objects(&monitoring, &kustomize("deploy/monitoring"));
+        .collect()
+}
+
+/// The optional Node lifecycle conditions come with their flag, and one name
+/// for both namespaces is refused before anything is rendered (so before
+/// `helm install` creates anything), naming both values.
+#[test]
+fn optional_pieces_come_whole_and_one_namespace_for_both_is_refused() {
+    let helm = Helm::new().unwrap();
+    let rendered = helm
+        .template(&["controller.nodeLifecycleConditions=true"])
+        .unwrap();
+    let all = objects(&rendered).unwrap();
+    let key = |kind: &str, ns: &str, name: &str| (kind.to_owned(), ns.to_owned(), name.to_owned());
+    let args = &all[&key("Deployment", "bootc-operator", "bootc-controller")]["spec"]["template"]["spec"]
+        ["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--node-lifecycle-conditions"),
+        "{args}"
+    );
+    let refused = helm
+        .template(&["namespaces.daemon=bootc-operator"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("namespaces.operator and namespaces.daemon are both \"bootc-operator\""),
+        "{refused}"
+    );
 }
 
 /// Every namespaced object of a render with renamed namespaces.
@@ -116,6 +156,7 @@ fn values_rename_namespaces_and_set_the_image_and_the_daemon() {
             "daemon.resources.limits.memory=48Mi",
             "monitoring.enabled=true",
             "controller.alertGateEndpoints.main=http://prometheus-k8s.monitoring.svc:9090",
+            "controller.nodeLifecycleConditions=true",
         ])
         .unwrap();
     assert_eq!(
