@@ -29,7 +29,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use rollout::{NodeState, PlannedEvent, Summary, event_reasons};
+use rollout::{NodeState, PlannedEvent, Standing, Summary, event_reasons};
 
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -88,6 +88,12 @@ struct PoolPhaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolStandingLabels {
+    pool: String,
+    standing: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolReasonLabels {
     pool: String,
     reason: String,
@@ -126,6 +132,7 @@ fn short_buckets() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     pool_nodes: Family<PoolPhaseLabels, Gauge>,
+    pool_standings: Family<PoolStandingLabels, Gauge>,
     pool_longest: Family<PoolPhaseLabels, FloatGauge>,
     pool_slots: Family<PoolLabels, Gauge>,
     pool_slots_in_use: Family<PoolLabels, Gauge>,
@@ -168,6 +175,7 @@ impl Metrics {
         let m = Metrics {
             registry: Registry::with_prefix("bootc"),
             pool_nodes: Family::default(),
+            pool_standings: Family::default(),
             pool_longest: Family::default(),
             pool_slots: Family::default(),
             pool_slots_in_use: Family::default(),
@@ -211,6 +219,11 @@ impl Metrics {
             "pool_nodes",
             "Member nodes of a pool by phase",
             self.pool_nodes.clone(),
+        );
+        r.register(
+            "pool_nodes_by_standing",
+            "Member nodes of a pool by where they stand and why (the standing `kubectl bootc why` words)",
+            self.pool_standings.clone(),
         );
         r.register(
             "pool_longest_in_phase_seconds",
@@ -397,6 +410,7 @@ impl Metrics {
                     .set(longest.as_secs_f64());
             }
         }
+        self.observe_standings(pool, summary);
         let gauge = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
         self.pool_slots
             .get_or_create(&p())
@@ -419,6 +433,24 @@ impl Metrics {
             .get_or_create(&p())
             .set(i64::from(summary.paused));
         self.set_degraded(pool, degraded_reason);
+    }
+
+    /// Every standing's count in the pool, each kind at its count (0 when
+    /// no member stands so): the series do not come and go.
+    fn observe_standings(&self, pool: &str, summary: &Summary) {
+        let mut counts: std::collections::BTreeMap<&'static str, i64> =
+            Standing::NAMES.iter().map(|n| (*n, 0)).collect();
+        for s in summary.standings.members.values() {
+            *counts.entry(s.name()).or_default() += 1;
+        }
+        for (standing, n) in counts {
+            self.pool_standings
+                .get_or_create(&PoolStandingLabels {
+                    pool: pool.into(),
+                    standing,
+                })
+                .set(n);
+        }
     }
 
     fn set_degraded(&self, pool: &str, reason: Option<&str>) {
@@ -458,6 +490,12 @@ impl Metrics {
             };
             self.pool_nodes.remove(&labels);
             self.pool_longest.remove(&labels);
+        }
+        for standing in Standing::NAMES {
+            self.pool_standings.remove(&PoolStandingLabels {
+                pool: pool.into(),
+                standing,
+            });
         }
         self.pool_slots.remove(&p);
         self.pool_slots_in_use.remove(&p);

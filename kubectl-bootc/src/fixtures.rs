@@ -118,6 +118,13 @@ pub fn halted(p: BootcNodePool, message: &str) -> BootcNodePool {
     degraded_pool(p, Reason::RolloutHalted, message)
 }
 
+/// `p` with `maxUnavailable: n`.
+pub fn wide(mut p: BootcNodePool, n: i32) -> BootcNodePool {
+    p.spec.rollout.max_unavailable =
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n);
+    p
+}
+
 pub fn stuck(p: BootcNodePool, node: &str) -> BootcNodePool {
     let message = format!("{node} has been rebooting (NotReady) for 12m; check the node's console");
     degraded_pool(p, Reason::NodeStuck, &message)
@@ -256,9 +263,10 @@ pub fn told(mut bn: BootcNode, digest: &str) -> BootcNode {
     bn
 }
 
+/// A Node of pool `workers` (its label matches the pool's selector).
 pub fn node(name: &str, ready: bool, cordoned: bool) -> Node {
     let mut node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": {"pool": "workers"}},
         "spec": {"unschedulable": cordoned},
         "status": {"conditions": [{
             "type": api::node_health::NODE_READY,

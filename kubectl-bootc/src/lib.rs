@@ -169,15 +169,7 @@ pub fn pool_condition_any(pool: &BootcNodePool, type_: ConditionType) -> Option<
 }
 
 /// A duration as `kubectl get` prints ages: 45s, 3m, 2h, 4d.
-pub fn age(since: jiff::Timestamp, now: jiff::Timestamp) -> String {
-    let secs = now.duration_since(since).as_secs().max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 2 * 3600 => format!("{}m", s / 60),
-        s if s < 2 * 86400 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
-    }
-}
+pub use rollout::standing::age;
 
 /// `text` as the plugin prints it: what it read from the cluster (status
 /// messages, Events, names) may carry terminal control sequences, escaped

@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::cli::{Error, Format};
 use crate::plan::Planned;
-use crate::{Snapshot, holds_slot, pool_condition, pool_condition_any, why};
+use crate::{Snapshot, holds_slot, pool_condition, pool_condition_any};
 
 /// The documents' version.
 pub const API_VERSION: &str = "kubectl-bootc/v1";
@@ -110,6 +110,10 @@ pub struct NodeStatus {
     /// The Node's Ready (absent: no Node).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
+    /// Where it stands, as the controller's plan decides it
+    /// (`rollout::Standing`'s kind, the metrics' `standing` label).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standing: Option<&'static str>,
     /// `kubectl bootc why`, headline first.
     pub why: Vec<String>,
 }
@@ -124,6 +128,7 @@ pub fn status(snap: &Snapshot, pools: &[&BootcNodePool], now: jiff::Timestamp) -
 fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> PoolStatus {
     let name = pool.name_any();
     let status = pool.status.clone().unwrap_or_default();
+    let standings = crate::plan::standings(snap, pool, now);
     PoolStatus {
         image: pool.spec.image.reference.clone(),
         target: status.target_image,
@@ -140,18 +145,27 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> P
             .collect(),
         nodes: snap
             .members(&name)
-            .map(|bn| node_status(snap, bn, &name, now))
+            .map(|bn| node_status(snap, bn, pool, standings.as_ref(), now))
             .collect(),
         name,
     }
 }
 
-fn node_status(snap: &Snapshot, bn: &BootcNode, pool: &str, now: jiff::Timestamp) -> NodeStatus {
+fn node_status(
+    snap: &Snapshot,
+    bn: &BootcNode,
+    pool: &BootcNodePool,
+    standings: Option<&rollout::Standings>,
+    now: jiff::Timestamp,
+) -> NodeStatus {
     let name = bn.name_any();
     NodeStatus {
+        standing: standings
+            .and_then(|s| s.members.get(&name))
+            .map(rollout::Standing::name),
         phase: Some(crate::phase_label(bn, "")).filter(|p| !p.is_empty()),
         phase_since: bn.phase_since(),
-        in_slot: holds_slot(snap, bn, pool),
+        in_slot: holds_slot(snap, bn, &pool.name_any()),
         allowed: bn.spec.desired_image_state.as_str().to_owned(),
         version: bn
             .status
@@ -159,7 +173,10 @@ fn node_status(snap: &Snapshot, bn: &BootcNode, pool: &str, now: jiff::Timestamp
             .and_then(|s| s.booted.as_ref())
             .and_then(|b| b.version.clone()),
         ready: snap.node(&name).map(api::node_health::is_ready),
-        why: why(snap, &name, now),
+        why: crate::why::member(snap, pool, standings, bn, now)
+            .into_iter()
+            .map(crate::shown)
+            .collect(),
         name,
     }
 }
@@ -309,6 +326,7 @@ pub fn render(doc: &impl Serialize, format: Format) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::why;
     use crate::fixtures::*;
     use serde_json::json;
 
@@ -352,7 +370,7 @@ mod tests {
         assert_eq!(pool["slotHolders"], json!(["n1"]));
         let node = &pool["nodes"][0];
         #[rustfmt::skip]
-        assert_eq!(keys(node), ["allowed", "inSlot", "name", "phase", "phaseSince", "ready", "version", "why"]);
+        assert_eq!(keys(node), ["allowed", "inSlot", "name", "phase", "phaseSince", "ready", "standing", "version", "why"]);
         assert_eq!(node["inSlot"], true);
         assert_eq!(node["ready"], true);
         assert_eq!(node["phase"], api::DaemonPhase::Staged.as_str());

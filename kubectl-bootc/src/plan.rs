@@ -32,8 +32,29 @@ pub fn planned(
     now: jiff::Timestamp,
 ) -> Result<Planned, String> {
     let target = target(pool, image)?;
+    let start = start(snap, pool, namespace, now);
+    let preview = rollout::preview::preview(start, &target);
+    Ok(Planned { target, preview })
+}
+
+/// Where each member of `pool` stands now, by the controller's plan run
+/// once on what the plugin read (None: the pool has no target yet). The
+/// drains in flight live in the controller alone: a slot holder not yet
+/// approved reads as draining.
+pub fn standings(
+    snap: &Snapshot,
+    pool: &BootcNodePool,
+    now: jiff::Timestamp,
+) -> Option<rollout::Standings> {
+    let target = rollout::target::recorded(&pool.status.clone().unwrap_or_default())?;
+    let start = start(snap, pool, api::labels::OPERATOR_NAMESPACE, now);
+    Some(rollout::preview::standings(&start, &target))
+}
+
+/// What the plan reads, from the plugin's snapshot.
+fn start(snap: &Snapshot, pool: &BootcNodePool, namespace: &str, now: jiff::Timestamp) -> Start {
     let name = pool.name_any();
-    let start = Start {
+    Start {
         pool: pool.clone(),
         nodes: snap.nodes.clone(),
         bootc_nodes: snap.bootc_nodes.clone(),
@@ -47,9 +68,7 @@ pub fn planned(
         gates: gates(snap, pool),
         operator_namespace: namespace.to_owned(),
         now,
-    };
-    let preview = rollout::preview::preview(start, &target);
-    Ok(Planned { target, preview })
+    }
 }
 
 /// [`planned`], as text.
@@ -104,9 +123,11 @@ fn told_secret(snap: &Snapshot, pool: &BootcNodePool) -> Option<SecretSeen> {
 }
 
 /// The gates as the plugin can read them: the blocking and health pods;
-/// the alert gate is taken as open.
+/// the alert gate (the plugin does not reach Prometheus) as the controller
+/// last found it, by the reason of the pool's UpToDate.
 fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
     let mut gates = Gates::default();
+    gates.alerts = last_alerts(pool);
     if let Some(spec) = &pool.spec.disruption.blocking_pods {
         gates.blocking_pods = rollout::gates::matching_namespaces(spec, &snap.namespaces)
             .and_then(|ns| rollout::gates::blocking_pods(spec, &snap.pods, ns.as_ref()));
@@ -123,6 +144,22 @@ fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
             .map(|()| found);
     }
     gates
+}
+
+/// The alert gate as the controller last asked it: firing or unanswered
+/// when the pool's UpToDate says so (its message names the alerts).
+fn last_alerts(pool: &BootcNodePool) -> Result<Vec<String>, String> {
+    let reason = crate::pool_condition_any(pool, api::ConditionType::UpToDate)
+        .and_then(|(reason, _)| api::Reason::parse(reason));
+    match reason {
+        Some(api::Reason::AlertFiring) => Ok(vec![
+            "as the controller last found them (the pool's UpToDate names them)".to_owned(),
+        ]),
+        Some(api::Reason::GateUnanswered) if pool.spec.rollout.alert_gate.is_some() => Err(
+            "as the controller last found it (the pool's UpToDate says why)".to_owned(),
+        ),
+        _ => Ok(Vec::new()),
+    }
 }
 
 fn preview_text(pool: &BootcNodePool, target: &Target, preview: &Preview) -> String {
@@ -142,7 +179,29 @@ fn preview_text(pool: &BootcNodePool, target: &Target, preview: &Preview) -> Str
     }
     match &preview.held {
         None => out.push_str("then every member runs the target\n"),
-        Some((reason, message)) => out.push_str(&format!("then held: {reason}: {message}\n")),
+        Some((reason, message)) => {
+            out.push_str(&format!("then held: {reason}: {message}\n"));
+            behind(preview, &mut out);
+        }
     }
     out
+}
+
+/// Each member the preview leaves behind, with where it stands.
+fn behind(preview: &Preview, out: &mut String) {
+    let standings = &preview.standings;
+    for (name, standing) in &standings.members {
+        if *standing == rollout::Standing::UpToDate {
+            continue;
+        }
+        let about = rollout::standing::About {
+            name,
+            bn: None,
+            now: jiff::Timestamp::UNIX_EPOCH,
+        };
+        out.push_str(&format!(
+            "  {name}: {}\n",
+            standing.headline(about, &standings.pool)
+        ));
+    }
 }

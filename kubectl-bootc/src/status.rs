@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use rollout::window::Window;
 
 use crate::{
-    Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, why, window,
+    Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, window,
 };
 
 /// The status of `pool`, or of every pool when None.
@@ -87,13 +87,16 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
     if let Some(failed) = failed_images(pool) {
         rows.push(("Failed", failed));
     }
-    rows.push(("Slots", crate::why::slot_holders(snap, pool)));
+    let standings = crate::plan::standings(snap, pool, now);
+    if let Some(standings) = &standings {
+        rows.push(("Slots", rollout::standing::slot_holders(&standings.pool)));
+    }
     let mut out = String::new();
     for (key, value) in rows {
         out.push_str(&format!("{:<10}{value}\n", format!("{key}:")));
     }
     out.push('\n');
-    out.push_str(&node_table(snap, &name, now));
+    out.push_str(&node_table(snap, pool, standings.as_ref(), now));
     out
 }
 
@@ -225,12 +228,19 @@ fn tag_check(reference: &str) -> String {
     }
 }
 
-fn node_table(snap: &Snapshot, pool: &str, now: jiff::Timestamp) -> String {
+fn node_table(
+    snap: &Snapshot,
+    pool: &BootcNodePool,
+    standings: Option<&rollout::Standings>,
+    now: jiff::Timestamp,
+) -> String {
+    let pool_name = pool.name_any();
+    let pool_name = pool_name.as_str();
     let header = [
         "NODE", "PHASE", "SINCE", "SLOT", "ALLOWED", "VERSION", "READY", "WHY",
     ];
     let mut rows: Vec<[String; 8]> = vec![header.map(str::to_owned)];
-    for bn in snap.members(pool) {
+    for bn in snap.members(pool_name) {
         let name = bn.name_any();
         let ready = snap.node(&name).map_or("?", |n| {
             if api::node_health::is_ready(n) {
@@ -249,7 +259,7 @@ fn node_table(snap: &Snapshot, pool: &str, now: jiff::Timestamp) -> String {
             name.clone(),
             phase_label(bn, ""),
             bn.phase_since().map_or(String::new(), |t| age(t, now)),
-            if holds_slot(snap, bn, pool) {
+            if holds_slot(snap, bn, pool_name) {
                 "yes"
             } else {
                 ""
@@ -258,7 +268,11 @@ fn node_table(snap: &Snapshot, pool: &str, now: jiff::Timestamp) -> String {
             bn.spec.desired_image_state.as_str().to_owned(),
             version,
             ready.to_owned(),
-            why(snap, &name, now).into_iter().next().unwrap_or_default(),
+            crate::why::member(snap, pool, standings, bn, now)
+                .into_iter()
+                .next()
+                .map(crate::shown)
+                .unwrap_or_default(),
         ]);
     }
     if rows.len() == 1 {

@@ -1,27 +1,22 @@
-//! `kubectl bootc why NODE`: the chain of reasons a node is not updating,
-//! most important first. The first line is the headline (`status` shows it
-//! in its WHY column); the lines after it are the evidence.
+//! `kubectl bootc why NODE`: where a node stands and why, then the
+//! evidence. The first line is the headline (`status` shows it in its WHY
+//! column); the lines after it are the evidence.
 //!
-//! The answer follows the planner's decisions, made with its own functions:
-//! the target in force ([`crate::target`]), the node's state
-//! ([`rollout::classify`]), whether it runs the target
-//! ([`rollout::runs_target`]), whether it holds a slot
-//! ([`rollout::slots::holds_slot`]), whether it may take one
-//! ([`rollout::slots::candidate`]), whether its host's own updater refuses
-//! it ([`rollout::updaters`]) and who is unavailable
-//! ([`rollout::disruption::Unavailable`]).
+//! The headline is the planner's: the plugin runs the controller's plan on
+//! what it read ([`crate::plan::standings`]) and renders the member's
+//! [`rollout::Standing`], decided once by `rollout` for the pool's status,
+//! the metrics and this command alike. Nothing here decides again; the
+//! evidence only reads the objects (the Node's readiness and cordon, the
+//! BootcNode's Degraded condition, the pool's own words and Events).
 
-use api::node_health::{cordoned_by, holds, is_cordoned, is_ready, not_ready_since};
-use api::{BootcNode, BootcNodePool, ConditionType, DaemonPhase, Reason, event_reasons};
+use api::node_health::{cordoned_by, is_cordoned, not_ready_since};
+use api::{BootcNode, BootcNodePool, ConditionType, Reason, event_reasons};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
-use rollout::disruption::Unavailable;
-use rollout::window::Window;
-use rollout::{NodeState, Target};
+use rollout::standing::About;
+use rollout::{Standing, Standings};
 
-use crate::{
-    Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, pool_of, window,
-};
+use crate::{Snapshot, age, pool_condition, pool_condition_any, pool_of};
 
 /// Why node `name` is (or is not) updating, at `now`.
 pub fn why(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
@@ -33,9 +28,9 @@ pub fn why(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
 
 fn why_lines(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
     let node = snap.node(name);
-    let conflict = conflict(snap, name, node, snap.bootc_node(name));
     let Some(bn) = snap.bootc_node(name) else {
-        return conflict.map_or_else(|| not_a_member(snap, name, node), |c| vec![c]);
+        return conflict(snap, name, node)
+            .map_or_else(|| not_a_member(snap, name, node), |c| vec![c]);
     };
     let Some(pool) = pool_of(bn).and_then(|p| snap.pool(p)) else {
         return vec![format!(
@@ -43,20 +38,59 @@ fn why_lines(snap: &Snapshot, name: &str, now: jiff::Timestamp) -> Vec<String> {
             pool_of(bn).unwrap_or("<none>")
         )];
     };
-    let mut out = Vec::from_iter(conflict);
-    member(snap, pool, bn, node, now, &mut out);
+    let standings = crate::plan::standings(snap, pool, now);
+    member(snap, pool, standings.as_ref(), bn, now)
+}
+
+/// The lines of `why` for member `bn` of `pool`, whose members' standings
+/// are `standings` (None: the pool has no target yet).
+pub fn member(
+    snap: &Snapshot,
+    pool: &BootcNodePool,
+    standings: Option<&Standings>,
+    bn: &BootcNode,
+    now: jiff::Timestamp,
+) -> Vec<String> {
+    let pool_name = pool.name_any();
+    let name = bn.name_any();
+    if pool.metadata.deletion_timestamp.is_some() {
+        return vec![format!(
+            "pool {pool_name} is being deleted: its nodes are uncordoned and released, none is updated"
+        )];
+    }
+    let Some(standings) = standings else {
+        let problem = pool_condition(pool, ConditionType::Degraded)
+            .map_or(String::new(), |(r, m)| format!(": {r}: {m}"));
+        return vec![format!("pool {pool_name} has no target image yet{problem}")];
+    };
+    let mut out = Vec::new();
+    if let Some(c) = bn.degraded() {
+        out.push(format!(
+            "the node is Degraded ({}): {}",
+            c.reason, c.message
+        ));
+    }
+    let Some(standing) = standings.members.get(&name) else {
+        out.push(format!(
+            "{name} is not a member of pool {pool_name} as the controller plans it (its Node is gone, or no longer matches spec.nodeSelector)"
+        ));
+        return out;
+    };
+    let about = About {
+        name: &name,
+        bn: Some(bn),
+        now,
+    };
+    out.push(standing.headline(about, &standings.pool));
+    let node = snap.node(&name);
+    evidence(snap, pool, standing, &name, node, now, &mut out);
     out
 }
 
-/// A node more than one pool claims, as the planner decides it for each
-/// pool ([`rollout::membership::conflict`]): the pools and what to do (None:
-/// no conflict).
-fn conflict(
-    snap: &Snapshot,
-    name: &str,
-    node: Option<&Node>,
-    bn: Option<&BootcNode>,
-) -> Option<String> {
+/// A node with no BootcNode that more than one pool claims, as the planner
+/// decides it for each pool ([`rollout::membership::conflict`]): the pools
+/// and what to do (None: no conflict).
+fn conflict(snap: &Snapshot, name: &str, node: Option<&Node>) -> Option<String> {
     let node = node?;
     let mut pools = std::collections::BTreeSet::new();
     for pool in &snap.pools {
@@ -65,19 +99,24 @@ fn conflict(
             .iter()
             .filter(|o| o.name_any() != pool.name_any())
             .collect();
-        if let Some(claims) = rollout::membership::conflict(pool, node, bn, &others) {
+        if let Some(claims) = rollout::membership::conflict(pool, node, None, &others) {
             pools.insert(pool.name_any());
             pools.extend(claims);
         }
     }
-    let pools: Vec<String> = pools.into_iter().collect();
-    (!pools.is_empty()).then(|| {
-        format!(
-            "in conflict: pools {} all claim {name}, and a node belongs to one pool only (the pools say Degraded/{}): it gets no new image or reboot slot until one pool alone selects it; change the others' spec.nodeSelector, or the Node's labels",
-            pools.join(", "),
-            Reason::NodeConflict
-        )
-    })
+    let mut pools: Vec<String> = pools.into_iter().collect();
+    let own = pools.pop()?;
+    Some(Standing::InConflict { pools }.headline(
+        About {
+            name,
+            bn: None,
+            now: jiff::Timestamp::UNIX_EPOCH,
+        },
+        &rollout::standing::Pool {
+            name: own,
+            ..Default::default()
+        },
+    ))
 }
 
 /// A node with no BootcNode: which pools its labels match.
@@ -110,80 +149,30 @@ fn not_a_member(snap: &Snapshot, name: &str, node: Option<&Node>) -> Vec<String>
     }]
 }
 
-fn member(
+/// What the objects add to the standing: the newest drain Warning while it
+/// drains, the pool's own words while it waits outside a slot, a stuck
+/// report naming the node, the Node not Ready or cordoned.
+fn evidence(
     snap: &Snapshot,
     pool: &BootcNodePool,
-    bn: &BootcNode,
+    standing: &Standing,
+    name: &str,
     node: Option<&Node>,
     now: jiff::Timestamp,
     out: &mut Vec<String>,
 ) {
-    let pool_name = pool.name_any();
-    let status = pool.status.clone().unwrap_or_default();
-    if pool.metadata.deletion_timestamp.is_some() {
-        out.push(format!(
-            "pool {pool_name} is being deleted: its nodes are uncordoned and released, none is updated"
-        ));
-        return;
+    if matches!(standing, Standing::Draining { .. })
+        && let Some(drain) = last_drain_problem(snap, pool, name)
+    {
+        out.push(drain);
     }
-    let Some(target) = crate::target(pool) else {
-        let problem = pool_condition(pool, ConditionType::Degraded)
-            .map_or(String::new(), |(r, m)| format!(": {r}: {m}"));
-        out.push(format!("pool {pool_name} has no target image yet{problem}"));
-        return;
-    };
-    let shown = status.target_summary.as_deref().unwrap_or(&target.image);
-    let state = rollout::classify(bn, &target);
-    let runs = rollout::runs_target(bn, &target);
-    let slot = holds_slot(snap, bn, &pool_name);
-    if state == NodeState::UpToDate && !slot {
-        out.push(format!("up to date: runs the target {shown}"));
-        evidence(snap, pool, bn, node, now, out);
-        return;
+    let waits = !standing.in_slot() && *standing != Standing::UpToDate;
+    if waits && let Some((_, message)) = pool_condition_any(pool, ConditionType::UpToDate) {
+        out.push(format!("pool {}: {message}", pool.name_any()));
     }
-    if let Some(c) = bn.degraded() {
-        out.push(format!(
-            "the node is Degraded ({}): {}",
-            c.reason, c.message
-        ));
-    }
-    let refusing = rollout::updaters::refusing(Some(bn), runs, slot);
-    if runs && !slot {
-        // Degraded on the target: the pool counts it Degraded, not updated.
-        out.push(format!("runs the target {shown}"));
-    } else if !refusing.is_empty() {
-        out.push(rollout::updaters::message(&bn.name_any(), &refusing));
-    } else if bn.spec.desired_image != target.image {
-        out.push(not_told(snap, pool, bn));
-    } else if bn.daemon_behind() {
-        out.push(format!(
-            "its daemon has not answered its spec yet (generation {}, last status for {}): is the bootc-daemon pod running on {}?",
-            bn.metadata.generation.unwrap_or(0),
-            bn.status.as_ref().and_then(|s| s.observed_generation).unwrap_or(0),
-            bn.name_any()
-        ));
-    } else if slot {
-        in_a_slot(snap, pool, bn, node, (state, runs), now, out);
-    } else {
-        waiting(snap, pool, bn, node, &target, now, out);
-    }
-    evidence(snap, pool, bn, node, now, out);
-}
-
-/// What the pool and the Node add: a stuck report naming the node, the Node
-/// not Ready or cordoned.
-fn evidence(
-    _snap: &Snapshot,
-    pool: &BootcNodePool,
-    bn: &BootcNode,
-    node: Option<&Node>,
-    now: jiff::Timestamp,
-    out: &mut Vec<String>,
-) {
-    let name = bn.name_any();
     if let Some((reason, message)) = pool_condition(pool, ConditionType::Degraded)
         && reason == Reason::NodeStuck
-        && message.contains(&name)
+        && message.contains(name)
     {
         out.push(format!("stuck: {message}"));
     }
@@ -204,132 +193,6 @@ fn evidence(
     }
 }
 
-/// Not yet told the target: the pool's staging bounds hold it back.
-fn not_told(snap: &Snapshot, pool: &BootcNodePool, bn: &BootcNode) -> String {
-    let rollout = &pool.spec.rollout;
-    let staging: Vec<String> = snap
-        .members(&pool.name_any())
-        .filter(|m| m.phase() == Some(DaemonPhase::Staging))
-        .map(|m| m.name_any())
-        .collect();
-    let mut bounds = Vec::new();
-    if let Some(n) = rollout.max_concurrent_staging {
-        bounds.push(format!(
-            "maxConcurrentStaging {n} (staging now: {})",
-            list(&staging)
-        ));
-    }
-    if let Some(n) = rollout.stage_ahead {
-        bounds.push(format!("stageAhead {n} (beyond the free reboot slots)"));
-    }
-    let unlocked = bn.status.as_ref().and_then(|s| s.download_only_supported) == Some(false);
-    if unlocked {
-        bounds.push(
-            "its bootc cannot stage locked (no --download-only): it stages only when a free reboot slot awaits it"
-                .to_owned(),
-        );
-    }
-    if bounds.is_empty() {
-        "not yet told the target: the controller tells it on its next pass".to_owned()
-    } else {
-        format!(
-            "not yet told the target, held by the staging bounds: {}",
-            bounds.join("; ")
-        )
-    }
-}
-
-/// In a slot (`state` and `runs`: the planner's state of the node and
-/// whether it runs the target).
-fn in_a_slot(
-    snap: &Snapshot,
-    pool: &BootcNodePool,
-    bn: &BootcNode,
-    node: Option<&Node>,
-    (state, runs): (NodeState, bool),
-    now: jiff::Timestamp,
-    out: &mut Vec<String>,
-) {
-    let since = bn
-        .phase_since()
-        .map_or(String::new(), |t| format!(" for {}", age(t, now)));
-    if let Some((_, check)) = bn.health_failed() {
-        out.push(format!(
-            "failed its health gate (spec.health): {check}; the pool gives this image to no node: `kubectl bootc retry {}` judges it again, or point the pool at another image",
-            bn.name_any()
-        ));
-    } else if runs && let Some(health) = &pool.spec.health {
-        out.push(proving(snap, pool, bn, node, health, now));
-    } else if runs {
-        out.push(
-            "back on the target in its reboot slot: the slot is released once the Node is Ready and uncordoned"
-                .to_owned(),
-        );
-    } else if bn.awaits_retry() {
-        out.push(format!(
-            "approved to boot, but its reboot (or apply) failed: `kubectl bootc retry {}` tries the same image again, or point the pool at another image",
-            bn.name_any()
-        ));
-    } else if bn.approved() {
-        let down = node.and_then(not_ready_since);
-        out.push(match (down, bn.phase()) {
-            (Some(t), _) => format!(
-                "rebooting: approved to boot, the Node NotReady{}",
-                t.map_or(String::new(), |t| format!(" for {}", age(t, now)))
-            ),
-            (None, Some(DaemonPhase::Rebooting)) => {
-                format!("rebooting: its daemon applies the target{since}")
-            }
-            (None, _) => format!(
-                "approved to boot, waiting for its daemon to apply (phase {}{since})",
-                phase_label(bn, "unknown")
-            ),
-        });
-    } else if pool.spec.rollout.paused {
-        out.push(format!(
-            "held by the pause: in a reboot slot (cordoned), not approved to boot until `kubectl bootc resume {}`",
-            pool.name_any()
-        ));
-    } else if state == NodeState::Staging {
-        // Not approved until staged (the planner's `drain_progress`).
-        out.push(format!("in a reboot slot, still staging the target{since}"));
-    } else {
-        out.push("in a reboot slot: cordoned and draining (pods are evicted)".to_owned());
-        if let Some(drain) = last_drain_problem(snap, pool, &bn.name_any()) {
-            out.push(drain);
-        }
-    }
-}
-
-/// A slot holder back on the target, before its health gate: what the
-/// planner's gate says of it now ([`rollout::proving`]).
-fn proving(
-    snap: &Snapshot,
-    pool: &BootcNodePool,
-    bn: &BootcNode,
-    node: Option<&Node>,
-    health: &api::HealthSpec,
-    now: jiff::Timestamp,
-) -> String {
-    let Some(node) = node else {
-        return "back on the target in its reboot slot; its Node is gone".to_owned();
-    };
-    let pods = snap.health_pods(pool, &bn.name_any());
-    let pods = pods.as_deref().map_err(String::as_str);
-    let checked = rollout::proving::check(health, node, bn, pods);
-    match rollout::proving::assess(health, &checked, bn.phase_since(), now) {
-        rollout::proving::Proof::Passed => {
-            "back on the target and past its health gate: its reboot slot is released".to_owned()
-        }
-        rollout::proving::Proof::Settling { waiting, .. } => {
-            format!("back on the target, proving it in its reboot slot (spec.health): {waiting}")
-        }
-        rollout::proving::Proof::Failed { check } => {
-            format!("back on the target, failing its health gate (spec.health): {check}")
-        }
-    }
-}
-
 /// The newest drain Warning about the node (DrainBlocked, DrainFailed).
 fn last_drain_problem(snap: &Snapshot, pool: &BootcNodePool, node: &str) -> Option<String> {
     crate::history::pool_events(snap, &pool.name_any())
@@ -347,227 +210,6 @@ fn last_drain_problem(snap: &Snapshot, pool: &BootcNodePool, node: &str) -> Opti
                 e.message.as_deref().unwrap_or_default()
             )
         })
-}
-
-/// Not in a slot and told the target: staging, or waiting for a slot.
-fn waiting(
-    snap: &Snapshot,
-    pool: &BootcNodePool,
-    bn: &BootcNode,
-    node: Option<&Node>,
-    target: &Target,
-    now: jiff::Timestamp,
-    out: &mut Vec<String>,
-) {
-    let since = bn
-        .phase_since()
-        .map_or(String::new(), |t| format!(" for {}", age(t, now)));
-    let pool_name = pool.name_any();
-    let state = rollout::classify(bn, target);
-    // The planner's state: a daemon that says Staged for another image than
-    // the target is still staging it.
-    if state == NodeState::Staging || bn.phase() == Some(DaemonPhase::Staging) {
-        out.push(format!("staging: downloading the target{since}"));
-        return;
-    }
-    if bn.phase() != Some(DaemonPhase::Staged) {
-        out.push(format!("phase {}{since}", phase_label(bn, "unknown")));
-        return;
-    }
-    // Rule 1, as the planner applies it (conflicts are named on the pool).
-    let ready = node.is_some_and(is_ready);
-    let deleting = node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
-    let healthy = ready && state != NodeState::Degraded;
-    if let Some((_, why)) = bn.skipped().filter(|(digest, _)| *digest == target.digest) {
-        out.push(format!(
-            "skipped for this target: its drain failed ({why}) and the pool releases such nodes (spec.rollout.onDrainTimeout: Release); `kubectl bootc retry {}` drains it again",
-            bn.name_any()
-        ));
-        return;
-    }
-    let holds: Vec<String> = node
-        .into_iter()
-        .flat_map(holds)
-        .map(|hold| hold.to_string())
-        .collect();
-    let blocking = snap.blocking_pod(pool, &bn.name_any());
-    let held = !holds.is_empty() || !matches!(blocking, Ok(None));
-    let staged = state == NodeState::Staged;
-    let candidate = rollout::slots::candidate(staged, healthy, deleting, false, held);
-    if !holds.is_empty() {
-        out.push(format!(
-            "staged{since}, held: given no reboot slot while its Node carries {}; it takes one once they are removed",
-            holds.join(", ")
-        ));
-    } else if let Some(why) = blocked(&blocking) {
-        out.push(format!("staged{since}, {why}"));
-    } else if pool.spec.rollout.paused {
-        out.push(format!(
-            "the pool is paused (spec.rollout.paused): staged, but no new reboot slot is handed out until `kubectl bootc resume {pool_name}`"
-        ));
-    } else if let Some((reason, message)) = pool_condition(pool, ConditionType::Degraded)
-        && reason == Reason::RolloutHalted
-    {
-        out.push(format!("the rollout is halted: {message}"));
-    } else if let Some(waiting) = dependencies(snap, pool) {
-        out.push(format!("staged{since}, {}", waiting.message()));
-    } else if let Some(turn) = turn(snap, pool, node, target) {
-        out.push(format!("staged{since}, {turn}"));
-    } else if let Some(gate) = gated(pool) {
-        out.push(format!("staged{since}, {gate}"));
-    } else if let Window::Closed { opens } = window(pool, now) {
-        let next = opens.map_or(
-            "a window cannot be read (see the pool's Degraded)".to_owned(),
-            |at| format!("the next opens at {at}, in {}", age(now, at)),
-        );
-        out.push(format!(
-            "staged{since}, outside the pool's maintenance windows (spec.rollout.maintenanceWindows): no new reboot slot until one opens; {next}"
-        ));
-    } else if let Some(why) = (!candidate).then(|| no_slot(state, node, ready, deleting)) {
-        out.push(why.to_owned());
-    } else {
-        out.push(format!(
-            "staged{since}, waiting for a reboot slot: {}",
-            slot_holders(snap, pool)
-        ));
-    }
-    if let Some((_, message)) = pool_condition_any(pool, ConditionType::UpToDate) {
-        out.push(format!("pool {pool_name}: {message}"));
-    }
-}
-
-/// Why a blocking pod keeps the node from a slot (None: none does).
-fn blocked(blocking: &Result<Option<String>, String>) -> Option<String> {
-    match blocking {
-        Ok(None) => None,
-        Ok(Some(pod)) => Some(format!(
-            "its Node runs {pod}, a blocking pod (spec.disruption.blockingPods): given no reboot slot until it is gone"
-        )),
-        Err(e) => Some(format!(
-            "the pool's blocking pods cannot be read, so no node takes a reboot slot: {e}"
-        )),
-    }
-}
-
-/// What the pool's gates say, as the controller last asked them (the
-/// plugin does not ask Prometheus itself; None: no gate holds).
-fn gated(pool: &BootcNodePool) -> Option<String> {
-    let (reason, message) = pool_condition_any(pool, ConditionType::UpToDate)?;
-    let reason = Reason::parse(reason)?;
-    [Reason::AlertFiring, Reason::GateUnanswered]
-        .contains(&reason)
-        .then(|| {
-            let gate = message
-                .split("; ")
-                .find(|part| part.contains("no new reboot slot"));
-            format!(
-                "no new reboot slot while the pool's gate holds: {}",
-                gate.unwrap_or(message)
-            )
-        })
-}
-
-/// The pools of `spec.rollout.dependsOn` the pool waits for, as the
-/// planner reads them (None: none).
-fn dependencies(snap: &Snapshot, pool: &BootcNodePool) -> Option<rollout::depends::Waiting> {
-    let others: Vec<&BootcNodePool> = snap
-        .pools
-        .iter()
-        .filter(|p| p.name_any() != pool.name_any())
-        .collect();
-    let waiting = rollout::depends::check(pool, &others, &mut Vec::new());
-    (!waiting.is_met()).then_some(waiting)
-}
-
-/// Why the member on `node` waits for its group's turn in
-/// `spec.rollout.order`, as the planner orders the groups (None: it does
-/// not).
-fn turn(
-    snap: &Snapshot,
-    pool: &BootcNodePool,
-    node: Option<&Node>,
-    target: &Target,
-) -> Option<String> {
-    let groups = rollout::groups::Groups::read(&pool.spec.rollout.order).ok()?;
-    let group_of = |name: &str| groups.of(snap.node(name).map(ResourceExt::labels));
-    let pool_name = pool.name_any();
-    let members: Vec<(&str, usize, bool)> = snap
-        .members(&pool_name)
-        .map(|bn| {
-            let name = bn.metadata.name.as_deref().unwrap_or_default();
-            (name, group_of(name), rollout::runs_target(bn, target))
-        })
-        .collect();
-    let turn = rollout::groups::turn(members)?;
-    let mine = groups.of(node.map(ResourceExt::labels));
-    (!groups.is_empty() && mine > turn.group).then(|| {
-        format!(
-            "waiting for its turn: it is in {}, and {} has nodes not yet on the target: {}",
-            groups.name(mine),
-            groups.name(turn.group),
-            turn.behind.join(", ")
-        )
-    })
-}
-
-/// Why a staged member is not a candidate for a slot (rule 1: healthy,
-/// its Node not being deleted).
-fn no_slot(state: NodeState, node: Option<&Node>, ready: bool, deleting: bool) -> &'static str {
-    if state == NodeState::Degraded {
-        "a Degraded node is given no reboot slot"
-    } else if node.is_none() {
-        "a member without its Node is given no reboot slot"
-    } else if !ready {
-        "a NotReady node is given no reboot slot until it is Ready"
-    } else if deleting {
-        "a Node being deleted is given no reboot slot"
-    } else {
-        "not a candidate for a reboot slot"
-    }
-}
-
-/// Who uses the pool's disruption budget, as the planner counts it: slot
-/// holders (members holding a slot, other Nodes recorded as disrupted by
-/// the pool) and other unavailable members (NotReady, cordoned).
-pub fn slot_holders(snap: &Snapshot, pool: &BootcNodePool) -> String {
-    let pool_name = pool.name_any();
-    let mut holders: Vec<String> = snap
-        .members(&pool_name)
-        .filter(|m| holds_slot(snap, m, &pool_name))
-        .map(|m| format!("{} ({})", m.name_any(), phase_label(m, "unknown")))
-        .collect();
-    for node in &snap.nodes {
-        let name = node.name_any();
-        let recorded = rollout::disruption::recorded_for(node, &pool_name);
-        if recorded && !holders.iter().any(|h| h.starts_with(&format!("{name} "))) {
-            holders.push(format!("{name} (disrupted, not back yet)"));
-        }
-    }
-    let unavailable: Vec<String> = snap
-        .members(&pool_name)
-        .filter(|m| !holds_slot(snap, m, &pool_name))
-        .filter_map(|m| {
-            let why = Unavailable::of_member(snap.node(&m.name_any())?)?;
-            Some(format!("{} ({})", m.name_any(), why.as_str()))
-        })
-        .collect();
-    let max = match &pool.spec.rollout.max_unavailable {
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n) => n.to_string(),
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.clone(),
-    };
-    let mut text = format!("maxUnavailable {max}; slots held by {}", list(&holders));
-    if !unavailable.is_empty() {
-        text.push_str(&format!("; also unavailable: {}", unavailable.join(", ")));
-    }
-    text
-}
-
-fn list(names: &[String]) -> String {
-    if names.is_empty() {
-        "none".to_owned()
-    } else {
-        names.join(", ")
-    }
 }
 
 #[cfg(test)]
@@ -603,7 +245,7 @@ mod tests {
                 snapshot(
                     vec![pool("workers", false)],
                     vec![],
-                    vec![node("n1", true, false)],
+                    vec![labelled(node("n1", true, false), "pool", "infra")],
                 ),
                 "n1",
                 vec!["n1 is not in any pool"],
@@ -673,7 +315,7 @@ mod tests {
                     )
                 },
                 "n1",
-                vec!["waiting for a reboot slot"],
+                vec!["a reboot slot is free for it: it takes it now"],
             ),
             (
                 "an alert fires",
@@ -739,7 +381,7 @@ mod tests {
                     false,
                 ),
                 "n1",
-                vec!["waiting for a reboot slot"],
+                vec!["a reboot slot is free for it: it takes it now"],
             ),
             (
                 "waiting for a slot held by another node",
@@ -790,14 +432,23 @@ mod tests {
             ),
             (
                 "halted",
-                alone_in(
-                    halted(pool("workers", false), "n3 and n4 are unhealthy"),
-                    bn("n1", V1, Phase::Staged),
-                    true,
-                    false,
+                snapshot(
+                    vec![wide(pool("workers", false), 3)],
+                    vec![
+                        bn("n1", V1, Phase::Staged),
+                        degrade(slotted(bn("n3", V1, Phase::Rebooting), true), "no boot"),
+                        degrade(slotted(bn("n4", V1, Phase::Rebooting), true), "no boot"),
+                    ],
+                    vec![
+                        node("n1", true, false),
+                        node("n3", true, true),
+                        node("n4", true, true),
+                    ],
                 ),
                 "n1",
-                vec!["the rollout is halted: n3 and n4 are unhealthy"],
+                vec![
+                    "the rollout is halted: 2 nodes in reboot slots are unhealthy (Degraded or not Ready): n3, n4",
+                ],
             ),
             (
                 "daemon silent",
@@ -960,14 +611,14 @@ mod tests {
                 conflict,
             ),
         ]);
-        // The evidence follows: what the owning pool's rollout says of it.
+        // The evidence follows: what the owning pool's rollout says.
         let lines = why(
             &claimed_twice(Some("workers"), V1, Phase::Staged),
             "n1",
             now(),
         );
         assert!(
-            lines.len() > 1 && lines[1].starts_with("staged"),
+            lines.len() > 1 && lines[1].starts_with("pool workers: "),
             "{lines:#?}"
         );
         // One pool alone: no conflict.

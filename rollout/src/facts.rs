@@ -3,7 +3,7 @@
 //! Types only: the steps that decide them import this module, never each
 //! other's types, so that no step reaches back into one before it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,8 +68,7 @@ pub(crate) struct NodeVerdict {
     /// The automatic updaters its host runs, which refuse it the target
     /// ([`crate::updaters`]).
     pub host_updaters: Vec<String>,
-    /// What its health gate waits for, while it settles in its slot
-    /// (`node: ...`).
+    /// What its health gate waits for, while it settles in its slot.
     pub proving: Option<String>,
     /// Failed on the target under `onFailure: Rollback`, but bootc reports
     /// no image it ran before: held in its slot instead.
@@ -193,6 +192,8 @@ pub(crate) struct Rollout<'a> {
     /// Candidates left out because their group's turn has not come: the
     /// group whose turn it is and its members behind the target.
     pub waiting_for_turn: Option<(String, Vec<String>)>,
+    /// Those candidates, each with its group.
+    pub out_of_turn: BTreeMap<&'a str, usize>,
     /// Each member as the staging rule sees it, in the verdicts' order.
     pub staging: Vec<staging::Member>,
     /// The target failed for the pool (enough members failed their health

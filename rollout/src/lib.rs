@@ -34,7 +34,9 @@
 //!    ([`lifecycle`]);
 //! 7. [`order`]: the writes, grouped by node and in the order that keeps
 //!    the disruption bound, which the actuator only executes;
-//! 8. [`status`]: the pool's status, conditions and events.
+//! 8. [`status`]: where each member stands, and why ([`standing`]: decided
+//!    once, rendered by the pool's status, the metrics and `kubectl
+//!    bootc`), the pool's status, conditions and events.
 //!
 //! The rules those steps apply, each in its own module:
 //! [`disruption`] (who counts as disrupted, when a node is back, when a new
@@ -80,6 +82,7 @@ mod selector;
 pub mod slots;
 pub mod spec;
 pub mod staging;
+pub mod standing;
 pub mod state;
 pub mod status;
 pub mod stuck;
@@ -104,6 +107,7 @@ pub use model::{
     BootcNodeApply, DrainPhase, LifecycleCondition, NodePatch, PlanInput, PlannedEvent, Problem,
     SecretSeen, Target, TargetProblem, Write, event_reasons,
 };
+pub use standing::{Standing, Standings};
 pub use status::{Plan, Summary};
 
 pub use pipeline::{plan, plan_incremental};

@@ -50,6 +50,8 @@ pub struct Preview {
     /// Members not on the target at the end, with what holds them (the
     /// pool's UpToDate reason and message); None: every member updated.
     pub held: Option<(String, String)>,
+    /// Where each member stands at the end (by the last plan).
+    pub standings: crate::Standings,
 }
 
 /// How many plans a preview makes at most (each member takes a few).
@@ -78,6 +80,7 @@ pub fn preview(mut start: Start, target: &Target) -> Preview {
         if let Some(status) = plan.status.clone() {
             start.pool.status = Some(status);
         }
+        out.standings = plan.summary.standings;
         let pool = start.pool.name_any();
         let wrote = !plan.writes.is_empty();
         for write in plan.writes.iter() {
@@ -95,6 +98,14 @@ pub fn preview(mut start: Start, target: &Target) -> Preview {
     }
     out.held = held(&start.pool);
     out
+}
+
+/// Where each member stands now: the plan run once on the copy, with no
+/// drain in flight.
+pub fn standings(start: &Start, target: &Target) -> crate::Standings {
+    crate::pipeline::plan(&input(start, target, &BTreeMap::new()))
+        .summary
+        .standings
 }
 
 /// What the plan reads of the copy.

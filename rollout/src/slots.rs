@@ -133,6 +133,7 @@ fn in_turn<'a>(candidates: Vec<&'a str>, rollout: &mut Rollout<'a>) -> Vec<&'a s
         .into_iter()
         .partition(|name| group_of(name) <= turn.group);
     if !later.is_empty() {
+        rollout.out_of_turn = later.iter().map(|n| (*n, group_of(n))).collect();
         rollout.waiting_for_turn = Some((groups.name(turn.group), turn.behind));
     }
     now

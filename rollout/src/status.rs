@@ -25,13 +25,14 @@ use api::{BootcNode, BootcNodePoolStatus, ConditionType, Reason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::depends::Waiting;
-use crate::facts::{Failure, NodeVerdict, Rollout};
+use crate::facts::{Failure, Rollout};
 use crate::gates::{BLOCKING_PODS_FIELD, GATE_RECHECK, Gate};
 use crate::leaving::Leavers;
 use crate::membership::Membership;
 use crate::model::{PlannedEvent, Problem, Target, event_reasons};
 use crate::order::Writes;
 use crate::state::{NodeState, runs_target};
+use crate::standing::{self, Standing, Standings};
 use crate::stuck::Stuck;
 use crate::verdict::requeue;
 use crate::view::View;
@@ -69,6 +70,8 @@ pub struct Summary {
     /// Rule 3 stopped new slots.
     pub halted: bool,
     pub paused: bool,
+    /// Where each member stands, and why ([`crate::standing`]).
+    pub standings: Standings,
 }
 
 /// The shortest time between two pool status writes that change nothing but
@@ -137,27 +140,24 @@ pub(crate) fn report(
     let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
     let counts = Counts::of(verdicts.values().map(|v| v.reported_state()));
     let total = members.names.len();
-    let slotted = rollout.names(|v| v.owned.in_slot && !paused);
-    let held_by_pause = rollout.names(|v| v.held_by_pause);
-    let held = rollout.names(|v| v.held && !v.runs_target);
-    let blocked: Vec<String> = rollout
-        .verdicts
-        .iter()
-        .filter(|e| !e.verdict.runs_target && !e.verdict.owned.in_slot)
-        .filter_map(|e| Some(format!("{} ({})", e.name, e.verdict.blocked_by.as_ref()?)))
-        .collect();
+    let standings = target.map_or_else(Standings::default, |t| {
+        decide(view, t, members, &leavers.not_back, &rollout, slots)
+    });
+    let slotted = if paused {
+        Vec::new()
+    } else {
+        standings.names(Standing::in_slot)
+    };
+    let held_by_pause = standings.names(|s| *s == Standing::HeldByPause);
     let message = breakdown(
         &counts,
         total,
         Waits {
             slotted: &slotted,
-            held: &held,
-            blocked: &blocked,
+            standings: &standings,
             not_back: &leavers.not_back,
             waiting_for_budget: rollout.waiting_for_budget.as_deref(),
             waiting_for_turn: rollout.waiting_for_turn.as_ref(),
-            drains_blocked: &each(&rollout, |v| v.drain_blocked.clone()),
-            proving: &each(&rollout, |v| v.proving.clone()),
             batch: rollout.batch.message(),
             no_slots: slots == 0,
         },
@@ -195,7 +195,11 @@ pub(crate) fn report(
     if let Some(t) = target {
         events.extend(milestones(current, t, total, counts.updated, slots, paused));
     }
-    let gated = !rollout.gate.is_open() || !blocked.is_empty();
+    let gated = !rollout.gate.is_open()
+        || standings
+            .members
+            .values()
+            .any(|s| matches!(s, Standing::BlockingPod { .. }));
     let mut requeue_after = look_again(view, &rollout, waiting_for_window, gated);
     let status = coalesce(view, status, &mut requeue_after);
     Plan {
@@ -217,13 +221,67 @@ pub(crate) fn report(
             slots_in_use: verdicts.values().filter(|v| v.owned.in_slot).count(),
             halted: rollout.halted,
             paused,
+            standings,
         },
     }
 }
 
-/// What `f` says of each member, where it says something.
-fn each(rollout: &Rollout<'_>, f: impl Fn(&NodeVerdict) -> Option<String>) -> Vec<String> {
-    rollout.verdicts.values().filter_map(f).collect()
+/// Every member's standing ([`standing::decide`]), with the pool's facts
+/// they are rendered with.
+fn decide(
+    view: &View<'_>,
+    target: &Target,
+    members: &Membership<'_>,
+    not_back: &[String],
+    rollout: &Rollout<'_>,
+    slots: usize,
+) -> Standings {
+    let spec = &view.pool.spec.rollout;
+    let phase_of = |e: &crate::facts::Entry<'_>| e.row.bn.and_then(BootcNode::phase);
+    let groups = crate::groups::Groups::read(&spec.order).unwrap_or_default();
+    let pool = standing::Pool {
+        name: view.pool_name.clone(),
+        target: target_summary(target, &view.input.bootc_nodes),
+        max_concurrent_staging: spec
+            .max_concurrent_staging
+            .and_then(|n| usize::try_from(n).ok()),
+        stage_ahead: spec.stage_ahead.and_then(|n| usize::try_from(n).ok()),
+        staging_now: rollout.names(|v| v.state == NodeState::Staging),
+        unhealthy_in_slots: rollout.unhealthy_in_slots.clone(),
+        dependencies: rollout.dependencies.clone(),
+        groups: (0..spec.order.len()).map(|g| groups.name(g)).collect(),
+        turn: rollout.waiting_for_turn.clone(),
+        batch: rollout.batch.message(),
+        gate: rollout.gate.clone(),
+        window: rollout.window,
+        max_unavailable: max_unavailable_text(&spec.max_unavailable),
+        slots,
+        holders: rollout
+            .verdicts
+            .iter()
+            .filter(|e| e.verdict.owned.in_slot)
+            .map(|e| (e.name.to_owned(), phase_of(e)))
+            .collect(),
+        not_back: not_back.to_vec(),
+        unavailable: rollout
+            .verdicts
+            .iter()
+            .filter(|e| !e.verdict.owned.in_slot)
+            .filter_map(|e| Some((e.name.to_owned(), e.verdict.unavailable?)))
+            .collect(),
+    };
+    standing::decide(pool, target, rollout, &members.conflicts)
+}
+
+/// `maxUnavailable` as the pool spells it.
+fn max_unavailable_text(
+    max: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString,
+) -> String {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    match max {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => s.clone(),
+    }
 }
 
 /// What the status keeps beyond this plan: a member newly failed on the
@@ -613,12 +671,8 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
 struct Waits<'a> {
     /// The nodes in reboot slots (a pause names them its own way).
     slotted: &'a [String],
-    /// Members behind the target whose Node is held.
-    held: &'a [String],
-    /// Members behind the target and outside any slot whose Node runs a
-    /// blocking pod, each with
-    /// the pod: "node (namespace/pod)".
-    blocked: &'a [String],
+    /// Where each member stands: the holds of its own it is named with.
+    standings: &'a Standings,
     /// Nodes that left mid-reboot.
     not_back: &'a [String],
     /// The pool's own unavailable nodes, when they use the budget up.
@@ -626,14 +680,39 @@ struct Waits<'a> {
     /// The group whose turn it is, and its members behind, when members of
     /// later groups wait for it.
     waiting_for_turn: Option<&'a (String, Vec<String>)>,
-    /// Drains an eviction refusal holds: the node, the pod, the budget.
-    drains_blocked: &'a [String],
-    /// Slot holders proving the target (`spec.health`): what each waits for.
-    proving: &'a [String],
     /// The canary step ([`crate::batches`]).
     batch: Option<String>,
     /// `maxUnavailable` is 0.
     no_slots: bool,
+}
+
+/// The members named for a hold of their own, from their standings:
+/// held, on a blocking pod, draining against a PodDisruptionBudget,
+/// proving the target.
+#[derive(Default)]
+struct Named {
+    held: Vec<String>,
+    blocked: Vec<String>,
+    drains_blocked: Vec<String>,
+    proving: Vec<String>,
+}
+
+impl Named {
+    fn of(standings: &Standings) -> Self {
+        let mut named = Named::default();
+        for (name, s) in &standings.members {
+            match s {
+                Standing::Held { .. } => named.held.push(name.clone()),
+                Standing::BlockingPod { pod } => named.blocked.push(format!("{name} ({pod})")),
+                Standing::Draining {
+                    blocked: Some(b), ..
+                } => named.drains_blocked.push(b.clone()),
+                Standing::Proving { waiting } => named.proving.push(format!("{name}: {waiting}")),
+                _ => {}
+            }
+        }
+        named
+    }
 }
 
 /// "5/10 updated; 2 staging, 2 staged, 1 rebooting" and what the rollout
@@ -641,16 +720,19 @@ struct Waits<'a> {
 fn breakdown(counts: &Counts, total: usize, waits: Waits<'_>) -> String {
     let Waits {
         slotted,
-        held,
-        blocked,
+        standings,
         not_back,
         waiting_for_budget,
         waiting_for_turn,
-        drains_blocked,
-        proving,
         batch,
         no_slots,
     } = waits;
+    let Named {
+        held,
+        blocked,
+        drains_blocked,
+        proving,
+    } = Named::of(standings);
     if total == 0 {
         return "0 nodes: no node is a member (none matches spec.nodeSelector, or each one that does is in conflict)".to_owned();
     }

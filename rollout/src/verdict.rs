@@ -499,7 +499,7 @@ fn prove(pool: &Pool<'_, '_>, member: Member<'_>, health: &HealthSpec, v: &mut N
     match proving::assess(health, &checked, b.phase_since(), input.now) {
         Proof::Passed => release(pool, name, node, v),
         Proof::Settling { waiting, recheck } => {
-            v.proving = Some(format!("{name}: {waiting}"));
+            v.proving = Some(waiting);
             requeue(&mut v.requeue, Some(recheck));
             hold(pool, member, v);
         }

@@ -370,7 +370,8 @@ fn a_held_node_takes_no_slot_and_a_hold_releases_a_slot_not_yet_approved() {
     );
     let (_, _, message) = up_to_date(&p);
     assert!(
-        message.contains("3 held by hold.bootc.dev/<who> annotations, given no reboot slot: approved, drained, waiting"),
+        // The approved one is named where it stands: in its slot.
+        message.contains("in reboot slots: approved; 2 held by hold.bootc.dev/<who> annotations, given no reboot slot: drained, waiting"),
         "{message}"
     );
 }
