@@ -326,8 +326,8 @@ pub fn render(doc: &impl Serialize, format: Format) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::why;
     use crate::fixtures::*;
+    use crate::why;
     use serde_json::json;
 
     /// The keys of an object, sorted.

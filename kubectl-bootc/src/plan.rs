@@ -126,8 +126,10 @@ fn told_secret(snap: &Snapshot, pool: &BootcNodePool) -> Option<SecretSeen> {
 /// the alert gate (the plugin does not reach Prometheus) as the controller
 /// last found it, by the reason of the pool's UpToDate.
 fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
-    let mut gates = Gates::default();
-    gates.alerts = last_alerts(pool);
+    let mut gates = Gates {
+        alerts: last_alerts(pool),
+        ..Gates::default()
+    };
     if let Some(spec) = &pool.spec.disruption.blocking_pods {
         gates.blocking_pods = rollout::gates::matching_namespaces(spec, &snap.namespaces)
             .and_then(|ns| rollout::gates::blocking_pods(spec, &snap.pods, ns.as_ref()));
@@ -155,9 +157,9 @@ fn last_alerts(pool: &BootcNodePool) -> Result<Vec<String>, String> {
         Some(api::Reason::AlertFiring) => Ok(vec![
             "as the controller last found them (the pool's UpToDate names them)".to_owned(),
         ]),
-        Some(api::Reason::GateUnanswered) if pool.spec.rollout.alert_gate.is_some() => Err(
-            "as the controller last found it (the pool's UpToDate says why)".to_owned(),
-        ),
+        Some(api::Reason::GateUnanswered) if pool.spec.rollout.alert_gate.is_some() => {
+            Err("as the controller last found it (the pool's UpToDate says why)".to_owned())
+        }
         _ => Ok(Vec::new()),
     }
 }

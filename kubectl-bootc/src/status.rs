@@ -7,9 +7,7 @@ use api::{BootcNodePool, ConditionType};
 use kube::ResourceExt;
 use rollout::window::Window;
 
-use crate::{
-    Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, window,
-};
+use crate::{Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, window};
 
 /// The status of `pool`, or of every pool when None.
 pub fn status(snap: &Snapshot, pool: Option<&str>, now: jiff::Timestamp) -> String {

@@ -327,7 +327,7 @@ mod tests {
                 ),
                 "n1",
                 vec![
-                    "staged for 3m, no new reboot slot while the pool's gate holds: alerts fire (spec.rollout.alertGate), no new reboot slot until they resolve: NodeDown",
+                    "staged for 3m, held by the pool's gate: alerts fire (spec.rollout.alertGate), no new reboot slot until they resolve",
                 ],
             ),
             (

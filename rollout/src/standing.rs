@@ -41,16 +41,24 @@ pub enum Standing {
     /// Runs the target, but its BootcNode is Degraded.
     OnTargetDegraded,
     /// Other pools claim it too (their names).
-    InConflict { pools: Vec<String> },
+    InConflict {
+        pools: Vec<String>,
+    },
     /// Its host runs its own automatic updater (the units).
-    HostUpdaters { units: Vec<String> },
+    HostUpdaters {
+        units: Vec<String>,
+    },
     /// It failed its health gate on the target (the check), outside a slot.
-    FailedHealth { check: String },
+    FailedHealth {
+        check: String,
+    },
     /// The target failed for the pool: nobody is told it.
     TargetFailed,
     /// Not yet told the target: the staging bounds hold it back (`unlocked`:
     /// its bootc cannot stage locked).
-    NotTold { unlocked: bool },
+    NotTold {
+        unlocked: bool,
+    },
     /// Its daemon has not answered its spec yet.
     DaemonBehind {
         generation: i64,
@@ -61,13 +69,21 @@ pub enum Standing {
     /// Its BootcNode is Degraded.
     Degraded,
     /// Told, not staged, in no phase that says more (its daemon's phase).
-    Pending { phase: Option<DaemonPhase> },
+    Pending {
+        phase: Option<DaemonPhase>,
+    },
     /// Skipped for this target after its drain failed (why).
-    Skipped { why: String },
+    Skipped {
+        why: String,
+    },
     /// Its Node carries `hold.bootc.dev/<who>` annotations (each shown).
-    Held { holds: Vec<String> },
+    Held {
+        holds: Vec<String>,
+    },
     /// Its Node runs a blocking pod (`namespace/name`).
-    BlockingPod { pod: String },
+    BlockingPod {
+        pod: String,
+    },
     /// Staged, but no candidate for a slot.
     Unfit(Unfit),
     Paused,
@@ -78,7 +94,9 @@ pub enum Standing {
     /// `spec.rollout.order` cannot be read.
     OrderUnreadable,
     /// Its group's turn has not come (its group).
-    WaitingForTurn { group: usize },
+    WaitingForTurn {
+        group: usize,
+    },
     /// The canary step leaves no room (soaking, or full).
     CanaryStep,
     /// A gate holds (alerts fire, or a gate could not be asked).
@@ -113,11 +131,16 @@ pub enum Standing {
     /// Approved to boot, its reboot (or apply) failed: awaits a retry.
     RebootFailed,
     /// Back on the target in its slot, proving it (what its gate waits for).
-    Proving { waiting: String },
+    Proving {
+        waiting: String,
+    },
     /// Back on the target in its slot, released once Ready and back.
     ComingBack,
     /// Failed its health gate on the target in its slot (the check).
-    FailedInSlot { check: String, then: AfterFailure },
+    FailedInSlot {
+        check: String,
+        then: AfterFailure,
+    },
 }
 
 /// Why a staged member takes no slot of its own accord.
@@ -378,9 +401,9 @@ fn not_staged(bn: Option<&BootcNode>, target: &Target, v: &NodeVerdict) -> Optio
         NodeState::Staging => Some(Standing::Staging),
         NodeState::Degraded => Some(Standing::Degraded),
         NodeState::Staged => None,
-        NodeState::Pending | NodeState::Rebooting | NodeState::UpToDate => Some(Standing::Pending {
-            phase: bn.phase(),
-        }),
+        NodeState::Pending | NodeState::Rebooting | NodeState::UpToDate => {
+            Some(Standing::Pending { phase: bn.phase() })
+        }
     }
 }
 
@@ -652,17 +675,15 @@ fn held_by(standing: &Standing, pool: &Pool, now: Timestamp) -> String {
         ),
         Standing::WaitingForDependencies => pool.dependencies.message(),
         Standing::OrderUnreadable => {
-            "spec.rollout.order cannot be read (see the pool's Degraded): no new reboot slot".to_owned()
+            "spec.rollout.order cannot be read (see the pool's Degraded): no new reboot slot"
+                .to_owned()
         }
         Standing::WaitingForTurn { group } => turn(pool, *group),
         Standing::CanaryStep => format!(
             "no room in the canary step (spec.rollout.batches): {}",
             pool.batch.as_deref().unwrap_or("the step is full")
         ),
-        Standing::Gated => format!(
-            "no new reboot slot while the pool's gate holds: {}",
-            pool.gate.message()
-        ),
+        Standing::Gated => format!("held by the pool's gate: {}", pool.gate.message()),
         Standing::OutsideWindow => outside_window(pool.window, now),
         Standing::NoSlots => {
             "maxUnavailable is 0: members stage, none is given a reboot slot".to_owned()

@@ -31,8 +31,8 @@ use crate::leaving::Leavers;
 use crate::membership::Membership;
 use crate::model::{PlannedEvent, Problem, Target, event_reasons};
 use crate::order::Writes;
-use crate::state::{NodeState, runs_target};
 use crate::standing::{self, Standing, Standings};
+use crate::state::{NodeState, runs_target};
 use crate::stuck::Stuck;
 use crate::verdict::requeue;
 use crate::view::View;
@@ -274,9 +274,7 @@ fn decide(
 }
 
 /// `maxUnavailable` as the pool spells it.
-fn max_unavailable_text(
-    max: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString,
-) -> String {
+fn max_unavailable_text(max: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString) -> String {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     match max {
         IntOrString::Int(n) => n.to_string(),

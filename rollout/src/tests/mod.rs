@@ -37,6 +37,7 @@ mod preview;
 mod sequence;
 mod slots;
 mod spec;
+mod standing;
 mod state;
 mod status;
 mod tagged;

@@ -1,0 +1,347 @@
+//! Each member's standing ([`crate::standing`]): one row per kind the
+//! planner reaches from objects, then every kind named and rendered.
+
+use super::*;
+use crate::standing::{About, Standing};
+
+fn one() -> IntOrString {
+    IntOrString::Int(1)
+}
+
+/// `n1` in pool `a`, with `bn`, and its Node Ready or not.
+fn alone(pool: BootcNodePool, b: Bn, ready: bool) -> World {
+    World::new(pool).node(node("n1", "a", ready, false)).bn(b)
+}
+
+fn staged() -> Bn {
+    bn("n1", NEW, Daemon::Staged(OLD))
+}
+
+fn with_spec(mut p: BootcNodePool, f: impl FnOnce(&mut api::RolloutSpec)) -> BootcNodePool {
+    f(&mut p.spec.rollout);
+    p
+}
+
+fn hold(mut n: Node) -> Node {
+    let key = format!("{}alice", api::labels::HOLD_ANNOTATION_PREFIX);
+    n.annotations_mut().insert(key, "debugging".into());
+    n
+}
+
+/// `n1`, slotted (cordoned by us, or approved and rebooting).
+fn in_slot(pool: BootcNodePool, b: Bn, ready: bool) -> World {
+    World::new(pool)
+        .node(node("n1", "a", ready, true))
+        .bn(b.slot(false))
+}
+
+fn rows() -> Vec<(&'static str, World, &'static str)> {
+    let p = || pool("a", one(), false);
+    let mut conflicted = alone(p(), staged(), true);
+    let mut everyone = pool("b", one(), false);
+    everyone.spec.node_selector = LabelSelector::default();
+    conflicted.others.push(everyone);
+    let mut updater = alone(p(), bn("n1", OLD, Daemon::Idle(OLD)), true);
+    if let Some(s) = updater.bns[0].status.as_mut() {
+        s.host_updaters = vec!["bootc-fetch-apply-updates.timer".into()];
+    }
+    let mut blocked = alone(p(), staged(), true);
+    blocked.gates.blocking_pods = Ok(BTreeMap::from([("n1".into(), "batch/etl".into())]));
+    let mut gated = alone(p(), staged(), true);
+    gated.gates.alerts = Ok(vec!["NodeDown".into()]);
+    let degraded_holder = |n: &'static str| {
+        bn(n, NEW, Daemon::Rebooting(OLD))
+            .approved()
+            .degraded()
+            .slot(false)
+    };
+    vec![
+        (
+            "on the target",
+            alone(p(), bn("n1", NEW, Daemon::Idle(NEW)), true),
+            "UpToDate",
+        ),
+        (
+            "on the target, Degraded",
+            alone(p(), bn("n1", NEW, Daemon::Idle(NEW)).degraded(), true),
+            "OnTargetDegraded",
+        ),
+        ("claimed by two pools", conflicted, "InConflict"),
+        ("its host's updater on", updater, "HostUpdaters"),
+        (
+            "the staging bound",
+            World::new(with_spec(p(), |r| r.max_concurrent_staging = Some(1)))
+                .node(node("n1", "a", true, false))
+                .node(node("n2", "a", true, false))
+                .bn(bn("n1", OLD, Daemon::Idle(OLD)))
+                .bn(bn("n2", NEW, Daemon::Staging(OLD))),
+            "NotTold",
+        ),
+        (
+            "its daemon behind",
+            alone(p(), staged().behind(), true),
+            "DaemonBehind",
+        ),
+        (
+            "downloading",
+            alone(p(), bn("n1", NEW, Daemon::Staging(OLD)), true),
+            "Staging",
+        ),
+        (
+            "Degraded",
+            alone(p(), staged().degraded(), true),
+            "Degraded",
+        ),
+        (
+            "told, idle",
+            alone(p(), bn("n1", NEW, Daemon::Idle(OLD)), true),
+            "Pending",
+        ),
+        (
+            "a hold",
+            World::new(p())
+                .node(hold(node("n1", "a", true, false)))
+                .bn(staged()),
+            "Held",
+        ),
+        ("a blocking pod", blocked, "BlockingPod"),
+        ("NotReady", alone(p(), staged(), false), "Unfit"),
+        (
+            "paused",
+            alone(pool("a", one(), true), staged(), true),
+            "Paused",
+        ),
+        (
+            "halted",
+            World::new(pool("a", IntOrString::Int(3), false))
+                .node(node("n1", "a", true, false))
+                .node(node("n2", "a", true, true))
+                .node(node("n3", "a", true, true))
+                .bn(staged())
+                .bn(degraded_holder("n2"))
+                .bn(degraded_holder("n3")),
+            "Halted",
+        ),
+        (
+            "a pool it depends on is missing",
+            alone(
+                with_spec(p(), |r| r.depends_on = vec!["infra".into()]),
+                staged(),
+                true,
+            ),
+            "WaitingForDependencies",
+        ),
+        (
+            "an order that cannot be read",
+            alone(
+                with_spec(p(), |r| {
+                    r.order = vec![serde_json::from_value(json!({"selector": {"matchExpressions": [{"key": "zone", "operator": "Bogus"}]}})).unwrap()];
+                }),
+                staged(),
+                true,
+            ),
+            "OrderUnreadable",
+        ),
+        (
+            "a later group",
+            World::new(with_spec(p(), |r| {
+                r.order = vec![
+                    serde_json::from_value(json!({"selector": {"matchLabels": {"zone": "a"}}}))
+                        .unwrap(),
+                ];
+            }))
+            .node(node("n1", "a", true, false))
+            .node({
+                let mut n = node("n2", "a", true, false);
+                n.labels_mut().insert("zone".into(), "a".into());
+                n
+            })
+            .bn(staged())
+            .bn(bn("n2", NEW, Daemon::Staging(OLD))),
+            "WaitingForTurn",
+        ),
+        ("an alert fires", gated, "Gated"),
+        (
+            "maxUnavailable 0",
+            alone(pool("a", IntOrString::Int(0), false), staged(), true),
+            "NoSlots",
+        ),
+        (
+            "another member NotReady",
+            World::new(p())
+                .node(node("n1", "a", true, false))
+                .node(node("n2", "a", false, false))
+                .bn(staged())
+                .bn(bn("n2", NEW, Daemon::Staging(OLD))),
+            "WaitingForBudget",
+        ),
+        (
+            "every slot held",
+            World::new(p())
+                .node(node("n1", "a", true, false))
+                .node(node("n2", "a", false, true))
+                .bn(staged())
+                .bn(bn("n2", NEW, Daemon::Rebooting(OLD)).approved().slot(false)),
+            "WaitingForSlot",
+        ),
+        ("a free slot", alone(p(), staged(), true), "TakingSlot"),
+        ("in its slot", in_slot(p(), staged(), true), "Draining"),
+        (
+            "drained, staging",
+            in_slot(p(), bn("n1", NEW, Daemon::Staging(OLD)), true)
+                .drain("n1", DrainPhase::Succeeded),
+            "StagingInSlot",
+        ),
+        (
+            "paused in its slot",
+            in_slot(pool("a", one(), true), staged(), true),
+            "HeldByPause",
+        ),
+        (
+            "approved",
+            in_slot(p(), staged().approved(), true),
+            "Approved",
+        ),
+        (
+            "rebooting",
+            in_slot(p(), bn("n1", NEW, Daemon::Rebooting(OLD)).approved(), false),
+            "Rebooting",
+        ),
+        (
+            "its reboot failed",
+            in_slot(
+                p(),
+                bn("n1", NEW, Daemon::Idle(OLD)).approved().degraded(),
+                true,
+            ),
+            "RebootFailed",
+        ),
+        (
+            "back, NotReady",
+            in_slot(p(), bn("n1", NEW, Daemon::Idle(NEW)).approved(), false),
+            "ComingBack",
+        ),
+    ]
+}
+
+#[test]
+fn each_member_stands_where_the_planner_put_it() {
+    for (what, world, want) in rows() {
+        let plan = world.plan();
+        let standing = plan.summary.standings.members.get("n1");
+        assert_eq!(
+            standing.map(Standing::name),
+            Some(want),
+            "{what}: {standing:?}"
+        );
+    }
+}
+
+/// A held or waiting member is named in the pool's message by its standing.
+#[test]
+fn the_pool_message_renders_the_standings() {
+    let plan = World::new(pool("a", one(), false))
+        .node(hold(node("n1", "a", true, false)))
+        .bn(staged())
+        .plan();
+    let (_, _, message) = up_to_date(&plan);
+    assert!(
+        message.contains("1 held by hold.bootc.dev/<who> annotations, given no reboot slot: n1"),
+        "{message}"
+    );
+}
+
+/// One example of every kind, in [`Standing::NAMES`]'s order.
+fn every_kind() -> Vec<Standing> {
+    use crate::standing::{AfterFailure, Unfit};
+    vec![
+        Standing::UpToDate,
+        Standing::OnTargetDegraded,
+        Standing::InConflict {
+            pools: vec!["b".into()],
+        },
+        Standing::HostUpdaters {
+            units: vec!["u.timer".into()],
+        },
+        Standing::FailedHealth { check: "c".into() },
+        Standing::TargetFailed,
+        Standing::NotTold { unlocked: true },
+        Standing::DaemonBehind {
+            generation: 3,
+            observed: 2,
+        },
+        Standing::Staging,
+        Standing::Degraded,
+        Standing::Pending { phase: None },
+        Standing::Skipped { why: "w".into() },
+        Standing::Held {
+            holds: vec!["h".into()],
+        },
+        Standing::BlockingPod { pod: "ns/p".into() },
+        Standing::Unfit(Unfit::NotReady),
+        Standing::Paused,
+        Standing::Halted,
+        Standing::WaitingForDependencies,
+        Standing::OrderUnreadable,
+        Standing::WaitingForTurn { group: 0 },
+        Standing::CanaryStep,
+        Standing::Gated,
+        Standing::OutsideWindow,
+        Standing::NoSlots,
+        Standing::WaitingForBudget,
+        Standing::WaitingForSlot,
+        Standing::TakingSlot,
+        Standing::Draining {
+            blocked: None,
+            failed: None,
+        },
+        Standing::StagingInSlot,
+        Standing::HeldByPause,
+        Standing::Approved,
+        Standing::Rebooting {
+            not_ready: true,
+            since: None,
+        },
+        Standing::RebootFailed,
+        Standing::Proving {
+            waiting: "w".into(),
+        },
+        Standing::ComingBack,
+        Standing::FailedInSlot {
+            check: "c".into(),
+            then: AfterFailure::Kept,
+        },
+    ]
+}
+
+/// Every kind has its name (the metrics' label) and its own headline: a
+/// kind missing from `NAMES` (and so from the metrics) or rendered like
+/// another fails here.
+#[test]
+fn every_standing_is_named_and_rendered_apart() {
+    let kinds = every_kind();
+    let names: Vec<&str> = kinds.iter().map(Standing::name).collect();
+    assert_eq!(
+        names,
+        Standing::NAMES,
+        "NAMES lists every kind, once, in order"
+    );
+    let about = About {
+        name: "n1",
+        bn: None,
+        now: now(),
+    };
+    let pool = crate::standing::Pool {
+        name: "a".into(),
+        ..Default::default()
+    };
+    let mut headlines = std::collections::BTreeSet::new();
+    for kind in &kinds {
+        let said = kind.headline(about, &pool);
+        assert!(!said.is_empty(), "{kind:?}");
+        assert!(
+            headlines.insert(said.clone()),
+            "{kind:?} is said as another: {said}"
+        );
+    }
+}
