@@ -196,6 +196,51 @@ wire_enum! {
     }
 }
 
+wire_enum! {
+    /// Where a pool's member stands, and why, as the planner decides it
+    /// once for everything that renders it (`rollout::Standing`): the kinds,
+    /// as the metrics' `standing` label and `kubectl bootc status -o json`
+    /// name them.
+    pub enum StandingKind {
+        UpToDate = "UpToDate",
+        OnTargetDegraded = "OnTargetDegraded",
+        InConflict = "InConflict",
+        HostUpdaters = "HostUpdaters",
+        FailedHealth = "FailedHealth",
+        TargetFailed = "TargetFailed",
+        NotTold = "NotTold",
+        DaemonBehind = "DaemonBehind",
+        Staging = "Staging",
+        Degraded = "Degraded",
+        Pending = "Pending",
+        Skipped = "Skipped",
+        Held = "Held",
+        BlockingPod = "BlockingPod",
+        Unfit = "Unfit",
+        Paused = "Paused",
+        Halted = "Halted",
+        WaitingForDependencies = "WaitingForDependencies",
+        OrderUnreadable = "OrderUnreadable",
+        WaitingForTurn = "WaitingForTurn",
+        CanaryStep = "CanaryStep",
+        Gated = "Gated",
+        OutsideWindow = "OutsideWindow",
+        NoSlots = "NoSlots",
+        WaitingForBudget = "WaitingForBudget",
+        WaitingForSlot = "WaitingForSlot",
+        TakingSlot = "TakingSlot",
+        Draining = "Draining",
+        StagingInSlot = "StagingInSlot",
+        HeldByPause = "HeldByPause",
+        Approved = "Approved",
+        Rebooting = "Rebooting",
+        RebootFailed = "RebootFailed",
+        Proving = "Proving",
+        ComingBack = "ComingBack",
+        FailedInSlot = "FailedInSlot",
+    }
+}
+
 /// A condition as a decision makes it, before timestamps are attached.
 /// Made only by [`ConditionUpdate::new`], which escapes the message's
 /// control characters ([`crate::text::escape_controls`]): a message may

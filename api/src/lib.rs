@@ -34,7 +34,7 @@ pub mod v1alpha1;
 pub mod watch;
 
 #[cfg(feature = "crd")]
-pub use conditions::{ConditionType, Reason};
+pub use conditions::{ConditionType, Reason, StandingKind};
 #[cfg(feature = "crd")]
 pub use daemon_phase::{DaemonPhase, UnknownPhase};
 #[cfg(feature = "crd")]

@@ -29,7 +29,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use rollout::{NodeState, PlannedEvent, Standing, Summary, event_reasons};
+use api::StandingKind;
+use rollout::{NodeState, PlannedEvent, Summary, event_reasons};
 
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -439,9 +440,9 @@ impl Metrics {
     /// no member stands so): the series do not come and go.
     fn observe_standings(&self, pool: &str, summary: &Summary) {
         let mut counts: std::collections::BTreeMap<&'static str, i64> =
-            Standing::NAMES.iter().map(|n| (*n, 0)).collect();
+            StandingKind::ALL.iter().map(|k| (k.as_str(), 0)).collect();
         for s in summary.standings.members.values() {
-            *counts.entry(s.name()).or_default() += 1;
+            *counts.entry(s.kind().as_str()).or_default() += 1;
         }
         for (standing, n) in counts {
             self.pool_standings
@@ -491,10 +492,10 @@ impl Metrics {
             self.pool_nodes.remove(&labels);
             self.pool_longest.remove(&labels);
         }
-        for standing in Standing::NAMES {
+        for kind in StandingKind::ALL {
             self.pool_standings.remove(&PoolStandingLabels {
                 pool: pool.into(),
-                standing,
+                standing: kind.as_str(),
             });
         }
         self.pool_slots.remove(&p);

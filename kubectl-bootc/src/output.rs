@@ -162,7 +162,7 @@ fn node_status(
     NodeStatus {
         standing: standings
             .and_then(|s| s.members.get(&name))
-            .map(rollout::Standing::name),
+            .map(|s| s.kind().as_str()),
         phase: Some(crate::phase_label(bn, "")).filter(|p| !p.is_empty()),
         phase_since: bn.phase_since(),
         in_slot: holds_slot(snap, bn, &pool.name_any()),

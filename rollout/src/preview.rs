@@ -51,7 +51,7 @@ pub struct Preview {
     /// pool's UpToDate reason and message); None: every member updated.
     pub held: Option<(String, String)>,
     /// Where each member stands at the end (by the last plan).
-    pub standings: crate::Standings,
+    pub standings: crate::standing::Standings,
 }
 
 /// How many plans a preview makes at most (each member takes a few).
@@ -102,7 +102,7 @@ pub fn preview(mut start: Start, target: &Target) -> Preview {
 
 /// Where each member stands now: the plan run once on the copy, with no
 /// drain in flight.
-pub fn standings(start: &Start, target: &Target) -> crate::Standings {
+pub fn standings(start: &Start, target: &Target) -> crate::standing::Standings {
     crate::pipeline::plan(&input(start, target, &BTreeMap::new()))
         .summary
         .standings

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use api::{BootcNode, DaemonPhase};
+use api::{BootcNode, DaemonPhase, StandingKind};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
@@ -166,7 +166,7 @@ pub enum AfterFailure {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Pool {
     pub name: String,
-    /// The target as a person reads it ([`crate::target_summary`]).
+    /// The target as a person reads it (the pool's `status.targetSummary`).
     pub target: String,
     pub max_concurrent_staging: Option<usize>,
     pub stage_ahead: Option<usize>,
@@ -213,85 +213,45 @@ impl Standings {
 }
 
 impl Standing {
-    /// Every kind of standing once, for metrics and exhaustive tests.
-    pub const NAMES: &'static [&'static str] = &[
-        "UpToDate",
-        "OnTargetDegraded",
-        "InConflict",
-        "HostUpdaters",
-        "FailedHealth",
-        "TargetFailed",
-        "NotTold",
-        "DaemonBehind",
-        "Staging",
-        "Degraded",
-        "Pending",
-        "Skipped",
-        "Held",
-        "BlockingPod",
-        "Unfit",
-        "Paused",
-        "Halted",
-        "WaitingForDependencies",
-        "OrderUnreadable",
-        "WaitingForTurn",
-        "CanaryStep",
-        "Gated",
-        "OutsideWindow",
-        "NoSlots",
-        "WaitingForBudget",
-        "WaitingForSlot",
-        "TakingSlot",
-        "Draining",
-        "StagingInSlot",
-        "HeldByPause",
-        "Approved",
-        "Rebooting",
-        "RebootFailed",
-        "Proving",
-        "ComingBack",
-        "FailedInSlot",
-    ];
-
-    /// The kind's name (the metrics' `standing` label), one of [`Self::NAMES`].
-    pub fn name(&self) -> &'static str {
+    /// The kind, as the metrics and `kubectl bootc status -o json` name it.
+    pub fn kind(&self) -> StandingKind {
         match self {
-            Standing::UpToDate => "UpToDate",
-            Standing::OnTargetDegraded => "OnTargetDegraded",
-            Standing::InConflict { .. } => "InConflict",
-            Standing::HostUpdaters { .. } => "HostUpdaters",
-            Standing::FailedHealth { .. } => "FailedHealth",
-            Standing::TargetFailed => "TargetFailed",
-            Standing::NotTold { .. } => "NotTold",
-            Standing::DaemonBehind { .. } => "DaemonBehind",
-            Standing::Staging => "Staging",
-            Standing::Degraded => "Degraded",
-            Standing::Pending { .. } => "Pending",
-            Standing::Skipped { .. } => "Skipped",
-            Standing::Held { .. } => "Held",
-            Standing::BlockingPod { .. } => "BlockingPod",
-            Standing::Unfit(_) => "Unfit",
-            Standing::Paused => "Paused",
-            Standing::Halted => "Halted",
-            Standing::WaitingForDependencies => "WaitingForDependencies",
-            Standing::OrderUnreadable => "OrderUnreadable",
-            Standing::WaitingForTurn { .. } => "WaitingForTurn",
-            Standing::CanaryStep => "CanaryStep",
-            Standing::Gated => "Gated",
-            Standing::OutsideWindow => "OutsideWindow",
-            Standing::NoSlots => "NoSlots",
-            Standing::WaitingForBudget => "WaitingForBudget",
-            Standing::WaitingForSlot => "WaitingForSlot",
-            Standing::TakingSlot => "TakingSlot",
-            Standing::Draining { .. } => "Draining",
-            Standing::StagingInSlot => "StagingInSlot",
-            Standing::HeldByPause => "HeldByPause",
-            Standing::Approved => "Approved",
-            Standing::Rebooting { .. } => "Rebooting",
-            Standing::RebootFailed => "RebootFailed",
-            Standing::Proving { .. } => "Proving",
-            Standing::ComingBack => "ComingBack",
-            Standing::FailedInSlot { .. } => "FailedInSlot",
+            Standing::UpToDate => StandingKind::UpToDate,
+            Standing::OnTargetDegraded => StandingKind::OnTargetDegraded,
+            Standing::InConflict { .. } => StandingKind::InConflict,
+            Standing::HostUpdaters { .. } => StandingKind::HostUpdaters,
+            Standing::FailedHealth { .. } => StandingKind::FailedHealth,
+            Standing::TargetFailed => StandingKind::TargetFailed,
+            Standing::NotTold { .. } => StandingKind::NotTold,
+            Standing::DaemonBehind { .. } => StandingKind::DaemonBehind,
+            Standing::Staging => StandingKind::Staging,
+            Standing::Degraded => StandingKind::Degraded,
+            Standing::Pending { .. } => StandingKind::Pending,
+            Standing::Skipped { .. } => StandingKind::Skipped,
+            Standing::Held { .. } => StandingKind::Held,
+            Standing::BlockingPod { .. } => StandingKind::BlockingPod,
+            Standing::Unfit(_) => StandingKind::Unfit,
+            Standing::Paused => StandingKind::Paused,
+            Standing::Halted => StandingKind::Halted,
+            Standing::WaitingForDependencies => StandingKind::WaitingForDependencies,
+            Standing::OrderUnreadable => StandingKind::OrderUnreadable,
+            Standing::WaitingForTurn { .. } => StandingKind::WaitingForTurn,
+            Standing::CanaryStep => StandingKind::CanaryStep,
+            Standing::Gated => StandingKind::Gated,
+            Standing::OutsideWindow => StandingKind::OutsideWindow,
+            Standing::NoSlots => StandingKind::NoSlots,
+            Standing::WaitingForBudget => StandingKind::WaitingForBudget,
+            Standing::WaitingForSlot => StandingKind::WaitingForSlot,
+            Standing::TakingSlot => StandingKind::TakingSlot,
+            Standing::Draining { .. } => StandingKind::Draining,
+            Standing::StagingInSlot => StandingKind::StagingInSlot,
+            Standing::HeldByPause => StandingKind::HeldByPause,
+            Standing::Approved => StandingKind::Approved,
+            Standing::Rebooting { .. } => StandingKind::Rebooting,
+            Standing::RebootFailed => StandingKind::RebootFailed,
+            Standing::Proving { .. } => StandingKind::Proving,
+            Standing::ComingBack => StandingKind::ComingBack,
+            Standing::FailedInSlot { .. } => StandingKind::FailedInSlot,
         }
     }
 

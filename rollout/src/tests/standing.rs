@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::standing::{About, Standing};
+use api::StandingKind;
 
 fn one() -> IntOrString {
     IntOrString::Int(1)
@@ -35,7 +36,7 @@ fn in_slot(pool: BootcNodePool, b: Bn, ready: bool) -> World {
         .bn(b.slot(false))
 }
 
-fn rows() -> Vec<(&'static str, World, &'static str)> {
+fn rows() -> Vec<(&'static str, World, StandingKind)> {
     let p = || pool("a", one(), false);
     let mut conflicted = alone(p(), staged(), true);
     let mut everyone = pool("b", one(), false);
@@ -43,7 +44,7 @@ fn rows() -> Vec<(&'static str, World, &'static str)> {
     conflicted.others.push(everyone);
     let mut updater = alone(p(), bn("n1", OLD, Daemon::Idle(OLD)), true);
     if let Some(s) = updater.bns[0].status.as_mut() {
-        s.host_updaters = vec!["bootc-fetch-apply-updates.timer".into()];
+        s.host_updaters = vec![api::host_updaters::BOOTC_TIMER.into()];
     }
     let mut blocked = alone(p(), staged(), true);
     blocked.gates.blocking_pods = Ok(BTreeMap::from([("n1".into(), "batch/etl".into())]));
@@ -59,15 +60,15 @@ fn rows() -> Vec<(&'static str, World, &'static str)> {
         (
             "on the target",
             alone(p(), bn("n1", NEW, Daemon::Idle(NEW)), true),
-            "UpToDate",
+            StandingKind::UpToDate,
         ),
         (
             "on the target, Degraded",
             alone(p(), bn("n1", NEW, Daemon::Idle(NEW)).degraded(), true),
-            "OnTargetDegraded",
+            StandingKind::OnTargetDegraded,
         ),
-        ("claimed by two pools", conflicted, "InConflict"),
-        ("its host's updater on", updater, "HostUpdaters"),
+        ("claimed by two pools", conflicted, StandingKind::InConflict),
+        ("its host's updater on", updater, StandingKind::HostUpdaters),
         (
             "the staging bound",
             World::new(with_spec(p(), |r| r.max_concurrent_staging = Some(1)))
@@ -75,41 +76,45 @@ fn rows() -> Vec<(&'static str, World, &'static str)> {
                 .node(node("n2", "a", true, false))
                 .bn(bn("n1", OLD, Daemon::Idle(OLD)))
                 .bn(bn("n2", NEW, Daemon::Staging(OLD))),
-            "NotTold",
+            StandingKind::NotTold,
         ),
         (
             "its daemon behind",
             alone(p(), staged().behind(), true),
-            "DaemonBehind",
+            StandingKind::DaemonBehind,
         ),
         (
             "downloading",
             alone(p(), bn("n1", NEW, Daemon::Staging(OLD)), true),
-            "Staging",
+            StandingKind::Staging,
         ),
         (
-            "Degraded",
+            "its BootcNode Degraded",
             alone(p(), staged().degraded(), true),
-            "Degraded",
+            StandingKind::Degraded,
         ),
         (
             "told, idle",
             alone(p(), bn("n1", NEW, Daemon::Idle(OLD)), true),
-            "Pending",
+            StandingKind::Pending,
         ),
         (
             "a hold",
             World::new(p())
                 .node(hold(node("n1", "a", true, false)))
                 .bn(staged()),
-            "Held",
+            StandingKind::Held,
         ),
-        ("a blocking pod", blocked, "BlockingPod"),
-        ("NotReady", alone(p(), staged(), false), "Unfit"),
+        ("a blocking pod", blocked, StandingKind::BlockingPod),
+        (
+            "its Node not Ready",
+            alone(p(), staged(), false),
+            StandingKind::Unfit,
+        ),
         (
             "paused",
             alone(pool("a", one(), true), staged(), true),
-            "Paused",
+            StandingKind::Paused,
         ),
         (
             "halted",
@@ -120,7 +125,7 @@ fn rows() -> Vec<(&'static str, World, &'static str)> {
                 .bn(staged())
                 .bn(degraded_holder("n2"))
                 .bn(degraded_holder("n3")),
-            "Halted",
+            StandingKind::Halted,
         ),
         (
             "a pool it depends on is missing",
@@ -129,7 +134,7 @@ fn rows() -> Vec<(&'static str, World, &'static str)> {
                 staged(),
                 true,
             ),
-            "WaitingForDependencies",
+            StandingKind::WaitingForDependencies,
         ),
         (
             "an order that cannot be read",
@@ -140,7 +145,7 @@ fn rows() -> Vec<(&'static str, World, &'static str)> {
                 staged(),
                 true,
             ),
-            "OrderUnreadable",
+            StandingKind::OrderUnreadable,
         ),
         (
             "a later group",
@@ -158,13 +163,13 @@ fn rows() -> Vec<(&'static str, World, &'static str)> {
             })
             .bn(staged())
             .bn(bn("n2", NEW, Daemon::Staging(OLD))),
-            "WaitingForTurn",
+            StandingKind::WaitingForTurn,
         ),
-        ("an alert fires", gated, "Gated"),
+        ("an alert fires", gated, StandingKind::Gated),
         (
             "maxUnavailable 0",
             alone(pool("a", IntOrString::Int(0), false), staged(), true),
-            "NoSlots",
+            StandingKind::NoSlots,
         ),
         (
             "another member NotReady",
@@ -173,7 +178,7 @@ fn rows() -> Vec<(&'static str, World, &'static str)> {
                 .node(node("n2", "a", false, false))
                 .bn(staged())
                 .bn(bn("n2", NEW, Daemon::Staging(OLD))),
-            "WaitingForBudget",
+            StandingKind::WaitingForBudget,
         ),
         (
             "every slot held",
@@ -182,30 +187,38 @@ fn rows() -> Vec<(&'static str, World, &'static str)> {
                 .node(node("n2", "a", false, true))
                 .bn(staged())
                 .bn(bn("n2", NEW, Daemon::Rebooting(OLD)).approved().slot(false)),
-            "WaitingForSlot",
+            StandingKind::WaitingForSlot,
         ),
-        ("a free slot", alone(p(), staged(), true), "TakingSlot"),
-        ("in its slot", in_slot(p(), staged(), true), "Draining"),
+        (
+            "a free slot",
+            alone(p(), staged(), true),
+            StandingKind::TakingSlot,
+        ),
+        (
+            "in its slot",
+            in_slot(p(), staged(), true),
+            StandingKind::Draining,
+        ),
         (
             "drained, staging",
             in_slot(p(), bn("n1", NEW, Daemon::Staging(OLD)), true)
                 .drain("n1", DrainPhase::Succeeded),
-            "StagingInSlot",
+            StandingKind::StagingInSlot,
         ),
         (
             "paused in its slot",
             in_slot(pool("a", one(), true), staged(), true),
-            "HeldByPause",
+            StandingKind::HeldByPause,
         ),
         (
             "approved",
             in_slot(p(), staged().approved(), true),
-            "Approved",
+            StandingKind::Approved,
         ),
         (
             "rebooting",
             in_slot(p(), bn("n1", NEW, Daemon::Rebooting(OLD)).approved(), false),
-            "Rebooting",
+            StandingKind::Rebooting,
         ),
         (
             "its reboot failed",
@@ -214,12 +227,12 @@ fn rows() -> Vec<(&'static str, World, &'static str)> {
                 bn("n1", NEW, Daemon::Idle(OLD)).approved().degraded(),
                 true,
             ),
-            "RebootFailed",
+            StandingKind::RebootFailed,
         ),
         (
             "back, NotReady",
             in_slot(p(), bn("n1", NEW, Daemon::Idle(NEW)).approved(), false),
-            "ComingBack",
+            StandingKind::ComingBack,
         ),
     ]
 }
@@ -230,7 +243,7 @@ fn each_member_stands_where_the_planner_put_it() {
         let plan = world.plan();
         let standing = plan.summary.standings.members.get("n1");
         assert_eq!(
-            standing.map(Standing::name),
+            standing.map(Standing::kind),
             Some(want),
             "{what}: {standing:?}"
         );
@@ -251,7 +264,7 @@ fn the_pool_message_renders_the_standings() {
     );
 }
 
-/// One example of every kind, in [`Standing::NAMES`]'s order.
+/// One example of every kind, in [`api::StandingKind::ALL`]'s order.
 fn every_kind() -> Vec<Standing> {
     use crate::standing::{AfterFailure, Unfit};
     vec![
@@ -315,16 +328,16 @@ fn every_kind() -> Vec<Standing> {
 }
 
 /// Every kind has its name (the metrics' label) and its own headline: a
-/// kind missing from `NAMES` (and so from the metrics) or rendered like
-/// another fails here.
+/// kind missing from `api::StandingKind` (and so from the metrics) or
+/// rendered like another fails here.
 #[test]
 fn every_standing_is_named_and_rendered_apart() {
     let kinds = every_kind();
-    let names: Vec<&str> = kinds.iter().map(Standing::name).collect();
+    let names: Vec<api::StandingKind> = kinds.iter().map(Standing::kind).collect();
     assert_eq!(
         names,
-        Standing::NAMES,
-        "NAMES lists every kind, once, in order"
+        api::StandingKind::ALL,
+        "api::StandingKind lists every kind, once, in order"
     );
     let about = About {
         name: "n1",
