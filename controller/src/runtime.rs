@@ -357,7 +357,7 @@ async fn serve_health(
         .map_err(|source| Error::Health { addr, source })?;
     tracing::info!(%addr, "health endpoints listening");
     let service = endpoints::health_service(ready, liveness);
-    endpoints::serve(listener, None, service, stop).await;
+    endpoints::serve("health", listener, None, service, stop).await;
     Ok(())
 }
 

@@ -128,8 +128,10 @@ pub enum ConnectionError {
 }
 
 /// Serves `service` on `listener` until `stop`, each connection over TLS
-/// when `tls` is given: the one accept loop of both ports.
+/// when `tls` is given: the one accept loop of both ports (`port` names
+/// which in the logs).
 pub async fn serve<S>(
+    port: &'static str,
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     service: S,
@@ -145,13 +147,13 @@ pub async fn serve<S>(
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
-                    tracing::warn!(%error, "accepting a connection failed");
+                    tracing::warn!(port, %error, "accepting a connection failed");
                     continue;
                 }
             },
         };
         let (tls, service) = (tls.clone(), service.clone());
-        let span = tracing::debug_span!("endpoint_connection", %peer);
+        let span = tracing::debug_span!("endpoint_connection", port, %peer);
         tokio::spawn(
             async move {
                 let done =
@@ -309,7 +311,7 @@ mod tests {
             Arc::new(AtomicBool::new(true)),
             Arc::new(Liveness::new(Duration::from_secs(60))),
         );
-        let serving = tokio::spawn(serve(listener, None, service, stop.clone()));
+        let serving = tokio::spawn(serve("health", listener, None, service, stop.clone()));
         let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
         sock.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
             .await

@@ -444,7 +444,7 @@ pub async fn serve(
         .await
         .map_err(|source| MetricsError::Bind { addr, source })?;
     tracing::info!(%addr, "metrics endpoint listening (HTTPS, TokenReview and SubjectAccessReview)");
-    endpoints::serve(listener, Some(acceptor), service(reviewer), stop).await;
+    endpoints::serve("metrics", listener, Some(acceptor), service(reviewer), stop).await;
     Ok(())
 }
 
