@@ -3,8 +3,8 @@
 //! [`selection`]), the reconcile (`reconcile`: gather, plan, act, record)
 //! and what it remembers per pool ([`pool_state`]), pacing ([`pace`]),
 //! leader election ([`lease`]), `/healthz` ([`liveness`]) and `/readyz`
-//! ([`synced`]), and the HTTP endpoints: those two plain, `/metrics` for
-//! Prometheus only ([`secure_metrics`]).
+//! ([`synced`]), and the HTTP endpoints, served by hyper ([`endpoints`]):
+//! those two plain, `/metrics` for Prometheus only ([`secure_metrics`]).
 //!
 //! The top layer: may import [`crate::actions`], [`crate::target`],
 //! [`crate::metrics`], `rollout` and `api`; nothing imports it but the
@@ -25,7 +25,6 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +40,7 @@ use reconcile::{Ctx, error_policy, reconcile};
 
 use synced::{Cache, Synced};
 
+pub mod endpoints;
 pub mod lease;
 pub mod liveness;
 pub mod members;
@@ -344,24 +344,8 @@ fn pools_for_secret(
         .collect()
 }
 
-/// The answer to a GET of `path`: status line, content type, body.
-fn http_answer(path: &str, ready: bool, wedged: bool) -> (&'static str, &'static str, String) {
-    const TEXT: &str = "text/plain";
-    match path {
-        "/healthz" if wedged => (
-            "503 Service Unavailable",
-            TEXT,
-            "reconcile loop wedged".into(),
-        ),
-        "/healthz" => ("200 OK", TEXT, "ok".into()),
-        "/readyz" if ready => ("200 OK", TEXT, "ok".into()),
-        "/readyz" => ("503 Service Unavailable", TEXT, "not ready".into()),
-        _ => ("404 Not Found", TEXT, "not found".into()),
-    }
-}
-
 /// Serves /healthz (ok unless the reconcile loop is wedged, see
-/// [`crate::runtime::liveness`]) and /readyz (ok once `ready`).
+/// [`crate::runtime::liveness`]) and /readyz (ok once `ready`), plain.
 async fn serve_health(
     addr: SocketAddr,
     ready: Arc<AtomicBool>,
@@ -372,36 +356,9 @@ async fn serve_health(
         .await
         .map_err(|source| Error::Health { addr, source })?;
     tracing::info!(%addr, "health endpoints listening");
-    loop {
-        let (mut sock, _) = tokio::select! {
-            () = stop.cancelled() => return Ok(()),
-            r = listener.accept() => match r {
-                Ok(s) => s,
-                Err(error) => {
-                    tracing::warn!(%error, "health accept failed");
-                    continue;
-                }
-            },
-        };
-        let ready = ready.clone();
-        let wedged = liveness.wedged();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 1024];
-            let n = match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await {
-                Ok(Ok(n)) => n,
-                _ => return,
-            };
-            let line = String::from_utf8_lossy(&buf[..n]);
-            let path = line.split_whitespace().nth(1).unwrap_or("");
-            let (code, content_type, body) =
-                http_answer(path, ready.load(Ordering::Relaxed), wedged);
-            let resp = format!(
-                "HTTP/1.1 {code}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = sock.write_all(resp.as_bytes()).await;
-        });
-    }
+    let service = endpoints::health_service(ready, liveness);
+    endpoints::serve("health", listener, None, service, stop).await;
+    Ok(())
 }
 
 /// Starts the /metrics server of `options.metrics_addr`, if any.
@@ -757,25 +714,6 @@ mod tests {
         strip_node(&mut cached);
         assert!(api::node_health::holds(&cached).eq(api::node_health::holds(&held)));
         assert!(!cached.annotations().contains_key("x"));
-    }
-
-    /// The plain health port answers the kubelet's probes and serves no
-    /// metrics (those are HTTPS, for permitted tokens: `secure_metrics`).
-    #[test]
-    fn the_health_endpoints_serve_no_metrics() {
-        assert_eq!(http_answer("/metrics", true, false).0, "404 Not Found");
-        let body = crate::metrics::global().render();
-        assert!(body.contains("# TYPE bootc_leader gauge"), "{body}");
-        assert!(body.ends_with("# EOF\n"), "OpenMetrics: {body}");
-        assert_eq!(
-            http_answer("/readyz", false, false).0,
-            "503 Service Unavailable"
-        );
-        assert_eq!(http_answer("/healthz", false, false).0, "200 OK");
-        assert_eq!(
-            http_answer("/healthz", true, true).0,
-            "503 Service Unavailable"
-        );
     }
 
     #[test]

@@ -25,15 +25,25 @@
 //! `deploy/monitoring/networkpolicy.yaml` (only the monitoring namespace
 //! reaches the port).
 //!
+//! hyper serves the port ([`super::endpoints`], which bounds each
+//! request's head and how long it may take to arrive); the gate is a tower
+//! layer, tower-http's async authorization with [`TokenGate`] deciding,
+//! before the service that renders the metrics. The status of each outcome
+//! is [`refusal`]'s, a pure function.
+//!
 //! `/healthz` and `/readyz` stay plain and unauthenticated on
 //! `--health-addr`, for the kubelet's probes.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
+use http::header::AUTHORIZATION;
+use http::{HeaderMap, Request, StatusCode};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -43,9 +53,11 @@ use kube::api::PostParams;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tower_http::auth::{AsyncAuthorizeRequest, AsyncRequireAuthorizationLayer};
+
+use super::endpoints::{self, Answer, Endpoint, route};
 
 /// How long a token's verdict is kept.
 pub const VERDICT_TTL: Duration = Duration::from_secs(60);
@@ -60,11 +72,6 @@ pub const MAX_REVIEWS: usize = 4;
 pub const REVIEW_WAIT: Duration = Duration::from_secs(2);
 /// The one path served, and the non-resource URL a reader must be granted.
 pub const METRICS_PATH: &str = "/metrics";
-/// A request's head larger than this is dropped (a node-bound token is
-/// about 1 KiB).
-const MAX_HEAD: usize = 16 * 1024;
-/// The TLS handshake and the request's head must arrive within this.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the API server says of a token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,31 +162,47 @@ impl Verdicts {
     }
 }
 
-/// A request's path and bearer token, from its head (request line and
-/// headers).
-pub fn parse_head(head: &str) -> (Option<&str>, Option<&str>) {
-    let mut lines = head.split("\r\n");
-    let path = lines.next().and_then(|l| l.split_whitespace().nth(1));
-    let token = lines.find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        if !name.trim().eq_ignore_ascii_case("authorization") {
-            return None;
-        }
-        let (scheme, token) = value.trim().split_once(' ')?;
+/// A request's bearer token: that of its first `Authorization` header
+/// that says `Bearer` (in any case) and a token.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers.get_all(AUTHORIZATION).iter().find_map(|value| {
+        let (scheme, token) = value.to_str().ok()?.trim().split_once(' ')?;
         scheme
             .eq_ignore_ascii_case("bearer")
             .then(|| token.trim())
             .filter(|t| !t.is_empty())
-    });
-    (path, token)
+    })
 }
 
-/// The status line of each verdict.
-pub fn status_of(verdict: Verdict) -> &'static str {
-    match verdict {
-        Verdict::Unauthenticated => "401 Unauthorized",
-        Verdict::Forbidden => "403 Forbidden",
-        Verdict::Allowed => "200 OK",
+/// What the gate learnt of a request for `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It carried no bearer token.
+    NoToken,
+    /// The API server's verdict on its token (perhaps remembered).
+    Reviewed(Verdict),
+    /// No verdict: the API server did not answer, or the review's turn did
+    /// not come within [`REVIEW_WAIT`].
+    Unreviewed,
+}
+
+/// The answer that stops a request at the gate, or None when it passes:
+/// only a token allowed to read the metrics passes, and no verdict is no
+/// answer (503), never a default one.
+pub fn refusal(outcome: Outcome) -> Option<(StatusCode, &'static str)> {
+    match outcome {
+        Outcome::NoToken => Some((StatusCode::UNAUTHORIZED, "a bearer token is required")),
+        Outcome::Reviewed(Verdict::Unauthenticated) => {
+            Some((StatusCode::UNAUTHORIZED, "the token was not authenticated"))
+        }
+        Outcome::Reviewed(Verdict::Forbidden) => {
+            Some((StatusCode::FORBIDDEN, "this user may not get /metrics"))
+        }
+        Outcome::Reviewed(Verdict::Allowed) => None,
+        Outcome::Unreviewed => Some((
+            StatusCode::SERVICE_UNAVAILABLE,
+            "cannot review the token now",
+        )),
     }
 }
 
@@ -338,6 +361,78 @@ fn self_signed(names: &[String]) -> Result<CertAndKey, MetricsError> {
     Ok((vec![made.cert.der().clone()], key.into()))
 }
 
+/// The TokenReview and SubjectAccessReview gate, as tower-http's async
+/// authorization layer asks it: a request for `/metrics` goes on to the
+/// metrics only if [`refusal`] has no answer for it. Another path goes on
+/// unreviewed, to its 404: a wrong path costs the API server nothing.
+#[derive(Clone, Debug)]
+pub struct TokenGate {
+    reviewer: Arc<Reviewer>,
+}
+
+impl TokenGate {
+    pub fn new(reviewer: Arc<Reviewer>) -> Self {
+        TokenGate { reviewer }
+    }
+
+    /// What the gate learns of a request with `headers` (not of the
+    /// request: its body need not be `Sync`).
+    async fn outcome(&self, headers: &HeaderMap) -> Outcome {
+        let Some(token) = bearer(headers) else {
+            return Outcome::NoToken;
+        };
+        match self.reviewer.verdict(token).await {
+            Ok(verdict) => Outcome::Reviewed(verdict),
+            Err(error) => {
+                tracing::warn!(%error, "reviewing a metrics token failed");
+                Outcome::Unreviewed
+            }
+        }
+    }
+}
+
+impl<B: Send + 'static> AsyncAuthorizeRequest<B> for TokenGate {
+    type RequestBody = B;
+    type ResponseBody = http_body_util::Full<bytes::Bytes>;
+    type Future = BoxFuture<'static, Result<Request<B>, Answer>>;
+
+    fn authorize(&mut self, request: Request<B>) -> Self::Future {
+        let gate = self.clone();
+        Box::pin(async move {
+            if route(request.uri().path()) != Endpoint::Metrics {
+                return Ok(request);
+            }
+            match refusal(gate.outcome(request.headers()).await) {
+                None => Ok(request),
+                Some((status, body)) => Err(endpoints::text(status, body)),
+            }
+        })
+    }
+}
+
+/// The metrics port's service: the gate, then the metrics (or a 404).
+pub fn service<B: Send + 'static>(
+    reviewer: Arc<Reviewer>,
+) -> impl tower::Service<Request<B>, Response = Answer, Error = Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    tower::ServiceBuilder::new()
+        .layer(AsyncRequireAuthorizationLayer::new(TokenGate::new(
+            reviewer,
+        )))
+        .service_fn(|request: Request<B>| {
+            std::future::ready(Ok(match route(request.uri().path()) {
+                Endpoint::Metrics => endpoints::answer(
+                    StatusCode::OK,
+                    crate::metrics::CONTENT_TYPE,
+                    crate::metrics::global().render(),
+                ),
+                _ => endpoints::text(StatusCode::NOT_FOUND, "not found"),
+            }))
+        })
+}
+
 /// Serves `/metrics` on `addr` until `stop`.
 pub async fn serve(
     addr: SocketAddr,
@@ -349,111 +444,126 @@ pub async fn serve(
         .await
         .map_err(|source| MetricsError::Bind { addr, source })?;
     tracing::info!(%addr, "metrics endpoint listening (HTTPS, TokenReview and SubjectAccessReview)");
-    loop {
-        let sock = tokio::select! {
-            () = stop.cancelled() => return Ok(()),
-            r = listener.accept() => match r {
-                Ok((sock, _)) => sock,
-                Err(error) => {
-                    tracing::warn!(%error, "metrics accept failed");
-                    continue;
-                }
-            },
-        };
-        let (acceptor, reviewer) = (acceptor.clone(), reviewer.clone());
-        tokio::spawn(async move {
-            let Ok(Ok(mut tls)) = tokio::time::timeout(READ_TIMEOUT, acceptor.accept(sock)).await
-            else {
-                return;
-            };
-            let Ok(Some(head)) = tokio::time::timeout(READ_TIMEOUT, read_head(&mut tls)).await
-            else {
-                return;
-            };
-            let (status, content_type, body) = respond(&head, &reviewer).await;
-            let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = tls.write_all(response.as_bytes()).await;
-            let _ = tls.shutdown().await;
-        });
-    }
-}
-
-/// The request's head, up to the blank line; None past [`MAX_HEAD`] or at
-/// an early end.
-async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Option<String> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 2048];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut buf).await.ok().filter(|n| *n > 0)?;
-        head.extend_from_slice(&buf[..n]);
-        if head.len() > MAX_HEAD {
-            return None;
-        }
-    }
-    Some(String::from_utf8_lossy(&head).into_owned())
-}
-
-async fn respond(head: &str, reviewer: &Reviewer) -> (&'static str, &'static str, String) {
-    const TEXT: &str = "text/plain";
-    let (path, token) = parse_head(head);
-    if path != Some(METRICS_PATH) {
-        return ("404 Not Found", TEXT, "not found".into());
-    }
-    let Some(token) = token else {
-        return (
-            status_of(Verdict::Unauthenticated),
-            TEXT,
-            "a bearer token is required".into(),
-        );
-    };
-    match reviewer.verdict(token).await {
-        Ok(Verdict::Allowed) => (
-            status_of(Verdict::Allowed),
-            crate::metrics::CONTENT_TYPE,
-            crate::metrics::global().render(),
-        ),
-        Ok(Verdict::Forbidden) => (
-            status_of(Verdict::Forbidden),
-            TEXT,
-            "this user may not get /metrics".into(),
-        ),
-        Ok(Verdict::Unauthenticated) => (
-            status_of(Verdict::Unauthenticated),
-            TEXT,
-            "the token was not authenticated".into(),
-        ),
-        Err(error) => {
-            tracing::warn!(%error, "reviewing a metrics token failed");
-            (
-                "503 Service Unavailable",
-                TEXT,
-                "cannot review the token now".into(),
-            )
-        }
-    }
+    endpoints::serve("metrics", listener, Some(acceptor), service(reviewer), stop).await;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_head_gives_path_and_bearer_token() {
+    /// `head` as hyper parses it off the wire, as the endpoints serve it.
+    async fn parsed(head: &str) -> http::request::Parts {
+        use tokio::io::AsyncWriteExt;
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        let (sent, mut received) = tokio::sync::mpsc::unbounded_channel();
+        let service = tower::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let _ = sent.send(request.into_parts().0);
+            std::future::ready(Ok::<_, Infallible>(endpoints::text(StatusCode::OK, "")))
+        });
+        let served = tokio::spawn(endpoints::http1(server, service));
+        client.write_all(head.as_bytes()).await.unwrap();
+        let parts = received.recv().await.unwrap();
+        drop(client);
+        let _ = served.await.unwrap();
+        parts
+    }
+
+    #[tokio::test]
+    async fn the_head_gives_path_and_bearer_token() {
         let head = "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer abc.def\r\n\r\n";
-        assert_eq!(parse_head(head), (Some("/metrics"), Some("abc.def")));
+        let parts = parsed(head).await;
+        assert_eq!(
+            (parts.uri.path(), bearer(&parts.headers)),
+            ("/metrics", Some("abc.def"))
+        );
+        assert_eq!(route(parts.uri.path()), Endpoint::Metrics);
         let lower = "GET /metrics HTTP/1.1\r\nauthorization: bearer t\r\n\r\n";
-        assert_eq!(parse_head(lower).1, Some("t"));
+        assert_eq!(bearer(&parsed(lower).await.headers), Some("t"));
         for no_token in [
             "GET /metrics HTTP/1.1\r\n\r\n",
             "GET /metrics HTTP/1.1\r\nAuthorization: Basic dXNlcjpwYXNz\r\n\r\n",
             "GET /metrics HTTP/1.1\r\nAuthorization: Bearer \r\n\r\n",
             "GET /metrics HTTP/1.1\r\nX-Authorization: Bearer t\r\n\r\n",
         ] {
-            assert_eq!(parse_head(no_token).1, None, "{no_token:?}");
+            assert_eq!(
+                bearer(&parsed(no_token).await.headers),
+                None,
+                "{no_token:?}"
+            );
         }
+    }
+
+    /// One row per outcome: only an allowed token passes, and no verdict is
+    /// 503, never a default answer.
+    #[test]
+    fn each_outcome_has_its_status() {
+        let rows = [
+            (Outcome::NoToken, Some(StatusCode::UNAUTHORIZED)),
+            (
+                Outcome::Reviewed(Verdict::Unauthenticated),
+                Some(StatusCode::UNAUTHORIZED),
+            ),
+            (
+                Outcome::Reviewed(Verdict::Forbidden),
+                Some(StatusCode::FORBIDDEN),
+            ),
+            (Outcome::Reviewed(Verdict::Allowed), None),
+            (Outcome::Unreviewed, Some(StatusCode::SERVICE_UNAVAILABLE)),
+        ];
+        for (outcome, status) in rows {
+            assert_eq!(refusal(outcome).map(|(s, _)| s), status, "{outcome:?}");
+        }
+    }
+
+    /// The gate as a tower layer before the metrics: each verdict's status,
+    /// the metrics behind the allowed one only, a 503 when the API server
+    /// cannot answer, and a wrong path's 404 without a review.
+    #[tokio::test]
+    async fn the_gate_answers_each_verdict_before_the_metrics() {
+        use tower::ServiceExt;
+        // Nothing listens there: a review fails at once.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let reviewer = Arc::new(Reviewer::new(kube::Client::try_from(config).unwrap()));
+        for (token, verdict) in [("a", Verdict::Allowed), ("f", Verdict::Forbidden)] {
+            let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+            let mut verdicts = reviewer.verdicts.lock().unwrap();
+            verdicts.put(key, verdict, Instant::now());
+        }
+        let ask = |path: &str, token: Option<&str>| {
+            let mut request = Request::get(path);
+            if let Some(token) = token {
+                request = request.header(AUTHORIZATION, format!("Bearer {token}"));
+            }
+            let request = request.body(()).unwrap();
+            let service = service(reviewer.clone());
+            async move { service.oneshot(request).await.unwrap() }
+        };
+        assert_eq!(
+            ask("/metrics", None).await.status(),
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            ask("/metrics", Some("f")).await.status(),
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            ask("/metrics", Some("unknown")).await.status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            ask("/other", Some("unknown")).await.status(),
+            StatusCode::NOT_FOUND
+        );
+        let allowed = ask("/metrics", Some("a")).await;
+        assert_eq!(allowed.status(), StatusCode::OK);
+        assert_eq!(
+            allowed.headers()[http::header::CONTENT_TYPE],
+            crate::metrics::CONTENT_TYPE
+        );
+        use http_body_util::BodyExt;
+        let body = allowed.into_body().collect().await.unwrap().to_bytes();
+        assert!(String::from_utf8_lossy(&body).contains("bootc_leader"));
     }
 
     /// A flood of unknown tokens: at most [`MAX_REVIEWS`] reviews at once,
