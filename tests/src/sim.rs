@@ -5,7 +5,7 @@
 //! keeps each Node's Ready condition, marks a node NotReady while it
 //! "reboots", and restarts that node's daemon afterwards.
 //!
-//! Used by the `bootc-sim` binary (the README's main command) and by the
+//! Used by the `bootc-sim` binary (`./dev sim`) and by the
 //! end-to-end tests.
 
 use std::collections::BTreeMap;
