@@ -132,6 +132,10 @@ wire_enum! {
         /// A node past its phase's deadline (the message names the node, the
         /// phase, for how long, and the next step).
         NodeStuck = "NodeStuck",
+        /// A member's daemon pod cannot run (crash-looping, its image not
+        /// pulled): the message names the node, the pod and the kubelet's
+        /// reason.
+        DaemonNotRunning = "DaemonNotRunning",
         InvalidSpec = "InvalidSpec",
         /// The pull Secret is not a docker config (a pool-wide credentials
         /// problem: reported on the pool, not passed to the nodes).
@@ -209,10 +213,11 @@ wire_enum! {
         FailedHealth = "FailedHealth",
         TargetFailed = "TargetFailed",
         NotTold = "NotTold",
+        DaemonDown = "DaemonDown",
         DaemonBehind = "DaemonBehind",
         Staging = "Staging",
         Degraded = "Degraded",
-        Pending = "Pending",
+        Told = "Told",
         Skipped = "Skipped",
         Held = "Held",
         BlockingPod = "BlockingPod",

@@ -80,7 +80,10 @@ pub const DAEMON_MANAGER: &str = "bootc-daemon";
 /// approve the reboot or lift the cordon. The reboot stops the pod; the
 /// other replica (never on the same node) takes the lease meanwhile.
 pub const CONTROLLER_APP_NAME: &str = "bootc-controller";
-/// The label key [`CONTROLLER_APP_NAME`] is the value of.
+/// The `app.kubernetes.io/name` of the daemon's pods (deploy/daemon.yaml):
+/// the controller reads the pods of members whose daemon is silent.
+pub const DAEMON_APP_NAME: &str = "bootc-daemon";
+/// The label key [`CONTROLLER_APP_NAME`] and [`DAEMON_APP_NAME`] are values of.
 pub const APP_NAME_LABEL: &str = "app.kubernetes.io/name";
 /// On a Node: its CPU architecture (set by the kubelet). A pool's target
 /// must have an image for each of its members' architectures.

@@ -60,8 +60,8 @@ async fn snapshot(client: &kube::Client) -> Result<Snapshot, Error> {
 
 /// The pods the pools' `spec.disruption.blockingPods` and `spec.health.pods`
 /// select (bound to a node and not finished, as the controller lists them),
-/// and the namespaces when one has a namespace selector; nothing for pools
-/// without.
+/// the daemon's pods, and the namespaces when one has a namespace
+/// selector.
 async fn blocking_pods(
     client: &kube::Client,
     pools: &[BootcNodePool],
@@ -103,6 +103,19 @@ async fn blocking_pods(
                 "listing the pods {selector} in {}",
                 spec.namespace
             )))?;
+        pods.extend(listed.items);
+    }
+    // The daemon's pods: a member whose daemon cannot run says why. Best
+    // effort: a user who may not list pods still gets every other answer.
+    let daemons = format!(
+        "{}={}",
+        api::labels::APP_NAME_LABEL,
+        api::labels::DAEMON_APP_NAME
+    );
+    if let Ok(listed) = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().labels(&daemons))
+        .await
+    {
         pods.extend(listed.items);
     }
     let namespaces = if specs.iter().any(|s| s.namespace_selector.is_some()) {

@@ -137,12 +137,13 @@ pub(crate) fn report(
     let verdicts = &rollout.verdicts;
     let mut events = leavers.events;
     problems.extend(lone_witnesses(view, target, &rollout));
-    let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
     let counts = Counts::of(verdicts.values().map(|v| v.reported_state()));
     let total = members.names.len();
     let standings = target.map_or_else(Standings::default, |t| {
         decide(view, t, members, &leavers.not_back, &rollout, slots)
     });
+    problems.extend(daemons_down(&standings));
+    let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
     let slotted = if paused {
         Vec::new()
     } else {
@@ -270,7 +271,30 @@ fn decide(
             .filter_map(|e| Some((e.name.to_owned(), e.verdict.unavailable?)))
             .collect(),
     };
-    standing::decide(pool, target, rollout, &members.conflicts)
+    standing::decide(pool, target, rollout, &members.conflicts, &view.input.gates)
+}
+
+/// The members whose daemon pod cannot run: one problem naming each node
+/// and its pod's reason.
+fn daemons_down(standings: &Standings) -> Option<Problem> {
+    let down: Vec<String> = standings
+        .members
+        .iter()
+        .filter_map(|(name, s)| match s {
+            Standing::DaemonDown { pod } => Some(format!("{name} ({pod})")),
+            _ => None,
+        })
+        .collect();
+    (!down.is_empty()).then(|| {
+        (
+            Reason::DaemonNotRunning,
+            format!(
+                "the bootc-daemon pod cannot run on {} nodes, which are asked nothing until it does: {}",
+                down.len(),
+                down.join("; ")
+            ),
+        )
+    })
 }
 
 /// `maxUnavailable` as the pool spells it.
@@ -650,7 +674,7 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
         Reason::NodeConflict => 3,
         Reason::RolloutHalted | Reason::DependencyCycle => 4,
         Reason::RolledBack | Reason::HealthCheckFailed | Reason::BatchFailed => 4,
-        Reason::NodeStuck => 5,
+        Reason::NodeStuck | Reason::DaemonNotRunning => 5,
         Reason::DrainTimedOut | Reason::HostUpdaterEnabled => 6,
         Reason::NodeDegraded => 7,
         _ => 2,
