@@ -52,6 +52,12 @@ pub const DO_NOT_DISRUPT_BY_ANNOTATION: &str = "bootc.dev/do-not-disrupt-by";
 /// withdraws the approval, so that the daemon stages the target again under
 /// a new spec and the node is approved again like any other in its slot.
 pub const RETRY_ANNOTATION: &str = "bootc.dev/retry";
+/// On a BootcNodePool: a person asks for its tag to be resolved now
+/// (`kubectl bootc refresh POOL`; the value, when, tells one request from
+/// the next). The controller resolves at once a value it has not honoured,
+/// at most once per `REFRESH_MIN_INTERVAL` of its tag policy; it leaves the
+/// annotation in place.
+pub const REFRESH_ANNOTATION: &str = "bootc.dev/refresh";
 /// On a BootcNodePool: a person confirms that its target (this digest)
 /// failed, on the word of fewer nodes than
 /// `spec.health.nodesToFailImage`: the image is failed for the whole pool

@@ -146,6 +146,35 @@ async fn set_paused(client: &kube::Client, pool: &str, paused: bool) -> Result<S
     }
 }
 
+/// Asks the controller to resolve the pool's tag now
+/// ([`api::labels::REFRESH_ANNOTATION`], the value when).
+async fn refresh(client: &kube::Client, pool: &str) -> Result<String, Error> {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let found = match pools.get(pool).await {
+        Ok(found) => found,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Err(lookup::Missing::pool(pool).into()),
+        Err(e) => return Err(api_error(format!("reading pool {pool}"))(e)),
+    };
+    if let Some(refusal) = kubectl_bootc::refresh_refusal(&found) {
+        return Err(Error::Refused(refusal));
+    }
+    let now = jiff::Timestamp::now().to_string();
+    let body =
+        serde_json::json!({"metadata": {"annotations": {api::labels::REFRESH_ANNOTATION: now}}});
+    let params = PatchParams {
+        field_manager: Some(MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    pools
+        .patch(pool, &params, &Patch::Merge(&body))
+        .await
+        .map_err(api_error(format!("patching pool {pool}")))?;
+    Ok(format!(
+        "pool {pool}: the controller resolves {} now; `kubectl bootc status {pool}` shows the target\n",
+        found.spec.image.reference
+    ))
+}
+
 async fn retry(client: &kube::Client, node: &str) -> Result<String, Error> {
     let snap = snapshot(client).await?;
     lookup::pool_or_node(&snap, node)?;
@@ -252,6 +281,7 @@ async fn run(cli: Cli) -> Result<String, Error> {
         }
         Command::Pause { pool } => set_paused(&client, &pool, true).await,
         Command::Resume { pool } => set_paused(&client, &pool, false).await,
+        Command::Refresh { pool } => refresh(&client, &pool).await,
         Command::Retry { node } => retry(&client, &node).await,
         Command::History { pool, output } => {
             let snap = snapshot(&client).await?;
