@@ -162,6 +162,7 @@ pub(crate) fn report(
             no_slots: slots == 0,
         },
     );
+    let message = before_a_target(target, total).unwrap_or(message);
     let done = target.is_some() && counts.updated == total;
     let up_to_date = up_to_date(
         done,
@@ -219,6 +220,14 @@ pub(crate) fn report(
             paused,
         },
     }
+}
+
+/// The UpToDate message of members before any target (it does not resolve
+/// yet): counted, and none is told an image.
+fn before_a_target(target: Option<&Target>, total: usize) -> Option<String> {
+    (target.is_none() && total > 0).then(|| {
+        format!("0/{total} updated; {total} members wait for a target image (Degraded says why)")
+    })
 }
 
 /// What `f` says of each member, where it says something.

@@ -182,13 +182,13 @@ fn every_object_carries_the_standard_labels() {
             format!("bootc-operator-{version}").as_str(),
             "{key:?}"
         );
-        assert!(labels["app.kubernetes.io/name"].is_string(), "{key:?}");
+        assert!(labels[api::labels::APP_NAME_LABEL].is_string(), "{key:?}");
         let selector = &object["spec"]["selector"];
         if key.0 == "Deployment" || key.0 == "DaemonSet" {
-            let name = &labels["app.kubernetes.io/name"];
+            let name = &labels[api::labels::APP_NAME_LABEL];
             assert_eq!(
                 selector["matchLabels"],
-                json!({"app.kubernetes.io/name": name})
+                json!({api::labels::APP_NAME_LABEL: name})
             );
             assert_eq!(
                 object["spec"]["template"]["metadata"]["labels"], *labels,
@@ -234,6 +234,48 @@ fn optional_pieces_come_whole_and_one_namespace_for_both_is_refused() {
     assert!(
         refused.contains("namespaces.operator and namespaces.daemon are both \"bootc-operator\""),
         "{refused}"
+    );
+}
+
+/// `controller.registryCA.configMap` names the ConfigMap of CAs mounted at
+/// the controller's `--registry-ca-dir` (optional: it may come later, and
+/// is read again while the controller runs); empty, neither the flag nor
+/// the volume.
+#[test]
+fn the_registry_ca_value_is_the_configmap_mounted_for_the_controller() {
+    let helm = Helm::new().unwrap();
+    let controller = |sets: &[&str]| {
+        let all = objects(&render(&helm, sets).unwrap()).unwrap();
+        let key = (
+            "Deployment".to_owned(),
+            "bootc-operator".to_owned(),
+            "bootc-controller".to_owned(),
+        );
+        all[&key]["spec"]["template"]["spec"].clone()
+    };
+    let flag = json!("--registry-ca-dir=/etc/bootc-operator/registry-ca");
+    let pod = controller(&["controller.registryCA.configMap=corp-ca"]);
+    assert!(
+        pod["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&flag)
+    );
+    assert_eq!(
+        pod["volumes"][0],
+        json!({"name": "registry-ca", "configMap": {"name": "corp-ca", "optional": true}})
+    );
+    let pod = controller(&["controller.registryCA.configMap="]);
+    assert!(
+        !pod["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&flag)
+    );
+    let volumes = pod["volumes"].as_array().unwrap();
+    assert!(
+        volumes.iter().all(|v| v["name"] != "registry-ca"),
+        "{volumes:?}"
     );
 }
 
