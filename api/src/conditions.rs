@@ -168,6 +168,11 @@ wire_enum! {
         InvalidManifest = "InvalidManifest",
         /// Any other registry failure.
         RegistryError = "RegistryError",
+        /// The registry answered with a certificate the controller does not
+        /// trust (an unknown issuer, an expired or mismatched certificate):
+        /// reached, but not trusted. The message names the registry and the
+        /// CA to add (`--registry-ca-dir`, the chart's `registryCA`).
+        RegistryUntrusted = "RegistryUntrusted",
 
         // BootcNode Idle reasons: the wire strings of `crate::DaemonPhase`
         // (`DaemonPhase::reason`; read and match the phase, not these).

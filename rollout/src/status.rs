@@ -163,6 +163,7 @@ pub(crate) fn report(
             no_slots: slots == 0,
         },
     );
+    let message = before_a_target(target, total).unwrap_or(message);
     let done = target.is_some() && counts.updated == total;
     let up_to_date = up_to_date(
         done,
@@ -304,6 +305,14 @@ fn max_unavailable_text(max: &k8s_openapi::apimachinery::pkg::util::intstr::IntO
         IntOrString::Int(n) => n.to_string(),
         IntOrString::String(s) => s.clone(),
     }
+}
+
+/// The UpToDate message of members before any target (it does not resolve
+/// yet): counted, and none is told an image.
+fn before_a_target(target: Option<&Target>, total: usize) -> Option<String> {
+    (target.is_none() && total > 0).then(|| {
+        format!("0/{total} updated; {total} members wait for a target image (Degraded says why)")
+    })
 }
 
 /// What the status keeps beyond this plan: a member newly failed on the
