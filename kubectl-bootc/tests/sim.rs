@@ -396,3 +396,129 @@ async fn refresh_resolves_the_tag_now() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("follows a digest"), "{stderr}");
 }
+
+/// The pool's UpToDate message.
+fn up_to_date_message(p: &BootcNodePool) -> String {
+    api::conditions::message(
+        &p.status.clone().unwrap_or_default().conditions,
+        ConditionType::UpToDate,
+    )
+    .unwrap_or_default()
+    .to_owned()
+}
+
+/// The first line of `kubectl bootc why NODE` and the WHY column of
+/// `status` for it: the same headline.
+fn headline(sim: &Sim, node: &str) -> String {
+    let why = ok(sim, &["why", node]);
+    let first = why.lines().next().unwrap_or_default().to_owned();
+    let status = ok(sim, &["status", POOL]);
+    let row = status
+        .lines()
+        .find(|l| l.starts_with(&format!("{node} ")))
+        .unwrap_or_default();
+    assert!(row.ends_with(&first), "status says otherwise: {row:?} vs {first:?}");
+    first
+}
+
+/// What holds a staged node (a canary soak, a closed maintenance window, a
+/// hold, a blocking pod), `kubectl bootc why` and `status` say as the
+/// pool's message does: the plan's one standing, rendered by each.
+#[tokio::test]
+async fn why_and_status_say_what_the_pool_says() {
+    require_root!();
+    let mut sim = Sim::start(SimOptions::default()).await.unwrap();
+    let names = rolled_out_v1(&mut sim).await;
+
+    // A canary step of one node soaking for an hour: the others wait.
+    sim.patch_pool(serde_json::json!({"rollout": {"batches": [1, "100%"], "soakSeconds": 3600}}))
+        .await
+        .unwrap();
+    sim.push_version("2.0").await.unwrap();
+    let p = Api::<BootcNodePool>::all(sim.admin.clone());
+    wait_pool(&sim, "the first step soaking", |p| {
+        up_to_date_message(p).contains("soaking")
+    })
+    .await;
+    let waiting = names
+        .iter()
+        .find(|n| !ok(&sim, &["why", n]).starts_with("up to date"))
+        .unwrap()
+        .clone();
+    let said = headline(&sim, &waiting);
+    let pool = up_to_date_message(&p.get(POOL).await.unwrap());
+    let soak = pool.split("; ").find(|part| part.contains("soaking")).unwrap();
+    assert!(said.contains("canary step") && said.contains(soak.split(": ").next().unwrap()), "{said} / {pool}");
+
+    // A maintenance window that opens in three hours.
+    let later = (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(3))
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .strftime("%H:%M")
+        .to_string();
+    sim.patch_pool(serde_json::json!({"rollout": {"batches": null, "soakSeconds": null,
+        "maintenanceWindows": [{"start": later, "duration": "1h"}]}}))
+        .await
+        .unwrap();
+    wait_pool(&sim, "outside the window", |p| {
+        pool_reason(p, ConditionType::UpToDate).as_deref()
+            == Some(Reason::OutsideMaintenanceWindow.as_str())
+    })
+    .await;
+    let said = headline(&sim, &waiting);
+    assert!(said.contains("outside the pool's maintenance windows"), "{said}");
+    let pool = up_to_date_message(&p.get(POOL).await.unwrap());
+    assert!(pool.contains("outside the maintenance windows"), "{pool}");
+
+    // A hold on the waiting node, the window gone: it is named as held.
+    let hold = format!("{}alice=kernel-debugging", api::labels::HOLD_ANNOTATION_PREFIX);
+    annotate_node(&sim, &waiting, &hold).await;
+    sim.patch_pool(serde_json::json!({"rollout": {"maintenanceWindows": null}}))
+        .await
+        .unwrap();
+    wait_pool(&sim, "the held node named", |p| {
+        up_to_date_message(p).contains("held by hold.bootc.dev/<who> annotations")
+    })
+    .await;
+    let said = headline(&sim, &waiting);
+    assert!(said.contains("held: given no reboot slot"), "{said}");
+    assert!(up_to_date_message(&p.get(POOL).await.unwrap()).contains(&waiting));
+
+    // A blocking pod on it instead of the hold.
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(sim.admin.clone(), "default");
+    let etl = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "etl-1", "labels": {"app": "etl"}},
+        "spec": {"nodeName": waiting, "automountServiceAccountToken": false,
+                 "containers": [{"name": "etl", "image": "example.invalid/etl:1"}]},
+    }))
+    .unwrap();
+    k8s::create_running_pod(&pods, &etl).await.unwrap();
+    sim.patch_pool(serde_json::json!({"disruption": {"blockingPods": {
+        "selector": {"matchLabels": {"app": "etl"}}}}}))
+        .await
+        .unwrap();
+    annotate_node(&sim, &waiting, &format!("{}alice", api::labels::HOLD_ANNOTATION_PREFIX)).await;
+    wait_pool(&sim, "the blocked node named", |p| {
+        up_to_date_message(p).contains("run blocking pods")
+    })
+    .await;
+    let said = headline(&sim, &waiting);
+    assert!(said.contains("its Node runs default/etl-1, a blocking pod"), "{said}");
+    let pool = up_to_date_message(&p.get(POOL).await.unwrap());
+    assert!(pool.contains(&format!("{waiting} (default/etl-1)")), "{pool}");
+}
+
+/// Annotates a Node (`key=value`), or removes the annotation (`key`).
+async fn annotate_node(sim: &Sim, node: &str, annotation: &str) {
+    let (key, value) = match annotation.split_once('=') {
+        Some((key, value)) => (key, serde_json::json!(value)),
+        None => (annotation, serde_json::Value::Null),
+    };
+    Api::<k8s_openapi::api::core::v1::Node>::all(sim.admin.clone())
+        .patch(
+            node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {key: value}}})),
+        )
+        .await
+        .unwrap();
+}

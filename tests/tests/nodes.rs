@@ -634,3 +634,65 @@ fn an_image_that_breaks_a_driver_is_rolled_back_on_one_real_node() {
         assert_cluster_disruption_at_most(&recorder, 1).await;
     });
 }
+
+/// The README's *Try it on real nodes*, as `./dev cluster --nodes 2
+/// --install chart` runs it: the chart installed with Helm's usual flags,
+/// then every command the cluster prints run as a user pastes it (the pull
+/// secret, the labels, the workload and its budget, the pool, `./dev
+/// os-image 1.1` through the cluster's socket, `kubectl bootc refresh`):
+/// both nodes roll to the image it pushed, the budget respected, nothing
+/// left cordoned.
+#[test]
+fn the_readme_walkthrough_rolls_an_image_os_image_pushed() {
+    use tests::nodes::walkthrough::{self, CHANNEL, Method};
+    on_real_nodes(2, |cluster| async move {
+        walkthrough::install(&cluster, Method::Chart).await.unwrap();
+        let files = walkthrough::write_files(&cluster).unwrap();
+        let socket = cluster.dir().join("os-image.sock");
+        let recorder = tests::recorder::Recorder::start(&cluster.cp).await.unwrap();
+        let steps = walkthrough::next_steps(&cluster, &files);
+        let serving = walkthrough::serve_os_images(&cluster.registry, &socket);
+        let pasted = async {
+            let mut pushed = None;
+            for line in steps.lines() {
+                let words: Vec<&str> = line.split('#').next().unwrap().split_whitespace().collect();
+                match words.as_slice() {
+                    ["kubectl", "bootc", args @ ..] => plugin(&cluster, args),
+                    ["kubectl", args @ ..] => {
+                        kubectl(&cluster, args, None).unwrap();
+                    }
+                    ["./dev", "os-image", version] => {
+                        let (socket, version) = (socket.clone(), (*version).to_owned());
+                        let asked = tokio::task::spawn_blocking(move || {
+                            walkthrough::request_os_image(Some(&socket), &version, CHANNEL)
+                        });
+                        pushed = Some(asked.await.unwrap().unwrap());
+                    }
+                    other => panic!("a printed step this test cannot run: {other:?}"),
+                }
+            }
+            pushed.expect("the walkthrough pushes an image")
+        };
+        let pushed = tokio::select! {
+            r = serving => panic!("the socket stopped: {r:?}"),
+            pushed = pasted => pushed,
+        };
+        let digest = digest_of(&pushed).to_owned();
+        wait_pool(&cluster, "both nodes on the pushed image", move |p| {
+            let s = p.status.clone().unwrap_or_default();
+            s.target_digest.as_deref() == Some(digest.as_str()) && s.updated_count == 2
+        })
+        .await
+        .unwrap();
+        assert_cluster_disruption_at_most(&recorder, 1).await;
+        nothing_cordoned(&cluster).await;
+    });
+}
+
+/// `kubectl bootc ARGS` on the cluster, as a user runs the plugin.
+fn plugin(cluster: &NodeCluster, args: &[&str]) {
+    let mut cmd = std::process::Command::new(tests::fake_host::bin("kubectl-bootc"));
+    cmd.args(args)
+        .env("KUBECONFIG", cluster.cp.kubeconfig(tests::Identity::Admin));
+    run(cmd);
+}

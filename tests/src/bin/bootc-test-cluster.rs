@@ -5,7 +5,13 @@
 //! `--nodes N`: a cluster of N real nodes instead (see tests/src/nodes/), with
 //! kube-controller-manager, kube-scheduler and a registry, all inside network
 //! namespaces of its own; the printed kubeconfig reaches the API server
-//! through a loopback port of this machine that this process relays.
+//! through a loopback port of this machine that this process relays. With
+//! `--install chart|deploy`, the operator installed as the README says
+//! (`tests::nodes::walkthrough`), and the next commands printed.
+//!
+//! `os-image VERSION [--tag TAG]`: asks the running cluster to push an OS
+//! image of VERSION under TAG (default `stable`, the tag the walkthrough's
+//! pool follows) to its registry.
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
@@ -13,23 +19,39 @@ use std::io::Write;
 
 use anyhow::Context;
 
+use tests::nodes::walkthrough::{self, Method};
+
+const USAGE: &str = "usage: bootc-test-cluster [--nodes N [--install chart|deploy]] | os-image VERSION [--tag TAG]";
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let nodes = match args.as_slice() {
-        [] => None,
-        [flag, n] if flag == "--nodes" => Some(n.parse::<usize>().context("--nodes N")?),
-        _ => anyhow::bail!("usage: bootc-test-cluster [--nodes N]"),
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (nodes, install) = match args.as_slice() {
+        [] => (None, None),
+        ["os-image", version] => return os_image(version, walkthrough::CHANNEL),
+        ["os-image", version, "--tag", tag] => return os_image(version, tag),
+        ["--nodes", n] => (Some(*n), None),
+        ["--nodes", n, "--install", how] => (Some(*n), Some(how.parse::<Method>()?)),
+        _ => anyhow::bail!(USAGE),
     };
     match nodes {
         None => runtime()?.block_on(control_plane_only()),
         Some(n) => {
+            let n = n.parse::<usize>().context("--nodes N")?;
             // Bound here, on the machine's loopback, before entering the
             // cluster's network: the relay to the API server inside it.
             let relay = std::net::TcpListener::bind("127.0.0.1:0")?;
             let net = tests::nodes::ClusterNet::enter()?;
-            runtime()?.block_on(real_nodes(net, n, relay))
+            runtime()?.block_on(real_nodes(net, n, install, relay))
         }
     }
+}
+
+/// `os-image`: the running cluster pushes it.
+fn os_image(version: &str, tag: &str) -> anyhow::Result<()> {
+    let pinned = walkthrough::request_os_image(None, version, tag)?;
+    writeln!(std::io::stdout(), "pushed {version} as {tag}: {pinned}")?;
+    Ok(())
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -50,6 +72,7 @@ async fn control_plane_only() -> anyhow::Result<()> {
 async fn real_nodes(
     net: tests::nodes::ClusterNet,
     nodes: usize,
+    install: Option<Method>,
     relay: std::net::TcpListener,
 ) -> anyhow::Result<()> {
     let options = tests::nodes::NodeClusterOptions {
@@ -76,11 +99,26 @@ async fn real_nodes(
             .display(),
         cluster.net_pid()
     )?;
+    if let Some(method) = install {
+        walkthrough::install(&cluster, method).await?;
+        let files = walkthrough::write_files(&cluster)?;
+        writeln!(
+            std::io::stdout(),
+            "# the operator is installed ({method:?}); the README's walkthrough, ready to paste\n# (kubectl bootc: export PATH={}:$PATH)\n{}",
+            tests::fake_host::bin("kubectl-bootc")
+                .parent()
+                .map_or(String::new(), |p| p.display().to_string()),
+            walkthrough::next_steps(&cluster, &files)
+        )?;
+    }
+    let socket = cluster.dir().join("os-image.sock");
     let api = format!("127.0.0.1:{}", cluster.cp.port());
     tokio::select! {
         r = relay_to(relay, api) => r?,
+        r = walkthrough::serve_os_images(&cluster.registry, &socket) => r?,
         r = tokio::signal::ctrl_c() => r?,
     }
+    let _ = std::fs::remove_file(walkthrough::current_socket_file());
     drop(cluster);
     Ok(())
 }

@@ -24,6 +24,7 @@ pub mod net;
 pub mod operator;
 pub mod pool;
 pub mod supervisor;
+pub mod walkthrough;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -45,6 +46,8 @@ const REGISTRY_USER: &str = "bootc";
 const REGISTRY_PASSWORD: &str = "node-cluster";
 /// The OS image repository the nodes boot from.
 pub const OS_REPO: &str = "acme/os";
+/// The tag (and content marker) of the OS image every node boots first.
+pub const V1_MARKER: &str = "v1";
 
 /// How long nodes may take to register Ready after their first boot.
 const NODES_READY: Duration = Duration::from_secs(120);
@@ -263,7 +266,7 @@ impl NodeCluster {
         let tools = dir.path().join("tools-oci");
         images::build_tools(&tools)?;
         images::push(&tools, "1", &registry, images::TOOLS)?;
-        let os_v1 = push_os(&registry, "1.0", "v1").await?;
+        let os_v1 = push_os(&registry, "1.0", V1_MARKER).await?;
         let layer = dir.path().join("layer");
         let (user, password) = registry.login();
         layer::write_shared(

@@ -15,7 +15,7 @@ use super::NodeCluster;
 
 /// The operator image's repository and tag in the cluster's registry.
 pub const OPERATOR_IMAGE: &str = "bootc-operator";
-const OPERATOR_TAG: &str = "e2e";
+pub const OPERATOR_TAG: &str = "e2e";
 
 /// How the operator is installed.
 #[derive(Clone, Debug, Default)]
