@@ -417,7 +417,10 @@ fn headline(sim: &Sim, node: &str) -> String {
         .lines()
         .find(|l| l.starts_with(&format!("{node} ")))
         .unwrap_or_default();
-    assert!(row.ends_with(&first), "status says otherwise: {row:?} vs {first:?}");
+    assert!(
+        row.ends_with(&first),
+        "status says otherwise: {row:?} vs {first:?}"
+    );
     first
 }
 
@@ -434,43 +437,60 @@ async fn why_and_status_say_what_the_pool_says() {
     sim.patch_pool(serde_json::json!({"rollout": {"batches": [1, "100%"], "soakSeconds": 3600}}))
         .await
         .unwrap();
-    sim.push_version("2.0").await.unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
     let p = Api::<BootcNodePool>::all(sim.admin.clone());
-    wait_pool(&sim, "the first step soaking", |p| {
-        up_to_date_message(p).contains("soaking")
+    wait_pool(&sim, "the first step of v2 soaking", |p| {
+        let on_v2 = p.status.as_ref().and_then(|s| s.target_digest.as_deref()) == Some(v2.as_str());
+        on_v2
+            && up_to_date_message(p).contains("1/3 updated")
+            && up_to_date_message(p).contains("soaking")
     })
     .await;
     let waiting = names
         .iter()
         .find(|n| !ok(&sim, &["why", n]).starts_with("up to date"))
-        .unwrap()
+        .unwrap_or_else(|| panic!("{}", ok(&sim, &["status", POOL])))
         .clone();
     let said = headline(&sim, &waiting);
     let pool = up_to_date_message(&p.get(POOL).await.unwrap());
-    let soak = pool.split("; ").find(|part| part.contains("soaking")).unwrap();
-    assert!(said.contains("canary step") && said.contains(soak.split(": ").next().unwrap()), "{said} / {pool}");
+    let soak = pool
+        .split("; ")
+        .find(|part| part.contains("soaking"))
+        .unwrap();
+    assert!(
+        said.contains("canary step") && said.contains(soak.split(": ").next().unwrap()),
+        "{said} / {pool}"
+    );
 
     // A maintenance window that opens in three hours.
     let later = (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(3))
         .to_zoned(jiff::tz::TimeZone::UTC)
         .strftime("%H:%M")
         .to_string();
-    sim.patch_pool(serde_json::json!({"rollout": {"batches": null, "soakSeconds": null,
-        "maintenanceWindows": [{"start": later, "duration": "1h"}]}}))
-        .await
-        .unwrap();
+    sim.patch_pool(
+        serde_json::json!({"rollout": {"batches": null, "soakSeconds": null,
+        "maintenanceWindows": [{"start": later, "duration": "1h"}]}}),
+    )
+    .await
+    .unwrap();
     wait_pool(&sim, "outside the window", |p| {
         pool_reason(p, ConditionType::UpToDate).as_deref()
             == Some(Reason::OutsideMaintenanceWindow.as_str())
     })
     .await;
     let said = headline(&sim, &waiting);
-    assert!(said.contains("outside the pool's maintenance windows"), "{said}");
+    assert!(
+        said.contains("outside the pool's maintenance windows"),
+        "{said}"
+    );
     let pool = up_to_date_message(&p.get(POOL).await.unwrap());
     assert!(pool.contains("outside the maintenance windows"), "{pool}");
 
     // A hold on the waiting node, the window gone: it is named as held.
-    let hold = format!("{}alice=kernel-debugging", api::labels::HOLD_ANNOTATION_PREFIX);
+    let hold = format!(
+        "{}alice=kernel-debugging",
+        api::labels::HOLD_ANNOTATION_PREFIX
+    );
     annotate_node(&sim, &waiting, &hold).await;
     sim.patch_pool(serde_json::json!({"rollout": {"maintenanceWindows": null}}))
         .await
@@ -496,15 +516,26 @@ async fn why_and_status_say_what_the_pool_says() {
         "selector": {"matchLabels": {"app": "etl"}}}}}))
         .await
         .unwrap();
-    annotate_node(&sim, &waiting, &format!("{}alice", api::labels::HOLD_ANNOTATION_PREFIX)).await;
+    annotate_node(
+        &sim,
+        &waiting,
+        &format!("{}alice", api::labels::HOLD_ANNOTATION_PREFIX),
+    )
+    .await;
     wait_pool(&sim, "the blocked node named", |p| {
         up_to_date_message(p).contains("run blocking pods")
     })
     .await;
     let said = headline(&sim, &waiting);
-    assert!(said.contains("its Node runs default/etl-1, a blocking pod"), "{said}");
+    assert!(
+        said.contains("its Node runs default/etl-1, a blocking pod"),
+        "{said}"
+    );
     let pool = up_to_date_message(&p.get(POOL).await.unwrap());
-    assert!(pool.contains(&format!("{waiting} (default/etl-1)")), "{pool}");
+    assert!(
+        pool.contains(&format!("{waiting} (default/etl-1)")),
+        "{pool}"
+    );
 }
 
 /// Annotates a Node (`key=value`), or removes the annotation (`key`).
@@ -517,7 +548,9 @@ async fn annotate_node(sim: &Sim, node: &str, annotation: &str) {
         .patch(
             node,
             &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {key: value}}})),
+            &kube::api::Patch::Merge(
+                serde_json::json!({"metadata": {"annotations": {key: value}}}),
+            ),
         )
         .await
         .unwrap();

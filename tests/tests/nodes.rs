@@ -651,7 +651,8 @@ fn the_readme_walkthrough_rolls_an_image_os_image_pushed() {
         let socket = cluster.dir().join("os-image.sock");
         let recorder = tests::recorder::Recorder::start(&cluster.cp).await.unwrap();
         let steps = walkthrough::next_steps(&cluster, &files);
-        let serving = walkthrough::serve_os_images(&cluster.registry, &socket);
+        let listener = walkthrough::listen(&socket).unwrap();
+        let serving = walkthrough::serve_os_images(&cluster.registry, listener);
         let pasted = async {
             let mut pushed = None;
             for line in steps.lines() {

@@ -21,7 +21,8 @@ use anyhow::Context;
 
 use tests::nodes::walkthrough::{self, Method};
 
-const USAGE: &str = "usage: bootc-test-cluster [--nodes N [--install chart|deploy]] | os-image VERSION [--tag TAG]";
+const USAGE: &str =
+    "usage: bootc-test-cluster [--nodes N [--install chart|deploy]] | os-image VERSION [--tag TAG]";
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -111,11 +112,11 @@ async fn real_nodes(
             walkthrough::next_steps(&cluster, &files)
         )?;
     }
-    let socket = cluster.dir().join("os-image.sock");
+    let listener = walkthrough::listen(&cluster.dir().join("os-image.sock"))?;
     let api = format!("127.0.0.1:{}", cluster.cp.port());
     tokio::select! {
         r = relay_to(relay, api) => r?,
-        r = walkthrough::serve_os_images(&cluster.registry, &socket) => r?,
+        r = walkthrough::serve_os_images(&cluster.registry, listener) => r?,
         r = tokio::signal::ctrl_c() => r?,
     }
     let _ = std::fs::remove_file(walkthrough::current_socket_file());

@@ -52,7 +52,10 @@ pub async fn install(cluster: &NodeCluster, method: Method) -> Result<()> {
     }
     let v1 = push_os_marked(&cluster.registry, "1.0", CHANNEL, super::V1_MARKER).await?;
     if v1 != cluster.os_v1 {
-        bail!("{CHANNEL} is {v1}, not what the nodes run ({})", cluster.os_v1);
+        bail!(
+            "{CHANNEL} is {v1}, not what the nodes run ({})",
+            cluster.os_v1
+        );
     }
     Ok(())
 }
@@ -80,12 +83,15 @@ fn install_chart(cluster: &NodeCluster) -> Result<()> {
         "--set",
         &format!("daemon.allowedRepositories={{{registry}/{OS_REPO}}}"),
     ])?;
-    let levels = ["enforce", "audit", "warn"]
-        .map(|l| format!("pod-security.kubernetes.io/{l}=restricted"));
+    let levels =
+        ["enforce", "audit", "warn"].map(|l| format!("pod-security.kubernetes.io/{l}=restricted"));
     let mut label = vec!["label", "--overwrite", "namespace", ns];
     label.extend(levels.iter().map(String::as_str));
     kubectl(cluster, &label, None)?;
-    let ca = format!("--from-file=ca.crt={}", cluster.registry.ca_path().display());
+    let ca = format!(
+        "--from-file=ca.crt={}",
+        cluster.registry.ca_path().display()
+    );
     kubectl(
         cluster,
         &["create", "configmap", "bootc-registry-ca", "-n", ns, &ca],
@@ -133,8 +139,7 @@ spec:
       terminationGracePeriodSeconds: 5
       containers:
         - name: web
-          image: TOOLS
-          command: [/pause]
+          image: TOOLS   # sleeps until asked to stop
 ---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
@@ -197,14 +202,23 @@ pub fn current_socket_file() -> PathBuf {
     std::env::temp_dir().join("bootc-test-cluster.socket")
 }
 
-/// Serves `./dev os-image` on `socket`: each connection sends
-/// "VERSION TAG\n" and is answered with the pushed image's pinned reference
-/// (or "error: ...").
-pub async fn serve_os_images(registry: &TestRegistry, socket: &Path) -> Result<()> {
+/// Listens on `socket` for `./dev os-image`, and names it in
+/// [`current_socket_file`]: a request made after this returns is served.
+pub fn listen(socket: &Path) -> Result<tokio::net::UnixListener> {
     let _ = std::fs::remove_file(socket);
     let listener = tokio::net::UnixListener::bind(socket)
         .with_context(|| format!("binding {}", socket.display()))?;
     std::fs::write(current_socket_file(), socket.to_string_lossy().as_bytes())?;
+    Ok(listener)
+}
+
+/// Serves `./dev os-image` on `listener` ([`listen`]): each connection
+/// sends "VERSION TAG\n" and is answered with the pushed image's pinned
+/// reference (or "error: ...").
+pub async fn serve_os_images(
+    registry: &TestRegistry,
+    listener: tokio::net::UnixListener,
+) -> Result<()> {
     loop {
         let (stream, _) = listener.accept().await?;
         let (read, mut write) = stream.into_split();
