@@ -152,6 +152,13 @@ wire_enum! {
         /// reboot slot: it is given no new image until its OS image masks
         /// the unit (the message names the node, the unit and the fix).
         HostUpdaterEnabled = "HostUpdaterEnabled",
+        /// bootc reports a deployment it cannot update from an image (see
+        /// [`crate::unmanageable`]): one it marks incompatible
+        /// (local rpm-ostree changes), or a booted one with no container
+        /// image or no digest. A BootcNode's Degraded reason, in bootc's
+        /// words, and the pool's naming the node: it is given no new image
+        /// and no reboot slot until a person repairs the host.
+        HostIncompatible = "HostIncompatible",
 
         // Pool Degraded reasons of the target's resolution (the registry's
         // answer for the pool's image).
@@ -206,6 +213,7 @@ wire_enum! {
         OnTargetDegraded = "OnTargetDegraded",
         InConflict = "InConflict",
         HostUpdaters = "HostUpdaters",
+        HostIncompatible = "HostIncompatible",
         FailedHealth = "FailedHealth",
         TargetFailed = "TargetFailed",
         NotTold = "NotTold",

@@ -34,6 +34,8 @@ pub mod v1alpha1;
 pub mod watch;
 
 #[cfg(feature = "crd")]
+pub use bootc_node::{BOOTC_INCOMPATIBLE, unmanageable};
+#[cfg(feature = "crd")]
 pub use conditions::{ConditionType, Reason, StandingKind};
 #[cfg(feature = "crd")]
 pub use daemon_phase::{DaemonPhase, UnknownPhase};

@@ -454,11 +454,22 @@ pub struct HostProblem {
 
 /// The problem with a host whose status was read: bootc's documented test
 /// of a host deployed through bootc is that it reports a booted deployment
-/// (a container or a host booted otherwise reports none).
+/// (a container or a host booted otherwise reports none); and one it
+/// reports must be one it can update from an image ([`api::unmanageable`]:
+/// bootc refuses to switch an incompatible deployment, and one with no
+/// image or no digest cannot be compared with any). Either way nothing is
+/// staged or applied until a person repairs the host, which the next read
+/// sees.
 pub fn host_problem(host: &HostView) -> Option<HostProblem> {
-    host.booted.is_none().then(|| HostProblem {
-        reason: Reason::NotABootcHost,
-        message: "bootc status reports no booted deployment: this host is not deployed via bootc (or bootc runs in a container); nothing is staged here".to_owned(),
+    if host.booted.is_none() {
+        return Some(HostProblem {
+            reason: Reason::NotABootcHost,
+            message: "bootc status reports no booted deployment: this host is not deployed via bootc (or bootc runs in a container); nothing is staged here".to_owned(),
+        });
+    }
+    api::unmanageable(host.booted.as_ref(), host.staged.as_ref()).map(|message| HostProblem {
+        reason: Reason::HostIncompatible,
+        message,
     })
 }
 
@@ -889,6 +900,64 @@ mod tests {
                 d.degraded
             );
             assert_eq!(d.action, row.action, "{}: action", row.name);
+        }
+    }
+
+    /// A host bootc cannot update from an image is Degraded with bootc's
+    /// own words and nothing is staged there (`host_problem` comes before
+    /// any decision); a host bootc manages is not.
+    #[test]
+    fn a_host_bootc_cannot_update_from_an_image_is_reported_not_moved() {
+        let incompatible = |mut e: BootEntryStatus| {
+            e.incompatible = true;
+            e
+        };
+        let mut layered = host(OLD, None, "b1");
+        layered.booted = layered.booted.map(incompatible);
+        let layered_staged = host(OLD, Some(incompatible(entry(NEW, false, true))), "b1");
+        let mut ostree_remote = host(OLD, None, "b1");
+        if let Some(b) = ostree_remote.booted.as_mut() {
+            b.image = None;
+            b.image_digest = None;
+        }
+        let mut no_digest = host(OLD, None, "b1");
+        if let Some(b) = no_digest.booted.as_mut() {
+            b.image_digest = None;
+        }
+        // (what, host, what the message says, or None: no problem)
+        let rows = [
+            (
+                "booted incompatible",
+                layered,
+                Some(api::BOOTC_INCOMPATIBLE),
+            ),
+            (
+                "staged incompatible",
+                layered_staged,
+                Some("staged deployment incompatible"),
+            ),
+            (
+                "not from an image",
+                ostree_remote,
+                Some("not from a container image"),
+            ),
+            ("no digest", no_digest, Some("with no digest")),
+            (
+                "an image with its digest",
+                host(OLD, Some(entry(NEW, false, true)), "b1"),
+                None,
+            ),
+        ];
+        for (what, h, says) in rows {
+            let problem = host_problem(&h);
+            match says {
+                None => assert_eq!(problem, None, "{what}"),
+                Some(words) => {
+                    let p = problem.unwrap_or_else(|| panic!("{what}: no problem"));
+                    assert_eq!(p.reason, Reason::HostIncompatible, "{what}");
+                    assert!(p.message.contains(words), "{what}: {}", p.message);
+                }
+            }
         }
     }
 

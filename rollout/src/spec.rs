@@ -114,7 +114,7 @@ fn staged_member(
             .zip(node)
             .is_some_and(|(b, n)| holds_slot(n, b, pool_name)),
         unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
-        refused: !updaters::on(bn).is_empty(),
+        refused: !updaters::on(bn).is_empty() || bn.is_some_and(|b| b.unmanageable().is_some()),
     }
 }
 

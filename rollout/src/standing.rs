@@ -6,8 +6,10 @@
 //! variant, and each `match` on it below is exhaustive: forgetting to render
 //! it does not compile.
 //!
-//! The order, for a member outside a slot: a conflict between pools; on the
-//! target; refused for its host's updater; the target failed (on it, or for
+//! The order, for a member outside a slot: a conflict between pools;
+//! bootc cannot update its host from an image (an incompatible
+//! deployment, no image or no digest); on the target; refused for its
+//! host's updater; the target failed (on it, or for
 //! the pool); not yet told (the staging bounds); its daemon behind; still
 //! staging; Degraded; not staged; then, staged, the holds that are its own
 //! (skipped after a failed drain, a hold annotation, a blocking pod, unfit
@@ -47,6 +49,11 @@ pub enum Standing {
     /// Its host runs its own automatic updater (the units).
     HostUpdaters {
         units: Vec<String>,
+    },
+    /// bootc reports a deployment on its host it cannot update from an
+    /// image (why, in bootc's words: [`api::unmanageable`]).
+    HostIncompatible {
+        why: String,
     },
     /// It failed its health gate on the target (the check), outside a slot.
     FailedHealth {
@@ -220,6 +227,7 @@ impl Standing {
             Standing::OnTargetDegraded => StandingKind::OnTargetDegraded,
             Standing::InConflict { .. } => StandingKind::InConflict,
             Standing::HostUpdaters { .. } => StandingKind::HostUpdaters,
+            Standing::HostIncompatible { .. } => StandingKind::HostIncompatible,
             Standing::FailedHealth { .. } => StandingKind::FailedHealth,
             Standing::TargetFailed => StandingKind::TargetFailed,
             Standing::NotTold { .. } => StandingKind::NotTold,
@@ -313,6 +321,9 @@ fn of(facts: &PoolFacts<'_>, e: &Entry<'_>) -> Standing {
     let v = &*e.verdict;
     if v.owned.in_slot {
         return in_slot(facts, e.row.node, e.row.bn, v);
+    }
+    if let Some(why) = &v.host_incompatible {
+        return Standing::HostIncompatible { why: why.clone() };
     }
     if v.runs_target {
         return match v.state {
@@ -546,6 +557,9 @@ impl Standing {
             Standing::OnTargetDegraded => format!("runs the target {}", pool.target),
             Standing::InConflict { pools } => conflict(name, &pool.name, pools),
             Standing::HostUpdaters { units } => crate::updaters::message(name, units),
+            Standing::HostIncompatible { why } => {
+                format!("bootc cannot update its host from an image: {why}")
+            }
             Standing::FailedHealth { check } => format!(
                 "failed its health gate (spec.health): {check}; the pool gives this image to no node: `kubectl bootc retry {name}` judges it again, or point the pool at another image"
             ),

@@ -410,6 +410,20 @@ fn degraded(
         .map(|e| (e.name, e.verdict.host_updaters.as_slice()))
         .collect();
     problems.extend(updaters::problem(&refused));
+    let incompatible: Vec<String> = rollout
+        .verdicts
+        .iter()
+        .filter_map(|e| {
+            Some(format!(
+                "node {}: {}",
+                e.name,
+                e.verdict.host_incompatible.as_ref()?
+            ))
+        })
+        .collect();
+    if !incompatible.is_empty() {
+        problems.push((Reason::HostIncompatible, incompatible.join("; ")));
+    }
     let degraded = rollout.names(|v| v.state == NodeState::Degraded);
     if !degraded.is_empty() {
         problems.push((
@@ -651,7 +665,7 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
         Reason::RolloutHalted | Reason::DependencyCycle => 4,
         Reason::RolledBack | Reason::HealthCheckFailed | Reason::BatchFailed => 4,
         Reason::NodeStuck => 5,
-        Reason::DrainTimedOut | Reason::HostUpdaterEnabled => 6,
+        Reason::DrainTimedOut | Reason::HostUpdaterEnabled | Reason::HostIncompatible => 6,
         Reason::NodeDegraded => 7,
         _ => 2,
     };

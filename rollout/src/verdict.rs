@@ -300,6 +300,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         held: false,
         blocked_by: None,
         host_updaters: Vec::new(),
+        host_incompatible: existing.and_then(BootcNode::unmanageable),
         proving: None,
         no_rollback: false,
         rolling_back: false,
@@ -566,6 +567,7 @@ fn outside_slot(
     let held_back = v.held
         || v.blocked_by.is_some()
         || !v.host_updaters.is_empty()
+        || v.host_incompatible.is_some()
         || v.owned.skipped.is_some()
         || v.owned.health_failed.is_some();
     v.candidate = slots::candidate(staged, healthy, deleting, in_conflict, held_back);

@@ -653,6 +653,17 @@ impl Sim {
         Ok(node.host.leave_updater_on(on)?)
     }
 
+    /// Layers a package on node `name`'s booted deployment by hand, or
+    /// resets it ([`FakeHost::layer_locally`]).
+    pub async fn layer_locally(&self, name: &str, layered: bool) -> Result<()> {
+        let nodes = self.nodes.lock().await;
+        let node = nodes
+            .iter()
+            .find(|n| n.name == name)
+            .context("no such node")?;
+        Ok(node.host.layer_locally(layered)?)
+    }
+
     /// Which bootc node `name` runs.
     pub async fn bootc_version(&self, name: &str) -> Option<BootcVersion> {
         let nodes = self.nodes.lock().await;

@@ -46,6 +46,14 @@ fn rows() -> Vec<(&'static str, World, StandingKind)> {
     if let Some(s) = updater.bns[0].status.as_mut() {
         s.host_updaters = vec![api::host_updaters::BOOTC_TIMER.into()];
     }
+    let mut incompatible = alone(p(), bn("n1", OLD, Daemon::Idle(OLD)), true);
+    if let Some(b) = incompatible.bns[0]
+        .status
+        .as_mut()
+        .and_then(|s| s.booted.as_mut())
+    {
+        b.incompatible = true;
+    }
     let mut blocked = alone(p(), staged(), true);
     blocked.gates.blocking_pods = Ok(BTreeMap::from([("n1".into(), "batch/etl".into())]));
     let mut gated = alone(p(), staged(), true);
@@ -69,6 +77,11 @@ fn rows() -> Vec<(&'static str, World, StandingKind)> {
         ),
         ("claimed by two pools", conflicted, StandingKind::InConflict),
         ("its host's updater on", updater, StandingKind::HostUpdaters),
+        (
+            "bootc marks its deployment incompatible",
+            incompatible,
+            StandingKind::HostIncompatible,
+        ),
         (
             "the staging bound",
             World::new(with_spec(p(), |r| r.max_concurrent_staging = Some(1)))
@@ -276,6 +289,7 @@ fn every_kind() -> Vec<Standing> {
         Standing::HostUpdaters {
             units: vec!["u.timer".into()],
         },
+        Standing::HostIncompatible { why: "w".into() },
         Standing::FailedHealth { check: "c".into() },
         Standing::TargetFailed,
         Standing::NotTold { unlocked: true },

@@ -1,0 +1,73 @@
+//! The guards that hold a node whatever the pool's rules say (see
+//! docs/operations.md, "Guards"): a host bootc cannot update from an image.
+
+use super::*;
+
+/// Waits until `name`'s BootcNode satisfies `cond`.
+async fn wait_bootc_node(
+    sim: &Sim,
+    name: &str,
+    what: &str,
+    cond: impl Fn(&BootcNode) -> bool + Send + 'static,
+) {
+    let result = k8s::wait_for(
+        Api::<BootcNode>::all(sim.admin.clone()),
+        name,
+        ROLLOUT,
+        what,
+        move |b: Option<&BootcNode>| b.is_some_and(&cond),
+    )
+    .await;
+    if let Err(e) = result {
+        panic!("{e}\n{}", diagnostics(sim).await);
+    }
+}
+
+/// A person layers a package on a node by hand: bootc marks its deployment
+/// incompatible. Its daemon says so in bootc's words (Degraded), the pool
+/// names it, it is never told the new image, never approved, never
+/// rebooted, and the pool is never all updated; reset, it is updated.
+#[tokio::test]
+async fn a_host_bootc_marks_incompatible_is_named_in_bootcs_words_and_never_moved() {
+    require_root!();
+    let (sim, recorder, v1) = started(SimOptions::default(), 3).await;
+    sim.layer_locally(FIRST, true).await.unwrap();
+    wait_bootc_node(&sim, FIRST, "Degraded in bootc's words", |b| {
+        b.degraded().is_some_and(|c| {
+            c.reason == Reason::HostIncompatible && c.message.contains(api::BOOTC_INCOMPATIBLE)
+        })
+    })
+    .await;
+
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = v2.clone();
+    let named = format!("node {FIRST}: bootc marks the booted deployment incompatible");
+    let pool = wait_pool(
+        &sim,
+        "the others updated, the layered node named",
+        move |p| {
+            p.status.as_ref().is_some_and(|s| {
+                s.target_digest.as_deref() == Some(target.as_str()) && s.updated_count == 2
+            }) && condition(p, ConditionType::Degraded).is_some_and(|c| {
+                c.0 == "True" && c.1 == Reason::HostIncompatible && c.2.contains(&named)
+            })
+        },
+    )
+    .await;
+    let up_to_date = condition(&pool, ConditionType::UpToDate).unwrap();
+    assert_ne!(up_to_date.1, Reason::AllUpdated.as_str(), "{up_to_date:?}");
+    let bootc_nodes = Api::<BootcNode>::all(sim.admin.clone());
+    let held = bootc_nodes.get(FIRST).await.unwrap();
+    assert_eq!(held.spec.desired_image, sim.pinned(&v1));
+    let approved = recorder.approvals().await.unwrap();
+    assert!(!approved.iter().any(|n| n == FIRST), "{approved:?}");
+    assert_eq!(sim.reboots().await.get(FIRST).map_or(0, Vec::len), 0);
+
+    // `rpm-ostree reset` by hand: the node is updated like the others.
+    sim.layer_locally(FIRST, false).await.unwrap();
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
+    wait_pool(&sim, "no longer degraded", |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| c.1 == Reason::Healthy)
+    })
+    .await;
+}
