@@ -159,6 +159,14 @@ wire_enum! {
         /// words, and the pool's naming the node: it is given no new image
         /// and no reboot slot until a person repairs the host.
         HostIncompatible = "HostIncompatible",
+        /// A member's daemon speaks a contract older than any this
+        /// controller drives ([`crate::daemon_contract`]): it is told no new
+        /// image and not approved to boot until its DaemonSet pod is
+        /// upgraded (the message names the node and its daemon's build).
+        DaemonTooOld = "DaemonTooOld",
+        /// A member's daemon speaks a contract newer than this controller's:
+        /// held the same way until the controller is upgraded.
+        DaemonTooNew = "DaemonTooNew",
 
         // Pool Degraded reasons of the target's resolution (the registry's
         // answer for the pool's image).
@@ -214,6 +222,7 @@ wire_enum! {
         InConflict = "InConflict",
         HostUpdaters = "HostUpdaters",
         HostIncompatible = "HostIncompatible",
+        DaemonSkew = "DaemonSkew",
         FailedHealth = "FailedHealth",
         TargetFailed = "TargetFailed",
         NotTold = "NotTold",

@@ -19,6 +19,8 @@ mod bootc_node_pool;
 #[cfg(feature = "crd")]
 pub mod conditions;
 #[cfg(feature = "crd")]
+pub mod daemon_contract;
+#[cfg(feature = "crd")]
 pub mod daemon_phase;
 #[cfg(feature = "crd")]
 pub mod node_health;

@@ -28,6 +28,16 @@ pub const BACKOFF_BASE: Duration = Duration::from_secs(5);
 /// Longest delay between retries.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
+/// This daemon, as it reports itself on every status (`status.daemon`):
+/// its build and the BootcNode contract it speaks, which the controller
+/// checks before it tells the node anything ([`api::daemon_contract`]).
+pub fn this_daemon() -> api::DaemonStatus {
+    api::DaemonStatus {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        contract: api::daemon_contract::CONTRACT,
+    }
+}
+
 /// The host as the helper's Status RPC reports it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostView {
@@ -407,6 +417,7 @@ pub fn status_for(
             .unwrap_or_default(),
         // The node loop's to report (it knows its sandbox).
         landlock: None,
+        daemon: Some(this_daemon()),
     };
     let idle = ConditionUpdate::new(
         ConditionType::Idle,
@@ -507,6 +518,7 @@ pub fn status_for_problem(
 ) -> (BootcNodeStatus, ConditionUpdate) {
     let mut status = previous.cloned().unwrap_or_default();
     status.observed_generation = generation;
+    status.daemon = Some(this_daemon());
     if let Some(host) = host {
         status.booted = host.booted.clone();
         status.staged = host.staged.clone();

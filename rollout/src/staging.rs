@@ -58,7 +58,8 @@ pub struct Member {
     pub unlocked: bool,
     /// Its host reports an automatic updater on ([`crate::updaters`]), or
     /// a deployment bootc cannot update from an image
-    /// ([`api::BootcNode::unmanageable`]): never told, and no longer told
+    /// ([`api::BootcNode::unmanageable`]), or its daemon speaks a contract
+    /// this controller does not drive ([`crate::daemons`]): never told, and no longer told
     /// if it was (unless on the target or in a slot).
     pub refused: bool,
 }

@@ -609,6 +609,21 @@ impl Sim {
         }
     }
 
+    /// SIGKILLs one node's daemon and starts none (its pod gone, as while
+    /// a DaemonSet replaces it): a test may then play another build on
+    /// its BootcNode; [`Sim::restart_daemon`] starts this build again.
+    pub async fn stop_daemon(&self, name: &str) -> Result<()> {
+        let mut nodes = self.nodes.lock().await;
+        let node = nodes
+            .iter_mut()
+            .find(|n| n.name == name)
+            .context("no such node")?;
+        if let Some(mut a) = node.agent.take() {
+            a.kill();
+        }
+        Ok(())
+    }
+
     /// SIGKILLs one node's daemon and starts a new one (a pod restart).
     pub async fn restart_daemon(&self, name: &str) -> Result<()> {
         let mut nodes = self.nodes.lock().await;

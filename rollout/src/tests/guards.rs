@@ -132,3 +132,166 @@ fn once_repaired_the_node_counts_again() {
         Some(StandingKind::UpToDate)
     );
 }
+
+/// `b` with its daemon reporting `contract` (None: no report, a daemon
+/// older than the report).
+fn daemon(b: Bn, contract: Option<i32>) -> BootcNode {
+    with_status(b, |s| {
+        s.daemon = contract.map(|contract| api::DaemonStatus {
+            version: format!("0.{contract}.0"),
+            contract,
+        });
+    })
+}
+
+/// A daemon of a contract this controller does not drive: not told, no
+/// slot, never approved by the plan (one approved already stands), named
+/// on the pool with its build; one on the target is left alone; one that
+/// reports no contract predates the report and is driven.
+#[test]
+fn a_daemon_of_a_contract_not_driven_is_never_told_nor_approved() {
+    let old = Some(crate::daemons::DRIVEN.start() - 1);
+    let new = Some(crate::daemons::DRIVEN.end() + 1);
+    let ours = Some(api::daemon_contract::CONTRACT);
+    // (case, "d" with its daemon, "d" in a slot (drained), the image "d"
+    //  is pointed at (None: not written), approved after the plan, the
+    //  pool's reason naming it (None: not named), its standing)
+    type Row = (
+        &'static str,
+        BootcNode,
+        bool,
+        Option<&'static str>,
+        bool,
+        Option<Reason>,
+        StandingKind,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "idle, too old: kept on what it runs",
+            daemon(bn("d", OLD, Daemon::Idle(OLD)), old),
+            false,
+            None,
+            false,
+            Some(Reason::DaemonTooOld),
+            StandingKind::DaemonSkew,
+        ),
+        (
+            "told and staged, then too old: put back",
+            daemon(bn("d", NEW, Daemon::Staged(OLD)), old),
+            false,
+            Some(OLD),
+            false,
+            Some(Reason::DaemonTooOld),
+            StandingKind::DaemonSkew,
+        ),
+        (
+            "idle, too new",
+            daemon(bn("d", OLD, Daemon::Idle(OLD)), new),
+            false,
+            None,
+            false,
+            Some(Reason::DaemonTooNew),
+            StandingKind::DaemonSkew,
+        ),
+        (
+            "drained and staged in its slot, too old: not approved",
+            daemon(bn("d", NEW, Daemon::Staged(OLD)).slot(false), old),
+            true,
+            None,
+            false,
+            Some(Reason::DaemonTooOld),
+            StandingKind::DaemonSkew,
+        ),
+        (
+            "approved already, too old: the approval stands",
+            daemon(
+                bn("d", NEW, Daemon::Rebooting(OLD)).slot(false).approved(),
+                old,
+            ),
+            true,
+            None,
+            true,
+            Some(Reason::DaemonTooOld),
+            StandingKind::Rebooting,
+        ),
+        (
+            "on the target, too old: nothing to hold",
+            daemon(bn("d", NEW, Daemon::Idle(NEW)), old),
+            false,
+            None,
+            false,
+            None,
+            StandingKind::UpToDate,
+        ),
+        (
+            "this build's daemon: told",
+            daemon(bn("d", OLD, Daemon::Idle(OLD)), ours),
+            false,
+            Some(NEW),
+            false,
+            None,
+            StandingKind::Pending,
+        ),
+        (
+            "no contract reported: told",
+            daemon(bn("d", OLD, Daemon::Idle(OLD)), None),
+            false,
+            Some(NEW),
+            false,
+            None,
+            StandingKind::Pending,
+        ),
+        (
+            "drained and staged in its slot, this build's: approved",
+            daemon(bn("d", NEW, Daemon::Staged(OLD)).slot(false), ours),
+            true,
+            Some(NEW),
+            true,
+            None,
+            StandingKind::Approved,
+        ),
+    ];
+    for (case, d, in_slot, pointed_at, approved, named, standing) in rows {
+        let mut w = World::new(pool("a", IntOrString::Int(2), false))
+            .node(node("ok", "a", true, false))
+            .node(node("d", "a", true, in_slot))
+            .bn(bn("ok", NEW, Daemon::Staged(OLD)));
+        if in_slot {
+            w = w.drain("d", DrainPhase::Succeeded);
+        }
+        w.bns.push(d);
+        let p = w.plan();
+        let written = applied(&p, "d");
+        assert_eq!(
+            written.map(|a| a.spec.desired_image.clone()),
+            pointed_at.map(image),
+            "{case}: {:?}",
+            p.writes
+        );
+        let now_approved = written.map_or(w.bns[1].spec.approved(), |a| a.spec.approved());
+        assert_eq!(now_approved, approved, "{case}: {:?}", p.writes);
+        if !in_slot {
+            assert!(
+                !given_slot(&p, "d") || named.is_none(),
+                "{case}: given a slot"
+            );
+        }
+        assert!(given_slot(&p, "ok") || in_slot, "{case}: {:?}", p.writes);
+        assert_eq!(
+            p.summary.standings.members.get("d").map(Standing::kind),
+            Some(standing),
+            "{case}"
+        );
+        let message = degraded_message(&p);
+        match named {
+            Some(reason) => {
+                assert_eq!(degraded_reason(&p), reason.as_str(), "{case}");
+                assert!(
+                    message.contains("node d runs bootc-daemon 0."),
+                    "{case}: {message}"
+                );
+            }
+            None => assert!(!message.contains("node d runs"), "{case}: {message}"),
+        }
+    }
+}

@@ -54,6 +54,13 @@ fn rows() -> Vec<(&'static str, World, StandingKind)> {
     {
         b.incompatible = true;
     }
+    let mut old_daemon = alone(p(), staged(), true);
+    if let Some(s) = old_daemon.bns[0].status.as_mut() {
+        s.daemon = Some(api::DaemonStatus {
+            version: "0.0.9".into(),
+            contract: 0,
+        });
+    }
     let mut blocked = alone(p(), staged(), true);
     blocked.gates.blocking_pods = Ok(BTreeMap::from([("n1".into(), "batch/etl".into())]));
     let mut gated = alone(p(), staged(), true);
@@ -82,6 +89,7 @@ fn rows() -> Vec<(&'static str, World, StandingKind)> {
             incompatible,
             StandingKind::HostIncompatible,
         ),
+        ("its daemon too old", old_daemon, StandingKind::DaemonSkew),
         (
             "the staging bound",
             World::new(with_spec(p(), |r| r.max_concurrent_staging = Some(1)))
@@ -290,6 +298,11 @@ fn every_kind() -> Vec<Standing> {
             units: vec!["u.timer".into()],
         },
         Standing::HostIncompatible { why: "w".into() },
+        Standing::DaemonSkew(api::daemon_contract::DaemonSkew {
+            skew: api::daemon_contract::Skew::TooOld,
+            contract: 0,
+            version: None,
+        }),
         Standing::FailedHealth { check: "c".into() },
         Standing::TargetFailed,
         Standing::NotTold { unlocked: true },

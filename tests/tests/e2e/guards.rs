@@ -71,3 +71,57 @@ async fn a_host_bootc_marks_incompatible_is_named_in_bootcs_words_and_never_move
     })
     .await;
 }
+
+/// The operator upgraded while its DaemonSet has not rolled one node yet:
+/// that node's daemon is an older build, speaking an older contract. It is
+/// told no new image, never approved, never rebooted, and the pool names
+/// it with its build while the others roll; once its pod runs this release,
+/// it is updated like the others.
+#[tokio::test]
+async fn a_node_whose_daemon_is_too_old_is_named_and_never_moved_until_its_pod_is_upgraded() {
+    require_root!();
+    let (sim, recorder, v1) = started(SimOptions::default(), 3).await;
+    // The older build on the first node: its status says so (this build's
+    // daemon would write its own over it, so none runs there meanwhile).
+    sim.stop_daemon(FIRST).await.unwrap();
+    let older = api::daemon_contract::DRIVEN.start() - 1;
+    let bootc_nodes = Api::<BootcNode>::all(sim.admin.clone());
+    let body = json!({"status": {"daemon": {"version": "0.0.1", "contract": older}}});
+    bootc_nodes
+        .patch_status(
+            FIRST,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&body),
+        )
+        .await
+        .unwrap();
+
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = v2.clone();
+    let named = format!("node {FIRST} runs bootc-daemon 0.0.1 (contract {older})");
+    wait_pool(&sim, "the others updated, the old daemon named", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(target.as_str()) && s.updated_count == 2
+        }) && condition(p, ConditionType::Degraded)
+            .is_some_and(|c| c.0 == "True" && c.1 == Reason::DaemonTooOld && c.2.contains(&named))
+    })
+    .await;
+    let held = bootc_nodes.get(FIRST).await.unwrap();
+    assert_eq!(held.spec.desired_image, sim.pinned(&v1));
+    let approved = recorder.approvals().await.unwrap();
+    assert!(!approved.iter().any(|n| n == FIRST), "{approved:?}");
+    assert_eq!(sim.reboots().await.get(FIRST).map_or(0, Vec::len), 0);
+
+    // The DaemonSet rolls its pod to this release.
+    sim.restart_daemon(FIRST).await.unwrap();
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
+    wait_pool(&sim, "no longer degraded", |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| c.1 == Reason::Healthy)
+    })
+    .await;
+    let daemon = bootc_nodes.get(FIRST).await.unwrap().status.unwrap().daemon;
+    assert_eq!(
+        daemon.map(|d| d.contract),
+        Some(api::daemon_contract::CONTRACT)
+    );
+}
