@@ -125,3 +125,37 @@ async fn a_node_whose_daemon_is_too_old_is_named_and_never_moved_until_its_pod_i
         Some(api::daemon_contract::CONTRACT)
     );
 }
+
+/// A registry hiccup while a node stages: its daemon retries with backoff,
+/// reports Staging with the last error, and is never Degraded (it was,
+/// and back, before failures settled); once the registry answers, the
+/// rollout completes.
+#[tokio::test]
+async fn a_registry_hiccup_while_staging_never_flips_the_node_degraded() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let set_fault = |fault| {
+        let sim = &sim;
+        async move {
+            let nodes = sim.nodes.lock().await;
+            let node = nodes.iter().find(|n| n.name == FIRST).unwrap();
+            node.host.layout.set_fault(fault).unwrap();
+        }
+    };
+    set_fault(Some(Fault::PullError)).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    // Its first pull failed: it says so, and retries (a daemon that
+    // alarms at once says Degraded instead, which the end finds).
+    wait_bootc_node(&sim, FIRST, "a failed pull reported", |b| {
+        b.is_degraded()
+            || b.status.as_ref().is_some_and(|s| {
+                api::conditions::message(&s.conditions, ConditionType::Idle)
+                    .is_some_and(|m| m.contains("retrying") && m.contains("connection refused"))
+            })
+    })
+    .await;
+    set_fault(None).await;
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
+    let degraded = recorder.ever_degraded().await.unwrap();
+    assert!(degraded.is_empty(), "Degraded at some point: {degraded:?}");
+}
