@@ -23,6 +23,21 @@ async fn wait_bootc_node(
     }
 }
 
+/// `kubectl bootc why NODE`, as a person runs it: its output.
+fn why(sim: &Sim, node: &str) -> String {
+    let out = std::process::Command::new(tests::fake_host::bin("kubectl-bootc"))
+        .args(["why", node])
+        .env("KUBECONFIG", sim.cp.kubeconfig(tests::Identity::Admin))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl bootc why: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A person layers a package on a node by hand: bootc marks its deployment
 /// incompatible. Its daemon says so in bootc's words (Degraded), the pool
 /// names it, it is never told the new image, never approved, never
@@ -62,6 +77,12 @@ async fn a_host_bootc_marks_incompatible_is_named_in_bootcs_words_and_never_move
     let approved = recorder.approvals().await.unwrap();
     assert!(!approved.iter().any(|n| n == FIRST), "{approved:?}");
     assert_eq!(sim.reboots().await.get(FIRST).map_or(0, Vec::len), 0);
+    let said = why(&sim, FIRST);
+    assert!(
+        said.contains("bootc cannot update its host from an image")
+            && said.contains(api::BOOTC_INCOMPATIBLE),
+        "{said}"
+    );
 
     // `rpm-ostree reset` by hand: the node is updated like the others.
     sim.layer_locally(FIRST, false).await.unwrap();
@@ -99,11 +120,12 @@ async fn a_node_whose_daemon_is_too_old_is_named_and_never_moved_until_its_pod_i
     let v2 = sim.push_version("2.0").await.unwrap();
     let target = v2.clone();
     let named = format!("node {FIRST} runs bootc-daemon 0.0.1 (contract {older})");
+    let on_pool = named.clone();
     wait_pool(&sim, "the others updated, the old daemon named", move |p| {
         p.status.as_ref().is_some_and(|s| {
             s.target_digest.as_deref() == Some(target.as_str()) && s.updated_count == 2
         }) && condition(p, ConditionType::Degraded)
-            .is_some_and(|c| c.0 == "True" && c.1 == Reason::DaemonTooOld && c.2.contains(&named))
+            .is_some_and(|c| c.0 == "True" && c.1 == Reason::DaemonTooOld && c.2.contains(&on_pool))
     })
     .await;
     let held = bootc_nodes.get(FIRST).await.unwrap();
@@ -111,6 +133,8 @@ async fn a_node_whose_daemon_is_too_old_is_named_and_never_moved_until_its_pod_i
     let approved = recorder.approvals().await.unwrap();
     assert!(!approved.iter().any(|n| n == FIRST), "{approved:?}");
     assert_eq!(sim.reboots().await.get(FIRST).map_or(0, Vec::len), 0);
+    let said = why(&sim, FIRST);
+    assert!(said.contains(&named), "{said}");
 
     // The DaemonSet rolls its pod to this release.
     sim.restart_daemon(FIRST).await.unwrap();
