@@ -132,6 +132,10 @@ wire_enum! {
         /// A node past its phase's deadline (the message names the node, the
         /// phase, for how long, and the next step).
         NodeStuck = "NodeStuck",
+        /// A member's daemon pod cannot run (crash-looping, its image not
+        /// pulled): the message names the node, the pod and the kubelet's
+        /// reason.
+        DaemonNotRunning = "DaemonNotRunning",
         InvalidSpec = "InvalidSpec",
         /// The pull Secret is not a docker config (a pool-wide credentials
         /// problem: reported on the pool, not passed to the nodes).
@@ -179,6 +183,11 @@ wire_enum! {
         InvalidManifest = "InvalidManifest",
         /// Any other registry failure.
         RegistryError = "RegistryError",
+        /// The registry answered with a certificate the controller does not
+        /// trust (an unknown issuer, an expired or mismatched certificate):
+        /// reached, but not trusted. The message names the registry and the
+        /// CA to add (`--registry-ca-dir`, the chart's `registryCA`).
+        RegistryUntrusted = "RegistryUntrusted",
 
         // BootcNode Idle reasons: the wire strings of `crate::DaemonPhase`
         // (`DaemonPhase::reason`; read and match the phase, not these).
@@ -226,10 +235,11 @@ wire_enum! {
         FailedHealth = "FailedHealth",
         TargetFailed = "TargetFailed",
         NotTold = "NotTold",
+        DaemonDown = "DaemonDown",
         DaemonBehind = "DaemonBehind",
         Staging = "Staging",
         Degraded = "Degraded",
-        Pending = "Pending",
+        Told = "Told",
         Skipped = "Skipped",
         Held = "Held",
         BlockingPod = "BlockingPod",

@@ -52,6 +52,12 @@ pub const DO_NOT_DISRUPT_BY_ANNOTATION: &str = "bootc.dev/do-not-disrupt-by";
 /// withdraws the approval, so that the daemon stages the target again under
 /// a new spec and the node is approved again like any other in its slot.
 pub const RETRY_ANNOTATION: &str = "bootc.dev/retry";
+/// On a BootcNodePool: a person asks for its tag to be resolved now
+/// (`kubectl bootc refresh POOL`; the value, when, tells one request from
+/// the next). The controller resolves at once a value it has not honoured,
+/// at most once per `REFRESH_MIN_INTERVAL` of its tag policy; it leaves the
+/// annotation in place.
+pub const REFRESH_ANNOTATION: &str = "bootc.dev/refresh";
 /// On a BootcNodePool: a person confirms that its target (this digest)
 /// failed, on the word of fewer nodes than
 /// `spec.health.nodesToFailImage`: the image is failed for the whole pool
@@ -80,7 +86,10 @@ pub const DAEMON_MANAGER: &str = "bootc-daemon";
 /// approve the reboot or lift the cordon. The reboot stops the pod; the
 /// other replica (never on the same node) takes the lease meanwhile.
 pub const CONTROLLER_APP_NAME: &str = "bootc-controller";
-/// The label key [`CONTROLLER_APP_NAME`] is the value of.
+/// The `app.kubernetes.io/name` of the daemon's pods (deploy/daemon.yaml):
+/// the controller reads the pods of members whose daemon is silent.
+pub const DAEMON_APP_NAME: &str = "bootc-daemon";
+/// The label key [`CONTROLLER_APP_NAME`] and [`DAEMON_APP_NAME`] are values of.
 pub const APP_NAME_LABEL: &str = "app.kubernetes.io/name";
 /// On a Node: its CPU architecture (set by the kubelet). A pool's target
 /// must have an image for each of its members' architectures.

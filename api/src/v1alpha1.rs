@@ -858,7 +858,7 @@ pub struct BootEntryStatus {
 /// retry after one, or a node leaving the pool. A healthy node's update has
 /// no event of its own: its steps are the BootcNode's state (`kubectl get
 /// bn`), and per-node events would cost two API writes per node, beyond the
-/// write budget (README, performance targets).
+/// write budget (BENCHMARKS.md, the targets).
 pub mod event_reasons {
     /// The pool has a new target that some members do not run yet.
     pub const ROLLOUT_STARTED: &str = "RolloutStarted";

@@ -76,7 +76,8 @@ struct Args {
     registry_ca_file: Option<std::path::PathBuf>,
     /// A directory of PEM files whose CA certificates to trust for
     /// registries, as well; absent or empty adds none (deploy/ mounts the
-    /// optional ConfigMap `bootc-registry-ca` here).
+    /// optional ConfigMap `bootc-registry-ca` here). Read again before
+    /// every resolution: a change needs no restart.
     #[arg(long, env = "BOOTC_REGISTRY_CA_DIR")]
     registry_ca_dir: Option<std::path::PathBuf>,
     /// How long one registry request may take, in seconds, from its
@@ -180,44 +181,16 @@ pub fn main(
     }
 }
 
-/// The extra registry CAs of `--registry-ca-file` and `--registry-ca-dir`,
-/// one PEM bundle (None: none).
-fn registry_cas(args: &Args) -> Result<Option<Vec<u8>>, MainError> {
-    let read = |path: &std::path::Path| {
-        std::fs::read(path).map_err(|e| MainError::RegistryCa(path.display().to_string(), e))
+/// The extra registry CAs of `--registry-ca-file`, read once (None: none);
+/// `--registry-ca-dir` is read while the controller runs
+/// (`crate::target::registry::trust`).
+fn registry_ca_file(args: &Args) -> Result<Option<Vec<u8>>, MainError> {
+    let Some(path) = &args.registry_ca_file else {
+        return Ok(None);
     };
-    let mut bundle = Vec::new();
-    if let Some(path) = &args.registry_ca_file {
-        bundle.extend(read(path)?);
-    }
-    if let Some(dir) = &args.registry_ca_dir {
-        for path in
-            ca_dir_files(dir).map_err(|e| MainError::RegistryCa(dir.display().to_string(), e))?
-        {
-            bundle.push(b'\n');
-            bundle.extend(read(&path)?);
-        }
-    }
-    Ok((!bundle.is_empty()).then_some(bundle))
-}
-
-/// The files of a CA directory in name order, hidden ones (a ConfigMap
-/// volume's `..data`) left out; an absent directory has none.
-fn ca_dir_files(dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
-    let entries = match std::fs::read_dir(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        other => other?,
-    };
-    let mut files = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
-        if !hidden && entry.path().is_file() {
-            files.push(entry.path());
-        }
-    }
-    files.sort();
-    Ok(files)
+    std::fs::read(path)
+        .map(Some)
+        .map_err(|e| MainError::RegistryCa(path.display().to_string(), e))
 }
 
 /// `addr`, or None for "".
@@ -232,11 +205,11 @@ fn parse_addr(flag: &'static str, addr: &str) -> Result<Option<SocketAddr>, Main
 
 /// The registry-backed resolver.
 fn resolver(args: &Args) -> Result<std::sync::Arc<dyn crate::target::Resolve>, MainError> {
-    let ca_bundle = registry_cas(args)?;
     let registry =
         crate::target::registry::Resolver::new(crate::target::registry::RegistryOptions {
             plain_http: args.insecure_registries.clone(),
-            ca_bundle,
+            ca_bundle: registry_ca_file(args)?,
+            ca_dir: args.registry_ca_dir.clone(),
             timeout: Some(Duration::from_secs(args.registry_timeout_seconds.max(1))),
         });
     Ok(std::sync::Arc::new(

@@ -11,6 +11,10 @@
 //!   (`--alert-gate-endpoint`), `ALERTS{alertstate="firing",<matchers>}`,
 //!   under the rules of [`alerts`]; asked only for a pool that selects a
 //!   node (one that selects none hands out no slot, so sends nothing).
+//! * the daemon's pods, while a member's daemon has not answered its spec:
+//!   one LIST by the daemon's label, kept like the blocking pods, so that a
+//!   daemon that cannot run (crash-looping, its image not pulled) is named
+//!   on the pool with the kubelet's reason (`rollout::gates::daemon_pod_problems`).
 //! * `spec.health.pods`: one LIST per entry in its namespace, with its
 //!   selector, asked at every plan while a member holds a reboot slot (the
 //!   health gate judges a node in its slot from them,
@@ -43,11 +47,21 @@ pub struct Gatekeeper {
     endpoints: alerts::AlertEndpoints,
 }
 
+/// What the gates ask of the pool's members, lazily (each asked only when
+/// a gate needs it).
+pub struct Members<S, D> {
+    /// Does a member hold a reboot slot?
+    pub in_slots: S,
+    /// Has a member's daemon not answered its spec?
+    pub silent: D,
+}
+
 /// The gates' last answers for one pool, with when and for which spec
 /// they were given.
 #[derive(Debug, Default)]
 pub struct GateMemory {
     pods: Option<Kept<BTreeMap<String, String>>>,
+    daemons: Option<Kept<BTreeMap<String, String>>>,
     alerts: Option<Kept<Vec<String>>>,
 }
 
@@ -94,17 +108,23 @@ impl Gatekeeper {
     }
 
     /// What the pool's gates say now (the kept answers while fresh);
-    /// `in_slots` tells whether a member holds a reboot slot, `selects`
-    /// whether the pool selects any node.
+    /// `members.in_slots` tells whether a member holds a reboot slot,
+    /// `members.silent` whether a member's daemon has not answered its
+    /// spec, `selects` whether the pool selects any node.
     #[tracing::instrument(name = "gates", skip_all)]
     pub async fn ask(
         &self,
         pool: &BootcNodePool,
         memory: &mut GateMemory,
-        in_slots: impl FnOnce() -> bool,
+        members: Members<impl FnOnce() -> bool, impl FnOnce() -> bool>,
         selects: bool,
     ) -> Gates {
+        let Members { in_slots, silent } = members;
         let mut gates = Gates::default();
+        if silent() {
+            let asking = self.daemon_pods();
+            gates.daemon_pods = Kept::or_ask(&mut memory.daemons, String::new(), asking).await;
+        }
         if let Some(health) = &pool.spec.health
             && !health.pods.is_empty()
             && in_slots()
@@ -120,6 +140,22 @@ impl Gatekeeper {
             gates.alerts = Kept::or_ask(&mut memory.alerts, format!("{gate:?}"), asking).await;
         }
         gates
+    }
+
+    /// The daemon pods that cannot run, by node: one LIST across
+    /// namespaces by the daemon's label (the controller does not know the
+    /// daemon's namespace), from the API server's watch cache.
+    async fn daemon_pods(&self) -> Result<BTreeMap<String, String>, String> {
+        let selector = format!(
+            "{}={}",
+            api::labels::APP_NAME_LABEL,
+            api::labels::DAEMON_APP_NAME
+        );
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list(&ListParams::default().labels(&selector).match_any())
+            .await
+            .map_err(|e| format!("listing the daemon pods {selector}: {e}"))?;
+        Ok(rollout::gates::daemon_pod_problems(&pods.items))
     }
 
     /// The nodes that run a pod of `spec`, each with the first one.
@@ -189,6 +225,14 @@ impl Gatekeeper {
 mod tests {
     use super::*;
 
+    /// Members neither in slots nor silent.
+    fn quiet() -> Members<impl FnOnce() -> bool, impl FnOnce() -> bool> {
+        Members {
+            in_slots: || false,
+            silent: || false,
+        }
+    }
+
     /// A loopback server that counts the requests it is sent (answering
     /// none): the pool's Prometheus.
     async fn counting() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
@@ -221,12 +265,12 @@ mod tests {
         }))
         .unwrap();
         let gates = keeper
-            .ask(&pool, &mut GateMemory::default(), || false, false)
+            .ask(&pool, &mut GateMemory::default(), quiet(), false)
             .await;
         assert_eq!(gates.alerts, Ok(vec![]));
         assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
         let gates = keeper
-            .ask(&pool, &mut GateMemory::default(), || false, true)
+            .ask(&pool, &mut GateMemory::default(), quiet(), true)
             .await;
         assert!(gates.alerts.is_err(), "{:?}", gates.alerts);
         assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);

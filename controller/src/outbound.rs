@@ -64,6 +64,10 @@ pub enum Failure {
     Unreachable,
     #[error("answered more than {0} bytes")]
     TooLarge(usize),
+    /// Reached, but its TLS certificate is not trusted: what is wrong with
+    /// it, in rustls's fixed words ([`untrusted_certificate`]).
+    #[error("presented a certificate that is not trusted ({0})")]
+    Untrusted(&'static str),
 }
 
 impl Failure {
@@ -71,9 +75,46 @@ impl Failure {
     pub fn of(error: &reqwest::Error, deadline: Duration) -> Self {
         if error.is_timeout() {
             Failure::TimedOut(deadline)
+        } else if let Some(problem) = untrusted_certificate(error) {
+            Failure::Untrusted(problem)
         } else {
             Failure::Unreachable
         }
+    }
+}
+
+/// What is wrong with the server's certificate, when `error` is rustls
+/// refusing it, somewhere in its chain of causes. An `io::Error` carries
+/// its cause as its inner error (nested, from the TLS connector), which its
+/// `source()` skips: the walk goes through `get_ref()` there.
+pub fn untrusted_certificate(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(rustls::Error::InvalidCertificate(c)) = e.downcast_ref() {
+            return Some(certificate_problem(c));
+        }
+        next = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    None
+}
+
+/// A certificate error in fixed words (never the server's own text).
+fn certificate_problem(error: &rustls::CertificateError) -> &'static str {
+    use rustls::CertificateError as C;
+    match error {
+        C::UnknownIssuer => "issued by an unknown CA",
+        C::Expired | C::ExpiredContext { .. } => "expired",
+        C::NotValidYet | C::NotValidYetContext { .. } => "not valid yet",
+        C::NotValidForName | C::NotValidForNameContext { .. } => "not valid for its name",
+        C::Revoked => "revoked",
+        C::BadSignature | C::BadEncoding => "malformed or badly signed",
+        _ => "refused by the certificate check",
     }
 }
 
@@ -127,6 +168,22 @@ mod tests {
             }
         });
         url
+    }
+
+    /// rustls's refusal, nested in the io errors the TLS connector wraps it
+    /// in (as reqwest reports it), is an untrusted certificate; any other
+    /// failure is not.
+    #[test]
+    fn a_refused_certificate_is_found_in_nested_io_errors() {
+        use std::io::{Error, ErrorKind};
+        let refused = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let nested = Error::other(Error::new(ErrorKind::InvalidData, refused));
+        assert_eq!(
+            untrusted_certificate(&nested),
+            Some("issued by an unknown CA")
+        );
+        let closed = Error::other(Error::new(ErrorKind::UnexpectedEof, "peer closed"));
+        assert_eq!(untrusted_certificate(&closed), None);
     }
 
     #[tokio::test]

@@ -63,6 +63,9 @@ pub trait Resolve: Send + Sync + 'static {
 pub struct TargetMemory {
     pub(crate) schedule: Option<Schedule>,
     pub(crate) last_error: Option<(Reason, String)>,
+    /// The last refresh request honoured (`kubectl bootc refresh`): its
+    /// value, and when.
+    pub(crate) refreshed: Option<(String, jiff::Timestamp)>,
 }
 
 /// When a pool's reference is next resolved, and for which spec.

@@ -253,6 +253,86 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
     drop(c);
 }
 
+/// Writes `pem` into `dir` as the kubelet updates a ConfigMap volume: the
+/// file in a new timestamped folder, the `..data` symlink swapped to it in
+/// one rename, the file's own name a symlink through `..data`.
+fn kubelet_writes_configmap(dir: &std::path::Path, generation: u32, pem: &[u8]) {
+    let folder = format!("..2026_01_0{generation}");
+    std::fs::create_dir_all(dir.join(&folder)).unwrap();
+    std::fs::write(dir.join(&folder).join("ca.crt"), pem).unwrap();
+    let swap = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(&folder, &swap).unwrap();
+    std::fs::rename(&swap, dir.join("..data")).unwrap();
+    if dir.join("ca.crt").symlink_metadata().is_err() {
+        std::os::unix::fs::symlink("..data/ca.crt", dir.join("ca.crt")).unwrap();
+    }
+}
+
+/// A private registry's CA given after the controller started, in its
+/// `--registry-ca-dir` (the ConfigMap volume, as the kubelet updates it):
+/// before it, the pool says `RegistryUntrusted` naming the registry (not
+/// `RegistryUnreachable`) and counts the three nodes that match, though it
+/// has no target; after it, the same controller process resolves the tag
+/// and rolls it, without a restart.
+#[tokio::test]
+async fn a_registry_ca_given_after_the_start_is_trusted_without_a_restart() {
+    let env = env().await;
+    let reg = TestRegistry::start("tester", "pw").await.unwrap();
+    put_secret(&env.admin, &reg.good_docker_config()).await;
+    let v1 = reg
+        .push_image("acme/os", "prod", &amd64("1"))
+        .await
+        .unwrap();
+    // The optional ConfigMap's volume before the ConfigMap: empty.
+    let ca_dir = env.cp.dir().join("registry-ca");
+    std::fs::create_dir_all(&ca_dir).unwrap();
+    let dir = ca_dir.display().to_string();
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        ctl: c,
+    } = Setup::default()
+        .controller(
+            "c1",
+            &[
+                "--registry-ca-dir",
+                &dir,
+                "--tag-resolution-interval-seconds",
+                "2",
+            ],
+        )
+        .node("n1", &member("amd64"))
+        .node("n2", &member("amd64"))
+        .node("n3", &member("amd64"))
+        .initial_image(format!("{}/acme/os@{v1}", reg.host()))
+        .pool(tag_pool(&reg, "prod"))
+        .start_in(env)
+        .await;
+
+    let untrusted = Reason::RegistryUntrusted.as_str();
+    let p = wait_pool(&env.admin, "workers", untrusted, |p| {
+        degraded_reason(p).as_deref() == Some(untrusted)
+            && p.status.as_ref().is_some_and(|s| s.node_count == 3)
+    })
+    .await;
+    let message = condition(&p, ConditionType::Degraded).unwrap().2;
+    assert!(
+        message.contains(&format!("registry {}", reg.host())) && message.contains("unknown CA"),
+        "{message}"
+    );
+    assert_eq!(target(&p), None);
+    let up = condition(&p, ConditionType::UpToDate).unwrap().2;
+    assert!(up.contains("3 members wait for a target image"), "{up}");
+
+    let pid = c.pid();
+    kubelet_writes_configmap(&ca_dir, 1, &reg.ca_pem().unwrap());
+    let p = wait_rolled(&env.admin, "workers", &v1, 3).await;
+    assert_eq!(degraded_reason(&p), None);
+    assert_eq!(c.pid(), pid, "the controller was restarted");
+    c.wait_log("the registry CAs changed").await;
+}
+
 #[tokio::test]
 async fn an_image_must_cover_every_members_architecture() {
     let env = env().await;

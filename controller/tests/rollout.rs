@@ -52,7 +52,7 @@ async fn five_nodes_roll_two_at_a_time() {
     }
 
     // The pool's Events tell the rollout's story in two, and a
-    // healthy node's update adds none (the write budget of the README's performance targets).
+    // healthy node's update adds none (the write budget of BENCHMARKS.md's targets).
     // Published just after the status that shows the rollout complete.
     wait_event(
         &env.admin,

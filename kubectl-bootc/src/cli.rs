@@ -27,7 +27,7 @@ Exit status:
     name = "kubectl-bootc",
     bin_name = "kubectl bootc",
     version,
-    about = "bootc-operator rollouts: status, pause/resume, retry, history, why, plan",
+    about = "bootc-operator rollouts: status, pause/resume, refresh, retry, history, why, plan",
     long_about = "bootc-operator rollouts at a glance. Connects like kubectl: --kubeconfig, \
                   else KUBECONFIG, else ~/.kube/config, with --context or the current \
                   context; installed on PATH it runs as `kubectl bootc`.",
@@ -105,6 +105,15 @@ Examples:
 Examples:
   kubectl bootc resume workers")]
     Resume {
+        /// The pool.
+        pool: String,
+    },
+    /// Resolve the pool's tag now, not at its next interval (the
+    /// controller honours one request every 10 s).
+    #[command(after_help = "\
+Examples:
+  kubectl bootc refresh workers   # after pushing a new image to the tag it follows")]
+    Refresh {
         /// The pool.
         pool: String,
     },
@@ -297,6 +306,7 @@ mod tests {
             (&["status", "w", "--output=yaml", "--kubeconfig=/k", "--context=c"], flags(Some("/k"), Some("c")), status(Some("w"), Some(Format::Yaml))),
             (&["pause", "w", "--context", "c"], flags(None, Some("c")), Command::Pause { pool: "w".into() }),
             (&["resume", "--kubeconfig", "/k", "w"], flags(Some("/k"), None), Command::Resume { pool: "w".into() }),
+            (&["refresh", "w", "--context", "c"], flags(None, Some("c")), Command::Refresh { pool: "w".into() }),
             (&["retry", "n1", "--context", "c"], flags(None, Some("c")), Command::Retry { node: "n1".into() }),
             (&["why", "n1", "--kubeconfig", "/k", "--context", "c"], flags(Some("/k"), Some("c")), Command::Why { node: "n1".into() }),
             (&["history", "w", "-o", "yaml"], flags(None, None), Command::History { pool: "w".into(), output: OutputFlag { output: Some(Format::Yaml) } }),

@@ -184,6 +184,19 @@ pub fn shown(text: String) -> String {
 /// Why `kubectl bootc retry` refuses: None when the node awaits a retry
 /// (approved to boot and Degraded, see [`BootcNode::awaits_retry`]), else
 /// what the node is doing instead.
+/// Why `kubectl bootc refresh POOL` is refused (None: the pool follows a
+/// tag, which the controller can resolve again).
+pub fn refresh_refusal(pool: &BootcNodePool) -> Option<String> {
+    let reference = &pool.spec.image.reference;
+    let pinned = api::image_ref::ImageRef::parse(reference).is_ok_and(|r| r.digest.is_some());
+    pinned.then(|| {
+        format!(
+            "pool {} follows a digest (spec.image.ref {reference:?}): there is no tag to resolve",
+            pool.name_any()
+        )
+    })
+}
+
 /// Why `kubectl bootc retry POOL` is refused (None: the pool has a failed
 /// image for its current reference to clear).
 pub fn pool_retry_refusal(pool: &BootcNodePool) -> Option<String> {

@@ -60,8 +60,8 @@ async fn snapshot(client: &kube::Client) -> Result<Snapshot, Error> {
 
 /// The pods the pools' `spec.disruption.blockingPods` and `spec.health.pods`
 /// select (bound to a node and not finished, as the controller lists them),
-/// and the namespaces when one has a namespace selector; nothing for pools
-/// without.
+/// the daemon's pods, and the namespaces when one has a namespace
+/// selector.
 async fn blocking_pods(
     client: &kube::Client,
     pools: &[BootcNodePool],
@@ -105,6 +105,19 @@ async fn blocking_pods(
             )))?;
         pods.extend(listed.items);
     }
+    // The daemon's pods: a member whose daemon cannot run says why. Best
+    // effort: a user who may not list pods still gets every other answer.
+    let daemons = format!(
+        "{}={}",
+        api::labels::APP_NAME_LABEL,
+        api::labels::DAEMON_APP_NAME
+    );
+    if let Ok(listed) = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().labels(&daemons))
+        .await
+    {
+        pods.extend(listed.items);
+    }
     let namespaces = if specs.iter().any(|s| s.namespace_selector.is_some()) {
         list(Api::<Namespace>::all(client.clone()), "Namespaces").await?
     } else {
@@ -131,6 +144,35 @@ async fn set_paused(client: &kube::Client, pool: &str, paused: bool) -> Result<S
         Err(kube::Error::Api(s)) if s.code == 404 => Err(lookup::Missing::pool(pool).into()),
         Err(e) => Err(api_error(format!("patching pool {pool}"))(e)),
     }
+}
+
+/// Asks the controller to resolve the pool's tag now
+/// ([`api::labels::REFRESH_ANNOTATION`], the value when).
+async fn refresh(client: &kube::Client, pool: &str) -> Result<String, Error> {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let found = match pools.get(pool).await {
+        Ok(found) => found,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Err(lookup::Missing::pool(pool).into()),
+        Err(e) => return Err(api_error(format!("reading pool {pool}"))(e)),
+    };
+    if let Some(refusal) = kubectl_bootc::refresh_refusal(&found) {
+        return Err(Error::Refused(refusal));
+    }
+    let now = jiff::Timestamp::now().to_string();
+    let body =
+        serde_json::json!({"metadata": {"annotations": {api::labels::REFRESH_ANNOTATION: now}}});
+    let params = PatchParams {
+        field_manager: Some(MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    pools
+        .patch(pool, &params, &Patch::Merge(&body))
+        .await
+        .map_err(api_error(format!("patching pool {pool}")))?;
+    Ok(format!(
+        "pool {pool}: the controller resolves {} now; `kubectl bootc status {pool}` shows the target\n",
+        found.spec.image.reference
+    ))
 }
 
 async fn retry(client: &kube::Client, node: &str) -> Result<String, Error> {
@@ -239,6 +281,7 @@ async fn run(cli: Cli) -> Result<String, Error> {
         }
         Command::Pause { pool } => set_paused(&client, &pool, true).await,
         Command::Resume { pool } => set_paused(&client, &pool, false).await,
+        Command::Refresh { pool } => refresh(&client, &pool).await,
         Command::Retry { node } => retry(&client, &node).await,
         Command::History { pool, output } => {
             let snap = snapshot(&client).await?;

@@ -128,6 +128,7 @@ fn told_secret(snap: &Snapshot, pool: &BootcNodePool) -> Option<SecretSeen> {
 fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
     let mut gates = Gates {
         alerts: last_alerts(pool),
+        daemon_pods: Ok(rollout::gates::daemon_pod_problems(&snap.pods)),
         ..Gates::default()
     };
     if let Some(spec) = &pool.spec.disruption.blocking_pods {

@@ -360,3 +360,39 @@ fn by_flags(sim: &Sim, image: &str, waves: &[Vec<String>]) {
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
 }
+
+/// `kubectl bootc refresh POOL` resolves the tag at once: with an hour
+/// between two resolutions, a pushed image becomes the target within the
+/// test's wait only because of it; a pool that follows a digest is refused.
+#[tokio::test]
+async fn refresh_resolves_the_tag_now() {
+    require_root!();
+    let options = SimOptions {
+        nodes: 1,
+        tag_interval: Duration::from_secs(3600),
+        ..SimOptions::default()
+    };
+    let mut sim = Sim::start(options).await.unwrap();
+    let v1 = sim.push_version("1.0").await.unwrap();
+    sim.add_nodes(1, &v1).await.unwrap();
+    sim.create_pool().await.unwrap();
+    sim.start_kubelet();
+    wait_pool(&sim, "v1 is the target", |p| {
+        p.status.as_ref().and_then(|s| s.target_digest.as_deref()) == Some(v1.as_str())
+    })
+    .await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let said = ok(&sim, &["refresh", POOL]);
+    assert!(said.contains("resolves"), "{said}");
+    wait_pool(&sim, "v2 is the target", |p| {
+        p.status.as_ref().and_then(|s| s.target_digest.as_deref()) == Some(v2.as_str())
+    })
+    .await;
+
+    sim.patch_pool(serde_json::json!({"image": {"ref": sim.pinned(&v2)}}))
+        .await
+        .unwrap();
+    let (code, _, stderr) = plugin(&sim, &["refresh", POOL]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("follows a digest"), "{stderr}");
+}

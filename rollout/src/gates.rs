@@ -43,6 +43,10 @@ pub struct Gates {
     /// `spec.health.pods`: the pods each entry matches, by the node they
     /// are bound to (see [`health_pods`]); or why they could not be listed.
     pub health_pods: Result<BTreeMap<String, Vec<PodSeen>>, String>,
+    /// The daemon pods that cannot run, by node, each described
+    /// ([`daemon_pod_problems`]); asked only while a member's daemon is
+    /// silent. Err: why they could not be listed (nothing is concluded).
+    pub daemon_pods: Result<BTreeMap<String, String>, String>,
 }
 
 impl Default for Gates {
@@ -51,6 +55,7 @@ impl Default for Gates {
             blocking_pods: Ok(BTreeMap::new()),
             alerts: Ok(Vec::new()),
             health_pods: Ok(BTreeMap::new()),
+            daemon_pods: Ok(BTreeMap::new()),
         }
     }
 }
@@ -131,6 +136,15 @@ impl Gates {
             Ok(by_node) => Ok(by_node.get(node).map_or(&[], Vec::as_slice)),
             Err(e) => Err(e),
         }
+    }
+
+    /// Why the daemon pod on `node` cannot run, if it cannot.
+    pub fn daemon_down(&self, node: &str) -> Option<&str> {
+        self.daemon_pods
+            .as_ref()
+            .ok()?
+            .get(node)
+            .map(String::as_str)
     }
 
     /// The blocking pod on `node`, if any.
@@ -247,6 +261,61 @@ pub fn health_pods<'p>(
         });
     }
     Ok(())
+}
+
+/// The container waiting reasons of a pod that will not run without a
+/// person: the kubelet backs off, or cannot make the container at all.
+const CANNOT_RUN: &[&str] = &[
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// The daemon pods among `pods` (labelled [`api::labels::DAEMON_APP_NAME`])
+/// that cannot run, by the node they are bound to: "namespace/pod:
+/// CrashLoopBackOff: <the kubelet's message> (restarted N times)".
+pub fn daemon_pod_problems<'p>(
+    pods: impl IntoIterator<Item = &'p Pod>,
+) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    for pod in pods {
+        let daemon = pod
+            .labels()
+            .get(api::labels::APP_NAME_LABEL)
+            .map(String::as_str)
+            == Some(api::labels::DAEMON_APP_NAME);
+        let Some(node) = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|_| daemon)
+        else {
+            continue;
+        };
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_deref())
+            .unwrap_or_default();
+        let problem = statuses.iter().find_map(|c| {
+            let waiting = c.state.as_ref()?.waiting.as_ref()?;
+            let reason = waiting.reason.as_deref()?;
+            CANNOT_RUN.contains(&reason).then(|| {
+                let message = waiting.message.as_deref().unwrap_or("no message");
+                format!("{reason}: {message} (restarted {} times)", c.restart_count)
+            })
+        });
+        if let Some(problem) = problem {
+            let name = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+            found.insert(node.to_owned(), format!("{name}: {problem}"));
+        }
+    }
+    found
 }
 
 /// The pods that can block a node as a field selector, for the API server

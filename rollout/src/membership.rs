@@ -63,7 +63,6 @@ impl Membership<'_> {
 /// is reported. Each node's answer is kept in `memo` for the next plan.
 pub(crate) fn of<'a>(
     view: &View<'a>,
-    has_target: bool,
     memo: &mut Memo,
     problems: &mut Vec<Problem>,
 ) -> Membership<'a> {
@@ -80,7 +79,7 @@ pub(crate) fn of<'a>(
     for (at, (name, row)) in view.rows.iter().enumerate() {
         let Some(node) = row.node else { continue };
         let claim = memo.membership(at, row.versions, || {
-            claim(pool, node, row.bn, selector.as_ref(), &others, has_target)
+            claim(pool, node, row.bn, selector.as_ref(), &others)
         });
         if let Some(pools) = claim.conflict {
             out.conflicts.insert((*name).to_owned(), pools);
@@ -109,7 +108,7 @@ pub fn conflict(
     }
     let selector = parse_selector(&pool.spec.node_selector).ok();
     let others = other_selectors(other_pools);
-    claim(pool, node, bn, selector.as_ref(), &others, true).conflict
+    claim(pool, node, bn, selector.as_ref(), &others).conflict
 }
 
 /// One node's claim: selected by this pool, and by which others.
@@ -119,7 +118,6 @@ fn claim(
     bn: Option<&BootcNode>,
     selector: Option<&Selector>,
     others: &[(String, Selector)],
-    has_target: bool,
 ) -> Claim {
     let selected = match selector {
         Some(s) => s.matches(node.labels()),
@@ -152,9 +150,10 @@ fn claim(
             member: false,
             conflict: Some(claims),
         },
-        // A new member: its BootcNode is created with the target.
+        // A new member, with or without a target: its BootcNode is
+        // created with the target.
         None => Claim {
-            member: has_target,
+            member: true,
             conflict: None,
         },
     }

@@ -31,7 +31,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     }
     let secret = pull_secret::checked(input, &mut problems);
     memo.begin(memo::PoolFacts::of(&view, target.as_ref(), &secret), &view);
-    let members = membership::of(&view, target.is_some(), memo, &mut problems);
+    let members = membership::of(&view, memo, &mut problems);
     let leavers = leaving::leavers(&view, &members);
     let limits = budget::limits(&view.pool.spec.rollout, members.names.len(), &mut problems);
     let windows = &view.pool.spec.rollout.maintenance_windows;

@@ -11,8 +11,8 @@
 //! deployment, no image or no digest); on the target; its daemon of a
 //! contract this controller does not drive; refused for its host's
 //! updater; the target failed (on it, or for the pool); not yet told (the
-//! staging bounds); its daemon behind; still
-//! staging; Degraded; not staged; then, staged, the holds that are its own
+//! staging bounds); its daemon's pod unable to run, or its daemon behind;
+//! still staging; Degraded; not staged; then, staged, the holds that are its own
 //! (skipped after a failed drain, a hold annotation, a blocking pod, unfit
 //! for a slot: NotReady, no Node, being deleted), then the pool's (paused,
 //! halted, the pools it depends on, the node order, the canary step, the
@@ -33,7 +33,7 @@ use k8s_openapi::api::core::v1::Node;
 use crate::depends::Waiting;
 use crate::disruption::Unavailable;
 use crate::facts::{Entry, NodeVerdict, Rollout};
-use crate::gates::Gate;
+use crate::gates::{Gate, Gates};
 use crate::model::Target;
 use crate::state::NodeState;
 use crate::window::Window;
@@ -72,6 +72,11 @@ pub enum Standing {
     NotTold {
         unlocked: bool,
     },
+    /// Its daemon has not answered its spec, and its pod cannot run (why:
+    /// the pod and the kubelet's reason).
+    DaemonDown {
+        pod: String,
+    },
     /// Its daemon has not answered its spec yet.
     DaemonBehind {
         generation: i64,
@@ -82,7 +87,7 @@ pub enum Standing {
     /// Its BootcNode is Degraded.
     Degraded,
     /// Told, not staged, in no phase that says more (its daemon's phase).
-    Pending {
+    Told {
         phase: Option<DaemonPhase>,
     },
     /// Skipped for this target after its drain failed (why).
@@ -238,10 +243,11 @@ impl Standing {
             Standing::FailedHealth { .. } => StandingKind::FailedHealth,
             Standing::TargetFailed => StandingKind::TargetFailed,
             Standing::NotTold { .. } => StandingKind::NotTold,
+            Standing::DaemonDown { .. } => StandingKind::DaemonDown,
             Standing::DaemonBehind { .. } => StandingKind::DaemonBehind,
             Standing::Staging => StandingKind::Staging,
             Standing::Degraded => StandingKind::Degraded,
-            Standing::Pending { .. } => StandingKind::Pending,
+            Standing::Told { .. } => StandingKind::Told,
             Standing::Skipped { .. } => StandingKind::Skipped,
             Standing::Held { .. } => StandingKind::Held,
             Standing::BlockingPod { .. } => StandingKind::BlockingPod,
@@ -294,11 +300,13 @@ pub(crate) fn decide(
     target: &Target,
     rollout: &Rollout<'_>,
     conflicts: &BTreeMap<String, std::collections::BTreeSet<String>>,
+    gates: &Gates,
 ) -> Standings {
     let facts = PoolFacts {
         target,
         rollout,
         pool: &pool,
+        gates,
     };
     let members = rollout
         .verdicts
@@ -321,6 +329,7 @@ struct PoolFacts<'a> {
     target: &'a Target,
     rollout: &'a Rollout<'a>,
     pool: &'a Pool,
+    gates: &'a Gates,
 }
 
 /// One member's standing.
@@ -356,18 +365,30 @@ fn of(facts: &PoolFacts<'_>, e: &Entry<'_>) -> Standing {
     if facts.rollout.target_failed.is_some() {
         return Standing::TargetFailed;
     }
-    not_staged(e.row.bn, facts.target, v).unwrap_or_else(|| staged(facts, e))
+    not_staged(facts, e.name, e.row.bn, v).unwrap_or_else(|| staged(facts, e))
 }
 
 /// A member outside a slot not (yet) staged with the target: None when it is.
-fn not_staged(bn: Option<&BootcNode>, target: &Target, v: &NodeVerdict) -> Option<Standing> {
-    let Some(bn) = bn.filter(|_| v.owned.spec.desired_image == target.image) else {
+fn not_staged(
+    facts: &PoolFacts<'_>,
+    name: &str,
+    bn: Option<&BootcNode>,
+    v: &NodeVerdict,
+) -> Option<Standing> {
+    let Some(bn) = bn.filter(|_| v.owned.spec.desired_image == facts.target.image) else {
         let unlocked = bn
             .and_then(|b| b.status.as_ref())
             .and_then(|s| s.download_only_supported)
             == Some(false);
         return Some(Standing::NotTold { unlocked });
     };
+    if bn.daemon_behind()
+        && let Some(pod) = facts.gates.daemon_down(name)
+    {
+        return Some(Standing::DaemonDown {
+            pod: pod.to_owned(),
+        });
+    }
     if bn.daemon_behind() {
         return Some(Standing::DaemonBehind {
             generation: bn.metadata.generation.unwrap_or(0),
@@ -383,7 +404,7 @@ fn not_staged(bn: Option<&BootcNode>, target: &Target, v: &NodeVerdict) -> Optio
         NodeState::Degraded => Some(Standing::Degraded),
         NodeState::Staged => None,
         NodeState::Pending | NodeState::Rebooting | NodeState::UpToDate => {
-            Some(Standing::Pending { phase: bn.phase() })
+            Some(Standing::Told { phase: bn.phase() })
         }
     }
 }
@@ -582,6 +603,9 @@ impl Standing {
                 pool.name, pool.name
             ),
             Standing::NotTold { unlocked } => not_told(pool, *unlocked),
+            Standing::DaemonDown { pod } => format!(
+                "its daemon cannot run, so nothing is asked of the node: {pod}; fix the pod (`kubectl describe pod`), the daemon's log says why it exits"
+            ),
             Standing::DaemonBehind {
                 generation,
                 observed,
@@ -590,7 +614,7 @@ impl Standing {
             ),
             Standing::Staging => format!("staging: downloading the target{since}"),
             Standing::Degraded => "a Degraded node is given no reboot slot".to_owned(),
-            Standing::Pending { .. } => format!(
+            Standing::Told { .. } => format!(
                 "told the target, its daemon in phase {}{since}",
                 about.phase()
             ),

@@ -137,12 +137,13 @@ pub(crate) fn report(
     let verdicts = &rollout.verdicts;
     let mut events = leavers.events;
     problems.extend(lone_witnesses(view, target, &rollout));
-    let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
     let counts = Counts::of(verdicts.values().map(|v| v.reported_state()));
     let total = members.names.len();
     let standings = target.map_or_else(Standings::default, |t| {
         decide(view, t, members, &leavers.not_back, &rollout, slots)
     });
+    problems.extend(daemons_down(&standings));
+    let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
     let slotted = if paused {
         Vec::new()
     } else {
@@ -162,6 +163,7 @@ pub(crate) fn report(
             no_slots: slots == 0,
         },
     );
+    let message = before_a_target(target, total).unwrap_or(message);
     let done = target.is_some() && counts.updated == total;
     let up_to_date = up_to_date(
         done,
@@ -270,7 +272,30 @@ fn decide(
             .filter_map(|e| Some((e.name.to_owned(), e.verdict.unavailable?)))
             .collect(),
     };
-    standing::decide(pool, target, rollout, &members.conflicts)
+    standing::decide(pool, target, rollout, &members.conflicts, &view.input.gates)
+}
+
+/// The members whose daemon pod cannot run: one problem naming each node
+/// and its pod's reason.
+fn daemons_down(standings: &Standings) -> Option<Problem> {
+    let down: Vec<String> = standings
+        .members
+        .iter()
+        .filter_map(|(name, s)| match s {
+            Standing::DaemonDown { pod } => Some(format!("{name} ({pod})")),
+            _ => None,
+        })
+        .collect();
+    (!down.is_empty()).then(|| {
+        (
+            Reason::DaemonNotRunning,
+            format!(
+                "the bootc-daemon pod cannot run on {} nodes, which are asked nothing until it does: {}",
+                down.len(),
+                down.join("; ")
+            ),
+        )
+    })
 }
 
 /// `maxUnavailable` as the pool spells it.
@@ -280,6 +305,14 @@ fn max_unavailable_text(max: &k8s_openapi::apimachinery::pkg::util::intstr::IntO
         IntOrString::Int(n) => n.to_string(),
         IntOrString::String(s) => s.clone(),
     }
+}
+
+/// The UpToDate message of members before any target (it does not resolve
+/// yet): counted, and none is told an image.
+fn before_a_target(target: Option<&Target>, total: usize) -> Option<String> {
+    (target.is_none() && total > 0).then(|| {
+        format!("0/{total} updated; {total} members wait for a target image (Degraded says why)")
+    })
 }
 
 /// What the status keeps beyond this plan: a member newly failed on the
@@ -671,7 +704,7 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
         Reason::NodeConflict => 3,
         Reason::RolloutHalted | Reason::DependencyCycle => 4,
         Reason::RolledBack | Reason::HealthCheckFailed | Reason::BatchFailed => 4,
-        Reason::NodeStuck => 5,
+        Reason::NodeStuck | Reason::DaemonNotRunning => 5,
         Reason::DrainTimedOut
         | Reason::HostUpdaterEnabled
         | Reason::HostIncompatible

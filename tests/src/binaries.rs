@@ -110,7 +110,7 @@ fn cached(dir: String, bin: &str) -> Result<PathBuf> {
     let path = cache_dir().join(dir).join(bin);
     if !path.exists() {
         bail!(
-            "{} not found: run tests/scripts/build-control-plane.sh (the README's test command does)",
+            "{} not found: run tests/scripts/build-control-plane.sh (`./dev test` does)",
             path.display()
         );
     }

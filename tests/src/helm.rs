@@ -93,6 +93,43 @@ impl Helm {
     }
 }
 
+/// What only a Helm release puts on an object, and `deploy/` cannot
+/// (which release, which chart, which version, who manages it; the
+/// checksum of the settings a pod template reads): the one list of keys the
+/// comparison with `deploy/` leaves out ([`without_helm_only`]), of an
+/// object's labels and of its pod template's labels and annotations.
+pub const HELM_ONLY: &[&str] = &[
+    "helm.sh/chart",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "checksum/config",
+];
+
+/// `object` without the [`HELM_ONLY`] keys (a map they leave empty goes
+/// too, as `deploy/` has none there).
+pub fn without_helm_only(object: &Value) -> Value {
+    let mut object = object.clone();
+    let maps = [
+        "/metadata/labels",
+        "/spec/template/metadata/labels",
+        "/spec/template/metadata/annotations",
+    ];
+    for path in maps {
+        let Some(Value::Object(map)) = object.pointer_mut(path) else {
+            continue;
+        };
+        map.retain(|k, _| !HELM_ONLY.contains(&k.as_str()));
+        if map.is_empty() {
+            let (parent, key) = path.rsplit_once('/').unwrap_or_default();
+            if let Some(Value::Object(parent)) = object.pointer_mut(parent) {
+                parent.remove(key);
+            }
+        }
+    }
+    object
+}
+
 /// An object's identity in a manifest: kind, namespace (empty for
 /// cluster-scoped objects) and name.
 pub type ObjectKey = (String, String, String);

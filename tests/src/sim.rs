@@ -5,7 +5,7 @@
 //! keeps each Node's Ready condition, marks a node NotReady while it
 //! "reboots", and restarts that node's daemon afterwards.
 //!
-//! Used by the `bootc-sim` binary (the README's main command) and by the
+//! Used by the `bootc-sim` binary (`./dev sim`) and by the
 //! end-to-end tests.
 
 use std::collections::BTreeMap;
@@ -45,6 +45,9 @@ async fn set_ready_patiently(admin: &kube::Client, name: &str, ready: bool) {
         }
     }
 }
+
+/// The daemon's namespace (deploy/namespace.yaml).
+pub const DAEMON_NAMESPACE: &str = "bootc-daemon";
 
 /// The pool the simulator creates.
 pub const POOL: &str = "workers";
@@ -460,6 +463,40 @@ impl Sim {
             });
         }
         Ok(names)
+    }
+
+    /// Adds a node of the pool whose daemon cannot run, as a kubelet shows
+    /// it: the Node Ready, and in the daemon's namespace its bootc-daemon
+    /// Pod bound to it, crash-looping (no daemon process runs). Returns the
+    /// node's name.
+    pub async fn add_node_whose_daemon_cannot_run(&self) -> Result<String> {
+        let name = "sim-node-nodaemon".to_owned();
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {POOL_LABEL: POOL, HOSTNAME_LABEL: name}},
+        }))?;
+        Api::<Node>::all(self.admin.clone())
+            .create(&PostParams::default(), &node)
+            .await?;
+        set_ready(&self.admin, &name, true).await?;
+        let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+            self.admin.clone(),
+            DAEMON_NAMESPACE,
+        );
+        let pod_name = format!("bootc-daemon-{name}");
+        let pod = serde_json::from_value(json!({
+            "metadata": {"name": pod_name, "labels": {
+                api::labels::APP_NAME_LABEL: api::labels::DAEMON_APP_NAME}},
+            "spec": {"nodeName": name, "containers": [{"name": "daemon", "image": "example.invalid/bootc-operator:1"}]},
+        }))?;
+        pods.create(&PostParams::default(), &pod).await?;
+        let status = json!({"status": {"phase": "Running", "containerStatuses": [{
+            "name": "daemon", "image": "example.invalid/bootc-operator:1", "imageID": "",
+            "ready": false, "restartCount": 6,
+            "state": {"waiting": {"reason": "CrashLoopBackOff",
+                "message": "back-off 5m0s restarting failed container=daemon"}}}]}});
+        pods.patch_status(&pod_name, &PatchParams::default(), &Patch::Merge(status))
+            .await?;
+        Ok(name)
     }
 
     /// The Pod of controller replica `i` on `node`, as the Deployment's

@@ -1,8 +1,12 @@
 //! The Helm chart `charts/bootc-operator/` with the real helm: it lints,
-//! renders `deploy/` object by object at its default values, renames the
-//! namespaces with one value each (the admission policies then judge the
-//! renamed service accounts), installs, upgrades and uninstalls on a real
-//! API server, and installs from an OCI registry it was pushed to.
+//! renders `deploy/` object by object at its default values (with the
+//! standard labels), renames the namespaces with one value each (the
+//! admission policies then judge the renamed service accounts), refuses
+//! what cannot work before anything is created (its schema, a missing
+//! allow-list, namespaces that clash), installs with the usual flags
+//! (`-n NS --create-namespace`), rolls the daemons when their settings
+//! change, upgrades and uninstalls on a real API server, and installs from
+//! an OCI registry it was pushed to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -13,7 +17,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use tests::helm::{Helm, ObjectKey, chart_dir, first_difference, objects};
+use tests::helm::{Helm, ObjectKey, chart_dir, first_difference, objects, without_helm_only};
 use tests::k8s::refused;
 use tests::registry::{TestImage, TestRegistry};
 use tests::{ControlPlane, Identity, binaries, repo_root};
@@ -26,17 +30,66 @@ const IMAGE: &str =
 const OPERATOR_NS: &str = "ops-bootc";
 const DAEMON_NS: &str = "ops-bootc-nodes";
 
-fn kustomize(dir: &str) -> String {
+/// The repository the default renders allow (`daemon.allowedRepositories`
+/// has no default: it is required).
+const ALLOWED: &str = "registry.example.com/acme/os";
+
+/// What the chart needs besides its defaults to render `deploy/`: the
+/// operator's namespace named (left empty it is the release's, and
+/// `helm template`'s is `default`, refused) and the required allow-list,
+/// which [`deploy_allowing`] sets in `deploy/` as its README says.
+fn defaults() -> Vec<String> {
+    vec![
+        "namespaces.operator=bootc-operator".into(),
+        format!("daemon.allowedRepositories={{{ALLOWED}}}"),
+    ]
+}
+
+/// `helm template` of the chart at [`defaults`] and `sets`.
+fn render(helm: &Helm, sets: &[&str]) -> anyhow::Result<String> {
+    let defaults = defaults();
+    let all: Vec<&str> = defaults
+        .iter()
+        .map(String::as_str)
+        .chain(sets.iter().copied())
+        .collect();
+    helm.template(&all)
+}
+
+fn kustomize(dir: &std::path::Path) -> String {
     let out = std::process::Command::new(binaries::kubectl().unwrap())
         .arg("kustomize")
-        .arg(repo_root().join(dir))
+        .arg(dir)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Both manifests hold the same objects, each the same field by field.
+/// `kubectl kustomize` of the repository's `dir`.
+fn kustomize_repo(dir: &str) -> String {
+    kustomize(&repo_root().join(dir))
+}
+
+/// `deploy/` with [`ALLOWED`] merged into its ConfigMap, by the overlay
+/// deploy/kustomization.yaml documents.
+fn deploy_allowing() -> String {
+    // In target/ (as tests/tests/deploy.rs's): kustomize takes a base by a
+    // relative path only.
+    std::fs::create_dir_all(repo_root().join("target")).unwrap();
+    let overlay = tempfile::Builder::new()
+        .prefix("overlay-")
+        .tempdir_in(repo_root().join("target"))
+        .unwrap();
+    let kustomization = format!(
+        "resources: [../../deploy]\nconfigMapGenerator:\n  - name: bootc-daemon\n    namespace: bootc-daemon\n    behavior: merge\n    literals: [allowed-repositories={ALLOWED}]\n"
+    );
+    std::fs::write(overlay.path().join("kustomization.yaml"), kustomization).unwrap();
+    kustomize(overlay.path())
+}
+
+/// Both manifests hold the same objects, each the same field by field but
+/// for what only a Helm release has ([`tests::helm::HELM_ONLY`]).
 fn assert_same_objects(chart: &str, deploy: &str) {
     let chart = objects(chart).unwrap();
     let deploy = objects(deploy).unwrap();
@@ -49,7 +102,7 @@ fn assert_same_objects(chart: &str, deploy: &str) {
         "the chart's objects and deploy/'s"
     );
     for (key, object) in &chart {
-        if let Some(diff) = first_difference(object, &deploy[key], "") {
+        if let Some(diff) = first_difference(&without_helm_only(object), &deploy[key], "") {
             panic!("{key:?}: the chart renders {diff} (chart != deploy/)");
         }
     }
@@ -58,8 +111,17 @@ fn assert_same_objects(chart: &str, deploy: &str) {
 #[test]
 fn the_chart_lints() {
     let helm = Helm::new().unwrap();
+    let allowed = format!("daemon.allowedRepositories={{{ALLOWED}}}");
     let out = helm
-        .run(&["lint", "--strict", chart_dir().to_str().unwrap()])
+        .run(&[
+            "lint",
+            "--strict",
+            chart_dir().to_str().unwrap(),
+            "--namespace",
+            "bootc-operator",
+            "--set",
+            &allowed,
+        ])
         .unwrap();
     assert!(
         out.contains("1 chart(s) linted, 0 chart(s) failed"),
@@ -67,27 +129,80 @@ fn the_chart_lints() {
     );
 }
 
-/// One source of truth: at its default values the chart renders exactly
-/// the objects of `kubectl kustomize deploy/`, and with monitoring on,
-/// those of `deploy/monitoring/` besides; with the Node lifecycle
-/// conditions on, those of `deploy/optional/node-lifecycle-conditions/`.
+/// One source of truth: at its default values (and [`defaults`]) the
+/// chart renders exactly the objects of `kubectl kustomize deploy/` (with
+/// the same allow-list), and with monitoring on, those of
+/// `deploy/monitoring/` besides; with the Node lifecycle conditions on,
+/// those of `deploy/optional/node-lifecycle-conditions/`; but for what
+/// only a Helm release has ([`tests::helm::HELM_ONLY`]).
 #[test]
 fn default_values_render_deploy_object_by_object() {
     let helm = Helm::new().unwrap();
-    assert_same_objects(&helm.template(&[]).unwrap(), &kustomize("deploy"));
+    assert_same_objects(&render(&helm, &[]).unwrap(), &deploy_allowing());
     let monitoring = added_by(&helm, "monitoring.enabled=true");
-    assert_same_objects(&monitoring, &kustomize("deploy/monitoring"));
+    assert_same_objects(&monitoring, &kustomize_repo("deploy/monitoring"));
     assert_same_objects(
         &added_by(&helm, "controller.nodeLifecycleConditions=true"),
-        &kustomize("deploy/optional/node-lifecycle-conditions"),
+        &kustomize_repo("deploy/optional/node-lifecycle-conditions"),
     );
+}
+
+/// Every object carries the standard labels, the release's own among them;
+/// the workloads' selectors only their name, which never changes.
+#[test]
+fn every_object_carries_the_standard_labels() {
+    let helm = Helm::new().unwrap();
+    let rendered = render(
+        &helm,
+        &[
+            "monitoring.enabled=true",
+            "controller.nodeLifecycleConditions=true",
+        ],
+    )
+    .unwrap();
+    let version = chart_version();
+    for (key, object) in objects(&rendered).unwrap() {
+        let labels = &object["metadata"]["labels"];
+        assert_eq!(
+            labels["app.kubernetes.io/instance"], "bootc-operator",
+            "{key:?}"
+        );
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm", "{key:?}");
+        assert_eq!(
+            labels["app.kubernetes.io/part-of"], "bootc-operator",
+            "{key:?}"
+        );
+        assert_eq!(
+            labels["app.kubernetes.io/version"],
+            version.as_str(),
+            "{key:?}"
+        );
+        assert_eq!(
+            labels["helm.sh/chart"],
+            format!("bootc-operator-{version}").as_str(),
+            "{key:?}"
+        );
+        assert!(labels[api::labels::APP_NAME_LABEL].is_string(), "{key:?}");
+        let selector = &object["spec"]["selector"];
+        if key.0 == "Deployment" || key.0 == "DaemonSet" {
+            let name = &labels[api::labels::APP_NAME_LABEL];
+            assert_eq!(
+                selector["matchLabels"],
+                json!({api::labels::APP_NAME_LABEL: name})
+            );
+            assert_eq!(
+                object["spec"]["template"]["metadata"]["labels"], *labels,
+                "{key:?}"
+            );
+        }
+    }
 }
 
 /// The objects a render with `set` has beyond the default render's, as a
 /// manifest.
 fn added_by(helm: &Helm, set: &str) -> String {
-    let base = objects(&helm.template(&[]).unwrap()).unwrap();
-    objects(&helm.template(&[set]).unwrap())
+    let base = objects(&render(helm, &[]).unwrap()).unwrap();
+    objects(&render(helm, &[set]).unwrap())
         .unwrap()
         .into_iter()
         .filter(|(k, _)| !base.contains_key(k))
@@ -101,9 +216,7 @@ fn added_by(helm: &Helm, set: &str) -> String {
 #[test]
 fn optional_pieces_come_whole_and_one_namespace_for_both_is_refused() {
     let helm = Helm::new().unwrap();
-    let rendered = helm
-        .template(&["controller.nodeLifecycleConditions=true"])
-        .unwrap();
+    let rendered = render(&helm, &["controller.nodeLifecycleConditions=true"]).unwrap();
     let all = objects(&rendered).unwrap();
     let key = |kind: &str, ns: &str, name: &str| (kind.to_owned(), ns.to_owned(), name.to_owned());
     let args = &all[&key("Deployment", "bootc-operator", "bootc-controller")]["spec"]["template"]["spec"]
@@ -115,13 +228,54 @@ fn optional_pieces_come_whole_and_one_namespace_for_both_is_refused() {
             .any(|a| a == "--node-lifecycle-conditions"),
         "{args}"
     );
-    let refused = helm
-        .template(&["namespaces.daemon=bootc-operator"])
+    let refused = render(&helm, &["namespaces.daemon=bootc-operator"])
         .unwrap_err()
         .to_string();
     assert!(
         refused.contains("namespaces.operator and namespaces.daemon are both \"bootc-operator\""),
         "{refused}"
+    );
+}
+
+/// `controller.registryCA.configMap` names the ConfigMap of CAs mounted at
+/// the controller's `--registry-ca-dir` (optional: it may come later, and
+/// is read again while the controller runs); empty, neither the flag nor
+/// the volume.
+#[test]
+fn the_registry_ca_value_is_the_configmap_mounted_for_the_controller() {
+    let helm = Helm::new().unwrap();
+    let controller = |sets: &[&str]| {
+        let all = objects(&render(&helm, sets).unwrap()).unwrap();
+        let key = (
+            "Deployment".to_owned(),
+            "bootc-operator".to_owned(),
+            "bootc-controller".to_owned(),
+        );
+        all[&key]["spec"]["template"]["spec"].clone()
+    };
+    let flag = json!("--registry-ca-dir=/etc/bootc-operator/registry-ca");
+    let pod = controller(&["controller.registryCA.configMap=corp-ca"]);
+    assert!(
+        pod["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&flag)
+    );
+    assert_eq!(
+        pod["volumes"][0],
+        json!({"name": "registry-ca", "configMap": {"name": "corp-ca", "optional": true}})
+    );
+    let pod = controller(&["controller.registryCA.configMap="]);
+    assert!(
+        !pod["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&flag)
+    );
+    let volumes = pod["volumes"].as_array().unwrap();
+    assert!(
+        volumes.iter().all(|v| v["name"] != "registry-ca"),
+        "{volumes:?}"
     );
 }
 
@@ -142,8 +296,9 @@ fn namespaces_of(manifest: &str) -> BTreeSet<String> {
 fn values_rename_namespaces_and_set_the_image_and_the_daemon() {
     let helm = Helm::new().unwrap();
     let digest = format!("sha256:{}", "c".repeat(64));
-    let rendered = helm
-        .template(&[
+    let rendered = render(
+        &helm,
+        &[
             &format!("namespaces.operator={OPERATOR_NS}"),
             &format!("namespaces.daemon={DAEMON_NS}"),
             "image.repository=registry.test/bootc-operator",
@@ -157,8 +312,9 @@ fn values_rename_namespaces_and_set_the_image_and_the_daemon() {
             "monitoring.enabled=true",
             "controller.alertGateEndpoints.main=http://prometheus-k8s.monitoring.svc:9090",
             "controller.nodeLifecycleConditions=true",
-        ])
-        .unwrap();
+        ],
+    )
+    .unwrap();
     assert_eq!(
         namespaces_of(&rendered),
         BTreeSet::from([OPERATOR_NS.into(), DAEMON_NS.into(), "default".into()])
@@ -241,6 +397,251 @@ fn wait_crds(cp: &ControlPlane) {
     );
 }
 
+/// The enforced Pod Security level of namespace `ns` ("" without one).
+fn pod_security(cp: &ControlPlane, ns: &str) -> String {
+    kubectl_ok(
+        cp,
+        &[
+            "get",
+            "namespace",
+            ns,
+            "-o",
+            r"jsonpath={.metadata.labels.pod-security\.kubernetes\.io/enforce}",
+        ],
+    )
+}
+
+/// `helm template` of the chart with `args` (flags and `--set`s as given).
+fn template_with(helm: &Helm, args: &[&str]) -> anyhow::Result<String> {
+    let chart = chart_dir();
+    let mut all = vec!["template", "bootc-operator", chart.to_str().unwrap()];
+    all.extend(args);
+    helm.run(&all)
+}
+
+/// What cannot work is refused by `helm template`, so before `helm install`
+/// creates anything, naming the value: the schema's types and the required
+/// allow-list (by the template too when the schema is skipped), and
+/// namespaces that clash with the release's.
+#[test]
+fn bad_values_are_refused_naming_them() {
+    let helm = Helm::new().unwrap();
+    let allowed = format!("daemon.allowedRepositories={{{ALLOWED}}}");
+    let ns = ["-n", "bootc-operator"];
+    #[rustfmt::skip]
+    let cases: &[(&str, Vec<&str>, &str)] = &[
+        ("no allow-list", vec![], "at '/daemon/allowedRepositories': minItems"),
+        ("no allow-list, no schema", vec!["--skip-schema-validation"],
+         "daemon.allowedRepositories is required"),
+        ("a repository with a space",
+         vec!["--set", "daemon.allowedRepositories[0]=registry.example.com/a b"],
+         "at '/daemon/allowedRepositories/0'"),
+        ("a log format", vec!["--set", &allowed, "--set", "controller.logFormat=xml"],
+         "at '/controller/logFormat'"),
+        ("no replica", vec!["--set", &allowed, "--set", "controller.replicas=0"],
+         "at '/controller/replicas'"),
+        ("a misspelt value", vec!["--set", &allowed, "--set", "deamon.logLevel=debug"],
+         "deamon"),
+        ("a digest", vec!["--set", &allowed, "--set", "image.digest=latest"],
+         "at '/image/digest'"),
+    ];
+    for (what, args, want) in cases {
+        let args: Vec<&str> = ns.iter().copied().chain(args.iter().copied()).collect();
+        let refused = template_with(&helm, &args).unwrap_err().to_string();
+        assert!(refused.contains(want), "{what}: {refused}");
+    }
+    // The operator's namespace is the release's unless named: never
+    // `default`; the release is never in the daemons' namespace.
+    let refused = template_with(&helm, &["--set", &allowed])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("the operator's namespace would be \"default\""),
+        "{refused}"
+    );
+    let refused = template_with(
+        &helm,
+        &[
+            "-n",
+            "bootc-daemon",
+            "--set",
+            &allowed,
+            "--set",
+            "namespaces.operator=ops",
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains("the release's namespace is the daemons'"),
+        "{refused}"
+    );
+}
+
+/// Everything a release of the chart could have made, by name.
+fn everything(cp: &ControlPlane) -> String {
+    kubectl_ok(
+        cp,
+        &[
+            "get",
+            "namespaces,crd,clusterroles,clusterrolebindings,validatingadmissionpolicies,\
+             validatingadmissionpolicybindings,serviceaccounts,roles,rolebindings,configmaps,\
+             secrets,deployments,daemonsets,services",
+            "-A",
+            "-o",
+            "name",
+        ],
+    )
+}
+
+/// `helm install` without the required allow-list, with the usual flags
+/// (`--create-namespace` too) is refused, naming the value, and leaves the
+/// cluster as it found it: not even the namespace.
+#[tokio::test]
+async fn a_missing_allow_list_is_refused_before_anything_is_created() {
+    let cp = ControlPlane::start().await.unwrap();
+    let helm = Helm::on(&cp).unwrap();
+    let before = everything(&cp);
+    let refused = helm
+        .run(&[
+            "install",
+            "bootc-operator",
+            chart_dir().to_str().unwrap(),
+            "-n",
+            "bootc-operator",
+            "--create-namespace",
+        ])
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("/daemon/allowedRepositories"), "{refused}");
+    assert_eq!(everything(&cp), before, "the refused install left objects");
+    assert_eq!(helm.run(&["list", "-A", "--all", "-q"]).unwrap().trim(), "");
+}
+
+/// The Helm flags operators use, `helm install -n bootc-operator
+/// --create-namespace`: Helm makes the namespace and the chart does not
+/// create it again (which failed the install half-way); the daemons'
+/// namespace is the chart's, privileged; the release is listed in the
+/// operator's namespace; NOTES says how to label it, and no more once it
+/// is labelled.
+#[tokio::test]
+async fn the_usual_helm_flags_install_into_the_namespace_helm_creates() {
+    let cp = ControlPlane::start().await.unwrap();
+    let helm = Helm::on(&cp).unwrap();
+    let chart = chart_dir();
+    let allowed = format!("daemon.allowedRepositories={{{ALLOWED}}}");
+    let args = |verb| {
+        vec![
+            verb,
+            "bootc-operator",
+            chart.to_str().unwrap(),
+            "-n",
+            "bootc-operator",
+            "--set",
+            allowed.as_str(),
+        ]
+    };
+    let mut install = args("install");
+    install.push("--create-namespace");
+    let notes = helm.run(&install).unwrap();
+    assert!(
+        notes.contains("kubectl label --overwrite namespace bootc-operator"),
+        "{notes}"
+    );
+    kubectl_ok(
+        &cp,
+        &["get", "deployment/bootc-controller", "-n", "bootc-operator"],
+    );
+    kubectl_ok(
+        &cp,
+        &["get", "daemonset/bootc-daemon", "-n", "bootc-daemon"],
+    );
+    assert_eq!(pod_security(&cp, "bootc-daemon"), "privileged");
+    let listed = helm.run(&["list", "-n", "bootc-operator", "-q"]).unwrap();
+    assert_eq!(listed.trim(), "bootc-operator");
+
+    let level = "restricted";
+    kubectl_ok(
+        &cp,
+        &[
+            "label",
+            "--overwrite",
+            "namespace",
+            "bootc-operator",
+            &format!("pod-security.kubernetes.io/enforce={level}"),
+            &format!("pod-security.kubernetes.io/audit={level}"),
+            &format!("pod-security.kubernetes.io/warn={level}"),
+        ],
+    );
+    let notes = helm.run(&args("upgrade")).unwrap();
+    assert!(notes.contains("Next:"), "{notes}");
+    assert!(!notes.contains("kubectl label"), "{notes}");
+}
+
+/// The pod template of `kind/name` in `ns`, and its object's generation.
+fn pod_template(cp: &ControlPlane, ns: &str, kind_name: &str) -> (Value, i64) {
+    let text = kubectl_ok(cp, &["get", kind_name, "-n", ns, "-o", "json"]);
+    let object: Value = serde_json::from_str(&text).unwrap();
+    let generation = object["metadata"]["generation"].as_i64().unwrap();
+    (object["spec"]["template"].clone(), generation)
+}
+
+/// `helm upgrade` with other daemon settings (they reach the daemons
+/// through a ConfigMap they read at start) changes the DaemonSet's pod
+/// template, which is what rolls the daemons; the controller's settings
+/// are its pod template's own, and roll it likewise. A setting of one
+/// leaves the other's template alone.
+#[tokio::test]
+async fn an_upgrade_that_changes_the_daemons_settings_rolls_them() {
+    let cp = ControlPlane::start().await.unwrap();
+    let helm = Helm::on(&cp).unwrap();
+    let chart = chart_dir();
+    let release = |verb: &'static str, sets: &[&str]| {
+        let mut args = vec![
+            verb,
+            "bootc-operator",
+            chart.to_str().unwrap(),
+            "-n",
+            "bootc-operator",
+            "--create-namespace",
+        ];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        helm.run(&args).unwrap();
+    };
+    let daemon = |cp: &ControlPlane| pod_template(cp, "bootc-daemon", "daemonset/bootc-daemon");
+    let controller =
+        |cp: &ControlPlane| pod_template(cp, "bootc-operator", "deployment/bootc-controller");
+    let allowed = format!("daemon.allowedRepositories={{{ALLOWED}}}");
+    release("install", &[&allowed]);
+    let (before, generation) = daemon(&cp);
+    let (controller_before, _) = controller(&cp);
+
+    let more = format!("daemon.allowedRepositories={{{ALLOWED},registry.example.com/acme/other}}");
+    release("upgrade", &[&more]);
+    let (after, next) = daemon(&cp);
+    let checksum = |t: &Value| t["metadata"]["annotations"]["checksum/config"].clone();
+    assert_ne!(checksum(&after), checksum(&before), "{after}");
+    assert!(next > generation, "the DaemonSet's template did not change");
+    assert_eq!(controller(&cp).0, controller_before);
+
+    release("upgrade", &[&more, "daemon.enforceContainerSigpolicy=true"]);
+    assert_ne!(checksum(&daemon(&cp).0), checksum(&after));
+
+    let (daemon_before, _) = daemon(&cp);
+    release(
+        "upgrade",
+        &[
+            &more,
+            "daemon.enforceContainerSigpolicy=true",
+            "controller.logFormat=json",
+        ],
+    );
+    assert_ne!(controller(&cp).0, controller_before);
+    assert_eq!(daemon(&cp).0, daemon_before);
+}
+
 fn bootc_node(name: &str) -> BootcNode {
     BootcNode::new(
         name,
@@ -262,6 +663,8 @@ fn bootc_node(name: &str) -> BootcNode {
 async fn the_admission_policies_follow_renamed_namespaces() {
     let cp = ControlPlane::start().await.unwrap();
     let helm = Helm::on(&cp).unwrap();
+    // No -n: the release's namespace is `default`, and the chart creates
+    // the operator's, labelled.
     helm.run(&[
         "install",
         "bootc",
@@ -270,9 +673,13 @@ async fn the_admission_policies_follow_renamed_namespaces() {
         &format!("namespaces.operator={OPERATOR_NS}"),
         "--set",
         &format!("namespaces.daemon={DAEMON_NS}"),
+        "--set",
+        &format!("daemon.allowedRepositories={{{ALLOWED}}}"),
     ])
     .unwrap();
     wait_crds(&cp);
+    assert_eq!(pod_security(&cp, OPERATOR_NS), "restricted");
+    assert_eq!(pod_security(&cp, DAEMON_NS), "privileged");
     let admin = cp.admin().await.unwrap();
     let token = kubectl_ok(
         &cp,
@@ -471,8 +878,17 @@ async fn install_upgrade_and_uninstall_leave_no_node_marked() {
     let cp = ControlPlane::start().await.unwrap();
     let helm = Helm::on(&cp).unwrap();
     let chart = chart_dir();
-    helm.run(&["install", "bootc", chart.to_str().unwrap()])
-        .unwrap();
+    helm.run(&[
+        "install",
+        "bootc",
+        chart.to_str().unwrap(),
+        "-n",
+        "bootc-operator",
+        "--create-namespace",
+        "--set",
+        &format!("daemon.allowedRepositories={{{ALLOWED}}}"),
+    ])
+    .unwrap();
     wait_crds(&cp);
     let admin = cp.admin().await.unwrap();
     let nodes: Api<Node> = Api::all(admin.clone());
@@ -506,6 +922,8 @@ async fn install_upgrade_and_uninstall_leave_no_node_marked() {
         "upgrade",
         "bootc",
         chart.to_str().unwrap(),
+        "-n",
+        "bootc-operator",
         "--set",
         "controller.logLevel=debug",
         "--set",
@@ -547,12 +965,18 @@ async fn install_upgrade_and_uninstall_leave_no_node_marked() {
     );
     // No --wait: without kube-controller-manager here, the namespaces stay
     // Terminating.
-    helm.run(&["uninstall", "bootc"]).unwrap();
+    helm.run(&["uninstall", "bootc", "-n", "bootc-operator"])
+        .unwrap();
     controller.kill().unwrap();
     controller.wait().unwrap();
     let node = nodes.get("node-1").await.unwrap();
     assert!(!marked(&node), "node-1 left marked: {:?}", node.metadata);
-    assert_eq!(helm.run(&["list", "--all", "--short"]).unwrap().trim(), "");
+    assert_eq!(
+        helm.run(&["list", "--all", "--short", "-A"])
+            .unwrap()
+            .trim(),
+        ""
+    );
     let crds = kubectl_ok(&cp, &["get", "crd", "-o", "name"]);
     assert!(!crds.contains("bootc"), "{crds}");
 }
@@ -604,9 +1028,16 @@ async fn the_chart_pushed_to_a_registry_installs_from_oci() {
         &version,
         "--ca-file",
         ca,
+        "-n",
+        "bootc-operator",
+        "--create-namespace",
+        "--set",
+        &format!("daemon.allowedRepositories={{{ALLOWED}}}"),
     ])
     .unwrap();
-    let listed = helm.run(&["list", "-o", "json"]).unwrap();
+    let listed = helm
+        .run(&["list", "-o", "json", "-n", "bootc-operator"])
+        .unwrap();
     let listed: Value = serde_json::from_str(&listed).unwrap();
     assert_eq!(listed[0]["status"], "deployed", "{listed}");
     assert_eq!(

@@ -137,13 +137,22 @@ async fn tags_resolve_follow_pushes_and_errors_are_told_apart() {
         v2
     );
 
-    // An unknown CA is a TLS failure, reported as unreachable, not a pass.
+    // An unknown CA is a TLS failure, not a pass: reached but not trusted,
+    // a reason of its own that names the registry and what to add (not
+    // "unreachable").
     let untrusting = Resolver::new(RegistryOptions::default());
     let err = untrusting
         .resolve(&tag_ref, Some(&good), "h1")
         .await
         .unwrap_err();
-    assert!(matches!(err, RegistryError::Unreachable { .. }), "{err:?}");
+    assert!(matches!(err, RegistryError::Untrusted { .. }), "{err:?}");
+    assert_eq!(err.reason(), api::Reason::RegistryUntrusted);
+    let text = err.to_string();
+    assert!(
+        text.contains(&reg.host()) && text.contains("issued by an unknown CA"),
+        "{text}"
+    );
+    assert!(text.contains("--registry-ca-dir"), "{text}");
 }
 
 #[tokio::test]

@@ -118,7 +118,15 @@ fn pinned_to_the_digest(out: &Path, version: &str) {
     let chart = out.join(format!("bootc-operator-{version}.tgz"));
     let rendered = Helm::new()
         .unwrap()
-        .run(&["template", "bootc-operator", chart.to_str().unwrap()])
+        .run(&[
+            "template",
+            "bootc-operator",
+            chart.to_str().unwrap(),
+            "-n",
+            "bootc-operator",
+            "--set",
+            "daemon.allowedRepositories={any}",
+        ])
         .unwrap();
     assert_eq!(images(&rendered), vec![pinned; 2], "the chart's images");
 }

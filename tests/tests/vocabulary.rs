@@ -1,5 +1,5 @@
 //! The shared vocabulary (condition types and reasons, the daemon's phases,
-//! event reasons, label and annotation names) is defined in the `api` crate
+//! the members' standings, event reasons, label and annotation names) is defined in the `api` crate
 //! and nowhere else: no Rust source outside `api` spells one of its strings
 //! as a literal; it names the enum variant or the constant. The list is read
 //! from `api` itself (the condition enums' `ALL`, and its string constants),
@@ -29,6 +29,7 @@ const NOT_VOCABULARY: &[&str] = &[
     "CONTROLLER_MANAGER",
     "DAEMON_MANAGER",
     "CONTROLLER_APP_NAME",
+    "DAEMON_APP_NAME",
     "CLUSTER_EVENTS_NAMESPACE",
     "OPERATOR_NAMESPACE",
     "DAEMON_PULL_SECRETS_ROLE",
@@ -69,6 +70,7 @@ fn vocabulary(root: &Path) -> Vec<String> {
         .iter()
         .map(|t| t.as_str())
         .chain(api::Reason::ALL.iter().map(|r| r.as_str()))
+        .chain(api::StandingKind::ALL.iter().map(|k| k.as_str()))
         .map(str::to_owned)
         .collect();
     for file in VOCABULARY_FILES {

@@ -251,9 +251,12 @@ async fn reconcile_pool(
         .resolver
         .resolve(&pool, secret.as_deref(), &chosen.architectures, target)
         .await;
-    let in_slots = || chosen.bns.iter().any(|bn| bn.in_slot());
+    let members = crate::gates::Members {
+        in_slots: || chosen.bns.iter().any(|bn| bn.in_slot()),
+        silent: || chosen.bns.iter().any(|bn| bn.daemon_behind()),
+    };
     let selects = !chosen.nodes.is_empty();
-    let gates = ctx.gatekeeper.ask(&pool, gates, in_slots, selects).await;
+    let gates = ctx.gatekeeper.ask(&pool, gates, members, selects).await;
     // Step 2, plan.
     let planning = Instant::now();
     let pools = ctx.caches.pools.state();

@@ -24,9 +24,12 @@
 //!
 //! **Errors** are told apart in the pool's `Degraded` reason
 //! (`RegistryUnauthorized`, `ImageNotFound`, `RegistryUnreachable`,
+//! `RegistryUntrusted` (reached, its certificate not trusted),
 //! `UnsupportedArchitecture`, `InvalidManifest`, `InvalidPullSecret`), with
 //! the registry's HTTP status and error codes (`HTTP 404
-//! (MANIFEST_UNKNOWN)`). Extra CAs come from `--registry-ca-file`. For a
+//! (MANIFEST_UNKNOWN)`). Extra CAs come from `--registry-ca-file` and
+//! `--registry-ca-dir`, the directory re-read while the controller runs
+//! ([`trust`]). For a
 //! multi-arch image the target is the index digest, with the digests of
 //! its linux platform manifests beside it ([`ManifestFacts::platform_digests`]):
 //! a node reports its platform's digest, and a host installed from the
@@ -35,6 +38,7 @@
 
 mod client;
 pub mod protocol;
+pub mod trust;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -72,6 +76,10 @@ pub enum RegistryError {
     #[error("registry {registry} could not be reached: {message}")]
     Unreachable { registry: String, message: String },
     #[error(
+        "registry {registry} {message}: trust its CA (the controller's --registry-ca-dir: the ConfigMap bootc-registry-ca in the operator's namespace, read again while it runs)"
+    )]
+    Untrusted { registry: String, message: String },
+    #[error(
         "{reference} does not support the architecture(s) {missing:?} of the pool's nodes (image has {available:?})"
     )]
     UnsupportedArchitecture {
@@ -94,6 +102,7 @@ impl RegistryError {
             RegistryError::Unauthorized { .. } => api::Reason::RegistryUnauthorized,
             RegistryError::NotFound { .. } => api::Reason::ImageNotFound,
             RegistryError::Unreachable { .. } => api::Reason::RegistryUnreachable,
+            RegistryError::Untrusted { .. } => api::Reason::RegistryUntrusted,
             RegistryError::UnsupportedArchitecture { .. } => api::Reason::UnsupportedArchitecture,
             RegistryError::InvalidManifest { .. } => api::Reason::InvalidManifest,
             RegistryError::InvalidPullSecret { .. } => api::Reason::InvalidPullSecret,
@@ -349,6 +358,12 @@ pub fn check_architectures(
 fn named(err: HttpError, registry: &str, reference: &str) -> RegistryError {
     let reference = reference.to_owned();
     match err {
+        HttpError::Unreachable(failure @ crate::outbound::Failure::Untrusted(_)) => {
+            RegistryError::Untrusted {
+                registry: registry.to_owned(),
+                message: failure.to_string(),
+            }
+        }
         HttpError::Unreachable(failure) => RegistryError::Unreachable {
             registry: registry.to_owned(),
             message: failure.to_string(),
@@ -419,6 +434,9 @@ pub struct RegistryOptions {
     pub plain_http: Vec<String>,
     /// Extra CA certificates (PEM) trusted for registries.
     pub ca_bundle: Option<Vec<u8>>,
+    /// A directory of PEM files trusted as well, read again before every
+    /// resolution that asks a registry ([`trust`]).
+    pub ca_dir: Option<std::path::PathBuf>,
     /// Each request's whole deadline (unset: [`REQUEST_DEADLINE`]); a
     /// resolution's is twice it ([`Self::resolution_deadline`]).
     pub timeout: Option<Duration>,
@@ -446,8 +464,9 @@ impl RegistryOptions {
 /// repository is not taken to exist in another.
 pub struct Resolver {
     options: RegistryOptions,
-    /// The HTTP client, or why it could not be built (a bad CA bundle).
-    http: Result<reqwest::Client, String>,
+    /// The HTTP client on the CAs in force, or why it could not be built
+    /// (a bad CA bundle).
+    trust: trust::Trust,
     cache: Mutex<HashMap<CacheKey, ManifestFacts>>,
 }
 
@@ -481,7 +500,7 @@ pub struct Resolved {
 impl Resolver {
     pub fn new(options: RegistryOptions) -> Self {
         Resolver {
-            http: client::http_client(&options),
+            trust: trust::Trust::new(options.clone()),
             options,
             cache: Mutex::new(HashMap::new()),
         }
@@ -542,13 +561,13 @@ impl Resolver {
             reference: display.clone(),
             message,
         };
-        let http = self.http.as_ref().map_err(|e| other(e.clone()))?;
+        let http = self.trust.client().map_err(other)?;
         let plain = self.options.plain_http.contains(&registry);
         let scheme = if plain { "http" } else { "https" };
         let base = Url::parse(&format!("{scheme}://{}/", api_host(&registry)))
             .map_err(|e| other(format!("cannot form a registry URL for {registry:?}: {e}")))?;
         let deadline = self.options.request_deadline();
-        let mut session = Session::new(http, deadline, base, &image.registry_path(), credentials);
+        let mut session = Session::new(&http, deadline, base, &image.registry_path(), credentials);
         let name_it = |e| named(e, &registry, &display);
         let wanted = image.digest.as_deref().unwrap_or(image.tag_or_latest());
         let url = session

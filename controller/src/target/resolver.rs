@@ -1,6 +1,8 @@
 //! The registry-backed [`Resolve`]: tag references are resolved with the
 //! pool's pull secret at most once per interval (at once after a spec
-//! change or a controller start; also while the pool is paused); digest references are checked the same
+//! change, a controller start or a person's request, `kubectl bootc
+//! refresh`, at most one every `tag_policy::REFRESH_MIN_INTERVAL`; also
+//! while the pool is paused); digest references are checked the same
 //! way (the manifest exists, hashes to the digest, and covers every
 //! member's architecture) before any node is told, then answered from the
 //! cache of what that digest was found to be. Either way any failure keeps
@@ -59,7 +61,11 @@ impl RegistryResolver {
         // older spec: at once.
         let spec_changed = schedule.is_none_or(|s| s.generation != pool.metadata.generation);
         let now = jiff::Timestamp::now();
-        match tag_policy::plan_target(&image, &current, spec_changed, now) {
+        let asked = pool.annotations().get(api::labels::REFRESH_ANNOTATION);
+        let refresh =
+            tag_policy::refresh(asked.map(String::as_str), memory.refreshed.as_ref(), now);
+        let due = spec_changed || refresh == tag_policy::Refresh::Now;
+        match tag_policy::plan_target(&image, &current, due, now) {
             TargetStep::Pinned { digest, image } => Resolution {
                 target: Ok(Target {
                     digest,
@@ -70,9 +76,14 @@ impl RegistryResolver {
             },
             TargetStep::NotDue { requeue_after } => Resolution {
                 target: kept(pool, &current, memory),
-                requeue_after: Some(requeue_after),
+                requeue_after: Some(match refresh {
+                    tag_policy::Refresh::Later(left) => left.min(requeue_after),
+                    _ => requeue_after,
+                }),
             },
             TargetStep::Resolve => {
+                // Whatever made it due, the request on the pool is answered.
+                memory.refreshed = asked.map(|a| (a.clone(), now));
                 let asked = std::time::Instant::now();
                 let result = self.query(&image, pull_secret).await;
                 let took = asked.elapsed();

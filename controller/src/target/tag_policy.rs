@@ -21,6 +21,46 @@ pub const DEFAULT_RESOLVE_INTERVAL: Duration = Duration::from_secs(300);
 /// After a failed resolution, retry no later than this.
 pub const MAX_RETRY_AFTER_ERROR: Duration = Duration::from_secs(60);
 
+/// The shortest time between two resolutions a person asks for
+/// (`kubectl bootc refresh`, [`api::labels::REFRESH_ANNOTATION`]): a request
+/// sooner is honoured once it has passed.
+pub const REFRESH_MIN_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A person's request to resolve the tag now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refresh {
+    /// No request, or the one already honoured.
+    None,
+    /// A new request: resolve now.
+    Now,
+    /// A new request too soon after the last one honoured: resolve then.
+    Later(Duration),
+}
+
+/// Whether the request on the pool (`asked`: the annotation's value) is new
+/// since the one last honoured (`honoured`: its value and when), and may be
+/// honoured at `now` (one every [`REFRESH_MIN_INTERVAL`]).
+pub fn refresh(
+    asked: Option<&str>,
+    honoured: Option<&(String, Timestamp)>,
+    now: Timestamp,
+) -> Refresh {
+    let Some(asked) = asked else {
+        return Refresh::None;
+    };
+    match honoured {
+        Some((value, _)) if value == asked => Refresh::None,
+        Some((_, at)) => {
+            let since = at.duration_until(now).unsigned_abs();
+            match REFRESH_MIN_INTERVAL.checked_sub(since) {
+                Some(left) if !left.is_zero() && *at <= now => Refresh::Later(left),
+                _ => Refresh::Now,
+            }
+        }
+        None => Refresh::Now,
+    }
+}
+
 /// The target in force before this resolution, and when the next is due.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CurrentTarget {
@@ -153,6 +193,43 @@ pub fn required_architectures<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).unwrap()
+    }
+
+    #[test]
+    fn a_refresh_is_honoured_once_and_at_most_every_interval() {
+        let honoured = ("t1".to_owned(), at(0));
+        let cases = [
+            ("no request", None, None, 5, Refresh::None),
+            ("a first request", Some("t1"), None, 5, Refresh::Now),
+            (
+                "the one honoured",
+                Some("t1"),
+                Some(&honoured),
+                5,
+                Refresh::None,
+            ),
+            (
+                "a new one too soon",
+                Some("t2"),
+                Some(&honoured),
+                4,
+                Refresh::Later(Duration::from_secs(6)),
+            ),
+            (
+                "a new one later",
+                Some("t2"),
+                Some(&honoured),
+                10,
+                Refresh::Now,
+            ),
+        ];
+        for (what, asked, last, now, want) in cases {
+            assert_eq!(refresh(asked, last, at(now)), want, "{what}");
+        }
+    }
     use crate::target::registry::ManifestFacts;
 
     const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";

@@ -132,7 +132,8 @@ impl ControllerProc {
         // are taken unchecked (by the tests' build of the controller, the
         // shipped one has no such flag), except where a test brings its
         // registry.
-        let binary = if extra.contains(&"--registry-ca-file") {
+        let registry = ["--registry-ca-file", "--registry-ca-dir"];
+        let binary = if extra.iter().any(|a| registry.contains(a)) {
             env!("CARGO_BIN_EXE_bootc-controller")
         } else {
             args.push("--no-registry");

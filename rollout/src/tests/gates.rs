@@ -161,3 +161,44 @@ fn the_blocking_pods_are_the_running_ones_the_selectors_match() {
         ])
     );
 }
+
+/// A daemon pod the kubelet backs off or cannot make is named with its
+/// reason; a running one, a pending one, or another app's pod is not.
+#[test]
+fn daemon_pods_that_cannot_run_are_found_with_the_kubelets_reason() {
+    let pod = |name: &str,
+               node: &str,
+               app: &str,
+               waiting: Option<&str>|
+     -> k8s_openapi::api::core::v1::Pod {
+        let state = match waiting {
+            Some(reason) => json!({"waiting": {"reason": reason, "message": "back-off 5m0s"}}),
+            None => json!({"running": {}}),
+        };
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "bootc-daemon",
+                         "labels": {api::labels::APP_NAME_LABEL: app}},
+            "spec": {"nodeName": node, "containers": [{"name": "daemon"}]},
+            "status": {"containerStatuses": [{"name": "daemon", "image": "i", "imageID": "",
+                "ready": false, "restartCount": 4, "state": state}]},
+        }))
+        .unwrap()
+    };
+    let daemon = api::labels::DAEMON_APP_NAME;
+    let pods = [
+        pod("d-1", "n1", daemon, Some("CrashLoopBackOff")),
+        pod("d-2", "n2", daemon, Some("ImagePullBackOff")),
+        pod("d-3", "n3", daemon, None),
+        pod("d-4", "n4", daemon, Some("ContainerCreating")),
+        pod("web", "n5", "web", Some("CrashLoopBackOff")),
+    ];
+    let found = crate::gates::daemon_pod_problems(&pods);
+    assert_eq!(
+        found.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["n1", "n2"]
+    );
+    assert_eq!(
+        found["n1"],
+        "bootc-daemon/d-1: CrashLoopBackOff: back-off 5m0s (restarted 4 times)"
+    );
+}

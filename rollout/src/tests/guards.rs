@@ -230,7 +230,7 @@ fn a_daemon_of_a_contract_not_driven_is_never_told_nor_approved() {
             Some(NEW),
             false,
             None,
-            StandingKind::Pending,
+            StandingKind::Told,
         ),
         (
             "no contract reported: told",
@@ -239,7 +239,7 @@ fn a_daemon_of_a_contract_not_driven_is_never_told_nor_approved() {
             Some(NEW),
             false,
             None,
-            StandingKind::Pending,
+            StandingKind::Told,
         ),
         (
             "drained and staged in its slot, this build's: approved",

@@ -131,28 +131,26 @@ fn spec_errors_name_the_field_and_the_value() {
 /// BootcNode's owner and the other pool's selector.
 #[test]
 fn membership_table() {
-    // (what, node's pool label, BootcNode owner, pool b exists, has a target,
-    //  member, conflicting pools)
+    // (what, node's pool label, BootcNode owner, pool b exists, member,
+    //  conflicting pools)
     type Row = (
         &'static str,
         &'static str,
         Option<&'static str>,
         bool,
         bool,
-        bool,
         &'static [&'static str],
     );
     #[rustfmt::skip]
     let rows: &[Row] = &[
-        ("selected, new", "a", None, false, true, true, &[]),
-        ("selected, new, no target yet", "a", None, false, false, false, &[]),
-        ("selected, ours", "a", Some("a"), false, false, true, &[]),
-        ("not selected", "b", None, false, true, false, &[]),
-        ("another pool's BootcNode", "a", Some("b"), false, true, false, &["b"]),
-        ("ours, also selected by b: stays, named", "a", Some("a"), true, true, true, &["b"]),
-        ("new, also selected by b", "a", None, true, true, false, &["b"]),
+        ("selected, new", "a", None, false, true, &[]),
+        ("selected, ours", "a", Some("a"), false, true, &[]),
+        ("not selected", "b", None, false, false, &[]),
+        ("another pool's BootcNode", "a", Some("b"), false, false, &["b"]),
+        ("ours, also selected by b: stays, named", "a", Some("a"), true, true, &["b"]),
+        ("new, also selected by b", "a", None, true, false, &["b"]),
     ];
-    for (what, label, owner, b_exists, has_target, member, conflicts) in rows {
+    for (what, label, owner, b_exists, member, conflicts) in rows {
         let mut n = node("w1", label, true, false);
         if *b_exists {
             n.labels_mut().insert("pool-b".into(), String::new());
@@ -169,12 +167,7 @@ fn membership_table() {
         }
         let input = w.input(&w.nodes);
         let view = crate::view::View::of(&input);
-        let got = crate::membership::of(
-            &view,
-            *has_target,
-            &mut crate::Memo::default(),
-            &mut Vec::new(),
-        );
+        let got = crate::membership::of(&view, &mut crate::Memo::default(), &mut Vec::new());
         assert_eq!(got.contains("w1"), *member, "{what}");
         let named: Vec<&str> = got
             .conflicts

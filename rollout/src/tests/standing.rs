@@ -63,6 +63,11 @@ fn rows() -> Vec<(&'static str, World, StandingKind)> {
     }
     let mut blocked = alone(p(), staged(), true);
     blocked.gates.blocking_pods = Ok(BTreeMap::from([("n1".into(), "batch/etl".into())]));
+    let mut down = alone(p(), staged().behind(), true);
+    down.gates.daemon_pods = Ok(BTreeMap::from([(
+        "n1".into(),
+        "bootc-daemon/bootc-daemon-x: CrashLoopBackOff: back-off (restarted 4 times)".into(),
+    )]));
     let mut gated = alone(p(), staged(), true);
     gated.gates.alerts = Ok(vec!["NodeDown".into()]);
     let degraded_holder = |n: &'static str| {
@@ -100,6 +105,11 @@ fn rows() -> Vec<(&'static str, World, StandingKind)> {
             StandingKind::NotTold,
         ),
         (
+            "its daemon's pod cannot run",
+            down,
+            StandingKind::DaemonDown,
+        ),
+        (
             "its daemon behind",
             alone(p(), staged().behind(), true),
             StandingKind::DaemonBehind,
@@ -117,7 +127,7 @@ fn rows() -> Vec<(&'static str, World, StandingKind)> {
         (
             "told, idle",
             alone(p(), bn("n1", NEW, Daemon::Idle(OLD)), true),
-            StandingKind::Pending,
+            StandingKind::Told,
         ),
         (
             "a hold",
@@ -285,6 +295,29 @@ fn the_pool_message_renders_the_standings() {
     );
 }
 
+/// A member whose daemon cannot run makes the pool Degraded at once,
+/// naming the node and the kubelet's reason; one merely behind does not.
+#[test]
+fn a_daemon_that_cannot_run_degrades_the_pool() {
+    let world = |pods: BTreeMap<String, String>| {
+        let mut w = alone(pool("a", one(), false), staged().behind(), true);
+        w.gates.daemon_pods = Ok(pods);
+        w.plan()
+    };
+    let down = world(BTreeMap::from([(
+        "n1".into(),
+        "bootc-daemon/d-1: CrashLoopBackOff: back-off 5m0s (restarted 4 times)".into(),
+    )]));
+    assert_eq!(degraded_reason(&down), Reason::DaemonNotRunning.as_str());
+    let message = degraded_message(&down);
+    assert!(
+        message.contains("n1 (bootc-daemon/d-1: CrashLoopBackOff"),
+        "{message}"
+    );
+    let behind = world(BTreeMap::new());
+    assert_eq!(degraded_reason(&behind), Reason::Healthy.as_str());
+}
+
 /// One example of every kind, in [`api::StandingKind::ALL`]'s order.
 fn every_kind() -> Vec<Standing> {
     use crate::standing::{AfterFailure, Unfit};
@@ -306,13 +339,14 @@ fn every_kind() -> Vec<Standing> {
         Standing::FailedHealth { check: "c".into() },
         Standing::TargetFailed,
         Standing::NotTold { unlocked: true },
+        Standing::DaemonDown { pod: "p".into() },
         Standing::DaemonBehind {
             generation: 3,
             observed: 2,
         },
         Standing::Staging,
         Standing::Degraded,
-        Standing::Pending { phase: None },
+        Standing::Told { phase: None },
         Standing::Skipped { why: "w".into() },
         Standing::Held {
             holds: vec!["h".into()],

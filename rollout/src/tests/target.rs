@@ -33,6 +33,35 @@ fn a_tag_keeps_the_previous_target_and_reports_it() {
     assert_eq!(s.target_digest.as_deref(), Some(OLD));
 }
 
+/// Before the pool has a target (its tag does not resolve), its members are
+/// counted and shown (the NODES column, the UpToDate message), though none
+/// is told anything.
+#[test]
+fn members_are_counted_before_there_is_a_target() {
+    let mut w = World::new(pool("a", IntOrString::Int(1), false))
+        .node(node("w1", "a", true, false))
+        .node(node("w2", "a", true, false))
+        .node(node("w3", "b", true, false));
+    w.target = Err(TargetProblem {
+        reason: Reason::RegistryUntrusted,
+        message: "registry r.test presented a certificate that is not trusted".into(),
+    });
+    let p = w.plan();
+    assert!(p.writes.is_empty(), "{:?}", p.writes);
+    assert_eq!(degraded_reason(&p), Reason::RegistryUntrusted);
+    let s = p.status.unwrap();
+    assert_eq!((s.node_count, s.target_digest), (2, None));
+    let up = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == ConditionType::UpToDate)
+        .unwrap();
+    assert_eq!(
+        up.message,
+        "0/2 updated; 2 members wait for a target image (Degraded says why)"
+    );
+}
+
 #[test]
 fn rollback_is_the_same_cycle() {
     // Target changed back to OLD: the updated node must stage OLD again; the

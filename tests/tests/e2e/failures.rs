@@ -49,6 +49,27 @@ async fn staging_failures_on_two_nodes_degrade_the_pool_and_block_nobody_else() 
     assert_disruption_at_most(&recorder, 1).await;
 }
 
+/// A member whose daemon cannot run (its pod crash-loops) makes the pool
+/// Degraded at once, naming the node and the kubelet's reason, while the
+/// other members are healthy; `kubectl bootc`'s standing says the same.
+#[tokio::test]
+async fn a_daemon_that_cannot_run_is_named_on_the_pool() {
+    require_root!();
+    let (sim, _recorder, _v1) = started(SimOptions::default(), 2).await;
+    let broken = sim.add_node_whose_daemon_cannot_run().await.unwrap();
+    let p = wait_pool(&sim, "Degraded for the daemon", |p| {
+        condition(p, ConditionType::Degraded)
+            .is_some_and(|(_, reason, _)| reason == Reason::DaemonNotRunning)
+    })
+    .await;
+    let (status, _, message) = condition(&p, ConditionType::Degraded).unwrap();
+    assert_eq!(status, "True");
+    assert!(message.contains(&broken), "{message}");
+    assert!(message.contains("CrashLoopBackOff"), "{message}");
+    let status = p.status.unwrap();
+    assert_eq!(status.node_count, 3, "the node is counted");
+}
+
 /// `bootc status` failing on one host (a broken bootc) and answering that
 /// another is not deployed via bootc: each BootcNode says so (its reason
 /// and bootc's words) and the pool names both, nothing is staged on them

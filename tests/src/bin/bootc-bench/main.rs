@@ -1,4 +1,4 @@
-//! `bootc-bench`: the README's performance targets, measured on the
+//! `bootc-bench`: the performance targets of BENCHMARKS.md, measured on the
 //! simulated cluster and printed against their targets; the table is also
 //! written to BENCHMARKS.md.
 //!
@@ -60,7 +60,7 @@ use crate::sizes::{image_size, sizes};
 #[derive(Parser, Debug)]
 #[command(
     name = "bootc-bench",
-    about = "Benchmarks of bootc-operator against the performance targets in README.md"
+    about = "Benchmarks of bootc-operator against the performance targets in BENCHMARKS.md"
 )]
 struct Cli {
     /// Sections to run: api, rss, latency, sizes, admission, scale; nodes
