@@ -12,7 +12,48 @@ use crate::labels::{
     HEALTH_FAILED_ANNOTATION, HEALTH_FAILED_BECAUSE_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION,
     SKIPPED_ANNOTATION, SKIPPED_BECAUSE_ANNOTATION,
 };
-use crate::{BootcNode, BootcNodeSpec, ConditionType, DaemonPhase, DesiredImageState, conditions};
+use crate::{
+    BootEntryStatus, BootcNode, BootcNodeSpec, ConditionType, DaemonPhase, DesiredImageState,
+    conditions,
+};
+
+/// bootc's own words when it refuses to update a host with an incompatible
+/// deployment (`bootc upgrade` and `bootc switch`, `deploy.rs`): quoted to
+/// the person who must act.
+pub const BOOTC_INCOMPATIBLE: &str = "Deployment contains local rpm-ostree modifications; cannot upgrade via bootc. You can run `rpm-ostree reset` to undo the modifications.";
+
+/// Why bootc's report of a host is one the operator cannot update from an
+/// image, if it is (lossy or strange metadata falls back to the
+/// conservative answer: not up to date, not to be moved):
+///
+/// * a deployment bootc marks `incompatible` (local rpm-ostree changes):
+///   bootc itself refuses to switch such a host;
+/// * a booted deployment with no container image (an ostree remote or a
+///   plain commit: another origin), or with an image but no digest: what it
+///   runs cannot be compared with any target, so it is never up to date.
+///
+/// None when nothing is booted (not reported yet, or not a bootc host: the
+/// daemon's `NotBootcHost`) or the host is one bootc manages from an image.
+pub fn unmanageable(
+    booted: Option<&BootEntryStatus>,
+    staged: Option<&BootEntryStatus>,
+) -> Option<String> {
+    let booted = booted?;
+    let incompatible = [("booted", Some(booted)), ("staged", staged)]
+        .into_iter()
+        .find(|(_, e)| e.is_some_and(|e| e.incompatible));
+    if let Some((which, _)) = incompatible {
+        return Some(format!(
+            "bootc marks the {which} deployment incompatible: \"{BOOTC_INCOMPATIBLE}\" The node is given no new image and no reboot slot until a person undoes the local changes"
+        ));
+    }
+    let Some(image) = booted.image.as_deref() else {
+        return Some("bootc reports a booted deployment that is not from a container image (another origin, such as an ostree remote): it cannot be compared with any target; the node is given no new image and no reboot slot until a person switches it to an image (`bootc switch`)".to_owned());
+    };
+    booted.image_digest.is_none().then(|| format!(
+        "bootc reports the booted image {image} with no digest: what it runs cannot be compared with any target; the node is given no new image and no reboot slot until a person repairs the host"
+    ))
+}
 
 impl BootcNodeSpec {
     /// Approved to boot the staged image (`desiredImageState: Booted`): what
@@ -48,6 +89,14 @@ impl BootcNode {
     /// Is its `Degraded` condition True?
     pub fn is_degraded(&self) -> bool {
         self.degraded().is_some()
+    }
+
+    /// Why bootc's report of its host is one the operator cannot update
+    /// from an image ([`unmanageable`]), read from its status whatever its
+    /// daemon says of it: never up to date, never moved.
+    pub fn unmanageable(&self) -> Option<String> {
+        let status = self.status.as_ref()?;
+        unmanageable(status.booted.as_ref(), status.staged.as_ref())
     }
 
     /// Does it boot `image` (`repository@digest`)? See
@@ -295,6 +344,63 @@ mod tests {
         ];
         for (what, b, want) in rows {
             assert_eq!(b.running_image(), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_host_bootc_cannot_update_from_an_image_is_named_in_its_words() {
+        let entry = |image: Option<&str>, digest: Option<&str>, incompatible: bool| {
+            Some(BootEntryStatus {
+                image: image.map(str::to_owned),
+                image_digest: digest.map(str::to_owned),
+                incompatible,
+                ..BootEntryStatus::default()
+            })
+        };
+        let ok = entry(Some("r.example/os:v1"), Some(D1), false);
+        // (what, booted, staged, the reason's words, None: manageable)
+        let rows = [
+            ("nothing booted", None, None, None),
+            ("an image with its digest", ok.clone(), ok.clone(), None),
+            (
+                "booted incompatible",
+                entry(None, None, true),
+                None,
+                Some(BOOTC_INCOMPATIBLE),
+            ),
+            (
+                "staged incompatible",
+                ok.clone(),
+                entry(None, None, true),
+                Some("staged deployment incompatible"),
+            ),
+            (
+                "another origin",
+                entry(None, None, false),
+                None,
+                Some("not from a container image"),
+            ),
+            (
+                "no digest",
+                entry(Some("r.example/os:v1"), None, false),
+                None,
+                Some("r.example/os:v1 with no digest"),
+            ),
+        ];
+        for (what, booted, staged, says) in rows {
+            let why = unmanageable(booted.as_ref(), staged.as_ref());
+            match says {
+                None => assert_eq!(why, None, "{what}"),
+                Some(words) => assert!(
+                    why.as_deref().is_some_and(|w| w.contains(words)),
+                    "{what}: {why:?}"
+                ),
+            }
+            let b = with_status(bn(), |s| {
+                s.booted = booted;
+                s.staged = staged;
+            });
+            assert_eq!(b.unmanageable(), why, "{what}");
         }
     }
 

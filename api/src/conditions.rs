@@ -156,6 +156,21 @@ wire_enum! {
         /// reboot slot: it is given no new image until its OS image masks
         /// the unit (the message names the node, the unit and the fix).
         HostUpdaterEnabled = "HostUpdaterEnabled",
+        /// bootc reports a deployment it cannot update from an image (see
+        /// [`crate::unmanageable`]): one it marks incompatible
+        /// (local rpm-ostree changes), or a booted one with no container
+        /// image or no digest. A BootcNode's Degraded reason, in bootc's
+        /// words, and the pool's naming the node: it is given no new image
+        /// and no reboot slot until a person repairs the host.
+        HostIncompatible = "HostIncompatible",
+        /// A member's daemon speaks a contract older than any this
+        /// controller drives ([`crate::daemon_contract`]): it is told no new
+        /// image and not approved to boot until its DaemonSet pod is
+        /// upgraded (the message names the node and its daemon's build).
+        DaemonTooOld = "DaemonTooOld",
+        /// A member's daemon speaks a contract newer than this controller's:
+        /// held the same way until the controller is upgraded.
+        DaemonTooNew = "DaemonTooNew",
 
         // Pool Degraded reasons of the target's resolution (the registry's
         // answer for the pool's image).
@@ -215,6 +230,8 @@ wire_enum! {
         OnTargetDegraded = "OnTargetDegraded",
         InConflict = "InConflict",
         HostUpdaters = "HostUpdaters",
+        HostIncompatible = "HostIncompatible",
+        DaemonSkew = "DaemonSkew",
         FailedHealth = "FailedHealth",
         TargetFailed = "TargetFailed",
         NotTold = "NotTold",

@@ -19,6 +19,8 @@ mod bootc_node_pool;
 #[cfg(feature = "crd")]
 pub mod conditions;
 #[cfg(feature = "crd")]
+pub mod daemon_contract;
+#[cfg(feature = "crd")]
 pub mod daemon_phase;
 #[cfg(feature = "crd")]
 pub mod node_health;
@@ -33,6 +35,8 @@ pub mod v1alpha1;
 #[cfg(feature = "crd")]
 pub mod watch;
 
+#[cfg(feature = "crd")]
+pub use bootc_node::{BOOTC_INCOMPATIBLE, unmanageable};
 #[cfg(feature = "crd")]
 pub use conditions::{ConditionType, Reason, StandingKind};
 #[cfg(feature = "crd")]

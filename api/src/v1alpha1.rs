@@ -740,6 +740,26 @@ pub struct BootcNodeStatus {
     /// at start: a node running without it is visible here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub landlock: Option<LandlockStatus>,
+    /// The daemon that writes this status: its build and the BootcNode
+    /// contract it speaks. The controller tells a new image, and gives the
+    /// approval to boot, only to a daemon whose contract it drives
+    /// ([`crate::daemon_contract`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<DaemonStatus>,
+}
+
+/// The daemon on a node, as it reports itself (`status.daemon`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonStatus {
+    /// Its build (the bootc-daemon version).
+    #[schemars(length(max = 64))]
+    pub version: String,
+    /// The BootcNode contract it speaks: what it reads in a spec and means
+    /// by what it writes in a status. Raised when either changes in a way
+    /// the other side must know.
+    #[schemars(range(min = 0))]
+    pub contract: i32,
 }
 
 /// The daemon's Landlock sandbox on its node (`status.landlock`).

@@ -40,6 +40,16 @@ pub fn reason_for(message: &str) -> Reason {
     }
 }
 
+/// May the cause of a failed command with this Degraded reason pass by
+/// itself (the registry unreachable for a moment, an error bootc does not
+/// name), so that a retry can succeed unchanged? Not for an image the
+/// registry does not have, credentials it refuses, a disk too small or a
+/// host that is not a bootc host: those need a person, and are reported at
+/// once.
+pub fn passes(reason: Reason) -> bool {
+    matches!(reason, Reason::RegistryUnreachable | Reason::Error)
+}
+
 /// `message` with every occurrence of a credential replaced. `secrets` are
 /// the strings of the node's pull secret that must never reach the API
 /// (passwords, tokens, the base64 `auth` and what it decodes to).

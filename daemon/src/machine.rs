@@ -28,6 +28,27 @@ pub const BACKOFF_BASE: Duration = Duration::from_secs(5);
 /// Longest delay between retries.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
+/// A failed stage whose cause may pass (the registry unreachable, an error
+/// bootc does not name) makes the node Degraded only from this many
+/// consecutive failed attempts on its image (with [`BACKOFF_BASE`], about
+/// 15 s plus the pulls)...
+pub const DEGRADED_AFTER_ATTEMPTS: u32 = 3;
+/// ...or once this long has passed since the first of them failed (slow
+/// pulls), whichever comes first. Until then the node reports Staging,
+/// the last error in its message, and retries: a registry hiccup does not
+/// flip it Degraded and back.
+pub const DEGRADED_AFTER: Duration = Duration::from_secs(120);
+
+/// This daemon, as it reports itself on every status (`status.daemon`):
+/// its build and the BootcNode contract it speaks, which the controller
+/// checks before it tells the node anything ([`api::daemon_contract`]).
+pub fn this_daemon() -> api::DaemonStatus {
+    api::DaemonStatus {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        contract: api::daemon_contract::CONTRACT,
+    }
+}
+
 /// The host as the helper's Status RPC reports it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostView {
@@ -65,6 +86,9 @@ pub struct Failure {
     pub message: String,
     /// Consecutive failures of this operation on this image.
     pub attempts: u32,
+    /// Milliseconds on the loop's monotonic clock when the first of them
+    /// failed.
+    pub first_at_ms: u64,
     /// Milliseconds on the loop's monotonic clock before a retry is allowed.
     pub retry_at_ms: u64,
 }
@@ -76,6 +100,19 @@ impl Failure {
             .checked_shl(attempts.saturating_sub(1))
             .unwrap_or(u32::MAX);
         BACKOFF_BASE.saturating_mul(factor).min(BACKOFF_MAX)
+    }
+
+    /// Does it make the node Degraded at `now_ms`? A failed apply, and a
+    /// stage bootc refused for a cause that stays (the image not found, the
+    /// credentials refused, no space: [`crate::bootc_errors::passes`] says
+    /// which may pass), at once; another failed stage only from
+    /// [`DEGRADED_AFTER_ATTEMPTS`] attempts or [`DEGRADED_AFTER`].
+    pub fn alarms(&self, now_ms: u64) -> bool {
+        let settle_ms = u64::try_from(DEGRADED_AFTER.as_millis()).unwrap_or(u64::MAX);
+        self.operation != Operation::Stage
+            || !crate::bootc_errors::passes(crate::bootc_errors::reason_for(&self.message))
+            || self.attempts >= DEGRADED_AFTER_ATTEMPTS
+            || now_ms.saturating_sub(self.first_at_ms) >= settle_ms
     }
 }
 
@@ -269,6 +306,29 @@ fn same_deployment(before: &BootEntryStatus, now: Option<&BootEntryStatus>) -> b
 /// applies, in the order of the cycle read backwards (done, failed, staged,
 /// to stage).
 pub fn decide(inputs: &Inputs<'_>) -> Decision {
+    let mut decision = decide_step(inputs);
+    if let Some(f) = settling(inputs).filter(|_| decision.phase == DaemonPhase::Staging) {
+        decision.phase_message.push_str(&format!(
+            "; retrying, not Degraded before {DEGRADED_AFTER_ATTEMPTS} failed attempts or {} s: {}",
+            DEGRADED_AFTER.as_secs(),
+            f.message
+        ));
+    }
+    decision
+}
+
+/// A failed stage of the desired image that does not alarm yet
+/// ([`Failure::alarms`]).
+fn settling<'a>(inputs: &Inputs<'a>) -> Option<&'a Failure> {
+    inputs.failure.filter(|f| {
+        f.operation == Operation::Stage
+            && f.image == inputs.spec.desired_image
+            && !f.alarms(inputs.now_ms)
+    })
+}
+
+/// [`decide`]'s step, before a settling failure is noted.
+fn decide_step(inputs: &Inputs<'_>) -> Decision {
     let desired = inputs.spec.desired_image.as_str();
     if is(inputs.host.booted.as_ref(), desired) {
         return on_desired_image(inputs);
@@ -312,19 +372,22 @@ fn on_desired_image(inputs: &Inputs<'_>) -> Decision {
     }
 }
 
-/// A remembered failure of `op` on the desired image: report it, and
-/// retry (`action`) only once the backoff has passed.
+/// A remembered failure of `op` on the desired image: report it once it
+/// alarms ([`Failure::alarms`]), and retry (`action`) only once the
+/// backoff has passed.
 fn gate(inputs: &Inputs<'_>, op: Operation, action: Action) -> (Option<String>, Action) {
     let failure = inputs
         .failure
         .filter(|f| f.operation == op && f.image == inputs.spec.desired_image);
+    let degraded = failure
+        .filter(|f| f.alarms(inputs.now_ms))
+        .map(|f| f.message.clone());
     match failure {
         Some(f) if f.retry_at_ms > inputs.now_ms => (
-            Some(f.message.clone()),
+            degraded,
             Action::RetryAfter(Duration::from_millis(f.retry_at_ms - inputs.now_ms)),
         ),
-        Some(f) => (Some(f.message.clone()), action),
-        None => (None, action),
+        _ => (degraded, action),
     }
 }
 
@@ -407,6 +470,7 @@ pub fn status_for(
             .unwrap_or_default(),
         // The node loop's to report (it knows its sandbox).
         landlock: None,
+        daemon: Some(this_daemon()),
     };
     let idle = ConditionUpdate::new(
         ConditionType::Idle,
@@ -454,11 +518,22 @@ pub struct HostProblem {
 
 /// The problem with a host whose status was read: bootc's documented test
 /// of a host deployed through bootc is that it reports a booted deployment
-/// (a container or a host booted otherwise reports none).
+/// (a container or a host booted otherwise reports none); and one it
+/// reports must be one it can update from an image ([`api::unmanageable`]:
+/// bootc refuses to switch an incompatible deployment, and one with no
+/// image or no digest cannot be compared with any). Either way nothing is
+/// staged or applied until a person repairs the host, which the next read
+/// sees.
 pub fn host_problem(host: &HostView) -> Option<HostProblem> {
-    host.booted.is_none().then(|| HostProblem {
-        reason: Reason::NotABootcHost,
-        message: "bootc status reports no booted deployment: this host is not deployed via bootc (or bootc runs in a container); nothing is staged here".to_owned(),
+    if host.booted.is_none() {
+        return Some(HostProblem {
+            reason: Reason::NotABootcHost,
+            message: "bootc status reports no booted deployment: this host is not deployed via bootc (or bootc runs in a container); nothing is staged here".to_owned(),
+        });
+    }
+    api::unmanageable(host.booted.as_ref(), host.staged.as_ref()).map(|message| HostProblem {
+        reason: Reason::HostIncompatible,
+        message,
     })
 }
 
@@ -496,6 +571,7 @@ pub fn status_for_problem(
 ) -> (BootcNodeStatus, ConditionUpdate) {
     let mut status = previous.cloned().unwrap_or_default();
     status.observed_generation = generation;
+    status.daemon = Some(this_daemon());
     if let Some(host) = host {
         status.booted = host.booted.clone();
         status.staged = host.staged.clone();
@@ -729,6 +805,7 @@ mod tests {
             image: image.to_owned(),
             message: "error: pulling: 401 Unauthorized".into(),
             attempts: 1,
+            first_at_ms: 0,
             retry_at_ms,
         };
         // The status a daemon wrote after the failed reboot, as the host came back.
@@ -889,6 +966,64 @@ mod tests {
                 d.degraded
             );
             assert_eq!(d.action, row.action, "{}: action", row.name);
+        }
+    }
+
+    /// A host bootc cannot update from an image is Degraded with bootc's
+    /// own words and nothing is staged there (`host_problem` comes before
+    /// any decision); a host bootc manages is not.
+    #[test]
+    fn a_host_bootc_cannot_update_from_an_image_is_reported_not_moved() {
+        let incompatible = |mut e: BootEntryStatus| {
+            e.incompatible = true;
+            e
+        };
+        let mut layered = host(OLD, None, "b1");
+        layered.booted = layered.booted.map(incompatible);
+        let layered_staged = host(OLD, Some(incompatible(entry(NEW, false, true))), "b1");
+        let mut ostree_remote = host(OLD, None, "b1");
+        if let Some(b) = ostree_remote.booted.as_mut() {
+            b.image = None;
+            b.image_digest = None;
+        }
+        let mut no_digest = host(OLD, None, "b1");
+        if let Some(b) = no_digest.booted.as_mut() {
+            b.image_digest = None;
+        }
+        // (what, host, what the message says, or None: no problem)
+        let rows = [
+            (
+                "booted incompatible",
+                layered,
+                Some(api::BOOTC_INCOMPATIBLE),
+            ),
+            (
+                "staged incompatible",
+                layered_staged,
+                Some("staged deployment incompatible"),
+            ),
+            (
+                "not from an image",
+                ostree_remote,
+                Some("not from a container image"),
+            ),
+            ("no digest", no_digest, Some("with no digest")),
+            (
+                "an image with its digest",
+                host(OLD, Some(entry(NEW, false, true)), "b1"),
+                None,
+            ),
+        ];
+        for (what, h, says) in rows {
+            let problem = host_problem(&h);
+            match says {
+                None => assert_eq!(problem, None, "{what}"),
+                Some(words) => {
+                    let p = problem.unwrap_or_else(|| panic!("{what}: no problem"));
+                    assert_eq!(p.reason, Reason::HostIncompatible, "{what}");
+                    assert!(p.message.contains(words), "{what}: {}", p.message);
+                }
+            }
         }
     }
 
@@ -1119,6 +1254,140 @@ mod tests {
         assert_eq!(decide(&inputs).phase, DaemonPhase::Idle);
     }
 
+    /// A failed stage whose cause may pass is retried with backoff and
+    /// reported Staging with its last error, Degraded only from
+    /// DEGRADED_AFTER_ATTEMPTS attempts or DEGRADED_AFTER; one whose cause
+    /// stays (404, 401, no space) and a failed apply alarm at once.
+    #[test]
+    fn a_failed_stage_settles_before_it_alarms() {
+        let unreachable = "staging failed (attempt 1): error: pinging container registry r.io: connection refused";
+        let not_found = "staging failed (attempt 1): error: reading manifest sha256:11 in r.io/os: manifest unknown";
+        let settle_ms = u64::try_from(DEGRADED_AFTER.as_millis()).unwrap_or(u64::MAX);
+        // (what, operation, message, attempts, ms since the first failure,
+        //  Degraded, retry due in ms (None: the command again))
+        let rows = [
+            (
+                "unreachable, first attempt: settling, backing off",
+                Operation::Stage,
+                unreachable,
+                1,
+                1_000,
+                false,
+                Some(4_000),
+            ),
+            (
+                "unreachable, second attempt, backoff over: retried, settling",
+                Operation::Stage,
+                unreachable,
+                2,
+                15_000,
+                false,
+                None,
+            ),
+            (
+                "unreachable, the third attempt failed: Degraded",
+                Operation::Stage,
+                unreachable,
+                DEGRADED_AFTER_ATTEMPTS,
+                20_000,
+                true,
+                Some(4_000),
+            ),
+            (
+                "unreachable, long since the first failure: Degraded",
+                Operation::Stage,
+                unreachable,
+                1,
+                settle_ms,
+                true,
+                Some(4_000),
+            ),
+            (
+                "an error bootc does not name: settling",
+                Operation::Stage,
+                "staging failed: error: 502 Bad Gateway",
+                1,
+                1_000,
+                false,
+                Some(4_000),
+            ),
+            (
+                "not found: Degraded at once",
+                Operation::Stage,
+                not_found,
+                1,
+                1_000,
+                true,
+                Some(4_000),
+            ),
+            (
+                "unauthorized: Degraded at once",
+                Operation::Stage,
+                "error: reading manifest: authentication required",
+                1,
+                1_000,
+                true,
+                Some(4_000),
+            ),
+            (
+                "a failed apply: Degraded at once",
+                Operation::Apply,
+                unreachable,
+                1,
+                1_000,
+                true,
+                Some(4_000),
+            ),
+        ];
+        for (what, operation, message, attempts, since_first, degraded, retry_in) in rows {
+            let approved = operation == Operation::Apply;
+            let spec = spec(
+                NEW,
+                if approved {
+                    DesiredImageState::Booted
+                } else {
+                    DesiredImageState::Staged
+                },
+                RebootPolicy::RebootOnly,
+            );
+            let staged = approved.then(|| entry(NEW, false, true));
+            let host = host(OLD, staged, "b1");
+            let now_ms = 100_000 + since_first;
+            let failure = Failure {
+                operation,
+                image: NEW.into(),
+                message: message.into(),
+                attempts,
+                first_at_ms: 100_000,
+                retry_at_ms: now_ms + retry_in.unwrap_or(0),
+            };
+            let inputs = Inputs {
+                spec: &spec,
+                generation: Some(1),
+                previous: None,
+                host: &host,
+                failure: Some(&failure),
+                now_ms,
+                staged_here: true,
+            };
+            let d = decide(&inputs);
+            assert_eq!(d.degraded.as_deref(), degraded.then_some(message), "{what}");
+            let action = match (retry_in, approved) {
+                (Some(ms), _) => Action::RetryAfter(Duration::from_millis(ms)),
+                (None, false) => Action::Stage { image: NEW.into() },
+                (None, true) => Action::Apply { soft_reboot: false },
+            };
+            assert_eq!(d.action, action, "{what}");
+            // While it settles, the last error is in the phase's message.
+            assert_eq!(
+                d.phase_message.contains(message),
+                !degraded,
+                "{what}: {}",
+                d.phase_message
+            );
+        }
+    }
+
     #[test]
     fn degraded_reason_names_the_bootc_error() {
         let spec = spec(NEW, DesiredImageState::Staged, RebootPolicy::RebootOnly);
@@ -1128,6 +1397,7 @@ mod tests {
             image: NEW.into(),
             message: "staging failed: error: Switching: Switching (ostree): Preparing import: Fetching manifest: failed to invoke method OpenImage: reading manifest sha256:11 in r.io/os: manifest unknown".into(),
             attempts: 1,
+            first_at_ms: 0,
             retry_at_ms: 10,
         };
         let inputs = Inputs {

@@ -652,11 +652,12 @@ impl NodeLoop {
             }
             Err(status) if helper_gone(&status) => Err(LoopError::HelperGone(status)),
             Err(status) => {
-                let attempts = self
+                let before = self
                     .failure
                     .as_ref()
-                    .filter(|f| f.operation == operation && f.image == image)
-                    .map_or(1, |f| f.attempts + 1);
+                    .filter(|f| f.operation == operation && f.image == image);
+                let attempts = before.map_or(1, |f| f.attempts + 1);
+                let first_at_ms = before.map_or_else(|| self.now_ms(), |f| f.first_at_ms);
                 let delay = Failure::backoff(attempts);
                 let verb = match operation {
                     Operation::Stage => "staging",
@@ -676,6 +677,7 @@ impl NodeLoop {
                     image: image.to_owned(),
                     message,
                     attempts,
+                    first_at_ms,
                     retry_at_ms: self.now_ms()
                         + u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                 });

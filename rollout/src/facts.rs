@@ -68,6 +68,13 @@ pub(crate) struct NodeVerdict {
     /// The automatic updaters its host runs, which refuse it the target
     /// ([`crate::updaters`]).
     pub host_updaters: Vec<String>,
+    /// Why bootc cannot update its host from an image
+    /// ([`api::BootcNode::unmanageable`]): Degraded, never up to date, not
+    /// told, no slot.
+    pub host_incompatible: Option<String>,
+    /// Its daemon, when this controller does not drive its contract
+    /// ([`crate::daemons`]): not told, no slot, never approved by this plan.
+    pub daemon_skew: Option<api::daemon_contract::DaemonSkew>,
     /// What its health gate waits for, while it settles in its slot.
     pub proving: Option<String>,
     /// Failed on the target under `onFailure: Rollback`, but bootc reports

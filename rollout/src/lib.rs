@@ -43,7 +43,8 @@
 //! slot may be handed out), [`staging`] (which members are told the target),
 //! [`stuck`] (each phase a node waits in, its deadline and next step),
 //! [`updaters`] (a member whose host runs its own automatic updater is
-//! refused: not told, no slot),
+//! refused: not told, no slot), [`daemons`] (a member whose daemon speaks
+//! a contract this controller does not drive: not told, never approved),
 //! [`health`] (the kstatus conditions), and [`cordon`] (the cordon a slot
 //! puts on a Node, and its restoration).
 //!
@@ -59,6 +60,7 @@
 pub mod batches;
 pub mod budget;
 pub mod cordon;
+pub mod daemons;
 pub mod depends;
 pub mod disruption;
 mod facts;

@@ -15,8 +15,8 @@ use crate::pull_secret::{self, Secret};
 use crate::slots::holds_slot;
 use crate::staging;
 use crate::state::{NodeState, classify, runs_target};
-use crate::updaters;
 use crate::view::View;
+use crate::{daemons, updaters};
 
 /// The member's owned fields with its spec brought in line with the pool.
 pub(crate) fn desired(
@@ -114,7 +114,9 @@ fn staged_member(
             .zip(node)
             .is_some_and(|(b, n)| holds_slot(n, b, pool_name)),
         unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
-        refused: !updaters::on(bn).is_empty(),
+        refused: !updaters::on(bn).is_empty()
+            || bn.is_some_and(|b| b.unmanageable().is_some())
+            || daemons::skewed(bn).is_some(),
     }
 }
 

@@ -56,9 +56,11 @@ pub struct Member {
     pub in_slot: bool,
     /// Its bootc cannot stage locked.
     pub unlocked: bool,
-    /// Its host reports an automatic updater on ([`crate::updaters`]):
-    /// never told, and no longer told if it was (unless on the target or
-    /// in a slot).
+    /// Its host reports an automatic updater on ([`crate::updaters`]), or
+    /// a deployment bootc cannot update from an image
+    /// ([`api::BootcNode::unmanageable`]), or its daemon speaks a contract
+    /// this controller does not drive ([`crate::daemons`]): never told, and no longer told
+    /// if it was (unless on the target or in a slot).
     pub refused: bool,
 }
 

@@ -6,22 +6,26 @@
 //! variant, and each `match` on it below is exhaustive: forgetting to render
 //! it does not compile.
 //!
-//! The order, for a member outside a slot: a conflict between pools; on the
-//! target; refused for its host's updater; the target failed (on it, or for
-//! the pool); not yet told (the staging bounds); its daemon's pod unable to
-//! run, or its daemon behind; still
-//! staging; Degraded; not staged; then, staged, the holds that are its own
+//! The order, for a member outside a slot: a conflict between pools;
+//! bootc cannot update its host from an image (an incompatible
+//! deployment, no image or no digest); on the target; its daemon of a
+//! contract this controller does not drive; refused for its host's
+//! updater; the target failed (on it, or for the pool); not yet told (the
+//! staging bounds); its daemon's pod unable to run, or its daemon behind;
+//! still staging; Degraded; not staged; then, staged, the holds that are its own
 //! (skipped after a failed drain, a hold annotation, a blocking pod, unfit
 //! for a slot: NotReady, no Node, being deleted), then the pool's (paused,
 //! halted, the pools it depends on, the node order, the canary step, the
 //! gates, the maintenance windows, `maxUnavailable` 0, the pool's own
 //! unavailable nodes, every slot held). In a slot: failed its health gate,
-//! proving it, back on the target, approved (applying, rebooting, or its
+//! proving it, back on the target, its daemon of a contract not driven
+//! (unless approved already), approved (applying, rebooting, or its
 //! reboot failed), taking the slot this plan hands out, held by a pause,
 //! draining, staging.
 
 use std::collections::BTreeMap;
 
+use api::daemon_contract::DaemonSkew;
 use api::{BootcNode, DaemonPhase, StandingKind};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
@@ -49,6 +53,14 @@ pub enum Standing {
     HostUpdaters {
         units: Vec<String>,
     },
+    /// bootc reports a deployment on its host it cannot update from an
+    /// image (why, in bootc's words: [`api::unmanageable`]).
+    HostIncompatible {
+        why: String,
+    },
+    /// Its daemon speaks a contract this controller does not drive
+    /// ([`crate::daemons`]): not told, not approved.
+    DaemonSkew(DaemonSkew),
     /// It failed its health gate on the target (the check), outside a slot.
     FailedHealth {
         check: String,
@@ -226,6 +238,8 @@ impl Standing {
             Standing::OnTargetDegraded => StandingKind::OnTargetDegraded,
             Standing::InConflict { .. } => StandingKind::InConflict,
             Standing::HostUpdaters { .. } => StandingKind::HostUpdaters,
+            Standing::HostIncompatible { .. } => StandingKind::HostIncompatible,
+            Standing::DaemonSkew(_) => StandingKind::DaemonSkew,
             Standing::FailedHealth { .. } => StandingKind::FailedHealth,
             Standing::TargetFailed => StandingKind::TargetFailed,
             Standing::NotTold { .. } => StandingKind::NotTold,
@@ -324,11 +338,17 @@ fn of(facts: &PoolFacts<'_>, e: &Entry<'_>) -> Standing {
     if v.owned.in_slot {
         return in_slot(facts, e.row.node, e.row.bn, v);
     }
+    if let Some(why) = &v.host_incompatible {
+        return Standing::HostIncompatible { why: why.clone() };
+    }
     if v.runs_target {
         return match v.state {
             NodeState::Degraded => Standing::OnTargetDegraded,
             _ => Standing::UpToDate,
         };
+    }
+    if let Some(skew) = &v.daemon_skew {
+        return Standing::DaemonSkew(skew.clone());
     }
     if !v.host_updaters.is_empty() {
         return Standing::HostUpdaters {
@@ -485,6 +505,9 @@ fn in_slot(
     if v.runs_target {
         return Standing::ComingBack;
     }
+    if let Some(skew) = v.daemon_skew.as_ref().filter(|_| !v.owned.approved()) {
+        return Standing::DaemonSkew(skew.clone());
+    }
     if v.owned.approved() {
         let not_ready = node.and_then(api::node_health::not_ready_since);
         return if bn.is_some_and(BootcNode::awaits_retry) {
@@ -568,6 +591,10 @@ impl Standing {
             Standing::OnTargetDegraded => format!("runs the target {}", pool.target),
             Standing::InConflict { pools } => conflict(name, &pool.name, pools),
             Standing::HostUpdaters { units } => crate::updaters::message(name, units),
+            Standing::DaemonSkew(skew) => crate::daemons::message(name, skew),
+            Standing::HostIncompatible { why } => {
+                format!("bootc cannot update its host from an image: {why}")
+            }
             Standing::FailedHealth { check } => format!(
                 "failed its health gate (spec.health): {check}; the pool gives this image to no node: `kubectl bootc retry {name}` judges it again, or point the pool at another image"
             ),

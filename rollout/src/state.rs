@@ -24,14 +24,20 @@ pub enum NodeState {
 /// reports is one of the index's platform manifests (a host installed
 /// from the index's tag reports the tag and its platform's digest:
 /// [`BootcNode::runs_image_or_platform`]). A target's digest is the one
-/// its image names (`repository@digest`).
+/// its image names (`repository@digest`). Never while bootc reports a
+/// host it cannot update from an image ([`BootcNode::unmanageable`]): an
+/// incompatible deployment or one without a digest is not up to date,
+/// whatever its reference says.
 pub fn runs_target(bn: &BootcNode, target: &Target) -> bool {
     bn.runs_image_or_platform(&target.image, &target.platform_digests)
+        && bn.unmanageable().is_none()
 }
 
 /// Classifies a BootcNode against the target (the effective-state table).
+/// A host bootc cannot update from an image is Degraded, as its daemon
+/// reports it, and also when its daemon does not (an older one).
 pub fn classify(bn: &BootcNode, target: &Target) -> NodeState {
-    if bn.is_degraded() {
+    if bn.is_degraded() || bn.unmanageable().is_some() {
         return NodeState::Degraded;
     }
     if runs_target(bn, target) {

@@ -37,7 +37,7 @@ use crate::stuck::Stuck;
 use crate::verdict::requeue;
 use crate::view::View;
 use crate::window::Window;
-use crate::{halt, stuck, updaters};
+use crate::{daemons, halt, stuck, updaters};
 
 /// The planner's answer.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -443,6 +443,27 @@ fn degraded(
         .map(|e| (e.name, e.verdict.host_updaters.as_slice()))
         .collect();
     problems.extend(updaters::problem(&refused));
+    let incompatible: Vec<String> = rollout
+        .verdicts
+        .iter()
+        .filter_map(|e| {
+            Some(format!(
+                "node {}: {}",
+                e.name,
+                e.verdict.host_incompatible.as_ref()?
+            ))
+        })
+        .collect();
+    if !incompatible.is_empty() {
+        problems.push((Reason::HostIncompatible, incompatible.join("; ")));
+    }
+    let skewed: Vec<(&str, &api::daemon_contract::DaemonSkew)> = rollout
+        .verdicts
+        .iter()
+        .filter(|e| !e.verdict.runs_target)
+        .filter_map(|e| Some((e.name, e.verdict.daemon_skew.as_ref()?)))
+        .collect();
+    problems.extend(daemons::problems(&skewed));
     let degraded = rollout.names(|v| v.state == NodeState::Degraded);
     if !degraded.is_empty() {
         problems.push((
@@ -684,7 +705,11 @@ fn degraded_condition(problems: &mut [Problem]) -> ConditionUpdate {
         Reason::RolloutHalted | Reason::DependencyCycle => 4,
         Reason::RolledBack | Reason::HealthCheckFailed | Reason::BatchFailed => 4,
         Reason::NodeStuck | Reason::DaemonNotRunning => 5,
-        Reason::DrainTimedOut | Reason::HostUpdaterEnabled => 6,
+        Reason::DrainTimedOut
+        | Reason::HostUpdaterEnabled
+        | Reason::HostIncompatible
+        | Reason::DaemonTooOld
+        | Reason::DaemonTooNew => 6,
         Reason::NodeDegraded => 7,
         _ => 2,
     };

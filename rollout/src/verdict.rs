@@ -32,7 +32,7 @@ use crate::pull_secret::Secret;
 use crate::state::{self, NodeState, classify, runs_target};
 use crate::stuck;
 use crate::view::{Row, View, Walk};
-use crate::{batches, cordon, halt, lifecycle, slots, spec, updaters};
+use crate::{batches, cordon, daemons, halt, lifecycle, slots, spec, updaters};
 use jiff::Timestamp;
 
 use crate::facts::{Counted, Entry, Failure, NodeVerdict, Rollout};
@@ -300,6 +300,8 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         held: false,
         blocked_by: None,
         host_updaters: Vec::new(),
+        host_incompatible: existing.and_then(BootcNode::unmanageable),
+        daemon_skew: daemons::skewed(existing),
         proving: None,
         no_rollback: false,
         rolling_back: false,
@@ -357,6 +359,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
             },
         );
     }
+    withhold_approval(existing, &mut v);
     time_phase(pool, name, node, existing, ready, &mut v);
     v.applied = Some(v.owned.applied(existing));
     match v.requeue.map(|d| pool.view.input.now.checked_add(d)) {
@@ -365,6 +368,17 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         Some(Err(_)) => v.keepable = false,
     }
     v
+}
+
+/// A daemon this controller does not drive is never approved to boot by
+/// it ([`daemons`]), whichever step would approve it (a drained slot
+/// holder, a rollback); an approval its BootcNode already carries stands,
+/// as the daemon may be applying it.
+fn withhold_approval(existing: Option<&BootcNode>, v: &mut NodeVerdict) {
+    if v.daemon_skew.is_some() && v.owned.approved() && !existing.is_some_and(BootcNode::approved) {
+        v.owned.spec.desired_image_state = DesiredImageState::Staged;
+        v.rolling_back = false;
+    }
 }
 
 /// The failure of the member's drain when the pool releases a node whose
@@ -566,6 +580,8 @@ fn outside_slot(
     let held_back = v.held
         || v.blocked_by.is_some()
         || !v.host_updaters.is_empty()
+        || v.host_incompatible.is_some()
+        || v.daemon_skew.is_some()
         || v.owned.skipped.is_some()
         || v.owned.health_failed.is_some();
     v.candidate = slots::candidate(staged, healthy, deleting, in_conflict, held_back);

@@ -192,6 +192,19 @@ impl FakeHost {
             .set_unit_file(api::host_updaters::BOOTC_TIMER, state)
     }
 
+    /// Layers a package on the booted deployment (`rpm-ostree install`,
+    /// as a person might by hand), or resets it (`rpm-ostree reset`):
+    /// bootc then reports it incompatible, or not. The host's bootc
+    /// directory is touched, as ostree does, so that the daemon reads it.
+    pub fn layer_locally(&self, layered: bool) -> std::io::Result<()> {
+        let mut state = self.layout.read_state()?;
+        if let Some(booted) = state.booted.as_mut() {
+            booted.incompatible = layered;
+        }
+        self.layout.write_state(&state)?;
+        std::fs::File::open(self.layout.ostree_bootc())?.set_modified(std::time::SystemTime::now())
+    }
+
     /// The pid whose mount namespace is this host's (`--host-pid`).
     pub fn pid(&self) -> i32 {
         self.holder.id() as i32

@@ -45,6 +45,8 @@ enum Obs {
         name: String,
         slot: bool,
         approved: bool,
+        /// Its Degraded condition is True.
+        degraded: bool,
         deleted: bool,
     },
 }
@@ -139,11 +141,21 @@ fn observe(key: &str, rv: u64, value: Option<&Value>) -> Option<Obs> {
         .and_then(|v| v.pointer("/spec/desiredImageState"))
         .and_then(Value::as_str)
         == Some("Booted");
+    let degraded = value
+        .and_then(|v| v.pointer("/status/conditions"))
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(api::ConditionType::Degraded.as_str())
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        });
     Some(Obs::Bootc {
         rv,
         name: name.to_owned(),
         slot,
         approved,
+        degraded,
         deleted,
     })
 }
@@ -377,6 +389,25 @@ impl Recorder {
         upto[upto.len().saturating_sub(n)..].join("\n")
     }
 
+    /// The BootcNodes whose Degraded condition was True at any revision
+    /// since the recorder started.
+    pub async fn ever_degraded(&self) -> anyhow::Result<BTreeSet<String>> {
+        self.sync().await?;
+        let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
+        Ok(log
+            .into_iter()
+            .filter(|o| o.rv() >= self.start)
+            .filter_map(|o| match o {
+                Obs::Bootc {
+                    name,
+                    degraded: true,
+                    ..
+                } => Some(name),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Every approval to boot since the recorder started (a BootcNode going
     /// from not approved to approved, or approved when it started), in
     /// order: a node rebooted twice appears twice.
@@ -430,7 +461,8 @@ mod tests {
             {"type": api::node_health::NODE_READY, "status": "False"}]}})
         .to_string();
         let bn = serde_json::json!({"metadata": {"annotations": {IN_REBOOT_SLOT_ANNOTATION: "x"}},
-            "spec": {"desiredImageState": api::DesiredImageState::Booted}})
+            "spec": {"desiredImageState": api::DesiredImageState::Booted},
+            "status": {"conditions": [{"type": api::ConditionType::Degraded.as_str(), "status": "True"}]}})
         .to_string();
         let line = serde_json::json!({
             "Header": {"revision": 12},
@@ -449,8 +481,8 @@ mod tests {
             shown,
             [
                 r#"Node { rv: 10, name: "n1", cordoned: true, ready: Some(false), deleted: false }"#,
-                r#"Bootc { rv: 11, name: "n1", slot: true, approved: true, deleted: false }"#,
-                r#"Bootc { rv: 12, name: "n2", slot: false, approved: false, deleted: true }"#,
+                r#"Bootc { rv: 11, name: "n1", slot: true, approved: true, degraded: true, deleted: false }"#,
+                r#"Bootc { rv: 12, name: "n2", slot: false, approved: false, degraded: false, deleted: true }"#,
             ]
         );
     }

@@ -646,6 +646,21 @@ impl Sim {
         }
     }
 
+    /// SIGKILLs one node's daemon and starts none (its pod gone, as while
+    /// a DaemonSet replaces it): a test may then play another build on
+    /// its BootcNode; [`Sim::restart_daemon`] starts this build again.
+    pub async fn stop_daemon(&self, name: &str) -> Result<()> {
+        let mut nodes = self.nodes.lock().await;
+        let node = nodes
+            .iter_mut()
+            .find(|n| n.name == name)
+            .context("no such node")?;
+        if let Some(mut a) = node.agent.take() {
+            a.kill();
+        }
+        Ok(())
+    }
+
     /// SIGKILLs one node's daemon and starts a new one (a pod restart).
     pub async fn restart_daemon(&self, name: &str) -> Result<()> {
         let mut nodes = self.nodes.lock().await;
@@ -688,6 +703,17 @@ impl Sim {
             .find(|n| n.name == name)
             .context("no such node")?;
         Ok(node.host.leave_updater_on(on)?)
+    }
+
+    /// Layers a package on node `name`'s booted deployment by hand, or
+    /// resets it ([`FakeHost::layer_locally`]).
+    pub async fn layer_locally(&self, name: &str, layered: bool) -> Result<()> {
+        let nodes = self.nodes.lock().await;
+        let node = nodes
+            .iter()
+            .find(|n| n.name == name)
+            .context("no such node")?;
+        Ok(node.host.layer_locally(layered)?)
     }
 
     /// Which bootc node `name` runs.

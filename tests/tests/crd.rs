@@ -685,6 +685,10 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
             abi: Some(4),
             message: Some("partially enforced (ABI 4)".into()),
         }),
+        daemon: Some(api::DaemonStatus {
+            version: "0.1.0".into(),
+            contract: api::daemon_contract::CONTRACT,
+        }),
     };
     api::conditions::apply(
         &mut bn_status.conditions,

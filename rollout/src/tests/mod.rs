@@ -28,6 +28,7 @@ mod batches;
 mod budget;
 mod cordon;
 mod gates;
+mod guards;
 mod halt;
 mod health;
 mod leaving;

@@ -46,6 +46,21 @@ fn rows() -> Vec<(&'static str, World, StandingKind)> {
     if let Some(s) = updater.bns[0].status.as_mut() {
         s.host_updaters = vec![api::host_updaters::BOOTC_TIMER.into()];
     }
+    let mut incompatible = alone(p(), bn("n1", OLD, Daemon::Idle(OLD)), true);
+    if let Some(b) = incompatible.bns[0]
+        .status
+        .as_mut()
+        .and_then(|s| s.booted.as_mut())
+    {
+        b.incompatible = true;
+    }
+    let mut old_daemon = alone(p(), staged(), true);
+    if let Some(s) = old_daemon.bns[0].status.as_mut() {
+        s.daemon = Some(api::DaemonStatus {
+            version: "0.0.9".into(),
+            contract: 0,
+        });
+    }
     let mut blocked = alone(p(), staged(), true);
     blocked.gates.blocking_pods = Ok(BTreeMap::from([("n1".into(), "batch/etl".into())]));
     let mut down = alone(p(), staged().behind(), true);
@@ -74,6 +89,12 @@ fn rows() -> Vec<(&'static str, World, StandingKind)> {
         ),
         ("claimed by two pools", conflicted, StandingKind::InConflict),
         ("its host's updater on", updater, StandingKind::HostUpdaters),
+        (
+            "bootc marks its deployment incompatible",
+            incompatible,
+            StandingKind::HostIncompatible,
+        ),
+        ("its daemon too old", old_daemon, StandingKind::DaemonSkew),
         (
             "the staging bound",
             World::new(with_spec(p(), |r| r.max_concurrent_staging = Some(1)))
@@ -309,6 +330,12 @@ fn every_kind() -> Vec<Standing> {
         Standing::HostUpdaters {
             units: vec!["u.timer".into()],
         },
+        Standing::HostIncompatible { why: "w".into() },
+        Standing::DaemonSkew(api::daemon_contract::DaemonSkew {
+            skew: api::daemon_contract::Skew::TooOld,
+            contract: 0,
+            version: None,
+        }),
         Standing::FailedHealth { check: "c".into() },
         Standing::TargetFailed,
         Standing::NotTold { unlocked: true },

@@ -113,6 +113,10 @@ pub struct Deployment {
     pub architecture: String,
     pub download_only: bool,
     pub soft_reboot_capable: bool,
+    /// Local rpm-ostree changes (a layered package): bootc reports the
+    /// deployment `incompatible`, with no image.
+    #[serde(default)]
+    pub incompatible: bool,
 }
 
 impl Deployment {
@@ -141,6 +145,7 @@ impl Deployment {
                 .replace("aarch64", "arm64"),
             download_only: false,
             soft_reboot_capable: false,
+            incompatible: false,
         }
     }
 }
@@ -545,15 +550,18 @@ pub fn status_json(state: &State) -> serde_json::Value {
     let entry = |d: &Option<Deployment>| match d {
         None => serde_json::Value::Null,
         Some(d) => json!({
-            "image": {
+            // bootc reports a deployment with local rpm-ostree changes
+            // with no image (`status.rs`, fixture
+            // spec-rfe-ostree-deployment.yaml).
+            "image": if d.incompatible { serde_json::Value::Null } else { json!({
                 "image": {"image": d.image, "transport": "registry"},
                 "version": d.version,
                 "timestamp": d.timestamp,
                 "imageDigest": d.digest,
                 "architecture": d.architecture,
-            },
+            })},
             "cachedUpdate": null,
-            "incompatible": false,
+            "incompatible": d.incompatible,
             "pinned": false,
             "softRebootCapable": d.soft_reboot_capable,
             "downloadOnly": d.download_only,

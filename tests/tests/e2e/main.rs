@@ -8,6 +8,7 @@
 mod controller;
 mod failures;
 mod gates;
+mod guards;
 mod health;
 mod mid_reboot;
 mod rollout;

@@ -1,0 +1,185 @@
+//! The guards that hold a node whatever the pool's rules say (see
+//! docs/operations.md, "Guards"): a host bootc cannot update from an image.
+
+use super::*;
+
+/// Waits until `name`'s BootcNode satisfies `cond`.
+async fn wait_bootc_node(
+    sim: &Sim,
+    name: &str,
+    what: &str,
+    cond: impl Fn(&BootcNode) -> bool + Send + 'static,
+) {
+    let result = k8s::wait_for(
+        Api::<BootcNode>::all(sim.admin.clone()),
+        name,
+        ROLLOUT,
+        what,
+        move |b: Option<&BootcNode>| b.is_some_and(&cond),
+    )
+    .await;
+    if let Err(e) = result {
+        panic!("{e}\n{}", diagnostics(sim).await);
+    }
+}
+
+/// `kubectl bootc why NODE`, as a person runs it: its output.
+fn why(sim: &Sim, node: &str) -> String {
+    let out = std::process::Command::new(tests::fake_host::bin("kubectl-bootc"))
+        .args(["why", node])
+        .env("KUBECONFIG", sim.cp.kubeconfig(tests::Identity::Admin))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl bootc why: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A person layers a package on a node by hand: bootc marks its deployment
+/// incompatible. Its daemon says so in bootc's words (Degraded), the pool
+/// names it, it is never told the new image, never approved, never
+/// rebooted, and the pool is never all updated; reset, it is updated.
+#[tokio::test]
+async fn a_host_bootc_marks_incompatible_is_named_in_bootcs_words_and_never_moved() {
+    require_root!();
+    let (sim, recorder, v1) = started(SimOptions::default(), 3).await;
+    sim.layer_locally(FIRST, true).await.unwrap();
+    wait_bootc_node(&sim, FIRST, "Degraded in bootc's words", |b| {
+        b.degraded().is_some_and(|c| {
+            c.reason == Reason::HostIncompatible && c.message.contains(api::BOOTC_INCOMPATIBLE)
+        })
+    })
+    .await;
+
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = v2.clone();
+    let named = format!("node {FIRST}: bootc marks the booted deployment incompatible");
+    let pool = wait_pool(
+        &sim,
+        "the others updated, the layered node named",
+        move |p| {
+            p.status.as_ref().is_some_and(|s| {
+                s.target_digest.as_deref() == Some(target.as_str()) && s.updated_count == 2
+            }) && condition(p, ConditionType::Degraded).is_some_and(|c| {
+                c.0 == "True" && c.1 == Reason::HostIncompatible && c.2.contains(&named)
+            })
+        },
+    )
+    .await;
+    let up_to_date = condition(&pool, ConditionType::UpToDate).unwrap();
+    assert_ne!(up_to_date.1, Reason::AllUpdated.as_str(), "{up_to_date:?}");
+    let bootc_nodes = Api::<BootcNode>::all(sim.admin.clone());
+    let held = bootc_nodes.get(FIRST).await.unwrap();
+    assert_eq!(held.spec.desired_image, sim.pinned(&v1));
+    let approved = recorder.approvals().await.unwrap();
+    assert!(!approved.iter().any(|n| n == FIRST), "{approved:?}");
+    assert_eq!(sim.reboots().await.get(FIRST).map_or(0, Vec::len), 0);
+    let said = why(&sim, FIRST);
+    assert!(
+        said.contains("bootc cannot update its host from an image")
+            && said.contains(api::BOOTC_INCOMPATIBLE),
+        "{said}"
+    );
+
+    // `rpm-ostree reset` by hand: the node is updated like the others.
+    sim.layer_locally(FIRST, false).await.unwrap();
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
+    wait_pool(&sim, "no longer degraded", |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| c.1 == Reason::Healthy)
+    })
+    .await;
+}
+
+/// The operator upgraded while its DaemonSet has not rolled one node yet:
+/// that node's daemon is an older build, speaking an older contract. It is
+/// told no new image, never approved, never rebooted, and the pool names
+/// it with its build while the others roll; once its pod runs this release,
+/// it is updated like the others.
+#[tokio::test]
+async fn a_node_whose_daemon_is_too_old_is_named_and_never_moved_until_its_pod_is_upgraded() {
+    require_root!();
+    let (sim, recorder, v1) = started(SimOptions::default(), 3).await;
+    // The older build on the first node: its status says so (this build's
+    // daemon would write its own over it, so none runs there meanwhile).
+    sim.stop_daemon(FIRST).await.unwrap();
+    let older = api::daemon_contract::DRIVEN.start() - 1;
+    let bootc_nodes = Api::<BootcNode>::all(sim.admin.clone());
+    let body = json!({"status": {"daemon": {"version": "0.0.1", "contract": older}}});
+    bootc_nodes
+        .patch_status(
+            FIRST,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&body),
+        )
+        .await
+        .unwrap();
+
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let target = v2.clone();
+    let named = format!("node {FIRST} runs bootc-daemon 0.0.1 (contract {older})");
+    let on_pool = named.clone();
+    wait_pool(&sim, "the others updated, the old daemon named", move |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.target_digest.as_deref() == Some(target.as_str()) && s.updated_count == 2
+        }) && condition(p, ConditionType::Degraded)
+            .is_some_and(|c| c.0 == "True" && c.1 == Reason::DaemonTooOld && c.2.contains(&on_pool))
+    })
+    .await;
+    let held = bootc_nodes.get(FIRST).await.unwrap();
+    assert_eq!(held.spec.desired_image, sim.pinned(&v1));
+    let approved = recorder.approvals().await.unwrap();
+    assert!(!approved.iter().any(|n| n == FIRST), "{approved:?}");
+    assert_eq!(sim.reboots().await.get(FIRST).map_or(0, Vec::len), 0);
+    let said = why(&sim, FIRST);
+    assert!(said.contains(&named), "{said}");
+
+    // The DaemonSet rolls its pod to this release.
+    sim.restart_daemon(FIRST).await.unwrap();
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
+    wait_pool(&sim, "no longer degraded", |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| c.1 == Reason::Healthy)
+    })
+    .await;
+    let daemon = bootc_nodes.get(FIRST).await.unwrap().status.unwrap().daemon;
+    assert_eq!(
+        daemon.map(|d| d.contract),
+        Some(api::daemon_contract::CONTRACT)
+    );
+}
+
+/// A registry hiccup while a node stages: its daemon retries with backoff,
+/// reports Staging with the last error, and is never Degraded (it was,
+/// and back, before failures settled); once the registry answers, the
+/// rollout completes.
+#[tokio::test]
+async fn a_registry_hiccup_while_staging_never_flips_the_node_degraded() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    let set_fault = |fault| {
+        let sim = &sim;
+        async move {
+            let nodes = sim.nodes.lock().await;
+            let node = nodes.iter().find(|n| n.name == FIRST).unwrap();
+            node.host.layout.set_fault(fault).unwrap();
+        }
+    };
+    set_fault(Some(Fault::PullError)).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    // Its first pull failed: it says so, and retries (a daemon that
+    // alarms at once says Degraded instead, which the end finds).
+    wait_bootc_node(&sim, FIRST, "a failed pull reported", |b| {
+        b.is_degraded()
+            || b.status.as_ref().is_some_and(|s| {
+                api::conditions::message(&s.conditions, ConditionType::Idle)
+                    .is_some_and(|m| m.contains("retrying") && m.contains("connection refused"))
+            })
+    })
+    .await;
+    set_fault(None).await;
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
+    let degraded = recorder.ever_degraded().await.unwrap();
+    assert!(degraded.is_empty(), "Degraded at some point: {degraded:?}");
+}
