@@ -48,9 +48,14 @@ pub fn version(meta: &ObjectMeta) -> Option<String> {
 }
 
 /// How a pool is told it may not use a Secret, and how to opt it in.
-pub fn not_allowed_message(namespace: &str, name: &str, pool: &str) -> String {
+/// `listed`: the pools the Secret lists already, kept by the command.
+pub fn not_allowed_message(namespace: &str, name: &str, pool: &str, listed: &[String]) -> String {
+    let (overwrite, pools) = match listed {
+        [] => ("", pool.to_owned()),
+        others => (" --overwrite", format!("{},{pool}", others.join(","))),
+    };
     format!(
-        "spec.pullSecretRef: Secret {namespace}/{name} does not list pool {pool:?} in its {POOLS_ANNOTATION} annotation, so neither the controller nor the daemons use it; whoever may write Secrets in {namespace} opts it in: kubectl annotate secret -n {namespace} {name} {POOLS_ANNOTATION}={pool} (comma-separated for several pools)"
+        "spec.pullSecretRef: Secret {namespace}/{name} does not list pool {pool:?} in its {POOLS_ANNOTATION} annotation, so neither the controller nor the daemons use it; whoever may write Secrets in {namespace} opts it in: kubectl annotate{overwrite} secret -n {namespace} {name} {POOLS_ANNOTATION}={pools}"
     )
 }
 
@@ -88,9 +93,17 @@ mod tests {
                 "{annotation:?} {pool}"
             );
         }
-        let text = not_allowed_message("bootc-operator", "pull", "workers");
+        let text = not_allowed_message("bootc-operator", "pull", "workers", &[]);
         assert!(
-            text.contains("bootc.dev/pools=workers") && text.contains("bootc-operator/pull"),
+            text.contains("kubectl annotate secret -n bootc-operator pull bootc.dev/pools=workers")
+                && text.contains("bootc-operator/pull"),
+            "{text}"
+        );
+        // A Secret that lists another pool: the command keeps it, and
+        // overwrites (kubectl refuses to change an annotation without).
+        let text = not_allowed_message("bootc-operator", "pull", "workers", &["canary".into()]);
+        assert!(
+            text.contains("kubectl annotate --overwrite secret -n bootc-operator pull bootc.dev/pools=canary,workers"),
             "{text}"
         );
     }

@@ -119,6 +119,7 @@ fn told_secret(snap: &Snapshot, pool: &BootcNodePool) -> Option<SecretSeen> {
     Some(SecretSeen {
         version,
         allows_pool: true,
+        pools: Vec::new(),
     })
 }
 

@@ -41,6 +41,9 @@ pub struct SecretSeen {
     pub version: String,
     /// Does it opt in to this pool (`api::pull_secret::allows`)?
     pub allows_pool: bool,
+    /// The pools it lists (`api::pull_secret::pools`), for the hint that
+    /// opts it in without dropping them.
+    pub pools: Vec<String>,
 }
 
 /// What the controller knows about a drain of a node of this pool.

@@ -55,6 +55,7 @@ pub fn checked(input: &PlanInput<'_>, problems: &mut Vec<Problem>) -> Secret {
                         &r.namespace,
                         &r.name,
                         input.pool.metadata.name.as_deref().unwrap_or_default(),
+                        &seen.pools,
                     ),
                 )),
                 Some(_) => {}

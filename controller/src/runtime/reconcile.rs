@@ -150,6 +150,10 @@ impl Ctx {
         let pull_secret = self.caches.pull_secret(pool).map(|s| rollout::SecretSeen {
             version: secret_version(&s),
             allows_pool: api::pull_secret::allows(&s.metadata, &pool.name_any()),
+            pools: api::pull_secret::pools(&s.metadata)
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
         });
         PlanInput {
             pool,

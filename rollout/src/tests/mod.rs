@@ -322,6 +322,7 @@ impl World {
             pull_secret: self.secret_hash.clone().map(|version| SecretSeen {
                 version,
                 allows_pool: !self.secret_refused,
+                pools: Vec::new(),
             }),
             drains: self.drains.clone(),
             operator_namespace: api::labels::OPERATOR_NAMESPACE,
