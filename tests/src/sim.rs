@@ -46,6 +46,19 @@ async fn set_ready_patiently(admin: &kube::Client, name: &str, ready: bool) {
     }
 }
 
+/// SIGKILLs the daemon of node `name` among `nodes` (if one runs);
+/// returns the node.
+fn kill_daemon<'n>(nodes: &'n mut [SimNode], name: &str) -> Result<&'n mut SimNode> {
+    let node = nodes
+        .iter_mut()
+        .find(|n| n.name == name)
+        .context("no such node")?;
+    if let Some(mut a) = node.agent.take() {
+        a.kill();
+    }
+    Ok(node)
+}
+
 /// The daemon's namespace (deploy/namespace.yaml).
 pub const DAEMON_NAMESPACE: &str = "bootc-daemon";
 
@@ -651,26 +664,14 @@ impl Sim {
     /// its BootcNode; [`Sim::restart_daemon`] starts this build again.
     pub async fn stop_daemon(&self, name: &str) -> Result<()> {
         let mut nodes = self.nodes.lock().await;
-        let node = nodes
-            .iter_mut()
-            .find(|n| n.name == name)
-            .context("no such node")?;
-        if let Some(mut a) = node.agent.take() {
-            a.kill();
-        }
+        kill_daemon(&mut nodes, name)?;
         Ok(())
     }
 
     /// SIGKILLs one node's daemon and starts a new one (a pod restart).
     pub async fn restart_daemon(&self, name: &str) -> Result<()> {
         let mut nodes = self.nodes.lock().await;
-        let node = nodes
-            .iter_mut()
-            .find(|n| n.name == name)
-            .context("no such node")?;
-        if let Some(mut a) = node.agent.take() {
-            a.kill();
-        }
+        let node = kill_daemon(&mut nodes, name)?;
         node.agent = Some(Agent::start(
             &self.cp,
             &node.host,
