@@ -251,6 +251,24 @@ fn replace_unlocked_staged(inputs: &Inputs<'_>) -> Option<Decision> {
     })
 }
 
+/// What a node that left its pool (its BootcNode deleted: the node
+/// unlabelled, or the pool deleted) does about the image the pool had it
+/// stage, `told`: staged unlocked, any reboot would boot it, an update
+/// nobody approved. The rule: the node is told back to what it runs. The
+/// booted image, pinned to the digest it runs (a tag could have moved to
+/// the very image being undone), is staged over it; that redeploy boots
+/// what runs. A locked staged image is left alone: a reboot discards it.
+/// An image staged by anyone else (a person's `bootc switch`) is not ours
+/// to undo. Returns the image to stage, or None when nothing is to be done.
+pub fn on_leaving(told: &str, host: &HostView) -> Option<String> {
+    let booted = host.booted.as_ref()?;
+    let back = booted.pinned_image()?;
+    host.staged
+        .as_ref()
+        .filter(|s| !s.download_only && s.is_image(told) && !s.is_image(&back))?;
+    Some(back)
+}
+
 /// The start of the Idle message of a node that booted its desired image
 /// through a reboot nobody asked this daemon for: an unlocked staged
 /// deployment (a bootc without `--download-only`) finalized by an orderly
@@ -1217,6 +1235,59 @@ mod tests {
                 assert_eq!(decide(&later).phase_message, d.phase_message, "{name}");
             }
         }
+    }
+
+    #[test]
+    fn a_node_that_left_its_pool_is_told_back_to_what_it_runs() {
+        // Installed from a tag: told back to its digest, not the tag (which
+        // may name the image being undone by now).
+        let tagged = BootEntryStatus {
+            image: Some("r.io/os:stable".to_owned()),
+            ..entry(OLD, false, false)
+        };
+        let by_tag = |staged| HostView {
+            booted: Some(tagged.clone()),
+            ..host(OLD, staged, "b1")
+        };
+        let cases = [
+            (
+                "staged unlocked by the pool",
+                by_tag(Some(entry(NEW, false, false))),
+                Some(OLD),
+            ),
+            (
+                "booted by digest",
+                host(OLD, Some(entry(NEW, false, false)), "b1"),
+                Some(OLD),
+            ),
+            (
+                "staged locked: a reboot discards it",
+                by_tag(Some(entry(NEW, false, true))),
+                None,
+            ),
+            (
+                "staged by someone else",
+                by_tag(Some(entry(NEWER, false, false))),
+                None,
+            ),
+            (
+                "already told back",
+                by_tag(Some(entry(OLD, false, false))),
+                None,
+            ),
+            ("nothing staged", by_tag(None), None),
+        ];
+        for (case, host, want) in cases {
+            assert_eq!(on_leaving(NEW, &host).as_deref(), want, "{case}");
+        }
+        let no_digest = HostView {
+            booted: Some(BootEntryStatus {
+                image_digest: None,
+                ..tagged
+            }),
+            ..host(OLD, Some(entry(NEW, false, false)), "b1")
+        };
+        assert_eq!(on_leaving(NEW, &no_digest), None, "no digest: no guess");
     }
 
     #[test]

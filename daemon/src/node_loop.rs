@@ -211,6 +211,14 @@ struct NodeLoop {
     /// The credential strings of the pull secret last read: removed from
     /// every message before it can reach the BootcNode's status.
     redact: Vec<String>,
+    /// The image the pool last told this node, once its BootcNode is
+    /// deleted (the node left its pool): what it may have to undo
+    /// ([`machine::on_leaving`]).
+    left: Option<String>,
+    /// While the watch lists again (after a gap): the image of the
+    /// BootcNode held before, until the list shows it still exists. A
+    /// deletion in the gap has no Delete event of its own.
+    relisting: Option<String>,
 }
 
 /// Runs until the helper goes away or the watch ends for good.
@@ -253,6 +261,8 @@ pub async fn run(
         staged_by_me: None,
         last_written: None,
         redact: Vec::new(),
+        left: None,
+        relisting: None,
     };
     me.refresh_host().await?;
     tracing::info!(node = %me.config.node_name, "watching BootcNode");
@@ -326,19 +336,30 @@ impl NodeLoop {
                     tracing::info!(?generation, desired = %node.spec.desired_image, "spec seen");
                 }
                 self.node = Some(node);
+                self.left = None;
+                self.relisting = None;
             }
-            watcher::Event::Delete(_) => {
-                tracing::info!("BootcNode deleted: the node left its pool; waiting");
-                self.node = None;
-                self.last_written = None;
+            watcher::Event::Delete(node) => self.deleted(node.spec.desired_image),
+            watcher::Event::Init => {
+                self.relisting = self.node.as_ref().map(|n| n.spec.desired_image.clone());
             }
-            watcher::Event::Init => {}
             watcher::Event::InitDone => {
+                if let Some(desired) = self.relisting.take() {
+                    self.deleted(desired);
+                }
                 if self.node.is_none() {
                     tracing::info!(node = %self.config.node_name, "no BootcNode yet; waiting for the controller");
                 }
             }
         }
+    }
+
+    /// The BootcNode is gone: the node left its pool, told `desired` last.
+    fn deleted(&mut self, desired: String) {
+        tracing::info!("BootcNode deleted: the node left its pool; waiting");
+        self.left = Some(desired);
+        self.node = None;
+        self.last_written = None;
     }
 
     async fn refresh_host(&mut self) -> Result<(), LoopError> {
@@ -380,7 +401,7 @@ impl NodeLoop {
             // said meanwhile before deciding again.
             self.take_queued_events();
             let Some(node) = self.node.clone() else {
-                return Ok(());
+                return self.leave().await;
             };
             if self.report_host_problem(&node).await? {
                 return Ok(());
@@ -408,6 +429,40 @@ impl NodeLoop {
             }
         }
         Ok(())
+    }
+
+    /// Out of any pool: undoes what the pool had staged, if a reboot would
+    /// boot it ([`machine::on_leaving`]). A failure is retried after
+    /// [`machine::BACKOFF_BASE`], with nothing to report it on but the log.
+    async fn leave(&mut self) -> Result<(), LoopError> {
+        let (Some(told), Some(host)) = (self.left.clone(), self.host.as_ref()) else {
+            return Ok(());
+        };
+        if self.status_failure.is_some() {
+            return Ok(());
+        }
+        let Some(image) = machine::on_leaving(&told, host) else {
+            self.left = None;
+            return Ok(());
+        };
+        tracing::info!(%told, %image, "left the pool with its image staged unlocked: staging the booted image over it");
+        let result = self
+            .helper
+            .stage(proto::StageRequest {
+                image: image.clone(),
+            })
+            .await;
+        self.staged_by_me = None;
+        match result {
+            Ok(_) => self.left = None,
+            Err(status) if helper_gone(&status) => return Err(LoopError::HelperGone(status)),
+            Err(status) => {
+                let message = crate::bootc_errors::redact(status.message(), &self.redact);
+                tracing::warn!(%image, error = %message, retry_in = ?machine::BACKOFF_BASE, "could not stage the booted image over the pool's");
+                self.retry_at = Some(Instant::now() + machine::BACKOFF_BASE);
+            }
+        }
+        self.refresh_host().await
     }
 
     /// True while the host is going down after an accepted apply (nothing

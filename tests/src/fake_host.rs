@@ -205,6 +205,15 @@ impl FakeHost {
         std::fs::File::open(self.layout.ostree_bootc())?.set_modified(std::time::SystemTime::now())
     }
 
+    /// Removes ostree's finalization lock file: a staged deployment locked
+    /// by it (as the helper locks on released bootc) becomes unlocked.
+    pub fn unlock_staged(&self) -> std::io::Result<()> {
+        match std::fs::remove_file(self.layout.finalization_lock()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// The pid whose mount namespace is this host's (`--host-pid`).
     pub fn pid(&self) -> i32 {
         self.holder.id() as i32

@@ -717,6 +717,49 @@ impl Sim {
         Ok(node.host.layer_locally(layered)?)
     }
 
+    /// Removes ostree's finalization lock file on node `name`'s host (as
+    /// `ostree admin lock-finalization --unlock`, or anything clearing the
+    /// file, would): its staged deployment, if any, is then booted by the
+    /// next orderly reboot.
+    pub async fn unlock_staged(&self, name: &str) -> Result<()> {
+        let nodes = self.nodes.lock().await;
+        let node = nodes
+            .iter()
+            .find(|n| n.name == name)
+            .context("no such node")?;
+        Ok(node.host.unlock_staged()?)
+    }
+
+    /// Waits until node `name`'s host state (its deployments, as bootc
+    /// keeps them) satisfies `cond`: read each time the fake bootc writes
+    /// it, polled, as the simulator's kubelet reads reboots.
+    pub async fn wait_host(
+        &self,
+        name: &str,
+        what: &str,
+        within: Duration,
+        cond: impl Fn(&crate::fake_bootc::State) -> bool,
+    ) -> Result<crate::fake_bootc::State> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let state = {
+                let nodes = self.nodes.lock().await;
+                let node = nodes
+                    .iter()
+                    .find(|n| n.name == name)
+                    .context("no such node")?;
+                node.host.state()
+            };
+            if cond(&state) {
+                return Ok(state);
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("node {name}'s host: not {what} within {within:?}: {state:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Which bootc node `name` runs.
     pub async fn bootc_version(&self, name: &str) -> Option<BootcVersion> {
         let nodes = self.nodes.lock().await;

@@ -183,3 +183,66 @@ async fn a_registry_hiccup_while_staging_never_flips_the_node_degraded() {
     let degraded = recorder.ever_degraded().await.unwrap();
     assert!(degraded.is_empty(), "Degraded at some point: {degraded:?}");
 }
+
+/// Waits until the first node's host satisfies `cond`; if it does not,
+/// fails with the cluster's and that daemon's story.
+async fn wait_first_host(
+    sim: &Sim,
+    what: &str,
+    cond: impl Fn(&tests::fake_bootc::State) -> bool,
+) -> tests::fake_bootc::State {
+    match sim.wait_host(FIRST, what, ROLLOUT, cond).await {
+        Ok(state) => state,
+        Err(e) => panic!(
+            "{e}
+{}
+daemon log:\n{}",
+            diagnostics(sim).await,
+            sim.daemon_logs().remove(FIRST).unwrap_or_default()
+        ),
+    }
+}
+
+/// A node leaves its pool (unlabelled) while the pool's new image is
+/// staged there unlocked: any reboot would boot an update nobody
+/// approved. Its daemon tells it back to what it runs (the booted image,
+/// pinned to its digest), so that rebooted by hand it boots what it ran.
+#[tokio::test]
+async fn a_node_that_leaves_with_the_pools_image_staged_boots_what_it_ran() {
+    require_root!();
+    let (sim, _recorder, v1) = started(SimOptions::default(), 1).await;
+    let hold = format!("{}e2e", api::labels::HOLD_ANNOTATION_PREFIX);
+    kubectl(
+        &sim,
+        &["annotate", "node", FIRST, &format!("{hold}=staged only")],
+    );
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_phase(&sim, FIRST, "Staged").await;
+    wait_first_host(&sim, "v2 staged", |s| {
+        s.staged.as_ref().is_some_and(|d| d.digest == v2)
+    })
+    .await;
+    // Unlocked: the next orderly reboot would boot v2.
+    sim.unlock_staged(FIRST).await.unwrap();
+
+    leave_pool(&sim, FIRST).await;
+    let state = wait_first_host(&sim, "told back to v1", |s| {
+        s.staged.as_ref().is_some_and(|d| d.digest == v1)
+    })
+    .await;
+    assert_eq!(
+        state.staged.unwrap().image,
+        sim.pinned(&v1),
+        "the booted image, pinned to its digest"
+    );
+    let reboot = sim
+        .reboot_unplanned(FIRST, UnplannedReboot::Orderly)
+        .await
+        .unwrap();
+    let state = wait_first_host(&sim, "rebooted, nothing staged", |s| s.staged.is_none()).await;
+    assert_eq!(
+        state.booted.unwrap().digest,
+        v1,
+        "booted what it ran: {reboot:?}"
+    );
+}
