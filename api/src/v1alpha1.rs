@@ -287,6 +287,39 @@ pub struct RolloutSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100))]
     pub success_threshold: Option<i32>,
+    /// How long a node may wait in each phase before the pool names it
+    /// stuck (`Degraded/NodeStuck`), in place of the operator's defaults
+    /// (docs/operations.md, "BootcNodeStuckInPhase"). Draining has its own,
+    /// `drainTimeoutSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadlines: Option<PhaseDeadlines>,
+}
+
+/// `spec.rollout.deadlines`: each phase's deadline in seconds; an unset
+/// one keeps the operator's default.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseDeadlines {
+    /// Downloading the image (default 30 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604800))]
+    pub staging_seconds: Option<i64>,
+    /// Approved, its daemon not yet rebooting it (default 10 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604800))]
+    pub approved_seconds: Option<i64>,
+    /// Rebooting: in its slot and not Ready (default 10 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604800))]
+    pub rebooting_seconds: Option<i64>,
+    /// Back from its reboot but not on the target, Degraded (default 5 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604800))]
+    pub not_on_target_seconds: Option<i64>,
+    /// Its daemon silent: no status for the node's spec (default 5 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604800))]
+    pub daemon_silent_seconds: Option<i64>,
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -403,6 +436,7 @@ impl Default for RolloutSpec {
             batches: Vec::new(),
             soak_seconds: 0,
             success_threshold: None,
+            deadlines: None,
         }
     }
 }

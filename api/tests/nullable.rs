@@ -38,6 +38,7 @@ fn full_pool() -> Value {
                 "maxUnavailable": 2, "maxUnhealthy": "10%", "paused": true,
                 "drainTimeoutSeconds": 30,
                 "batches": [1, "50%"], "soakSeconds": 60, "successThreshold": 80,
+                "deadlines": {"stagingSeconds": 60},
                 "maintenanceWindows": [{
                     "days": ["Monday"], "start": "02:00", "duration": "4h",
                     "timeZone": "Europe/Paris",

@@ -12,9 +12,10 @@
 //! | back, not on the target (Degraded) | 5 min | first seen | slot kept; counts for the halt | point the pool at another image |
 //! | daemon silent | 5 min | first seen | nothing new is asked of the node | the daemon pod on the node |
 //!
-//! The deadlines can be scaled as a whole with the controller's
-//! `--stuck-deadline-scale` ([`Deadlines`]; 1 keeps the table's, the
-//! end-to-end tests shrink them to seconds).
+//! A pool may set its own (`spec.rollout.deadlines`, in seconds, taken as
+//! given); the others are the table's, scaled as a whole with the
+//! controller's `--stuck-deadline-scale` ([`Deadlines`]; 1 keeps the
+//! table's).
 //!
 //! A reboot is timed from the earlier of the Node's Ready transition and
 //! the controller's first sight of the phase: about 50 s into a silent
@@ -41,6 +42,25 @@ pub enum Phase {
 }
 
 impl Phase {
+    pub const ALL: [Phase; 5] = [
+        Phase::Staging,
+        Phase::ApprovedNotRebooting,
+        Phase::Rebooting,
+        Phase::BackNotOnTarget,
+        Phase::DaemonSilent,
+    ];
+
+    /// Its place in [`Phase::ALL`].
+    fn index(self) -> usize {
+        match self {
+            Phase::Staging => 0,
+            Phase::ApprovedNotRebooting => 1,
+            Phase::Rebooting => 2,
+            Phase::BackNotOnTarget => 3,
+            Phase::DaemonSilent => 4,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Phase::Staging => "staging",
@@ -82,11 +102,13 @@ impl Phase {
     }
 }
 
-/// The deadlines in force: the table's, times a scale (the controller's
-/// `--stuck-deadline-scale`).
+/// The deadlines in force: a pool's own (`spec.rollout.deadlines`), else
+/// the table's times a scale (the controller's `--stuck-deadline-scale`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Deadlines {
     scale: f64,
+    /// The pool's own, by [`Phase::index`].
+    pool: [Option<Duration>; 5],
 }
 
 /// A scale that is not a positive finite number.
@@ -98,6 +120,7 @@ impl Default for Deadlines {
     fn default() -> Self {
         Deadlines {
             scale: Deadlines::DEFAULT_SCALE,
+            pool: [None; 5],
         }
     }
 }
@@ -109,18 +132,46 @@ impl Deadlines {
 
     pub fn scaled(scale: f64) -> Result<Self, BadScale> {
         if scale.is_finite() && scale > 0.0 {
-            Ok(Deadlines { scale })
+            Ok(Deadlines {
+                scale,
+                pool: [None; 5],
+            })
         } else {
             Err(BadScale(scale))
         }
     }
 
-    /// The deadline of `phase`, at least one second.
+    /// These deadlines with a pool's own in place of the defaults, taken
+    /// as given (not scaled).
+    pub fn for_pool(self, set: Option<&api::PhaseDeadlines>) -> Self {
+        let Some(set) = set else { return self };
+        let seconds = |s: Option<i64>| {
+            s.and_then(|s| u64::try_from(s).ok())
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs)
+        };
+        let mut pool = [None; 5];
+        for phase in Phase::ALL {
+            pool[phase.index()] = seconds(match phase {
+                Phase::Staging => set.staging_seconds,
+                Phase::ApprovedNotRebooting => set.approved_seconds,
+                Phase::Rebooting => set.rebooting_seconds,
+                Phase::BackNotOnTarget => set.not_on_target_seconds,
+                Phase::DaemonSilent => set.daemon_silent_seconds,
+            });
+        }
+        Deadlines { pool, ..self }
+    }
+
+    /// The deadline of `phase`: the pool's own, or the default scaled (at
+    /// least one second).
     pub fn of(self, phase: Phase) -> Duration {
-        phase
-            .deadline()
-            .mul_f64(self.scale)
-            .max(Duration::from_secs(1))
+        self.pool[phase.index()].unwrap_or_else(|| {
+            phase
+                .deadline()
+                .mul_f64(self.scale)
+                .max(Duration::from_secs(1))
+        })
     }
 }
 
@@ -245,6 +296,39 @@ pub fn tick(clock: &Clock, phases: BTreeMap<String, Phase>, now: Timestamp) -> C
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_pools_own_deadlines_replace_the_defaults_unscaled() {
+        let tests = Deadlines::scaled(0.01).unwrap();
+        let set = api::PhaseDeadlines {
+            staging_seconds: Some(90),
+            daemon_silent_seconds: Some(7),
+            ..Default::default()
+        };
+        let pool = tests.for_pool(Some(&set));
+        let rows = [
+            (Phase::Staging, 90),
+            (Phase::DaemonSilent, 7),
+            // Unset: the default, scaled.
+            (Phase::Rebooting, 6),
+            (Phase::ApprovedNotRebooting, 6),
+            (Phase::BackNotOnTarget, 3),
+        ];
+        for (phase, seconds) in rows {
+            assert_eq!(pool.of(phase), Duration::from_secs(seconds), "{phase:?}");
+        }
+        assert_eq!(tests.for_pool(None), tests, "no deadlines set");
+        let nonsense = api::PhaseDeadlines {
+            staging_seconds: Some(0),
+            ..Default::default()
+        };
+        let kept = tests.for_pool(Some(&nonsense));
+        assert_eq!(
+            kept.of(Phase::Staging),
+            Duration::from_secs(18),
+            "0: the default"
+        );
+    }
 
     #[test]
     fn phase_table() {

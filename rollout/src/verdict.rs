@@ -622,8 +622,9 @@ fn time_phase(
     let since = first_seen.into_iter().chain(on_node).min();
     // Timed from now, the answer moves with the clock: not kept.
     v.keepable &= since.is_some();
+    let deadlines = (input.deadlines).for_pool(input.pool.spec.rollout.deadlines.as_ref());
     match stuck::assess(
-        input.deadlines,
+        deadlines,
         name,
         phase,
         since.unwrap_or(input.now),

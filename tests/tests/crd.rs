@@ -203,6 +203,19 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             with(&["rollout", "drainTimeoutSeconds"], json!(0)),
             "spec.rollout.drainTimeoutSeconds",
         ),
+        (
+            "staging-deadline-zero",
+            with(&["rollout", "deadlines"], json!({"stagingSeconds": 0})),
+            "spec.rollout.deadlines.stagingSeconds",
+        ),
+        (
+            "silent-deadline-over-a-week",
+            with(
+                &["rollout", "deadlines"],
+                json!({"daemonSilentSeconds": 604801}),
+            ),
+            "spec.rollout.deadlines.daemonSilentSeconds",
+        ),
     ];
 
     // Rules only CEL can say (they span fields), and CEL's messages for

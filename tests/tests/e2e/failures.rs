@@ -206,6 +206,46 @@ async fn an_image_that_breaks_two_nodes_halts_the_rollout() {
     assert_disruption_at_most(&recorder, 2).await;
 }
 
+/// A pool's own deadlines (`spec.rollout.deadlines`) name a node stuck in
+/// its phase, in place of the operator's (minutes): one whose download
+/// never ends (staging), and one whose daemon stopped answering (daemon
+/// silent). Neither holds a slot, so the third node updates meanwhile.
+#[tokio::test]
+async fn a_pools_own_deadlines_name_a_node_stuck_staging_and_one_whose_daemon_is_silent() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    const SECOND: &str = "sim-node-2";
+    {
+        let nodes = sim.nodes.lock().await;
+        let first = nodes.iter().find(|n| n.name == FIRST).unwrap();
+        std::fs::write(first.host.layout.stage_delay(), "600000").unwrap();
+    }
+    sim.stop_daemon(SECOND).await.unwrap();
+    // Above the daemon's first Staging report (5 s), so that the slow
+    // download is timed as staging, not as a silent daemon.
+    sim.patch_pool(json!({"rollout": {"deadlines": {
+        "stagingSeconds": 3, "daemonSilentSeconds": 20,
+    }}}))
+    .await
+    .unwrap();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    for (node, phase, deadline) in [
+        (FIRST, "staging", "3s"),
+        (SECOND, "daemon silent (no status for its spec)", "20s"),
+    ] {
+        let named = format!("node {node} {phase} for ");
+        let deadline = format!("(deadline {deadline})");
+        wait_pool(&sim, &named.clone(), move |p| {
+            condition(p, ConditionType::Degraded).is_some_and(|c| {
+                c.1 == Reason::NodeStuck && c.2.contains(&named) && c.2.contains(&deadline)
+            })
+        })
+        .await;
+    }
+    wait_updated(&sim, &v2, 1).await;
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
 /// Stuck is never silent: a node whose reboot never ends (it stays NotReady)
 /// is named on the pool (Degraded, `NodeStuck`: the node, the phase, for how
 /// long) with one Warning Event, and keeps its slot: nobody else reboots.

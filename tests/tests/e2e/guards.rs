@@ -194,9 +194,7 @@ async fn wait_first_host(
     match sim.wait_host(FIRST, what, ROLLOUT, cond).await {
         Ok(state) => state,
         Err(e) => panic!(
-            "{e}
-{}
-daemon log:\n{}",
+            "{e}\n{}\ndaemon log:\n{}",
             diagnostics(sim).await,
             sim.daemon_logs().remove(FIRST).unwrap_or_default()
         ),
@@ -217,7 +215,7 @@ async fn a_node_that_leaves_with_the_pools_image_staged_boots_what_it_ran() {
         &["annotate", "node", FIRST, &format!("{hold}=staged only")],
     );
     let v2 = sim.push_version("2.0").await.unwrap();
-    wait_phase(&sim, FIRST, "Staged").await;
+    wait_phase(&sim, FIRST, Reason::Staged.as_str()).await;
     wait_first_host(&sim, "v2 staged", |s| {
         s.staged.as_ref().is_some_and(|d| d.digest == v2)
     })
