@@ -148,6 +148,8 @@ pub struct Metrics {
     tag_resolution_duration: Histogram,
     tag_resolutions: Family<PoolLabels, Counter>,
     registry_failures: Family<PoolReasonLabels, Counter>,
+    tag_last_resolution: Family<PoolLabels, Gauge>,
+    tag_next_resolution: Family<PoolLabels, Gauge>,
     drain_failures: Family<ReasonLabels, Counter>,
     evictions_refused: Family<ReasonLabels, Counter>,
     reconcile_duration: Histogram,
@@ -191,6 +193,8 @@ impl Metrics {
             tag_resolution_duration: short_buckets(),
             tag_resolutions: Family::default(),
             registry_failures: Family::default(),
+            tag_last_resolution: Family::default(),
+            tag_next_resolution: Family::default(),
             drain_failures: Family::default(),
             evictions_refused: Family::default(),
             reconcile_duration: short_buckets(),
@@ -305,6 +309,16 @@ impl Metrics {
             "registry_failures",
             "Tag resolutions that failed, by the pool's Degraded reason",
             self.registry_failures.clone(),
+        );
+        r.register(
+            "tag_last_resolution_timestamp_seconds",
+            "When the pool's tag was last asked of its registry (Unix time)",
+            self.tag_last_resolution.clone(),
+        );
+        r.register(
+            "tag_next_resolution_timestamp_seconds",
+            "When the pool's tag will next be asked of its registry (Unix time)",
+            self.tag_next_resolution.clone(),
         );
     }
 
@@ -498,6 +512,8 @@ impl Metrics {
                 standing: kind.as_str(),
             });
         }
+        self.tag_last_resolution.remove(&p);
+        self.tag_next_resolution.remove(&p);
         self.pool_slots.remove(&p);
         self.pool_slots_in_use.remove(&p);
         self.pool_progress.remove(&p);
@@ -523,6 +539,19 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    /// A tag's resolution schedule: when it was last asked, and when it
+    /// will be next (kept in memory, not in the pool's status: a poll that
+    /// finds the same digest writes nothing).
+    pub fn tag_schedule(&self, pool: &str, last: jiff::Timestamp, next: jiff::Timestamp) {
+        let p = PoolLabels { pool: pool.into() };
+        self.tag_last_resolution
+            .get_or_create(&p)
+            .set(last.as_second());
+        self.tag_next_resolution
+            .get_or_create(&p)
+            .set(next.as_second());
     }
 
     /// A drain finished: how long it took.
@@ -970,6 +999,16 @@ mod tests {
             !m.render().contains("bootc_pool_degraded{"),
             "healthy: no series"
         );
+        let asked = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let next = jiff::Timestamp::from_second(1_800_000_300).unwrap();
+        m.tag_schedule("web", asked, next);
+        let text = m.render();
+        for line in [
+            "bootc_tag_last_resolution_timestamp_seconds{pool=\"web\"} 1800000000",
+            "bootc_tag_next_resolution_timestamp_seconds{pool=\"web\"} 1800000300",
+        ] {
+            assert!(text.contains(line), "{line} missing in:\n{text}");
+        }
         m.forget_pool("web");
         assert!(!m.render().contains("pool=\"web\""), "{}", m.render());
     }

@@ -96,6 +96,7 @@ impl RegistryResolver {
                     now,
                 );
                 remember(memory, pool, &out);
+                crate::metrics::global().tag_schedule(&name, now, out.next_resolution);
                 let target = match (out.error, out.target) {
                     (None, Some(target)) => Ok(target),
                     (Some((reason, message)), _) => Err(TargetProblem { reason, message }),
