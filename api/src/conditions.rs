@@ -179,6 +179,12 @@ wire_enum! {
         TagNotResolved = "TagNotResolved",
         /// The image has no manifest for one of the members' architectures.
         UnsupportedArchitecture = "UnsupportedArchitecture",
+        /// The image is not a bootc image: its config lacks the label
+        /// `containers.bootc=1` (`crate::image_labels`).
+        ImageNotBootable = "ImageNotBootable",
+        /// The image changes the OS family or major version the members
+        /// run, and the pool does not allow it (`spec.image.allowMajorUpgrade`).
+        OsMajorChange = "OsMajorChange",
         /// The registry's manifest could not be read.
         InvalidManifest = "InvalidManifest",
         /// Any other registry failure.

@@ -8,6 +8,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod host_updaters;
+pub mod image_labels;
 pub mod image_ref;
 pub mod labels;
 pub mod text;

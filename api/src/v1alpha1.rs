@@ -206,6 +206,13 @@ pub struct ImageSpec {
     #[serde(rename = "ref")]
     #[schemars(schema_with = "crate::schema::image_ref")]
     pub reference: String,
+    /// Allow a target whose OS family or major version differs from what
+    /// the members run (its image's `redhat.id` / `redhat.version-id`
+    /// labels, as Fedora and CentOS Stream bootc images carry them): such a
+    /// target is refused unless this is true. Read the distribution's
+    /// upgrade notes first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_major_upgrade: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -75,6 +75,7 @@ pub mod membership;
 mod memo;
 pub mod model;
 pub mod order;
+pub mod os_guard;
 mod owned;
 mod pipeline;
 pub mod preview;

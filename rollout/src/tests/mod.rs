@@ -34,6 +34,7 @@ mod health;
 mod leaving;
 mod membership;
 mod order;
+mod os_guard;
 mod preview;
 mod sequence;
 mod slots;

@@ -1,0 +1,27 @@
+//! The labels of an OS image's config that the controller reads before any
+//! node is told about it (the guards of `rollout::os_guard`), as bootc
+//! images carry them: Fedora's and CentOS Stream's set `containers.bootc`,
+//! `ostree.bootable`, `redhat.id`, `redhat.version-id` and
+//! `org.opencontainers.image.version`.
+
+/// `1` on every bootc image (bootc's base images set it; `bootc
+/// container lint` checks it): an image without it cannot boot a host.
+pub const CONTAINERS_BOOTC: &str = "containers.bootc";
+/// The older spelling of the same promise, `true` or `1`.
+pub const OSTREE_BOOTABLE: &str = "ostree.bootable";
+/// The OS family: os-release's `ID` (`fedora`, `centos`, `rhel`).
+pub const OS_ID: &str = "redhat.id";
+/// The OS version: os-release's `VERSION_ID` (`42`, `10`, `9.6`); its
+/// major is what comes before the first dot.
+pub const OS_VERSION_ID: &str = "redhat.version-id";
+/// The image's own version, which bootc reports as the deployment's.
+pub const IMAGE_VERSION: &str = "org.opencontainers.image.version";
+
+/// Every label the controller keeps of an image's config.
+pub const READ: [&str; 5] = [
+    CONTAINERS_BOOTC,
+    OSTREE_BOOTABLE,
+    OS_ID,
+    OS_VERSION_ID,
+    IMAGE_VERSION,
+];
