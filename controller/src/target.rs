@@ -44,16 +44,28 @@ pub struct Resolution {
 /// registry for tag references; they must keep working while the pool is
 /// paused and must fail closed (return a [`TargetProblem`]).
 pub trait Resolve: Send + Sync + 'static {
-    /// `architectures`: what the pool's members run (labels and reports);
-    /// a new target must cover all of them. `memory`: what the resolver
-    /// keeps about this pool between reconciles (in the pool's state).
+    /// `members`: what the pool's members run, which a new target is
+    /// checked against. `memory`: what the resolver keeps about this pool
+    /// between reconciles (in the pool's state).
     fn resolve<'a>(
         &'a self,
         pool: &'a BootcNodePool,
         pull_secret: Option<&'a Secret>,
-        architectures: &'a std::collections::BTreeSet<String>,
+        members: MembersRun<'a>,
         memory: &'a mut TargetMemory,
     ) -> BoxFuture<'a, Resolution>;
+}
+
+/// What a pool's members run, as a new target is checked against it.
+#[derive(Clone, Copy, Debug)]
+pub struct MembersRun<'a> {
+    /// Every architecture they run (labels and reports): a new target must
+    /// cover all of them.
+    pub architectures: &'a std::collections::BTreeSet<String>,
+    /// The images they boot (`repository@digest`), with how many boot
+    /// each: a new target's OS is compared with theirs
+    /// (`rollout::os_guard`).
+    pub booted: &'a std::collections::BTreeMap<String, usize>,
 }
 
 /// What a resolver remembers about one pool between its reconciles: when
@@ -146,7 +158,7 @@ impl Resolve for DigestOnly {
         &'a self,
         pool: &'a BootcNodePool,
         _pull_secret: Option<&'a Secret>,
-        _architectures: &'a std::collections::BTreeSet<String>,
+        _members: MembersRun<'a>,
         _memory: &'a mut TargetMemory,
     ) -> BoxFuture<'a, Resolution> {
         let out = match resolve_digest_ref(&pool.spec.image.reference) {

@@ -223,8 +223,21 @@ impl TestRegistry {
     /// Pushes a single-platform OCI image under `repo:tag`; returns the
     /// manifest digest.
     pub async fn push_image(&self, repo: &str, tag: &str, image: &TestImage<'_>) -> Result<String> {
+        self.push_image_labelled(repo, tag, image, &[]).await
+    }
+
+    /// [`Self::push_image`] with more config labels, or other values of
+    /// the usual ones (`containers.bootc`, the version); an empty value
+    /// removes the label.
+    pub async fn push_image_labelled(
+        &self,
+        repo: &str,
+        tag: &str,
+        image: &TestImage<'_>,
+        labels: &[(&str, &str)],
+    ) -> Result<String> {
         let reference = self.reference(repo, tag)?;
-        let (config, layer) = image_parts(image, OCI_CONFIG);
+        let (config, layer) = image_parts(image, labels, OCI_CONFIG);
         let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
         let client = self.client()?;
         let resp = client
@@ -242,7 +255,7 @@ impl TestRegistry {
         image: &TestImage<'_>,
     ) -> Result<String> {
         let reference = self.reference(repo, tag)?;
-        let (config, layer) = image_parts(image, DOCKER_CONFIG);
+        let (config, layer) = image_parts(image, &[], DOCKER_CONFIG);
         let client = self.client()?;
         client
             .store_auth_if_needed(reference.resolve_registry(), &self.auth())
@@ -319,14 +332,28 @@ impl Drop for TestRegistry {
     }
 }
 
-fn image_parts(image: &TestImage<'_>, config_media_type: &str) -> (Config, ImageLayer) {
+fn image_parts(
+    image: &TestImage<'_>,
+    labels: &[(&str, &str)],
+    config_media_type: &str,
+) -> (Config, ImageLayer) {
+    let mut all = serde_json::Map::new();
+    all.insert(
+        api::image_labels::IMAGE_VERSION.into(),
+        image.version.into(),
+    );
+    all.insert(api::image_labels::CONTAINERS_BOOTC.into(), "1".into());
+    for (key, value) in labels {
+        if value.is_empty() {
+            all.remove(*key);
+        } else {
+            all.insert((*key).into(), (*value).into());
+        }
+    }
     let config = serde_json::json!({
         "architecture": image.architecture,
         "os": "linux",
-        "config": {"Labels": {
-            "org.opencontainers.image.version": image.version,
-            "containers.bootc": "1",
-        }},
+        "config": {"Labels": all},
         "rootfs": {"type": "layers", "diff_ids": []},
     });
     let config = Config {

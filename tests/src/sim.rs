@@ -402,17 +402,26 @@ impl Sim {
 
     /// Pushes a version under `tag`; returns its digest.
     pub async fn push_version_tagged(&self, version: &str, tag: &str) -> Result<String> {
+        self.push_labelled(version, tag, &[]).await
+    }
+
+    /// Pushes an OS image of `version` under `tag` with these config labels
+    /// besides (or instead of) the usual ones
+    /// ([`TestRegistry::push_image_labelled`]).
+    pub async fn push_labelled(
+        &self,
+        version: &str,
+        tag: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<String> {
         let arch = crate::fake_bootc::Deployment::of("x@sha256:0").architecture;
+        let image = TestImage {
+            architecture: &arch,
+            version,
+            marker: version,
+        };
         self.registry
-            .push_image(
-                REPO,
-                tag,
-                &TestImage {
-                    architecture: &arch,
-                    version,
-                    marker: version,
-                },
-            )
+            .push_image_labelled(REPO, tag, &image, labels)
             .await
     }
 

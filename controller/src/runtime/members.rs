@@ -109,6 +109,8 @@ struct Entry {
     /// What it tells tag resolution: the `kubernetes.io/arch` label of a
     /// selected Node, the architecture an owned BootcNode reports.
     architectures: Vec<String>,
+    /// The image an owned BootcNode boots, pinned.
+    booted: Option<String>,
     /// An owned BootcNode carries a person's retry request.
     retry: bool,
 }
@@ -123,6 +125,7 @@ fn entry_for(
 ) -> Option<Entry> {
     let r = reads(pool, selector, node.as_deref(), bn.as_deref());
     let (read_node, read_bn, retry) = (r.node, r.bn, r.retry);
+    let booted = r.booted;
     if !read_node && !read_bn {
         return None;
     }
@@ -131,10 +134,21 @@ fn entry_for(
         .collect();
     Some(Entry {
         architectures,
+        booted,
         retry,
         node: node.filter(|_| read_node),
         bn: bn.filter(|_| read_bn),
     })
+}
+
+/// One less entry counted under `key`.
+fn uncount(counts: &mut BTreeMap<String, usize>, key: &str) {
+    if let Some(n) = counts.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(key);
+        }
+    }
 }
 
 /// One name's Node and BootcNode, as the caches have them.
@@ -147,6 +161,8 @@ pub struct Members {
     entries: BTreeMap<String, Entry>,
     /// How many entries name each architecture.
     architectures: BTreeMap<String, usize>,
+    /// How many entries boot each image.
+    booted: BTreeMap<String, usize>,
     /// The names whose BootcNode carries a retry request.
     retries: BTreeSet<String>,
 }
@@ -232,6 +248,9 @@ impl Members {
                 for arch in &entry.architectures {
                     *self.architectures.entry(arch.clone()).or_default() += 1;
                 }
+                if let Some(image) = &entry.booted {
+                    *self.booted.entry(image.clone()).or_default() += 1;
+                }
                 if entry.retry {
                     self.retries.insert(name.to_owned());
                 }
@@ -241,12 +260,10 @@ impl Members {
         };
         let Some(old) = old else { return };
         for arch in &old.architectures {
-            if let Some(n) = self.architectures.get_mut(arch) {
-                *n -= 1;
-                if *n == 0 {
-                    self.architectures.remove(arch);
-                }
-            }
+            uncount(&mut self.architectures, arch);
+        }
+        if let Some(image) = &old.booted {
+            uncount(&mut self.booted, image);
         }
         if old.retry && !self.entries.get(name).is_some_and(|e| e.retry) {
             self.retries.remove(name);
@@ -261,6 +278,7 @@ impl Members {
             nodes: entries.clone().filter_map(|e| e.node.as_deref()).collect(),
             bns: entries.filter_map(|e| e.bn.as_deref()).collect(),
             architectures: self.architectures.keys().cloned().collect(),
+            booted: self.booted.clone(),
         }
     }
 

@@ -253,7 +253,7 @@ async fn reconcile_pool(
     let secret = usable_secret(&pool, ctx.caches.pull_secret(&pool));
     let resolution = ctx
         .resolver
-        .resolve(&pool, secret.as_deref(), &chosen.architectures, target)
+        .resolve(&pool, secret.as_deref(), chosen.members_run(), target)
         .await;
     let members = crate::gates::Members {
         in_slots: || chosen.bns.iter().any(|bn| bn.in_slot()),

@@ -8,7 +8,7 @@
 //! (`crate::runtime::members`); [`Selection::of`] chooses from scratch, for a deleted
 //! pool's cleanup and as the reference the kept choice is tested against.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use api::labels::RETRY_ANNOTATION;
@@ -28,6 +28,9 @@ pub struct Selection<'a> {
     pub bns: Vec<&'a BootcNode>,
     /// The members' architectures, for tag resolution.
     pub architectures: BTreeSet<String>,
+    /// The images the members boot (`repository@digest`), each with how
+    /// many boot it: what a new target's OS is compared with.
+    pub booted: BTreeMap<String, usize>,
 }
 
 fn name<K: kube::Resource>(object: &K) -> &str {
@@ -36,7 +39,7 @@ fn name<K: kube::Resource>(object: &K) -> &str {
 
 /// What a pool reads of one name's objects: the one home of the rule
 /// (used here from scratch, and name by name by `members`).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Reads<'o> {
     pub node: bool,
     pub bn: bool,
@@ -44,6 +47,8 @@ pub(crate) struct Reads<'o> {
     pub labelled_arch: Option<&'o str>,
     /// The architecture the owned BootcNode reports.
     pub reported_arch: Option<&'o str>,
+    /// The image the owned BootcNode boots, pinned to its digest.
+    pub booted: Option<String>,
     /// The owned BootcNode carries a person's retry request.
     pub retry: bool,
 }
@@ -75,11 +80,23 @@ pub(crate) fn reads<'o>(
             .and_then(|b| b.status.as_ref())
             .and_then(|s| s.booted.as_ref())
             .and_then(|b| b.architecture.as_deref()),
+        booted: owned_bn
+            .and_then(|b| b.status.as_ref())
+            .and_then(|s| s.booted.as_ref())
+            .and_then(api::BootEntryStatus::pinned_image),
         retry: owned_bn.is_some_and(|b| b.annotations().contains_key(RETRY_ANNOTATION)),
     }
 }
 
 impl<'a> Selection<'a> {
+    /// What tag resolution checks a new target against.
+    pub fn members_run(&self) -> crate::target::MembersRun<'_> {
+        crate::target::MembersRun {
+            architectures: &self.architectures,
+            booted: &self.booted,
+        }
+    }
+
     /// The pool's objects chosen from scratch, name by name (`reads`).
     pub fn of(pool: &BootcNodePool, nodes: &'a [Arc<Node>], bns: &'a [Arc<BootcNode>]) -> Self {
         let selector = Selector::try_from(pool.spec.node_selector.clone()).ok();
@@ -114,6 +131,9 @@ impl<'a> Selection<'a> {
                 out.bns.push(bn);
             }
             arches.push(r.reported_arch);
+            if let Some(image) = r.booted {
+                *out.booted.entry(image).or_default() += 1;
+            }
         }
         out.architectures = tag_policy::required_architectures(arches, []);
         out

@@ -40,7 +40,7 @@ mod client;
 pub mod protocol;
 pub mod trust;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -93,6 +93,12 @@ pub enum RegistryError {
     InvalidPullSecret { secret: String, message: String },
     #[error("registry error for {reference}: {message}")]
     Other { reference: String, message: String },
+    /// Read, and refused by a guard (`rollout::os_guard`).
+    #[error("{message}")]
+    Refused {
+        reason: api::Reason,
+        message: String,
+    },
 }
 
 impl RegistryError {
@@ -107,6 +113,7 @@ impl RegistryError {
             RegistryError::InvalidManifest { .. } => api::Reason::InvalidManifest,
             RegistryError::InvalidPullSecret { .. } => api::Reason::InvalidPullSecret,
             RegistryError::Other { .. } => api::Reason::RegistryError,
+            RegistryError::Refused { reason, .. } => *reason,
         }
     }
 }
@@ -221,6 +228,9 @@ pub struct ManifestFacts {
     /// sorted (empty for an image manifest): what bootc reports as the
     /// digest it deployed from the index, on each platform.
     pub platform_digests: Vec<String>,
+    /// The config's labels the guards read ([`api::image_labels::READ`]);
+    /// for an index, its first linux platform's.
+    pub labels: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -259,6 +269,23 @@ struct RawConfig {
     architecture: Option<String>,
     #[serde(default)]
     os: Option<String>,
+    #[serde(default)]
+    config: Option<RawRuntimeConfig>,
+}
+
+#[derive(Deserialize)]
+struct RawRuntimeConfig {
+    #[serde(rename = "Labels", default)]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+/// What the controller reads of an image config blob.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConfigFacts {
+    /// Its architecture (linux only).
+    pub architectures: BTreeSet<String>,
+    /// The labels the guards read ([`api::image_labels::READ`]).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A parsed manifest: an index lists its platforms (their architectures
@@ -320,19 +347,28 @@ pub fn parse_manifest(
     ))
 }
 
-/// The architecture in an image config blob (linux only).
-pub fn parse_config_architecture(
-    body: &[u8],
-    reference: &str,
-) -> Result<BTreeSet<String>, RegistryError> {
+/// The architecture (linux only) and the guards' labels of an image
+/// config blob.
+pub fn parse_config(body: &[u8], reference: &str) -> Result<ConfigFacts, RegistryError> {
     let config: RawConfig =
         serde_json::from_slice(body).map_err(|e| RegistryError::InvalidManifest {
             reference: reference.to_owned(),
             message: format!("image config is not JSON: {e}"),
         })?;
-    Ok(match (config.os.as_deref(), config.architecture) {
+    let architectures = match (config.os.as_deref(), config.architecture) {
         (Some("linux") | None, Some(arch)) => BTreeSet::from([arch]),
         _ => BTreeSet::new(),
+    };
+    let labels = config
+        .config
+        .and_then(|c| c.labels)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| api::image_labels::READ.contains(&k.as_str()))
+        .collect();
+    Ok(ConfigFacts {
+        architectures,
+        labels,
     })
 }
 
@@ -589,26 +625,22 @@ impl Resolver {
             });
         }
         let (media_type, parsed) = parse_manifest(&manifest.body, &display)?;
-        let (architectures, platform_digests) = match parsed {
+        let (architectures, platform_digests, labels) = match parsed {
             ParsedManifest::Index {
                 architectures,
                 platform_digests,
-            } => (architectures, platform_digests),
+            } => {
+                let labels = match platform_digests.first() {
+                    Some(first) => {
+                        platform_labels(&mut session, first, &display, &registry).await?
+                    }
+                    None => BTreeMap::new(),
+                };
+                (architectures, platform_digests, labels)
+            }
             ParsedManifest::Image { config_digest } => {
-                let url = session
-                    .url(&format!("blobs/{config_digest}"))
-                    .map_err(name_it)?;
-                let blob = session
-                    .get(url, Endpoint::Blob, None)
-                    .await
-                    .map_err(name_it)?;
-                if sha256_digest(&blob.body) != config_digest {
-                    return Err(RegistryError::InvalidManifest {
-                        reference: display.clone(),
-                        message: format!("the config blob does not hash to {config_digest}"),
-                    });
-                }
-                (parse_config_architecture(&blob.body, &display)?, Vec::new())
+                let config = read_config(&mut session, &config_digest, &display, &registry).await?;
+                (config.architectures, Vec::new(), config.labels)
             }
         };
         let facts = ManifestFacts {
@@ -616,6 +648,7 @@ impl Resolver {
             media_type,
             architectures,
             platform_digests,
+            labels,
         };
         if let Ok(mut cache) = self.cache.lock() {
             cache.insert(cache_key(image, &digest, secret_hash), facts.clone());
@@ -624,6 +657,61 @@ impl Resolver {
             pinned: image.pinned(&digest),
             facts,
         })
+    }
+}
+
+/// Reads an image config blob, checked against its digest.
+async fn read_config(
+    session: &mut Session<'_>,
+    config_digest: &str,
+    display: &str,
+    registry: &str,
+) -> Result<ConfigFacts, RegistryError> {
+    let name_it = |e| named(e, registry, display);
+    let url = session
+        .url(&format!("blobs/{config_digest}"))
+        .map_err(name_it)?;
+    let blob = session
+        .get(url, Endpoint::Blob, None)
+        .await
+        .map_err(name_it)?;
+    if sha256_digest(&blob.body) != config_digest {
+        return Err(RegistryError::InvalidManifest {
+            reference: display.to_owned(),
+            message: format!("the config blob does not hash to {config_digest}"),
+        });
+    }
+    parse_config(&blob.body, display)
+}
+
+/// The guards' labels of an index's platform manifest (`digest`): its
+/// manifest, then its config. The platforms of one OS image are built
+/// from one source, so the first tells the OS of all.
+async fn platform_labels(
+    session: &mut Session<'_>,
+    digest: &str,
+    display: &str,
+    registry: &str,
+) -> Result<BTreeMap<String, String>, RegistryError> {
+    let name_it = |e| named(e, registry, display);
+    let url = session
+        .url(&format!("manifests/{digest}"))
+        .map_err(name_it)?;
+    let manifest = session
+        .get(url, Endpoint::Manifest, Some(&ACCEPTED.join(", ")))
+        .await
+        .map_err(name_it)?;
+    manifest_digest(Some(digest), None, &manifest.body, display)?;
+    match parse_manifest(&manifest.body, display)? {
+        (_, ParsedManifest::Image { config_digest }) => {
+            Ok(read_config(session, &config_digest, display, registry)
+                .await?
+                .labels)
+        }
+        (_, ParsedManifest::Index { .. }) => Err(RegistryError::InvalidManifest {
+            reference: display.to_owned(),
+            message: format!("the index's platform entry {digest} is itself an index"),
+        }),
     }
 }
 
@@ -744,21 +832,26 @@ mod tests {
     }
 
     #[test]
-    fn config_architecture() {
+    fn config_architecture_and_labels() {
+        let config = br#"{"architecture":"arm64","os":"linux","config":{"Labels":{
+            "containers.bootc":"1","redhat.id":"fedora","redhat.version-id":"42",
+            "io.buildah.version":"1.39"}}}"#;
+        let facts = parse_config(config, "r").unwrap();
+        assert_eq!(facts.architectures, BTreeSet::from(["arm64".to_owned()]));
+        let keys: Vec<&str> = facts.labels.keys().map(String::as_str).collect();
         assert_eq!(
-            parse_config_architecture(br#"{"architecture":"arm64","os":"linux"}"#, "r").unwrap(),
-            BTreeSet::from(["arm64".to_owned()])
+            keys,
+            ["containers.bootc", "redhat.id", "redhat.version-id"],
+            "only the guards' labels are kept"
         );
-        assert!(
-            parse_config_architecture(br#"{"architecture":"amd64","os":"windows"}"#, "r")
-                .unwrap()
-                .is_empty()
-        );
+        let windows = parse_config(br#"{"architecture":"amd64","os":"windows"}"#, "r").unwrap();
+        assert!(windows.architectures.is_empty() && windows.labels.is_empty());
     }
 
     #[test]
     fn architecture_check_names_what_is_missing() {
         let facts = ManifestFacts {
+            labels: BTreeMap::new(),
             digest: "sha256:x".into(),
             media_type: OCI_INDEX.into(),
             architectures: BTreeSet::from(["amd64".into()]),

@@ -14,7 +14,6 @@
 //! that finds the same digest writes nothing (no heartbeats). A restarted
 //! controller resolves every tag once at start, then keeps the interval.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use api::BootcNodePool;
@@ -24,8 +23,10 @@ use kube::ResourceExt;
 
 use crate::target::registry::{RegistryError, Resolver, credentials_for};
 use crate::target::tag_policy::{self, CurrentTarget, TargetStep};
-use crate::target::{Parsed, Resolution, Resolve, Schedule, TargetMemory, parse_reference};
-use rollout::{Target, TargetProblem};
+use crate::target::{
+    MembersRun, Parsed, Resolution, Resolve, Schedule, TargetMemory, parse_reference,
+};
+use rollout::{Target, TargetProblem, os_guard};
 
 /// Resolves tags against registries.
 pub struct RegistryResolver {
@@ -51,7 +52,7 @@ impl RegistryResolver {
         pool: &BootcNodePool,
         image: api::image_ref::ImageRef,
         pull_secret: Option<&Secret>,
-        architectures: &BTreeSet<String>,
+        members: MembersRun<'_>,
         memory: &mut TargetMemory,
     ) -> Resolution {
         let name = pool.name_any();
@@ -85,12 +86,12 @@ impl RegistryResolver {
                 // Whatever made it due, the request on the pool is answered.
                 memory.refreshed = asked.map(|a| (a.clone(), now));
                 let asked = std::time::Instant::now();
-                let result = self.query(&image, pull_secret).await;
+                let result = self.query_guarded(pool, &image, pull_secret, members).await;
                 let took = asked.elapsed();
                 let out = tag_policy::apply_resolution(
                     &current,
                     result,
-                    architectures,
+                    members.architectures,
                     &pool.spec.image.reference,
                     self.interval,
                     now,
@@ -126,7 +127,7 @@ impl RegistryResolver {
         pool: &BootcNodePool,
         image: api::image_ref::ImageRef,
         pull_secret: Option<&Secret>,
-        architectures: &BTreeSet<String>,
+        members: MembersRun<'_>,
         memory: &mut TargetMemory,
     ) -> Resolution {
         let name = pool.name_any();
@@ -138,12 +139,12 @@ impl RegistryResolver {
                 requeue_after: Some(left),
             };
         }
-        let result = self.query(&image, pull_secret).await;
+        let result = self.query_guarded(pool, &image, pull_secret, members).await;
         let reference = &pool.spec.image.reference;
         let out = tag_policy::apply_resolution(
             &current,
             result,
-            architectures,
+            members.architectures,
             reference,
             self.interval,
             now,
@@ -175,6 +176,64 @@ impl RegistryResolver {
                 requeue_after: None,
             },
         }
+    }
+
+    /// Resolves `image` and checks it against what the members run
+    /// (`rollout::os_guard`): a refusal fails the resolution as a registry
+    /// failure does (fail closed, the previous target kept).
+    async fn query_guarded(
+        &self,
+        pool: &BootcNodePool,
+        image: &api::image_ref::ImageRef,
+        pull_secret: Option<&Secret>,
+        members: MembersRun<'_>,
+    ) -> Result<crate::target::registry::Resolved, RegistryError> {
+        let resolved = self.query(image, pull_secret).await?;
+        let running = self.running(&resolved, pull_secret, members).await;
+        let os = os_guard::ImageOs::from_labels(&resolved.facts.labels);
+        let allow = pool.spec.image.allow_major_upgrade;
+        os_guard::check(&image.to_string(), &os, &running, allow).map_err(|p| {
+            RegistryError::Refused {
+                reason: p.reason,
+                message: p.message,
+            }
+        })?;
+        Ok(resolved)
+    }
+
+    /// What the members' booted images say of their OS, each read once
+    /// (cached by digest). One the registry does not answer for is left
+    /// out: not compared, never guessed.
+    async fn running(
+        &self,
+        target: &crate::target::registry::Resolved,
+        pull_secret: Option<&Secret>,
+        members: MembersRun<'_>,
+    ) -> Vec<os_guard::Running> {
+        let mut out = Vec::new();
+        for (booted, count) in members.booted {
+            let digest = api::image_ref::digest_of(booted);
+            let is_target = digest.is_some_and(|d| {
+                d == target.facts.digest || target.facts.platform_digests.iter().any(|p| p == d)
+            });
+            let Some(image) = api::image_ref::ImageRef::parse(booted)
+                .ok()
+                .filter(|_| !is_target)
+            else {
+                continue;
+            };
+            match self.query(&image, pull_secret).await {
+                Ok(read) => out.push(os_guard::Running {
+                    image: booted.clone(),
+                    os: os_guard::ImageOs::from_labels(&read.facts.labels),
+                    members: *count,
+                }),
+                Err(e) => {
+                    tracing::debug!(image = %booted, error = %e, "a member's booted image not read: its OS is not compared");
+                }
+            }
+        }
+        out
     }
 
     async fn query(
@@ -210,18 +269,18 @@ impl Resolve for RegistryResolver {
         &'a self,
         pool: &'a BootcNodePool,
         pull_secret: Option<&'a Secret>,
-        architectures: &'a BTreeSet<String>,
+        members: MembersRun<'a>,
         memory: &'a mut TargetMemory,
     ) -> BoxFuture<'a, Resolution> {
         Box::pin(async move {
             match parse_reference(&pool.spec.image.reference) {
                 Parsed::Invalid(resolution) => resolution,
                 Parsed::Digest(image) => {
-                    self.check_digest(pool, image, pull_secret, architectures, memory)
+                    self.check_digest(pool, image, pull_secret, members, memory)
                         .await
                 }
                 Parsed::Tag(image) => {
-                    self.resolve_tag(pool, image, pull_secret, architectures, memory)
+                    self.resolve_tag(pool, image, pull_secret, members, memory)
                         .await
                 }
             }

@@ -261,6 +261,7 @@ mod tests {
                 media_type: "x".into(),
                 architectures: archs.iter().map(|a| (*a).to_owned()).collect(),
                 platform_digests: Vec::new(),
+                labels: Default::default(),
             },
             pinned: format!("r.io/os@{digest}"),
         }

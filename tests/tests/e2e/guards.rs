@@ -244,3 +244,60 @@ async fn a_node_that_leaves_with_the_pools_image_staged_boots_what_it_ran() {
         "booted what it ran: {reboot:?}"
     );
 }
+
+/// Every BootcNode is told `digest`, and nothing else.
+async fn told_only(sim: &Sim, digest: &str) {
+    let image = sim.pinned(digest);
+    let (_, bns, _) = sim.snapshot().await.unwrap();
+    let told: Vec<&str> = bns.iter().map(|b| b.spec.desired_image.as_str()).collect();
+    assert!(
+        told.iter().all(|t| *t == image),
+        "told {told:?}, not only {image}"
+    );
+}
+
+/// The OS guards on a new target, before any node is told: a tag moved to
+/// the next major release of the members' OS is refused on the pool,
+/// naming both releases and the field that allows it; allowed, it rolls
+/// out; an image that is not a bootc image is refused.
+#[tokio::test]
+async fn a_major_upgrade_waits_for_the_pool_to_allow_it_and_a_plain_image_is_refused() {
+    use api::image_labels::{CONTAINERS_BOOTC, OS_ID, OS_VERSION_ID};
+    use tests::sim::TAG;
+    require_root!();
+    let mut sim = Sim::start(SimOptions::default()).await.unwrap();
+    let recorder = Recorder::start(&sim.cp).await.unwrap();
+    let fedora = |version| [(OS_ID, "fedora"), (OS_VERSION_ID, version)];
+    let v1 = sim.push_labelled("42.1", TAG, &fedora("42")).await.unwrap();
+    sim.add_nodes(2, &v1).await.unwrap();
+    sim.create_pool().await.unwrap();
+    sim.start_kubelet();
+    wait_rolled(&sim, &v1, 2).await;
+
+    let v2 = sim.push_labelled("43.1", TAG, &fedora("43")).await.unwrap();
+    wait_pool(&sim, "the major upgrade refused", |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| {
+            c.1 == Reason::OsMajorChange
+                && c.2.contains("is fedora 43 and 2 member(s) run fedora 42")
+                && c.2.contains("spec.image.allowMajorUpgrade: true")
+        })
+    })
+    .await;
+    told_only(&sim, &v1).await;
+
+    sim.patch_pool(json!({"image": {"allowMajorUpgrade": true}}))
+        .await
+        .unwrap();
+    rolled_out_within_one(&sim, &recorder, &v2, 2).await;
+
+    let _plain = sim
+        .push_labelled("43.2", TAG, &[(CONTAINERS_BOOTC, "")])
+        .await
+        .unwrap();
+    wait_pool(&sim, "a plain image refused", |p| {
+        condition(p, ConditionType::Degraded)
+            .is_some_and(|c| c.1 == Reason::ImageNotBootable && c.2.contains("containers.bootc=1"))
+    })
+    .await;
+    told_only(&sim, &v2).await;
+}
