@@ -209,13 +209,13 @@ mod tests {
             }))
             .unwrap(),
         );
+        let (architectures, booted) = (Default::default(), Default::default());
+        let members = MembersRun {
+            architectures: &architectures,
+            booted: &booted,
+        };
         let r = DigestOnly
-            .resolve(
-                &pool,
-                None,
-                &Default::default(),
-                &mut TargetMemory::default(),
-            )
+            .resolve(&pool, None, members, &mut TargetMemory::default())
             .await;
         let problem = r.target.unwrap_err();
         assert_eq!(problem.reason, Reason::InvalidSpec);

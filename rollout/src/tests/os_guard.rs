@@ -58,7 +58,9 @@ fn a_target_is_refused_for_its_os_as_the_table_says() {
         bootable: false,
         ..os("fedora", "42")
     };
-    let rows: Vec<(&str, ImageOs, Vec<Running>, bool, Option<Reason>)> = vec![
+    // (case, target, members, allowMajorUpgrade, refused with)
+    type Row = (&'static str, ImageOs, Vec<Running>, bool, Option<Reason>);
+    let rows: Vec<Row> = vec![
         (
             "same release",
             os("fedora", "42"),
