@@ -37,6 +37,7 @@
 //! target (`rollout::state::runs_target`).
 
 mod client;
+pub mod mirrors;
 pub mod protocol;
 pub mod trust;
 
@@ -46,6 +47,7 @@ use std::time::Duration;
 
 use api::image_ref::ImageRef;
 use base64::Engine;
+use mirrors::{Candidate, Plan};
 use reqwest::Url;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -93,6 +95,60 @@ pub enum RegistryError {
     InvalidPullSecret { secret: String, message: String },
     #[error("registry error for {reference}: {message}")]
     Other { reference: String, message: String },
+    #[error(
+        "{reference} is refused: registries.conf blocks it ([[registry]] prefix {prefix:?}, blocked = true)"
+    )]
+    Blocked { reference: String, prefix: String },
+    #[error("registries.conf {0}; no image is resolved until it is put right")]
+    BadRegistriesConf(String),
+    /// Every location a registries.conf table chose failed: each is named
+    /// with its failure's class and words ([`tried_reason`]).
+    #[error("{}", locations_message(.reference, .prefix, .skipped_mirrors, .tried))]
+    Locations {
+        reference: String,
+        /// The `[[registry]]` table's prefix.
+        prefix: String,
+        /// The table's mirrors this reference may not use (a tag, and
+        /// `mirror-by-digest-only`).
+        skipped_mirrors: bool,
+        /// Each location asked, in order, and its failure.
+        tried: Vec<(String, RegistryError)>,
+    },
+}
+
+/// The message of [`RegistryError::Locations`].
+fn locations_message(
+    reference: &str,
+    prefix: &str,
+    skipped_mirrors: &bool,
+    tried: &[(String, RegistryError)],
+) -> String {
+    let each: Vec<String> = tried
+        .iter()
+        .map(|(location, e)| format!("{location}: {} ({e})", e.reason().as_str()))
+        .collect();
+    let mut message = format!(
+        "no location of {reference} answered (registries.conf [[registry]] prefix {prefix:?}; tried in order): {}",
+        each.join("; ")
+    );
+    if *skipped_mirrors {
+        message.push_str(&format!(
+            "; the mirrors of prefix {prefix:?} are not asked for this reference (mirror-by-digest-only = true, or their pull-from-mirror): a tag goes to the primary location only"
+        ));
+    }
+    message
+}
+
+/// The reason of a resolution whose every location failed: the first
+/// failure of a location that answered (a mirror that has not the image
+/// says more than a source that cannot be reached, the normal state of a
+/// disconnected cluster's source), else unreachable.
+pub fn tried_reason(tried: &[(String, RegistryError)]) -> api::Reason {
+    tried
+        .iter()
+        .map(|(_, e)| e.reason())
+        .find(|r| *r != api::Reason::RegistryUnreachable)
+        .unwrap_or(api::Reason::RegistryUnreachable)
 }
 
 impl RegistryError {
@@ -107,6 +163,9 @@ impl RegistryError {
             RegistryError::InvalidManifest { .. } => api::Reason::InvalidManifest,
             RegistryError::InvalidPullSecret { .. } => api::Reason::InvalidPullSecret,
             RegistryError::Other { .. } => api::Reason::RegistryError,
+            RegistryError::Blocked { .. } => api::Reason::RegistryBlocked,
+            RegistryError::BadRegistriesConf(_) => api::Reason::InvalidRegistriesConf,
+            RegistryError::Locations { tried, .. } => tried_reason(tried),
         }
     }
 }
@@ -205,6 +264,32 @@ pub fn credentials_for(
         username: username.to_owned(),
         password: password.to_owned(),
     }))
+}
+
+/// A pool's pull secret: its docker config JSON, whose entry for each
+/// location asked is looked up when that location is asked (a mirror's
+/// credentials are the mirror's own, as with containers-auth.json).
+#[derive(Clone)]
+pub struct PullSecret {
+    /// `namespace/name`, for messages.
+    pub label: String,
+    /// `.dockerconfigjson`.
+    pub docker_config: Vec<u8>,
+}
+
+impl std::fmt::Debug for PullSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PullSecret")
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PullSecret {
+    /// The credentials for `registry` (host[:port]), if the secret has some.
+    pub fn credentials(&self, registry: &str) -> Result<Option<Credentials>, RegistryError> {
+        credentials_for(&self.docker_config, registry, &self.label)
+    }
 }
 
 /// What the controller needs to know about a manifest. Keyed by digest, it
@@ -440,6 +525,10 @@ pub struct RegistryOptions {
     /// Each request's whole deadline (unset: [`REQUEST_DEADLINE`]); a
     /// resolution's is twice it ([`Self::resolution_deadline`]).
     pub timeout: Option<Duration>,
+    /// The registries.conf (version 2) of mirrors and blocked registries,
+    /// read again before every resolution ([`mirrors`]); unset or absent:
+    /// none.
+    pub registries_conf: Option<std::path::PathBuf>,
 }
 
 /// The default deadline of one registry request, from its connection to
@@ -467,6 +556,8 @@ pub struct Resolver {
     /// The HTTP client on the CAs in force, or why it could not be built
     /// (a bad CA bundle).
     trust: trust::Trust,
+    /// The mirrors and blocked registries in force.
+    conf: mirrors::ConfFile,
     cache: Mutex<HashMap<CacheKey, ManifestFacts>>,
 }
 
@@ -501,6 +592,7 @@ impl Resolver {
     pub fn new(options: RegistryOptions) -> Self {
         Resolver {
             trust: trust::Trust::new(options.clone()),
+            conf: mirrors::ConfFile::new(options.registries_conf.clone()),
             options,
             cache: Mutex::new(HashMap::new()),
         }
@@ -512,43 +604,47 @@ impl Resolver {
         self.cache.lock().ok().and_then(|c| c.get(&key).cloned())
     }
 
-    /// Resolves `image` (a tag, or a digest) with optional credentials: the
-    /// manifest must exist (a digest's must hash to it) and its
+    /// Resolves `image` (a tag, or a digest) with the pool's pull secret,
+    /// if any: the manifest must exist (a digest's must hash to it) and its
     /// architectures are read. `secret_hash` keys the cache so that facts
     /// learned with one set of credentials are not served to a pool with
     /// other credentials.
     ///
-    /// The whole resolution (its token, manifest and config requests, each
-    /// under its own deadline) ends within
+    /// The locations asked are registries.conf's ([`mirrors::plan`]): its
+    /// mirrors in order, then the primary location, each with the pull
+    /// secret's credentials for that location; the first that answers
+    /// gives the digest, and the reference pinned is the pool's own. A
+    /// blocked registry is asked nothing.
+    ///
+    /// The whole resolution (every location's token, manifest and config
+    /// requests, each under its own deadline) ends within
     /// [`RegistryOptions::resolution_deadline`]: a registry that answers a
     /// byte at a time fails it as unreachable, "did not answer within".
     #[tracing::instrument(name = "registry", skip_all, fields(image = %image))]
     pub async fn resolve(
         &self,
         image: &ImageRef,
-        credentials: Option<&Credentials>,
+        pull_secret: Option<&PullSecret>,
         secret_hash: &str,
     ) -> Result<Resolved, RegistryError> {
-        let deadline = self.options.resolution_deadline();
-        let resolving = self.resolve_unbounded(image, credentials, secret_hash);
-        tokio::time::timeout(deadline, resolving)
-            .await
-            .unwrap_or_else(|_| {
-                Err(RegistryError::Unreachable {
-                    registry: image.registry().to_owned(),
-                    message: crate::outbound::Failure::TimedOut(deadline).to_string(),
-                })
-            })
-    }
-
-    async fn resolve_unbounded(
-        &self,
-        image: &ImageRef,
-        credentials: Option<&Credentials>,
-        secret_hash: &str,
-    ) -> Result<Resolved, RegistryError> {
-        let registry = image.registry().to_owned();
-        let display = image.to_string();
+        let conf = self
+            .conf
+            .current()
+            .map_err(|p| RegistryError::BadRegistriesConf(p.to_string()))?;
+        let (candidates, rule, skipped_mirrors) = match mirrors::plan(&conf, image) {
+            Err(e) => return Err(RegistryError::BadRegistriesConf(e.to_string())),
+            Ok(Plan::Blocked { prefix }) => {
+                return Err(RegistryError::Blocked {
+                    reference: image.to_string(),
+                    prefix,
+                });
+            }
+            Ok(Plan::Ask {
+                candidates,
+                rule,
+                skipped_mirrors,
+            }) => (candidates, rule, skipped_mirrors),
+        };
         if let Some(digest) = &image.digest
             && let Some(facts) = self.cached(image, digest, secret_hash)
         {
@@ -557,19 +653,77 @@ impl Resolver {
                 facts,
             });
         }
+        let window = self.options.resolution_deadline();
+        let deadline = tokio::time::Instant::now() + window;
+        let mut tried = Vec::with_capacity(candidates.len());
+        for candidate in &candidates {
+            let registry = candidate.image.registry();
+            let credentials = match pull_secret {
+                Some(secret) => secret.credentials(registry)?,
+                None => None,
+            };
+            let asking = self.resolve_at(image, candidate, credentials.as_ref(), secret_hash);
+            match tokio::time::timeout_at(deadline, asking).await {
+                Ok(Ok(resolved)) => return Ok(resolved),
+                Ok(Err(e @ RegistryError::InvalidPullSecret { .. })) => return Err(e),
+                Ok(Err(e)) => tried.push((candidate.image.to_string(), e)),
+                Err(_) => {
+                    let failure = crate::outbound::Failure::TimedOut(window);
+                    tried.push((
+                        candidate.image.to_string(),
+                        RegistryError::Unreachable {
+                            registry: registry.to_owned(),
+                            message: failure.to_string(),
+                        },
+                    ));
+                    break;
+                }
+            }
+            tracing::warn!(location = %candidate.image, mirror = candidate.mirror, "location failed; asking the next, if any");
+        }
+        Err(match rule {
+            // No table: the reference's own registry, its error as it is.
+            None => tried
+                .pop()
+                .map(|(_, e)| e)
+                .unwrap_or_else(|| RegistryError::Other {
+                    reference: image.to_string(),
+                    message: "no location to ask".into(),
+                }),
+            Some(prefix) => RegistryError::Locations {
+                reference: image.to_string(),
+                prefix,
+                skipped_mirrors,
+                tried,
+            },
+        })
+    }
+
+    /// Asks one location (`candidate`) for `image`: its error names the
+    /// location; what it finds is cached and pinned as `image`'s.
+    async fn resolve_at(
+        &self,
+        image: &ImageRef,
+        candidate: &Candidate,
+        credentials: Option<&Credentials>,
+        secret_hash: &str,
+    ) -> Result<Resolved, RegistryError> {
+        let at = &candidate.image;
+        let registry = at.registry().to_owned();
+        let display = at.to_string();
         let other = |message: String| RegistryError::Other {
             reference: display.clone(),
             message,
         };
         let http = self.trust.client().map_err(other)?;
-        let plain = self.options.plain_http.contains(&registry);
+        let plain = candidate.insecure || self.options.plain_http.contains(&registry);
         let scheme = if plain { "http" } else { "https" };
         let base = Url::parse(&format!("{scheme}://{}/", api_host(&registry)))
             .map_err(|e| other(format!("cannot form a registry URL for {registry:?}: {e}")))?;
         let deadline = self.options.request_deadline();
-        let mut session = Session::new(&http, deadline, base, &image.registry_path(), credentials);
+        let mut session = Session::new(&http, deadline, base, &at.registry_path(), credentials);
         let name_it = |e| named(e, &registry, &display);
-        let wanted = image.digest.as_deref().unwrap_or(image.tag_or_latest());
+        let wanted = at.digest.as_deref().unwrap_or(at.tag_or_latest());
         let url = session
             .url(&format!("manifests/{wanted}"))
             .map_err(name_it)?;
@@ -581,7 +735,7 @@ impl Resolver {
             .headers
             .get("docker-content-digest")
             .and_then(|v| v.to_str().ok());
-        let digest = manifest_digest(image.digest.as_deref(), header, &manifest.body, &display)?;
+        let digest = manifest_digest(at.digest.as_deref(), header, &manifest.body, &display)?;
         if let Some(facts) = self.cached(image, &digest, secret_hash) {
             return Ok(Resolved {
                 pinned: image.pinned(&digest),
