@@ -103,7 +103,9 @@ pub enum ConfError {
     BadWildcard { prefix: String },
     #[error("[[registry]] prefix {prefix:?}: a mirror has no location")]
     MirrorWithoutLocation { prefix: String },
-    #[error("[[registry]] prefix {prefix:?}: pull-from-mirror belongs on a mirror, not the registry")]
+    #[error(
+        "[[registry]] prefix {prefix:?}: pull-from-mirror belongs on a mirror, not the registry"
+    )]
     PullFromOnRegistry { prefix: String },
     #[error(
         "[[registry]] prefix {prefix:?}: pull-from-mirror cannot be set with mirror-by-digest-only"
@@ -335,7 +337,9 @@ pub enum Plan {
 
 /// Why a location's reference could not be formed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("[[registry]] prefix {prefix:?} rewrites {reference} to {rewritten:?}, which is not a reference: {problem}")]
+#[error(
+    "[[registry]] prefix {prefix:?} rewrites {reference} to {rewritten:?}, which is not a reference: {problem}"
+)]
 pub struct RewriteError {
     pub prefix: String,
     pub reference: String,
@@ -587,7 +591,11 @@ location = "org-mirror.example.internal"
             (
                 &digest_os,
                 vec![
-                    (format!("digests.example.internal/os/fedora@{D}"), false, true),
+                    (
+                        format!("digests.example.internal/os/fedora@{D}"),
+                        false,
+                        true,
+                    ),
                     (
                         format!("os.example.internal/mirrored/os/fedora@{D}"),
                         false,
@@ -607,7 +615,11 @@ location = "org-mirror.example.internal"
             // No tag: latest.
             (
                 "registry.example.com/os/fedora",
-                owned(&[("os.example.internal/mirrored/os/fedora:latest", false, false)]),
+                owned(&[(
+                    "os.example.internal/mirrored/os/fedora:latest",
+                    false,
+                    false,
+                )]),
             ),
             // A wildcard without location: the matched host stays.
             (
@@ -653,7 +665,10 @@ location = "org-mirror.example.internal"
         let conf = parse(CONF).unwrap();
         for (reference, prefix) in [
             ("x.blocked.example/os:1", "*.blocked.example"),
-            ("quarantine.example.com/bad/os:1", "quarantine.example.com/bad"),
+            (
+                "quarantine.example.com/bad/os:1",
+                "quarantine.example.com/bad",
+            ),
         ] {
             assert_eq!(
                 plan(&conf, &image(reference)).unwrap(),
@@ -710,7 +725,10 @@ pull-from-mirror = "digest-only"
         let cases: &[(&str, &str)] = &[
             ("[[registry]\nlocation = 1", "not valid TOML"),
             ("[[registry]]\nlocation = 1", "not valid TOML"),
-            ("[[registry]]\ninsecure = true", "neither prefix nor location"),
+            (
+                "[[registry]]\ninsecure = true",
+                "neither prefix nor location",
+            ),
             (
                 "[[registry]]\nlocation = \"https://example.com\"",
                 "URI schemes",
