@@ -6,14 +6,18 @@
 //! unit tests; [`Resolver`] is the thin I/O layer over [`client`].
 //!
 //! **What the controller contacts** for a pool: the registry its
-//! `spec.image.ref` names, over HTTPS (plain HTTP only for a registry given
-//! with `--insecure-registry`); the token realm that registry names in its
-//! challenge (HTTPS unless the registry itself is plain HTTP); and, for a
-//! config blob only, where the registry redirects it (storage), at most
+//! `spec.image.ref` names, and before it the mirrors the admin's
+//! registries.conf gives that registry ([`mirrors`]: addresses the admin
+//! configured, in the operator's namespace, never a pool's; a `blocked`
+//! registry is asked nothing), each over HTTPS (plain HTTP only for a
+//! registry given with `--insecure-registry` or a location registries.conf
+//! marks `insecure`); the token realm each names in its challenge (HTTPS
+//! unless that registry itself is plain HTTP); and, for a config blob only,
+//! where a registry redirects it (storage), at most
 //! [`protocol::MAX_REDIRECTS`] hops and never from HTTPS to HTTP. A
 //! manifest request is never redirected. Through `HTTPS_PROXY` when set.
-//! Credentials (the pool's pull secret's entry for that registry) go to the
-//! registry's own origin and its token realm only. Nothing of an answer's
+//! Credentials (the pool's pull secret's entry for the host asked: a
+//! mirror's own) go to that location's origin and its token realm only. Nothing of an answer's
 //! body reaches a status but the distribution error codes it carries.
 //! Since anyone who may write a pool chooses the registry, the controller's
 //! pod can be made to connect to any address over HTTPS: a NetworkPolicy on
@@ -25,7 +29,10 @@
 //! **Errors** are told apart in the pool's `Degraded` reason
 //! (`RegistryUnauthorized`, `ImageNotFound`, `RegistryUnreachable`,
 //! `RegistryUntrusted` (reached, its certificate not trusted),
-//! `UnsupportedArchitecture`, `InvalidManifest`, `InvalidPullSecret`), with
+//! `UnsupportedArchitecture`, `InvalidManifest`, `InvalidPullSecret`,
+//! `RegistryBlocked`, `InvalidRegistriesConf`; when a registries.conf
+//! table chose several locations and all failed, each is named with its
+//! class, the reason by [`tried_reason`]), with
 //! the registry's HTTP status and error codes (`HTTP 404
 //! (MANIFEST_UNKNOWN)`). Extra CAs come from `--registry-ca-file` and
 //! `--registry-ca-dir`, the directory re-read while the controller runs
@@ -932,6 +939,46 @@ mod tests {
             text.contains("arm64") && text.contains("q.io/os:1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn every_location_tried_is_named_and_the_first_that_answered_gives_the_reason() {
+        let unreachable = |r: &str| RegistryError::Unreachable {
+            registry: r.into(),
+            message: "could not be reached".into(),
+        };
+        let not_found = RegistryError::NotFound {
+            reference: "m.example/os:1".into(),
+            message: "HTTP 404 (MANIFEST_UNKNOWN)".into(),
+        };
+        let err = RegistryError::Locations {
+            reference: "r.example/os:1".into(),
+            prefix: "r.example".into(),
+            skipped_mirrors: false,
+            tried: vec![
+                ("a.example/os:1".into(), unreachable("a.example")),
+                ("m.example/os:1".into(), not_found),
+                ("r.example/os:1".into(), unreachable("r.example")),
+            ],
+        };
+        assert_eq!(err.reason(), api::Reason::ImageNotFound);
+        let text = err.to_string();
+        let want = [
+            "a.example/os:1: RegistryUnreachable",
+            "m.example/os:1: ImageNotFound (m.example/os:1 was not found",
+            "r.example/os:1: RegistryUnreachable",
+        ];
+        let at: Vec<Option<usize>> = want.iter().map(|w| text.find(w)).collect();
+        assert!(at.iter().all(Option::is_some) && at.is_sorted(), "{text}");
+        assert!(text.contains("prefix \"r.example\""), "{text}");
+        let only_source = RegistryError::Locations {
+            reference: "r.example/os:1".into(),
+            prefix: "r.example".into(),
+            skipped_mirrors: true,
+            tried: vec![("r.example/os:1".into(), unreachable("r.example"))],
+        };
+        assert_eq!(only_source.reason(), api::Reason::RegistryUnreachable);
+        assert!(only_source.to_string().contains("mirror-by-digest-only"));
     }
 
     #[test]

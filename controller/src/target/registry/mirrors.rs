@@ -711,6 +711,34 @@ pull-from-mirror = "digest-only"
         assert_eq!(names(&digest).len(), 2);
     }
 
+    /// The example of docs/operations.md parses and means what it says.
+    #[test]
+    fn the_documented_example_holds() {
+        let doc = include_str!("../../../../docs/operations.md");
+        let section = doc
+            .split("## Mirrors and disconnected clusters")
+            .nth(1)
+            .unwrap();
+        let toml = section.split("```toml\n").nth(1).unwrap();
+        let toml = toml.split("```").next().unwrap();
+        let conf = parse(toml).unwrap();
+        let got = plan(&conf, &image("registry.example.com/os/fedora:40")).unwrap();
+        assert_eq!(
+            names(&got)[0].0,
+            "mirror.example.internal/registry.example.com/os/fedora:40"
+        );
+        let tag = plan(&conf, &image("builds.example.com/os/fedora:40")).unwrap();
+        assert_eq!(names(&tag).len(), 1, "mirror-by-digest-only");
+        assert_eq!(
+            plan(&conf, &image("a.untrusted.example/os:1")).unwrap(),
+            Plan::Blocked {
+                prefix: "*.untrusted.example".into()
+            }
+        );
+        let lab = plan(&conf, &image("lab.example.internal:5000/os:1")).unwrap();
+        assert_eq!(names(&lab)[0].1, true, "insecure");
+    }
+
     #[test]
     fn an_empty_file_has_no_rules() {
         assert_eq!(parse("").unwrap(), RegistriesConf::default());
