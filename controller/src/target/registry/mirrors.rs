@@ -413,8 +413,11 @@ pub fn plan(conf: &RegistriesConf, image: &ImageRef) -> Result<Plan, RewriteErro
 /// rule in force: a blocked registry stays blocked), logged once per change.
 pub struct ConfFile {
     path: Option<PathBuf>,
-    current: Mutex<(Option<Vec<u8>>, Result<Arc<RegistriesConf>, FileProblem>)>,
+    current: Mutex<Read>,
 }
+
+/// The file's bytes as last read (None: not yet) and what they mean.
+type Read = (Option<Vec<u8>>, Result<Arc<RegistriesConf>, FileProblem>);
 
 /// Why the registries.conf file is not in force: the file and the error.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -539,7 +542,10 @@ prefix = "*.example.org"
 location = "org-mirror.example.internal"
 "#;
 
-    fn names(plan: &Plan) -> Vec<(String, bool, bool)> {
+    /// A location: its reference, insecure, a mirror.
+    type Location = (String, bool, bool);
+
+    fn names(plan: &Plan) -> Vec<Location> {
         match plan {
             Plan::Ask { candidates, .. } => candidates
                 .iter()
@@ -554,12 +560,12 @@ location = "org-mirror.example.internal"
     #[test]
     fn the_longest_prefix_chooses_the_locations_and_rewrites_the_reference() {
         let conf = parse(CONF).unwrap();
-        let owned = |v: &[(&str, bool, bool)]| -> Vec<(String, bool, bool)> {
+        let owned = |v: &[(&str, bool, bool)]| -> Vec<Location> {
             v.iter().map(|(s, i, m)| (s.to_string(), *i, *m)).collect()
         };
         let digest_app = format!("registry.example.com/app@{D}");
         let digest_os = format!("registry.example.com/os/fedora@{D}");
-        let cases: Vec<(&str, Vec<(String, bool, bool)>)> = vec![
+        let cases: Vec<(&str, Vec<Location>)> = vec![
             // Mirrors in order, then the primary; a mirror's path replaces
             // the prefix; its own insecure.
             (
@@ -736,7 +742,7 @@ pull-from-mirror = "digest-only"
             }
         );
         let lab = plan(&conf, &image("lab.example.internal:5000/os:1")).unwrap();
-        assert_eq!(names(&lab)[0].1, true, "insecure");
+        assert!(names(&lab)[0].1, "insecure");
     }
 
     #[test]
