@@ -17,8 +17,9 @@
 //! [`protocol::MAX_REDIRECTS`] hops and never from HTTPS to HTTP. A
 //! manifest request is never redirected. Through `HTTPS_PROXY` when set.
 //! Credentials (the pool's pull secret's entry for the host asked: a
-//! mirror's own) go to that location's origin and its token realm only. Nothing of an answer's
-//! body reaches a status but the distribution error codes it carries.
+//! mirror's own) go to that location's origin and its token realm only.
+//! Nothing of an answer's body reaches a status but the distribution error
+//! codes it carries.
 //! Since anyone who may write a pool chooses the registry, the controller's
 //! pod can be made to connect to any address over HTTPS: a NetworkPolicy on
 //! its egress closes that (SECURITY.md). The only other addresses it asks
@@ -139,8 +140,16 @@ fn locations_message(
         each.join("; ")
     );
     if *skipped_mirrors {
+        let (kind, rule) = if reference.contains('@') {
+            ("a digest", "pull-from-mirror = \"tag-only\"")
+        } else {
+            (
+                "a tag",
+                "mirror-by-digest-only = true, or pull-from-mirror = \"digest-only\"",
+            )
+        };
         message.push_str(&format!(
-            "; the mirrors of prefix {prefix:?} are not asked for this reference (mirror-by-digest-only = true, or their pull-from-mirror): a tag goes to the primary location only"
+            "; the mirrors of prefix {prefix:?} are not asked for {kind} reference ({rule}): it goes to the primary location"
         ));
     }
     message
@@ -597,9 +606,13 @@ pub struct Resolved {
 
 impl Resolver {
     pub fn new(options: RegistryOptions) -> Self {
+        let conf = mirrors::ConfFile::new(options.registries_conf.clone());
+        // Read once at the start, so that a bad file is logged at once, not
+        // at the first resolution (its problem is answered again there).
+        let _ = conf.current();
         Resolver {
             trust: trust::Trust::new(options.clone()),
-            conf: mirrors::ConfFile::new(options.registries_conf.clone()),
+            conf,
             options,
             cache: Mutex::new(HashMap::new()),
         }
@@ -686,7 +699,9 @@ impl Resolver {
                     break;
                 }
             }
-            tracing::warn!(location = %candidate.image, mirror = candidate.mirror, "location failed; asking the next, if any");
+            if candidates.len() > 1 {
+                tracing::warn!(location = %candidate.image, mirror = candidate.mirror, "registry location failed; asking the next, if any");
+            }
         }
         Err(match rule {
             // No table: the reference's own registry, its error as it is.
