@@ -194,6 +194,14 @@ wire_enum! {
         /// reached, but not trusted. The message names the registry and the
         /// CA to add (`--registry-ca-dir`, the chart's `registryCA`).
         RegistryUntrusted = "RegistryUntrusted",
+        /// The admin's registries.conf (`--registries-conf`, the ConfigMap
+        /// `bootc-registries`) blocks the image's registry (`blocked =
+        /// true`): the message names the table's prefix.
+        RegistryBlocked = "RegistryBlocked",
+        /// The admin's registries.conf cannot be read or parsed: the
+        /// message names the file and the error. No pool resolves until it
+        /// is put right (a rule is never half applied).
+        InvalidRegistriesConf = "InvalidRegistriesConf",
 
         // BootcNode Idle reasons: the wire strings of `crate::DaemonPhase`
         // (`DaemonPhase::reason`; read and match the phase, not these).

@@ -80,6 +80,14 @@ struct Args {
     /// every resolution: a change needs no restart.
     #[arg(long, env = "BOOTC_REGISTRY_CA_DIR")]
     registry_ca_dir: Option<std::path::PathBuf>,
+    /// A registries.conf (containers-registries.conf(5), version 2: the
+    /// text the hosts have in /etc/containers/registries.conf): its
+    /// mirrors are asked in order before an image's registry, and its
+    /// blocked registries are refused. Absent or empty: none (deploy/
+    /// mounts the ConfigMap `bootc-registries` here). Read again before
+    /// every resolution: a change needs no restart.
+    #[arg(long, env = "BOOTC_REGISTRIES_CONF")]
+    registries_conf: Option<std::path::PathBuf>,
     /// How long one registry request may take, in seconds, from its
     /// connection to the last byte of its answer; a whole resolution may
     /// take twice this. Keep it below half of --wedged-after-seconds.
@@ -211,6 +219,7 @@ fn resolver(args: &Args) -> Result<std::sync::Arc<dyn crate::target::Resolve>, M
             ca_bundle: registry_ca_file(args)?,
             ca_dir: args.registry_ca_dir.clone(),
             timeout: Some(Duration::from_secs(args.registry_timeout_seconds.max(1))),
+            registries_conf: args.registries_conf.clone(),
         });
     Ok(std::sync::Arc::new(
         crate::target::resolver::RegistryResolver::new(

@@ -19,7 +19,8 @@
 //!   ([`Failure`]) and, where useful, the HTTP status or a registry's error
 //!   codes, each through `api::text::escape_controls`.
 //! * **The server's address is the admin's or the image's**: registries are
-//!   the hosts of the pools' image references (their credentials go to that
+//!   the hosts of the pools' image references and the mirrors the admin's
+//!   registries.conf gives them (each location's credentials go to that
 //!   origin only); Prometheus endpoints are configured where the operator is
 //!   installed (`--alert-gate-endpoint`), never written in a pool.
 

@@ -257,14 +257,19 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
 /// file in a new timestamped folder, the `..data` symlink swapped to it in
 /// one rename, the file's own name a symlink through `..data`.
 fn kubelet_writes_configmap(dir: &std::path::Path, generation: u32, pem: &[u8]) {
+    kubelet_writes(dir, generation, "ca.crt", pem);
+}
+
+/// [`kubelet_writes_configmap`] for the key `name`.
+fn kubelet_writes(dir: &std::path::Path, generation: u32, name: &str, text: &[u8]) {
     let folder = format!("..2026_01_0{generation}");
     std::fs::create_dir_all(dir.join(&folder)).unwrap();
-    std::fs::write(dir.join(&folder).join("ca.crt"), pem).unwrap();
+    std::fs::write(dir.join(&folder).join(name), text).unwrap();
     let swap = dir.join("..data_tmp");
     std::os::unix::fs::symlink(&folder, &swap).unwrap();
     std::fs::rename(&swap, dir.join("..data")).unwrap();
-    if dir.join("ca.crt").symlink_metadata().is_err() {
-        std::os::unix::fs::symlink("..data/ca.crt", dir.join("ca.crt")).unwrap();
+    if dir.join(name).symlink_metadata().is_err() {
+        std::os::unix::fs::symlink(format!("..data/{name}"), dir.join(name)).unwrap();
     }
 }
 
@@ -856,4 +861,208 @@ async fn a_registry_that_trickles_fails_its_pool_not_the_controller() {
         // /healthz is polled, as the kubelet does: there is no event.
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+}
+
+/// An address on loopback that refuses connections: a port bound on
+/// 127.0.0.3 then released (the tests' own servers listen on 127.0.0.1).
+fn refusing_address() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.3:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+fn degraded_message(p: &api::BootcNodePool) -> String {
+    condition(p, ConditionType::Degraded).unwrap().2
+}
+
+/// A disconnected cluster: the pool's registry refuses connections, and
+/// the registries.conf the hosts have (given to the controller in its
+/// ConfigMap volume, changed while it runs) names a mirror that holds the
+/// image under another namespace. The tag resolves and the digest check
+/// passes through the mirror (with the mirror's own credentials), and the
+/// pool's own reference is what the nodes are told; with
+/// `mirror-by-digest-only` a tag goes to the source only and the pool
+/// says so naming the rule; a `blocked` registry is refused naming its
+/// prefix; when every location fails each is named with its class; a file
+/// that is not TOML is named with its error, the controller still running.
+#[tokio::test]
+async fn a_disconnected_cluster_resolves_through_its_mirror() {
+    let env = env().await;
+    let mirror = TestRegistry::start("tester", "pw").await.unwrap();
+    // The pull secret has the mirror's credentials only.
+    put_secret(&env.admin, &mirror.good_docker_config()).await;
+    let m = mirror.host();
+    let v0 = mirror
+        .push_image("mirrored/acme/os", "old", &amd64("0"))
+        .await
+        .unwrap();
+    let v1 = mirror
+        .push_image("mirrored/acme/os", "prod", &amd64("1"))
+        .await
+        .unwrap();
+    let v2 = mirror
+        .push_image("mirrored/acme/os", "next", &amd64("2"))
+        .await
+        .unwrap();
+    let source = refusing_address();
+    let conf_dir = env.cp.dir().join("registries");
+    std::fs::create_dir_all(&conf_dir).unwrap();
+    let conf = |extra: &str| {
+        format!(
+            "unqualified-search-registries = []\n\n[[registry]]\nlocation = \"{source}\"\n{extra}\n[[registry.mirror]]\nlocation = \"{m}/mirrored\"\n"
+        )
+    };
+    kubelet_writes(&conf_dir, 1, "registries.conf", conf("").as_bytes());
+    let conf_path = conf_dir.join("registries.conf").display().to_string();
+    let ca = mirror.ca_path().display().to_string();
+    let mut pool = tag_pool(&mirror, "prod");
+    pool.spec.image.reference = format!("{source}/acme/os:prod");
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        ctl: c,
+    } = Setup::default()
+        .controller(
+            "c1",
+            &[
+                "--registry-ca-file",
+                &ca,
+                "--registries-conf",
+                &conf_path,
+                "--tag-resolution-interval-seconds",
+                "2",
+            ],
+        )
+        .node("n1", &member("amd64"))
+        .node("n2", &member("amd64"))
+        .initial_image(format!("{source}/acme/os@{v0}"))
+        .pool(pool)
+        .start_in(env)
+        .await;
+
+    // The tag, through the mirror: rolled out, the nodes told the pool's
+    // own reference (their registries.conf sends them to the mirror).
+    let p = wait_rolled(&env.admin, "workers", &v1, 2).await;
+    assert_eq!(
+        p.status.unwrap().target_image,
+        Some(format!("{source}/acme/os@{v1}"))
+    );
+    // A digest, checked through the mirror.
+    let pin = |d: &str| format!("{source}/acme/os@{d}");
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": pin(&v2)}}}),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", &v2, 2).await;
+
+    // mirror-by-digest-only: a tag goes to the source alone, which refuses.
+    kubelet_writes(
+        &conf_dir,
+        2,
+        "registries.conf",
+        conf("mirror-by-digest-only = true").as_bytes(),
+    );
+    let tag = |t: &str| json!({"spec": {"image": {"ref": format!("{source}/acme/os:{t}")}}});
+    patch_pool(&env.admin, "workers", tag("prod")).await;
+    let unreachable = Reason::RegistryUnreachable.as_str();
+    let p = wait_pool(&env.admin, "workers", unreachable, |p| {
+        degraded_reason(p).as_deref() == Some(unreachable)
+    })
+    .await;
+    let message = degraded_message(&p);
+    assert!(
+        message.contains("mirror-by-digest-only")
+            && message.contains(&format!("prefix {source:?}"))
+            && message.contains(&format!("{source}/acme/os:prod: RegistryUnreachable"))
+            && !message.contains(&m),
+        "{message}"
+    );
+    assert_eq!(target(&p).as_deref(), Some(v2.as_str()), "target not kept");
+    // ... while a digest (not checked before) still goes to the mirror.
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": pin(&v0)}}}),
+    )
+    .await;
+    wait_rolled(&env.admin, "workers", &v0, 2).await;
+
+    // blocked: refused naming the prefix, the mirror not asked either (nor
+    // the digest's facts learned before).
+    kubelet_writes(
+        &conf_dir,
+        3,
+        "registries.conf",
+        conf("blocked = true").as_bytes(),
+    );
+    patch_pool(
+        &env.admin,
+        "workers",
+        json!({"spec": {"image": {"ref": pin(&v2)}}}),
+    )
+    .await;
+    let blocked = Reason::RegistryBlocked.as_str();
+    let p = wait_pool(&env.admin, "workers", blocked, |p| {
+        degraded_reason(p).as_deref() == Some(blocked)
+    })
+    .await;
+    let message = degraded_message(&p);
+    assert!(
+        message.contains(&format!("prefix {source:?}")) && message.contains("blocked = true"),
+        "{message}"
+    );
+    assert_eq!(target(&p).as_deref(), Some(v0.as_str()));
+
+    // Every location fails: each named, in order, with its class.
+    let other_mirror = refusing_address();
+    kubelet_writes(
+        &conf_dir,
+        4,
+        "registries.conf",
+        format!(
+            "[[registry]]\nprefix = \"{source}/acme\"\nlocation = \"{source}/acme\"\n[[registry.mirror]]\nlocation = \"{other_mirror}/acme\"\n[[registry.mirror]]\nlocation = \"{m}/nowhere\"\n"
+        )
+        .as_bytes(),
+    );
+    patch_pool(&env.admin, "workers", tag("next")).await;
+    let not_found = Reason::ImageNotFound.as_str();
+    let p = wait_pool(&env.admin, "workers", not_found, |p| {
+        degraded_reason(p).as_deref() == Some(not_found)
+    })
+    .await;
+    let message = degraded_message(&p);
+    let tried = [
+        format!("{other_mirror}/acme/os:next: RegistryUnreachable"),
+        format!("{m}/nowhere/os:next: ImageNotFound"),
+        format!("{source}/acme/os:next: RegistryUnreachable"),
+    ];
+    let at: Vec<Option<usize>> = tried.iter().map(|t| message.find(t.as_str())).collect();
+    assert!(
+        at.iter().all(Option::is_some) && at.is_sorted(),
+        "{message}"
+    );
+    assert_eq!(target(&p).as_deref(), Some(v0.as_str()));
+
+    // A file that is not TOML: named with its error; the controller runs on.
+    let pid = c.pid();
+    kubelet_writes(&conf_dir, 5, "registries.conf", b"[[registry]\n");
+    patch_pool(&env.admin, "workers", tag("prod")).await;
+    let invalid = Reason::InvalidRegistriesConf.as_str();
+    let p = wait_pool(&env.admin, "workers", invalid, |p| {
+        degraded_reason(p).as_deref() == Some(invalid)
+    })
+    .await;
+    let message = degraded_message(&p);
+    assert!(
+        message.contains(&conf_path) && message.contains("not valid TOML"),
+        "{message}"
+    );
+    c.wait_log("registries.conf refused").await;
+    assert_eq!(c.pid(), pid, "the controller was restarted");
+    // Put right: the tag resolves through the mirror again.
+    kubelet_writes(&conf_dir, 6, "registries.conf", conf("").as_bytes());
+    patch_pool(&env.admin, "workers", tag("next")).await;
+    wait_rolled(&env.admin, "workers", &v2, 2).await;
 }

@@ -279,6 +279,47 @@ fn the_registry_ca_value_is_the_configmap_mounted_for_the_controller() {
     );
 }
 
+/// `controller.registriesConf` is the text of the ConfigMap
+/// bootc-registries (empty by default, as deploy/ ships it), mounted where
+/// the controller's `--registries-conf` reads it.
+#[test]
+fn the_registries_conf_value_is_the_controllers_mirrors_file() {
+    let helm = Helm::new().unwrap();
+    let text = "[[registry]]\nlocation = \"registry.example.com\"\n\n[[registry.mirror]]\nlocation = \"mirror.example.internal\"\n";
+    let dir = tempfile::Builder::new()
+        .prefix("registries-")
+        .tempdir_in(repo_root().join("target"))
+        .unwrap();
+    let file = dir.path().join("registries.conf");
+    std::fs::write(&file, text).unwrap();
+    let allowed = format!("daemon.allowedRepositories={{{ALLOWED}}}");
+    let set_file = format!("controller.registriesConf={}", file.display());
+    let key = |kind: &str, name: &str| {
+        (
+            kind.to_owned(),
+            "bootc-operator".to_owned(),
+            name.to_owned(),
+        )
+    };
+    let flag = json!("--registries-conf=/etc/bootc-operator/registries/registries.conf");
+    let volume = json!({"name": "registries", "configMap": {"name": "bootc-registries"}});
+    let base = ["-n", "bootc-operator", "--set", allowed.as_str()];
+    for (extra, want) in [(vec![], ""), (vec!["--set-file", set_file.as_str()], text)] {
+        let args: Vec<&str> = base.iter().copied().chain(extra).collect();
+        let all = objects(&template_with(&helm, &args).unwrap()).unwrap();
+        let data = &all[&key("ConfigMap", "bootc-registries")]["data"];
+        assert_eq!(data["registries.conf"], json!(want));
+        let pod = &all[&key("Deployment", "bootc-controller")]["spec"]["template"]["spec"];
+        assert!(
+            pod["containers"][0]["args"]
+                .as_array()
+                .unwrap()
+                .contains(&flag)
+        );
+        assert!(pod["volumes"].as_array().unwrap().contains(&volume));
+    }
+}
+
 /// Every namespaced object of a render with renamed namespaces.
 fn namespaces_of(manifest: &str) -> BTreeSet<String> {
     objects(manifest)

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use api::image_ref::ImageRef;
 use controller::target::registry::{
-    Credentials, RegistryError, RegistryOptions, Resolver, check_architectures, credentials_for,
+    PullSecret, RegistryError, RegistryOptions, Resolver, check_architectures,
 };
 use tests::registry::{TestImage, TestRegistry};
 
@@ -17,14 +17,12 @@ fn resolver(reg: &TestRegistry) -> Resolver {
     })
 }
 
-fn creds(reg: &TestRegistry, password: &str) -> Credentials {
-    credentials_for(
-        reg.docker_config("tester", password).as_bytes(),
-        &reg.host(),
-        "bootc-operator/pull",
-    )
-    .unwrap()
-    .unwrap()
+/// The pool's pull secret with `tester:password` for the registry.
+fn creds(reg: &TestRegistry, password: &str) -> PullSecret {
+    PullSecret {
+        label: "bootc-operator/pull".into(),
+        docker_config: reg.docker_config("tester", password).into_bytes(),
+    }
 }
 
 fn image(version: &str) -> TestImage<'_> {
@@ -441,9 +439,13 @@ async fn bearer_challenges_get_a_token_from_the_realm() {
         ..Default::default()
     });
     let image = ImageRef::parse(&format!("{}/acme/os:1", registry.host())).unwrap();
-    let creds = Credentials {
-        username: "robot".into(),
-        password: "pw".into(),
+    let creds = PullSecret {
+        label: "bootc-operator/pull".into(),
+        docker_config: format!(
+            r#"{{"auths": {{"{}": {{"username": "robot", "password": "pw"}}}}}}"#,
+            registry.host()
+        )
+        .into_bytes(),
     };
     let resolved = r.resolve(&image, Some(&creds), "v1").await.unwrap();
     assert_eq!(resolved.facts.digest, digest);

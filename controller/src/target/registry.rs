@@ -6,15 +6,20 @@
 //! unit tests; [`Resolver`] is the thin I/O layer over [`client`].
 //!
 //! **What the controller contacts** for a pool: the registry its
-//! `spec.image.ref` names, over HTTPS (plain HTTP only for a registry given
-//! with `--insecure-registry`); the token realm that registry names in its
-//! challenge (HTTPS unless the registry itself is plain HTTP); and, for a
-//! config blob only, where the registry redirects it (storage), at most
+//! `spec.image.ref` names, and before it the mirrors the admin's
+//! registries.conf gives that registry ([`mirrors`]: addresses the admin
+//! configured, in the operator's namespace, never a pool's; a `blocked`
+//! registry is asked nothing), each over HTTPS (plain HTTP only for a
+//! registry given with `--insecure-registry` or a location registries.conf
+//! marks `insecure`); the token realm each names in its challenge (HTTPS
+//! unless that registry itself is plain HTTP); and, for a config blob only,
+//! where a registry redirects it (storage), at most
 //! [`protocol::MAX_REDIRECTS`] hops and never from HTTPS to HTTP. A
 //! manifest request is never redirected. Through `HTTPS_PROXY` when set.
-//! Credentials (the pool's pull secret's entry for that registry) go to the
-//! registry's own origin and its token realm only. Nothing of an answer's
-//! body reaches a status but the distribution error codes it carries.
+//! Credentials (the pool's pull secret's entry for the host asked: a
+//! mirror's own) go to that location's origin and its token realm only.
+//! Nothing of an answer's body reaches a status but the distribution error
+//! codes it carries.
 //! Since anyone who may write a pool chooses the registry, the controller's
 //! pod can be made to connect to any address over HTTPS: a NetworkPolicy on
 //! its egress closes that (SECURITY.md). The only other addresses it asks
@@ -25,7 +30,10 @@
 //! **Errors** are told apart in the pool's `Degraded` reason
 //! (`RegistryUnauthorized`, `ImageNotFound`, `RegistryUnreachable`,
 //! `RegistryUntrusted` (reached, its certificate not trusted),
-//! `UnsupportedArchitecture`, `InvalidManifest`, `InvalidPullSecret`), with
+//! `UnsupportedArchitecture`, `InvalidManifest`, `InvalidPullSecret`,
+//! `RegistryBlocked`, `InvalidRegistriesConf`; when a registries.conf
+//! table chose several locations and all failed, each is named with its
+//! class, the reason by [`tried_reason`]), with
 //! the registry's HTTP status and error codes (`HTTP 404
 //! (MANIFEST_UNKNOWN)`). Extra CAs come from `--registry-ca-file` and
 //! `--registry-ca-dir`, the directory re-read while the controller runs
@@ -37,6 +45,7 @@
 //! target (`rollout::state::runs_target`).
 
 mod client;
+pub mod mirrors;
 pub mod protocol;
 pub mod trust;
 
@@ -46,6 +55,7 @@ use std::time::Duration;
 
 use api::image_ref::ImageRef;
 use base64::Engine;
+use mirrors::{Candidate, Plan};
 use reqwest::Url;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -99,6 +109,68 @@ pub enum RegistryError {
         reason: api::Reason,
         message: String,
     },
+    #[error(
+        "{reference} is refused: registries.conf blocks it ([[registry]] prefix {prefix:?}, blocked = true)"
+    )]
+    Blocked { reference: String, prefix: String },
+    #[error("registries.conf {0}; no image is resolved until it is put right")]
+    BadRegistriesConf(String),
+    /// Every location a registries.conf table chose failed: each is named
+    /// with its failure's class and words ([`tried_reason`]).
+    #[error("{}", locations_message(.reference, .prefix, .skipped_mirrors, .tried))]
+    Locations {
+        reference: String,
+        /// The `[[registry]]` table's prefix.
+        prefix: String,
+        /// The table's mirrors this reference may not use (a tag, and
+        /// `mirror-by-digest-only`).
+        skipped_mirrors: bool,
+        /// Each location asked, in order, and its failure.
+        tried: Vec<(String, RegistryError)>,
+    },
+}
+
+/// The message of [`RegistryError::Locations`].
+fn locations_message(
+    reference: &str,
+    prefix: &str,
+    skipped_mirrors: &bool,
+    tried: &[(String, RegistryError)],
+) -> String {
+    let each: Vec<String> = tried
+        .iter()
+        .map(|(location, e)| format!("{location}: {} ({e})", e.reason().as_str()))
+        .collect();
+    let mut message = format!(
+        "no location of {reference} answered (registries.conf [[registry]] prefix {prefix:?}; tried in order): {}",
+        each.join("; ")
+    );
+    if *skipped_mirrors {
+        let (kind, rule) = if reference.contains('@') {
+            ("a digest", "pull-from-mirror = \"tag-only\"")
+        } else {
+            (
+                "a tag",
+                "mirror-by-digest-only = true, or pull-from-mirror = \"digest-only\"",
+            )
+        };
+        message.push_str(&format!(
+            "; the mirrors of prefix {prefix:?} are not asked for {kind} reference ({rule}): it goes to the primary location"
+        ));
+    }
+    message
+}
+
+/// The reason of a resolution whose every location failed: the first
+/// failure of a location that answered (a mirror that has not the image
+/// says more than a source that cannot be reached, the normal state of a
+/// disconnected cluster's source), else unreachable.
+pub fn tried_reason(tried: &[(String, RegistryError)]) -> api::Reason {
+    tried
+        .iter()
+        .map(|(_, e)| e.reason())
+        .find(|r| *r != api::Reason::RegistryUnreachable)
+        .unwrap_or(api::Reason::RegistryUnreachable)
 }
 
 impl RegistryError {
@@ -114,6 +186,9 @@ impl RegistryError {
             RegistryError::InvalidPullSecret { .. } => api::Reason::InvalidPullSecret,
             RegistryError::Other { .. } => api::Reason::RegistryError,
             RegistryError::Refused { reason, .. } => *reason,
+            RegistryError::Blocked { .. } => api::Reason::RegistryBlocked,
+            RegistryError::BadRegistriesConf(_) => api::Reason::InvalidRegistriesConf,
+            RegistryError::Locations { tried, .. } => tried_reason(tried),
         }
     }
 }
@@ -212,6 +287,32 @@ pub fn credentials_for(
         username: username.to_owned(),
         password: password.to_owned(),
     }))
+}
+
+/// A pool's pull secret: its docker config JSON, whose entry for each
+/// location asked is looked up when that location is asked (a mirror's
+/// credentials are the mirror's own, as with containers-auth.json).
+#[derive(Clone)]
+pub struct PullSecret {
+    /// `namespace/name`, for messages.
+    pub label: String,
+    /// `.dockerconfigjson`.
+    pub docker_config: Vec<u8>,
+}
+
+impl std::fmt::Debug for PullSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PullSecret")
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PullSecret {
+    /// The credentials for `registry` (host[:port]), if the secret has some.
+    pub fn credentials(&self, registry: &str) -> Result<Option<Credentials>, RegistryError> {
+        credentials_for(&self.docker_config, registry, &self.label)
+    }
 }
 
 /// What the controller needs to know about a manifest. Keyed by digest, it
@@ -476,6 +577,10 @@ pub struct RegistryOptions {
     /// Each request's whole deadline (unset: [`REQUEST_DEADLINE`]); a
     /// resolution's is twice it ([`Self::resolution_deadline`]).
     pub timeout: Option<Duration>,
+    /// The registries.conf (version 2) of mirrors and blocked registries,
+    /// read again before every resolution ([`mirrors`]); unset or absent:
+    /// none.
+    pub registries_conf: Option<std::path::PathBuf>,
 }
 
 /// The default deadline of one registry request, from its connection to
@@ -503,6 +608,8 @@ pub struct Resolver {
     /// The HTTP client on the CAs in force, or why it could not be built
     /// (a bad CA bundle).
     trust: trust::Trust,
+    /// The mirrors and blocked registries in force.
+    conf: mirrors::ConfFile,
     cache: Mutex<HashMap<CacheKey, ManifestFacts>>,
 }
 
@@ -535,8 +642,13 @@ pub struct Resolved {
 
 impl Resolver {
     pub fn new(options: RegistryOptions) -> Self {
+        let conf = mirrors::ConfFile::new(options.registries_conf.clone());
+        // Read once at the start, so that a bad file is logged at once, not
+        // at the first resolution (its problem is answered again there).
+        let _ = conf.current();
         Resolver {
             trust: trust::Trust::new(options.clone()),
+            conf,
             options,
             cache: Mutex::new(HashMap::new()),
         }
@@ -548,43 +660,47 @@ impl Resolver {
         self.cache.lock().ok().and_then(|c| c.get(&key).cloned())
     }
 
-    /// Resolves `image` (a tag, or a digest) with optional credentials: the
-    /// manifest must exist (a digest's must hash to it) and its
+    /// Resolves `image` (a tag, or a digest) with the pool's pull secret,
+    /// if any: the manifest must exist (a digest's must hash to it) and its
     /// architectures are read. `secret_hash` keys the cache so that facts
     /// learned with one set of credentials are not served to a pool with
     /// other credentials.
     ///
-    /// The whole resolution (its token, manifest and config requests, each
-    /// under its own deadline) ends within
+    /// The locations asked are registries.conf's ([`mirrors::plan`]): its
+    /// mirrors in order, then the primary location, each with the pull
+    /// secret's credentials for that location; the first that answers
+    /// gives the digest, and the reference pinned is the pool's own. A
+    /// blocked registry is asked nothing.
+    ///
+    /// The whole resolution (every location's token, manifest and config
+    /// requests, each under its own deadline) ends within
     /// [`RegistryOptions::resolution_deadline`]: a registry that answers a
     /// byte at a time fails it as unreachable, "did not answer within".
     #[tracing::instrument(name = "registry", skip_all, fields(image = %image))]
     pub async fn resolve(
         &self,
         image: &ImageRef,
-        credentials: Option<&Credentials>,
+        pull_secret: Option<&PullSecret>,
         secret_hash: &str,
     ) -> Result<Resolved, RegistryError> {
-        let deadline = self.options.resolution_deadline();
-        let resolving = self.resolve_unbounded(image, credentials, secret_hash);
-        tokio::time::timeout(deadline, resolving)
-            .await
-            .unwrap_or_else(|_| {
-                Err(RegistryError::Unreachable {
-                    registry: image.registry().to_owned(),
-                    message: crate::outbound::Failure::TimedOut(deadline).to_string(),
-                })
-            })
-    }
-
-    async fn resolve_unbounded(
-        &self,
-        image: &ImageRef,
-        credentials: Option<&Credentials>,
-        secret_hash: &str,
-    ) -> Result<Resolved, RegistryError> {
-        let registry = image.registry().to_owned();
-        let display = image.to_string();
+        let conf = self
+            .conf
+            .current()
+            .map_err(|p| RegistryError::BadRegistriesConf(p.to_string()))?;
+        let (candidates, rule, skipped_mirrors) = match mirrors::plan(&conf, image) {
+            Err(e) => return Err(RegistryError::BadRegistriesConf(e.to_string())),
+            Ok(Plan::Blocked { prefix }) => {
+                return Err(RegistryError::Blocked {
+                    reference: image.to_string(),
+                    prefix,
+                });
+            }
+            Ok(Plan::Ask {
+                candidates,
+                rule,
+                skipped_mirrors,
+            }) => (candidates, rule, skipped_mirrors),
+        };
         if let Some(digest) = &image.digest
             && let Some(facts) = self.cached(image, digest, secret_hash)
         {
@@ -593,19 +709,79 @@ impl Resolver {
                 facts,
             });
         }
+        let window = self.options.resolution_deadline();
+        let deadline = tokio::time::Instant::now() + window;
+        let mut tried = Vec::with_capacity(candidates.len());
+        for candidate in &candidates {
+            let registry = candidate.image.registry();
+            let credentials = match pull_secret {
+                Some(secret) => secret.credentials(registry)?,
+                None => None,
+            };
+            let asking = self.resolve_at(image, candidate, credentials.as_ref(), secret_hash);
+            match tokio::time::timeout_at(deadline, asking).await {
+                Ok(Ok(resolved)) => return Ok(resolved),
+                Ok(Err(e @ RegistryError::InvalidPullSecret { .. })) => return Err(e),
+                Ok(Err(e)) => tried.push((candidate.image.to_string(), e)),
+                Err(_) => {
+                    let failure = crate::outbound::Failure::TimedOut(window);
+                    tried.push((
+                        candidate.image.to_string(),
+                        RegistryError::Unreachable {
+                            registry: registry.to_owned(),
+                            message: failure.to_string(),
+                        },
+                    ));
+                    break;
+                }
+            }
+            if candidates.len() > 1 {
+                tracing::warn!(location = %candidate.image, mirror = candidate.mirror, "registry location failed; asking the next, if any");
+            }
+        }
+        Err(match rule {
+            // No table: the reference's own registry, its error as it is.
+            None => tried
+                .pop()
+                .map(|(_, e)| e)
+                .unwrap_or_else(|| RegistryError::Other {
+                    reference: image.to_string(),
+                    message: "no location to ask".into(),
+                }),
+            Some(prefix) => RegistryError::Locations {
+                reference: image.to_string(),
+                prefix,
+                skipped_mirrors,
+                tried,
+            },
+        })
+    }
+
+    /// Asks one location (`candidate`) for `image`: its error names the
+    /// location; what it finds is cached and pinned as `image`'s.
+    async fn resolve_at(
+        &self,
+        image: &ImageRef,
+        candidate: &Candidate,
+        credentials: Option<&Credentials>,
+        secret_hash: &str,
+    ) -> Result<Resolved, RegistryError> {
+        let at = &candidate.image;
+        let registry = at.registry().to_owned();
+        let display = at.to_string();
         let other = |message: String| RegistryError::Other {
             reference: display.clone(),
             message,
         };
         let http = self.trust.client().map_err(other)?;
-        let plain = self.options.plain_http.contains(&registry);
+        let plain = candidate.insecure || self.options.plain_http.contains(&registry);
         let scheme = if plain { "http" } else { "https" };
         let base = Url::parse(&format!("{scheme}://{}/", api_host(&registry)))
             .map_err(|e| other(format!("cannot form a registry URL for {registry:?}: {e}")))?;
         let deadline = self.options.request_deadline();
-        let mut session = Session::new(&http, deadline, base, &image.registry_path(), credentials);
+        let mut session = Session::new(&http, deadline, base, &at.registry_path(), credentials);
         let name_it = |e| named(e, &registry, &display);
-        let wanted = image.digest.as_deref().unwrap_or(image.tag_or_latest());
+        let wanted = at.digest.as_deref().unwrap_or(at.tag_or_latest());
         let url = session
             .url(&format!("manifests/{wanted}"))
             .map_err(name_it)?;
@@ -617,7 +793,7 @@ impl Resolver {
             .headers
             .get("docker-content-digest")
             .and_then(|v| v.to_str().ok());
-        let digest = manifest_digest(image.digest.as_deref(), header, &manifest.body, &display)?;
+        let digest = manifest_digest(at.digest.as_deref(), header, &manifest.body, &display)?;
         if let Some(facts) = self.cached(image, &digest, secret_hash) {
             return Ok(Resolved {
                 pinned: image.pinned(&digest),
@@ -871,6 +1047,46 @@ mod tests {
             text.contains("arm64") && text.contains("q.io/os:1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn every_location_tried_is_named_and_the_first_that_answered_gives_the_reason() {
+        let unreachable = |r: &str| RegistryError::Unreachable {
+            registry: r.into(),
+            message: "could not be reached".into(),
+        };
+        let not_found = RegistryError::NotFound {
+            reference: "m.example/os:1".into(),
+            message: "HTTP 404 (MANIFEST_UNKNOWN)".into(),
+        };
+        let err = RegistryError::Locations {
+            reference: "r.example/os:1".into(),
+            prefix: "r.example".into(),
+            skipped_mirrors: false,
+            tried: vec![
+                ("a.example/os:1".into(), unreachable("a.example")),
+                ("m.example/os:1".into(), not_found),
+                ("r.example/os:1".into(), unreachable("r.example")),
+            ],
+        };
+        assert_eq!(err.reason(), api::Reason::ImageNotFound);
+        let text = err.to_string();
+        let want = [
+            "a.example/os:1: RegistryUnreachable",
+            "m.example/os:1: ImageNotFound (m.example/os:1 was not found",
+            "r.example/os:1: RegistryUnreachable",
+        ];
+        let at: Vec<Option<usize>> = want.iter().map(|w| text.find(w)).collect();
+        assert!(at.iter().all(Option::is_some) && at.is_sorted(), "{text}");
+        assert!(text.contains("prefix \"r.example\""), "{text}");
+        let only_source = RegistryError::Locations {
+            reference: "r.example/os:1".into(),
+            prefix: "r.example".into(),
+            skipped_mirrors: true,
+            tried: vec![("r.example/os:1".into(), unreachable("r.example"))],
+        };
+        assert_eq!(only_source.reason(), api::Reason::RegistryUnreachable);
+        assert!(only_source.to_string().contains("mirror-by-digest-only"));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
-use crate::target::registry::{RegistryError, Resolver, credentials_for};
+use crate::target::registry::{PullSecret, RegistryError, Resolver};
 use crate::target::tag_policy::{self, CurrentTarget, TargetStep};
 use crate::target::{
     MembersRun, Parsed, Resolution, Resolve, Schedule, TargetMemory, parse_reference,
@@ -241,7 +241,7 @@ impl RegistryResolver {
         image: &api::image_ref::ImageRef,
         pull_secret: Option<&Secret>,
     ) -> Result<crate::target::registry::Resolved, RegistryError> {
-        let (credentials, hash) = match pull_secret {
+        let (secret, hash) = match pull_secret {
             None => (None, String::new()),
             Some(secret) => {
                 let label = format!(
@@ -255,12 +255,15 @@ impl RegistryResolver {
                     secret: label.clone(),
                     message: "no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)".into(),
                 })?;
-                (credentials_for(&json.0, image.registry(), &label)?, hash)
+                // Looked up for each location asked (a mirror's own entry).
+                let secret = PullSecret {
+                    label,
+                    docker_config: json.0.clone(),
+                };
+                (Some(secret), hash)
             }
         };
-        self.registry
-            .resolve(image, credentials.as_ref(), &hash)
-            .await
+        self.registry.resolve(image, secret.as_ref(), &hash).await
     }
 }
 
