@@ -557,7 +557,9 @@ async fn redirects_are_followed_only_for_blobs_and_never_to_plain_http() {
     .await
     .unwrap();
     let inside = format!("http://{}", internal.host());
-    let config = br#"{"architecture":"amd64","os":"linux"}"#.to_vec();
+    let config =
+        br#"{"architecture":"amd64","os":"linux","config":{"Labels":{"containers.bootc":"1"}}}"#
+            .to_vec();
     let config_digest = controller::target::registry::sha256_digest(&config);
     let manifest = serde_json::to_vec(&json!({
         "schemaVersion": 2,

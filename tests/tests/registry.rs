@@ -403,7 +403,9 @@ async fn bearer_challenges_get_a_token_from_the_realm() {
     .await
     .unwrap();
     let realm = format!("https://{}/token", token_server.host());
-    let config = br#"{"architecture":"arm64","os":"linux"}"#.to_vec();
+    let config =
+        br#"{"architecture":"arm64","os":"linux","config":{"Labels":{"containers.bootc":"1"}}}"#
+            .to_vec();
     let config_digest = controller::target::registry::sha256_digest(&config);
     let manifest = serde_json::to_vec(&serde_json::json!({
         "schemaVersion": 2,
