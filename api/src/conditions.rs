@@ -100,6 +100,12 @@ wire_enum! {
         /// Nodes wait for a maintenance window (`status.nextMaintenanceWindow`
         /// says when the next opens).
         OutsideMaintenanceWindow = "OutsideMaintenanceWindow",
+        /// The pool is paused until `spec.rollout.pausedUntil` (the message
+        /// says when it goes on by itself).
+        PausedUntil = "PausedUntil",
+        /// A blackout of `spec.rollout.blackouts` holds new slots
+        /// (`status.nextMaintenanceWindow` says when they may go on).
+        Blackout = "Blackout",
         /// The pools of `spec.rollout.dependsOn` are not all up to date (the
         /// message names them).
         WaitingForDependencies = "WaitingForDependencies",
@@ -245,6 +251,7 @@ wire_enum! {
         BlockingPod = "BlockingPod",
         Unfit = "Unfit",
         Paused = "Paused",
+        PausedUntil = "PausedUntil",
         Halted = "Halted",
         WaitingForDependencies = "WaitingForDependencies",
         OrderUnreadable = "OrderUnreadable",
@@ -252,6 +259,7 @@ wire_enum! {
         CanaryStep = "CanaryStep",
         Gated = "Gated",
         OutsideWindow = "OutsideWindow",
+        Blackout = "Blackout",
         NoSlots = "NoSlots",
         WaitingForBudget = "WaitingForBudget",
         WaitingForSlot = "WaitingForSlot",

@@ -17,6 +17,7 @@ use crate::gates::Gate;
 use crate::groups::Groups;
 use crate::model::Write;
 use crate::owned::Owned;
+use crate::pause::Pause;
 use crate::staging;
 use crate::state::NodeState;
 use crate::stuck::{self, Stuck};
@@ -186,8 +187,9 @@ pub(crate) struct Rollout<'a> {
     pub waiting_for_budget: Option<String>,
     /// The disruption budget as the verdicts leave it.
     pub budget: Budget,
-    pub paused: bool,
-    /// The maintenance windows now: outside them no new slot is handed out.
+    /// `spec.rollout.paused` or `pausedUntil`, now.
+    pub pause: Pause,
+    /// The maintenance windows and blackouts now: outside them no new slot is handed out.
     pub window: Window,
     /// The pools of `spec.rollout.dependsOn` this pool waits for.
     pub dependencies: Waiting,
@@ -242,7 +244,7 @@ impl Rollout<'_> {
     /// Are slots free for the rollout, whenever a window lets them be
     /// handed out?
     fn slots_free(&self) -> bool {
-        !self.paused && !self.halted && !self.budget.full()
+        !self.pause.holds() && !self.halted && !self.budget.full()
     }
 
     /// The free slots a new slot for `name` could come from: the slot

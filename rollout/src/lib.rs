@@ -76,6 +76,7 @@ mod memo;
 pub mod model;
 pub mod order;
 mod owned;
+pub mod pause;
 mod pipeline;
 pub mod preview;
 pub mod proving;
