@@ -103,6 +103,10 @@ wire_enum! {
         /// The pool is paused until `spec.rollout.pausedUntil` (the message
         /// says when it goes on by itself).
         PausedUntil = "PausedUntil",
+        /// The fleet is stopped (`kubectl bootc stop --all`, the
+        /// `bootc.dev/stop` annotation on the operator's Namespace): no pool
+        /// hands out a new slot.
+        FleetStopped = "FleetStopped",
         /// A blackout of `spec.rollout.blackouts` holds new slots
         /// (`status.nextMaintenanceWindow` says when they may go on).
         Blackout = "Blackout",
@@ -250,6 +254,7 @@ wire_enum! {
         Held = "Held",
         BlockingPod = "BlockingPod",
         Unfit = "Unfit",
+        FleetStopped = "FleetStopped",
         Paused = "Paused",
         PausedUntil = "PausedUntil",
         Halted = "Halted",

@@ -63,6 +63,10 @@ pub const REFRESH_ANNOTATION: &str = "bootc.dev/refresh";
 /// `spec.health.nodesToFailImage`: the image is failed for the whole pool
 /// (`rollout::proving`). Any other digest is ignored.
 pub const CONFIRM_IMAGE_FAILURE_ANNOTATION: &str = "bootc.dev/confirm-image-failure";
+/// On the operator's Namespace: one switch for the fleet (`kubectl bootc
+/// stop --all`; the value says who and why). While it is set no pool hands
+/// out a new reboot slot; nodes in slots finish, and staging goes on.
+pub const FLEET_STOP_ANNOTATION: &str = "bootc.dev/stop";
 /// On a Node: the prefix of a hold, `hold.bootc.dev/<who>: <reason>`. Any
 /// actor may hold a node (several may hold one): a held node takes no new
 /// reboot slot, and one in a slot but not yet approved to boot is released

@@ -195,6 +195,8 @@ pub(crate) struct Rollout<'a> {
     pub dependencies: Waiting,
     /// The alert gate, or a gate that could not be asked.
     pub gate: Gate,
+    /// The fleet's switch, while set (who and why): no new slot.
+    pub fleet_stop: Option<String>,
     /// The node groups of `spec.rollout.order`; None when one cannot be
     /// read (no new slot then).
     pub groups: Option<Groups>,
@@ -230,13 +232,14 @@ impl Rollout<'_> {
     /// May new reboot slots be handed out now? Not while the pool is
     /// paused or halted, nor with every slot held, nor outside the
     /// maintenance windows, nor while it waits for the pools it depends on,
-    /// cannot read its node order or a gate holds it.
+    /// cannot read its node order, a gate holds it or the fleet is stopped.
     pub fn hands_out(&self) -> bool {
         self.slots_free()
             && self.window.allows_new_slots()
             && self.dependencies.is_met()
             && self.groups.is_some()
             && self.gate.is_open()
+            && self.fleet_stop.is_none()
             && self.target_failed.is_none()
             && self.batch.room != Some(0)
     }

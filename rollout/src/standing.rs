@@ -14,8 +14,8 @@
 //! staging bounds); its daemon's pod unable to run, or its daemon behind;
 //! still staging; Degraded; not staged; then, staged, the holds that are its own
 //! (skipped after a failed drain, a hold annotation, a blocking pod, unfit
-//! for a slot: NotReady, no Node, being deleted), then the pool's (paused
-//! until resumed, paused until an instant, halted, the pools it depends on,
+//! for a slot: NotReady, no Node, being deleted), then the fleet's switch,
+//! then the pool's (paused until resumed, paused until an instant, halted, the pools it depends on,
 //! the node order, the canary step, the gates, a blackout, the maintenance
 //! windows, `maxUnavailable` 0, the pool's own
 //! unavailable nodes, every slot held). In a slot: failed its health gate,
@@ -106,6 +106,8 @@ pub enum Standing {
     },
     /// Staged, but no candidate for a slot.
     Unfit(Unfit),
+    /// The fleet's switch is on (`kubectl bootc stop --all`).
+    FleetStopped,
     Paused,
     /// `spec.rollout.pausedUntil`: paused until this instant.
     PausedUntil {
@@ -212,6 +214,8 @@ pub struct Pool {
     pub window: Window,
     /// The pool's pause now.
     pub pause: Pause,
+    /// The fleet's switch, while on (who and why).
+    pub fleet_stop: Option<String>,
     /// `maxUnavailable` as the pool spells it, and the slots it gives.
     pub max_unavailable: String,
     pub slots: usize,
@@ -263,6 +267,7 @@ impl Standing {
             Standing::Held { .. } => StandingKind::Held,
             Standing::BlockingPod { .. } => StandingKind::BlockingPod,
             Standing::Unfit(_) => StandingKind::Unfit,
+            Standing::FleetStopped => StandingKind::FleetStopped,
             Standing::Paused => StandingKind::Paused,
             Standing::PausedUntil { .. } => StandingKind::PausedUntil,
             Standing::Halted => StandingKind::Halted,
@@ -463,7 +468,9 @@ fn unfit(node: Option<&Node>) -> Option<Unfit> {
 /// What of the pool holds a candidate back from a slot.
 fn pool_hold(facts: &PoolFacts<'_>, name: &str) -> Standing {
     let rollout = facts.rollout;
-    if let Some(until) = rollout.pause.ends() {
+    if rollout.fleet_stop.is_some() {
+        Standing::FleetStopped
+    } else if let Some(until) = rollout.pause.ends() {
         Standing::PausedUntil { until }
     } else if rollout.pause.holds() {
         Standing::Paused
@@ -674,6 +681,7 @@ impl Standing {
                 "the pool is paused (spec.rollout.paused): staged, but no new reboot slot is handed out until `kubectl bootc resume {}`",
                 pool.name
             ),
+            Standing::FleetStopped => fleet_stopped(pool),
             Standing::PausedUntil { until } => format!(
                 "the pool is paused until {until} (spec.rollout.pausedUntil), in {}: staged, but no new reboot slot is handed out before; then the rollout goes on by itself",
                 age(about.now, *until)
@@ -813,6 +821,14 @@ fn turn(pool: &Pool, group: usize) -> String {
         ),
         None => format!("waiting for its turn: it is in {}", name(group)),
     }
+}
+
+fn fleet_stopped(pool: &Pool) -> String {
+    format!(
+        "the fleet is stopped ({}: {}): staged, but no pool hands out a new reboot slot until `kubectl bootc resume --all`",
+        api::labels::FLEET_STOP_ANNOTATION,
+        pool.fleet_stop.as_deref().unwrap_or_default()
+    )
 }
 
 fn blackout(window: Window, now: Timestamp) -> String {

@@ -169,6 +169,7 @@ pub(crate) fn report(
     let up_to_date = up_to_date(
         done,
         Holding {
+            fleet_stop: rollout.fleet_stop.as_deref(),
             pause: view.pause,
             dependencies: &rollout.dependencies,
             window: rollout.window,
@@ -256,6 +257,7 @@ fn decide(
         gate: rollout.gate.clone(),
         window: rollout.window,
         pause: view.pause,
+        fleet_stop: rollout.fleet_stop.clone(),
         max_unavailable: max_unavailable_text(&spec.max_unavailable),
         slots,
         holders: rollout
@@ -521,6 +523,8 @@ fn report_failure(
 
 /// What holds new slots back, for the UpToDate condition.
 struct Holding<'a> {
+    /// The fleet's switch, while on (who and why).
+    fleet_stop: Option<&'a str>,
     pause: Pause,
     dependencies: &'a Waiting,
     window: Window,
@@ -538,6 +542,17 @@ struct Holding<'a> {
 fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionUpdate {
     if done {
         ConditionUpdate::new(ConditionType::UpToDate, true, Reason::AllUpdated, breakdown)
+    } else if let Some(why) = holding.fleet_stop {
+        ConditionUpdate::new(
+            ConditionType::UpToDate,
+            false,
+            Reason::FleetStopped,
+            format!(
+                "{breakdown}; the fleet is stopped ({}: {why}), no new reboot slot until `kubectl bootc resume --all`{}",
+                api::labels::FLEET_STOP_ANNOTATION,
+                finishing(holding.slotted)
+            ),
+        )
     } else if holding.pause.holds() {
         // A pause holds the slots it finds: say which nodes stay cordoned.
         let (reason, until) = match holding.pause.ends() {

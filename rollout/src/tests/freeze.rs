@@ -275,3 +275,42 @@ fn blackouts_across_daylight_saving() {
         assert!(problems.is_empty(), "{what}: {problems:?}");
     }
 }
+
+#[test]
+fn the_fleets_switch_holds_every_new_slot_and_nothing_else() {
+    // (what, the switch, a new slot, UpToDate reason, message has, the
+    //  staged member's standing)
+    let stop = Some("incident 4521".to_owned());
+    type Row = (
+        &'static str,
+        Option<String>,
+        bool,
+        Reason,
+        &'static str,
+        Standing,
+    );
+    #[rustfmt::skip]
+    let rows: Vec<Row> = vec![
+        ("off", None, true, Reason::RolloutInProgress, "in reboot slots", Standing::TakingSlot),
+        ("on: held, the nodes in slots finish", stop.clone(), false, Reason::FleetStopped,
+            "the fleet is stopped (bootc.dev/stop: incident 4521), no new reboot slot until `kubectl bootc resume --all`; the nodes in reboot slots finish",
+            Standing::FleetStopped),
+    ];
+    for (what, fleet_stop, new_slot, reason, says, standing) in rows {
+        let mut w = world(|_| {});
+        w.gates.fleet_stop = fleet_stop;
+        let p = w.plan();
+        holds_slots_not_staging(&p, what, new_slot, reason, says);
+        assert_eq!(standing_of(&p, "staged"), standing, "{what}");
+        assert!(node_writes(&p, "slot").is_empty(), "{what}");
+    }
+    // Over a pool's own pause and window: the switch is named first.
+    let mut w = world(|r| {
+        r.paused = true;
+        r.blackouts = vec![blackout("1970-01-12T00:00", "1970-01-13T00:00", None)];
+    });
+    w.gates.fleet_stop = stop;
+    let p = w.plan();
+    assert_eq!(standing_of(&p, "staged"), Standing::FleetStopped);
+    assert_eq!(up_to_date(&p).1, Reason::FleetStopped);
+}
