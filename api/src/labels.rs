@@ -41,6 +41,13 @@ pub const HEALTH_FAILED_BECAUSE_ANNOTATION: &str = "bootc.dev/health-failed-beca
 /// On a Node: Karpenter leaves it alone while it is "true". Set with the
 /// disruption record when no one else had set it, and removed with it.
 pub const KARPENTER_DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";
+/// On a Node: Kubernetes' service controller (and the cloud load balancers
+/// that follow it) takes the node out of external load balancers. Set with
+/// the slot's cordon when no one else had set it, removed with its release.
+pub const EXCLUDE_FROM_LBS_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+/// On a Node: the pool that set [`EXCLUDE_FROM_LBS_LABEL`], so that only
+/// ours is ever removed (an admin's stays as it was).
+pub const LB_EXCLUDED_BY_ANNOTATION: &str = "bootc.dev/lb-excluded-by";
 /// On a Node: the pool that set [`KARPENTER_DO_NOT_DISRUPT_ANNOTATION`], so
 /// that only ours is ever removed (as [`CORDONED_BY_ANNOTATION`] marks our
 /// cordon).

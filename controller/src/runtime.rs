@@ -281,13 +281,15 @@ fn strip_node(node: &mut Node) {
 }
 
 /// The Node annotations the cache keeps: our cordon and disruption marks,
-/// Karpenter's do-not-disrupt and our mark on it, and holds. The others are
+/// Karpenter's do-not-disrupt and our mark on it, our mark on the load
+/// balancers' exclusion label, and holds. The others are
 /// dropped to save memory.
 fn node_annotation_kept(key: &str) -> bool {
     key == api::labels::CORDONED_BY_ANNOTATION
         || key == api::labels::DISRUPTED_BY_ANNOTATION
         || key == api::labels::KARPENTER_DO_NOT_DISRUPT_ANNOTATION
         || key == api::labels::DO_NOT_DISRUPT_BY_ANNOTATION
+        || key == api::labels::LB_EXCLUDED_BY_ANNOTATION
         || key.starts_with(api::labels::HOLD_ANNOTATION_PREFIX)
 }
 

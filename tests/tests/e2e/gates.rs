@@ -172,3 +172,48 @@ async fn a_pause_then_a_blackout_end_by_themselves_with_no_write() {
     rolled_out_within_one(&sim, &recorder, &v2, 2).await;
     assert!(jiff::Timestamp::now() >= freeze_ends);
 }
+
+#[tokio::test]
+async fn load_balancers_are_told_in_the_cordons_write_and_an_admins_label_stays() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 2).await;
+    let lb = api::labels::EXCLUDE_FROM_LBS_LABEL;
+    // An admin took the first node out of the load balancers before.
+    kubectl(&sim, &["label", "node", FIRST, &format!("{lb}=")]);
+    let second = "sim-node-2";
+    let nodes: Api<Node> = Api::all(sim.admin.clone());
+    let labelled = |n: &Node| {
+        n.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(lb))
+    };
+    // The first write that cordons the second node carries the label.
+    let cordoned = tokio::spawn(k8s::wait_for(
+        nodes.clone(),
+        second,
+        ROLLOUT,
+        "cordoned",
+        |n: Option<&Node>| n.is_some_and(api::node_health::is_cordoned),
+    ));
+    let v2 = sim.push_version("2.0").await.unwrap();
+    let at_cordon = cordoned.await.unwrap().unwrap().unwrap();
+    assert!(
+        labelled(&at_cordon),
+        "cordoned without the label: {:?}",
+        at_cordon.metadata.labels
+    );
+    rolled_out_within_one(&sim, &recorder, &v2, 2).await;
+    // Released: ours is gone with its mark, the admin's stays.
+    let after: Vec<Node> = nodes.list(&ListParams::default()).await.unwrap().items;
+    for n in &after {
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        assert_eq!(
+            labelled(n),
+            name == FIRST,
+            "{name}: {:?}",
+            n.metadata.labels
+        );
+        assert!(api::node_health::lb_excluded_by(n).is_none(), "{name}");
+    }
+}
