@@ -100,6 +100,16 @@ wire_enum! {
         /// Nodes wait for a maintenance window (`status.nextMaintenanceWindow`
         /// says when the next opens).
         OutsideMaintenanceWindow = "OutsideMaintenanceWindow",
+        /// The pool is paused until `spec.rollout.pausedUntil` (the message
+        /// says when it goes on by itself).
+        PausedUntil = "PausedUntil",
+        /// The fleet is stopped (`kubectl bootc stop --all`, the
+        /// `bootc.dev/stop` annotation on the operator's Namespace): no pool
+        /// hands out a new slot.
+        FleetStopped = "FleetStopped",
+        /// A blackout of `spec.rollout.blackouts` holds new slots
+        /// (`status.nextMaintenanceWindow` says when they may go on).
+        Blackout = "Blackout",
         /// The pools of `spec.rollout.dependsOn` are not all up to date (the
         /// message names them).
         WaitingForDependencies = "WaitingForDependencies",
@@ -258,7 +268,9 @@ wire_enum! {
         Held = "Held",
         BlockingPod = "BlockingPod",
         Unfit = "Unfit",
+        FleetStopped = "FleetStopped",
         Paused = "Paused",
+        PausedUntil = "PausedUntil",
         Halted = "Halted",
         WaitingForDependencies = "WaitingForDependencies",
         OrderUnreadable = "OrderUnreadable",
@@ -266,6 +278,7 @@ wire_enum! {
         CanaryStep = "CanaryStep",
         Gated = "Gated",
         OutsideWindow = "OutsideWindow",
+        Blackout = "Blackout",
         NoSlots = "NoSlots",
         WaitingForBudget = "WaitingForBudget",
         WaitingForSlot = "WaitingForSlot",

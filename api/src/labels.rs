@@ -41,6 +41,13 @@ pub const HEALTH_FAILED_BECAUSE_ANNOTATION: &str = "bootc.dev/health-failed-beca
 /// On a Node: Karpenter leaves it alone while it is "true". Set with the
 /// disruption record when no one else had set it, and removed with it.
 pub const KARPENTER_DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";
+/// On a Node: Kubernetes' service controller (and the cloud load balancers
+/// that follow it) takes the node out of external load balancers. Set with
+/// the slot's cordon when no one else had set it, removed with its release.
+pub const EXCLUDE_FROM_LBS_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+/// On a Node: the pool that set [`EXCLUDE_FROM_LBS_LABEL`], so that only
+/// ours is ever removed (an admin's stays as it was).
+pub const LB_EXCLUDED_BY_ANNOTATION: &str = "bootc.dev/lb-excluded-by";
 /// On a Node: the pool that set [`KARPENTER_DO_NOT_DISRUPT_ANNOTATION`], so
 /// that only ours is ever removed (as [`CORDONED_BY_ANNOTATION`] marks our
 /// cordon).
@@ -63,6 +70,10 @@ pub const REFRESH_ANNOTATION: &str = "bootc.dev/refresh";
 /// `spec.health.nodesToFailImage`: the image is failed for the whole pool
 /// (`rollout::proving`). Any other digest is ignored.
 pub const CONFIRM_IMAGE_FAILURE_ANNOTATION: &str = "bootc.dev/confirm-image-failure";
+/// On the operator's Namespace: one switch for the fleet (`kubectl bootc
+/// stop --all`; the value says who and why). While it is set no pool hands
+/// out a new reboot slot; nodes in slots finish, and staging goes on.
+pub const FLEET_STOP_ANNOTATION: &str = "bootc.dev/stop";
 /// On a Node: the prefix of a hold, `hold.bootc.dev/<who>: <reason>`. Any
 /// actor may hold a node (several may hold one): a held node takes no new
 /// reboot slot, and one in a slot but not yet approved to boot is released

@@ -161,6 +161,21 @@ pub fn karpenter_do_not_disrupt(node: &Node) -> bool {
     annotation(node, KARPENTER_DO_NOT_DISRUPT_ANNOTATION).is_some()
 }
 
+/// Does the Node carry `node.kubernetes.io/exclude-from-external-load-balancers`,
+/// set by anyone?
+pub fn excluded_from_lbs(node: &Node) -> bool {
+    node.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(crate::labels::EXCLUDE_FROM_LBS_LABEL))
+}
+
+/// The pool that set the load balancers' exclusion label on the Node, if
+/// one did (`bootc.dev/lb-excluded-by`).
+pub fn lb_excluded_by(node: &Node) -> Option<&str> {
+    annotation(node, crate::labels::LB_EXCLUDED_BY_ANNOTATION)
+}
+
 /// The pool that set Karpenter's `do-not-disrupt` on the Node, if one did
 /// (`bootc.dev/do-not-disrupt-by`).
 pub fn do_not_disrupt_by(node: &Node) -> Option<&str> {

@@ -162,6 +162,22 @@ pub fn window_duration(_: &mut SchemaGenerator) -> Schema {
 /// The form of a window's duration: `4h`, `90m`, `1h30m`.
 pub const WINDOW_DURATION_PATTERN: &str = "^([0-9]{1,3}h)?([0-9]{1,5}m)?$";
 
+/// A blackout's start or end: a wall-clock date and time, `YYYY-MM-DDTHH:MM`
+/// (fixed width, so that CEL compares two as strings in time order).
+pub fn civil_date_time(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 16,
+        "maxLength": 16,
+        "pattern": CIVIL_DATE_TIME_PATTERN,
+        "description": "A date and time on the wall clock of the blackout's time zone, `YYYY-MM-DDTHH:MM` such as `2026-12-20T18:00`."
+    })
+}
+
+/// The form of a blackout's start and end.
+pub const CIVIL_DATE_TIME_PATTERN: &str =
+    "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]$";
+
 /// `spec.rollout.dependsOn`: pool names, each once.
 pub fn depends_on(_: &mut SchemaGenerator) -> Schema {
     json_schema!({

@@ -237,6 +237,11 @@ pub struct RolloutSpec {
     /// resolution go on.
     #[serde(default)]
     pub paused: bool,
+    /// A pause with an end: until this instant (RFC 3339, such as
+    /// `2027-01-04T08:00:00Z`) no node is given a new reboot slot, as with
+    /// `paused`; after it the rollout goes on by itself, with no write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_until: Option<Time>,
     /// How long a drain may take before the node is reported as blocked.
     #[serde(default = "default_drain_timeout")]
     #[schemars(range(min = 1, max = 86400))]
@@ -264,6 +269,12 @@ pub struct RolloutSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub maintenance_windows: Vec<MaintenanceWindow>,
+    /// Ranges of dates and times (a change freeze) when no new reboot slot
+    /// is handed out, even inside a maintenance window; nodes in slots
+    /// finish and staging goes on, as outside a window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub blackouts: Vec<Blackout>,
     /// Other pools, by name, that must be up to date on their current
     /// target before this pool hands out a new reboot slot (for example
     /// workers after infra). A pool that does not exist holds this one.
@@ -414,6 +425,31 @@ pub struct MaintenanceWindow {
     pub time_zone: Option<String>,
 }
 
+/// A range of wall-clock dates and times when no new reboot slot is
+/// handed out (`spec.rollout.blackouts`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.end > self.start",
+    "message": "a blackout's end must come after its start"
+}]))]
+pub struct Blackout {
+    /// When it begins, `YYYY-MM-DDTHH:MM` in its time zone. A time the
+    /// clock skips (daylight saving) begins when the clock jumps; a time
+    /// it passes twice, the first time.
+    #[schemars(schema_with = "crate::schema::civil_date_time")]
+    pub start: String,
+    /// When it ends (new slots again), `YYYY-MM-DDTHH:MM` in its time
+    /// zone, after `start`.
+    #[schemars(schema_with = "crate::schema::civil_date_time")]
+    pub end: String,
+    /// An IANA time zone such as `Europe/Paris` (unset: UTC). The
+    /// controller carries its own time-zone database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_+/-]+$"))]
+    pub time_zone: Option<String>,
+}
+
 /// A day of the week.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum Weekday {
@@ -432,11 +468,13 @@ impl Default for RolloutSpec {
             max_unavailable: default_max_unavailable(),
             max_unhealthy: None,
             paused: false,
+            paused_until: None,
             drain_timeout_seconds: DEFAULT_DRAIN_TIMEOUT_SECONDS,
             on_drain_timeout: DrainTimeoutPolicy::default(),
             max_concurrent_staging: None,
             stage_ahead: None,
             maintenance_windows: Vec::new(),
+            blackouts: Vec::new(),
             depends_on: Vec::new(),
             order: Vec::new(),
             alert_gate: None,
@@ -560,7 +598,10 @@ pub struct BootcNodePoolStatus {
     pub updating_count: i32,
     #[serde(default)]
     pub degraded_count: i32,
-    /// While nodes wait for a maintenance window: when the next one opens.
+    /// While nodes wait for a maintenance window or for a blackout
+    /// (`spec.rollout.blackouts`) to end: when new reboot slots may next be
+    /// handed out (the first instant inside a window and outside every
+    /// blackout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_maintenance_window: Option<Time>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -43,6 +43,11 @@ fn full_pool() -> Value {
                     "days": ["Monday"], "start": "02:00", "duration": "4h",
                     "timeZone": "Europe/Paris",
                 }],
+                "pausedUntil": "2027-01-04T08:00:00Z",
+                "blackouts": [{
+                    "start": "2026-12-20T00:00", "end": "2027-01-04T08:00",
+                    "timeZone": "Europe/Paris",
+                }],
             },
             "disruption": {"rebootPolicy": "AllowSoftReboot"},
             "pullSecretRef": {"name": "s", "namespace": "bootc-operator"},

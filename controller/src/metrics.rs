@@ -257,7 +257,7 @@ impl Metrics {
         );
         r.register(
             "pool_paused",
-            "1 while spec.rollout.paused",
+            "1 while spec.rollout.paused, or before spec.rollout.pausedUntil",
             self.pool_paused.clone(),
         );
         r.register(

@@ -21,7 +21,7 @@ use std::time::Duration;
 use api::labels::OPERATOR_NAMESPACE;
 use api::{BootcNode, BootcNodePool};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
@@ -281,13 +281,15 @@ fn strip_node(node: &mut Node) {
 }
 
 /// The Node annotations the cache keeps: our cordon and disruption marks,
-/// Karpenter's do-not-disrupt and our mark on it, and holds. The others are
+/// Karpenter's do-not-disrupt and our mark on it, our mark on the load
+/// balancers' exclusion label, and holds. The others are
 /// dropped to save memory.
 fn node_annotation_kept(key: &str) -> bool {
     key == api::labels::CORDONED_BY_ANNOTATION
         || key == api::labels::DISRUPTED_BY_ANNOTATION
         || key == api::labels::KARPENTER_DO_NOT_DISRUPT_ANNOTATION
         || key == api::labels::DO_NOT_DISRUPT_BY_ANNOTATION
+        || key == api::labels::LB_EXCLUDED_BY_ANNOTATION
         || key.starts_with(api::labels::HOLD_ANNOTATION_PREFIX)
 }
 
@@ -548,6 +550,7 @@ async fn run_controller(
     let (bn_store, bn_stream) = watches::bootc_nodes(&client, &synced, &changes);
     let (node_store, node_stream) = watches::nodes(&client, &synced, &changes);
     let (secret_store, secret_stream) = watches::secrets(&client, &options.namespace, &synced);
+    let (fleet_store, fleet_stream) = watches::fleet_switch(&client, &options.namespace, &synced);
     let (pool_store, pool_trigger) = watches::pools(&client, &synced);
     let pool_stream = watches::pool_changes(&client);
     let drain_done = watches::drain_done(trigger_rx);
@@ -557,6 +560,7 @@ async fn run_controller(
         nodes: node_store,
         bootc_nodes: bn_store.clone(),
         secrets: secret_store,
+        fleet: fleet_store,
     };
     let shared = Shared {
         drains: drains.clone(),
@@ -570,6 +574,7 @@ async fn run_controller(
     let _daemon_secrets = ctx.daemon_secrets.keep();
     tracing::info!("controller starting");
     let (p1, p2, p3) = (pool_store.clone(), pool_store.clone(), pool_store.clone());
+    let p4 = pool_store.clone();
     // No error reaches the controller (see `log_errors`); its own backoff of
     // the trigger streams is kept as short as the watchers' all the same.
     let running = Controller::for_stream(pool_trigger, pool_store)
@@ -584,6 +589,8 @@ async fn run_controller(
         .watches_stream(pool_stream, move |_: BootcNodePool| {
             watches::every_pool(&p3)
         })
+        // The fleet's switch concerns every pool.
+        .watches_stream(fleet_stream, move |_: Namespace| watches::every_pool(&p4))
         .reconcile_on(drain_done)
         .graceful_shutdown_on(either_cancelled(shutdown.clone(), lost.clone()))
         .run(reconcile, error_policy, ctx)

@@ -100,13 +100,41 @@ Examples:
         /// The pool.
         pool: String,
     },
-    /// Hand out reboot slots again (spec.rollout.paused: false).
+    /// Hand out reboot slots again (spec.rollout.paused: false); with
+    /// --all, turn the fleet's switch off (`stop --all`).
     #[command(after_help = "\
 Examples:
-  kubectl bootc resume workers")]
+  kubectl bootc resume workers
+  kubectl bootc resume --all")]
     Resume {
         /// The pool.
-        pool: String,
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        pool: Option<String>,
+        /// Every pool: remove the fleet's switch (bootc.dev/stop on the
+        /// operator's namespace). Pools paused one by one stay paused.
+        #[arg(long)]
+        all: bool,
+        /// The operator's namespace, which carries the fleet's switch.
+        #[arg(short = 'n', long, value_name = "NAMESPACE", default_value = api::labels::OPERATOR_NAMESPACE)]
+        namespace: String,
+    },
+    /// Stop every pool at once: no pool hands out a new reboot slot until
+    /// `resume --all` (the annotation bootc.dev/stop on the operator's
+    /// namespace). Nodes already in slots finish; staging goes on.
+    #[command(after_help = "\
+Examples:
+  kubectl bootc stop --all --reason \"incident 4521\"
+  kubectl bootc resume --all")]
+    Stop {
+        /// Every pool (required: one pool is `pause POOL`).
+        #[arg(long, required = true)]
+        all: bool,
+        /// Why, shown on every pool (default: who stopped it, when).
+        #[arg(long)]
+        reason: Option<String>,
+        /// The operator's namespace, which carries the fleet's switch.
+        #[arg(short = 'n', long, value_name = "NAMESPACE", default_value = api::labels::OPERATOR_NAMESPACE)]
+        namespace: String,
     },
     /// Resolve the pool's tag now, not at its next interval (the
     /// controller honours one request every 10 s).
@@ -305,7 +333,9 @@ mod tests {
             (&["--kubeconfig", "/k", "status", "w", "-o", "json"], flags(Some("/k"), None), status(Some("w"), json)),
             (&["status", "w", "--output=yaml", "--kubeconfig=/k", "--context=c"], flags(Some("/k"), Some("c")), status(Some("w"), Some(Format::Yaml))),
             (&["pause", "w", "--context", "c"], flags(None, Some("c")), Command::Pause { pool: "w".into() }),
-            (&["resume", "--kubeconfig", "/k", "w"], flags(Some("/k"), None), Command::Resume { pool: "w".into() }),
+            (&["resume", "--kubeconfig", "/k", "w"], flags(Some("/k"), None), Command::Resume { pool: Some("w".into()), all: false, namespace: api::labels::OPERATOR_NAMESPACE.into() }),
+            (&["resume", "--all"], flags(None, None), Command::Resume { pool: None, all: true, namespace: api::labels::OPERATOR_NAMESPACE.into() }),
+            (&["stop", "--all", "--reason", "incident", "-n", "ops"], flags(None, None), Command::Stop { all: true, reason: Some("incident".into()), namespace: "ops".into() }),
             (&["refresh", "w", "--context", "c"], flags(None, Some("c")), Command::Refresh { pool: "w".into() }),
             (&["retry", "n1", "--context", "c"], flags(None, Some("c")), Command::Retry { node: "n1".into() }),
             (&["why", "n1", "--kubeconfig", "/k", "--context", "c"], flags(Some("/k"), Some("c")), Command::Why { node: "n1".into() }),

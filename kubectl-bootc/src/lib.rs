@@ -137,10 +137,10 @@ pub fn target(pool: &BootcNodePool) -> Option<rollout::Target> {
     rollout::target::recorded(pool.status.as_ref()?)
 }
 
-/// The pool's maintenance windows at `now`, as the planner reads them
-/// (`rollout::window::at`).
+/// The pool's maintenance windows and blackouts at `now`, as the planner
+/// reads them (`rollout::window::of`).
 pub fn window(pool: &BootcNodePool, now: jiff::Timestamp) -> rollout::window::Window {
-    rollout::window::at(&pool.spec.rollout.maintenance_windows, now, &mut Vec::new())
+    rollout::window::of(&pool.spec.rollout, now, &mut Vec::new())
 }
 
 /// Does the member hold a reboot slot of `pool`, as the planner counts it

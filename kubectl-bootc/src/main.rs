@@ -47,7 +47,8 @@ async fn snapshot(client: &kube::Client) -> Result<Snapshot, Error> {
         .map_err(api_error("listing the pools' Events"))?
         .items;
     let pools = list(Api::<BootcNodePool>::all(client.clone()), "BootcNodePools").await?;
-    let (pods, namespaces) = blocking_pods(client, &pools).await?;
+    let (pods, mut namespaces) = blocking_pods(client, &pools).await?;
+    operator_namespace(client, &mut namespaces).await;
     Ok(Snapshot {
         pools,
         bootc_nodes: list(Api::<BootcNode>::all(client.clone()), "BootcNodes").await?,
@@ -56,6 +57,22 @@ async fn snapshot(client: &kube::Client) -> Result<Snapshot, Error> {
         pods,
         namespaces,
     })
+}
+
+/// Adds the operator's Namespace, which carries the fleet's switch, when
+/// not listed already. Best effort: a user who may not read it still gets
+/// every other answer.
+async fn operator_namespace(client: &kube::Client, namespaces: &mut Vec<Namespace>) {
+    let name = api::labels::OPERATOR_NAMESPACE;
+    if namespaces
+        .iter()
+        .any(|ns| ns.metadata.name.as_deref() == Some(name))
+    {
+        return;
+    }
+    if let Ok(Some(ns)) = Api::<Namespace>::all(client.clone()).get_opt(name).await {
+        namespaces.push(ns);
+    }
 }
 
 /// The pods the pools' `spec.disruption.blockingPods` and `spec.health.pods`
@@ -143,6 +160,32 @@ async fn set_paused(client: &kube::Client, pool: &str, paused: bool) -> Result<S
         }),
         Err(kube::Error::Api(s)) if s.code == 404 => Err(lookup::Missing::pool(pool).into()),
         Err(e) => Err(api_error(format!("patching pool {pool}"))(e)),
+    }
+}
+
+/// Turns the fleet's switch on (`why`) or off: the annotation
+/// [`api::labels::FLEET_STOP_ANNOTATION`] on the operator's Namespace.
+async fn set_fleet_stop(
+    client: &kube::Client,
+    namespace: &str,
+    why: Option<String>,
+) -> Result<String, Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let stopping = why.is_some();
+    let body = serde_json::json!({"metadata": {"annotations": {
+        api::labels::FLEET_STOP_ANNOTATION: why,
+    }}});
+    let params = PatchParams {
+        field_manager: Some(MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    match namespaces.patch(namespace, &params, &Patch::Merge(&body)).await {
+        Ok(_) if stopping => Ok("fleet stopped: no pool hands out a new reboot slot until `kubectl bootc resume --all` (nodes in slots finish; staging goes on)\n".to_owned()),
+        Ok(_) => Ok("fleet resumed: pools hand out reboot slots again (pools paused one by one stay paused)\n".to_owned()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::Refused(format!(
+            "namespace {namespace} not found: the fleet's switch lives on the operator's namespace (-n NAMESPACE)"
+        ))),
+        Err(e) => Err(api_error(format!("patching namespace {namespace}"))(e)),
     }
 }
 
@@ -280,7 +323,16 @@ async fn run(cli: Cli) -> Result<String, Error> {
             )
         }
         Command::Pause { pool } => set_paused(&client, &pool, true).await,
-        Command::Resume { pool } => set_paused(&client, &pool, false).await,
+        Command::Resume {
+            pool: Some(pool), ..
+        } => set_paused(&client, &pool, false).await,
+        Command::Resume { namespace, .. } => set_fleet_stop(&client, &namespace, None).await,
+        Command::Stop {
+            reason, namespace, ..
+        } => {
+            let why = reason.unwrap_or_else(|| format!("kubectl bootc stop --all at {now}"));
+            set_fleet_stop(&client, &namespace, Some(why)).await
+        }
         Command::Refresh { pool } => refresh(&client, &pool).await,
         Command::Retry { node } => retry(&client, &node).await,
         Command::History { pool, output } => {

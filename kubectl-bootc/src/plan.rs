@@ -65,7 +65,10 @@ fn start(snap: &Snapshot, pool: &BootcNodePool, namespace: &str, now: jiff::Time
             .cloned()
             .collect(),
         pull_secret: told_secret(snap, pool),
-        gates: gates(snap, pool),
+        gates: Gates {
+            fleet_stop: fleet_stop(snap, namespace),
+            ..gates(snap, pool)
+        },
         operator_namespace: namespace.to_owned(),
         now,
     }
@@ -148,6 +151,16 @@ fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
             .map(|()| found);
     }
     gates
+}
+
+/// The fleet's switch on the operator's namespace, as the controller reads
+/// it (its value, while on).
+pub fn fleet_stop(snap: &Snapshot, namespace: &str) -> Option<String> {
+    snap.namespaces
+        .iter()
+        .find(|ns| ns.name_any() == namespace)
+        .and_then(|ns| ns.annotations().get(api::labels::FLEET_STOP_ANNOTATION))
+        .cloned()
 }
 
 /// The alert gate as the controller last asked it: firing or unanswered

@@ -64,11 +64,19 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
             format!("{reason}: {message}"),
         ));
     }
-    if pool.spec.rollout.paused {
-        rows.push((
+    match rollout::pause::Pause::of(&pool.spec.rollout, now) {
+        rollout::pause::Pause::Paused => rows.push((
             "Paused",
             format!("yes: no new reboot slot until `kubectl bootc resume {name}`"),
-        ));
+        )),
+        rollout::pause::Pause::Until(at) => rows.push((
+            "Paused",
+            format!(
+                "until {at} (in {}, spec.rollout.pausedUntil): no new reboot slot before",
+                age(now, at)
+            ),
+        )),
+        rollout::pause::Pause::Running => {}
     }
     if let Some(windows) = windows(pool, now) {
         rows.push(("Windows", windows));
@@ -211,6 +219,17 @@ fn windows(pool: &BootcNodePool, now: jiff::Timestamp) -> Option<String> {
         ),
         Window::Closed { opens: None } => {
             "a window cannot be read: no new reboot slot (see Degraded)".to_owned()
+        }
+        Window::Blackout {
+            ends: Some(ends),
+            opens,
+        } => format!(
+            "in a blackout until {ends} (in {}): no new reboot slot{}; nodes stage meanwhile",
+            age(now, ends),
+            opens.map_or_else(String::new, |at| format!(", the next from {at}"))
+        ),
+        Window::Blackout { ends: None, .. } => {
+            "a blackout cannot be read: no new reboot slot (see Degraded)".to_owned()
         }
     })
 }

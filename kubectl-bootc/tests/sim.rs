@@ -4,7 +4,7 @@
 //! back on the old image (why, a refused and an accepted retry), and the
 //! history of the rollout; a plan previewed, then run; kubectl's flags
 //! (`--kubeconfig`, `--context`, `-o json`) and the exit status of a name
-//! that does not exist.
+//! that does not exist; the fleet's switch (`stop --all`, `resume --all`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -359,6 +359,54 @@ fn by_flags(sim: &Sim, image: &str, waves: &[Vec<String>]) {
         assert_eq!((code, stdout.as_str()), (1, ""), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
+}
+
+/// `kubectl bootc stop --all` holds every pool's new slots at once (the
+/// pool says so, and `why` names the switch); `resume --all` lets it go on
+/// at once. With an hour between two tag resolutions and the nodes staged,
+/// only the watch of the switch brings the controller back to the pool.
+#[tokio::test]
+async fn stop_all_holds_new_slots_and_resume_all_lets_them_go() {
+    require_root!();
+    let options = SimOptions {
+        tag_interval: Duration::from_secs(3600),
+        ..SimOptions::default()
+    };
+    let mut sim = Sim::start(options).await.unwrap();
+    let names = rolled_out_v1(&mut sim).await;
+    let before: Vec<usize> =
+        futures::future::join_all(names.iter().map(|n| reboots(&sim, n))).await;
+    let out = ok(&sim, &["stop", "--all", "--reason", "incident 4521"]);
+    assert!(out.starts_with("fleet stopped"), "{out}");
+    let v2 = sim.push_version("2.0").await.unwrap();
+    ok(&sim, &["refresh", POOL]);
+    for name in &names {
+        wait_bn(&sim, name, "staged", |b| {
+            phase(b) == Some(api::DaemonPhase::Staged)
+        })
+        .await;
+    }
+    wait_pool(&sim, "stopped", |p| {
+        pool_reason(p, ConditionType::UpToDate).as_deref() == Some(Reason::FleetStopped.as_str())
+    })
+    .await;
+    let why = ok(&sim, &["why", &names[0]]);
+    assert!(
+        why.starts_with("the fleet is stopped (bootc.dev/stop: incident 4521)"),
+        "{why}"
+    );
+    let after: Vec<usize> = futures::future::join_all(names.iter().map(|n| reboots(&sim, n))).await;
+    assert_eq!(before, after, "a node rebooted while the fleet was stopped");
+
+    let out = ok(&sim, &["resume", "--all"]);
+    assert!(out.starts_with("fleet resumed"), "{out}");
+    wait_pool(&sim, "v2 everywhere", |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.deployed_digest.as_deref() == Some(v2.as_str())
+                && api::conditions::is_true(&s.conditions, ConditionType::Ready)
+        })
+    })
+    .await;
 }
 
 /// `kubectl bootc refresh POOL` resolves the tag at once: with an hour

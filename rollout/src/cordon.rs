@@ -13,7 +13,11 @@
 //! for all three: `lifts`). Karpenter's `karpenter.sh/do-not-disrupt`
 //! follows the disruption record in the same patches: set with it (with the
 //! pool's mark `bootc.dev/do-not-disrupt-by`) unless someone else had set
-//! it, removed with it only when the mark says it is ours. Every
+//! it, removed with it only when the mark says it is ours. The label
+//! `node.kubernetes.io/exclude-from-external-load-balancers` does the same
+//! (its mark `bootc.dev/lb-excluded-by`): the load balancers stop sending
+//! to the node in the cordon's write, before its drain, and a label an
+//! admin had set stays as it was. Every
 //! [`NodePatch`] field is decided here: the actuator writes each one as it
 //! is.
 
@@ -29,7 +33,9 @@ use crate::facts::{Entry, Rollout};
 use crate::membership::owner_pool;
 use crate::model::{NodePatch, Write};
 use crate::view::View;
-use api::node_health::{do_not_disrupt_by, is_cordoned, karpenter_do_not_disrupt};
+use api::node_health::{
+    do_not_disrupt_by, excluded_from_lbs, is_cordoned, karpenter_do_not_disrupt, lb_excluded_by,
+};
 
 impl NodePatch {
     /// Lift a cordon of ours: the node is back (the mark and the
@@ -40,6 +46,7 @@ impl NodePatch {
         mark: Some(false),
         disrupted: Some(false),
         do_not_disrupt: None,
+        exclude_lb: None,
     };
     /// Cordon for a reboot slot, marked as ours, with the disruption record.
     pub const SLOT_CORDON: NodePatch = NodePatch {
@@ -48,6 +55,7 @@ impl NodePatch {
         mark: Some(true),
         disrupted: Some(true),
         do_not_disrupt: None,
+        exclude_lb: None,
     };
     /// The disruption record alone: on a node an admin had cordoned (its
     /// slot starts), or off it (back, and the cordon stays the admin's).
@@ -58,19 +66,25 @@ impl NodePatch {
             mark: None,
             disrupted: Some(disrupted),
             do_not_disrupt: None,
+            exclude_lb: None,
         }
     }
 
-    /// Karpenter's `do-not-disrupt` follows the disruption record: set with
-    /// it unless someone else already set it, removed with it when ours.
+    /// Karpenter's `do-not-disrupt` and the load balancers' exclusion
+    /// label follow the disruption record: each set with it unless someone
+    /// else already set it, removed with it when ours (its mark says so).
     #[must_use]
     pub fn with_karpenter(mut self, node: &Node, pool: &str) -> NodePatch {
         match self.disrupted {
-            Some(true) if !karpenter_do_not_disrupt(node) => self.do_not_disrupt = Some(true),
-            Some(false) if do_not_disrupt_by(node) == Some(pool) => {
-                self.do_not_disrupt = Some(false);
+            Some(true) => {
+                self.do_not_disrupt = (!karpenter_do_not_disrupt(node)).then_some(true);
+                self.exclude_lb = (!excluded_from_lbs(node)).then_some(true);
             }
-            _ => {}
+            Some(false) => {
+                self.do_not_disrupt = (do_not_disrupt_by(node) == Some(pool)).then_some(false);
+                self.exclude_lb = (lb_excluded_by(node) == Some(pool)).then_some(false);
+            }
+            None => {}
         }
         self
     }
@@ -151,6 +165,9 @@ pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
     if ours(|n, p| do_not_disrupt_by(n) == Some(p)) {
         patch.do_not_disrupt = Some(false);
     }
+    if ours(|n, p| lb_excluded_by(n) == Some(p)) {
+        patch.exclude_lb = Some(false);
+    }
     patch
 }
 
@@ -221,6 +238,7 @@ mod tests {
     fn entering_and_releasing_a_slot() {
         let set = |p: NodePatch| NodePatch {
             do_not_disrupt: Some(true),
+            exclude_lb: Some(true),
             ..p
         };
         let (cordon, record) = (
@@ -232,7 +250,7 @@ mod tests {
         let keep_rows = [
             ("uncordoned: cordon, mark, record, Karpenter's", n(false, false, false), cordon),
             ("an admin's cordon: the record alone, Karpenter's", n(true, false, false), record),
-            ("Karpenter's set by someone else: left alone", karpenter(n(false, false, false), false), Some(NodePatch::SLOT_CORDON)),
+            ("Karpenter's set by someone else: left alone", karpenter(n(false, false, false), false), Some(NodePatch { exclude_lb: Some(true), ..NodePatch::SLOT_CORDON })),
             ("already ours", n(true, true, true), None),
         ];
         for (what, node, want) in keep_rows {

@@ -17,6 +17,7 @@ use crate::gates::Gate;
 use crate::groups::Groups;
 use crate::model::Write;
 use crate::owned::Owned;
+use crate::pause::Pause;
 use crate::staging;
 use crate::state::NodeState;
 use crate::stuck::{self, Stuck};
@@ -186,13 +187,16 @@ pub(crate) struct Rollout<'a> {
     pub waiting_for_budget: Option<String>,
     /// The disruption budget as the verdicts leave it.
     pub budget: Budget,
-    pub paused: bool,
-    /// The maintenance windows now: outside them no new slot is handed out.
+    /// `spec.rollout.paused` or `pausedUntil`, now.
+    pub pause: Pause,
+    /// The maintenance windows and blackouts now: outside them no new slot is handed out.
     pub window: Window,
     /// The pools of `spec.rollout.dependsOn` this pool waits for.
     pub dependencies: Waiting,
     /// The alert gate, or a gate that could not be asked.
     pub gate: Gate,
+    /// The fleet's switch, while set (who and why): no new slot.
+    pub fleet_stop: Option<String>,
     /// The node groups of `spec.rollout.order`; None when one cannot be
     /// read (no new slot then).
     pub groups: Option<Groups>,
@@ -228,13 +232,14 @@ impl Rollout<'_> {
     /// May new reboot slots be handed out now? Not while the pool is
     /// paused or halted, nor with every slot held, nor outside the
     /// maintenance windows, nor while it waits for the pools it depends on,
-    /// cannot read its node order or a gate holds it.
+    /// cannot read its node order, a gate holds it or the fleet is stopped.
     pub fn hands_out(&self) -> bool {
         self.slots_free()
             && self.window.allows_new_slots()
             && self.dependencies.is_met()
             && self.groups.is_some()
             && self.gate.is_open()
+            && self.fleet_stop.is_none()
             && self.target_failed.is_none()
             && self.batch.room != Some(0)
     }
@@ -242,7 +247,7 @@ impl Rollout<'_> {
     /// Are slots free for the rollout, whenever a window lets them be
     /// handed out?
     fn slots_free(&self) -> bool {
-        !self.paused && !self.halted && !self.budget.full()
+        !self.pause.holds() && !self.halted && !self.budget.full()
     }
 
     /// The free slots a new slot for `name` could come from: the slot

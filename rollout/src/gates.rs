@@ -47,6 +47,9 @@ pub struct Gates {
     /// ([`daemon_pod_problems`]); asked only while a member's daemon is
     /// silent. Err: why they could not be listed (nothing is concluded).
     pub daemon_pods: Result<BTreeMap<String, String>, String>,
+    /// The fleet's switch: the value of `bootc.dev/stop` on the operator's
+    /// Namespace, while set (who and why). No pool hands out a new slot.
+    pub fleet_stop: Option<String>,
 }
 
 impl Default for Gates {
@@ -56,6 +59,7 @@ impl Default for Gates {
             alerts: Ok(Vec::new()),
             health_pods: Ok(BTreeMap::new()),
             daemon_pods: Ok(BTreeMap::new()),
+            fleet_stop: None,
         }
     }
 }

@@ -26,13 +26,15 @@ pub fn kstatus_conditions(
     degraded: &ConditionUpdate,
 ) -> [ConditionUpdate; 3] {
     let stalled = degraded.status;
-    // Waiting for a maintenance window, for other pools or for a gate is
-    // part of the rollout; a pause is not.
+    // Waiting for a maintenance window (or a blackout's end), for other
+    // pools or for a gate is part of the rollout; a pause (until resumed,
+    // until an instant, or the fleet's switch) is not.
     let reconciling = !stalled
         && !up_to_date.status
         && [
             Reason::RolloutInProgress,
             Reason::OutsideMaintenanceWindow,
+            Reason::Blackout,
             Reason::WaitingForDependencies,
             Reason::AlertFiring,
             Reason::GateUnanswered,
@@ -85,6 +87,9 @@ mod tests {
                 (false, true, false),
             ),
             ((false, Reason::Paused), None, (false, false, false)),
+            ((false, Reason::PausedUntil), None, (false, false, false)),
+            ((false, Reason::FleetStopped), None, (false, false, false)),
+            ((false, Reason::Blackout), None, (false, true, false)),
             (
                 (false, Reason::RolloutInProgress),
                 Some(Reason::RolloutHalted),

@@ -77,6 +77,7 @@ pub mod model;
 pub mod order;
 pub mod os_guard;
 mod owned;
+pub mod pause;
 mod pipeline;
 pub mod preview;
 pub mod proving;

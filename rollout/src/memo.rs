@@ -31,6 +31,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::facts::Claim;
 use crate::facts::NodeVerdict;
 use crate::model::{DrainPhase, Target};
+use crate::pause::Pause;
 use crate::pull_secret::Secret;
 use crate::view::{Versions, View};
 use crate::{staging, stuck};
@@ -47,6 +48,8 @@ pub(crate) struct PoolFacts {
     /// Other pools: name, selector, being deleted.
     others: Vec<(String, LabelSelector, bool)>,
     deadlines: stuck::Deadlines,
+    /// The pause now: `pausedUntil` ends it with the spec unchanged.
+    pause: Pause,
 }
 
 impl PoolFacts {
@@ -70,6 +73,7 @@ impl PoolFacts {
                 })
                 .collect(),
             deadlines: view.input.deadlines,
+            pause: view.pause,
         }
     }
 }

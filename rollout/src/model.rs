@@ -126,6 +126,10 @@ pub struct NodePatch {
     /// pool's mark on it (`bootc.dev/do-not-disrupt-by`); Some(false):
     /// remove both.
     pub do_not_disrupt: Option<bool>,
+    /// Some(true): set `node.kubernetes.io/exclude-from-external-load-balancers`
+    /// with the pool's mark (`bootc.dev/lb-excluded-by`); Some(false):
+    /// remove both.
+    pub exclude_lb: Option<bool>,
 }
 
 /// One of Kubernetes' Node lifecycle conditions, as a write sets it (its

@@ -34,8 +34,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     let members = membership::of(&view, memo, &mut problems);
     let leavers = leaving::leavers(&view, &members);
     let limits = budget::limits(&view.pool.spec.rollout, members.names.len(), &mut problems);
-    let windows = &view.pool.spec.rollout.maintenance_windows;
-    let window = window::at(windows, input.now, &mut problems);
+    let window = window::of(&view.pool.spec.rollout, input.now, &mut problems);
     let dependencies = depends::check(view.pool, &input.other_pools, &mut problems);
     let groups = groups::Groups::of_pool(&view.pool.spec.rollout.order, &mut problems);
     let rollout = match &target {
@@ -46,6 +45,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
             rollout.dependencies = dependencies;
             rollout.groups = groups;
             rollout.gate = gates::Gate::of(&input.gates);
+            rollout.fleet_stop = input.gates.fleet_stop.clone();
             rollout.batch = verdict::batching(&view, target, &rollout, &mut problems);
             spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);

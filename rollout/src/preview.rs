@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use api::labels::{
     CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, DO_NOT_DISRUPT_BY_ANNOTATION,
-    KARPENTER_DO_NOT_DISRUPT_ANNOTATION, MANAGED_LABEL,
+    EXCLUDE_FROM_LBS_LABEL, KARPENTER_DO_NOT_DISRUPT_ANNOTATION, LB_EXCLUDED_BY_ANNOTATION,
+    MANAGED_LABEL,
 };
 use api::{
     BootEntryStatus, BootcNode, BootcNodePool, BootcNodeStatus, ConditionType, DaemonPhase,
@@ -221,6 +222,14 @@ fn patch_node(node: &mut Node, patch: &NodePatch, pool: &str) {
             on.then(|| "true".to_owned()),
         );
         set(annotations, DO_NOT_DISRUPT_BY_ANNOTATION, ours(on));
+    }
+    if let Some(on) = patch.exclude_lb {
+        set(annotations, LB_EXCLUDED_BY_ANNOTATION, ours(on));
+        set(
+            node.labels_mut(),
+            EXCLUDE_FROM_LBS_LABEL,
+            on.then(String::new),
+        );
     }
 }
 

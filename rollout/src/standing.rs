@@ -14,9 +14,10 @@
 //! staging bounds); its daemon's pod unable to run, or its daemon behind;
 //! still staging; Degraded; not staged; then, staged, the holds that are its own
 //! (skipped after a failed drain, a hold annotation, a blocking pod, unfit
-//! for a slot: NotReady, no Node, being deleted), then the pool's (paused,
-//! halted, the pools it depends on, the node order, the canary step, the
-//! gates, the maintenance windows, `maxUnavailable` 0, the pool's own
+//! for a slot: NotReady, no Node, being deleted), then the fleet's switch,
+//! then the pool's (paused until resumed, paused until an instant, halted, the pools it depends on,
+//! the node order, the canary step, the gates, a blackout, the maintenance
+//! windows, `maxUnavailable` 0, the pool's own
 //! unavailable nodes, every slot held). In a slot: failed its health gate,
 //! proving it, back on the target, its daemon of a contract not driven
 //! (unless approved already), approved (applying, rebooting, or its
@@ -35,6 +36,7 @@ use crate::disruption::Unavailable;
 use crate::facts::{Entry, NodeVerdict, Rollout};
 use crate::gates::{Gate, Gates};
 use crate::model::Target;
+use crate::pause::Pause;
 use crate::state::NodeState;
 use crate::window::Window;
 
@@ -104,7 +106,13 @@ pub enum Standing {
     },
     /// Staged, but no candidate for a slot.
     Unfit(Unfit),
+    /// The fleet's switch is on (`kubectl bootc stop --all`).
+    FleetStopped,
     Paused,
+    /// `spec.rollout.pausedUntil`: paused until this instant.
+    PausedUntil {
+        until: Timestamp,
+    },
     /// Too many nodes in slots are unhealthy (`maxUnhealthy`).
     Halted,
     /// The pools of `spec.rollout.dependsOn` are not up to date.
@@ -120,6 +128,9 @@ pub enum Standing {
     /// A gate holds (alerts fire, or a gate could not be asked).
     Gated,
     OutsideWindow,
+    /// A blackout of `spec.rollout.blackouts` holds new slots (even inside
+    /// a window).
+    Blackout,
     /// `maxUnavailable` is 0.
     NoSlots,
     /// The pool's own unavailable nodes use the budget up.
@@ -201,6 +212,10 @@ pub struct Pool {
     pub batch: Option<String>,
     pub gate: Gate,
     pub window: Window,
+    /// The pool's pause now.
+    pub pause: Pause,
+    /// The fleet's switch, while on (who and why).
+    pub fleet_stop: Option<String>,
     /// `maxUnavailable` as the pool spells it, and the slots it gives.
     pub max_unavailable: String,
     pub slots: usize,
@@ -252,7 +267,9 @@ impl Standing {
             Standing::Held { .. } => StandingKind::Held,
             Standing::BlockingPod { .. } => StandingKind::BlockingPod,
             Standing::Unfit(_) => StandingKind::Unfit,
+            Standing::FleetStopped => StandingKind::FleetStopped,
             Standing::Paused => StandingKind::Paused,
+            Standing::PausedUntil { .. } => StandingKind::PausedUntil,
             Standing::Halted => StandingKind::Halted,
             Standing::WaitingForDependencies => StandingKind::WaitingForDependencies,
             Standing::OrderUnreadable => StandingKind::OrderUnreadable,
@@ -260,6 +277,7 @@ impl Standing {
             Standing::CanaryStep => StandingKind::CanaryStep,
             Standing::Gated => StandingKind::Gated,
             Standing::OutsideWindow => StandingKind::OutsideWindow,
+            Standing::Blackout => StandingKind::Blackout,
             Standing::NoSlots => StandingKind::NoSlots,
             Standing::WaitingForBudget => StandingKind::WaitingForBudget,
             Standing::WaitingForSlot => StandingKind::WaitingForSlot,
@@ -450,7 +468,11 @@ fn unfit(node: Option<&Node>) -> Option<Unfit> {
 /// What of the pool holds a candidate back from a slot.
 fn pool_hold(facts: &PoolFacts<'_>, name: &str) -> Standing {
     let rollout = facts.rollout;
-    if rollout.paused {
+    if rollout.fleet_stop.is_some() {
+        Standing::FleetStopped
+    } else if let Some(until) = rollout.pause.ends() {
+        Standing::PausedUntil { until }
+    } else if rollout.pause.holds() {
         Standing::Paused
     } else if rollout.halted {
         Standing::Halted
@@ -464,6 +486,8 @@ fn pool_hold(facts: &PoolFacts<'_>, name: &str) -> Standing {
         Standing::CanaryStep
     } else if !rollout.gate.is_open() {
         Standing::Gated
+    } else if let Window::Blackout { .. } = rollout.window {
+        Standing::Blackout
     } else if !rollout.window.allows_new_slots() {
         Standing::OutsideWindow
     } else if facts.pool.slots == 0 {
@@ -627,10 +651,16 @@ impl Standing {
             ),
             Standing::Draining { blocked, failed } => draining(blocked, failed),
             Standing::StagingInSlot => format!("in a reboot slot, still staging the target{since}"),
-            Standing::HeldByPause => format!(
-                "held by the pause: in a reboot slot (cordoned), not approved to boot until `kubectl bootc resume {}`",
-                pool.name
-            ),
+            Standing::HeldByPause => match pool.pause.ends() {
+                Some(at) => format!(
+                    "held by the pause: in a reboot slot (cordoned), not approved to boot until {at} (spec.rollout.pausedUntil), in {}",
+                    age(about.now, at)
+                ),
+                None => format!(
+                    "held by the pause: in a reboot slot (cordoned), not approved to boot until `kubectl bootc resume {}`",
+                    pool.name
+                ),
+            },
             Standing::Approved => format!(
                 "approved to boot, waiting for its daemon to apply (phase {}{since})",
                 about.phase()
@@ -651,6 +681,11 @@ impl Standing {
                 "the pool is paused (spec.rollout.paused): staged, but no new reboot slot is handed out until `kubectl bootc resume {}`",
                 pool.name
             ),
+            Standing::FleetStopped => fleet_stopped(pool),
+            Standing::PausedUntil { until } => format!(
+                "the pool is paused until {until} (spec.rollout.pausedUntil), in {}: staged, but no new reboot slot is handed out before; then the rollout goes on by itself",
+                age(about.now, *until)
+            ),
             Standing::Halted => format!(
                 "the rollout is halted: {} nodes in reboot slots are unhealthy (Degraded or not Ready): {}",
                 pool.unhealthy_in_slots.len(),
@@ -664,6 +699,7 @@ impl Standing {
             | Standing::CanaryStep
             | Standing::Gated
             | Standing::OutsideWindow
+            | Standing::Blackout
             | Standing::NoSlots
             | Standing::WaitingForBudget
             | Standing::WaitingForSlot => {
@@ -697,6 +733,7 @@ fn held_by(standing: &Standing, pool: &Pool, now: Timestamp) -> String {
         ),
         Standing::Gated => format!("held by the pool's gate: {}", pool.gate.message()),
         Standing::OutsideWindow => outside_window(pool.window, now),
+        Standing::Blackout => blackout(pool.window, now),
         Standing::NoSlots => {
             "maxUnavailable is 0: members stage, none is given a reboot slot".to_owned()
         }
@@ -784,6 +821,33 @@ fn turn(pool: &Pool, group: usize) -> String {
         ),
         None => format!("waiting for its turn: it is in {}", name(group)),
     }
+}
+
+fn fleet_stopped(pool: &Pool) -> String {
+    format!(
+        "the fleet is stopped ({}: {}): staged, but no pool hands out a new reboot slot until `kubectl bootc resume --all`",
+        api::labels::FLEET_STOP_ANNOTATION,
+        pool.fleet_stop.as_deref().unwrap_or_default()
+    )
+}
+
+fn blackout(window: Window, now: Timestamp) -> String {
+    let next = match window {
+        Window::Blackout {
+            ends: Some(ends),
+            opens,
+        } => {
+            let from = opens.map_or_else(
+                || "no window opens after it".to_owned(),
+                |at| format!("new slots from {at}, in {}", age(now, at)),
+            );
+            format!("it ends at {ends}, in {}; {from}", age(now, ends))
+        }
+        _ => "a blackout cannot be read (see the pool's Degraded)".to_owned(),
+    };
+    format!(
+        "in a blackout of the pool (spec.rollout.blackouts): staged, but no new reboot slot until it ends; {next}"
+    )
 }
 
 fn outside_window(window: Window, now: Timestamp) -> String {

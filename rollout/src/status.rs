@@ -31,6 +31,7 @@ use crate::leaving::Leavers;
 use crate::membership::Membership;
 use crate::model::{PlannedEvent, Problem, Target, event_reasons};
 use crate::order::Writes;
+use crate::pause::Pause;
 use crate::standing::{self, Standing, Standings};
 use crate::state::{NodeState, runs_target};
 use crate::stuck::Stuck;
@@ -133,7 +134,7 @@ pub(crate) fn report(
         slots,
     } = facts;
     let current = &view.current;
-    let paused = view.pool.spec.rollout.paused;
+    let paused = view.pause.holds();
     let verdicts = &rollout.verdicts;
     let mut events = leavers.events;
     problems.extend(lone_witnesses(view, target, &rollout));
@@ -168,7 +169,8 @@ pub(crate) fn report(
     let up_to_date = up_to_date(
         done,
         Holding {
-            paused,
+            fleet_stop: rollout.fleet_stop.as_deref(),
+            pause: view.pause,
             dependencies: &rollout.dependencies,
             window: rollout.window,
             gate: &rollout.gate,
@@ -190,10 +192,8 @@ pub(crate) fn report(
     );
     keep_records(view, (target, total, counts.updated), &rollout, &mut status);
     let waiting_for_window = !done && !paused;
-    status.next_maintenance_window = match rollout.window {
-        Window::Closed { opens: Some(at) } if waiting_for_window => Some(Time(at)),
-        _ => None,
-    };
+    let opens = rollout.window.opens().map(Time);
+    status.next_maintenance_window = opens.filter(|_| waiting_for_window);
     if let Some(t) = target {
         events.extend(milestones(current, t, total, counts.updated, slots, paused));
     }
@@ -256,6 +256,8 @@ fn decide(
         batch: rollout.batch.message(),
         gate: rollout.gate.clone(),
         window: rollout.window,
+        pause: view.pause,
+        fleet_stop: rollout.fleet_stop.clone(),
         max_unavailable: max_unavailable_text(&spec.max_unavailable),
         slots,
         holders: rollout
@@ -350,9 +352,9 @@ fn keep_records(
 }
 
 /// When to plan the pool again without an event: the members' own
-/// instants and, while members are behind the target (not paused), the
-/// maintenance window's next change and the gates' next question while
-/// one holds them.
+/// instants, the end of a `pausedUntil` and, while members are behind the
+/// target (not paused), the next change of the maintenance windows or
+/// blackouts and the gates' next question while one holds them.
 fn look_again(
     view: &View<'_>,
     rollout: &Rollout<'_>,
@@ -364,7 +366,12 @@ fn look_again(
     for v in rollout.verdicts.values() {
         requeue(&mut requeue_after, v.requeue_at(now));
     }
-    if behind && let Some(at) = rollout.window.changes_at() {
+    // `pausedUntil` ends by itself: the pool goes on with no write.
+    let instants = [
+        view.pause.ends(),
+        rollout.window.changes_at().filter(|_| behind),
+    ];
+    for at in instants.into_iter().flatten() {
         requeue(
             &mut requeue_after,
             Some(at.duration_since(now).unsigned_abs()),
@@ -516,7 +523,9 @@ fn report_failure(
 
 /// What holds new slots back, for the UpToDate condition.
 struct Holding<'a> {
-    paused: bool,
+    /// The fleet's switch, while on (who and why).
+    fleet_stop: Option<&'a str>,
+    pause: Pause,
     dependencies: &'a Waiting,
     window: Window,
     gate: &'a Gate,
@@ -533,17 +542,35 @@ struct Holding<'a> {
 fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionUpdate {
     if done {
         ConditionUpdate::new(ConditionType::UpToDate, true, Reason::AllUpdated, breakdown)
-    } else if holding.paused {
+    } else if let Some(why) = holding.fleet_stop {
+        ConditionUpdate::new(
+            ConditionType::UpToDate,
+            false,
+            Reason::FleetStopped,
+            format!(
+                "{breakdown}; the fleet is stopped ({}: {why}), no new reboot slot until `kubectl bootc resume --all`{}",
+                api::labels::FLEET_STOP_ANNOTATION,
+                finishing(holding.slotted)
+            ),
+        )
+    } else if holding.pause.holds() {
         // A pause holds the slots it finds: say which nodes stay cordoned.
+        let (reason, until) = match holding.pause.ends() {
+            Some(at) => (Reason::PausedUntil, format!("until {at}")),
+            None => (Reason::Paused, "until resumed".to_owned()),
+        };
         let message = if holding.held_by_pause.is_empty() {
-            breakdown
+            match holding.pause.ends() {
+                Some(at) => format!("{breakdown}; paused until {at} (spec.rollout.pausedUntil)"),
+                None => breakdown,
+            }
         } else {
             format!(
-                "{breakdown}; held cordoned in reboot slots until resumed: {}",
+                "{breakdown}; held cordoned in reboot slots {until}: {}",
                 holding.held_by_pause.join(", ")
             )
         };
-        ConditionUpdate::new(ConditionType::UpToDate, false, Reason::Paused, message)
+        ConditionUpdate::new(ConditionType::UpToDate, false, reason, message)
     } else if !holding.dependencies.is_met() {
         ConditionUpdate::new(
             ConditionType::UpToDate,
@@ -551,22 +578,33 @@ fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionU
             Reason::WaitingForDependencies,
             format!("{breakdown}; {}", holding.dependencies.message()),
         )
+    } else if let Window::Blackout { ends, opens } = holding.window {
+        let next = match (ends, opens) {
+            (Some(ends), Some(opens)) => format!("it ends at {ends}, new slots from {opens}"),
+            (Some(ends), None) => format!("it ends at {ends}"),
+            (None, _) => "a blackout cannot be read (see Degraded)".to_owned(),
+        };
+        ConditionUpdate::new(
+            ConditionType::UpToDate,
+            false,
+            Reason::Blackout,
+            format!(
+                "{breakdown}; in a blackout (spec.rollout.blackouts), no new reboot slot: {next}{}",
+                finishing(holding.slotted)
+            ),
+        )
     } else if let Window::Closed { opens } = holding.window {
         let next = match opens {
             Some(at) => format!("the next opens at {at}"),
             None => "a window cannot be read (see Degraded)".to_owned(),
-        };
-        let finishing = if holding.slotted {
-            "; the nodes in reboot slots finish"
-        } else {
-            ""
         };
         ConditionUpdate::new(
             ConditionType::UpToDate,
             false,
             Reason::OutsideMaintenanceWindow,
             format!(
-                "{breakdown}; outside the maintenance windows, no new reboot slot: {next}{finishing}"
+                "{breakdown}; outside the maintenance windows, no new reboot slot: {next}{}",
+                finishing(holding.slotted)
             ),
         )
     } else if !holding.gate.is_open() {
@@ -583,6 +621,15 @@ fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionU
             Reason::RolloutInProgress,
             breakdown,
         )
+    }
+}
+
+/// What a closed window or a blackout says of the nodes in slots.
+fn finishing(slotted: bool) -> &'static str {
+    if slotted {
+        "; the nodes in reboot slots finish"
+    } else {
+        ""
     }
 }
 

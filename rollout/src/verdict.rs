@@ -73,12 +73,12 @@ pub(crate) fn verdicts<'m>(
         target,
         secret,
         conflicts: &members.conflicts,
-        paused: view.pool.spec.rollout.paused,
+        paused: view.pause.holds(),
         target_failed: proving::fails_for_pool(view.pool, target, marked.len()),
     };
     let mut out = Rollout {
         budget: Budget::new(limits.slots),
-        paused: pool.paused,
+        pause: view.pause,
         ..Rollout::default()
     };
     for name in &leavers.not_back {

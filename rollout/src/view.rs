@@ -18,6 +18,7 @@ use kube_core::Resource;
 use kube_core::ResourceExt;
 
 use crate::model::PlanInput;
+use crate::pause::Pause;
 
 pub(crate) struct View<'a> {
     pub input: &'a PlanInput<'a>,
@@ -27,6 +28,8 @@ pub(crate) struct View<'a> {
     pub rows: Vec<(&'a str, Row<'a>)>,
     /// The pool's status as stored (empty for a new pool).
     pub current: BootcNodePoolStatus,
+    /// The pool's pause now ([`Pause::of`]): every step reads this one.
+    pub pause: Pause,
 }
 
 /// One name's Node and BootcNode, and their versions (see [`super::memo`]),
@@ -47,6 +50,7 @@ impl<'a> View<'a> {
             pool_name: input.pool.name_any(),
             rows,
             current: input.pool.status.clone().unwrap_or_default(),
+            pause: Pause::of(&input.pool.spec.rollout, input.now),
         }
     }
 }

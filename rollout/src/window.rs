@@ -18,10 +18,17 @@
 //!   holds new slots (fail closed) and is reported as `InvalidSpec`, naming
 //!   the field and the value.
 //!
+//! Blackouts (`spec.rollout.blackouts`, a change freeze) take time out of
+//! the windows: from a blackout's start (a wall-clock date and time in its
+//! zone, UTC when unset) to its end no new slot is handed out, even inside
+//! a window. The next opening a closed window or a blackout reports is the
+//! first instant inside a window and outside every blackout; a blackout
+//! that cannot be read holds new slots (fail closed, `InvalidSpec`).
+//!
 //! Time zones come from the database built into the binary (jiff's bundled
 //! tzdb), never from the host's files: the image has none.
 
-use api::{MaintenanceWindow, Reason, Weekday};
+use api::{Blackout, MaintenanceWindow, Reason, RolloutSpec, Weekday};
 use jiff::civil::{self, Date, DateTime, Time};
 use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::{SignedDuration, Timestamp, ToSpan};
@@ -42,12 +49,28 @@ pub enum Window {
     /// Outside every window. The next one opens at this instant; None when
     /// a window cannot be read.
     Closed { opens: Option<Timestamp> },
+    /// Inside a blackout, which ends at `ends` (None: a blackout cannot be
+    /// read); new slots may be handed out again at `opens` (the windows
+    /// counted).
+    Blackout {
+        ends: Option<Timestamp>,
+        opens: Option<Timestamp>,
+    },
 }
 
 impl Window {
     /// May a new reboot slot be handed out?
     pub fn allows_new_slots(self) -> bool {
-        !matches!(self, Window::Closed { .. })
+        !matches!(self, Window::Closed { .. } | Window::Blackout { .. })
+    }
+
+    /// When new slots may be handed out next, while they may not (None:
+    /// they may now, or nobody knows).
+    pub fn opens(self) -> Option<Timestamp> {
+        match self {
+            Window::Always | Window::Open { .. } => None,
+            Window::Closed { opens } | Window::Blackout { opens, .. } => opens,
+        }
     }
 
     /// When this answer changes next (the pool is looked at again then).
@@ -56,6 +79,7 @@ impl Window {
             Window::Always => None,
             Window::Open { closes } => Some(closes),
             Window::Closed { opens } => opens,
+            Window::Blackout { ends, .. } => ends,
         }
     }
 }
@@ -85,6 +109,131 @@ pub fn at(windows: &[MaintenanceWindow], now: Timestamp, problems: &mut Vec<Prob
     }
 }
 
+/// The pool's windows less its blackouts, at `now`: a blackout holds new
+/// slots inside a window, and an opening that falls in a blackout moves to
+/// its end. A window or blackout that cannot be read is a problem and holds
+/// new slots.
+pub fn of(rollout: &RolloutSpec, now: Timestamp, problems: &mut Vec<Problem>) -> Window {
+    let windows = &rollout.maintenance_windows;
+    let window = at(windows, now, problems);
+    if rollout.blackouts.is_empty() {
+        return window;
+    }
+    let blackouts = match read_blackouts(&rollout.blackouts) {
+        Ok(spans) => spans,
+        Err(e) => {
+            problems.push((Reason::InvalidSpec, e));
+            return Window::Blackout {
+                ends: None,
+                opens: None,
+            };
+        }
+    };
+    if let Some(end) = inside(&blackouts, now) {
+        return Window::Blackout {
+            ends: Some(end),
+            opens: next_opening(windows, &blackouts, end),
+        };
+    }
+    let next_blackout = blackouts.iter().map(|(s, _)| *s).find(|s| *s > now);
+    match (window, next_blackout) {
+        (Window::Always, Some(starts)) => Window::Open { closes: starts },
+        (Window::Open { closes }, Some(starts)) => Window::Open {
+            closes: closes.min(starts),
+        },
+        (Window::Closed { opens: Some(at) }, _) => Window::Closed {
+            opens: next_opening(windows, &blackouts, at),
+        },
+        (window, _) => window,
+    }
+}
+
+/// The end of the blackout `t` is in, if any.
+fn inside(blackouts: &[(Timestamp, Timestamp)], t: Timestamp) -> Option<Timestamp> {
+    blackouts
+        .iter()
+        .find(|(start, end)| *start <= t && t < *end)
+        .map(|(_, end)| *end)
+}
+
+/// The first instant from `from` inside a window and outside every
+/// blackout. Each turn passes a blackout or reaches a window's opening, so
+/// two turns per blackout (and one more) reach it.
+fn next_opening(
+    windows: &[MaintenanceWindow],
+    blackouts: &[(Timestamp, Timestamp)],
+    from: Timestamp,
+) -> Option<Timestamp> {
+    let mut t = from;
+    for _ in 0..=2 * blackouts.len() + 1 {
+        if let Some(end) = inside(blackouts, t) {
+            t = end;
+            continue;
+        }
+        match at(windows, t, &mut Vec::new()) {
+            Window::Closed { opens } => t = opens?,
+            _ => return Some(t),
+        }
+    }
+    None
+}
+
+/// Reads every blackout, merged where they overlap or touch, in time
+/// order; the error names the field and its value.
+fn read_blackouts(blackouts: &[Blackout]) -> Result<Vec<(Timestamp, Timestamp)>, String> {
+    let mut spans = blackouts
+        .iter()
+        .enumerate()
+        .map(|(i, b)| read_blackout(b).map_err(|e| format!("spec.rollout.blackouts[{i}].{e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    spans.sort();
+    let mut merged: Vec<(Timestamp, Timestamp)> = Vec::new();
+    for (start, end) in spans {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    Ok(merged)
+}
+
+fn read_blackout(b: &Blackout) -> Result<(Timestamp, Timestamp), String> {
+    let zone = zone(b.time_zone.as_deref())?;
+    let instant = |field: &str, value: &str| {
+        civil_date_time(value)
+            .and_then(|wall| first_instant(&zone, wall))
+            .ok_or_else(|| {
+                format!("{field} {value:?} is not a date and time YYYY-MM-DDTHH:MM (such as 2026-12-20T18:00)")
+            })
+    };
+    let start = instant("start", &b.start)?;
+    let end = instant("end", &b.end)?;
+    if end <= start {
+        return Err(format!(
+            "end {:?} does not come after start {:?}",
+            b.end, b.start
+        ));
+    }
+    Ok((start, end))
+}
+
+/// `YYYY-MM-DDTHH:MM` (the schema's pattern).
+fn civil_date_time(s: &str) -> Option<DateTime> {
+    let (date, time) = s.split_once('T')?;
+    let date: Date = date.parse().ok()?;
+    Some(date.to_datetime(start_time(time)?))
+}
+
+/// A time zone by its IANA name, from the bundled database (UTC if unset).
+fn zone(name: Option<&str>) -> Result<TimeZone, String> {
+    match name {
+        None => Ok(TimeZone::UTC),
+        Some(name) => jiff::tz::db().get(name).map_err(|_| {
+            format!("timeZone {name:?} is not a known IANA time zone (such as Europe/Paris)")
+        }),
+    }
+}
+
 /// Reads every window; the error names the field and its value.
 fn read(windows: &[MaintenanceWindow]) -> Result<Vec<Opening>, String> {
     windows
@@ -105,12 +254,7 @@ fn read_one(w: &MaintenanceWindow) -> Result<Opening, String> {
                 w.duration
             )
         })?;
-    let zone = match &w.time_zone {
-        None => TimeZone::UTC,
-        Some(name) => jiff::tz::db().get(name).map_err(|_| {
-            format!("timeZone {name:?} is not a known IANA time zone (such as Europe/Paris)")
-        })?,
-    };
+    let zone = zone(w.time_zone.as_deref())?;
     Ok(Opening {
         days: w.days.iter().map(|d| weekday(*d)).collect(),
         start,

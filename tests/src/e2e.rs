@@ -33,6 +33,22 @@ pub fn kubectl(sim: &Sim, args: &[&str]) {
     );
 }
 
+/// Runs `kubectl bootc ARGS` as an admin, as a person would, and expects
+/// success: its output.
+pub fn kubectl_bootc(sim: &Sim, args: &[&str]) -> String {
+    let out = std::process::Command::new(crate::fake_host::bin("kubectl-bootc"))
+        .args(args)
+        .env("KUBECONFIG", sim.cp.kubeconfig(crate::Identity::Admin))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl bootc {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Pauses or resumes the pool's rollout.
 pub async fn set_paused(sim: &Sim, paused: bool) {
     sim.patch_pool(serde_json::json!({"rollout": {"paused": paused}}))

@@ -276,6 +276,23 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
     })
     .await;
     assert!(message.contains("only bootc.dev/ labels"), "{message}");
+    // Of Kubernetes' node labels, only the load balancers' exclusion.
+    let message = refused(
+        "another node.kubernetes.io label by the controller",
+        |attempt| async move {
+            let labels = json!({"node.kubernetes.io/exclude-disruption": format!("{attempt}")});
+            nodes
+                .patch(
+                    "node-a",
+                    pp,
+                    &Patch::Merge(json!({"metadata": {"labels": labels}})),
+                )
+                .await
+                .map(|_| ())
+        },
+    )
+    .await;
+    assert!(message.contains("only bootc.dev/ labels"), "{message}");
     // Of Karpenter's annotations, only do-not-disrupt.
     let message = refused(
         "another Karpenter annotation by the controller",
@@ -379,6 +396,12 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
                                             api::labels::DO_NOT_DISRUPT_BY_ANNOTATION: "workers"}}}),
         json!({"metadata": {"annotations": {api::labels::KARPENTER_DO_NOT_DISRUPT_ANNOTATION: null,
                                             api::labels::DO_NOT_DISRUPT_BY_ANNOTATION: null}}}),
+        json!({"metadata": {"labels": {api::labels::EXCLUDE_FROM_LBS_LABEL: ""},
+                            "annotations": {api::labels::LB_EXCLUDED_BY_ANNOTATION: "workers"}},
+               "spec": {"unschedulable": true}}),
+        json!({"metadata": {"labels": {api::labels::EXCLUDE_FROM_LBS_LABEL: null},
+                            "annotations": {api::labels::LB_EXCLUDED_BY_ANNOTATION: null}},
+               "spec": {"unschedulable": null}}),
         json!({"metadata": {"labels": {api::labels::MANAGED_LABEL: null}}}),
     ] {
         nodes

@@ -277,6 +277,30 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "more than zero and at most 168h",
         ),
         (
+            "blackout-end-before-start",
+            with(
+                &["rollout", "blackouts"],
+                json!([{"start": "2026-12-20T00:00", "end": "2026-12-19T23:59"}]),
+            ),
+            "spec.rollout.blackouts[0]",
+            "a blackout's end must come after its start",
+        ),
+        (
+            "blackout-start-malformed",
+            with(
+                &["rollout", "blackouts"],
+                json!([{"start": "2026-12-20 00:00", "end": "2027-01-04T08:00"}]),
+            ),
+            "spec.rollout.blackouts[0].start",
+            "should match",
+        ),
+        (
+            "paused-until-not-a-time",
+            with(&["rollout", "pausedUntil"], json!("next monday")),
+            "spec.rollout.pausedUntil",
+            "date-time",
+        ),
+        (
             "depends-on-not-a-name",
             with(&["rollout", "dependsOn"], json!(["Infra_Pool"])),
             "spec.rollout.dependsOn[0]",
@@ -500,6 +524,11 @@ async fn invalid_pools_are_rejected_naming_the_field() {
     spec["rollout"]["dependsOn"] = json!(["infra"]);
     spec["rollout"]["order"] = json!([{"selector": {"matchLabels": {"zone": "a"}}}]);
     spec["rollout"]["onDrainTimeout"] = json!("Release");
+    spec["rollout"]["pausedUntil"] = json!("2027-01-04T08:00:00Z");
+    spec["rollout"]["blackouts"] = json!([
+        {"start": "2026-12-20T00:00", "end": "2027-01-04T08:00", "timeZone": "Europe/Paris"},
+        {"start": "2026-11-26T00:00", "end": "2026-11-27T00:00"},
+    ]);
     spec["rollout"]["maxUnhealthy"] = json!("10%");
     spec["rollout"]["alertGate"] = json!({
         "prometheusURL": "http://prometheus.monitoring.svc:9090/",

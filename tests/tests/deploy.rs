@@ -365,6 +365,22 @@ async fn kubectl_apply_k_installs_everything_and_rbac_is_minimal() {
         (CONTROLLER_USER, "create", "pods/eviction", other, true),
         (CONTROLLER_USER, "delete", "pods", other, false),
         (CONTROLLER_USER, "watch", "secrets", ns, true),
+        // The fleet's switch: the operator's Namespace alone.
+        (
+            CONTROLLER_USER,
+            "watch",
+            "namespaces#bootc-operator",
+            None,
+            true,
+        ),
+        (CONTROLLER_USER, "watch", "namespaces", None, false),
+        (
+            CONTROLLER_USER,
+            "patch",
+            "namespaces#bootc-operator",
+            None,
+            false,
+        ),
         (CONTROLLER_USER, "get", "secrets", other, false),
         (
             CONTROLLER_USER,
@@ -498,6 +514,7 @@ const CONTROLLER_IN_OPERATOR_NS: &[&str] = &[
     "leases.coordination.k8s.io [] [] [create]",
     "leases.coordination.k8s.io [] [bootc-controller] [get update]",
     "namespaces [] [] [list]",
+    "namespaces [] [bootc-operator] [watch]",
     "nodes [] [] [list watch patch]",
     "pods [] [] [list]",
     "pods/eviction [] [] [create]",
@@ -514,6 +531,7 @@ const CONTROLLER_ELSEWHERE: &[&str] = &[
     "bootcnodes.node.bootc.dev [] [] [list watch create patch delete]",
     "events.events.k8s.io [] [] [create]",
     "namespaces [] [] [list]",
+    "namespaces [] [bootc-operator] [watch]",
     "nodes [] [] [list watch patch]",
     "pods [] [] [list]",
     "pods/eviction [] [] [create]",

@@ -17,7 +17,8 @@ use std::collections::HashMap;
 
 use api::labels::{
     CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION,
-    DO_NOT_DISRUPT_BY_ANNOTATION, KARPENTER_DO_NOT_DISRUPT_ANNOTATION, MANAGED_LABEL,
+    DO_NOT_DISRUPT_BY_ANNOTATION, EXCLUDE_FROM_LBS_LABEL, KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
+    LB_EXCLUDED_BY_ANNOTATION, MANAGED_LABEL,
 };
 use api::node_health::LIFECYCLE_REASON;
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
@@ -189,6 +190,15 @@ fn node_patch_body(patch: &NodePatch, pool: &str) -> serde_json::Value {
         };
         annotations.insert(KARPENTER_DO_NOT_DISRUPT_ANNOTATION.into(), value);
         annotations.insert(DO_NOT_DISRUPT_BY_ANNOTATION.into(), mark);
+    }
+    if let Some(set) = patch.exclude_lb {
+        let (value, mark) = if set {
+            (json!(""), json!(pool))
+        } else {
+            (json!(null), json!(null))
+        };
+        labels.insert(EXCLUDE_FROM_LBS_LABEL.into(), value);
+        annotations.insert(LB_EXCLUDED_BY_ANNOTATION.into(), mark);
     }
     if !labels.is_empty() {
         body["metadata"]["labels"] = labels.into();

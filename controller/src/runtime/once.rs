@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use api::{BootcNode, BootcNodePool};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use kube::Resource;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, Store};
@@ -28,6 +28,8 @@ pub struct Cached {
     pub nodes: Vec<Node>,
     pub bootc_nodes: Vec<BootcNode>,
     pub secrets: Vec<Secret>,
+    /// The operator's Namespace (the fleet's switch), if listed.
+    pub namespaces: Vec<Namespace>,
 }
 
 /// One reconcile of `pool` as the running controller makes it (the
@@ -50,6 +52,7 @@ pub async fn reconcile_once(
         nodes: listed(&synced, Cache::Nodes, cached.nodes).await,
         bootc_nodes: listed(&synced, Cache::BootcNodes, cached.bootc_nodes).await,
         secrets: listed(&synced, Cache::Secrets, cached.secrets).await,
+        fleet: listed(&synced, Cache::Fleet, cached.namespaces).await,
     };
     let events = EventSink::new(client.clone(), &options.instance);
     // No drain's end triggers another reconcile here.

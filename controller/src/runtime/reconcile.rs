@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use api::labels::POOL_FINALIZER;
 use api::{BootcNode, BootcNodePool};
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -36,6 +36,8 @@ pub struct Caches {
     pub nodes: Store<Node>,
     pub bootc_nodes: Store<BootcNode>,
     pub secrets: Store<Secret>,
+    /// The operator's Namespace alone: the fleet's switch.
+    pub fleet: Store<Namespace>,
 }
 
 /// The settings a reconcile follows.
@@ -97,6 +99,12 @@ pub(super) fn usable_secret(
 }
 
 impl Caches {
+    /// The fleet's switch, while on (its value: who and why).
+    fn fleet_stop(&self, namespace: &str) -> Option<String> {
+        let ns = self.fleet.get(&ObjectRef::new(namespace))?;
+        super::watches::fleet_stop(&ns)
+    }
+
     fn pull_secret(&self, pool: &BootcNodePool) -> Option<Arc<Secret>> {
         let r = pool.spec.pull_secret_ref.as_ref()?;
         self.secrets
@@ -260,7 +268,8 @@ async fn reconcile_pool(
         silent: || chosen.bns.iter().any(|bn| bn.daemon_behind()),
     };
     let selects = !chosen.nodes.is_empty();
-    let gates = ctx.gatekeeper.ask(&pool, gates, members, selects).await;
+    let mut gates = ctx.gatekeeper.ask(&pool, gates, members, selects).await;
+    gates.fleet_stop = ctx.caches.fleet_stop(&ctx.tuning.namespace);
     // Step 2, plan.
     let planning = Instant::now();
     let pools = ctx.caches.pools.state();
@@ -351,7 +360,12 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
 pub(super) async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let _running = ctx.liveness.start();
     ctx.synced
-        .wait(&[Cache::Nodes, Cache::BootcNodes, Cache::Secrets])
+        .wait(&[
+            Cache::Nodes,
+            Cache::BootcNodes,
+            Cache::Secrets,
+            Cache::Fleet,
+        ])
         .await;
     let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
     let c = ctx.clone();

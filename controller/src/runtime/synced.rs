@@ -21,14 +21,17 @@ pub enum Cache {
     Nodes = 2,
     BootcNodes = 4,
     Secrets = 8,
+    /// The operator's Namespace (the fleet's switch).
+    Fleet = 16,
 }
 
 impl Cache {
-    pub const ALL: [Cache; 4] = [
+    pub const ALL: [Cache; 5] = [
         Cache::Pools,
         Cache::Nodes,
         Cache::BootcNodes,
         Cache::Secrets,
+        Cache::Fleet,
     ];
 }
 

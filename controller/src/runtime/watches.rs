@@ -7,11 +7,11 @@ use std::fmt::Debug;
 
 use api::{BootcNode, BootcNodePool};
 use futures::{Stream, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::Resource;
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -100,6 +100,52 @@ pub(super) fn secrets(
         store,
         log_errors(changed_only(cached, secret_fingerprint), "secrets"),
     )
+}
+
+/// The operator's own Namespace, for the fleet's switch
+/// ([`api::labels::FLEET_STOP_ANNOTATION`]): watched by name (the grant
+/// names it), trimmed to that annotation; only its changes pass on, and
+/// each concerns every pool. A watch rather than a poll: a stop reaches
+/// every pool at once.
+pub(super) fn fleet_switch(
+    client: &kube::Client,
+    namespace: &str,
+    synced: &Arc<Synced>,
+) -> (Store<Namespace>, impl Objects<Namespace>) {
+    let (store, writer) = reflector::store();
+    let config = watcher::Config::default().fields(&format!("metadata.name={namespace}"));
+    let events = watcher(Api::<Namespace>::all(client.clone()), config)
+        .backoff(api::watch::backoff())
+        .modify(strip_namespace);
+    let cached = synced.track(Cache::Fleet, reflector::reflector(writer, events));
+    (
+        store,
+        log_errors(changed_only(cached, fleet_fingerprint), "namespace"),
+    )
+}
+
+/// Keeps only the fleet's switch of a Namespace.
+fn strip_namespace(ns: &mut Namespace) {
+    ns.metadata.managed_fields = None;
+    ns.metadata.labels = None;
+    ns.spec = None;
+    ns.status = None;
+    ns.annotations_mut()
+        .retain(|k, _| k == api::labels::FLEET_STOP_ANNOTATION);
+}
+
+fn fleet_fingerprint(ns: &Namespace) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    fleet_stop(ns).hash(&mut h);
+    h.finish()
+}
+
+/// The fleet's switch on the operator's Namespace, while on: its value.
+pub(super) fn fleet_stop(ns: &Namespace) -> Option<String> {
+    ns.annotations()
+        .get(api::labels::FLEET_STOP_ANNOTATION)
+        .cloned()
 }
 
 /// The pools' own cache and the controller's main stream: every pool applied.

@@ -64,6 +64,7 @@ fn cleanup_restores_everything() {
             mark: Some(false),
             disrupted: None,
             do_not_disrupt: None,
+            exclude_lb: None,
         }
     }));
     assert!(writes.contains(&Write::PatchNode {
@@ -74,6 +75,7 @@ fn cleanup_restores_everything() {
             mark: None,
             disrupted: None,
             do_not_disrupt: None,
+            exclude_lb: None,
         }
     }));
     assert!(writes.contains(&Write::DeleteBootcNode { name: "w1".into() }));

@@ -27,6 +27,7 @@ use std::time::Duration;
 mod batches;
 mod budget;
 mod cordon;
+mod freeze;
 mod gates;
 mod guards;
 mod halt;

@@ -73,6 +73,7 @@ fn an_admin_cordoned_node_is_recorded_and_not_cordoned_again() {
         .collect();
     let record = NodePatch {
         do_not_disrupt: Some(true),
+        exclude_lb: Some(true),
         ..NodePatch::record(true)
     };
     assert_eq!(patches, [&record]);
