@@ -465,11 +465,35 @@ fn headline(sim: &Sim, node: &str) -> String {
         .lines()
         .find(|l| l.starts_with(&format!("{node} ")))
         .unwrap_or_default();
+    // The two commands run a moment apart: an age may have ticked over.
     assert!(
-        row.ends_with(&first),
+        without_ages(row).ends_with(&without_ages(&first)),
         "status says otherwise: {row:?} vs {first:?}"
     );
     first
+}
+
+/// `text` with every age (`4s`, `12m,`) written `Ns`: what two readings a
+/// second apart share.
+fn without_ages(text: &str) -> String {
+    let age = |word: &str| {
+        let unit = word.trim_end_matches(',');
+        let digits = unit.trim_end_matches(['s', 'm', 'h', 'd']);
+        !digits.is_empty()
+            && digits.len() < unit.len()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+    };
+    text.split(' ')
+        .map(|w| {
+            if age(w) {
+                w.trim_start_matches(|c: char| c.is_ascii_digit())
+            } else {
+                w
+            }
+        })
+        .map(|w| w.to_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// What holds a staged node (a canary soak, a closed maintenance window, a
