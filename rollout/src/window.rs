@@ -181,20 +181,25 @@ fn next_opening(
 /// Reads every blackout, merged where they overlap or touch, in time
 /// order; the error names the field and its value.
 fn read_blackouts(blackouts: &[Blackout]) -> Result<Vec<(Timestamp, Timestamp)>, String> {
-    let mut spans = blackouts
+    let spans = blackouts
         .iter()
         .enumerate()
         .map(|(i, b)| read_blackout(b).map_err(|e| format!("spec.rollout.blackouts[{i}].{e}")))
         .collect::<Result<Vec<_>, _>>()?;
+    Ok(merged(spans))
+}
+
+/// Spans in time order, those that overlap or touch made one.
+fn merged(mut spans: Vec<(Timestamp, Timestamp)>) -> Vec<(Timestamp, Timestamp)> {
     spans.sort();
-    let mut merged: Vec<(Timestamp, Timestamp)> = Vec::new();
+    let mut out: Vec<(Timestamp, Timestamp)> = Vec::new();
     for (start, end) in spans {
-        match merged.last_mut() {
+        match out.last_mut() {
             Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => merged.push((start, end)),
+            _ => out.push((start, end)),
         }
     }
-    Ok(merged)
+    out
 }
 
 fn read_blackout(b: &Blackout) -> Result<(Timestamp, Timestamp), String> {
@@ -305,16 +310,7 @@ const HORIZON_DAYS: i32 = 8;
 /// Where `now` stands: the windows' openings around it, merged where they
 /// overlap or touch.
 fn position(openings: &[Opening], now: Timestamp) -> Window {
-    let mut spans: Vec<(Timestamp, Timestamp)> =
-        openings.iter().flat_map(|o| o.spans_around(now)).collect();
-    spans.sort();
-    let mut merged: Vec<(Timestamp, Timestamp)> = Vec::new();
-    for (start, end) in spans {
-        match merged.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => merged.push((start, end)),
-        }
-    }
+    let merged = merged(openings.iter().flat_map(|o| o.spans_around(now)).collect());
     if let Some((_, end)) = merged.iter().find(|(s, e)| *s <= now && now < *e) {
         return Window::Open { closes: *end };
     }

@@ -7,11 +7,6 @@ use super::*;
 use crate::standing::Standing;
 use crate::window::Window;
 
-/// The World's clock: 1970-01-12T13:46:40Z (a Monday).
-fn at(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
-
 fn blackout(start: &str, end: &str, zone: Option<&str>) -> api::Blackout {
     api::Blackout {
         start: start.to_owned(),
@@ -27,23 +22,6 @@ fn daily(start: &str, duration: &str) -> api::MaintenanceWindow {
         duration: duration.to_owned(),
         time_zone: None,
     }
-}
-
-/// The pool of the windows' tests: `slot` rebooting in its slot, `staged`
-/// waiting for one, `idle` not yet told.
-fn world(edit: impl FnOnce(&mut api::RolloutSpec)) -> World {
-    let mut p = pool("a", IntOrString::Int(3), false);
-    p.spec.rollout.stage_ahead = Some(0);
-    edit(&mut p.spec.rollout);
-    World::new(p)
-        .node(rebooting_node("slot", "a"))
-        .node(node("staged", "a", true, false))
-        .node(node("idle", "a", true, false))
-        .bn(bn("slot", NEW, Daemon::Rebooting(OLD))
-            .approved()
-            .slot(false))
-        .bn(bn("staged", NEW, Daemon::Staged(OLD)))
-        .bn(bn("idle", OLD, Daemon::Idle(OLD)))
 }
 
 fn standing_of(p: &Plan, name: &str) -> Standing {
@@ -77,7 +55,7 @@ fn a_pause_with_an_end_holds_until_it_and_not_after() {
             "", Standing::Paused, None),
     ];
     for (what, paused_until, paused, new_slot, reason, says, standing, requeue) in rows {
-        let p = world(|r| {
+        let p = slot_staged_idle(|r| {
             r.paused = paused;
             r.paused_until = paused_until.map(|t| Time(at(t)));
         })
@@ -163,7 +141,7 @@ fn a_blackout_holds_new_slots_even_inside_a_window() {
             "a blackout cannot be read (see Degraded)", Standing::Blackout, None),
     ];
     for (what, windows, blackouts, new_slot, reason, says, standing, next) in rows {
-        let p = world(|r| {
+        let p = slot_staged_idle(|r| {
             r.maintenance_windows = windows;
             r.blackouts = blackouts;
         })
@@ -227,7 +205,7 @@ fn a_blackout_that_cannot_be_read_is_invalid_spec_naming_it() {
         ),
     ];
     for (bad, named) in rows {
-        let p = world(|r| r.blackouts = vec![bad]).plan();
+        let p = slot_staged_idle(|r| r.blackouts = vec![bad]).plan();
         assert_eq!(degraded_reason(&p), Reason::InvalidSpec, "{named}");
         assert!(
             degraded_message(&p).contains(named),
@@ -297,7 +275,7 @@ fn the_fleets_switch_holds_every_new_slot_and_nothing_else() {
             Standing::FleetStopped),
     ];
     for (what, fleet_stop, new_slot, reason, says, standing) in rows {
-        let mut w = world(|_| {});
+        let mut w = slot_staged_idle(|_| {});
         w.gates.fleet_stop = fleet_stop;
         let p = w.plan();
         holds_slots_not_staging(&p, what, new_slot, reason, says);
@@ -305,7 +283,7 @@ fn the_fleets_switch_holds_every_new_slot_and_nothing_else() {
         assert!(node_writes(&p, "slot").is_empty(), "{what}");
     }
     // Over a pool's own pause and window: the switch is named first.
-    let mut w = world(|r| {
+    let mut w = slot_staged_idle(|r| {
         r.paused = true;
         r.blackouts = vec![blackout("1970-01-12T00:00", "1970-01-13T00:00", None)];
     });

@@ -9,21 +9,9 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use super::*;
 use crate::gates::{GATE_RECHECK, Gates, blocking_pods};
 
-/// A pool of three with three slots: `slot` in its slot and approved
-/// (rebooting), `staged` waiting for a slot, `idle` not yet told the target
-/// (with `stageAhead: 0`, told only when a free slot awaits it).
+/// The pool of [`slot_staged_idle`], with these gates.
 fn world(gates: Gates) -> World {
-    let mut p = pool("a", IntOrString::Int(3), false);
-    p.spec.rollout.stage_ahead = Some(0);
-    let mut w = World::new(p)
-        .node(rebooting_node("slot", "a"))
-        .node(node("staged", "a", true, false))
-        .node(node("idle", "a", true, false))
-        .bn(bn("slot", NEW, Daemon::Rebooting(OLD))
-            .approved()
-            .slot(false))
-        .bn(bn("staged", NEW, Daemon::Staged(OLD)))
-        .bn(bn("idle", OLD, Daemon::Idle(OLD)));
+    let mut w = slot_staged_idle(|_| {});
     w.gates = gates;
     w
 }

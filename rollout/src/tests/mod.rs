@@ -421,6 +421,31 @@ fn rebooting_node(name: &str, pool_label: &str) -> Node {
     n
 }
 
+/// The pool of the tests of rules that hold new slots (windows, freezes,
+/// gates): three slots; `slot` in its slot and approved (rebooting),
+/// `staged` waiting for a slot, `idle` not yet told the target (with
+/// `stageAhead: 0`, told only when a free slot awaits it); `edit` sets the
+/// rule.
+fn slot_staged_idle(edit: impl FnOnce(&mut api::RolloutSpec)) -> World {
+    let mut p = pool("a", IntOrString::Int(3), false);
+    p.spec.rollout.stage_ahead = Some(0);
+    edit(&mut p.spec.rollout);
+    World::new(p)
+        .node(rebooting_node("slot", "a"))
+        .node(node("staged", "a", true, false))
+        .node(node("idle", "a", true, false))
+        .bn(bn("slot", NEW, Daemon::Rebooting(OLD))
+            .approved()
+            .slot(false))
+        .bn(bn("staged", NEW, Daemon::Staged(OLD)))
+        .bn(bn("idle", OLD, Daemon::Idle(OLD)))
+}
+
+/// An instant, as the World's clock (1970-01-12T13:46:40Z, a Monday) reads.
+fn at(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
 /// What every rule that holds new slots back must leave alone: `staged`
 /// takes a slot only if `new_slot`, `idle` (not yet told) is told the
 /// target all the same, and UpToDate says `reason` with `says`.

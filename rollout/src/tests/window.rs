@@ -14,26 +14,9 @@ fn windows(start: &str, zone: Option<&str>) -> Vec<api::MaintenanceWindow> {
     }]
 }
 
-fn at(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
-
-/// A pool of three with three slots: `slot` in its slot and approved
-/// (rebooting), `staged` waiting for a slot, `idle` not yet told the target
-/// (with `stageAhead: 0`, told only when a free slot awaits it).
+/// The pool of [`slot_staged_idle`], with these windows.
 fn world(windows: Vec<api::MaintenanceWindow>) -> World {
-    let mut p = pool("a", IntOrString::Int(3), false);
-    p.spec.rollout.stage_ahead = Some(0);
-    p.spec.rollout.maintenance_windows = windows;
-    World::new(p)
-        .node(rebooting_node("slot", "a"))
-        .node(node("staged", "a", true, false))
-        .node(node("idle", "a", true, false))
-        .bn(bn("slot", NEW, Daemon::Rebooting(OLD))
-            .approved()
-            .slot(false))
-        .bn(bn("staged", NEW, Daemon::Staged(OLD)))
-        .bn(bn("idle", OLD, Daemon::Idle(OLD)))
+    slot_staged_idle(|r| r.maintenance_windows = windows)
 }
 
 #[test]
