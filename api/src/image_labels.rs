@@ -17,11 +17,5 @@ pub const OS_VERSION_ID: &str = "redhat.version-id";
 /// The image's own version, which bootc reports as the deployment's.
 pub const IMAGE_VERSION: &str = "org.opencontainers.image.version";
 
-/// Every label the controller keeps of an image's config.
-pub const READ: [&str; 5] = [
-    CONTAINERS_BOOTC,
-    OSTREE_BOOTABLE,
-    OS_ID,
-    OS_VERSION_ID,
-    IMAGE_VERSION,
-];
+/// Every label the controller keeps of an image's config: the guards'.
+pub const READ: [&str; 4] = [CONTAINERS_BOOTC, OSTREE_BOOTABLE, OS_ID, OS_VERSION_ID];

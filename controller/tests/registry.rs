@@ -85,6 +85,14 @@ fn target(p: &api::BootcNodePool) -> Option<String> {
     p.status.as_ref().and_then(|s| s.target_digest.clone())
 }
 
+/// Waits until the pool "workers" is Degraded for `reason`.
+async fn wait_degraded(admin: &kube::Client, reason: Reason) -> api::BootcNodePool {
+    wait_pool(admin, "workers", reason.as_str(), move |p| {
+        degraded_reason(p).as_deref() == Some(reason.as_str())
+    })
+    .await
+}
+
 fn degraded_reason(p: &api::BootcNodePool) -> Option<String> {
     condition(p, ConditionType::Degraded)
         .filter(|c| c.0 == "True")
@@ -179,13 +187,7 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
 
     // Wrong password: the credentials condition, the target stays.
     put_secret(&env.admin, &reg.docker_config("tester", "wrong")).await;
-    let p = wait_pool(
-        &env.admin,
-        "workers",
-        Reason::RegistryUnauthorized.as_str(),
-        |p| degraded_reason(p).as_deref() == Some(Reason::RegistryUnauthorized.as_str()),
-    )
-    .await;
+    let p = wait_degraded(&env.admin, Reason::RegistryUnauthorized).await;
     assert_eq!(
         target(&p).as_deref(),
         Some(v2.as_str()),
@@ -212,10 +214,7 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
         json!({"spec": {"image": {"ref": format!("{}/acme/os:nope", reg.host())}}}),
     )
     .await;
-    let p = wait_pool(&env.admin, "workers", Reason::ImageNotFound.as_str(), |p| {
-        degraded_reason(p).as_deref() == Some(Reason::ImageNotFound.as_str())
-    })
-    .await;
+    let p = wait_degraded(&env.admin, Reason::ImageNotFound).await;
     assert_eq!(target(&p).as_deref(), Some(v2.as_str()));
     assert!(
         condition(&p, ConditionType::Degraded)
@@ -236,13 +235,7 @@ async fn tags_are_followed_and_registry_failures_fail_closed() {
     })
     .await;
     reg.stop();
-    let p = wait_pool(
-        &env.admin,
-        "workers",
-        Reason::RegistryUnreachable.as_str(),
-        |p| degraded_reason(p).as_deref() == Some(Reason::RegistryUnreachable.as_str()),
-    )
-    .await;
+    let p = wait_degraded(&env.admin, Reason::RegistryUnreachable).await;
     assert_eq!(target(&p).as_deref(), Some(v2.as_str()));
     reg.restart().await.unwrap();
     let v3 = reg
@@ -380,13 +373,7 @@ async fn an_image_must_cover_every_members_architecture() {
         .pool(tag_pool(&reg, "amd-only"))
         .start_in(env)
         .await;
-    let p = wait_pool(
-        &env.admin,
-        "workers",
-        Reason::UnsupportedArchitecture.as_str(),
-        |p| degraded_reason(p).as_deref() == Some(Reason::UnsupportedArchitecture.as_str()),
-    )
-    .await;
+    let p = wait_degraded(&env.admin, Reason::UnsupportedArchitecture).await;
     assert_eq!(target(&p), None);
     assert!(
         condition(&p, ConditionType::Degraded)
@@ -482,10 +469,7 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
     let mut p = tag_pool(&reg, "unused");
     p.spec.image.reference = pinned(&typo);
     create_pool(&env.admin, &p).await;
-    let p = wait_pool(&env.admin, "workers", Reason::ImageNotFound.as_str(), |p| {
-        degraded_reason(p).as_deref() == Some(Reason::ImageNotFound.as_str())
-    })
-    .await;
+    let p = wait_degraded(&env.admin, Reason::ImageNotFound).await;
     assert_eq!(target(&p), None);
     assert!(
         !told(typo.clone()).await,
@@ -499,13 +483,7 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
         json!({"spec": {"image": {"ref": pinned(&amd_only)}}}),
     )
     .await;
-    let p = wait_pool(
-        &env.admin,
-        "workers",
-        Reason::UnsupportedArchitecture.as_str(),
-        |p| degraded_reason(p).as_deref() == Some(Reason::UnsupportedArchitecture.as_str()),
-    )
-    .await;
+    let p = wait_degraded(&env.admin, Reason::UnsupportedArchitecture).await;
     assert_eq!(target(&p), None);
     assert!(
         condition(&p, ConditionType::Degraded)
@@ -534,10 +512,7 @@ async fn digest_refs_are_checked_before_any_node_is_told() {
         json!({"spec": {"image": {"ref": pinned(&typo)}}}),
     )
     .await;
-    let p = wait_pool(&env.admin, "workers", Reason::ImageNotFound.as_str(), |p| {
-        degraded_reason(p).as_deref() == Some(Reason::ImageNotFound.as_str())
-    })
-    .await;
+    let p = wait_degraded(&env.admin, Reason::ImageNotFound).await;
     assert_eq!(target(&p).as_deref(), Some(both.as_str()));
     assert!(!told(typo).await);
 }
@@ -950,13 +925,8 @@ async fn a_disconnected_cluster_resolves_through_its_mirror() {
         Some(format!("{source}/acme/os@{v1}"))
     );
     // A digest, checked through the mirror.
-    let pin = |d: &str| format!("{source}/acme/os@{d}");
-    patch_pool(
-        &env.admin,
-        "workers",
-        json!({"spec": {"image": {"ref": pin(&v2)}}}),
-    )
-    .await;
+    let pin = |d: &str| json!({"spec": {"image": {"ref": format!("{source}/acme/os@{d}")}}});
+    patch_pool(&env.admin, "workers", pin(&v2)).await;
     wait_rolled(&env.admin, "workers", &v2, 2).await;
 
     // mirror-by-digest-only: a tag goes to the source alone, which refuses.
@@ -968,11 +938,7 @@ async fn a_disconnected_cluster_resolves_through_its_mirror() {
     );
     let tag = |t: &str| json!({"spec": {"image": {"ref": format!("{source}/acme/os:{t}")}}});
     patch_pool(&env.admin, "workers", tag("prod")).await;
-    let unreachable = Reason::RegistryUnreachable.as_str();
-    let p = wait_pool(&env.admin, "workers", unreachable, |p| {
-        degraded_reason(p).as_deref() == Some(unreachable)
-    })
-    .await;
+    let p = wait_degraded(&env.admin, Reason::RegistryUnreachable).await;
     let message = degraded_message(&p);
     assert!(
         message.contains("mirror-by-digest-only")
@@ -983,12 +949,7 @@ async fn a_disconnected_cluster_resolves_through_its_mirror() {
     );
     assert_eq!(target(&p).as_deref(), Some(v2.as_str()), "target not kept");
     // ... while a digest (not checked before) still goes to the mirror.
-    patch_pool(
-        &env.admin,
-        "workers",
-        json!({"spec": {"image": {"ref": pin(&v0)}}}),
-    )
-    .await;
+    patch_pool(&env.admin, "workers", pin(&v0)).await;
     wait_rolled(&env.admin, "workers", &v0, 2).await;
 
     // blocked: refused naming the prefix, the mirror not asked either (nor
@@ -999,17 +960,8 @@ async fn a_disconnected_cluster_resolves_through_its_mirror() {
         "registries.conf",
         conf("blocked = true").as_bytes(),
     );
-    patch_pool(
-        &env.admin,
-        "workers",
-        json!({"spec": {"image": {"ref": pin(&v2)}}}),
-    )
-    .await;
-    let blocked = Reason::RegistryBlocked.as_str();
-    let p = wait_pool(&env.admin, "workers", blocked, |p| {
-        degraded_reason(p).as_deref() == Some(blocked)
-    })
-    .await;
+    patch_pool(&env.admin, "workers", pin(&v2)).await;
+    let p = wait_degraded(&env.admin, Reason::RegistryBlocked).await;
     let message = degraded_message(&p);
     assert!(
         message.contains(&format!("prefix {source:?}")) && message.contains("blocked = true"),
@@ -1029,11 +981,7 @@ async fn a_disconnected_cluster_resolves_through_its_mirror() {
         .as_bytes(),
     );
     patch_pool(&env.admin, "workers", tag("next")).await;
-    let not_found = Reason::ImageNotFound.as_str();
-    let p = wait_pool(&env.admin, "workers", not_found, |p| {
-        degraded_reason(p).as_deref() == Some(not_found)
-    })
-    .await;
+    let p = wait_degraded(&env.admin, Reason::ImageNotFound).await;
     let message = degraded_message(&p);
     let tried = [
         format!("{other_mirror}/acme/os:next: RegistryUnreachable"),
@@ -1051,11 +999,7 @@ async fn a_disconnected_cluster_resolves_through_its_mirror() {
     let pid = c.pid();
     kubelet_writes(&conf_dir, 5, "registries.conf", b"[[registry]\n");
     patch_pool(&env.admin, "workers", tag("prod")).await;
-    let invalid = Reason::InvalidRegistriesConf.as_str();
-    let p = wait_pool(&env.admin, "workers", invalid, |p| {
-        degraded_reason(p).as_deref() == Some(invalid)
-    })
-    .await;
+    let p = wait_degraded(&env.admin, Reason::InvalidRegistriesConf).await;
     let message = degraded_message(&p);
     assert!(
         message.contains(&conf_path) && message.contains("not valid TOML"),

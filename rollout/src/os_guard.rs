@@ -82,6 +82,13 @@ pub struct Running {
     pub members: usize,
 }
 
+/// Does [`check`] compare `os` with what the members run? Only a bootc
+/// image that declares its OS, when the pool does not allow a major
+/// upgrade: otherwise the members' images need not be read.
+pub fn compares_members(os: &ImageOs, allow_major_upgrade: bool) -> bool {
+    os.bootable && !allow_major_upgrade && os.identity().is_some()
+}
+
 /// Checks a new target (`reference`, its config's `os`) against what the
 /// members run.
 pub fn check(

@@ -208,10 +208,7 @@ impl FakeHost {
     /// Removes ostree's finalization lock file: a staged deployment locked
     /// by it (as the helper locks on released bootc) becomes unlocked.
     pub fn unlock_staged(&self) -> std::io::Result<()> {
-        match std::fs::remove_file(self.layout.finalization_lock()) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        self.layout.unlock_finalization()
     }
 
     /// The pid whose mount namespace is this host's (`--host-pid`).

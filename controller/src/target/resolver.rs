@@ -189,9 +189,13 @@ impl RegistryResolver {
         members: MembersRun<'_>,
     ) -> Result<crate::target::registry::Resolved, RegistryError> {
         let resolved = self.query(image, pull_secret).await?;
-        let running = self.running(&resolved, pull_secret, members).await;
         let os = os_guard::ImageOs::from_labels(&resolved.facts.labels);
         let allow = pool.spec.image.allow_major_upgrade;
+        let running = if os_guard::compares_members(&os, allow) {
+            self.running(&resolved, pull_secret, members).await
+        } else {
+            Vec::new()
+        };
         os_guard::check(&image.to_string(), &os, &running, allow).map_err(|p| {
             RegistryError::Refused {
                 reason: p.reason,

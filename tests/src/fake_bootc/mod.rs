@@ -351,6 +351,11 @@ impl Layout {
     pub fn finalization_lock(&self) -> PathBuf {
         self.root.join("run/ostree/staged-deployment-locked")
     }
+    /// Removes the finalization lock file, if present: a staged deployment
+    /// locked by it becomes unlocked.
+    pub fn unlock_finalization(&self) -> std::io::Result<()> {
+        switch::remove_if_present(&self.finalization_lock())
+    }
     /// The fake host's systemd (transient units).
     pub fn systemd(&self) -> crate::fake_systemd::FakeSystemd {
         crate::fake_systemd::FakeSystemd::new(self.root.join("fake-systemd"))

@@ -477,7 +477,7 @@ fn reboot_planned(layout: &Layout, state: &mut State) -> std::io::Result<()> {
     reboot(layout, state, UnplannedReboot::Orderly, false)
 }
 
-fn remove_if_present(path: &Path) -> std::io::Result<()> {
+pub(super) fn remove_if_present(path: &Path) -> std::io::Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
