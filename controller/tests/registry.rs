@@ -969,7 +969,17 @@ async fn a_disconnected_cluster_resolves_through_its_mirror() {
     );
     assert_eq!(target(&p).as_deref(), Some(v0.as_str()));
 
-    // Every location fails: each named, in order, with its class.
+    // Every location fails: each named, in order, with its class. The
+    // pool follows the tag before the table unblocks, and the controller is
+    // seen to have read that spec, so that the pinned digest it followed
+    // is never resolved under the new table.
+    patch_pool(&env.admin, "workers", tag("next")).await;
+    let next = format!("{source}/acme/os:next");
+    wait_pool(&env.admin, "workers", "the tag blocked", move |p| {
+        degraded_reason(p).as_deref() == Some(Reason::RegistryBlocked.as_str())
+            && degraded_message(p).contains(&next)
+    })
+    .await;
     let other_mirror = refusing_address();
     kubelet_writes(
         &conf_dir,
@@ -980,7 +990,6 @@ async fn a_disconnected_cluster_resolves_through_its_mirror() {
         )
         .as_bytes(),
     );
-    patch_pool(&env.admin, "workers", tag("next")).await;
     let p = wait_degraded(&env.admin, Reason::ImageNotFound).await;
     let message = degraded_message(&p);
     let tried = [
