@@ -87,6 +87,11 @@ wire_enum! {
         /// True while the pool is Degraded: progress needs a person (kstatus:
         /// Failed).
         Stalled = "Stalled",
+        /// Whether the target's kubelet was checked against the API server's
+        /// version skew policy: False (`KubeletUndeclared`) when the image
+        /// declares no kubelet version (`crate::image_labels::KUBELET_VERSION`).
+        /// Present while the pool has a target.
+        KubeletSkewChecked = "KubeletSkewChecked",
     }
 }
 
@@ -195,6 +200,17 @@ wire_enum! {
         /// The image changes the OS family or major version the members
         /// run, and the pool does not allow it (`spec.image.allowMajorUpgrade`).
         OsMajorChange = "OsMajorChange",
+        /// The image's kubelet (`crate::image_labels::KUBELET_VERSION`)
+        /// breaks Kubernetes' version skew policy against the API server
+        /// (newer than it, or more than three minor versions older), or its
+        /// version cannot be read: the message quotes the policy.
+        KubeletSkew = "KubeletSkew",
+        /// KubeletSkewChecked True: the target's kubelet is within the
+        /// policy.
+        KubeletWithinSkew = "KubeletWithinSkew",
+        /// KubeletSkewChecked False: the target declares no kubelet version,
+        /// so its skew is not checked (nothing is refused for it).
+        KubeletUndeclared = "KubeletUndeclared",
         /// The registry's manifest could not be read.
         InvalidManifest = "InvalidManifest",
         /// Any other registry failure.

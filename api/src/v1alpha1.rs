@@ -579,6 +579,13 @@ pub struct BootcNodePoolStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub target_platform_digests: Vec<String>,
+    /// The kubelet version the target declares
+    /// (`dev.bootc.kubelet.version`), checked against the API server's
+    /// version skew policy before any node was told; absent when it
+    /// declares none (condition `KubeletSkewChecked` says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub target_kubelet_version: Option<String>,
     /// The target as a person reads it: the version bootc reports for it
     /// (once a member runs it) and the digest's first 12 hex digits, e.g.
     /// `2.0 (sha256:4f1c2a3b4c5d)`.

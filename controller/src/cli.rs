@@ -212,7 +212,12 @@ fn parse_addr(flag: &'static str, addr: &str) -> Result<Option<SocketAddr>, Main
 }
 
 /// The registry-backed resolver.
-fn resolver(args: &Args) -> Result<std::sync::Arc<dyn crate::target::Resolve>, MainError> {
+fn resolver(
+    args: &Args,
+    config: &kube::Config,
+) -> Result<std::sync::Arc<dyn crate::target::Resolve>, MainError> {
+    let client =
+        kube::Client::try_from(config.clone()).map_err(|e| MainError::Config(e.to_string()))?;
     let registry =
         crate::target::registry::Resolver::new(crate::target::registry::RegistryOptions {
             plain_http: args.insecure_registries.clone(),
@@ -225,6 +230,7 @@ fn resolver(args: &Args) -> Result<std::sync::Arc<dyn crate::target::Resolve>, M
         crate::target::resolver::RegistryResolver::new(
             registry,
             Duration::from_secs(args.tag_resolution_interval_seconds.max(1)),
+            crate::target::api_server::ApiServerVersion::new(client),
         ),
     ))
 }
@@ -256,10 +262,6 @@ async fn real_main(
     options.alert_endpoints = crate::gates::alerts::AlertEndpoints::parse(
         args.alert_gate_endpoints.iter().map(String::as_str),
     )?;
-    options.resolver = match resolver_override {
-        Some(resolver) => resolver,
-        None => resolver(&args)?,
-    };
     if args.leader_elect {
         let mut cfg = LeaseConfig::new(&args.lease_name, &args.namespace, &identity);
         cfg.duration = Duration::from_secs(args.lease_duration_seconds.max(2));
@@ -269,6 +271,10 @@ async fn real_main(
     let config = kube::Config::infer()
         .await
         .map_err(|e| MainError::Config(e.to_string()))?;
+    options.resolver = match resolver_override {
+        Some(resolver) => resolver,
+        None => resolver(&args, &config)?,
+    };
 
     let shutdown = CancellationToken::new();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -18,6 +18,7 @@
 //! May import `rollout`, `api` and [`crate::metrics`]; never the runtime
 //! above it, nor the actions beside it.
 
+pub mod api_server;
 pub mod registry;
 pub mod resolver;
 pub mod tag_policy;
@@ -130,6 +131,7 @@ pub fn pinned_target(image: &ImageRef) -> Option<Target> {
         digest: digest.clone(),
         image: image.pinned(digest),
         platform_digests: Vec::new(),
+        kubelet: None,
     })
 }
 
@@ -192,6 +194,7 @@ mod tests {
                 digest: D.into(),
                 image: format!("quay.io/acme/os@{D}"),
                 platform_digests: Vec::new(),
+                kubelet: None,
             })
         );
         // Tag and digest: the digest wins, the tag is dropped from the image.

@@ -44,6 +44,7 @@ fn plan(pool: &BootcNodePool, nodes: &[Node], bootc_nodes: &[BootcNode]) -> Plan
             digest: NEW.to_owned(),
             image: image(NEW),
             platform_digests: Vec::new(),
+            kubelet: None,
         }),
         nodes: nodes.iter().collect(),
         bootc_nodes: bootc_nodes.iter().collect(),

@@ -105,6 +105,7 @@ fn target(pool: &BootcNodePool, image: Option<&str>) -> Result<Target, String> {
                 image: parsed.pinned(&digest),
                 digest,
                 platform_digests: Vec::new(),
+                kubelet: None,
             })
         }
         None => rollout::target::recorded(&pool.status.clone().unwrap_or_default())

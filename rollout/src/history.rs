@@ -86,6 +86,7 @@ mod tests {
             digest: d.into(),
             image: format!("r@{d}"),
             platform_digests: Vec::new(),
+            kubelet: None,
         }
     }
 

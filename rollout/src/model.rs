@@ -25,6 +25,10 @@ pub struct Target {
     /// never the index's, and runs the target all the same (the state
     /// module's `runs_target`).
     pub platform_digests: Vec<String>,
+    /// The kubelet version the image declares
+    /// (`api::image_labels::KUBELET_VERSION`), checked before any node was
+    /// told (`os_guard::kubelet_skew`); None when it declares none.
+    pub kubelet: Option<String>,
 }
 
 /// Why the pool has no (new) target: a Degraded reason and a message.

@@ -12,14 +12,22 @@
 //!   (`OsMajorChange`): a major upgrade is a person's decision, made with
 //!   the distribution's notes, not a tag that moved.
 //!
+//! * **A kubelet within the version skew policy.** In a bootc host the
+//!   kubelet ships in the OS image: a target that declares its kubelet
+//!   (`dev.bootc.kubelet.version`) newer than the API server, or more than
+//!   three minor versions older, is refused (`KubeletSkew`), the policy
+//!   quoted. A target that declares none is not refused; the pool's
+//!   condition `KubeletSkewChecked` says it was not checked.
+//!
 //! What cannot be read is not guessed: an image that declares no OS
 //! identity, or a member's booted image the registry no longer serves, is
 //! not compared (the daemons' own checks and the health gates remain).
 
 use std::collections::BTreeMap;
 
-use api::Reason;
-use api::image_labels::{CONTAINERS_BOOTC, OS_ID, OS_VERSION_ID, OSTREE_BOOTABLE};
+use api::conditions::ConditionUpdate;
+use api::image_labels::{CONTAINERS_BOOTC, KUBELET_VERSION, OS_ID, OS_VERSION_ID, OSTREE_BOOTABLE};
+use api::{ConditionType, Reason};
 
 use crate::model::TargetProblem;
 
@@ -127,5 +135,96 @@ pub fn check(
                 r.image
             ),
         }),
+    }
+}
+
+/// Kubernetes' version skew policy for the kubelet, quoted where a target
+/// is refused for it.
+pub const KUBELET_SKEW_POLICY: &str = "Kubernetes' version skew policy: kubelet must not be newer than kube-apiserver, and may be up to three minor versions older";
+
+/// A Kubernetes `major.minor`, as `/version` or a kubelet label gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KubeVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl KubeVersion {
+    /// Reads `v1.37.2`, `1.37`, `1.37.0-rc.1+k3s1`: the first two numbers.
+    pub fn parse(text: &str) -> Option<KubeVersion> {
+        let mut parts = text.trim().trim_start_matches('v').split('.');
+        let number = |p: Option<&str>| -> Option<u32> {
+            let p = p?;
+            let digits = p
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or(p, |end| &p[..end]);
+            digits.parse().ok()
+        };
+        Some(KubeVersion {
+            major: number(parts.next())?,
+            minor: number(parts.next())?,
+        })
+    }
+}
+
+impl std::fmt::Display for KubeVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// Checks the kubelet a target declares (`declared`, the label's value)
+/// against the API server's version.
+pub fn kubelet_skew(
+    reference: &str,
+    declared: &str,
+    api_server: KubeVersion,
+) -> Result<(), TargetProblem> {
+    let refuse = |why: String| TargetProblem {
+        reason: Reason::KubeletSkew,
+        message: format!("{reference}: {why} ({KUBELET_SKEW_POLICY})"),
+    };
+    let Some(kubelet) = KubeVersion::parse(declared) else {
+        return Err(refuse(format!(
+            "its label {KUBELET_VERSION}={declared:?} is not a Kubernetes version"
+        )));
+    };
+    let behind = api_server.minor.saturating_sub(kubelet.minor);
+    if kubelet.major != api_server.major {
+        Err(refuse(format!(
+            "its kubelet {kubelet} is of another major version than the API server {api_server}"
+        )))
+    } else if kubelet > api_server {
+        Err(refuse(format!(
+            "its kubelet {kubelet} is newer than the API server {api_server}"
+        )))
+    } else if behind > 3 {
+        Err(refuse(format!(
+            "its kubelet {kubelet} is {behind} minor versions older than the API server {api_server}"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+/// The pool's `KubeletSkewChecked` condition for its target's `kubelet`.
+pub fn kubelet_condition(kubelet: Option<&str>) -> ConditionUpdate {
+    match kubelet {
+        Some(v) => ConditionUpdate::new(
+            ConditionType::KubeletSkewChecked,
+            true,
+            Reason::KubeletWithinSkew,
+            format!(
+                "the target's kubelet {v} ({KUBELET_VERSION}) was checked against the API server before any node was told"
+            ),
+        ),
+        None => ConditionUpdate::new(
+            ConditionType::KubeletSkewChecked,
+            false,
+            Reason::KubeletUndeclared,
+            format!(
+                "the target declares no kubelet version (label {KUBELET_VERSION}): its kubelet's skew against the API server is not checked"
+            ),
+        ),
     }
 }

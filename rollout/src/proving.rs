@@ -314,6 +314,7 @@ pub fn pool_back_to(pool: &BootcNodePool, target: &Target) -> Option<(Target, Pr
             digest: back.digest.clone(),
             image: back.image.clone(),
             platform_digests: back.platform_digests.clone(),
+            kubelet: None,
         },
         (Reason::RolledBack, message),
     ))

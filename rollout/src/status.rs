@@ -649,6 +649,7 @@ fn new_status(
     status.target_digest = target.map(|t| t.digest.clone());
     status.target_image = target.map(|t| t.image.clone());
     status.target_platform_digests = target.map_or_else(Vec::new, |t| t.platform_digests.clone());
+    status.target_kubelet_version = target.and_then(|t| t.kubelet.clone());
     status.target_summary = target.map(|t| target_summary(t, &view.input.bootc_nodes));
     if all_run_target && let Some(t) = target {
         status.deployed_digest = Some(t.digest.clone());
@@ -668,6 +669,10 @@ fn new_status(
     conditions::apply(&mut status.conditions, degraded, generation, &now);
     for c in crate::health::kstatus_conditions(up_to_date, degraded) {
         conditions::apply(&mut status.conditions, &c, generation, &now);
+    }
+    if let Some(t) = target {
+        let kubelet = crate::os_guard::kubelet_condition(t.kubelet.as_deref());
+        conditions::apply(&mut status.conditions, &kubelet, generation, &now);
     }
     status
 }

@@ -33,6 +33,7 @@ pub fn recorded(status: &BootcNodePoolStatus) -> Option<Target> {
             digest: digest.clone(),
             image: image.clone(),
             platform_digests: status.target_platform_digests.clone(),
+            kubelet: status.target_kubelet_version.clone(),
         }),
         _ => None,
     }
@@ -60,6 +61,7 @@ mod tests {
             digest: d.into(),
             image: format!("r@{d}"),
             platform_digests: Vec::new(),
+            kubelet: None,
         }
     }
 

@@ -607,6 +607,7 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
         target_digest: Some(digest.clone()),
         target_image: Some(format!("quay.io/acme/os@{digest}")),
         target_platform_digests: vec![digest.clone()],
+        target_kubelet_version: Some("1.37.2".into()),
         target_summary: Some("9.4 (sha256:aaaaaaaaaaaa)".into()),
         deployed_digest: None,
         update_available: true,

@@ -112,6 +112,7 @@ fn new_target() -> Result<Target, TargetProblem> {
         digest: NEW.into(),
         image: image(NEW),
         platform_digests: Vec::new(),
+        kubelet: None,
     })
 }
 

@@ -21,17 +21,21 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
+use crate::target::api_server::ApiServerVersion;
 use crate::target::registry::{PullSecret, RegistryError, Resolver};
 use crate::target::tag_policy::{self, CurrentTarget, TargetStep};
 use crate::target::{
     MembersRun, Parsed, Resolution, Resolve, Schedule, TargetMemory, parse_reference,
 };
+use api::image_labels::KUBELET_VERSION;
 use rollout::{Target, TargetProblem, os_guard};
 
 /// Resolves tags against registries.
 pub struct RegistryResolver {
     registry: Resolver,
     interval: Duration,
+    /// What a target's kubelet is checked against.
+    api_server: ApiServerVersion,
 }
 
 impl std::fmt::Debug for RegistryResolver {
@@ -43,8 +47,12 @@ impl std::fmt::Debug for RegistryResolver {
 }
 
 impl RegistryResolver {
-    pub fn new(registry: Resolver, interval: Duration) -> Self {
-        RegistryResolver { registry, interval }
+    pub fn new(registry: Resolver, interval: Duration, api_server: ApiServerVersion) -> Self {
+        RegistryResolver {
+            registry,
+            interval,
+            api_server,
+        }
     }
 
     async fn resolve_tag(
@@ -72,6 +80,7 @@ impl RegistryResolver {
                     digest,
                     image,
                     platform_digests: Vec::new(),
+                    kubelet: None,
                 }),
                 requeue_after: None,
             },
@@ -178,7 +187,8 @@ impl RegistryResolver {
         }
     }
 
-    /// Resolves `image` and checks it against what the members run
+    /// Resolves `image` and checks it against what the members run and,
+    /// when it declares its kubelet, against the API server's version
     /// (`rollout::os_guard`): a refusal fails the resolution as a registry
     /// failure does (fail closed, the previous target kept).
     async fn query_guarded(
@@ -196,12 +206,16 @@ impl RegistryResolver {
         } else {
             Vec::new()
         };
-        os_guard::check(&image.to_string(), &os, &running, allow).map_err(|p| {
-            RegistryError::Refused {
-                reason: p.reason,
-                message: p.message,
-            }
-        })?;
+        os_guard::check(&image.to_string(), &os, &running, allow).map_err(refused)?;
+        if let Some(kubelet) = resolved.facts.labels.get(KUBELET_VERSION) {
+            let api_server = self.api_server.get().await.map_err(|e| RegistryError::Refused {
+                reason: api::Reason::KubeletSkew,
+                message: format!(
+                    "{image} declares kubelet {kubelet:?}, and the API server's version to check it against could not be read: {e}"
+                ),
+            })?;
+            os_guard::kubelet_skew(&image.to_string(), kubelet, api_server).map_err(refused)?;
+        }
         Ok(resolved)
     }
 
@@ -292,6 +306,14 @@ impl Resolve for RegistryResolver {
                 }
             }
         })
+    }
+}
+
+/// A guard's refusal, failing the resolution as a registry failure does.
+fn refused(problem: TargetProblem) -> RegistryError {
+    RegistryError::Refused {
+        reason: problem.reason,
+        message: problem.message,
     }
 }
 

@@ -144,6 +144,11 @@ pub fn apply_resolution(
                 digest: resolved.facts.digest,
                 image: resolved.pinned,
                 platform_digests: resolved.facts.platform_digests,
+                kubelet: resolved
+                    .facts
+                    .labels
+                    .get(api::image_labels::KUBELET_VERSION)
+                    .cloned(),
             }),
             next_resolution: add(now, interval),
             requeue_after: interval,
@@ -245,6 +250,7 @@ mod tests {
                 digest: D1.into(),
                 image: format!("r.io/os@{D1}"),
                 platform_digests: Vec::new(),
+                kubelet: None,
             }),
             next_resolution: Some(
                 now()
@@ -341,6 +347,7 @@ mod tests {
                 digest: D2.into(),
                 image: format!("r.io/os@{D2}"),
                 platform_digests: vec![D1.to_owned()],
+                kubelet: None,
             })
         );
         assert_eq!(out.error, None);

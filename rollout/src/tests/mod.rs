@@ -61,6 +61,7 @@ fn target(d: &str) -> Target {
         digest: d.into(),
         image: image(d),
         platform_digests: Vec::new(),
+        kubelet: None,
     }
 }
 

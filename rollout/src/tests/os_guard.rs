@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use api::Reason;
 use api::image_labels::{CONTAINERS_BOOTC, OS_ID, OS_VERSION_ID, OSTREE_BOOTABLE};
 
-use crate::os_guard::{ImageOs, Running, check, compares_members, major};
+use crate::os_guard::{
+    ImageOs, KubeVersion, Running, check, compares_members, kubelet_condition, kubelet_skew, major,
+};
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -184,4 +186,86 @@ fn the_refusal_names_both_releases_the_members_and_the_field() {
     ] {
         assert!(err.message.contains(part), "{part} not in {}", err.message);
     }
+}
+
+#[test]
+fn kubernetes_versions_are_read_as_major_minor() {
+    let v = |major, minor| Some(KubeVersion { major, minor });
+    // (text, read)
+    let rows = [
+        ("v1.37.2", v(1, 37)),
+        ("1.34", v(1, 34)),
+        ("1.35.0-rc.1+k3s1", v(1, 35)),
+        ("v1.36+", v(1, 36)),
+        (" 1.37.1 ", v(1, 37)),
+        ("1", None),
+        ("latest", None),
+        ("", None),
+    ];
+    for (text, read) in rows {
+        assert_eq!(KubeVersion::parse(text), read, "{text:?}");
+    }
+}
+
+#[test]
+fn a_targets_kubelet_keeps_to_the_version_skew_policy() {
+    let api = KubeVersion {
+        major: 1,
+        minor: 37,
+    };
+    // (kubelet declared, refused with a message containing)
+    let rows: [(&str, Option<&str>); 9] = [
+        ("1.37.2", None),
+        ("v1.37.0", None),
+        ("1.36.4", None),
+        ("1.34.0", None),
+        (
+            "1.38.0",
+            Some("its kubelet 1.38 is newer than the API server 1.37"),
+        ),
+        (
+            "1.33.9",
+            Some("its kubelet 1.33 is 4 minor versions older than the API server 1.37"),
+        ),
+        ("1.30", Some("7 minor versions older")),
+        ("2.37", Some("of another major version")),
+        (
+            "stable",
+            Some("dev.bootc.kubelet.version=\"stable\" is not a Kubernetes version"),
+        ),
+    ];
+    for (kubelet, refused) in rows {
+        let out = kubelet_skew("r.io/os:stable", kubelet, api);
+        match (refused, out) {
+            (None, Ok(())) => {}
+            (Some(text), Err(p)) => {
+                assert_eq!(p.reason, Reason::KubeletSkew, "{kubelet}");
+                assert!(p.message.contains(text), "{kubelet}: {}", p.message);
+                assert!(p.message.contains("r.io/os:stable"), "{}", p.message);
+                assert!(
+                    p.message
+                        .contains("may be up to three minor versions older"),
+                    "the policy quoted: {}",
+                    p.message
+                );
+            }
+            (want, got) => panic!("{kubelet}: want refused {want:?}, got {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_pool_says_whether_its_targets_kubelet_was_checked() {
+    let checked = kubelet_condition(Some("1.37.2"));
+    assert!(checked.status);
+    assert_eq!(checked.reason, Reason::KubeletWithinSkew);
+    assert!(checked.message.contains("1.37.2"), "{}", checked.message);
+    let undeclared = kubelet_condition(None);
+    assert!(!undeclared.status);
+    assert_eq!(undeclared.reason, Reason::KubeletUndeclared);
+    assert!(
+        undeclared.message.contains("dev.bootc.kubelet.version"),
+        "{}",
+        undeclared.message
+    );
 }

@@ -109,6 +109,7 @@ const ARM64: &str = "sha256:6666666666666666666666666666666666666666666666666666
 fn a_tag_installed_host_on_a_platform_of_the_target_index_is_up_to_date_and_stages_nothing() {
     let index = Target {
         platform_digests: vec![AMD64.to_owned(), ARM64.to_owned()],
+        kubelet: None,
         ..target(INDEX)
     };
     // "new" was just created told the index; "kept" was kept on OLD by a

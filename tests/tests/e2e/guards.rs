@@ -301,3 +301,68 @@ async fn a_major_upgrade_waits_for_the_pool_to_allow_it_and_a_plain_image_is_ref
     .await;
     told_only(&sim, &v2).await;
 }
+
+/// The kubelet ships in the OS image. A target that declares none rolls
+/// out, and the pool says its kubelet was not checked; one whose kubelet is
+/// newer than the API server is refused before any node is told, the
+/// policy quoted; one within the policy rolls out, and the pool says so.
+#[tokio::test]
+async fn a_kubelet_newer_than_the_api_server_is_refused_and_one_undeclared_is_said_so() {
+    use api::image_labels::KUBELET_VERSION;
+    use tests::sim::TAG;
+    require_root!();
+    let mut sim = Sim::start(SimOptions::default()).await.unwrap();
+    let recorder = Recorder::start(&sim.cp).await.unwrap();
+    let info = sim.admin.apiserver_version().await.unwrap();
+    let api_server = ::rollout::os_guard::KubeVersion::parse(&info.git_version).unwrap();
+    let kubelet = |minor: u32| format!("{}.{minor}.0", api_server.major);
+    let v1 = sim.push_labelled("1.0", TAG, &[]).await.unwrap();
+    sim.add_nodes(2, &v1).await.unwrap();
+    sim.create_pool().await.unwrap();
+    sim.start_kubelet();
+    wait_rolled(&sim, &v1, 2).await;
+    wait_pool(&sim, "the kubelet said not checked", |p| {
+        condition(p, ConditionType::KubeletSkewChecked)
+            .is_some_and(|c| c.0 == "False" && c.1 == Reason::KubeletUndeclared)
+    })
+    .await;
+
+    let newer = kubelet(api_server.minor + 1);
+    let _v2 = sim
+        .push_labelled("2.0", TAG, &[(KUBELET_VERSION, &newer)])
+        .await
+        .unwrap();
+    let said = format!(
+        "its kubelet {api_server_next} is newer than the API server {api_server}",
+        api_server_next = ::rollout::os_guard::KubeVersion {
+            minor: api_server.minor + 1,
+            ..api_server
+        }
+    );
+    wait_pool(&sim, "the newer kubelet refused", move |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| {
+            c.1 == Reason::KubeletSkew
+                && c.2.contains(&said)
+                && c.2.contains("may be up to three minor versions older")
+        })
+    })
+    .await;
+    told_only(&sim, &v1).await;
+
+    let within = kubelet(api_server.minor - 1);
+    let v3 = sim
+        .push_labelled("3.0", TAG, &[(KUBELET_VERSION, &within)])
+        .await
+        .unwrap();
+    rolled_out_within_one(&sim, &recorder, &v3, 2).await;
+    let checked = within.clone();
+    wait_pool(&sim, "the kubelet said checked", move |p| {
+        condition(p, ConditionType::KubeletSkewChecked)
+            .is_some_and(|c| c.0 == "True" && c.1 == Reason::KubeletWithinSkew)
+            && p.status
+                .as_ref()
+                .and_then(|s| s.target_kubelet_version.as_deref())
+                == Some(checked.as_str())
+    })
+    .await;
+}
