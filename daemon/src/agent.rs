@@ -2,12 +2,27 @@
 //! after the drop. By the time [`run`] runs the process has no capability,
 //! runs as an unprivileged uid under seccomp, and cannot execute anything.
 //! The caller ([`crate::run_daemon`]) exits non-zero if the helper dies.
+//!
+//! The agent's room: the node loop ([`node_loop`]) and its state machine
+//! ([`machine`], pure), the host watch ([`watch`]), the helper's client
+//! ([`helper_client`]), the pull secret and repositories it checks
+//! ([`pull_secret`], [`repositories`]), bootc's error texts
+//! ([`bootc_errors`]) and the API credentials ([`kubeconf`]).
+
+pub mod bootc_errors;
+pub mod helper_client;
+pub mod kubeconf;
+pub mod machine;
+pub mod node_loop;
+pub mod pull_secret;
+pub mod repositories;
+pub mod watch;
 
 use futures::StreamExt;
 
-use crate::helper_client::HelperClient;
-use crate::node_loop::{self, LoopConfig, LoopError};
-use crate::watch::HostEvents;
+use helper_client::HelperClient;
+use node_loop::{LoopConfig, LoopError};
+use watch::HostEvents;
 
 /// What the loop is given.
 pub struct AgentContext {

@@ -1,4 +1,9 @@
-//! bootc-daemon: the unprivileged node agent.
+//! bootc-daemon: the unprivileged node agent, in two rooms:
+//! [`confinement`] (the helper's spawn, the privilege drop, the Landlock
+//! sandbox, the seccomp filter and its self-test: what a security
+//! reviewer reads) and [`agent`] (what runs once confined: the node loop,
+//! its state machine, the host watch, the helper's client, pull secrets,
+//! repositories, bootc's error texts, credentials).
 //!
 //! Process model (SECURITY.md section 2): `main` stays single-threaded while it
 //! creates a socketpair, forks and execs `bootc-helper` with one end as fd 3,
@@ -13,26 +18,16 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod agent;
-pub mod bootc_errors;
-pub mod helper_client;
-pub mod kubeconf;
+pub mod confinement;
 mod log_filter;
-pub mod machine;
-pub mod node_loop;
-pub mod privdrop;
-pub mod pull_secret;
-pub mod repositories;
-pub mod sandbox;
-pub mod seccomp;
-pub mod selftest;
-pub mod spawn;
-pub mod sys;
-pub mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub use log_filter::log_filter;
+
+use agent::{helper_client, kubeconf, node_loop, watch};
+use confinement::{confine, privdrop, sandbox, seccomp, spawn};
 
 /// Exit code when the helper died.
 pub const EXIT_HELPER_DIED: u8 = 3;
@@ -74,22 +69,6 @@ pub enum StartError {
     Connect(#[from] helper_client::ConnectError),
     #[error(transparent)]
     Kube(#[from] kubeconf::KubeconfError),
-}
-
-/// Everything that confines the daemon, in order: the privilege drop, the
-/// Landlock sandbox (which needs no_new_privs), then the seccomp filter
-/// (which refuses the Landlock calls). Single-threaded only.
-pub fn confine(uid: u32, gid: u32) -> Result<sandbox::Protections, StartError> {
-    privdrop::drop_privileges(uid, gid)?;
-    let landlock = sandbox::install()?;
-    if !matches!(landlock, sandbox::LandlockState::Full { .. }) {
-        tracing::warn!(%landlock, "Landlock sandbox not fully in force; the seccomp filter still refuses every open for writing");
-    }
-    seccomp::install()?;
-    Ok(sandbox::Protections {
-        landlock,
-        seccomp: true,
-    })
 }
 
 /// The daemon's whole life. Returns the process exit code.

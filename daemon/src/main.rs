@@ -3,7 +3,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 use clap::{Parser, Subcommand};
-use daemon::{DaemonOptions, spawn::HelperOptions};
+use daemon::{DaemonOptions, confinement::spawn::HelperOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -22,10 +22,10 @@ struct Cli {
     host_pid: i32,
     /// Unprivileged uid to switch to: one no other process on the node uses
     /// (0 and 65534 are refused).
-    #[arg(long, default_value_t = daemon::privdrop::DEFAULT_UID)]
+    #[arg(long, default_value_t = daemon::confinement::privdrop::DEFAULT_UID)]
     uid: u32,
     /// Unprivileged gid to switch to (0 and 65534 are refused).
-    #[arg(long, default_value_t = daemon::privdrop::DEFAULT_GID)]
+    #[arg(long, default_value_t = daemon::confinement::privdrop::DEFAULT_GID)]
     gid: u32,
     /// A repository (`registry/path`) or namespace (`registry/path/`) the
     /// helper may stage images from; repeat for more, or separate with
@@ -33,7 +33,7 @@ struct Cli {
     #[arg(
         long = "allowed-repository",
         value_name = "REPOSITORY",
-        env = daemon::repositories::ENV,
+        env = daemon::agent::repositories::ENV,
         value_delimiter = ','
     )]
     allowed_repositories: Vec<String>,
@@ -52,11 +52,11 @@ struct Cli {
     #[arg(long, env = "BOOTC_NAMESPACE", default_value = api::labels::OPERATOR_NAMESPACE)]
     namespace: String,
     /// Fallback poll of the host's bootc status, in seconds.
-    #[arg(long, default_value_t = daemon::node_loop::DEFAULT_POLL_INTERVAL.as_secs())]
+    #[arg(long, default_value_t = daemon::agent::node_loop::DEFAULT_POLL_INTERVAL.as_secs())]
     poll_interval_secs: u64,
     /// While the host reports an automatic updater (a unit the controller
     /// refuses the node for), read the host again every this many seconds.
-    #[arg(long, default_value_t = daemon::node_loop::DEFAULT_UPDATER_RECHECK.as_secs())]
+    #[arg(long, default_value_t = daemon::agent::node_loop::DEFAULT_UPDATER_RECHECK.as_secs())]
     host_updater_recheck_secs: u64,
     /// A kubeconfig instead of the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]
@@ -72,7 +72,7 @@ enum Command {
     SeccompSelftest {
         /// Which layers to install after the drop (control runs: none).
         #[arg(long, default_value = "all")]
-        layers: daemon::selftest::Layers,
+        layers: daemon::confinement::selftest::Layers,
         case: String,
     },
 }
@@ -94,7 +94,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     if let Some(Command::SeccompSelftest { case, layers }) = &cli.command {
-        return daemon::selftest::run(case, cli.uid, cli.gid, *layers);
+        return daemon::confinement::selftest::run(case, cli.uid, cli.gid, *layers);
     }
     if cli.node_name.is_empty() {
         tracing::error!(
@@ -102,7 +102,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let allowed = match daemon::repositories::allow_list(&cli.allowed_repositories) {
+    let allowed = match daemon::agent::repositories::allow_list(&cli.allowed_repositories) {
         Ok(allowed) => allowed,
         Err(error) => {
             tracing::error!(%error, "refusing to start");
@@ -114,7 +114,7 @@ fn main() -> ExitCode {
         helper: HelperOptions {
             path: cli
                 .helper
-                .unwrap_or_else(daemon::spawn::default_helper_path),
+                .unwrap_or_else(daemon::confinement::spawn::default_helper_path),
             host_pid: cli.host_pid,
             apply_window: Duration::from_millis(cli.apply_window_ms),
             allowed_repositories: allowed.repositories(),
@@ -124,7 +124,7 @@ fn main() -> ExitCode {
         uid: cli.uid,
         gid: cli.gid,
         kubeconfig: cli.kubeconfig,
-        agent: daemon::node_loop::LoopConfig {
+        agent: daemon::agent::node_loop::LoopConfig {
             node_name: cli.node_name,
             operator_namespace: cli.namespace,
             poll_interval: Duration::from_secs(cli.poll_interval_secs.max(1)),

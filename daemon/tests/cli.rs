@@ -30,12 +30,12 @@ fn daemon_with(args: &[&str], env: Option<&str>, more: &[(&str, &str)]) -> (Opti
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_bootc-daemon"));
     cmd.args(["--node-name", "n1", "--helper", "/nonexistent/bootc-helper"])
         .args(args)
-        .env_remove(daemon::repositories::ENV)
+        .env_remove(daemon::agent::repositories::ENV)
         .env_remove("KUBECONFIG")
         .env("RUST_LOG", "info")
         .envs(more.iter().copied());
     if let Some(value) = env {
-        cmd.env(daemon::repositories::ENV, value);
+        cmd.env(daemon::agent::repositories::ENV, value);
     }
     let out = cmd.output().expect("running bootc-daemon");
     (
@@ -53,7 +53,7 @@ fn the_daemon_refuses_to_start_without_an_allowed_repository() {
         assert_eq!(code, Some(2), "{env:?}: {stderr}");
         for needle in [
             "no allowed repository",
-            daemon::repositories::CONFIG_KEY,
+            daemon::agent::repositories::CONFIG_KEY,
             "--allowed-repository",
             "`any`",
         ] {

@@ -14,7 +14,7 @@ use api::labels::{DAEMON_MANAGER, OPERATOR_NAMESPACE};
 use api::{
     BootcNode, BootcNodeSpec, BootcNodeStatus, DaemonPhase, DesiredImageState, RebootPolicy,
 };
-use daemon::node_loop::{self, LoopConfig};
+use daemon::agent::node_loop::{self, LoopConfig};
 use proto::helper_server::Helper;
 use scripted_api::{
     Exchange, Script, ScriptedApi, WatchFeed, collection_path, get, object_path, patch, settled,
@@ -131,7 +131,7 @@ async fn node_loop(host: &Host, client: kube::Client) -> Result<(), node_loop::L
     let (mine, theirs) = UnixStream::pair().unwrap();
     let stand_in = host.clone();
     tokio::spawn(async move { helper::server::serve(theirs, stand_in).await });
-    let helper = daemon::helper_client::connect(mine).await.unwrap();
+    let helper = daemon::agent::helper_client::connect(mine).await.unwrap();
     let config = LoopConfig {
         node_name: NODE.to_owned(),
         operator_namespace: OPERATOR_NAMESPACE.to_owned(),

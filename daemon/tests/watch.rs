@@ -2,7 +2,7 @@
 //! The host watch: an mtime touch on `ostree/bootc` (what bootc does after
 //! an operation) is one "host status may have changed" event.
 
-use daemon::watch::HostWatch;
+use daemon::agent::watch::HostWatch;
 use futures::StreamExt;
 use std::time::{Duration, SystemTime};
 

@@ -2,7 +2,7 @@
 //! (Stage, Apply, Status, WriteAuth) as prost messages, tonic's generated
 //! server ([`helper_server`]) and client ([`helper_client`]), the one size
 //! limit both ends share, and the apply window the daemon passes on. The helper serves it (`helper/src/server.rs`),
-//! the daemon calls it (`daemon/src/helper_client.rs`).
+//! the daemon calls it (`daemon/src/agent/helper_client.rs`).
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 

@@ -1,11 +1,11 @@
 //! A stand-in for the node daemons and the kubelet, for controller tests and
 //! benchmarks: one watch on every BootcNode, and per node the daemon's own
-//! state machine ([`daemon::machine::decide`]) run against a simulated host
+//! state machine ([`daemon::agent::machine::decide`]) run against a simulated host
 //! (what `bootc status` would report: the booted and staged images and a
 //! boot id; staging and reboots are instant). The status written is the one
-//! the daemon builds ([`daemon::machine::status_to_write`]), written as the
+//! the daemon builds ([`daemon::agent::machine::status_to_write`]), written as the
 //! daemon writes it (server-side apply), when the daemon would write it
-//! ([`daemon::machine::worth_writing`]): one write per step of the cycle.
+//! ([`daemon::agent::machine::worth_writing`]): one write per step of the cycle.
 //!
 //! ```text
 //! (no status)                  -> the host boots the initial image
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use api::{BootEntryStatus, BootcNode, BootcNodeStatus, DesiredImageState};
-use daemon::machine::{self, Action, HostView, Inputs};
+use daemon::agent::machine::{self, Action, HostView, Inputs};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -319,7 +319,7 @@ impl PlayedNode {
             let decision = machine::decide(&inputs);
             let status = machine::status_to_write(&decision, &inputs, &now);
             // A pull here is instant: the daemon reports it once, staged
-            // (`daemon::node_loop::STAGING_REPORT_AFTER`).
+            // (`daemon::agent::node_loop::STAGING_REPORT_AFTER`).
             let pulling = matches!(decision.action, Action::Stage { .. });
             let write = (!pulling && machine::worth_writing(stored, &status)).then_some(status);
             // The write reports the host before the action.

@@ -69,7 +69,7 @@ impl DaemonProcess {
             .arg(host.root())
             .args(["--host-pid", &host.pid().to_string()])
             .args(["--apply-window-ms", "500"])
-            .args(["--allowed-repository", daemon::repositories::ANY])
+            .args(["--allowed-repository", daemon::agent::repositories::ANY])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

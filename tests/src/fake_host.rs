@@ -249,14 +249,14 @@ impl Drop for FakeHost {
 /// (socketpair, fd 3, parent-death signal), targeting `host`.
 #[derive(Debug)]
 pub struct TestHelper {
-    pub process: daemon::spawn::HelperProcess,
-    pub client: daemon::helper_client::HelperClient,
+    pub process: daemon::confinement::spawn::HelperProcess,
+    pub client: daemon::agent::helper_client::HelperClient,
 }
 
 impl FakeHost {
     /// Starts `bootc-helper` against this host and connects to it.
     pub async fn helper(&self, apply_window: std::time::Duration) -> anyhow::Result<TestHelper> {
-        self.helper_with(daemon::spawn::HelperOptions {
+        self.helper_with(daemon::confinement::spawn::HelperOptions {
             apply_window,
             ..Default::default()
         })
@@ -267,14 +267,14 @@ impl FakeHost {
     /// signature policy); path and host pid are filled in.
     pub async fn helper_with(
         &self,
-        options: daemon::spawn::HelperOptions,
+        options: daemon::confinement::spawn::HelperOptions,
     ) -> anyhow::Result<TestHelper> {
-        let (process, socket) = daemon::spawn::start(&daemon::spawn::HelperOptions {
+        let (process, socket) = daemon::confinement::spawn::start(&daemon::confinement::spawn::HelperOptions {
             path: bin("bootc-helper"),
             host_pid: self.pid(),
             ..options
         })?;
-        let client = daemon::helper_client::connect(socket).await?;
+        let client = daemon::agent::helper_client::connect(socket).await?;
         Ok(TestHelper { process, client })
     }
 }

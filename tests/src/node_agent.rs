@@ -215,7 +215,7 @@ impl Agent {
             .args(["--node-name", &options.node_name])
             // The fake hosts stage from any repository (the allow-list has
             // its own tests: helper_rpc.rs, daemon/tests/cli.rs).
-            .args(["--allowed-repository", daemon::repositories::ANY])
+            .args(["--allowed-repository", daemon::agent::repositories::ANY])
             .args(
                 kubeconfig
                     .map(|k| [OsStr::new("--kubeconfig"), k.as_os_str()])

@@ -2,7 +2,7 @@
 //! The daemon's process model: what it holds after the drop, what its
 //! seccomp filter does, and that daemon and helper live and die together.
 
-use daemon::selftest;
+use daemon::confinement::selftest;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::os::unix::process::ExitStatusExt;
@@ -30,13 +30,13 @@ fn every_daemon_thread_is_unprivileged_under_seccomp() {
     assert!(!tasks.is_empty(), "no threads: {tasks:?}");
     for task in tasks {
         let status = std::fs::read_to_string(task.join("status")).unwrap();
-        daemon::privdrop::check_unprivileged(&status, true)
+        daemon::confinement::privdrop::check_unprivileged(&status, true)
             .unwrap_or_else(|e| panic!("{}: {e}\n{status}", task.display()));
     }
     // The helper, by contrast, is the privileged one.
     let helper = d.helper_pid().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{helper}/status")).unwrap();
-    assert!(daemon::privdrop::check_unprivileged(&status, false).is_err());
+    assert!(daemon::confinement::privdrop::check_unprivileged(&status, false).is_err());
 }
 
 /// Where each open fd of `pid` points.
@@ -289,7 +289,7 @@ impl Drop for Victim {
 #[test]
 fn a_process_of_the_daemons_own_uid_is_out_of_reach() {
     require_root!();
-    use daemon::privdrop::{DEFAULT_GID, DEFAULT_UID};
+    use daemon::confinement::privdrop::{DEFAULT_GID, DEFAULT_UID};
     let v = Victim::start(DEFAULT_UID, DEFAULT_GID);
     let (environ, root, mem, limits) = (v.environ(), v.root_file(), v.mem(), v.limits());
     let cmdline = v.cmdline();

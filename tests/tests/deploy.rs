@@ -59,7 +59,7 @@ fn can_i(
 /// it, `daemon/tests/cli.rs`), and which an overlay sets with a
 /// configMapGenerator merge, no JSON patch.
 fn the_allowed_repositories_are_a_required_setting(cp: &ControlPlane, env: &[serde_json::Value]) {
-    use daemon::repositories::{CONFIG_KEY, ENV};
+    use daemon::agent::repositories::{CONFIG_KEY, ENV};
     assert!(
         env.iter().any(|e| e["name"] == ENV
             && e["valueFrom"]["configMapKeyRef"]["name"] == "bootc-daemon"

@@ -14,8 +14,8 @@ use tests::h2_raw::{self, RawPeer};
 use tests::require_root;
 
 /// The helper's end of a socketpair, for a peer written by hand.
-async fn raw_helper(host: &FakeHost) -> (daemon::spawn::HelperProcess, tokio::net::UnixStream) {
-    let (process, socket) = daemon::spawn::start(&daemon::spawn::HelperOptions {
+async fn raw_helper(host: &FakeHost) -> (daemon::confinement::spawn::HelperProcess, tokio::net::UnixStream) {
+    let (process, socket) = daemon::confinement::spawn::start(&daemon::confinement::spawn::HelperOptions {
         path: tests::fake_host::bin("bootc-helper"),
         host_pid: host.pid(),
         apply_window: Duration::from_secs(5),
@@ -27,7 +27,7 @@ async fn raw_helper(host: &FakeHost) -> (daemon::spawn::HelperProcess, tokio::ne
 }
 
 /// The helper exits within 5 s, with `code`.
-async fn exits_with(process: daemon::spawn::HelperProcess, code: i32) {
+async fn exits_with(process: daemon::confinement::spawn::HelperProcess, code: i32) {
     let status = tokio::time::timeout(Duration::from_secs(5), process.exited())
         .await
         .expect("the helper went on")

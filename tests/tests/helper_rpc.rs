@@ -502,7 +502,7 @@ async fn only_allowed_repositories_are_staged_and_bootc_enforces_the_sigpolicy()
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
     let mut h = host
-        .helper_with(daemon::spawn::HelperOptions {
+        .helper_with(daemon::confinement::spawn::HelperOptions {
             apply_window: Duration::from_secs(5),
             allowed_repositories: vec!["127.0.0.1:5000/os".into()],
             enforce_sigpolicy: true,

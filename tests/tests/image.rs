@@ -154,13 +154,13 @@ async fn the_pushed_image_runs_from_its_own_root() {
             .status()
             .unwrap()
     };
-    let allowed = Some(i32::from(daemon::selftest::ALLOWED));
+    let allowed = Some(i32::from(daemon::confinement::selftest::ALLOWED));
     let getpid = selftest("getpid");
     assert_eq!(getpid.code(), allowed, "getpid: {getpid}");
     let ptrace = selftest("ptrace");
     assert!(
         ptrace.code() != allowed
-            && ptrace.code() != Some(i32::from(daemon::selftest::SETUP_FAILED)),
+            && ptrace.code() != Some(i32::from(daemon::confinement::selftest::SETUP_FAILED)),
         "ptrace: {ptrace}"
     );
     let helper = Command::new("chroot")
@@ -251,7 +251,7 @@ async fn the_images_daemon_runs_a_node(rootfs: &Path) {
     let daemon = agent.child.id();
     assert_eq!(exe(daemon), rootfs.join("usr/bin/bootc-daemon"));
     let proc_status = std::fs::read_to_string(format!("/proc/{daemon}/status")).unwrap();
-    daemon::privdrop::check_unprivileged(&proc_status, true)
+    daemon::confinement::privdrop::check_unprivileged(&proc_status, true)
         .unwrap_or_else(|e| panic!("the image's daemon kept a privilege: {e}\n{proc_status}"));
     assert!(log.contains("privileges dropped"), "{log}");
     let helper: u32 = std::fs::read_to_string(format!("/proc/{daemon}/task/{daemon}/children"))

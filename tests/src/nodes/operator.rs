@@ -76,7 +76,7 @@ pub fn write_overlay(cluster: &NodeCluster, image: &str, install: &Install) -> R
     let text = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {deploy}\nimages:\n  - name: bootc-operator\n    newName: {image}\n    newTag: {OPERATOR_TAG}\nconfigMapGenerator:\n  - name: bootc-registry-ca\n    namespace: bootc-operator\n    files:\n      - registry-ca.crt\n    options:\n      disableNameSuffixHash: true\n  - name: bootc-daemon\n    namespace: bootc-daemon\n    behavior: merge\n    literals:\n      - {key}={registry}/{repo}\n",
         deploy = deploy.display(),
-        key = daemon::repositories::CONFIG_KEY,
+        key = daemon::agent::repositories::CONFIG_KEY,
         registry = cluster.registry.host(),
         repo = super::OS_REPO,
     );

@@ -88,7 +88,7 @@ impl HostWatch {
     /// Registers with the current tokio runtime.
     pub fn into_events(self) -> io::Result<HostEvents> {
         Ok(HostEvents {
-            fd: self.inotify.map(crate::sys::async_inotify).transpose()?,
+            fd: self.inotify.map(crate::confinement::sys::async_inotify).transpose()?,
         })
     }
 }
@@ -97,7 +97,7 @@ impl HostWatch {
 /// events is one event.
 #[derive(Debug)]
 pub struct HostEvents {
-    fd: Option<AsyncFd<crate::sys::InotifyFd>>,
+    fd: Option<AsyncFd<crate::confinement::sys::InotifyFd>>,
 }
 
 impl HostEvents {
