@@ -26,4 +26,3 @@ pub fn confine(uid: u32, gid: u32) -> Result<sandbox::Protections, crate::StartE
         seccomp: true,
     })
 }
-

@@ -32,7 +32,13 @@ mod tests {
             (None, "daemon", Level::INFO, true, true),
             (None, "daemon", Level::DEBUG, false, true),
             (Some(""), "kube", Level::INFO, true, true),
-            (Some("debug"), "daemon::agent::node_loop", Level::DEBUG, true, true),
+            (
+                Some("debug"),
+                "daemon::agent::node_loop",
+                Level::DEBUG,
+                true,
+                true,
+            ),
             (Some("warn"), "daemon", Level::INFO, false, true),
             (
                 Some("info,kube=debug"),

@@ -269,11 +269,12 @@ impl FakeHost {
         &self,
         options: daemon::confinement::spawn::HelperOptions,
     ) -> anyhow::Result<TestHelper> {
-        let (process, socket) = daemon::confinement::spawn::start(&daemon::confinement::spawn::HelperOptions {
-            path: bin("bootc-helper"),
-            host_pid: self.pid(),
-            ..options
-        })?;
+        let (process, socket) =
+            daemon::confinement::spawn::start(&daemon::confinement::spawn::HelperOptions {
+                path: bin("bootc-helper"),
+                host_pid: self.pid(),
+                ..options
+            })?;
         let client = daemon::agent::helper_client::connect(socket).await?;
         Ok(TestHelper { process, client })
     }

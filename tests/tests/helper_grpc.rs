@@ -14,14 +14,20 @@ use tests::h2_raw::{self, RawPeer};
 use tests::require_root;
 
 /// The helper's end of a socketpair, for a peer written by hand.
-async fn raw_helper(host: &FakeHost) -> (daemon::confinement::spawn::HelperProcess, tokio::net::UnixStream) {
-    let (process, socket) = daemon::confinement::spawn::start(&daemon::confinement::spawn::HelperOptions {
-        path: tests::fake_host::bin("bootc-helper"),
-        host_pid: host.pid(),
-        apply_window: Duration::from_secs(5),
-        ..Default::default()
-    })
-    .unwrap();
+async fn raw_helper(
+    host: &FakeHost,
+) -> (
+    daemon::confinement::spawn::HelperProcess,
+    tokio::net::UnixStream,
+) {
+    let (process, socket) =
+        daemon::confinement::spawn::start(&daemon::confinement::spawn::HelperOptions {
+            path: tests::fake_host::bin("bootc-helper"),
+            host_pid: host.pid(),
+            apply_window: Duration::from_secs(5),
+            ..Default::default()
+        })
+        .unwrap();
     socket.set_nonblocking(true).unwrap();
     (process, tokio::net::UnixStream::from_std(socket).unwrap())
 }

@@ -104,13 +104,13 @@ impl Failure {
 
     /// Does it make the node Degraded at `now_ms`? A failed apply, and a
     /// stage bootc refused for a cause that stays (the image not found, the
-    /// credentials refused, no space: [`crate::agent::bootc_errors::passes`] says
+    /// credentials refused, no space: [`super::bootc_errors::passes`] says
     /// which may pass), at once; another failed stage only from
     /// [`DEGRADED_AFTER_ATTEMPTS`] attempts or [`DEGRADED_AFTER`].
     pub fn alarms(&self, now_ms: u64) -> bool {
         let settle_ms = u64::try_from(DEGRADED_AFTER.as_millis()).unwrap_or(u64::MAX);
         self.operation != Operation::Stage
-            || !crate::agent::bootc_errors::passes(crate::agent::bootc_errors::reason_for(&self.message))
+            || !super::bootc_errors::passes(super::bootc_errors::reason_for(&self.message))
             || self.attempts >= DEGRADED_AFTER_ATTEMPTS
             || now_ms.saturating_sub(self.first_at_ms) >= settle_ms
     }
@@ -500,7 +500,7 @@ pub fn status_for(
         Some(message) => ConditionUpdate::new(
             ConditionType::Degraded,
             true,
-            crate::agent::bootc_errors::reason_for(message),
+            super::bootc_errors::reason_for(message),
             message.clone(),
         ),
         None => ConditionUpdate::new(ConditionType::Degraded, false, Reason::Healthy, "No errors"),
@@ -567,7 +567,7 @@ pub fn status_retry(attempts: u32) -> Duration {
 /// The problem of a failed `bootc status`, in bootc's (or the helper's)
 /// words.
 pub fn status_failed(message: &str) -> HostProblem {
-    let reason = match crate::agent::bootc_errors::reason_for(message) {
+    let reason = match super::bootc_errors::reason_for(message) {
         r if r == Reason::NotABootcHost => r,
         _ => Reason::BootcStatusFailed,
     };

@@ -1,5 +1,5 @@
 //! The daemon's unprivileged loop: one watch on its own BootcNode, host
-//! status from the helper, decisions from [`crate::agent::machine`], status writes
+//! status from the helper, decisions from [`super::machine`], status writes
 //! only when something changed, and bootc commands only through the helper.
 //!
 //! Inputs that wake the loop: a BootcNode event, a host-change event
@@ -29,12 +29,12 @@ use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::agent::helper_client::CallError;
-use crate::agent::machine::{self, Action, Decision, Failure, HostProblem, HostView, Inputs, Operation};
-use crate::agent::pull_secret::{self, PullSecretContent};
+use super::helper_client::CallError;
+use super::machine::{self, Action, Decision, Failure, HostProblem, HostView, Inputs, Operation};
+use super::pull_secret::{self, PullSecretContent};
 
 /// The helper client over the socketpair.
-pub type Helper = crate::agent::helper_client::HelperClient;
+pub type Helper = super::helper_client::HelperClient;
 
 /// The default fallback poll of the host's status.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
@@ -378,7 +378,7 @@ impl NodeLoop {
             Err(status) => {
                 let attempts = self.status_failure.as_ref().map_or(1, |f| f.attempts + 1);
                 let delay = machine::status_retry(attempts);
-                let message = crate::agent::bootc_errors::redact(status.message(), &self.redact);
+                let message = super::bootc_errors::redact(status.message(), &self.redact);
                 tracing::warn!(error = %message, attempts, retry_in = ?delay, "bootc status failed");
                 self.status_failure = Some(StatusFailure {
                     problem: machine::status_failed(&message),
@@ -457,7 +457,7 @@ impl NodeLoop {
             Ok(_) => self.left = None,
             Err(status) if helper_gone(&status) => return Err(LoopError::HelperGone(status)),
             Err(status) => {
-                let message = crate::agent::bootc_errors::redact(status.message(), &self.redact);
+                let message = super::bootc_errors::redact(status.message(), &self.redact);
                 tracing::warn!(%image, error = %message, retry_in = ?machine::BACKOFF_BASE, "could not stage the booted image over the pool's");
                 self.retry_at = Some(Instant::now() + machine::BACKOFF_BASE);
             }
@@ -719,7 +719,7 @@ impl NodeLoop {
                     Operation::Apply => "applying",
                     Operation::WriteAuth => "writing the pull secret for",
                 };
-                let message = crate::agent::bootc_errors::redact(
+                let message = super::bootc_errors::redact(
                     &format!(
                         "{verb} {image} failed (attempt {attempts}): {}",
                         status.message()
@@ -802,7 +802,7 @@ impl NodeLoop {
             (pull_secret::Source::Reuse, Some(cached)) => cached.content.clone(),
             _ => match self.fetch_auth(&reference, hash).await {
                 Ok(content) => {
-                    self.redact = crate::agent::bootc_errors::secret_strings(content.bytes());
+                    self.redact = super::bootc_errors::secret_strings(content.bytes());
                     self.pull_secret = pull_secret::Cached::new(&reference, hash, content.clone());
                     content
                 }

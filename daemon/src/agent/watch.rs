@@ -88,7 +88,10 @@ impl HostWatch {
     /// Registers with the current tokio runtime.
     pub fn into_events(self) -> io::Result<HostEvents> {
         Ok(HostEvents {
-            fd: self.inotify.map(crate::confinement::sys::async_inotify).transpose()?,
+            fd: self
+                .inotify
+                .map(crate::confinement::sys::async_inotify)
+                .transpose()?,
         })
     }
 }

@@ -145,7 +145,7 @@ pub fn drop_privileges(uid: u32, gid: u32) -> Result<(), DropError> {
         .trim()
         .parse::<u32>()
         .map_err(step("cap_last_cap"))?;
-    crate::confinement::sys::drop_bounding_set(last_cap).map_err(step("drop bounding set"))?;
+    super::sys::drop_bounding_set(last_cap).map_err(step("drop bounding set"))?;
     caps::clear(None, CapSet::Ambient).map_err(step("clear ambient set"))?;
     caps::clear(None, CapSet::Inheritable).map_err(step("clear inheritable set"))?;
     setgroups(&[]).map_err(step("setgroups"))?;

@@ -50,7 +50,7 @@ impl std::str::FromStr for Layers {
 }
 
 /// The cases whose call the filter kills the daemon for (each is in
-/// [`crate::confinement::seccomp::KILLED`]): the process dies of SIGSYS.
+/// [`super::seccomp::KILLED`]): the process dies of SIGSYS.
 pub const KILLED_CASES: &[&str] = &[
     "ptrace",
     "setns",
@@ -297,13 +297,13 @@ fn raw(case: &str) -> Option<libc::c_long> {
 
 /// Drops privilege, then installs `layers`.
 fn confine(uid: u32, gid: u32, layers: Layers) -> Result<(), String> {
-    crate::confinement::privdrop::drop_privileges(uid, gid).map_err(|e| e.to_string())?;
+    super::privdrop::drop_privileges(uid, gid).map_err(|e| e.to_string())?;
     if matches!(layers, Layers::All | Layers::Landlock) {
-        let state = crate::confinement::sandbox::install().map_err(|e| e.to_string())?;
+        let state = super::sandbox::install().map_err(|e| e.to_string())?;
         tracing::info!(landlock = %state, "self-test: sandbox");
     }
     if matches!(layers, Layers::All | Layers::Seccomp) {
-        crate::confinement::seccomp::install().map_err(|e| e.to_string())?;
+        super::seccomp::install().map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -357,7 +357,7 @@ fn new_thread_is_confined(layers: Layers) -> ExitCode {
     let seccomp = matches!(layers, Layers::All | Layers::Seccomp);
     let status = std::thread::spawn(|| std::fs::read_to_string("/proc/thread-self/status")).join();
     match status {
-        Ok(Ok(status)) => match crate::confinement::privdrop::check_unprivileged(&status, seccomp) {
+        Ok(Ok(status)) => match super::privdrop::check_unprivileged(&status, seccomp) {
             Ok(()) => ExitCode::from(ALLOWED),
             Err(error) => {
                 tracing::error!(%error, "self-test: a new thread is not confined");
@@ -433,7 +433,9 @@ mod tests {
         for case in KILLED_CASES {
             let name = format!("SYS_{case}");
             assert!(
-                crate::confinement::seccomp::KILLED.iter().any(|k| k.name == name),
+                crate::confinement::seccomp::KILLED
+                    .iter()
+                    .any(|k| k.name == name),
                 "{case} is not in seccomp::KILLED"
             );
         }

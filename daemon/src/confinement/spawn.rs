@@ -99,7 +99,7 @@ pub fn start(opts: &HelperOptions) -> Result<(HelperProcess, UnixStream), SpawnE
             .stdin(Stdio::null())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit());
-        crate::confinement::sys::pass_fd3_and_pdeathsig(&mut cmd, theirs);
+        super::sys::pass_fd3_and_pdeathsig(&mut cmd, theirs);
         // `cmd` (and with it the daemon's copy of the helper's end) is
         // dropped on return, so the helper's exit shows as EOF here.
         cmd.spawn()

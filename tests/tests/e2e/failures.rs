@@ -473,7 +473,8 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
             .unwrap()
             .clone();
         assert!(
-            idle.message.starts_with(daemon::agent::machine::UNPLANNED_BOOT),
+            idle.message
+                .starts_with(daemon::agent::machine::UNPLANNED_BOOT),
             "{victim}: {}\n{reboot:?}\n{}",
             idle.message,
             sim.daemon_logs().get(&victim).cloned().unwrap_or_default()
