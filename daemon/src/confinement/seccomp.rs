@@ -9,7 +9,10 @@
 //!    filter can see (clone3 passes them in memory): the allow-list admits
 //!    `clone` only for a thread (CLONE_VM and CLONE_THREAD, no CLONE_NEW*).
 //!
-//! Argument checks narrow what is allowed to what a Kubernetes client needs:
+//! One table ([`ALLOWED`]) states every allowed call with its why and,
+//! after `where`, the arguments it is allowed with (as Firecracker keeps its
+//! policy: reviewed as data, turned into BPF by seccompiler). Argument
+//! checks narrow what is allowed to what a Kubernetes client needs:
 //! `openat` never for writing (no O_WRONLY, O_RDWR, O_CREAT, O_TRUNC,
 //! O_APPEND, O_TMPFILE: after the drop the daemon opens nothing to write,
 //! so neither another process's `/proc/<pid>/mem` nor any file); `socket`
@@ -33,21 +36,80 @@ use seccompiler::{
 };
 use std::collections::BTreeMap;
 
-/// An allowed system call and why the daemon needs it.
+/// A system call in a list, why the daemon needs it (or never may), and
+/// what its arguments must be.
 pub struct Allowed {
     pub nr: i64,
     pub name: &'static str,
     pub why: &'static str,
+    pub only: Only,
+}
+
+/// What an allowed call's arguments must be.
+pub enum Only {
+    /// Any arguments.
+    Any,
+    /// One of these alternatives, each checks that must all hold.
+    OneOf(&'static [&'static [Check]]),
+    /// Its first argument is the daemon's own pid (known when installed).
+    OwnPid,
+}
+
+/// One argument check: `arg & mask == value` (a mask of all ones is
+/// equality), on the argument's low 32 bits or all 64.
+#[derive(Clone, Copy, Debug)]
+pub struct Check {
+    pub arg: u8,
+    pub wide: bool,
+    pub mask: u64,
+    pub value: u64,
+}
+
+/// Allowed only with one of these alternatives' arguments.
+const fn one_of(alternatives: &'static [&'static [Check]]) -> Only {
+    Only::OneOf(alternatives)
+}
+
+/// The 32-bit argument `arg` is `value`.
+const fn eq(arg: u8, value: u64) -> Check {
+    masked(arg, u32::MAX as u64, value)
+}
+
+/// The 32-bit argument `arg`, masked, is `value`.
+const fn masked(arg: u8, mask: u64, value: u64) -> Check {
+    Check {
+        arg,
+        wide: false,
+        mask,
+        value,
+    }
+}
+
+/// The 64-bit argument `arg`, masked, is `value`.
+const fn masked64(arg: u8, mask: u64, value: u64) -> Check {
+    Check {
+        arg,
+        wide: true,
+        mask,
+        value,
+    }
 }
 
 macro_rules! allow {
-    ($($name:ident: $why:literal),* $(,)?) => {
-        &[$(Allowed { nr: libc::$name as i64, name: stringify!($name), why: $why }),*]
+    ($($name:ident: $why:literal $(where $only:expr)?),* $(,)?) => {
+        &[$(Allowed {
+            nr: libc::$name as i64,
+            name: stringify!($name),
+            why: $why,
+            only: allow!(@only $($only)?),
+        }),*]
     };
+    (@only) => { Only::Any };
+    (@only $only:expr) => { $only };
 }
 
-/// Allowed on every architecture (conditions for some are added in
-/// [`allow_rules`]).
+/// Allowed on every architecture, some only with the arguments after
+/// `where` (one of the alternatives, each check of one holding).
 pub const ALLOWED: &[Allowed] = allow![
     // memory
     SYS_brk: "malloc",
@@ -57,7 +119,8 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_madvise: "malloc returns memory",
     SYS_mremap: "realloc of large buffers",
     // threads and synchronisation
-    SYS_clone: "glibc pthread_create after clone3 is refused (threads only: CLONE_VM|CLONE_THREAD, no CLONE_NEW*)",
+    SYS_clone: "glibc pthread_create after clone3 is refused (threads only: CLONE_VM|CLONE_THREAD, no CLONE_NEW*)"
+        where one_of(&[&[masked64(0, CLONE_NS_FLAGS, 0), masked64(0, CLONE_THREAD_FLAGS, CLONE_THREAD_FLAGS)]]),
     SYS_futex: "mutexes, condition variables, thread parking",
     SYS_set_robust_list: "glibc thread start",
     SYS_rseq: "glibc thread start",
@@ -68,7 +131,7 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_sched_yield: "spin loops in tokio and std",
     SYS_exit: "thread exit",
     SYS_exit_group: "process exit",
-    SYS_tgkill: "abort() on a double panic (own process only)",
+    SYS_tgkill: "abort() on a double panic (own process only)" where Only::OwnPid,
     // signals
     SYS_rt_sigaction: "tokio signal handlers (SIGCHLD, SIGTERM)",
     SYS_rt_sigprocmask: "thread start, abort",
@@ -88,9 +151,18 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_writev: "sockets, logs",
     SYS_pread64: "file reads",
     SYS_close: "every fd",
-    SYS_fcntl: "F_GETFD/F_SETFD/F_GETFL/F_SETFL/F_DUPFD_CLOEXEC only (non-blocking, close-on-exec)",
-    SYS_ioctl: "FIONBIO / FIOCLEX only",
-    SYS_openat: "service-account token and CA re-reads; read-only flags only",
+    SYS_fcntl: "F_GETFD/F_SETFD/F_GETFL/F_SETFL/F_DUPFD_CLOEXEC only (non-blocking, close-on-exec)"
+        where one_of(&[
+            &[eq(1, libc::F_GETFD as u64)],
+            &[eq(1, libc::F_SETFD as u64)],
+            &[eq(1, libc::F_GETFL as u64)],
+            &[eq(1, libc::F_SETFL as u64)],
+            &[eq(1, libc::F_DUPFD_CLOEXEC as u64)],
+        ]),
+    SYS_ioctl: "FIONBIO / FIOCLEX only"
+        where one_of(&[&[eq(1, libc::FIONBIO)], &[eq(1, libc::FIOCLEX)]]),
+    SYS_openat: "service-account token and CA re-reads; read-only flags only"
+        where one_of(&[&[masked(2, OPEN_WRITE_FLAGS, 0)]]),
     SYS_newfstatat: "file metadata",
     SYS_fstat: "file metadata",
     SYS_statx: "file metadata (std)",
@@ -99,14 +171,22 @@ pub const ALLOWED: &[Allowed] = allow![
     SYS_readlinkat: "path resolution in std",
     SYS_getdents64: "listing a directory (e.g. a CA certificate directory)",
     SYS_getrandom: "hash map seeds, TLS",
-    SYS_prlimit64: "glibc reads its own stack limit when starting a thread (pid 0, no new limit only)",
+    SYS_prlimit64: "glibc reads its own stack limit when starting a thread (pid 0, no new limit only)"
+        where one_of(&[&[eq(0, 0), masked64(2, u64::MAX, 0)]]),
     SYS_uname: "library version checks",
-    SYS_prctl: "PR_SET_NAME / PR_GET_NAME only (thread names)",
+    SYS_prctl: "PR_SET_NAME / PR_GET_NAME only (thread names)"
+        where one_of(&[&[eq(0, libc::PR_SET_NAME as u64)], &[eq(0, libc::PR_GET_NAME as u64)]]),
     SYS_wait4: "reap the helper when it exits",
     SYS_waitid: "reap the helper when it exits",
     // networking (the API server; the helper's socketpair)
-    SYS_socket: "connections to the API server (AF_INET / AF_INET6 only)",
-    SYS_socketpair: "tokio signal driver (AF_UNIX, SOCK_STREAM only)",
+    SYS_socket: "connections to the API server (AF_INET / AF_INET6 only)"
+        where one_of(&[&[eq(0, libc::AF_INET as u64)], &[eq(0, libc::AF_INET6 as u64)]]),
+    SYS_socketpair: "tokio signal driver (AF_UNIX, SOCK_STREAM only)"
+        where one_of(&[&[
+            eq(0, libc::AF_UNIX as u64),
+            masked(1, !SOCKETPAIR_TYPE_FLAGS as u32 as u64, libc::SOCK_STREAM as u64),
+            eq(2, 0),
+        ]]),
     SYS_connect: "connections to the API server",
     SYS_getsockopt: "socket errors after a non-blocking connect",
     SYS_setsockopt: "TCP_NODELAY, keepalive",
@@ -191,15 +271,6 @@ pub const SOCKET_FAMILIES: [i32; 2] = [libc::AF_INET, libc::AF_INET6];
 /// `UnixStream::pair` (tokio's signal driver) passes.
 const SOCKETPAIR_TYPE_FLAGS: i32 = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
 
-/// The `fcntl` commands allowed.
-const FCNTL_CMDS: [i32; 5] = [
-    libc::F_GETFD,
-    libc::F_SETFD,
-    libc::F_GETFL,
-    libc::F_SETFL,
-    libc::F_DUPFD_CLOEXEC,
-];
-
 /// Any of these in clone's flags is refused.
 const CLONE_NS_FLAGS: u64 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWCGROUP
@@ -219,112 +290,54 @@ pub enum SeccompError {
     Arch(String),
 }
 
-fn cond(
-    arg: u8,
-    len: SeccompCmpArgLen,
-    op: SeccompCmpOp,
-    value: u64,
-) -> Result<SeccompCondition, SeccompError> {
-    Ok(SeccompCondition::new(arg, len, op, value)?)
+impl Check {
+    fn condition(&self) -> Result<SeccompCondition, SeccompError> {
+        let len = if self.wide {
+            SeccompCmpArgLen::Qword
+        } else {
+            SeccompCmpArgLen::Dword
+        };
+        let full = if self.wide {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        };
+        let op = if self.mask == full {
+            SeccompCmpOp::Eq
+        } else {
+            SeccompCmpOp::MaskedEq(self.mask)
+        };
+        Ok(SeccompCondition::new(self.arg, len, op, self.value)?)
+    }
+}
+
+impl Only {
+    /// The filter's rules for this call (none: any arguments).
+    fn rules(&self, pid: i32) -> Result<Vec<SeccompRule>, SeccompError> {
+        let rule = |checks: &[Check]| -> Result<SeccompRule, SeccompError> {
+            let conditions = checks
+                .iter()
+                .map(Check::condition)
+                .collect::<Result<_, _>>()?;
+            Ok(SeccompRule::new(conditions)?)
+        };
+        match self {
+            Only::Any => Ok(Vec::new()),
+            Only::OneOf(alternatives) => alternatives.iter().map(|c| rule(c)).collect(),
+            Only::OwnPid => Ok(vec![rule(&[eq(0, u64::from(pid.unsigned_abs()))])?]),
+        }
+    }
 }
 
 fn allow_rules(pid: i32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
-    use SeccompCmpArgLen::{Dword, Qword};
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = ALLOWED
-        .iter()
-        .chain(ALLOWED_ARCH)
-        .map(|a| (a.nr, Vec::new()))
-        .collect();
-    let only = |conds: Vec<SeccompCondition>| -> Result<SeccompRule, SeccompError> {
-        Ok(SeccompRule::new(conds)?)
-    };
+    let mut rules = BTreeMap::new();
+    for allowed in ALLOWED.iter().chain(ALLOWED_ARCH) {
+        rules.insert(allowed.nr, allowed.only.rules(pid)?);
+    }
     // Not refused here: this filter runs first (it was installed last) and
     // its EPERM would win over the clone3 filter's ENOSYS, which glibc needs
     // to see to fall back to clone.
     rules.insert(libc::SYS_clone3, Vec::new());
-    rules.insert(
-        libc::SYS_clone,
-        vec![only(vec![
-            cond(0, Qword, SeccompCmpOp::MaskedEq(CLONE_NS_FLAGS), 0)?,
-            cond(
-                0,
-                Qword,
-                SeccompCmpOp::MaskedEq(CLONE_THREAD_FLAGS),
-                CLONE_THREAD_FLAGS,
-            )?,
-        ])?],
-    );
-    rules.insert(
-        libc::SYS_openat,
-        vec![only(vec![cond(
-            2,
-            Dword,
-            SeccompCmpOp::MaskedEq(OPEN_WRITE_FLAGS),
-            0,
-        )?])?],
-    );
-    rules.insert(
-        libc::SYS_socket,
-        SOCKET_FAMILIES
-            .iter()
-            .map(|f| only(vec![cond(0, Dword, SeccompCmpOp::Eq, *f as u64)?]))
-            .collect::<Result<_, _>>()?,
-    );
-    rules.insert(
-        libc::SYS_socketpair,
-        vec![only(vec![
-            cond(0, Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
-            cond(
-                1,
-                Dword,
-                SeccompCmpOp::MaskedEq(u64::from(!SOCKETPAIR_TYPE_FLAGS as u32)),
-                libc::SOCK_STREAM as u64,
-            )?,
-            cond(2, Dword, SeccompCmpOp::Eq, 0)?,
-        ])?],
-    );
-    rules.insert(
-        libc::SYS_prlimit64,
-        vec![only(vec![
-            cond(0, Dword, SeccompCmpOp::Eq, 0)?,
-            cond(2, Qword, SeccompCmpOp::Eq, 0)?,
-        ])?],
-    );
-    rules.insert(
-        libc::SYS_fcntl,
-        FCNTL_CMDS
-            .iter()
-            .map(|c| only(vec![cond(1, Dword, SeccompCmpOp::Eq, *c as u64)?]))
-            .collect::<Result<_, _>>()?,
-    );
-    rules.insert(
-        libc::SYS_tgkill,
-        vec![only(vec![cond(0, Dword, SeccompCmpOp::Eq, pid as u64)?])?],
-    );
-    rules.insert(
-        libc::SYS_ioctl,
-        vec![
-            only(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::FIONBIO)?])?,
-            only(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::FIOCLEX)?])?,
-        ],
-    );
-    rules.insert(
-        libc::SYS_prctl,
-        vec![
-            only(vec![cond(
-                0,
-                Dword,
-                SeccompCmpOp::Eq,
-                libc::PR_SET_NAME as u64,
-            )?])?,
-            only(vec![cond(
-                0,
-                Dword,
-                SeccompCmpOp::Eq,
-                libc::PR_GET_NAME as u64,
-            )?])?,
-        ],
-    );
     Ok(rules)
 }
 
