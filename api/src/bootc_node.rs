@@ -66,7 +66,7 @@ impl BootcNodeSpec {
 impl BootcNode {
     /// Does the BootcNode record a reboot slot (`bootc.dev/in-reboot-slot`)?
     /// The planner also counts a Node carrying its pool's disruption record
-    /// as holding a slot (`rollout::slots::holds_slot`): this is the
+    /// as holding a slot (`rollout::reboot::slots::holds_slot`): this is the
     /// BootcNode's half.
     pub fn in_slot(&self) -> bool {
         self.metadata

@@ -1,5 +1,5 @@
 //! The labels of an OS image's config that the controller reads before any
-//! node is told about it (the guards of `rollout::os_guard`), as bootc
+//! node is told about it (the guards of `rollout::holds::os_guard`), as bootc
 //! images carry them: Fedora's and CentOS Stream's set `containers.bootc`,
 //! `ostree.bootable`, `redhat.id`, `redhat.version-id` and
 //! `org.opencontainers.image.version`. The kubelet's version has no

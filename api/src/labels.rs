@@ -68,7 +68,7 @@ pub const REFRESH_ANNOTATION: &str = "bootc.dev/refresh";
 /// On a BootcNodePool: a person confirms that its target (this digest)
 /// failed, on the word of fewer nodes than
 /// `spec.health.nodesToFailImage`: the image is failed for the whole pool
-/// (`rollout::proving`). Any other digest is ignored.
+/// (`rollout::reboot::health_gate`). Any other digest is ignored.
 pub const CONFIRM_IMAGE_FAILURE_ANNOTATION: &str = "bootc.dev/confirm-image-failure";
 /// On the operator's Namespace: one switch for the fleet (`kubectl bootc
 /// stop --all`; the value says who and why). While it is set no pool hands

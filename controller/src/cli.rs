@@ -61,7 +61,7 @@ struct Args {
     wedged_after_seconds: u64,
     /// Multiply every stuck deadline (the table in the `stuck` module docs)
     /// by this; 1 keeps the defaults.
-    #[arg(long, default_value_t = rollout::stuck::Deadlines::DEFAULT_SCALE)]
+    #[arg(long, default_value_t = rollout::reboot::stuck::Deadlines::DEFAULT_SCALE)]
     stuck_deadline_scale: f64,
     /// Set Kubernetes' Node lifecycle conditions (MaintenanceInProgress,
     /// DrainInProgress, Drained; KEP-5683) on nodes in reboot slots. Needs
@@ -123,7 +123,7 @@ enum MainError {
     #[error("reading the registry CA {0}: {1}")]
     RegistryCa(String, std::io::Error),
     #[error("invalid --stuck-deadline-scale: {0}")]
-    StuckScale(#[from] rollout::stuck::BadScale),
+    StuckScale(#[from] rollout::reboot::stuck::BadScale),
     #[error(
         "--health-addr and --metrics-addr are both {0}: /metrics needs a port of its own (HTTPS)"
     )]
@@ -257,7 +257,7 @@ async fn real_main(
     options.metrics_cert_dir = args.metrics_cert_dir.clone();
     options.resync = Duration::from_secs(args.resync_seconds.max(1));
     options.wedged_after = Duration::from_secs(args.wedged_after_seconds.max(1));
-    options.deadlines = rollout::stuck::Deadlines::scaled(args.stuck_deadline_scale)?;
+    options.deadlines = rollout::reboot::stuck::Deadlines::scaled(args.stuck_deadline_scale)?;
     options.node_lifecycle_conditions = args.node_lifecycle_conditions;
     options.alert_endpoints = crate::gates::alerts::AlertEndpoints::parse(
         args.alert_gate_endpoints.iter().map(String::as_str),

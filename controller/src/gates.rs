@@ -1,6 +1,6 @@
 //! The gates layer: what outside a pool's own objects may hold its new
 //! reboot slots back, asked before the plan, which reads the answers
-//! (`rollout::gates`, where the rules are).
+//! (`rollout::holds::gates`, where the rules are).
 //!
 //! * `spec.disruption.blockingPods`: the pods the selector matches, listed
 //!   from the API server's watch cache with the selector and "bound, not
@@ -14,11 +14,11 @@
 //! * the daemon's pods, while a member's daemon has not answered its spec:
 //!   one LIST by the daemon's label, kept like the blocking pods, so that a
 //!   daemon that cannot run (crash-looping, its image not pulled) is named
-//!   on the pool with the kubelet's reason (`rollout::gates::daemon_pod_problems`).
+//!   on the pool with the kubelet's reason (`rollout::holds::gates::daemon_pod_problems`).
 //! * `spec.health.pods`: one LIST per entry in its namespace, with its
 //!   selector, asked at every plan while a member holds a reboot slot (the
 //!   health gate judges a node in its slot from them,
-//!   `rollout::proving`), never kept: the plan requeues itself while a
+//!   `rollout::reboot::health_gate`), never kept: the plan requeues itself while a
 //!   node settles, and the controller watches no pods.
 //!
 //! An answer is kept in the pool's state ([`GateMemory`]) for
@@ -38,7 +38,7 @@ use std::time::Instant;
 use api::{AlertGate, BlockingPods, BootcNodePool, HealthPods};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ListParams};
-use rollout::gates::{GATE_RECHECK, Gates, PodSeen, RUNNING_ON_A_NODE};
+use rollout::holds::gates::{GATE_RECHECK, Gates, PodSeen, RUNNING_ON_A_NODE};
 
 /// Asks the gates: the API server for pods, Prometheus for alerts.
 pub struct Gatekeeper {
@@ -155,13 +155,13 @@ impl Gatekeeper {
             .list(&ListParams::default().labels(&selector).match_any())
             .await
             .map_err(|e| format!("listing the daemon pods {selector}: {e}"))?;
-        Ok(rollout::gates::daemon_pod_problems(&pods.items))
+        Ok(rollout::holds::gates::daemon_pod_problems(&pods.items))
     }
 
     /// The nodes that run a pod of `spec`, each with the first one.
     async fn blocking_pods(&self, spec: &BlockingPods) -> Result<BTreeMap<String, String>, String> {
-        let selector = rollout::gates::pod_selector(spec)?;
-        let namespaces = match rollout::gates::namespace_selector(spec)? {
+        let selector = rollout::holds::gates::pod_selector(spec)?;
+        let namespaces = match rollout::holds::gates::namespace_selector(spec)? {
             None => None,
             Some(selector) => Some(self.namespaces(&selector).await?),
         };
@@ -173,7 +173,7 @@ impl Gatekeeper {
             .list(&params)
             .await
             .map_err(|e| format!("listing the pods {selector}: {e}"))?;
-        rollout::gates::blocking_pods(spec, &pods.items, namespaces.as_ref())
+        rollout::holds::gates::blocking_pods(spec, &pods.items, namespaces.as_ref())
     }
 
     /// The pods of each entry of `spec.health.pods`, by their node.
@@ -183,7 +183,7 @@ impl Gatekeeper {
     ) -> Result<BTreeMap<String, Vec<PodSeen>>, String> {
         let mut found = BTreeMap::new();
         for (entry, spec) in entries.iter().enumerate() {
-            let selector = rollout::gates::health_pod_selector(spec, entry)?;
+            let selector = rollout::holds::gates::health_pod_selector(spec, entry)?;
             let params = ListParams::default()
                 .labels_from(&selector)
                 .fields(RUNNING_ON_A_NODE)
@@ -192,7 +192,7 @@ impl Gatekeeper {
                 .list(&params)
                 .await
                 .map_err(|e| format!("listing the pods {selector} in {}: {e}", spec.namespace))?;
-            rollout::gates::health_pods(spec, entry, &pods.items, &mut found)?;
+            rollout::holds::gates::health_pods(spec, entry, &pods.items, &mut found)?;
         }
         Ok(found)
     }

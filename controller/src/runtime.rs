@@ -82,10 +82,10 @@ pub struct Options {
     /// A reconcile running this long makes `/healthz` fail (see
     /// [`crate::runtime::liveness`]).
     pub wedged_after: Duration,
-    /// The stuck deadlines (see [`rollout::stuck`]).
-    pub deadlines: rollout::stuck::Deadlines,
+    /// The stuck deadlines (see [`rollout::reboot::stuck`]).
+    pub deadlines: rollout::reboot::stuck::Deadlines,
     /// Set Kubernetes' Node lifecycle conditions on nodes in slots (see
-    /// [`rollout::lifecycle`]; off by default).
+    /// [`rollout::reboot::lifecycle`]; off by default).
     pub node_lifecycle_conditions: bool,
     /// The Prometheus endpoints pools' alert gates may name (the admin's,
     /// `--alert-gate-endpoint`; see [`crate::gates::alerts`]).
@@ -117,7 +117,7 @@ impl Options {
             resolver: Arc::new(DigestOnly),
             resync: DEFAULT_RESYNC,
             wedged_after: crate::runtime::liveness::WEDGED_AFTER,
-            deadlines: rollout::stuck::Deadlines::default(),
+            deadlines: rollout::reboot::stuck::Deadlines::default(),
             node_lifecycle_conditions: false,
             alert_endpoints: crate::gates::alerts::AlertEndpoints::default(),
         }

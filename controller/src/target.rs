@@ -65,7 +65,7 @@ pub struct MembersRun<'a> {
     pub architectures: &'a std::collections::BTreeSet<String>,
     /// The images they boot (`repository@digest`), with how many boot
     /// each: a new target's OS is compared with theirs
-    /// (`rollout::os_guard`).
+    /// (`rollout::holds::os_guard`).
     pub booted: &'a std::collections::BTreeMap<String, usize>,
 }
 

@@ -413,7 +413,7 @@ async fn two_failed_nodes_halt_the_rollout() {
 async fn pause_resume_rollback_and_delete() {
     let names = ["n1", "n2", "n3"];
     // n2 is cordoned by the admin: it uses one of the two slots' worth of
-    // the budget (see rollout/src/disruption.rs), one is left to roll.
+    // the budget (see rollout/src/holds/disruption.rs), one is left to roll.
     let mut p = workers_pool(2);
     p.spec.rollout.paused = true;
     let Cluster {

@@ -55,8 +55,8 @@ fn plan(pool: &BootcNodePool, nodes: &[Node], bootc_nodes: &[BootcNode]) -> Plan
         last_status_write: None,
         now: jiff::Timestamp::now(),
         phase_clock: Arc::default(),
-        deadlines: rollout::stuck::Deadlines::default(),
-        gates: rollout::gates::Gates::default(),
+        deadlines: rollout::reboot::stuck::Deadlines::default(),
+        gates: rollout::holds::gates::Gates::default(),
         node_lifecycle_conditions: false,
     })
 }

@@ -70,8 +70,9 @@ impl Snapshot {
         let Some(spec) = &pool.spec.disruption.blocking_pods else {
             return Ok(None);
         };
-        let namespaces = rollout::gates::matching_namespaces(spec, &self.namespaces)?;
-        let mut found = rollout::gates::blocking_pods(spec, &self.pods, namespaces.as_ref())?;
+        let namespaces = rollout::holds::gates::matching_namespaces(spec, &self.namespaces)?;
+        let mut found =
+            rollout::holds::gates::blocking_pods(spec, &self.pods, namespaces.as_ref())?;
         Ok(found.remove(node))
     }
 
@@ -81,7 +82,7 @@ impl Snapshot {
         &self,
         pool: &BootcNodePool,
         node: &str,
-    ) -> Result<Vec<rollout::gates::PodSeen>, String> {
+    ) -> Result<Vec<rollout::holds::gates::PodSeen>, String> {
         let mut found = std::collections::BTreeMap::new();
         for (entry, spec) in pool
             .spec
@@ -90,7 +91,7 @@ impl Snapshot {
             .flat_map(|h| h.pods.iter())
             .enumerate()
         {
-            rollout::gates::health_pods(spec, entry, &self.pods, &mut found)?;
+            rollout::holds::gates::health_pods(spec, entry, &self.pods, &mut found)?;
         }
         Ok(found.remove(node).unwrap_or_default())
     }
@@ -138,17 +139,17 @@ pub fn target(pool: &BootcNodePool) -> Option<rollout::Target> {
 }
 
 /// The pool's maintenance windows and blackouts at `now`, as the planner
-/// reads them (`rollout::window::of`).
-pub fn window(pool: &BootcNodePool, now: jiff::Timestamp) -> rollout::window::Window {
-    rollout::window::of(&pool.spec.rollout, now, &mut Vec::new())
+/// reads them (`rollout::holds::window::of`).
+pub fn window(pool: &BootcNodePool, now: jiff::Timestamp) -> rollout::holds::window::Window {
+    rollout::holds::window::of(&pool.spec.rollout, now, &mut Vec::new())
 }
 
 /// Does the member hold a reboot slot of `pool`, as the planner counts it
-/// (`rollout::slots::holds_slot`): its BootcNode's slot record, or its
+/// (`rollout::reboot::slots::holds_slot`): its BootcNode's slot record, or its
 /// Node's disruption record for the pool (a lost slot record is taken back)?
 pub fn holds_slot(snap: &Snapshot, bn: &BootcNode, pool: &str) -> bool {
     match snap.node(&bn.name_any()) {
-        Some(node) => rollout::slots::holds_slot(node, bn, pool),
+        Some(node) => rollout::reboot::slots::holds_slot(node, bn, pool),
         None => bn.in_slot(),
     }
 }

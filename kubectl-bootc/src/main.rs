@@ -90,12 +90,12 @@ async fn blocking_pods(
     let mut pods = Vec::new();
     for spec in &specs {
         // A selector that cannot be read is reported by `why` itself.
-        let Ok(selector) = rollout::gates::pod_selector(spec) else {
+        let Ok(selector) = rollout::holds::gates::pod_selector(spec) else {
             continue;
         };
         let params = ListParams::default()
             .labels_from(&selector)
-            .fields(rollout::gates::RUNNING_ON_A_NODE);
+            .fields(rollout::holds::gates::RUNNING_ON_A_NODE);
         let listed = Api::<Pod>::all(client.clone())
             .list(&params)
             .await
@@ -107,12 +107,12 @@ async fn blocking_pods(
         .filter_map(|p| p.spec.health.as_ref())
         .flat_map(|h| h.pods.iter().zip(0..))
     {
-        let Ok(selector) = rollout::gates::health_pod_selector(spec, entry) else {
+        let Ok(selector) = rollout::holds::gates::health_pod_selector(spec, entry) else {
             continue;
         };
         let params = ListParams::default()
             .labels_from(&selector)
-            .fields(rollout::gates::RUNNING_ON_A_NODE);
+            .fields(rollout::holds::gates::RUNNING_ON_A_NODE);
         let listed = Api::<Pod>::namespaced(client.clone(), &spec.namespace)
             .list(&params)
             .await

@@ -8,7 +8,7 @@
 use api::BootcNodePool;
 use api::image_ref::ImageRef;
 use kube::ResourceExt;
-use rollout::gates::Gates;
+use rollout::holds::gates::Gates;
 use rollout::preview::{Preview, Start};
 use rollout::{SecretSeen, Target};
 
@@ -133,12 +133,12 @@ fn told_secret(snap: &Snapshot, pool: &BootcNodePool) -> Option<SecretSeen> {
 fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
     let mut gates = Gates {
         alerts: last_alerts(pool),
-        daemon_pods: Ok(rollout::gates::daemon_pod_problems(&snap.pods)),
+        daemon_pods: Ok(rollout::holds::gates::daemon_pod_problems(&snap.pods)),
         ..Gates::default()
     };
     if let Some(spec) = &pool.spec.disruption.blocking_pods {
-        gates.blocking_pods = rollout::gates::matching_namespaces(spec, &snap.namespaces)
-            .and_then(|ns| rollout::gates::blocking_pods(spec, &snap.pods, ns.as_ref()));
+        gates.blocking_pods = rollout::holds::gates::matching_namespaces(spec, &snap.namespaces)
+            .and_then(|ns| rollout::holds::gates::blocking_pods(spec, &snap.pods, ns.as_ref()));
     }
     if let Some(health) = &pool.spec.health {
         let mut found = std::collections::BTreeMap::new();
@@ -147,7 +147,7 @@ fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
             .iter()
             .enumerate()
             .try_for_each(|(entry, spec)| {
-                rollout::gates::health_pods(spec, entry, &snap.pods, &mut found)
+                rollout::holds::gates::health_pods(spec, entry, &snap.pods, &mut found)
             })
             .map(|()| found);
     }

@@ -5,7 +5,7 @@
 
 use api::{BootcNodePool, ConditionType};
 use kube::ResourceExt;
-use rollout::window::Window;
+use rollout::holds::window::Window;
 
 use crate::{Snapshot, age, holds_slot, phase_label, pool_condition, pool_condition_any, window};
 
@@ -64,19 +64,19 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
             format!("{reason}: {message}"),
         ));
     }
-    match rollout::pause::Pause::of(&pool.spec.rollout, now) {
-        rollout::pause::Pause::Paused => rows.push((
+    match rollout::holds::pause::Pause::of(&pool.spec.rollout, now) {
+        rollout::holds::pause::Pause::Paused => rows.push((
             "Paused",
             format!("yes: no new reboot slot until `kubectl bootc resume {name}`"),
         )),
-        rollout::pause::Pause::Until(at) => rows.push((
+        rollout::holds::pause::Pause::Until(at) => rows.push((
             "Paused",
             format!(
                 "until {at} (in {}, spec.rollout.pausedUntil): no new reboot slot before",
                 age(now, at)
             ),
         )),
-        rollout::pause::Pause::Running => {}
+        rollout::holds::pause::Pause::Running => {}
     }
     if let Some(windows) = windows(pool, now) {
         rows.push(("Windows", windows));
@@ -141,7 +141,7 @@ fn health_gate(health: &api::HealthSpec) -> String {
             .map(|c| format!("{}={}", c.type_, c.status.as_str())),
     );
     checks.extend(health.pods.iter().enumerate().map(|(entry, p)| {
-        match rollout::gates::health_pod_selector(p, entry) {
+        match rollout::holds::gates::health_pod_selector(p, entry) {
             Ok(selector) => format!("pods {selector} in {} Ready", p.namespace),
             Err(e) => format!("pods in {} Ready ({e})", p.namespace),
         }
@@ -190,11 +190,11 @@ fn gates(pool: &BootcNodePool) -> Option<String> {
         gates.push(format!("{matching} at {at}"));
     }
     if let Some(spec) = &pool.spec.disruption.blocking_pods {
-        let mut text = match rollout::gates::pod_selector(spec) {
+        let mut text = match rollout::holds::gates::pod_selector(spec) {
             Ok(pods) => format!("nodes running pods {pods}"),
             Err(e) => format!("nodes running blocking pods ({e})"),
         };
-        match rollout::gates::namespace_selector(spec) {
+        match rollout::holds::gates::namespace_selector(spec) {
             Ok(Some(namespaces)) => text.push_str(&format!(" in namespaces {namespaces}")),
             Ok(None) => {}
             Err(e) => text.push_str(&format!(" ({e})")),

@@ -88,7 +88,7 @@ pub fn member(
 }
 
 /// A node with no BootcNode that more than one pool claims, as the planner
-/// decides it for each pool ([`rollout::membership::conflict`]): the pools
+/// decides it for each pool ([`rollout::members::membership::conflict`]): the pools
 /// and what to do (None: no conflict).
 fn conflict(snap: &Snapshot, name: &str, node: Option<&Node>) -> Option<String> {
     let node = node?;
@@ -99,7 +99,7 @@ fn conflict(snap: &Snapshot, name: &str, node: Option<&Node>) -> Option<String> 
             .iter()
             .filter(|o| o.name_any() != pool.name_any())
             .collect();
-        if let Some(claims) = rollout::membership::conflict(pool, node, None, &others) {
+        if let Some(claims) = rollout::members::membership::conflict(pool, node, None, &others) {
             pools.insert(pool.name_any());
             pools.extend(claims);
         }

@@ -10,19 +10,19 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
-use crate::batches::Batching;
-use crate::depends::Waiting;
-use crate::disruption::{Budget, Unavailable};
-use crate::gates::Gate;
-use crate::groups::Groups;
+use crate::holds::batches::Batching;
+use crate::holds::depends::Waiting;
+use crate::holds::disruption::{Budget, Unavailable};
+use crate::holds::gates::Gate;
+use crate::holds::groups::Groups;
+use crate::holds::pause::Pause;
+use crate::holds::window::Window;
+use crate::members::owned::Owned;
+use crate::members::staging;
+use crate::members::state::NodeState;
 use crate::model::Write;
-use crate::owned::Owned;
-use crate::pause::Pause;
-use crate::staging;
-use crate::state::NodeState;
-use crate::stuck::{self, Stuck};
+use crate::reboot::stuck::{self, Stuck};
 use crate::view::Row;
-use crate::window::Window;
 
 /// One node's answer to "is it a member?" (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,14 +67,14 @@ pub(crate) struct NodeVerdict {
     /// from taking a slot.
     pub blocked_by: Option<String>,
     /// The automatic updaters its host runs, which refuse it the target
-    /// ([`crate::updaters`]).
+    /// ([`crate::holds::updaters`]).
     pub host_updaters: Vec<String>,
     /// Why bootc cannot update its host from an image
     /// ([`api::BootcNode::unmanageable`]): Degraded, never up to date, not
     /// told, no slot.
     pub host_incompatible: Option<String>,
     /// Its daemon, when this controller does not drive its contract
-    /// ([`crate::daemons`]): not told, no slot, never approved by this plan.
+    /// ([`crate::holds::daemons`]): not told, no slot, never approved by this plan.
     pub daemon_skew: Option<api::daemon_contract::DaemonSkew>,
     /// What its health gate waits for, while it settles in its slot.
     pub proving: Option<String>,

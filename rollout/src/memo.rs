@@ -30,11 +30,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::facts::Claim;
 use crate::facts::NodeVerdict;
+use crate::holds::pause::Pause;
+use crate::members::pull_secret::Secret;
 use crate::model::{DrainPhase, Target};
-use crate::pause::Pause;
-use crate::pull_secret::Secret;
 use crate::view::{Versions, View};
-use crate::{staging, stuck};
+use crate::{members::staging, reboot::stuck};
 
 /// The pool-wide facts every kept answer depends on; when one changes,
 /// nothing kept is used again.

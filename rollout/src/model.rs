@@ -1,5 +1,5 @@
 //! The plan's vocabulary: what a plan reads ([`PlanInput`]) and what it
-//! returns ([`Plan`], [`Cleanup`]). Types only, below every step.
+//! returns (`Plan`, `Cleanup`). Types only, below every step.
 
 use std::collections::BTreeMap;
 
@@ -9,8 +9,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use crate::gates::Gates;
-use crate::stuck;
+use crate::holds::gates::Gates;
+use crate::reboot::stuck;
 
 /// The image the pool's nodes should run, from the `resolve_target` step.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub enum DrainPhase {
     },
 }
 
-/// Everything [`plan`] decides from.
+/// Everything `plan` decides from.
 #[derive(Clone, Debug)]
 pub struct PlanInput<'a> {
     pub pool: &'a BootcNodePool,
@@ -97,7 +97,7 @@ pub struct PlanInput<'a> {
     /// The stuck deadlines in force.
     pub deadlines: stuck::Deadlines,
     /// What the pool's gates outside its objects said (blocking pods,
-    /// alerts; see [`crate::gates`]).
+    /// alerts; see [`crate::holds::gates`]).
     pub gates: Gates,
     /// Set Kubernetes' Node lifecycle conditions on the nodes in slots
     /// (`--node-lifecycle-conditions`; the `lifecycle` module).
@@ -113,7 +113,7 @@ impl DrainPhase {
 
 /// Changes to a Node's `bootc.dev/managed` label, `spec.unschedulable` and
 /// the pool's marks on it. Every field is decided by the planner (see
-/// [`cordon`]); the actuator turns each into its merge patch as it is.
+/// `cordon`); the actuator turns each into its merge patch as it is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodePatch {
     /// Some(true): set the managed label; Some(false): remove it.
@@ -144,7 +144,7 @@ pub struct LifecycleCondition {
     pub status: bool,
 }
 
-/// One write; a node's writes are made in the order [`order`] gives them.
+/// One write; a node's writes are made in the order `order` gives them.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
     /// Server-side apply of the fields the controller owns on a BootcNode
@@ -214,5 +214,5 @@ pub struct PlannedEvent {
 /// Event reasons (in `api`, where `kubectl bootc history` reads them too).
 pub use api::event_reasons;
 
-/// A Degraded problem: its reason and message (see [`status`]).
+/// A Degraded problem: its reason and message (see `status`).
 pub type Problem = (Reason, String);

@@ -6,8 +6,9 @@ use crate::memo::{self, Memo};
 use crate::model::{PlanInput, Problem};
 use crate::status::{self, Plan};
 use crate::{
-    budget, cordon, depends, gates, groups, leaving, lifecycle, membership, order, proving,
-    pull_secret, slots, spec, target, verdict, view, window,
+    holds::budget, holds::depends, holds::gates, holds::groups, holds::window, members::leaving,
+    members::membership, members::pull_secret, members::spec, order, reboot::cordon,
+    reboot::health_gate, reboot::lifecycle, reboot::slots, reboot::verdict, target, view,
 };
 
 /// Decides what to do for one pool, from scratch: the pipeline of the module
@@ -24,7 +25,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     let mut target = target::in_force(&input.target, &view.current, &mut problems);
     if let Some((back, problem)) = target
         .as_ref()
-        .and_then(|t| proving::pool_back_to(view.pool, t))
+        .and_then(|t| health_gate::pool_back_to(view.pool, t))
     {
         target = Some(back);
         problems.push(problem);

@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_core::ResourceExt;
 
-use crate::gates::Gates;
+use crate::holds::gates::Gates;
 use crate::model::{DrainPhase, NodePatch, PlanInput, SecretSeen, Target, Write};
 
 /// What the preview starts from: copies of what the plan reads.
@@ -127,7 +127,7 @@ pub(crate) fn input<'a>(
         last_status_write: None,
         now: start.now,
         phase_clock: std::sync::Arc::default(),
-        deadlines: crate::stuck::Deadlines::default(),
+        deadlines: crate::reboot::stuck::Deadlines::default(),
         gates: start.gates.clone(),
         node_lifecycle_conditions: false,
     }
@@ -187,7 +187,7 @@ fn apply_owned(bn: &mut BootcNode, apply: &crate::model::BootcNodeApply) {
     bn.spec = apply.spec.clone();
     bn.metadata.owner_references = Some(vec![apply.owner.clone()]);
     let annotations = bn.annotations_mut();
-    annotations.retain(|k, _| !crate::owned::OWNED_ANNOTATIONS.contains(&k.as_str()));
+    annotations.retain(|k, _| !crate::members::owned::OWNED_ANNOTATIONS.contains(&k.as_str()));
     annotations.extend(apply.annotations.clone());
 }
 

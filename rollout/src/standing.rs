@@ -31,14 +31,14 @@ use api::{BootcNode, DaemonPhase, StandingKind};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
-use crate::depends::Waiting;
-use crate::disruption::Unavailable;
 use crate::facts::{Entry, NodeVerdict, Rollout};
-use crate::gates::{Gate, Gates};
+use crate::holds::depends::Waiting;
+use crate::holds::disruption::Unavailable;
+use crate::holds::gates::{Gate, Gates};
+use crate::holds::pause::Pause;
+use crate::holds::window::Window;
+use crate::members::state::NodeState;
 use crate::model::Target;
-use crate::pause::Pause;
-use crate::state::NodeState;
-use crate::window::Window;
 
 /// Where one member stands, and why (see the module docs for the order).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub enum Standing {
         why: String,
     },
     /// Its daemon speaks a contract this controller does not drive
-    /// ([`crate::daemons`]): not told, not approved.
+    /// ([`crate::holds::daemons`]): not told, not approved.
     DaemonSkew(DaemonSkew),
     /// It failed its health gate on the target (the check), outside a slot.
     FailedHealth {
@@ -550,7 +550,7 @@ fn in_slot(
             Standing::Approved
         };
     }
-    let recorded = |n: &Node| crate::disruption::recorded_for(n, &facts.pool.name);
+    let recorded = |n: &Node| crate::holds::disruption::recorded_for(n, &facts.pool.name);
     if !bn.is_some_and(BootcNode::in_slot) && !node.is_some_and(recorded) {
         // No record of the slot yet: this plan hands it out.
         Standing::TakingSlot
@@ -614,8 +614,8 @@ impl Standing {
             Standing::UpToDate => format!("up to date: runs the target {}", pool.target),
             Standing::OnTargetDegraded => format!("runs the target {}", pool.target),
             Standing::InConflict { pools } => conflict(name, &pool.name, pools),
-            Standing::HostUpdaters { units } => crate::updaters::message(name, units),
-            Standing::DaemonSkew(skew) => crate::daemons::message(name, skew),
+            Standing::HostUpdaters { units } => crate::holds::updaters::message(name, units),
+            Standing::DaemonSkew(skew) => crate::holds::daemons::message(name, skew),
             Standing::HostIncompatible { why } => {
                 format!("bootc cannot update its host from an image: {why}")
             }
@@ -719,7 +719,7 @@ fn held_by(standing: &Standing, pool: &Pool, now: Timestamp) -> String {
         ),
         Standing::BlockingPod { pod } => format!(
             "its Node runs {pod}, a blocking pod ({}): given no reboot slot until it is gone",
-            crate::gates::BLOCKING_PODS_FIELD
+            crate::holds::gates::BLOCKING_PODS_FIELD
         ),
         Standing::WaitingForDependencies => pool.dependencies.message(),
         Standing::OrderUnreadable => {

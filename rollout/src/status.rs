@@ -8,10 +8,10 @@
 //! mid-reboot, the pool's own unavailable nodes; outside the maintenance
 //! windows the reason is `OutsideMaintenanceWindow`, the message says when
 //! the next opens, and so does `status.nextMaintenanceWindow`; while a
-//! gate holds it is `AlertFiring` or `GateUnanswered` ([`crate::gates`]),
+//! gate holds it is `AlertFiring` or `GateUnanswered` ([`crate::holds::gates`]),
 //! and members on a blocking pod are named with the pod. `Degraded` carries the most
 //! important problem's reason and every problem's message (members refused
-//! for their host's own updater among them: [`crate::updaters`]). A change that
+//! for their host's own updater among them: [`crate::holds::updaters`]). A change that
 //! touches only the counts (and the breakdown) is written at most every
 //! [`COUNTS_MIN_INTERVAL`], and always once things settle; target,
 //! conditions and generation are written at once.
@@ -24,21 +24,21 @@ use api::labels::HOLD_ANNOTATION_PREFIX;
 use api::{BootcNode, BootcNodePoolStatus, ConditionType, Reason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::depends::Waiting;
 use crate::facts::{Failure, Rollout};
-use crate::gates::{BLOCKING_PODS_FIELD, GATE_RECHECK, Gate};
-use crate::leaving::Leavers;
-use crate::membership::Membership;
+use crate::holds::depends::Waiting;
+use crate::holds::gates::{BLOCKING_PODS_FIELD, GATE_RECHECK, Gate};
+use crate::holds::pause::Pause;
+use crate::holds::window::Window;
+use crate::members::leaving::Leavers;
+use crate::members::membership::Membership;
+use crate::members::state::{NodeState, runs_target};
 use crate::model::{PlannedEvent, Problem, Target, event_reasons};
 use crate::order::Writes;
-use crate::pause::Pause;
+use crate::reboot::stuck::Stuck;
+use crate::reboot::verdict::requeue;
 use crate::standing::{self, Standing, Standings};
-use crate::state::{NodeState, runs_target};
-use crate::stuck::Stuck;
-use crate::verdict::requeue;
 use crate::view::View;
-use crate::window::Window;
-use crate::{daemons, halt, stuck, updaters};
+use crate::{holds::daemons, holds::halt, holds::updaters, reboot::stuck};
 
 /// The planner's answer.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -240,7 +240,7 @@ fn decide(
 ) -> Standings {
     let spec = &view.pool.spec.rollout;
     let phase_of = |e: &crate::facts::Entry<'_>| e.row.bn.and_then(BootcNode::phase);
-    let groups = crate::groups::Groups::read(&spec.order).unwrap_or_default();
+    let groups = crate::holds::groups::Groups::read(&spec.order).unwrap_or_default();
     let pool = standing::Pool {
         name: view.pool_name.clone(),
         target: target_summary(target, &view.input.bootc_nodes),
@@ -319,7 +319,7 @@ fn before_a_target(target: Option<&Target>, total: usize) -> Option<String> {
 
 /// What the status keeps beyond this plan: a member newly failed on the
 /// target first in `status.failedImages`, the canary step, the rollouts
-/// ([`crate::history`]); `members` and `updated` count the pool's members.
+/// ([`crate::members::history`]); `members` and `updated` count the pool's members.
 fn keep_records(
     view: &View<'_>,
     (target, members, updated): (Option<&Target>, usize, usize),
@@ -331,14 +331,14 @@ fn keep_records(
     let Some(t) = target else {
         return;
     };
-    let seen = crate::history::Seen {
+    let seen = crate::members::history::Seen {
         target: t,
         members,
         updated,
         failed: rollout.target_failed.is_some(),
         now: view.input.now,
     };
-    status.rollouts = crate::history::record(&status.rollouts, seen);
+    status.rollouts = crate::members::history::record(&status.rollouts, seen);
     if let Some(f) = rollout.target_failed.as_ref().filter(|f| f.new) {
         let record = api::FailedImage {
             reference: view.pool.spec.image.reference.clone(),
@@ -347,7 +347,8 @@ fn keep_records(
             check: f.check.clone(),
             at: Time(view.input.now),
         };
-        status.failed_images = crate::proving::with_failure(&status.failed_images, record);
+        status.failed_images =
+            crate::reboot::health_gate::with_failure(&status.failed_images, record);
     }
 }
 
@@ -385,14 +386,14 @@ fn look_again(
 }
 
 /// The members that failed on the target too few to fail it for the pool,
-/// as the pool names them ([`crate::proving::lone_witnesses`]).
+/// as the pool names them ([`crate::reboot::health_gate::lone_witnesses`]).
 fn lone_witnesses(
     view: &View<'_>,
     target: Option<&Target>,
     rollout: &Rollout<'_>,
 ) -> Option<Problem> {
     let t = target.filter(|_| !rollout.lone_witnesses.is_empty())?;
-    Some(crate::proving::lone_witnesses(
+    Some(crate::reboot::health_gate::lone_witnesses(
         view.pool,
         t,
         &rollout.lone_witnesses,
@@ -667,11 +668,11 @@ fn new_status(
     let now = Time(view.input.now);
     conditions::apply(&mut status.conditions, up_to_date, generation, &now);
     conditions::apply(&mut status.conditions, degraded, generation, &now);
-    for c in crate::health::kstatus_conditions(up_to_date, degraded) {
+    for c in crate::kstatus::kstatus_conditions(up_to_date, degraded) {
         conditions::apply(&mut status.conditions, &c, generation, &now);
     }
     if let Some(t) = target {
-        let kubelet = crate::os_guard::kubelet_condition(t.kubelet.as_deref());
+        let kubelet = crate::holds::os_guard::kubelet_condition(t.kubelet.as_deref());
         conditions::apply(&mut status.conditions, &kubelet, generation, &now);
     }
     status
@@ -788,7 +789,7 @@ struct Waits<'a> {
     /// The group whose turn it is, and its members behind, when members of
     /// later groups wait for it.
     waiting_for_turn: Option<&'a (String, Vec<String>)>,
-    /// The canary step ([`crate::batches`]).
+    /// The canary step ([`crate::holds::batches`]).
     batch: Option<String>,
     /// `maxUnavailable` is 0.
     no_slots: bool,
@@ -954,7 +955,7 @@ fn counts_only(old: &BootcNodePoolStatus, new: &BootcNodePoolStatus) -> bool {
         s.updated_count = 0;
         s.updating_count = 0;
         s.degraded_count = 0;
-        // Ready and Reconciling copy UpToDate's message (crate::health).
+        // Ready and Reconciling copy UpToDate's message (crate::kstatus).
         for c in &mut s.conditions {
             if [
                 ConditionType::UpToDate,

@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube_core::Resource;
 use kube_core::ResourceExt;
 
+use crate::holds::pause::Pause;
 use crate::model::PlanInput;
-use crate::pause::Pause;
 
 pub(crate) struct View<'a> {
     pub input: &'a PlanInput<'a>,

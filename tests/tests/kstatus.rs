@@ -98,9 +98,9 @@ fn planned(
         operator_namespace: api::labels::OPERATOR_NAMESPACE,
         last_status_write: None,
         now: jiff::Timestamp::now(),
-        phase_clock: std::sync::Arc::new(rollout::stuck::Clock::new()),
-        deadlines: rollout::stuck::Deadlines::default(),
-        gates: rollout::gates::Gates::default(),
+        phase_clock: std::sync::Arc::new(rollout::reboot::stuck::Clock::new()),
+        deadlines: rollout::reboot::stuck::Deadlines::default(),
+        gates: rollout::holds::gates::Gates::default(),
         node_lifecycle_conditions: false,
     });
     pool.status = plan.status.or(pool.status);

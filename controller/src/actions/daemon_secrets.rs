@@ -232,7 +232,7 @@ impl Grant {
             });
             // A BootcNode's Secret is granted for the pool that owns it.
             let from_nodes = nodes.iter().filter_map(|b| {
-                let owner = rollout::membership::owner_reference_of(b)?;
+                let owner = rollout::members::membership::owner_reference_of(b)?;
                 Some((owner.name.as_str(), b.spec.pull_secret_ref.as_ref()?))
             });
             rules(&self.namespace, from_pools.chain(from_nodes), |n, p| {

@@ -34,7 +34,7 @@ pub struct PoolState {
     /// Per-node answers kept for the next plan (incremental planning).
     pub memo: rollout::Memo,
     /// When each member entered the phase it waits in (stuck deadlines).
-    pub phase_clock: Arc<rollout::stuck::Clock>,
+    pub phase_clock: Arc<rollout::reboot::stuck::Clock>,
     /// The last reconcile, for pacing.
     pub pace: Option<pace::Last>,
     /// The target's schedule and the registry's last error.

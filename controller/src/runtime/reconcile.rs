@@ -46,7 +46,7 @@ pub struct Tuning {
     pub namespace: String,
     /// Reconcile every pool at least this often even without events.
     pub resync: Duration,
-    pub deadlines: rollout::stuck::Deadlines,
+    pub deadlines: rollout::reboot::stuck::Deadlines,
     pub pace: Pace,
     /// Set Kubernetes' Node lifecycle conditions on nodes in slots.
     pub node_lifecycle_conditions: bool,
@@ -152,8 +152,8 @@ impl Ctx {
         chosen: Selection<'a>,
         others: &'a [Arc<BootcNodePool>],
         target: Result<rollout::Target, rollout::TargetProblem>,
-        state: (&OwnWrites, &Arc<rollout::stuck::Clock>),
-        gates: rollout::gates::Gates,
+        state: (&OwnWrites, &Arc<rollout::reboot::stuck::Clock>),
+        gates: rollout::holds::gates::Gates,
     ) -> PlanInput<'a> {
         let pull_secret = self.caches.pull_secret(pool).map(|s| rollout::SecretSeen {
             version: secret_version(&s),
@@ -278,7 +278,11 @@ async fn reconcile_pool(
     let mut plan = rollout::plan_incremental(&input, memo);
     tracing::debug!(pool = %pool.name_any(), reused = memo.reused, computed = memo.computed, "planned");
     let phases = std::mem::take(&mut plan.phases);
-    *phase_clock = Arc::new(rollout::stuck::tick(&input.phase_clock, phases, input.now));
+    *phase_clock = Arc::new(rollout::reboot::stuck::tick(
+        &input.phase_clock,
+        phases,
+        input.now,
+    ));
     // What pacing counts: choosing the pool's objects and planning.
     let took = selected + planning.elapsed();
     // Step 3, act.
@@ -336,7 +340,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
             message: "pool is being deleted".into(),
         }),
         (&state.writes, &state.phase_clock),
-        rollout::gates::Gates::default(),
+        rollout::holds::gates::Gates::default(),
     );
     let cleanup = rollout::plan_cleanup(&input);
     let n = ctx

@@ -19,7 +19,7 @@ use kube::core::{Selector, SelectorExt};
 
 use crate::target::tag_policy;
 
-use rollout::disruption;
+use rollout::holds::disruption;
 
 /// What a pool's plan reads (see the module docs).
 #[derive(Debug, Default)]

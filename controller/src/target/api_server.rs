@@ -1,11 +1,11 @@
 //! The API server's version, which a target's kubelet is checked against
-//! (`rollout::os_guard::kubelet_skew`): asked by discovery (`GET /version`)
+//! (`rollout::holds::os_guard::kubelet_skew`): asked by discovery (`GET /version`)
 //! only when a target declares its kubelet, and kept for [`KEPT_FOR`], so
 //! that an upgraded control plane is seen within it.
 
 use std::time::{Duration, Instant};
 
-use rollout::os_guard::KubeVersion;
+use rollout::holds::os_guard::KubeVersion;
 use tokio::sync::Mutex;
 
 /// How long an answer is kept.

@@ -42,7 +42,7 @@
 //! its linux platform manifests beside it ([`ManifestFacts::platform_digests`]):
 //! a node reports its platform's digest, and a host installed from the
 //! index's tag reports nothing else, so either counts as running the
-//! target (`rollout::state::runs_target`).
+//! target (`rollout::members::state::runs_target`).
 
 mod client;
 pub mod mirrors;
@@ -103,7 +103,7 @@ pub enum RegistryError {
     InvalidPullSecret { secret: String, message: String },
     #[error("registry error for {reference}: {message}")]
     Other { reference: String, message: String },
-    /// Read, and refused by a guard (`rollout::os_guard`).
+    /// Read, and refused by a guard (`rollout::holds::os_guard`).
     #[error("{message}")]
     Refused {
         reason: api::Reason,

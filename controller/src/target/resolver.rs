@@ -28,7 +28,7 @@ use crate::target::{
     MembersRun, Parsed, Resolution, Resolve, Schedule, TargetMemory, parse_reference,
 };
 use api::image_labels::KUBELET_VERSION;
-use rollout::{Target, TargetProblem, os_guard};
+use rollout::{Target, TargetProblem, holds::os_guard};
 
 /// Resolves tags against registries.
 pub struct RegistryResolver {
@@ -189,7 +189,7 @@ impl RegistryResolver {
 
     /// Resolves `image` and checks it against what the members run and,
     /// when it declares its kubelet, against the API server's version
-    /// (`rollout::os_guard`): a refusal fails the resolution as a registry
+    /// (`rollout::holds::os_guard`): a refusal fails the resolution as a registry
     /// failure does (fail closed, the previous target kept).
     async fn query_guarded(
         &self,

@@ -1,4 +1,4 @@
-//! Canary batches ([`crate::batches`]) in the plan: the step's room caps
+//! Canary batches ([`crate::holds::batches`]) in the plan: the step's room caps
 //! the slots under `maxUnavailable`, a finished step soaks, and a soak that
 //! ends with too few healthy nodes holds the rollout naming them.
 

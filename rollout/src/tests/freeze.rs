@@ -4,8 +4,8 @@
 //! a closed window does, even inside an open one.
 
 use super::*;
+use crate::holds::window::Window;
 use crate::standing::Standing;
-use crate::window::Window;
 
 fn blackout(start: &str, end: &str, zone: Option<&str>) -> api::Blackout {
     api::Blackout {
@@ -246,7 +246,7 @@ fn blackouts_across_daylight_saving() {
     for (what, spec, now, want) in rows {
         let mut problems = Vec::new();
         assert_eq!(
-            crate::window::of(&spec, at(now), &mut problems),
+            crate::holds::window::of(&spec, at(now), &mut problems),
             want,
             "{what}"
         );

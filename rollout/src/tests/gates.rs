@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 
 use super::*;
-use crate::gates::{GATE_RECHECK, Gates, blocking_pods};
+use crate::holds::gates::{GATE_RECHECK, Gates, blocking_pods};
 
 /// The pool of [`slot_staged_idle`], with these gates.
 fn world(gates: Gates) -> World {
@@ -180,7 +180,7 @@ fn daemon_pods_that_cannot_run_are_found_with_the_kubelets_reason() {
         pod("d-4", "n4", daemon, Some("ContainerCreating")),
         pod("web", "n5", "web", Some("CrashLoopBackOff")),
     ];
-    let found = crate::gates::daemon_pod_problems(&pods);
+    let found = crate::holds::gates::daemon_pod_problems(&pods);
     assert_eq!(
         found.keys().map(String::as_str).collect::<Vec<_>>(),
         ["n1", "n2"]

@@ -150,8 +150,8 @@ fn daemon(b: Bn, contract: Option<i32>) -> BootcNode {
 /// reports no contract predates the report and is driven.
 #[test]
 fn a_daemon_of_a_contract_not_driven_is_never_told_nor_approved() {
-    let old = Some(crate::daemons::DRIVEN.start() - 1);
-    let new = Some(crate::daemons::DRIVEN.end() + 1);
+    let old = Some(crate::holds::daemons::DRIVEN.start() - 1);
+    let new = Some(crate::holds::daemons::DRIVEN.end() + 1);
     let ours = Some(api::daemon_contract::CONTRACT);
     // (case, "d" with its daemon, "d" in a slot (drained), the image "d"
     //  is pointed at (None: not written), approved after the plan, the

@@ -1,4 +1,4 @@
-//! The health gate ([`crate::proving`]): a slot holder back on the target
+//! The health gate ([`crate::reboot::health_gate`]): a slot holder back on the target
 //! keeps its slot until its checks hold for `settleSeconds`; past
 //! `timeoutSeconds` it fails, is rolled back in its slot or kept there, and
 //! no other node is given the image.
@@ -7,8 +7,8 @@ use api::labels::{HEALTH_FAILED_ANNOTATION, HEALTH_FAILED_BECAUSE_ANNOTATION};
 use api::{HealthFailurePolicy, HealthSpec};
 
 use super::*;
-use crate::gates::{Gates, PodSeen};
-use crate::proving::{Checked, Proof, assess};
+use crate::holds::gates::{Gates, PodSeen};
+use crate::reboot::health_gate::{Checked, Proof, assess};
 
 fn ago(secs: i64) -> Timestamp {
     now() - jiff::SignedDuration::from_secs(secs)

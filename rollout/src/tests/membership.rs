@@ -167,7 +167,8 @@ fn membership_table() {
         }
         let input = w.input(&w.nodes);
         let view = crate::view::View::of(&input);
-        let got = crate::membership::of(&view, &mut crate::Memo::default(), &mut Vec::new());
+        let got =
+            crate::members::membership::of(&view, &mut crate::Memo::default(), &mut Vec::new());
         assert_eq!(got.contains("w1"), *member, "{what}");
         let named: Vec<&str> = got
             .conflicts
@@ -179,7 +180,8 @@ fn membership_table() {
         assert_eq!(named, *conflicts, "{what}");
         // One node read on its own (`kubectl bootc why`): the same answer.
         let others: Vec<&BootcNodePool> = w.others.iter().collect();
-        let alone = crate::membership::conflict(&w.pool, &w.nodes[0], w.bns.first(), &others);
+        let alone =
+            crate::members::membership::conflict(&w.pool, &w.nodes[0], w.bns.first(), &others);
         let alone: Vec<&str> = alone.iter().flatten().map(String::as_str).collect();
         assert_eq!(alone, *conflicts, "{what}: read alone");
     }
@@ -196,7 +198,7 @@ fn a_pool_being_deleted_claims_nothing() {
     b.spec.node_selector = serde_json::from_value(json!({"matchLabels": {"pool-b": ""}})).unwrap();
     let member = bn("w1", NEW, Daemon::Idle(OLD)).owned_by("a").build();
     let conflict = |p: &BootcNodePool, other: &BootcNodePool| {
-        crate::membership::conflict(p, &n, Some(&member), &[other])
+        crate::members::membership::conflict(p, &n, Some(&member), &[other])
     };
     assert!(conflict(&a, &b).is_some() && conflict(&b, &a).is_some());
     let mut deleting = b.clone();

@@ -18,8 +18,8 @@ use kube_core::ResourceExt;
 use serde_json::json;
 
 use super::*;
-use crate::disruption;
-use crate::stuck;
+use crate::holds::disruption;
+use crate::reboot::stuck;
 use api::BootcNodePoolStatus;
 use api::node_health::is_cordoned as node_unschedulable;
 use std::time::Duration;
@@ -82,7 +82,7 @@ fn pool(name: &str, max: IntOrString, paused: bool) -> BootcNodePool {
 }
 
 fn node(name: &str, pool: &str, ready: bool, cordoned: bool) -> Node {
-    let mut n = crate::disruption::tests::node(ready, cordoned);
+    let mut n = crate::holds::disruption::tests::node(ready, cordoned);
     n.metadata.name = Some(name.into());
     n.metadata.labels = Some(BTreeMap::from([
         ("pool".to_owned(), pool.to_owned()),
@@ -251,7 +251,7 @@ struct World {
     secret_refused: bool,
     last_status_write: Option<Timestamp>,
     clock: stuck::Clock,
-    gates: crate::gates::Gates,
+    gates: crate::holds::gates::Gates,
     node_lifecycle_conditions: bool,
 }
 
@@ -272,7 +272,7 @@ impl World {
             secret_refused: false,
             last_status_write: None,
             clock: stuck::Clock::new(),
-            gates: crate::gates::Gates::default(),
+            gates: crate::holds::gates::Gates::default(),
             node_lifecycle_conditions: false,
         }
     }

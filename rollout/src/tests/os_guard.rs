@@ -1,11 +1,11 @@
-//! The OS guards of a new target (`crate::os_guard`), as a table.
+//! The OS guards of a new target (`crate::holds::os_guard`), as a table.
 
 use std::collections::BTreeMap;
 
 use api::Reason;
 use api::image_labels::{CONTAINERS_BOOTC, OS_ID, OS_VERSION_ID, OSTREE_BOOTABLE};
 
-use crate::os_guard::{
+use crate::holds::os_guard::{
     ImageOs, KubeVersion, Running, check, compares_members, kubelet_condition, kubelet_skew, major,
 };
 

@@ -24,7 +24,7 @@ fn start(max: i32, f: impl FnOnce(&mut BootcNodePool, &mut Vec<Node>)) -> Start 
         bootc_nodes: w.bns,
         other_pools: vec![],
         pull_secret: None,
-        gates: crate::gates::Gates::default(),
+        gates: crate::holds::gates::Gates::default(),
         operator_namespace: api::labels::OPERATOR_NAMESPACE.into(),
         now: now(),
     }

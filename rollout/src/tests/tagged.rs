@@ -60,7 +60,7 @@ fn a_second_rollout_on_tag_installed_unlocked_hosts_writes_digests_and_completes
         ],
         other_pools: vec![],
         pull_secret: None,
-        gates: crate::gates::Gates::default(),
+        gates: crate::holds::gates::Gates::default(),
         operator_namespace: api::labels::OPERATOR_NAMESPACE.into(),
         now: now(),
     };

@@ -1,4 +1,4 @@
-//! A member whose host runs its own automatic updater ([`crate::updaters`]):
+//! A member whose host runs its own automatic updater ([`crate::holds::updaters`]):
 //! not told the target, no reboot slot, named on the pool with the fix.
 
 use super::*;

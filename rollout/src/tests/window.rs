@@ -2,7 +2,7 @@
 //! already in slots go on outside.
 
 use super::*;
-use crate::window::Window;
+use crate::holds::window::Window;
 
 /// 1970-01-12 (a Monday), where the World's clock stands at 13:46:40 UTC.
 fn windows(start: &str, zone: Option<&str>) -> Vec<api::MaintenanceWindow> {
@@ -102,7 +102,7 @@ fn a_window_that_cannot_be_read_is_invalid_spec_naming_it() {
 fn the_plugin_and_the_planner_read_the_same_window() {
     let w = world(windows("20:00", None));
     let mut problems = Vec::new();
-    let window = crate::window::at(
+    let window = crate::holds::window::at(
         &w.pool.spec.rollout.maintenance_windows,
         now(),
         &mut problems,

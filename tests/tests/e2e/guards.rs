@@ -314,7 +314,7 @@ async fn a_kubelet_newer_than_the_api_server_is_refused_and_one_undeclared_is_sa
     let mut sim = Sim::start(SimOptions::default()).await.unwrap();
     let recorder = Recorder::start(&sim.cp).await.unwrap();
     let info = sim.admin.apiserver_version().await.unwrap();
-    let api_server = ::rollout::os_guard::KubeVersion::parse(&info.git_version).unwrap();
+    let api_server = ::rollout::holds::os_guard::KubeVersion::parse(&info.git_version).unwrap();
     let kubelet = |minor: u32| format!("{}.{minor}.0", api_server.major);
     let v1 = sim.push_labelled("1.0", TAG, &[]).await.unwrap();
     sim.add_nodes(2, &v1).await.unwrap();
@@ -334,7 +334,7 @@ async fn a_kubelet_newer_than_the_api_server_is_refused_and_one_undeclared_is_sa
         .unwrap();
     let said = format!(
         "its kubelet {api_server_next} is newer than the API server {api_server}",
-        api_server_next = ::rollout::os_guard::KubeVersion {
+        api_server_next = ::rollout::holds::os_guard::KubeVersion {
             minor: api_server.minor + 1,
             ..api_server
         }

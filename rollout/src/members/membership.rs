@@ -176,7 +176,7 @@ fn other_selectors(pools: &[&BootcNodePool]) -> Vec<(String, Selector)> {
 /// `spec.nodeSelector` as a selector, or an error naming the expression that
 /// does not parse, with its key, operator and values.
 pub fn parse_selector(selector: &LabelSelector) -> Result<Selector, String> {
-    crate::selector::parse_at(selector, "spec.nodeSelector")
+    crate::members::selector::parse_at(selector, "spec.nodeSelector")
 }
 
 /// Does `pool`'s selector select `node`? An unparsable selector selects nothing.

@@ -3,11 +3,11 @@
 //! told set, pool spec, time). A slot holder is released once back
 //! ([`super::slots`]) or held: kept cordoned and drained, approved to boot
 //! once drained and staged (not while paused), and counted for the
-//! unhealthy halt ([`super::halt`]). A member outside a slot is not
+//! unhealthy halt ([`crate::holds::halt`]). A member outside a slot is not
 //! approved, its drain stops, and, staged and healthy, it is a candidate
 //! for a free slot (handed out by `slots::hand_out`) unless held; a hold
 //! releases a holder not yet approved to boot. Each
-//! member's phase is timed for the stuck deadlines ([`crate::stuck`]).
+//! member's phase is timed for the stuck deadlines ([`crate::reboot::stuck`]).
 //!
 //! A failed drain is reported and tried again after [`DRAIN_RETRY`]. A
 //! pause holds the slots it finds: a holder drained but not yet approved
@@ -22,17 +22,20 @@ use api::{BootcNode, DesiredImageState, DrainTimeoutPolicy, HealthFailurePolicy,
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
-use crate::budget::Limits;
-use crate::disruption::{self, Budget, Unavailable};
-use crate::leaving::Leavers;
-use crate::membership::Membership;
+use crate::holds::budget::Limits;
+use crate::holds::disruption::{self, Budget, Unavailable};
+use crate::members::leaving::Leavers;
+use crate::members::membership::Membership;
+use crate::members::pull_secret::Secret;
+use crate::members::state::{self, NodeState, classify, runs_target};
 use crate::model::{DrainPhase, NodePatch, Target, Write};
-use crate::proving::{self, Proof};
-use crate::pull_secret::Secret;
-use crate::state::{self, NodeState, classify, runs_target};
-use crate::stuck;
+use crate::reboot::health_gate::{self, Proof};
+use crate::reboot::stuck;
 use crate::view::{Row, View, Walk};
-use crate::{batches, cordon, daemons, halt, lifecycle, slots, spec, updaters};
+use crate::{
+    holds::batches, holds::daemons, holds::halt, holds::updaters, members::spec, reboot::cordon,
+    reboot::lifecycle, reboot::slots,
+};
 use jiff::Timestamp;
 
 use crate::facts::{Counted, Entry, Failure, NodeVerdict, Rollout};
@@ -49,7 +52,7 @@ struct Pool<'v, 'a> {
     conflicts: &'v BTreeMap<String, BTreeSet<String>>,
     paused: bool,
     /// The target failed for the pool: enough members failed their health
-    /// gate on it, or a person confirmed it ([`proving::fails_for_pool`]):
+    /// gate on it, or a person confirmed it ([`health_gate::fails_for_pool`]):
     /// nobody is told it any more.
     target_failed: bool,
 }
@@ -74,7 +77,7 @@ pub(crate) fn verdicts<'m>(
         secret,
         conflicts: &members.conflicts,
         paused: view.pause.holds(),
-        target_failed: proving::fails_for_pool(view.pool, target, marked.len()),
+        target_failed: health_gate::fails_for_pool(view.pool, target, marked.len()),
     };
     let mut out = Rollout {
         budget: Budget::new(limits.slots),
@@ -116,7 +119,7 @@ pub(crate) fn verdicts<'m>(
     out.halted = halt::halted(out.unhealthy_in_slots.len(), limits.max_unhealthy);
     out.staging = staging;
     let witnesses = with_newly_failed(marked, &out, target);
-    if proving::fails_for_pool(view.pool, target, witnesses.len()) {
+    if health_gate::fails_for_pool(view.pool, target, witnesses.len()) {
         out.target_failed = witnesses.into_iter().next().map(|f| Failure {
             new: !recorded(view, target),
             ..f
@@ -131,7 +134,8 @@ pub(crate) fn verdicts<'m>(
 fn recorded(view: &View<'_>, target: &Target) -> bool {
     let pool = view.pool;
     pool.status.as_ref().is_some_and(|s| {
-        proving::recorded_failure(&s.failed_images, &pool.spec.image.reference, target).is_some()
+        health_gate::recorded_failure(&s.failed_images, &pool.spec.image.reference, target)
+            .is_some()
     })
 }
 
@@ -191,7 +195,7 @@ fn failed_members(view: &View<'_>, members: &Membership<'_>, target: &Target) ->
             let (name, row) = view.rows[*at];
             let (_, check) = row
                 .bn
-                .filter(|bn| proving::failed_on(bn, target))?
+                .filter(|bn| health_gate::failed_on(bn, target))?
                 .health_failed()?;
             Some(Failure {
                 node: name.to_owned(),
@@ -230,7 +234,7 @@ struct Reads<'m> {
     drain: Option<&'m DrainPhase>,
     clock: Option<&'m (stuck::Phase, Timestamp)>,
     conflict: Option<&'m BTreeSet<String>>,
-    /// The blocking pod on its Node (see [`crate::gates`]).
+    /// The blocking pod on its Node (see [`crate::holds::gates`]).
     blocking: Option<&'m str>,
 }
 
@@ -507,10 +511,10 @@ fn prove(pool: &Pool<'_, '_>, member: Member<'_>, health: &HealthSpec, v: &mut N
         return hold(pool, member, v);
     };
     let input = pool.view.input;
-    let checked = proving::check(health, n, b, input.gates.health_pods_on(name));
+    let checked = health_gate::check(health, n, b, input.gates.health_pods_on(name));
     // Pods and the clock decide: asked again at every plan.
     v.keepable = false;
-    match proving::assess(health, &checked, b.phase_since(), input.now) {
+    match health_gate::assess(health, &checked, b.phase_since(), input.now) {
         Proof::Passed => release(pool, name, node, v),
         Proof::Settling { waiting, recheck } => {
             v.proving = Some(waiting);
@@ -539,7 +543,7 @@ fn failed_in_slot(pool: &Pool<'_, '_>, member: Member<'_>, back: bool, v: &mut N
         .is_some_and(|h| h.on_failure == HealthFailurePolicy::Rollback);
     v.keepable = false;
     if rolls_back && let Some(bn) = bn {
-        match proving::back_to(bn, pool.target) {
+        match health_gate::back_to(bn, pool.target) {
             Some(image) => {
                 spec::point_at(&mut v.owned, image);
                 // Released only once the image failed for the pool: until

@@ -3,7 +3,7 @@
 //! A slot's cordon is recorded twice: `bootc.dev/was-cordoned` on the BootcNode
 //! (the Node's state before the slot) and `bootc.dev/cordoned-by: <pool>` on
 //! the Node itself, written in the same patch as the cordon, with the pool's
-//! disruption record (`bootc.dev/disrupted-by`, see [`crate::disruption`]). A
+//! disruption record (`bootc.dev/disrupted-by`, see [`crate::holds::disruption`]). A
 //! cordon an admin had put there before is kept: the slot then writes the
 //! disruption record alone. When the node leaves its slot, the pool, or a
 //! deleted pool, our cordon is lifted if the record says it is ours, or, when
@@ -28,9 +28,9 @@ use api::labels::{MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
-use crate::disruption::{self, cordoned_for};
 use crate::facts::{Entry, Rollout};
-use crate::membership::owner_pool;
+use crate::holds::disruption::{self, cordoned_for};
+use crate::members::membership::owner_pool;
 use crate::model::{NodePatch, Write};
 use crate::view::View;
 use api::node_health::{
@@ -212,7 +212,7 @@ mod tests {
 
     /// A Node: cordoned or not, with our mark and our record or not.
     fn n(cordoned: bool, mark: bool, record: bool) -> Node {
-        let mut node = crate::disruption::tests::node(true, cordoned);
+        let mut node = crate::holds::disruption::tests::node(true, cordoned);
         if mark {
             node.annotations_mut()
                 .insert(CORDONED_BY_ANNOTATION.into(), "a".into());

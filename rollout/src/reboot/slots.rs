@@ -5,9 +5,9 @@
 //!   `hold.bootc.dev/<who>` annotation on its Node,
 //!   [`api::node_health::holds`], or skipped for the target after its drain
 //!   failed under `onDrainTimeout: Release`) is a candidate; free slots go to
-//!   candidates within the disruption budget ([`crate::disruption::Budget`]),
+//!   candidates within the disruption budget ([`crate::holds::disruption::Budget`]),
 //!   already unavailable ones first, unless the pool is paused or halted
-//!   ([`super::halt`]). Entering a slot writes the slot record on the
+//!   ([`crate::holds::halt`]). Entering a slot writes the slot record on the
 //!   BootcNode (with the prior cordon state) first, then the cordon with the
 //!   disruption record ([`super::cordon`]), then starts the drain.
 //! * Release: a slot holder leaves its slot only once it is back: on the
@@ -25,12 +25,12 @@ use api::BootcNode;
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
-use crate::cordon;
-use crate::disruption::{self, Budget};
 use crate::facts::{Rollout, Verdicts};
-use crate::groups;
+use crate::holds::disruption::{self, Budget};
+use crate::holds::groups;
+use crate::members::owned::Owned;
 use crate::model::Write;
-use crate::owned::Owned;
+use crate::reboot::cordon;
 use crate::view::View;
 
 /// Does the node hold a slot of `pool` (its BootcNode's slot record, or the
@@ -106,7 +106,7 @@ pub(crate) fn hand_out<'a>(view: &View<'_>, rollout: &mut Rollout<'a>) {
     rollout.waiting_for_budget = rollout.budget.blocked_by_others().filter(|_| left_out);
 }
 
-/// The candidates of the group whose turn it is ([`crate::groups`]); the
+/// The candidates of the group whose turn it is ([`crate::holds::groups`]); the
 /// others wait, and the rollout says for whom.
 fn in_turn<'a>(candidates: Vec<&'a str>, rollout: &mut Rollout<'a>) -> Vec<&'a str> {
     let Some(groups) = rollout.groups.as_ref().filter(|g| !g.is_empty()) else {
@@ -140,7 +140,7 @@ fn in_turn<'a>(candidates: Vec<&'a str>, rollout: &mut Rollout<'a>) -> Vec<&'a s
 }
 
 /// Hands free reboot slots to `candidates` within the disruption budget
-/// and at most `room` of them (the canary step's, [`crate::batches`];
+/// and at most `room` of them (the canary step's, [`crate::holds::batches`];
 /// already unavailable candidates first): the slot record on the
 /// BootcNode, then the cordon with the disruption record, then the drain.
 /// Returns how many took a slot.

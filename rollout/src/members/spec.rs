@@ -1,5 +1,5 @@
 //! Each member's spec: the target, or what it runs while the staging bounds
-//! ([`crate::staging`]) keep it waiting to be told; the pool's reboot
+//! ([`crate::members::staging`]) keep it waiting to be told; the pool's reboot
 //! policy; the pull secret ([`super::pull_secret`]). A new image resets the
 //! approval: approval belongs to a slot, and is given for one image.
 
@@ -7,16 +7,16 @@ use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
 use k8s_openapi::api::core::v1::Node;
 
 use crate::facts::Rollout;
-use crate::membership::Membership;
+use crate::members::membership::Membership;
+use crate::members::owned::Owned;
+use crate::members::pull_secret::{self, Secret};
+use crate::members::staging;
+use crate::members::state::{NodeState, classify, runs_target};
 use crate::memo::Memo;
 use crate::model::Target;
-use crate::owned::Owned;
-use crate::pull_secret::{self, Secret};
-use crate::slots::holds_slot;
-use crate::staging;
-use crate::state::{NodeState, classify, runs_target};
+use crate::reboot::slots::holds_slot;
 use crate::view::View;
-use crate::{daemons, updaters};
+use crate::{holds::daemons, holds::updaters};
 
 /// The member's owned fields with its spec brought in line with the pool.
 pub(crate) fn desired(
@@ -145,7 +145,7 @@ pub(crate) fn staging_members(
 /// nothing is told for a slot a pause, a halt or the pool's own unavailable
 /// nodes hold back. A member newly told has its spec pointed at the target.
 pub(crate) fn tell(view: &View<'_>, target: &Target, rollout: &mut Rollout<'_>) {
-    // An image a member failed on is told to nobody ([`crate::proving`]).
+    // An image a member failed on is told to nobody ([`crate::reboot::health_gate`]).
     if rollout.target_failed.is_some() {
         return;
     }

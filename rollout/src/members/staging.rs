@@ -25,7 +25,7 @@
 //! (`api::BootcNode::running_image`: a host installed from a tag reports
 //! the tag), so a target withdrawn before a node booted it (a tag moving
 //! A, B, A) costs that node nothing. A member whose host runs its own
-//! automatic updater is not told ([`crate::updaters`]).
+//! automatic updater is not told ([`crate::holds::updaters`]).
 
 /// The pool's staging bounds (`spec.rollout`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,10 +56,10 @@ pub struct Member {
     pub in_slot: bool,
     /// Its bootc cannot stage locked.
     pub unlocked: bool,
-    /// Its host reports an automatic updater on ([`crate::updaters`]), or
+    /// Its host reports an automatic updater on ([`crate::holds::updaters`]), or
     /// a deployment bootc cannot update from an image
     /// ([`api::BootcNode::unmanageable`]), or its daemon speaks a contract
-    /// this controller does not drive ([`crate::daemons`]): never told, and no longer told
+    /// this controller does not drive ([`crate::holds::daemons`]): never told, and no longer told
     /// if it was (unless on the target or in a slot).
     pub refused: bool,
 }

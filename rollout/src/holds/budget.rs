@@ -1,6 +1,6 @@
 //! Step 4, the pool's limits from `spec.rollout`: how many reboot slots
 //! `maxUnavailable` gives, and how many unhealthy slot holders
-//! `maxUnhealthy` tolerates before the rollout halts ([`crate::halt`]).
+//! `maxUnhealthy` tolerates before the rollout halts ([`crate::holds::halt`]).
 //!
 //! Both are an integer or a percentage of the pool's member count, and a
 //! percentage rounds up, as the Go bootc-operator, DaemonSets and the
@@ -8,7 +8,7 @@
 //! nodes is 1. `maxUnavailable: 0` (or "0%") gives no slot at all: every
 //! member stages and none reboots, the mode a higher-level operator drives.
 //! `maxUnhealthy` is at least 1 (default 2). Who may take a free slot
-//! within that number is [`crate::disruption::Budget`]'s rule.
+//! within that number is [`crate::holds::disruption::Budget`]'s rule.
 
 use api::{DEFAULT_MAX_UNHEALTHY, Reason, RolloutSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

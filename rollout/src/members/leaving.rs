@@ -1,11 +1,11 @@
 //! Nodes that leave: an owned BootcNode whose Node is gone, no longer
 //! selected or in conflict leaves the pool, and a deleted pool's cleanup
-//! takes every node out. Leaving restores the Node ([`super::cordon`]),
+//! takes every node out. Leaving restores the Node ([`crate::reboot::cordon`]),
 //! removes the managed label, stops the drain and deletes the BootcNode, in
 //! that order, with a `NodeLeft` event.
 //!
 //! A node this pool disrupted that is not back yet (see
-//! [`crate::disruption`]) does not leave mid-reboot: its approval is
+//! [`crate::holds::disruption`]) does not leave mid-reboot: its approval is
 //! withdrawn (its daemon either already started the reboot and is waited
 //! for, or answers and is back at once), and it keeps its BootcNode, label,
 //! cordon and slot until it is back. A node with the pool's record and
@@ -16,14 +16,14 @@ use api::{BootcNode, BootcNodePool, DesiredImageState};
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
-use crate::disruption::{self, cordoned_for};
-use crate::membership::{Membership, owned_by};
+use crate::holds::disruption::{self, cordoned_for};
+use crate::members::membership::{Membership, owned_by};
+use crate::members::owned::Owned;
 use crate::model::{PlanInput, PlannedEvent, Write, event_reasons};
 use crate::order::Writes;
-use crate::owned::Owned;
-use crate::slots::holds_slot;
+use crate::reboot::slots::holds_slot;
 use crate::view::{Row, View};
-use crate::{cordon, lifecycle, order};
+use crate::{order, reboot::cordon, reboot::lifecycle};
 
 /// What a deleted pool's cleanup does now, and what it waits for.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -39,7 +39,10 @@ impl Groups {
             .iter()
             .enumerate()
             .map(|(i, g)| {
-                crate::selector::parse_at(&g.selector, &format!("spec.rollout.order[{i}].selector"))
+                crate::members::selector::parse_at(
+                    &g.selector,
+                    &format!("spec.rollout.order[{i}].selector"),
+                )
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Groups)

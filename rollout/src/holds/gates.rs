@@ -23,7 +23,7 @@ use api::{BlockingPods, HealthPods};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube_core::{ResourceExt, Selector, SelectorExt};
 
-use crate::selector;
+use crate::members::selector;
 
 /// How long a gate's answer is kept, and how soon a pool a gate holds is
 /// looked at again.

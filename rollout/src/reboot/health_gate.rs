@@ -41,7 +41,7 @@
 //!   node keeps its slot (rolled back in it under `Rollback`) and the pool
 //!   names it as the only witness; other slots go on being handed out,
 //!   so another member can confirm or refute it. A missed batch
-//!   `successThreshold` holds the rollout on its own (`crate::batches`).
+//!   `successThreshold` holds the rollout on its own (`crate::holds::batches`).
 //! * **Unanswered.** Pods that could not be listed hold the slot and never
 //!   fail a node: the gate is asked again after [`HEALTH_RECHECK`].
 //! * **Clearing.** A new image reference or digest clears the mark; so
@@ -55,7 +55,7 @@ use api::{
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
-use crate::gates::PodSeen;
+use crate::holds::gates::PodSeen;
 use crate::model::{Problem, Target};
 
 /// How soon a node whose checks do not all pass is looked at again (the
@@ -271,7 +271,7 @@ pub fn failed_on(bn: &BootcNode, target: &Target) -> bool {
 /// such image with a digest, and the node stays in its slot for a person.
 pub fn back_to(bn: &BootcNode, target: &Target) -> Option<String> {
     let status = bn.status.as_ref()?;
-    let entry = if crate::state::runs_target(bn, target) {
+    let entry = if crate::members::state::runs_target(bn, target) {
         status.rollback.as_ref()
     } else {
         status.booted.as_ref()

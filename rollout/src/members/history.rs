@@ -5,7 +5,7 @@
 //!   some members do not run it; an unended record before it is
 //!   `Superseded`;
 //! * it is `Completed` once every member runs it, and `Failed` once a node
-//!   failed its health gate on it ([`crate::proving`]), with the members on
+//!   failed its health gate on it ([`crate::reboot::health_gate`]), with the members on
 //!   it then and the failed ones.
 //!
 //! Only starts and ends change the record: a rollout's progress is in the
