@@ -1141,7 +1141,6 @@ async fn signatures_are_checked_before_any_node_is_told() {
 
     // Signed with the policy's key, by tag: it rolls out.
     wait_rolled(&env.admin, "workers", &signed, 2).await;
-    c.wait_log("signatures meet the signature policy").await;
 
     // Each bad signature, by digest: refused before any node is told.
     let scope_named = format!("transports.docker[{scope:?}] is sigstoreSigned");
@@ -1168,6 +1167,8 @@ async fn signatures_are_checked_before_any_node_is_told() {
         );
         assert!(!told(digest.clone()).await, "{why}: a node was told");
     }
+
+    c.wait_log("signatures meet the signature policy").await;
 
     // The scope says reject: a signed image is refused too.
     kubelet_writes(
