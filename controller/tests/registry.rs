@@ -1139,8 +1139,17 @@ async fn signatures_are_checked_before_any_node_is_told() {
     };
     let pin = |d: &str| json!({"spec": {"image": {"ref": format!("{host}/acme/os@{d}")}}});
 
-    // Signed with the policy's key, by tag: it rolls out.
+    // Signed with the policy's key, by tag: it rolls out. Verified once:
+    // the tag's next resolutions find the same digest and do not ask for
+    // its signatures again.
     wait_rolled(&env.admin, "workers", &signed, 2).await;
+    let n = resolutions(&c);
+    wait_resolutions(&c, n + 2).await;
+    let verified = c
+        .log_text()
+        .matches("signatures meet the signature policy")
+        .count();
+    assert_eq!(verified, 1, "the signatures were read again");
 
     // Each bad signature, by digest: refused before any node is told.
     let scope_named = format!("transports.docker[{scope:?}] is sigstoreSigned");
