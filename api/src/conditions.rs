@@ -228,6 +228,17 @@ wire_enum! {
         /// message names the file and the error. No pool resolves until it
         /// is put right (a rule is never half applied).
         InvalidRegistriesConf = "InvalidRegistriesConf",
+        /// The admin's signature policy (containers-policy.json(5),
+        /// `--signature-policy`, the ConfigMap `bootc-signature-policy`)
+        /// refuses the target: its scope says `reject`, or `sigstoreSigned`
+        /// and the image has no signature that the scope's key verifies for
+        /// its digest and repository. The message names the scope and why.
+        /// Checked before any node is told; the previous target is kept.
+        SignatureRefused = "SignatureRefused",
+        /// The admin's signature policy cannot be read or parsed: the
+        /// message names the file, the field and its value. No pool
+        /// resolves until it is put right (fail closed).
+        InvalidSignaturePolicy = "InvalidSignaturePolicy",
 
         // BootcNode Idle reasons: the wire strings of `crate::DaemonPhase`
         // (`DaemonPhase::reason`; read and match the phase, not these).

@@ -88,6 +88,15 @@ struct Args {
     /// every resolution: a change needs no restart.
     #[arg(long, env = "BOOTC_REGISTRIES_CONF")]
     registries_conf: Option<std::path::PathBuf>,
+    /// A signature policy (containers-policy.json(5): the text the hosts
+    /// have in /etc/containers/policy.json): a new target's cosign
+    /// signatures are checked against it before any node is told (its
+    /// `docker` scopes' insecureAcceptAnything, reject and sigstoreSigned
+    /// with keyPath or keyData). Absent or empty: none (deploy/ mounts the
+    /// ConfigMap `bootc-signature-policy` here, with its key files). Read
+    /// again before every check: a change needs no restart.
+    #[arg(long, env = "BOOTC_SIGNATURE_POLICY")]
+    signature_policy: Option<std::path::PathBuf>,
     /// How long one registry request may take, in seconds, from its
     /// connection to the last byte of its answer; a whole resolution may
     /// take twice this. Keep it below half of --wedged-after-seconds.
@@ -225,6 +234,7 @@ fn resolver(
             ca_dir: args.registry_ca_dir.clone(),
             timeout: Some(Duration::from_secs(args.registry_timeout_seconds.max(1))),
             registries_conf: args.registries_conf.clone(),
+            signature_policy: args.signature_policy.clone(),
         });
     Ok(std::sync::Arc::new(
         crate::target::resolver::RegistryResolver::new(

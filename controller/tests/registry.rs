@@ -1021,3 +1021,210 @@ async fn a_disconnected_cluster_resolves_through_its_mirror() {
     patch_pool(&env.admin, "workers", tag("next")).await;
     wait_rolled(&env.admin, "workers", &v2, 2).await;
 }
+
+/// A signing key of the tests (RustCrypto's, as cosign's: ECDSA P-256).
+fn signing_key(seed: u8) -> p256::ecdsa::SigningKey {
+    p256::ecdsa::SigningKey::from_slice(&[seed; 32]).unwrap()
+}
+
+/// The PEM public key of [`signing_key`], as `cosign generate-key-pair`
+/// writes `cosign.pub`.
+fn public_pem(seed: u8) -> String {
+    use p256::pkcs8::EncodePublicKey;
+    signing_key(seed)
+        .verifying_key()
+        .to_public_key_pem(Default::default())
+        .unwrap()
+}
+
+/// The signature policy (containers-policy.json, in its ConfigMap volume,
+/// changed while the controller runs) is checked before any node is told:
+/// a target signed with the scope's key (cosign's layout in the real
+/// registry, signed in the test) rolls out, by tag and by digest; an
+/// unsigned one, one signed with another key and one whose signature names
+/// another digest are each refused with `SignatureRefused` naming the scope
+/// and why, the previous target kept and no BootcNode told; a `reject`
+/// scope refuses a signed image; `insecureAcceptAnything` lets an unsigned
+/// one through; a policy that is not valid names the field and its value.
+#[tokio::test]
+async fn signatures_are_checked_before_any_node_is_told() {
+    let env = env().await;
+    let reg = TestRegistry::start("tester", "pw").await.unwrap();
+    put_secret(&env.admin, &reg.good_docker_config()).await;
+    let host = reg.host();
+    let push = |tag: &'static str, version: &'static str| {
+        let reg = &reg;
+        async move {
+            reg.push_image("acme/os", tag, &amd64(version))
+                .await
+                .unwrap()
+        }
+    };
+    let v0 = push("old", "0").await;
+    let signed = push("prod", "1").await;
+    let unsigned = push("unsigned", "2").await;
+    let other_key = push("other-key", "3").await;
+    let other_digest = push("other-digest", "4").await;
+    let signed_later = push("later", "5").await;
+    let (ours, theirs) = (signing_key(1), signing_key(2));
+    for (digest, signed_digest, key) in [
+        (&signed, &signed, &ours),
+        (&other_key, &other_key, &theirs),
+        (&other_digest, &signed, &ours),
+        (&signed_later, &signed_later, &ours),
+    ] {
+        reg.push_cosign_signature("acme/os", digest, signed_digest, key)
+            .await
+            .unwrap();
+    }
+    // The key beside the policy, as the ConfigMap holds both.
+    let keys = env.cp.dir().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let key_path = keys.join("os.pub");
+    std::fs::write(&key_path, public_pem(1)).unwrap();
+    let policy_dir = env.cp.dir().join("policy");
+    std::fs::create_dir_all(&policy_dir).unwrap();
+    let scope = format!("{host}/acme/os");
+    let policy = |requirement: serde_json::Value| {
+        json!({
+            "default": [{"type": "insecureAcceptAnything"}],
+            "transports": {"docker": {scope.clone(): [requirement]}},
+        })
+        .to_string()
+    };
+    let sigstore = json!({"type": "sigstoreSigned", "keyPath": key_path.display().to_string()});
+    kubelet_writes(
+        &policy_dir,
+        1,
+        "policy.json",
+        policy(sigstore.clone()).as_bytes(),
+    );
+    let policy_path = policy_dir.join("policy.json").display().to_string();
+    let ca = reg.ca_path().display().to_string();
+    let Cluster {
+        env,
+        recorder: _,
+        player: _player,
+        ctl: c,
+    } = Setup::default()
+        .controller(
+            "c1",
+            &[
+                "--registry-ca-file",
+                &ca,
+                "--signature-policy",
+                &policy_path,
+                "--tag-resolution-interval-seconds",
+                "2",
+            ],
+        )
+        .node("n1", &member("amd64"))
+        .node("n2", &member("amd64"))
+        .initial_image(format!("{host}/acme/os@{v0}"))
+        .pool(tag_pool(&reg, "prod"))
+        .start_in(env)
+        .await;
+    let bootc_nodes = Api::<BootcNode>::all(env.admin.clone());
+    let told = |digest: String| {
+        let bootc_nodes = bootc_nodes.clone();
+        async move {
+            bootc_nodes
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|bn| bn.spec.desired_image.contains(&digest))
+        }
+    };
+    let pin = |d: &str| json!({"spec": {"image": {"ref": format!("{host}/acme/os@{d}")}}});
+
+    // Signed with the policy's key, by tag: it rolls out. Verified once:
+    // the tag's next resolutions find the same digest and do not ask for
+    // its signatures again.
+    wait_rolled(&env.admin, "workers", &signed, 2).await;
+    let n = resolutions(&c);
+    wait_resolutions(&c, n + 2).await;
+    let verified = c
+        .log_text()
+        .matches("signatures meet the signature policy")
+        .count();
+    assert_eq!(verified, 1, "the signatures were read again");
+
+    // Each bad signature, by digest: refused before any node is told.
+    let scope_named = format!("transports.docker[{scope:?}] is sigstoreSigned");
+    for (digest, why) in [
+        (&unsigned, "the registry has no signature for it"),
+        (&other_key, "no signature is verified by the key"),
+        (&other_digest, "the key's signature is for another digest"),
+    ] {
+        patch_pool(&env.admin, "workers", pin(digest)).await;
+        let p = wait_pool(&env.admin, "workers", why, move |p| {
+            degraded_reason(p).as_deref() == Some(Reason::SignatureRefused.as_str())
+                && degraded_message(p).contains(why)
+        })
+        .await;
+        let message = degraded_message(&p);
+        assert!(
+            message.contains(&scope_named) && message.contains(digest.as_str()),
+            "{message}"
+        );
+        assert_eq!(
+            target(&p).as_deref(),
+            Some(signed.as_str()),
+            "target not kept"
+        );
+        assert!(!told(digest.clone()).await, "{why}: a node was told");
+    }
+
+    c.wait_log("signatures meet the signature policy").await;
+
+    // The scope says reject: a signed image is refused too.
+    kubelet_writes(
+        &policy_dir,
+        2,
+        "policy.json",
+        policy(json!({"type": "reject"})).as_bytes(),
+    );
+    patch_pool(&env.admin, "workers", pin(&signed_later)).await;
+    let p = wait_pool(&env.admin, "workers", "reject", |p| {
+        degraded_reason(p).as_deref() == Some(Reason::SignatureRefused.as_str())
+            && degraded_message(p).contains("is reject")
+    })
+    .await;
+    assert!(degraded_message(&p).contains(&format!("transports.docker[{scope:?}] is reject")));
+    assert_eq!(target(&p).as_deref(), Some(signed.as_str()));
+    assert!(!told(signed_later.clone()).await);
+
+    // insecureAcceptAnything: an unsigned image rolls out.
+    kubelet_writes(
+        &policy_dir,
+        3,
+        "policy.json",
+        policy(json!({"type": "insecureAcceptAnything"})).as_bytes(),
+    );
+    patch_pool(&env.admin, "workers", pin(&unsigned)).await;
+    wait_rolled(&env.admin, "workers", &unsigned, 2).await;
+
+    // A policy the controller cannot check: the field and its value named.
+    kubelet_writes(
+        &policy_dir,
+        4,
+        "policy.json",
+        policy(json!({"type": "signedBy", "keyType": "GPGKeys"})).as_bytes(),
+    );
+    patch_pool(&env.admin, "workers", pin(&signed_later)).await;
+    let p = wait_degraded(&env.admin, Reason::InvalidSignaturePolicy).await;
+    let message = degraded_message(&p);
+    assert!(
+        message.contains(&policy_path) && message.contains("[0].type \"signedBy\""),
+        "{message}"
+    );
+    assert_eq!(target(&p).as_deref(), Some(unsigned.as_str()));
+    assert!(!told(signed_later.clone()).await);
+
+    // Signatures asked again: the signed one passes.
+    kubelet_writes(&policy_dir, 5, "policy.json", policy(sigstore).as_bytes());
+    patch_pool(&env.admin, "workers", pin(&signed_later)).await;
+    wait_rolled(&env.admin, "workers", &signed_later, 2).await;
+}

@@ -324,6 +324,75 @@ impl TestRegistry {
             .with_context(|| format!("pushing index {reference}"))?;
         Ok(digest)
     }
+
+    /// Signs `digest` (an image of `repo`) as `cosign sign --key` does,
+    /// writing exactly cosign's layout: the simple signing payload (naming
+    /// `signed_digest` and the identity `host/repo`) as a blob, an OCI
+    /// config, and the manifest at the tag `sha256-<hex>.sig` whose layer
+    /// carries the signature (ECDSA P-256 over SHA-256, DER, base64) in
+    /// `dev.cosignproject.cosign/signature`. `signed_digest` other than
+    /// `digest` makes a signature for another image stored as this one's.
+    pub async fn push_cosign_signature(
+        &self,
+        repo: &str,
+        digest: &str,
+        signed_digest: &str,
+        key: &p256::ecdsa::SigningKey,
+    ) -> Result<()> {
+        use base64::Engine;
+        use controller::target::registry::signatures;
+        use p256::ecdsa::signature::Signer;
+        let tag = signatures::signature_tag(digest).context("not a sha256 digest")?;
+        let reference = self.reference(repo, &tag)?;
+        let client = self.client()?;
+        client
+            .store_auth_if_needed(reference.resolve_registry(), &self.auth())
+            .await;
+        let payload = serde_json::to_vec(&serde_json::json!({
+            "critical": {
+                "identity": {"docker-reference": format!("{}/{repo}", self.host())},
+                "image": {"docker-manifest-digest": signed_digest},
+                "type": signatures::PAYLOAD_TYPE,
+            },
+            "optional": null,
+        }))?;
+        let signature: p256::ecdsa::Signature = key.sign(&payload);
+        let signature = base64::engine::general_purpose::STANDARD.encode(signature.to_der());
+        let payload_digest = sha256_digest(&payload);
+        let config = serde_json::to_vec(&serde_json::json!({
+            "architecture": "", "os": "", "created": "0001-01-01T00:00:00Z",
+            "history": [{"created": "0001-01-01T00:00:00Z"}],
+            "rootfs": {"type": "layers", "diff_ids": [payload_digest]},
+            "config": {},
+        }))?;
+        let config_digest = sha256_digest(&config);
+        client
+            .push_blob(&reference, payload.clone(), &payload_digest)
+            .await?;
+        client
+            .push_blob(&reference, config.clone(), &config_digest)
+            .await?;
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, "size": config.len(), "digest": config_digest},
+            "layers": [{
+                "mediaType": signatures::SIMPLE_SIGNING,
+                "size": payload.len(),
+                "digest": payload_digest,
+                "annotations": {signatures::SIGNATURE_ANNOTATION: signature},
+            }],
+        });
+        client
+            .push_manifest_raw(
+                &reference,
+                serde_json::to_vec(&manifest)?,
+                OCI_MANIFEST.parse()?,
+            )
+            .await
+            .with_context(|| format!("pushing the signature {reference}"))?;
+        Ok(())
+    }
 }
 
 impl Drop for TestRegistry {

@@ -279,6 +279,61 @@ fn the_registry_ca_value_is_the_configmap_mounted_for_the_controller() {
     );
 }
 
+/// `controller.signaturePolicy` is the text of the ConfigMap
+/// bootc-signature-policy (empty by default, as deploy/ ships it: no
+/// policy), and `controller.signatureKeys` its key files beside it, mounted
+/// where the controller's `--signature-policy` reads them.
+#[test]
+fn the_signature_policy_value_is_the_controllers_policy_file() {
+    let helm = Helm::new().unwrap();
+    let text = r#"{"default": [{"type": "insecureAcceptAnything"}], "transports": {"docker": {"registry.example.com/os": [{"type": "sigstoreSigned", "keyPath": "/etc/bootc-operator/signature-policy/os.pub"}]}}}"#;
+    let pem = "-----BEGIN PUBLIC KEY-----\nMFkw\n-----END PUBLIC KEY-----\n";
+    let dir = tempfile::Builder::new()
+        .prefix("policy-")
+        .tempdir_in(repo_root().join("target"))
+        .unwrap();
+    let (file, key_file) = (dir.path().join("policy.json"), dir.path().join("os.pub"));
+    std::fs::write(&file, text).unwrap();
+    std::fs::write(&key_file, pem).unwrap();
+    let allowed = format!("daemon.allowedRepositories={{{ALLOWED}}}");
+    let set_file = format!(
+        "controller.signaturePolicy={},controller.signatureKeys.os\\.pub={}",
+        file.display(),
+        key_file.display()
+    );
+    let key = |kind: &str, name: &str| {
+        (
+            kind.to_owned(),
+            "bootc-operator".to_owned(),
+            name.to_owned(),
+        )
+    };
+    let flag = json!("--signature-policy=/etc/bootc-operator/signature-policy/policy.json");
+    let volume =
+        json!({"name": "signature-policy", "configMap": {"name": "bootc-signature-policy"}});
+    let base = ["-n", "bootc-operator", "--set", allowed.as_str()];
+    for (extra, want) in [
+        (vec![], json!({"policy.json": ""})),
+        (
+            vec!["--set-file", set_file.as_str()],
+            json!({"policy.json": text, "os.pub": pem}),
+        ),
+    ] {
+        let args: Vec<&str> = base.iter().copied().chain(extra).collect();
+        let all = objects(&template_with(&helm, &args).unwrap()).unwrap();
+        let data = &all[&key("ConfigMap", "bootc-signature-policy")]["data"];
+        assert_eq!(data, &want);
+        let pod = &all[&key("Deployment", "bootc-controller")]["spec"]["template"]["spec"];
+        assert!(
+            pod["containers"][0]["args"]
+                .as_array()
+                .unwrap()
+                .contains(&flag)
+        );
+        assert!(pod["volumes"].as_array().unwrap().contains(&volume));
+    }
+}
+
 /// `controller.registriesConf` is the text of the ConfigMap
 /// bootc-registries (empty by default, as deploy/ ships it), mounted where
 /// the controller's `--registries-conf` reads it.

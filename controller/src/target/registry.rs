@@ -31,7 +31,8 @@
 //! (`RegistryUnauthorized`, `ImageNotFound`, `RegistryUnreachable`,
 //! `RegistryUntrusted` (reached, its certificate not trusted),
 //! `UnsupportedArchitecture`, `InvalidManifest`, `InvalidPullSecret`,
-//! `RegistryBlocked`, `InvalidRegistriesConf`; when a registries.conf
+//! `RegistryBlocked`, `InvalidRegistriesConf`, `SignatureRefused` and
+//! `InvalidSignaturePolicy` ([`signatures`]); when a registries.conf
 //! table chose several locations and all failed, each is named with its
 //! class, the reason by [`tried_reason`]), with
 //! the registry's HTTP status and error codes (`HTTP 404
@@ -46,7 +47,9 @@
 
 mod client;
 pub mod mirrors;
+pub mod policy;
 pub mod protocol;
+pub mod signatures;
 pub mod trust;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -115,6 +118,8 @@ pub enum RegistryError {
     Blocked { reference: String, prefix: String },
     #[error("registries.conf {0}; no image is resolved until it is put right")]
     BadRegistriesConf(String),
+    #[error("signature policy {0}; no image is resolved until it is put right")]
+    BadSignaturePolicy(String),
     /// Every location a registries.conf table chose failed: each is named
     /// with its failure's class and words ([`tried_reason`]).
     #[error("{}", locations_message(.reference, .prefix, .skipped_mirrors, .tried))]
@@ -188,6 +193,7 @@ impl RegistryError {
             RegistryError::Refused { reason, .. } => *reason,
             RegistryError::Blocked { .. } => api::Reason::RegistryBlocked,
             RegistryError::BadRegistriesConf(_) => api::Reason::InvalidRegistriesConf,
+            RegistryError::BadSignaturePolicy(_) => api::Reason::InvalidSignaturePolicy,
             RegistryError::Locations { tried, .. } => tried_reason(tried),
         }
     }
@@ -581,6 +587,10 @@ pub struct RegistryOptions {
     /// read again before every resolution ([`mirrors`]); unset or absent:
     /// none.
     pub registries_conf: Option<std::path::PathBuf>,
+    /// The signature policy (containers-policy.json(5)) a target must meet
+    /// before any node is told, read again before every check
+    /// ([`policy`], [`signatures`]); unset, absent or empty: none.
+    pub signature_policy: Option<std::path::PathBuf>,
 }
 
 /// The default deadline of one registry request, from its connection to
@@ -611,6 +621,11 @@ pub struct Resolver {
     /// The mirrors and blocked registries in force.
     conf: mirrors::ConfFile,
     cache: Mutex<HashMap<CacheKey, ManifestFacts>>,
+    /// The signature policy in force.
+    policy: policy::PolicyFile,
+    /// The targets whose signatures met the policy: (`repository@digest`,
+    /// the policy's version). Content addressed: never stale.
+    verified: Mutex<BTreeSet<(String, String)>>,
 }
 
 impl std::fmt::Debug for Resolver {
@@ -646,9 +661,13 @@ impl Resolver {
         // Read once at the start, so that a bad file is logged at once, not
         // at the first resolution (its problem is answered again there).
         let _ = conf.current();
+        let policy = policy::PolicyFile::new(options.signature_policy.clone());
+        let _ = policy.current();
         Resolver {
             trust: trust::Trust::new(options.clone()),
             conf,
+            policy,
+            verified: Mutex::new(BTreeSet::new()),
             options,
             cache: Mutex::new(HashMap::new()),
         }
@@ -757,6 +776,23 @@ impl Resolver {
         })
     }
 
+    /// The client and the API origin of one location: plain HTTP only for
+    /// a registry given with `--insecure-registry` or a location
+    /// registries.conf marks `insecure`.
+    fn location(&self, candidate: &Candidate) -> Result<(reqwest::Client, Url), RegistryError> {
+        let registry = candidate.image.registry();
+        let other = |message: String| RegistryError::Other {
+            reference: candidate.image.to_string(),
+            message,
+        };
+        let http = self.trust.client().map_err(other)?;
+        let plain = candidate.insecure || self.options.plain_http.iter().any(|p| p == registry);
+        let scheme = if plain { "http" } else { "https" };
+        let base = Url::parse(&format!("{scheme}://{}/", api_host(registry)))
+            .map_err(|e| other(format!("cannot form a registry URL for {registry:?}: {e}")))?;
+        Ok((http, base))
+    }
+
     /// Asks one location (`candidate`) for `image`: its error names the
     /// location; what it finds is cached and pinned as `image`'s.
     async fn resolve_at(
@@ -769,15 +805,7 @@ impl Resolver {
         let at = &candidate.image;
         let registry = at.registry().to_owned();
         let display = at.to_string();
-        let other = |message: String| RegistryError::Other {
-            reference: display.clone(),
-            message,
-        };
-        let http = self.trust.client().map_err(other)?;
-        let plain = candidate.insecure || self.options.plain_http.contains(&registry);
-        let scheme = if plain { "http" } else { "https" };
-        let base = Url::parse(&format!("{scheme}://{}/", api_host(&registry)))
-            .map_err(|e| other(format!("cannot form a registry URL for {registry:?}: {e}")))?;
+        let (http, base) = self.location(candidate)?;
         let deadline = self.options.request_deadline();
         let mut session = Session::new(&http, deadline, base, &at.registry_path(), credentials);
         let name_it = |e| named(e, &registry, &display);

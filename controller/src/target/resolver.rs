@@ -189,8 +189,10 @@ impl RegistryResolver {
 
     /// Resolves `image` and checks it against what the members run and,
     /// when it declares its kubelet, against the API server's version
-    /// (`rollout::holds::os_guard`): a refusal fails the resolution as a registry
-    /// failure does (fail closed, the previous target kept).
+    /// (`rollout::holds::os_guard`), then its signatures against the signature
+    /// policy (`crate::target::registry::signatures`): a refusal fails the
+    /// resolution as a registry failure does (fail closed, the previous
+    /// target kept, no node told).
     async fn query_guarded(
         &self,
         pool: &BootcNodePool,
@@ -216,6 +218,10 @@ impl RegistryResolver {
             })?;
             os_guard::kubelet_skew(&image.to_string(), kubelet, api_server).map_err(refused)?;
         }
+        let (secret, _) = pull_secret_of(pull_secret)?;
+        self.registry
+            .check_signatures(&resolved, secret.as_ref())
+            .await?;
         Ok(resolved)
     }
 
@@ -259,30 +265,39 @@ impl RegistryResolver {
         image: &api::image_ref::ImageRef,
         pull_secret: Option<&Secret>,
     ) -> Result<crate::target::registry::Resolved, RegistryError> {
-        let (secret, hash) = match pull_secret {
-            None => (None, String::new()),
-            Some(secret) => {
-                let label = format!(
-                    "{}/{}",
-                    secret.namespace().unwrap_or_default(),
-                    secret.name_any()
-                );
-                let data = secret.data.clone().unwrap_or_default();
-                let hash = api::pull_secret::version(&secret.metadata).unwrap_or_default();
-                let json = data.get(".dockerconfigjson").ok_or_else(|| RegistryError::InvalidPullSecret {
-                    secret: label.clone(),
-                    message: "no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)".into(),
-                })?;
-                // Looked up for each location asked (a mirror's own entry).
-                let secret = PullSecret {
-                    label,
-                    docker_config: json.0.clone(),
-                };
-                (Some(secret), hash)
-            }
-        };
+        let (secret, hash) = pull_secret_of(pull_secret)?;
         self.registry.resolve(image, secret.as_ref(), &hash).await
     }
+}
+
+/// A pool's pull secret as the registry client takes it, and its version
+/// (which keys what was learned with it).
+fn pull_secret_of(
+    pull_secret: Option<&Secret>,
+) -> Result<(Option<PullSecret>, String), RegistryError> {
+    let Some(secret) = pull_secret else {
+        return Ok((None, String::new()));
+    };
+    let label = format!(
+        "{}/{}",
+        secret.namespace().unwrap_or_default(),
+        secret.name_any()
+    );
+    let data = secret.data.clone().unwrap_or_default();
+    let hash = api::pull_secret::version(&secret.metadata).unwrap_or_default();
+    let json = data
+        .get(".dockerconfigjson")
+        .ok_or_else(|| RegistryError::InvalidPullSecret {
+            secret: label.clone(),
+            message: "no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)"
+                .into(),
+        })?;
+    // Looked up for each location asked (a mirror's own entry).
+    let secret = PullSecret {
+        label,
+        docker_config: json.0.clone(),
+    };
+    Ok((Some(secret), hash))
 }
 
 impl Resolve for RegistryResolver {

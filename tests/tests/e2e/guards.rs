@@ -366,3 +366,64 @@ async fn a_kubelet_newer_than_the_api_server_is_refused_and_one_undeclared_is_sa
     })
     .await;
 }
+
+/// Signs `digest` of the sim's repository with `key`, as cosign does.
+async fn sign(sim: &Sim, key: &p256::ecdsa::SigningKey, digest: &str) {
+    sim.registry
+        .push_cosign_signature(tests::sim::REPO, digest, digest, key)
+        .await
+        .unwrap();
+}
+
+/// The signature policy on a new target, before any node is told: with a
+/// policy that asks every image for the cosign signature of one key, a
+/// signed image rolls out, a tag moved to an unsigned one is refused on
+/// the pool (`SignatureRefused`) and no BootcNode is told it; once it is
+/// signed (cosign's layout, pushed to the registry), the next resolution
+/// rolls it out.
+#[tokio::test]
+async fn an_unsigned_image_is_refused_before_any_node_is_told() {
+    use base64::Engine;
+    use p256::pkcs8::EncodePublicKey;
+    use tests::sim::TAG;
+    require_root!();
+    let key = p256::ecdsa::SigningKey::from_slice(&[9; 32]).unwrap();
+    let pem = key
+        .verifying_key()
+        .to_public_key_pem(Default::default())
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.json");
+    let key_data = base64::engine::general_purpose::STANDARD.encode(pem);
+    std::fs::write(
+        &policy,
+        json!({"default": [{"type": "sigstoreSigned", "keyData": key_data}]}).to_string(),
+    )
+    .unwrap();
+    let mut sim = Sim::start(SimOptions {
+        signature_policy: Some(policy),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let v1 = sim.push_labelled("1", TAG, &[]).await.unwrap();
+    sign(&sim, &key, &v1).await;
+    sim.add_nodes(2, &v1).await.unwrap();
+    sim.create_pool().await.unwrap();
+    sim.start_kubelet();
+    wait_rolled(&sim, &v1, 2).await;
+
+    let v2 = sim.push_labelled("2", TAG, &[]).await.unwrap();
+    wait_pool(&sim, "the unsigned image refused", |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| {
+            c.1 == Reason::SignatureRefused
+                && c.2.contains("default is sigstoreSigned")
+                && c.2.contains("the registry has no signature for it")
+        })
+    })
+    .await;
+    told_only(&sim, &v1).await;
+
+    sign(&sim, &key, &v2).await;
+    wait_rolled(&sim, &v2, 2).await;
+}
