@@ -50,6 +50,9 @@ struct Host {
     applied: Arc<Notify>,
     /// How long a pull takes (the stories' clock is paused: exact).
     pull_takes: Duration,
+    /// Whether what it stages is left unlocked (the next reboot boots
+    /// it) rather than locked (bootc's download-only: a reboot discards it).
+    stages_unlocked: bool,
 }
 
 impl Host {
@@ -59,7 +62,15 @@ impl Host {
             calls: Arc::default(),
             applied: Arc::default(),
             pull_takes: Duration::ZERO,
+            stages_unlocked: false,
         }
+    }
+
+    /// A host whose stages are not locked: its next reboot, planned or
+    /// not, boots what was staged (a bootc without download-only).
+    fn staging_unlocked(mut self) -> Self {
+        self.stages_unlocked = true;
+        self
     }
 
     /// A host whose pulls take `d`.
@@ -93,7 +104,9 @@ impl Helper for Host {
         self.calls.lock().unwrap().push(Call::Stage(image.clone()));
         tokio::time::sleep(self.pull_takes).await;
         self.state.lock().unwrap().1 = Some(image);
-        Ok(Response::new(proto::StageResponse { locked: true }))
+        Ok(Response::new(proto::StageResponse {
+            locked: !self.stages_unlocked,
+        }))
     }
     async fn apply(
         &self,
@@ -111,7 +124,7 @@ impl Helper for Host {
         let (booted, staged) = self.state.lock().unwrap().clone();
         Ok(Response::new(proto::StatusResponse {
             booted: Some(entry(&booted, false)),
-            staged: staged.map(|s| entry(&s, true)),
+            staged: staged.map(|s| entry(&s, !self.stages_unlocked)),
             rollback: None,
             boot_id: "boot-1".to_owned(),
             download_only_supported: true,
@@ -454,5 +467,40 @@ async fn a_status_write_is_retried_through_an_outage_and_a_refusal_ends_the_loop
     assert!(
         matches!(ended, Err(node_loop::LoopError::StatusWrite { .. })),
         "{ended:?}"
+    );
+}
+
+/// The BootcNode deleted while the daemon's watch was down (its pool's
+/// label removed, say): the resumed watch is too old (410 Expired), and
+/// the re-list finds nothing. The daemon takes that for a deletion, as it
+/// would a DELETED event, and stages the booted image over the pool's
+/// unlocked one, so that its next reboot boots what it ran.
+#[tokio::test(start_paused = true)]
+async fn a_bootcnode_deleted_while_the_watch_was_down_is_seen_at_the_relist() {
+    let (a, b) = (image('a'), image('b'));
+    let host = Host::booted(&a).staging_unlocked();
+    let (feed, stream) = watch_stream();
+    let written = Written::default();
+    let (script, _) = staged_story(&b, &feed, stream, &written);
+    let (relist, relisted) = watch_stream();
+    relist.initial_events_end::<BootcNode>("9");
+    let (too_old, resumed_stream) = watch_stream();
+    too_old.expired();
+    let resumed = get(&collection_path::<BootcNode>(None))
+        .query("watch", "true")
+        .query("resourceVersion", "5")
+        .streams(resumed_stream);
+    let api = ScriptedApi::new(script.then(resumed).then(the_watch(relisted)));
+    let watch_drops = async {
+        api.until_answered(2).await;
+        drop(feed);
+        api.done().await;
+        settled().await;
+    };
+    api.run_until(node_loop(&host, api.client()), watch_drops)
+        .await;
+    assert_eq!(
+        host.calls(),
+        [Call::Stage(b.clone()), Call::Stage(a.clone())]
     );
 }

@@ -51,6 +51,23 @@ impl WatchFeed {
         self.send("DELETED", Self::value(object));
     }
 
+    /// The `ERROR` event an API server sends when the watch's resource
+    /// version is too old (410 Expired): a watcher lists again.
+    pub fn expired(&self) {
+        self.send(
+            "ERROR",
+            json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "reason": "Expired",
+                "code": 410,
+                "message": "too old resource version",
+            }),
+        );
+    }
+
     /// The bookmark that ends a streaming list's initial events
     /// (`sendInitialEvents=true`), at `resource_version`.
     pub fn initial_events_end<K: Resource<DynamicType = ()>>(&self, resource_version: &str) {
