@@ -322,6 +322,22 @@ wire_enum! {
     }
 }
 
+impl Reason {
+    /// A guard's refusal of a new target (the previous one kept, no node
+    /// told): what `kubectl bootc why` names for every member while it
+    /// holds.
+    pub fn refuses_target(self) -> bool {
+        matches!(
+            self,
+            Reason::ImageNotBootable
+                | Reason::OsMajorChange
+                | Reason::KubeletSkew
+                | Reason::SignatureRefused
+                | Reason::UnsupportedArchitecture
+        )
+    }
+}
+
 /// A condition as a decision makes it, before timestamps are attached.
 /// Made only by [`ConditionUpdate::new`], which escapes the message's
 /// control characters ([`crate::text::escape_controls`]): a message may

@@ -108,7 +108,8 @@ pub fn pool(name: &str, paused: bool) -> BootcNodePool {
     p
 }
 
-fn degraded_pool(mut p: BootcNodePool, reason: Reason, message: &str) -> BootcNodePool {
+/// `p` Degraded with `reason` and `message`.
+pub fn degraded_pool(mut p: BootcNodePool, reason: Reason, message: &str) -> BootcNodePool {
     let status = p.status.as_mut().unwrap();
     set_degraded(&mut status.conditions, Some((reason, message)));
     p

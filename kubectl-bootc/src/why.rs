@@ -176,6 +176,14 @@ fn evidence(
     {
         out.push(format!("stuck: {message}"));
     }
+    if let Some((reason, message)) = pool_condition(pool, ConditionType::Degraded)
+        && Reason::parse(reason).is_some_and(Reason::refuses_target)
+    {
+        out.push(format!(
+            "pool {} refuses its new target ({reason}), keeping the one in force: {message}",
+            pool.name_any()
+        ));
+    }
     let Some(node) = node else {
         out.push(format!("there is no Node named {name} (deleted?)"));
         return;
@@ -689,6 +697,30 @@ mod tests {
             "{lines:#?}"
         );
         assert_eq!(crate::retry_refusal(&snap, "n1", now()), None);
+    }
+
+    #[test]
+    fn a_target_a_guard_refuses_is_named_for_every_member() {
+        let message = "r.io/os:stable: its kubelet 1.38 is newer than the API server 1.37";
+        let snap = alone_in(
+            degraded_pool(pool("workers", false), Reason::KubeletSkew, message),
+            bn("n1", V1, Phase::Idle),
+            true,
+            false,
+        );
+        let lines = why(&snap, "n1", now());
+        let said = format!(
+            "pool workers refuses its new target (KubeletSkew), keeping the one in force: {message}"
+        );
+        assert!(lines.contains(&said), "{lines:#?}");
+        let stuck_only = alone_in(
+            stuck(pool("workers", false), "n2"),
+            bn("n1", V1, Phase::Idle),
+            true,
+            false,
+        );
+        let lines = why(&stuck_only, "n1", now());
+        assert!(!lines.iter().any(|l| l.contains("refuses")), "{lines:#?}");
     }
 
     #[test]
