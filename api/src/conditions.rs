@@ -112,6 +112,9 @@ wire_enum! {
         /// `bootc.dev/stop` annotation on the operator's Namespace): no pool
         /// hands out a new slot.
         FleetStopped = "FleetStopped",
+        /// The pool is being deleted with `spec.onDelete: Finish`: the
+        /// nodes in reboot slots finish, no new slot is handed out.
+        PoolDeleting = "PoolDeleting",
         /// A blackout of `spec.rollout.blackouts` holds new slots
         /// (`status.nextMaintenanceWindow` says when they may go on).
         Blackout = "Blackout",
@@ -296,6 +299,7 @@ wire_enum! {
         BlockingPod = "BlockingPod",
         Unfit = "Unfit",
         FleetStopped = "FleetStopped",
+        PoolDeleting = "PoolDeleting",
         Paused = "Paused",
         PausedUntil = "PausedUntil",
         Halted = "Halted",

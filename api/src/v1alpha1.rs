@@ -68,6 +68,26 @@ pub struct BootcNodePoolSpec {
     /// slot is released (unset: Ready and on the target is enough).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthSpec>,
+    /// What the pool's deletion leaves of a rollout in progress: Release
+    /// (the default) releases the nodes in reboot slots at once; Finish
+    /// lets them finish their update first. Either way no new slot is
+    /// handed out, and nothing is left cordoned nor staged to boot unasked.
+    #[serde(default)]
+    pub on_delete: DeletionPolicy,
+}
+
+/// What a pool's deletion does to the nodes in its reboot slots
+/// (`spec.onDelete`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DeletionPolicy {
+    /// At once: each node is uncordoned, loses the pool's labels and its
+    /// BootcNode, and its daemon stages the image it runs over the pool's.
+    /// A node already rebooting is waited for until it is back.
+    #[default]
+    Release,
+    /// The nodes in slots finish their update (drain, reboot, proving) and
+    /// are then released as with Release; no new slot is handed out.
+    Finish,
 }
 
 /// `spec.health`: the checks a node passes after it boots the target, and

@@ -51,6 +51,7 @@ fn full_pool() -> Value {
             },
             "disruption": {"rebootPolicy": "AllowSoftReboot"},
             "pullSecretRef": {"name": "s", "namespace": "bootc-operator"},
+            "onDelete": "Finish",
             "health": {
                 "conditions": [{"type": "GPUHealthy", "status": "True"}],
                 "pods": [{"namespace": "gpu", "selector": {"matchLabels": {"app": "driver"}}}],

@@ -132,7 +132,7 @@ pub enum Error {
     Finalizer(String),
     #[error("caches have not yet seen the controller's own last writes; cleanup retried")]
     CachesBehind,
-    #[error("cleanup waits for nodes the pool disrupted to be back: {}", nodes.join(", "))]
+    #[error("cleanup waits for nodes the pool disrupted to be back, or finishing their update (spec.onDelete: Finish): {}", nodes.join(", "))]
     CleanupWaiting { nodes: Vec<String> },
     #[error(transparent)]
     Metrics(#[from] secure_metrics::MetricsError),

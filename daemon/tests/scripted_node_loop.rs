@@ -504,3 +504,32 @@ async fn a_bootcnode_deleted_while_the_watch_was_down_is_seen_at_the_relist() {
         [Call::Stage(b.clone()), Call::Stage(a.clone())]
     );
 }
+
+/// The BootcNode deleted under a status write (the node left its pool: a
+/// deleted pool's cleanup) while the pool's image is staged unlocked: the
+/// refused write (404) is the node leaving, not the end of the loop (a
+/// daemon restarted then finds no BootcNode and would never undo what the
+/// pool staged). It stages the booted image over the pool's.
+#[tokio::test(start_paused = true)]
+async fn a_bootc_node_deleted_under_a_status_write_is_left_not_fatal() {
+    let (a, b) = (image('a'), image('b'));
+    let host = Host::booted(&a).staging_unlocked();
+    host.state.lock().unwrap().1 = Some(b.clone());
+    let (feed, stream) = watch_stream();
+    let bn = bootc_node(1, "5", spec(&b, DesiredImageState::Staged));
+    feed.added(&bn);
+    feed.initial_events_end::<BootcNode>("5");
+    let report = patch(&status_path::<BootcNode>(NODE)).body_where("a report", |_| true);
+    let script = Script::new()
+        .then(the_watch(stream))
+        .then(report.fails(404, "NotFound"));
+    let api = ScriptedApi::new(script);
+    let deleted = async {
+        api.until_answered(2).await;
+        feed.deleted(&bn);
+        api.done().await;
+        settled().await;
+    };
+    api.run_until(node_loop(&host, api.client()), deleted).await;
+    assert_eq!(host.calls().last(), Some(&Call::Stage(a.clone())));
+}

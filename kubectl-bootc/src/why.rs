@@ -53,7 +53,10 @@ pub fn member(
 ) -> Vec<String> {
     let pool_name = pool.name_any();
     let name = bn.name_any();
-    if pool.metadata.deletion_timestamp.is_some() {
+    // Under Finish the plan goes on, and the standings say the rest.
+    if pool.metadata.deletion_timestamp.is_some()
+        && pool.spec.on_delete == api::DeletionPolicy::Release
+    {
         return vec![format!(
             "pool {pool_name} is being deleted: its nodes are uncordoned and released, none is updated"
         )];

@@ -197,6 +197,9 @@ pub(crate) struct Rollout<'a> {
     pub gate: Gate,
     /// The fleet's switch, while set (who and why): no new slot.
     pub fleet_stop: Option<String>,
+    /// The pool is being deleted and lets its slots finish
+    /// (`spec.onDelete: Finish`): no new slot.
+    pub deleting: bool,
     /// The node groups of `spec.rollout.order`; None when one cannot be
     /// read (no new slot then).
     pub groups: Option<Groups>,
@@ -232,7 +235,8 @@ impl Rollout<'_> {
     /// May new reboot slots be handed out now? Not while the pool is
     /// paused or halted, nor with every slot held, nor outside the
     /// maintenance windows, nor while it waits for the pools it depends on,
-    /// cannot read its node order, a gate holds it or the fleet is stopped.
+    /// cannot read its node order, a gate holds it, the fleet is stopped or
+    /// the pool is being deleted.
     pub fn hands_out(&self) -> bool {
         self.slots_free()
             && self.window.allows_new_slots()
@@ -240,6 +244,7 @@ impl Rollout<'_> {
             && self.groups.is_some()
             && self.gate.is_open()
             && self.fleet_stop.is_none()
+            && !self.deleting
             && self.target_failed.is_none()
             && self.batch.room != Some(0)
     }

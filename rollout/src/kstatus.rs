@@ -27,12 +27,14 @@ pub fn kstatus_conditions(
 ) -> [ConditionUpdate; 3] {
     let stalled = degraded.status;
     // Waiting for a maintenance window (or a blackout's end), for other
-    // pools or for a gate is part of the rollout; a pause (until resumed,
+    // pools or for a gate is part of the rollout, and so are the slots a
+    // deleted pool lets finish; a pause (until resumed,
     // until an instant, or the fleet's switch) is not.
     let reconciling = !stalled
         && !up_to_date.status
         && [
             Reason::RolloutInProgress,
+            Reason::PoolDeleting,
             Reason::OutsideMaintenanceWindow,
             Reason::Blackout,
             Reason::WaitingForDependencies,
@@ -89,6 +91,7 @@ mod tests {
             ((false, Reason::Paused), None, (false, false, false)),
             ((false, Reason::PausedUntil), None, (false, false, false)),
             ((false, Reason::FleetStopped), None, (false, false, false)),
+            ((false, Reason::PoolDeleting), None, (false, true, false)),
             ((false, Reason::Blackout), None, (false, true, false)),
             (
                 (false, Reason::RolloutInProgress),

@@ -81,7 +81,7 @@ mod view;
 
 pub use holds::budget::{max_unavailable, max_unhealthy};
 pub use holds::halt::NOT_READY_WHILE_REBOOTING;
-pub use members::leaving::plan_cleanup;
+pub use members::leaving::{finishing, plan_cleanup};
 pub use members::membership::{owned_by, owner_pool, parse_selector, selects};
 pub use members::state::{NodeState, classify, runs_target};
 pub use memo::Memo;

@@ -47,6 +47,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
             rollout.groups = groups;
             rollout.gate = gates::Gate::of(&input.gates);
             rollout.fleet_stop = input.gates.fleet_stop.clone();
+            rollout.deleting = view.pool.metadata.deletion_timestamp.is_some();
             rollout.batch = verdict::batching(&view, target, &rollout, &mut problems);
             spec::tell(&view, target, &mut rollout);
             slots::hand_out(&view, &mut rollout);

@@ -108,6 +108,9 @@ pub enum Standing {
     Unfit(Unfit),
     /// The fleet's switch is on (`kubectl bootc stop --all`).
     FleetStopped,
+    /// The pool is being deleted, its slots finishing (`spec.onDelete:
+    /// Finish`): this node is not updated.
+    PoolDeleting,
     Paused,
     /// `spec.rollout.pausedUntil`: paused until this instant.
     PausedUntil {
@@ -268,6 +271,7 @@ impl Standing {
             Standing::BlockingPod { .. } => StandingKind::BlockingPod,
             Standing::Unfit(_) => StandingKind::Unfit,
             Standing::FleetStopped => StandingKind::FleetStopped,
+            Standing::PoolDeleting => StandingKind::PoolDeleting,
             Standing::Paused => StandingKind::Paused,
             Standing::PausedUntil { .. } => StandingKind::PausedUntil,
             Standing::Halted => StandingKind::Halted,
@@ -468,7 +472,9 @@ fn unfit(node: Option<&Node>) -> Option<Unfit> {
 /// What of the pool holds a candidate back from a slot.
 fn pool_hold(facts: &PoolFacts<'_>, name: &str) -> Standing {
     let rollout = facts.rollout;
-    if rollout.fleet_stop.is_some() {
+    if rollout.deleting {
+        Standing::PoolDeleting
+    } else if rollout.fleet_stop.is_some() {
         Standing::FleetStopped
     } else if let Some(until) = rollout.pause.ends() {
         Standing::PausedUntil { until }
@@ -682,6 +688,7 @@ impl Standing {
                 pool.name
             ),
             Standing::FleetStopped => fleet_stopped(pool),
+            Standing::PoolDeleting => pool_deleting(name),
             Standing::PausedUntil { until } => format!(
                 "the pool is paused until {until} (spec.rollout.pausedUntil), in {}: staged, but no new reboot slot is handed out before; then the rollout goes on by itself",
                 age(about.now, *until)
@@ -821,6 +828,12 @@ fn turn(pool: &Pool, group: usize) -> String {
         ),
         None => format!("waiting for its turn: it is in {}", name(group)),
     }
+}
+
+fn pool_deleting(name: &str) -> String {
+    format!(
+        "the pool is being deleted (spec.onDelete: Finish): the nodes in its reboot slots finish, no new slot is handed out, and {name} leaves the pool on the image it runs"
+    )
 }
 
 fn fleet_stopped(pool: &Pool) -> String {

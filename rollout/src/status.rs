@@ -170,6 +170,7 @@ pub(crate) fn report(
         done,
         Holding {
             fleet_stop: rollout.fleet_stop.as_deref(),
+            deleting: rollout.deleting,
             pause: view.pause,
             dependencies: &rollout.dependencies,
             window: rollout.window,
@@ -526,6 +527,8 @@ fn report_failure(
 struct Holding<'a> {
     /// The fleet's switch, while on (who and why).
     fleet_stop: Option<&'a str>,
+    /// The pool is being deleted, its slots finishing.
+    deleting: bool,
     pause: Pause,
     dependencies: &'a Waiting,
     window: Window,
@@ -541,7 +544,17 @@ struct Holding<'a> {
 /// outside the maintenance windows (saying when the next opens), held by a
 /// gate (firing alerts, or a gate that could not be asked) or in progress.
 fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionUpdate {
-    if done {
+    if holding.deleting {
+        ConditionUpdate::new(
+            ConditionType::UpToDate,
+            false,
+            Reason::PoolDeleting,
+            format!(
+                "{breakdown}; the pool is being deleted (spec.onDelete: Finish), no new reboot slot{}, then every node leaves the pool",
+                finishing(holding.slotted)
+            ),
+        )
+    } else if done {
         ConditionUpdate::new(ConditionType::UpToDate, true, Reason::AllUpdated, breakdown)
     } else if let Some(why) = holding.fleet_stop {
         ConditionUpdate::new(

@@ -334,6 +334,12 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "Unsupported value",
         ),
         (
+            "on-delete-unknown",
+            with(&["onDelete"], json!("Abandon")),
+            "spec.onDelete",
+            "Unsupported value",
+        ),
+        (
             "window-without-start",
             window(json!({"duration": "4h"})),
             "spec.rollout.maintenanceWindows[0].start",
@@ -524,6 +530,7 @@ async fn invalid_pools_are_rejected_naming_the_field() {
     spec["rollout"]["dependsOn"] = json!(["infra"]);
     spec["rollout"]["order"] = json!([{"selector": {"matchLabels": {"zone": "a"}}}]);
     spec["rollout"]["onDrainTimeout"] = json!("Release");
+    spec["onDelete"] = json!("Finish");
     spec["rollout"]["pausedUntil"] = json!("2027-01-04T08:00:00Z");
     spec["rollout"]["blackouts"] = json!([
         {"start": "2026-12-20T00:00", "end": "2027-01-04T08:00", "timeZone": "Europe/Paris"},

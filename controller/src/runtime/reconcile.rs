@@ -342,6 +342,14 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
         (&state.writes, &state.phase_clock),
         rollout::holds::gates::Gates::default(),
     );
+    let finishing = rollout::finishing(&input);
+    if !finishing.is_empty() {
+        drop(input);
+        // Planned as usual meanwhile: the plan hands out no new slot.
+        tracing::debug!(pool = %name, ?finishing, "pool deleted: the nodes in reboot slots finish first (spec.onDelete: Finish)");
+        reconcile_pool(pool, &ctx, &mut state).await?;
+        return Err(Error::CleanupWaiting { nodes: finishing });
+    }
     let cleanup = rollout::plan_cleanup(&input);
     let n = ctx
         .actuator

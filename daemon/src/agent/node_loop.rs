@@ -1011,6 +1011,14 @@ impl NodeLoop {
                 Err(kube::Error::Api(status)) if guard.is_some() && status.code == 409 => {
                     return Ok(Report::Stale);
                 }
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    // Deleted under the write: the node left its pool (its
+                    // Delete event may be behind). Not the end of the loop:
+                    // a daemon restarted now would find no BootcNode and
+                    // never undo what the pool staged.
+                    self.deleted(node.spec.desired_image.clone());
+                    return Ok(Report::Stale);
+                }
                 Err(source) if transient(&source) && Instant::now() + delay < deadline => {
                     tracing::warn!(error = %source, retry_in = ?delay, "status write failed; retrying");
                     tokio::time::sleep(delay).await;

@@ -12,7 +12,7 @@
 //! neither membership nor BootcNode is restored by the record alone, once
 //! back.
 
-use api::{BootcNode, BootcNodePool, DesiredImageState};
+use api::{BootcNode, BootcNodePool, DeletionPolicy, DesiredImageState};
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
@@ -124,6 +124,28 @@ fn withdraw_approval(bn: &BootcNode, pool: &BootcNodePool) -> Option<Write> {
     Some(Write::ApplyBootcNode(Box::new(
         owned.to_apply(&bn.name_any(), pool),
     )))
+}
+
+/// The nodes a deleted pool lets finish before its cleanup
+/// (`spec.onDelete: Finish`): its members in reboot slots. Until none is
+/// left the pool is planned as usual, with no new slot
+/// ([`crate::facts::Rollout::deleting`]); then [`plan_cleanup`] releases
+/// every node. Empty under Release: the cleanup runs at once.
+pub fn finishing(input: &PlanInput<'_>) -> Vec<String> {
+    if input.pool.spec.on_delete != DeletionPolicy::Finish {
+        return Vec::new();
+    }
+    let view = View::of(input);
+    view.rows
+        .iter()
+        .filter(|(_, row)| {
+            let (Some(node), Some(bn)) = (row.node, row.bn) else {
+                return false;
+            };
+            owned_by(bn, input.pool) && holds_slot(node, bn, &view.pool_name)
+        })
+        .map(|(name, _)| (*name).to_owned())
+        .collect()
 }
 
 /// The writes that undo everything the pool did, for its deletion.

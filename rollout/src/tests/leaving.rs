@@ -1,6 +1,7 @@
 //! Nodes leaving the pool, and a deleted pool's cleanup.
 
 use super::*;
+use api::DeletionPolicy;
 
 #[test]
 fn leaving_restores_cordon_removes_label_and_deletes_in_that_order() {
@@ -192,4 +193,46 @@ fn a_recorded_node_outside_the_pool_counts_until_ready() {
         }]
     );
     assert_eq!(slotted(&p), ["next"]);
+}
+
+#[test]
+fn a_pool_deleted_under_finish_lets_its_slots_finish_and_hands_out_none() {
+    let deleted = |policy: DeletionPolicy| {
+        let mut w = slot_staged_idle(|_| {});
+        w.pool.spec.on_delete = policy;
+        w.pool.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        w
+    };
+    // (spec.onDelete, the nodes it lets finish before the cleanup)
+    let rows = [
+        (DeletionPolicy::Release, vec![]),
+        (DeletionPolicy::Finish, vec!["slot"]),
+    ];
+    for (policy, want) in rows {
+        let w = deleted(policy);
+        let nodes = w.recorded_nodes();
+        assert_eq!(finishing(&w.input(&nodes)), want, "{policy:?}");
+    }
+    // Meanwhile the pool is planned as usual but hands out no new slot,
+    // and says why on the pool and on the node left waiting.
+    let p = deleted(DeletionPolicy::Finish).plan();
+    assert!(slotted(&p).is_empty(), "a new slot: {:?}", p.writes);
+    assert!(node_writes(&p, "staged").is_empty(), "{:?}", p.writes);
+    let (_, reason, message) = up_to_date(&p);
+    assert_eq!(reason, Reason::PoolDeleting.as_str());
+    assert!(
+        message.contains(
+            "the pool is being deleted (spec.onDelete: Finish), no new reboot slot; the nodes in reboot slots finish, then every node leaves the pool"
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        p.summary.standings.members["staged"],
+        crate::standing::Standing::PoolDeleting
+    );
+    // Once no node holds a slot, there is nothing left to finish.
+    let mut w = deleted(DeletionPolicy::Finish);
+    w.bns.retain(|b| b.name_any() != "slot");
+    let nodes = w.recorded_nodes();
+    assert!(finishing(&w.input(&nodes)).is_empty());
 }

@@ -354,6 +354,7 @@ fn every_kind() -> Vec<Standing> {
         Standing::BlockingPod { pod: "ns/p".into() },
         Standing::Unfit(Unfit::NotReady),
         Standing::FleetStopped,
+        Standing::PoolDeleting,
         Standing::Paused,
         Standing::PausedUntil { until: now() },
         Standing::Halted,

@@ -17,6 +17,8 @@
 //! <root>/fake-bootc/fail          failure injection: pull-error | unauthorized | not-found | no-space
 //! <root>/fake-bootc/fail-status   present: `status` fails (exit 1) with this error chain (a broken bootc)
 //! <root>/fake-bootc/no-soft-reboot present: staged deployments are not soft-reboot capable
+//! <root>/fake-bootc/reboot-refused present: `systemctl reboot` does nothing (an `--apply` returns, the host stays up)
+//! <root>/fake-bootc/reboot-crashes present: a planned reboot goes down as a crash (nothing staged is finalized)
 //! <root>/fake-bootc/stage-delay-ms milliseconds each `switch` that stages takes (a slow pull), an unchanged spec's too
 //! <root>/fake-bootc/rebooted.jsonl one line per simulated reboot, planned or not
 //! <root>/fake-systemd/            the fake host's transient units (see crate::fake_systemd)
@@ -332,6 +334,18 @@ impl Layout {
     /// `etc/containers/certs.d/<registry>/ca.crt`, as real bootc does.
     pub fn pull_from_registry(&self) -> PathBuf {
         self.dir().join("pull-from-registry")
+    }
+    /// Present: `systemctl reboot` does nothing and says nothing (a
+    /// shutdown that never comes: an inhibitor, a wedged systemd): an
+    /// `--apply` returns and the host stays up.
+    pub fn reboot_refused(&self) -> PathBuf {
+        self.dir().join("reboot-refused")
+    }
+    /// Present: the host crashes on its way down for `systemctl reboot`
+    /// (a hung shutdown reset by a watchdog): the staged deployment is not
+    /// finalized and the host boots what it ran.
+    pub fn reboot_crashes(&self) -> PathBuf {
+        self.dir().join("reboot-crashes")
     }
     /// Holds milliseconds: a pull takes that long.
     pub fn stage_delay(&self) -> PathBuf {

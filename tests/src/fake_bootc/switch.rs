@@ -461,20 +461,27 @@ fn from_downloaded(
         layout.write_state(state)?;
     }
     let mut out = Outcome::ok(stdout);
-    if apply {
-        reboot_planned(layout, state)?;
-        out.park = true;
-    }
+    out.park = apply && reboot_planned(layout, state)?;
     Ok(out)
 }
 
 /// bootc's `reboot()`: `systemctl reboot`, an orderly reboot. On a real
-/// node the shutdown itself finalizes (`real_host`).
-fn reboot_planned(layout: &Layout, state: &mut State) -> std::io::Result<()> {
-    if layout.is_real_host() {
-        return Ok(());
+/// node the shutdown itself finalizes (`real_host`). False when the host
+/// does not go down ([`Layout::reboot_refused`]); a crash on the way down
+/// ([`Layout::reboot_crashes`]) finalizes nothing.
+fn reboot_planned(layout: &Layout, state: &mut State) -> std::io::Result<bool> {
+    if layout.flag(layout.reboot_refused()) {
+        return Ok(false);
     }
-    reboot(layout, state, UnplannedReboot::Orderly, false)
+    if !layout.is_real_host() {
+        let kind = if layout.flag(layout.reboot_crashes()) {
+            UnplannedReboot::Crash
+        } else {
+            UnplannedReboot::Orderly
+        };
+        reboot(layout, state, kind, false)?;
+    }
+    Ok(true)
 }
 
 pub(super) fn remove_if_present(path: &Path) -> std::io::Result<()> {

@@ -711,3 +711,106 @@ async fn spec_observed(sim: &Sim) {
     })
     .await;
 }
+
+/// Every host's `layout` gets the flag file `flag` names: each behaves so
+/// whichever node takes the slot first.
+async fn on_every_host(sim: &Sim, flag: fn(&tests::fake_bootc::Layout) -> std::path::PathBuf) {
+    let nodes = sim.nodes.lock().await;
+    for n in nodes.iter() {
+        std::fs::write(flag(&n.host.layout), "").unwrap();
+    }
+}
+
+/// The node the pool names stuck in `phase` past `deadline` (its Degraded
+/// `NodeStuck` message), once it does: it is the one node approved since
+/// `before`, and nobody else was (it keeps its slot). Returns it.
+async fn the_one_approved_is_named_stuck(
+    sim: &Sim,
+    recorder: &Recorder,
+    before: usize,
+    phase: &'static str,
+    deadline: &'static str,
+) -> String {
+    let p = wait_pool(sim, phase, move |p| {
+        condition(p, ConditionType::Degraded).is_some_and(|c| {
+            c.1 == Reason::NodeStuck
+                && c.2.contains(&format!(" {phase} for "))
+                && c.2.contains(&format!("(deadline {deadline})"))
+        })
+    })
+    .await;
+    let approved = recorder.approvals().await.unwrap().split_off(before);
+    assert_eq!(approved.len(), 1, "one slot, one approval: {approved:?}");
+    let message = condition(&p, ConditionType::Degraded).unwrap().2;
+    let named = format!("node {} {phase} for ", approved[0]);
+    assert!(message.contains(&named), "{message} does not say {named}");
+    approved[0].clone()
+}
+
+/// A pool's own `approvedSeconds` names a node approved to boot whose
+/// reboot never comes (its host's `systemctl reboot` does nothing): stuck
+/// "approved but not rebooting", still Ready and cordoned in its slot,
+/// which it keeps: nobody else is approved.
+#[tokio::test]
+async fn a_pools_own_deadline_names_a_node_approved_whose_reboot_never_comes() {
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 3).await;
+    on_every_host(&sim, tests::fake_bootc::Layout::reboot_refused).await;
+    sim.patch_pool(json!({"rollout": {"deadlines": {"approvedSeconds": 3}}}))
+        .await
+        .unwrap();
+    spec_observed(&sim).await;
+    let before = recorder.approvals().await.unwrap().len();
+    let _v2 = sim.push_version("2.0").await.unwrap();
+    let stuck = the_one_approved_is_named_stuck(
+        &sim,
+        &recorder,
+        before,
+        "approved but not rebooting",
+        "3s",
+    )
+    .await;
+    let node = Api::<Node>::all(sim.admin.clone())
+        .get(&stuck)
+        .await
+        .unwrap();
+    assert!(is_ready(&node) && is_cordoned(&node), "{:?}", node.spec);
+    assert_disruption_at_most(&recorder, 1).await;
+}
+
+/// A pool's own `notOnTargetSeconds` names a node back from its reboot on
+/// the image it ran (the host crashed on its way down: nothing finalized),
+/// which its daemon reports Degraded: stuck "back but not on the target",
+/// in its slot, which it keeps: nobody else is approved.
+#[tokio::test]
+async fn a_pools_own_deadline_names_a_node_back_but_not_on_the_target() {
+    require_root!();
+    let (sim, recorder, v1) = started(SimOptions::default(), 3).await;
+    on_every_host(&sim, tests::fake_bootc::Layout::reboot_crashes).await;
+    sim.patch_pool(json!({"rollout": {"deadlines": {"notOnTargetSeconds": 3}}}))
+        .await
+        .unwrap();
+    spec_observed(&sim).await;
+    let before = recorder.approvals().await.unwrap().len();
+    let _v2 = sim.push_version("2.0").await.unwrap();
+    let stuck = the_one_approved_is_named_stuck(
+        &sim,
+        &recorder,
+        before,
+        "back but not on the target",
+        "3s",
+    )
+    .await;
+    let bn = Api::<BootcNode>::all(sim.admin.clone())
+        .get(&stuck)
+        .await
+        .unwrap();
+    let booted = bn.status.as_ref().and_then(|s| s.booted.as_ref());
+    assert_eq!(
+        booted.and_then(|b| b.image_digest.as_deref()),
+        Some(v1.as_str()),
+        "{booted:?}"
+    );
+    assert!(bn.in_slot() && bn.degraded().is_some(), "{:?}", bn.status);
+    assert_disruption_at_most(&recorder, 1).await;
+}

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod controller;
+mod deletion;
 mod failures;
 mod gates;
 mod guards;
