@@ -218,3 +218,70 @@ async fn a_release_installs_with_kubectl_apply_and_its_plugin_with_krew() {
     ]));
     assert_eq!(image, format!("{REPOSITORY}@{}", digest()));
 }
+
+/// `./dev release` in a copy of `dev` in a git repository of its own, with
+/// `cargo` a stand-in that says it was called (the build's first step).
+fn dev_release_in(repo: &Path) -> std::process::Output {
+    let bin = repo.with_extension("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let cargo = bin.join("cargo");
+    std::fs::write(
+        &cargo,
+        "#!/bin/sh\necho \"stand-in cargo $*\" >&2\nexit 1\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&cargo).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&cargo, perms).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    Command::new(repo.join("dev"))
+        .args(["release", "--image-repository", REPOSITORY])
+        .args(["--base-url", "https://example.com/r"])
+        .env("PATH", path)
+        .output()
+        .unwrap()
+}
+
+fn git(repo: &Path, args: &[&str]) {
+    stdout(
+        Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(repo),
+    );
+}
+
+/// A release is built from a commit: `./dev release` refuses a tree with a
+/// change or a file git does not have, naming each, before it builds
+/// anything; target/ (ignored) is no change.
+#[test]
+fn a_release_refuses_a_dirty_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join("target")).unwrap();
+    for file in ["dev", ".gitignore", "Cargo.toml"] {
+        std::fs::copy(repo_root().join(file), repo.join(file)).unwrap();
+    }
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "release"]);
+    std::fs::write(repo.join("target/built"), "x").unwrap();
+
+    let clean = dev_release_in(&repo);
+    let said = String::from_utf8_lossy(&clean.stderr);
+    assert!(
+        said.contains("stand-in cargo"),
+        "a clean tree builds: {said}"
+    );
+
+    std::fs::write(repo.join("notes.txt"), "x").unwrap();
+    std::fs::write(repo.join("Cargo.toml"), "changed").unwrap();
+    let dirty = dev_release_in(&repo);
+    let said = String::from_utf8_lossy(&dirty.stderr);
+    assert!(!dirty.status.success(), "{said}");
+    assert!(!said.contains("stand-in cargo"), "nothing built: {said}");
+    assert!(said.contains("differs from its commit"), "{said}");
+    assert!(said.contains("?? notes.txt"), "the untracked file: {said}");
+    assert!(said.contains(" M Cargo.toml"), "the change: {said}");
+    assert!(!said.contains("target"), "target/ is no change: {said}");
+}
