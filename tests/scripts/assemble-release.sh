@@ -23,6 +23,15 @@
 #   SHA256SUMS                         every file above (the layout's files
 #                                      are checked by their own digests)
 #
+# With SIGNING_KEY (a PEM ECDSA P-256 private key) it signs, with
+# RELEASE_TOOL (`bootc-release`, tests/src/bin/bootc-release.rs), in
+# cosign's formats:
+#   image/ the tag sha256-<hex>.sig    the image's cosign signature (push it
+#                                      beside the image)
+#   SHA256SUMS.sig, <chart>.tgz.sig    as `cosign sign-blob --key` writes them
+#   cosign.pub                         the public key
+# Without it, it says the release is unsigned.
+#
 # helm and kubectl are $HELM and $KUBECTL, else the ones
 # build-control-plane.sh caches.
 set -euo pipefail
@@ -114,4 +123,12 @@ spec:
 EOF
 
 (cd "$out" && sha256sum install.yaml "bootc-operator-$version.tgz" "$archive" bootc.yaml >SHA256SUMS)
+if [ -n "${SIGNING_KEY:-}" ]; then
+  "${RELEASE_TOOL:?RELEASE_TOOL must name the bootc-release binary to sign}" sign \
+    --key "$SIGNING_KEY" --layout "$out/image" --digest "$digest" --repository "$repo" \
+    --public-key "$out/cosign.pub" "$out/SHA256SUMS" "$out/bootc-operator-$version.tgz"
+  echo "signed: the image (tag sha256-${digest#sha256:}.sig), SHA256SUMS and the chart; public key cosign.pub" >&2
+else
+  echo "UNSIGNED release: no signing key (./dev release --signing-key FILE signs it)" >&2
+fi
 echo "$out"

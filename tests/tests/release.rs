@@ -57,8 +57,9 @@ fn every_binary_prints_the_workspace_version() {
     );
 }
 
-/// Runs the assembly into `out`; the release's folder.
-fn assemble(out: &Path) {
+/// Runs the assembly into `out`, signing with `key` if given; what it said
+/// on stderr. The stand-in layout's index names the image's manifest.
+fn assemble(out: &Path, key: Option<&Path>) -> String {
     let layout = out.with_extension("layout");
     std::fs::create_dir_all(&layout).unwrap();
     std::fs::write(
@@ -66,17 +67,43 @@ fn assemble(out: &Path) {
         r#"{"imageLayoutVersion":"1.0.0"}"#,
     )
     .unwrap();
+    let index = json!({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": digest(), "size": 1,
+        "annotations": {"org.opencontainers.image.ref.name": workspace_version()},
+    }]});
+    std::fs::write(layout.join("index.json"), index.to_string()).unwrap();
+    let mut cmd = Command::new(repo_root().join("tests/scripts/assemble-release.sh"));
+    cmd.arg(out)
+        .arg(&layout)
+        .arg(digest())
+        .arg(REPOSITORY)
+        .arg(tests::fake_host::bin("kubectl-bootc"))
+        .arg(format!("file://{}", out.display()))
+        .env("HELM", binaries::helm().unwrap())
+        .env("KUBECTL", binaries::kubectl().unwrap())
+        .env("RELEASE_TOOL", tests::fake_host::bin("bootc-release"));
+    match key {
+        Some(key) => cmd.env("SIGNING_KEY", key),
+        None => cmd.env_remove("SIGNING_KEY"),
+    };
+    let output = cmd.output().unwrap();
+    assert!(output.status.success(), "{cmd:?}: {output:?}");
+    String::from_utf8(output.stderr).unwrap()
+}
+
+/// A throwaway signing key, made as docs/development.md says.
+fn signing_key(dir: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let key = dir.join("cosign.key");
     stdout(
-        Command::new(repo_root().join("tests/scripts/assemble-release.sh"))
-            .arg(out)
-            .arg(&layout)
-            .arg(digest())
-            .arg(REPOSITORY)
-            .arg(tests::fake_host::bin("kubectl-bootc"))
-            .arg(format!("file://{}", out.display()))
-            .env("HELM", binaries::helm().unwrap())
-            .env("KUBECTL", binaries::kubectl().unwrap()),
+        Command::new("openssl")
+            .args(["genpkey", "-algorithm", "EC", "-pkeyopt"])
+            .arg("ec_paramgen_curve:P-256")
+            .arg("-out")
+            .arg(&key),
     );
+    key
 }
 
 /// Every image of a manifest's pod templates.
@@ -175,7 +202,9 @@ async fn a_release_installs_with_kubectl_apply_and_its_plugin_with_krew() {
     let version = workspace_version();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("release");
-    assemble(&out);
+    let said = assemble(&out, Some(&signing_key(dir.path())));
+    assert!(!said.contains("UNSIGNED"), "{said}");
+    signatures_hold(&out, &version);
     stdout(
         Command::new("sha256sum")
             .args(["--check", "--strict", "SHA256SUMS"])
@@ -284,4 +313,122 @@ fn a_release_refuses_a_dirty_tree() {
     assert!(said.contains("?? notes.txt"), "the untracked file: {said}");
     assert!(said.contains(" M Cargo.toml"), "the change: {said}");
     assert!(!said.contains("target"), "target/ is no change: {said}");
+}
+
+/// Reads a blob of an OCI layout.
+fn blob(layout: &Path, digest: &str) -> Vec<u8> {
+    std::fs::read(
+        layout
+            .join("blobs/sha256")
+            .join(digest.trim_start_matches("sha256:")),
+    )
+    .unwrap()
+}
+
+/// The image's signature in the layout, as the controller reads one from
+/// a registry (the `.sig` tag's manifest, its payloads checked against
+/// their digests) and checks it: a policy that requires `cosign.pub`, the
+/// controller's parser and rule.
+fn image_signature_check(out: &Path, index: &Value) -> Result<(), String> {
+    use controller::target::registry::{policy, sha256_digest, signatures};
+    let layout = out.join("image");
+    let tag = signatures::signature_tag(&digest()).unwrap();
+    let manifest = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == tag.as_str())
+        .unwrap_or_else(|| panic!("no {tag} in {index}"));
+    let body = blob(&layout, manifest["digest"].as_str().unwrap());
+    assert_eq!(sha256_digest(&body), manifest["digest"].as_str().unwrap());
+    let signed: Vec<signatures::Signed> = signatures::signature_layers(&body)
+        .unwrap()
+        .into_iter()
+        .map(|layer| {
+            let payload = blob(&layout, &layer.digest);
+            assert_eq!(sha256_digest(&payload), layer.digest);
+            signatures::Signed {
+                payload,
+                signature: layer.signature,
+            }
+        })
+        .collect();
+    assert_eq!(signed.len(), 1);
+    let text = json!({"default": [{"type": "sigstoreSigned",
+        "keyPath": out.join("cosign.pub"), "signedIdentity": {"type": "matchRepository"}}]});
+    let read = |p: &Path| std::fs::read(p).map_err(|e| e.to_string());
+    let policy = policy::parse(&text.to_string(), &read).unwrap().unwrap();
+    let image = api::image_ref::ImageRef::parse(&format!("{REPOSITORY}@{}", digest())).unwrap();
+    let (scope, requirements) = policy.requirements_for(&image);
+    signatures::check(&scope, requirements, &image, &signed)
+}
+
+/// `FILE.sig` checked as `cosign verify-blob --key cosign.pub` does: the
+/// DER signature (base64) over the file, with SHA-256.
+fn blob_signature_check(out: &Path, file: &str, bytes: &[u8]) -> Result<(), String> {
+    use base64::Engine;
+    use p256::ecdsa::signature::Verifier;
+    use p256::pkcs8::DecodePublicKey;
+    let pem = std::fs::read_to_string(out.join("cosign.pub")).unwrap();
+    let key = p256::ecdsa::VerifyingKey::from_public_key_pem(&pem).unwrap();
+    let sig = std::fs::read_to_string(out.join(format!("{file}.sig"))).unwrap();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(sig.trim())
+        .map_err(|e| e.to_string())?;
+    let signature = p256::ecdsa::Signature::from_der(&der).map_err(|e| e.to_string())?;
+    key.verify(bytes, &signature).map_err(|e| e.to_string())
+}
+
+/// The image's signature (in the layout, by the controller's own check),
+/// the chart's and `SHA256SUMS`'s hold; a tampered file, or an image
+/// signature checked for another key, fails.
+fn signatures_hold(out: &Path, version: &str) {
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(out.join("image/index.json")).unwrap()).unwrap();
+    image_signature_check(out, &index).unwrap();
+    let chart = format!("bootc-operator-{version}.tgz");
+    for file in ["SHA256SUMS", chart.as_str()] {
+        let bytes = std::fs::read(out.join(file)).unwrap();
+        blob_signature_check(out, file, &bytes).unwrap();
+        let mut tampered = bytes.clone();
+        tampered.push(b'\n');
+        assert!(
+            blob_signature_check(out, file, &tampered).is_err(),
+            "a tampered {file} is refused"
+        );
+    }
+    // Another key's public key in place of the release's: refused.
+    let real = std::fs::read(out.join("cosign.pub")).unwrap();
+    let other = signing_key(&out.with_extension("other"));
+    let other_pub = stdout(
+        Command::new("openssl")
+            .args(["pkey", "-pubout", "-in"])
+            .arg(other),
+    );
+    std::fs::write(out.join("cosign.pub"), other_pub).unwrap();
+    let refused = image_signature_check(out, &index).unwrap_err();
+    assert!(
+        refused.contains("no signature is verified by the key"),
+        "{refused}"
+    );
+    assert!(
+        blob_signature_check(
+            out,
+            "SHA256SUMS",
+            &std::fs::read(out.join("SHA256SUMS")).unwrap()
+        )
+        .is_err()
+    );
+    std::fs::write(out.join("cosign.pub"), real).unwrap();
+}
+
+/// Without a key the release is built, and says it is unsigned.
+#[test]
+fn a_release_without_a_key_says_it_is_unsigned() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("release");
+    let said = assemble(&out, None);
+    assert!(said.contains("UNSIGNED release"), "{said}");
+    assert!(!out.join("cosign.pub").exists());
+    assert!(!out.join("SHA256SUMS.sig").exists());
 }
