@@ -80,6 +80,7 @@ fn assemble(out: &Path, key: Option<&Path>) -> String {
         .arg(REPOSITORY)
         .arg(tests::fake_host::bin("kubectl-bootc"))
         .arg(format!("file://{}", out.display()))
+        .arg(image_binaries(out))
         .env("HELM", binaries::helm().unwrap())
         .env("KUBECTL", binaries::kubectl().unwrap())
         .env("RELEASE_TOOL", tests::fake_host::bin("bootc-release"));
@@ -90,6 +91,17 @@ fn assemble(out: &Path, key: Option<&Path>) -> String {
     let output = cmd.output().unwrap();
     assert!(output.status.success(), "{cmd:?}: {output:?}");
     String::from_utf8(output.stderr).unwrap()
+}
+
+/// The image's binaries, as the tests built them (the helper as it
+/// ships), in one directory as `./dev release` has them.
+fn image_binaries(out: &Path) -> std::path::PathBuf {
+    let dir = out.with_extension("bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    for bin in ["bootc-controller", "bootc-daemon", "bootc-helper"] {
+        std::os::unix::fs::symlink(tests::fake_host::bin(bin), dir.join(bin)).unwrap();
+    }
+    dir
 }
 
 /// A throwaway signing key, made as docs/development.md says.
@@ -205,6 +217,7 @@ async fn a_release_installs_with_kubectl_apply_and_its_plugin_with_krew() {
     let said = assemble(&out, Some(&signing_key(dir.path())));
     assert!(!said.contains("UNSIGNED"), "{said}");
     signatures_hold(&out, &version);
+    the_sbom_lists_what_the_image_holds(&out);
     stdout(
         Command::new("sha256sum")
             .args(["--check", "--strict", "SHA256SUMS"])
@@ -431,4 +444,73 @@ fn a_release_without_a_key_says_it_is_unsigned() {
     assert!(said.contains("UNSIGNED release"), "{said}");
     assert!(!out.join("cosign.pub").exists());
     assert!(!out.join("SHA256SUMS.sig").exists());
+}
+
+/// The SBOM (SPDX 2.3) lists every crate `cargo tree -e normal` gives for
+/// the packages of the image's binaries, each built on its own, with its
+/// version; and the Debian package, with its installed version, of each
+/// library `ldd` says a binary links (what build-image.sh copies). Each
+/// identifier is unique and each relationship names one.
+fn the_sbom_lists_what_the_image_holds(out: &Path) {
+    let sbom: Value =
+        serde_json::from_slice(&std::fs::read(out.join("sbom.spdx.json")).unwrap()).unwrap();
+    assert_eq!(sbom["spdxVersion"], "SPDX-2.3");
+    let packages = sbom["packages"].as_array().unwrap();
+    let listed: std::collections::BTreeSet<(&str, &str)> = packages
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["versionInfo"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let ids: std::collections::BTreeSet<&str> = packages
+        .iter()
+        .map(|p| p["SPDXID"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), packages.len(), "unique SPDXIDs");
+    for r in sbom["relationships"].as_array().unwrap() {
+        let related = r["relatedSpdxElement"].as_str().unwrap();
+        assert!(ids.contains(related), "{r}");
+    }
+    let mut crates = 0;
+    for package in ["controller", "daemon", "helper"] {
+        let tree = stdout(
+            Command::new("cargo")
+                .args(["tree", "--locked", "-e", "normal", "--prefix", "none"])
+                .args(["--format", "{p}", "-p", package])
+                .current_dir(repo_root()),
+        );
+        for line in tree.lines() {
+            let mut words = line.split_whitespace();
+            let name = words.next().unwrap();
+            let version = words.next().unwrap().trim_start_matches('v');
+            assert!(
+                listed.contains(&(name, version)),
+                "{name} {version} ({package}) is not in the SBOM"
+            );
+            crates += 1;
+        }
+    }
+    assert!(crates > 100, "{crates} crates");
+    let mut libraries = 0;
+    for bin in ["bootc-controller", "bootc-daemon", "bootc-helper"] {
+        let ldd = stdout(Command::new("ldd").arg(tests::fake_host::bin(bin)));
+        for lib in ldd
+            .lines()
+            .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')))
+        {
+            let owner = stdout(Command::new("dpkg").arg("-S").arg(lib));
+            let package = owner.split(':').next().unwrap();
+            let version =
+                stdout(Command::new("dpkg-query").args(["-W", "-f", "${Version}", package]));
+            assert!(
+                listed.contains(&(package, version.as_str())),
+                "{lib}: {package} {version} is not in the SBOM"
+            );
+            libraries += 1;
+        }
+    }
+    assert!(libraries >= 3, "{libraries} libraries");
 }

@@ -15,6 +15,13 @@
 //!   over the file, with SHA-256);
 //! - the public key, `cosign.pub` (PEM, as `cosign generate-key-pair`
 //!   writes it).
+//!
+//! `bootc-release sbom` writes the image's SBOM (SPDX 2.3 JSON): each
+//! crate the shipped binaries' packages depend on (`cargo tree -e normal`
+//! of each package on its own, as each is built; versions, sources and
+//! checksums from `Cargo.lock`), and each library the image carries
+//! (`tests/scripts/image-libraries.sh`, build-image.sh's list) with the
+//! Debian package it came from (`dpkg -S`) and its version (`dpkg-query`).
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
@@ -28,6 +35,8 @@ use p256::ecdsa::SigningKey;
 use p256::ecdsa::signature::Signer;
 use p256::pkcs8::{DecodePrivateKey, EncodePublicKey, LineEnding};
 use serde_json::{Value, json};
+
+mod sbom;
 
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
@@ -56,6 +65,23 @@ enum Cli {
         /// Files to sign, each into FILE.sig.
         files: Vec<PathBuf>,
     },
+    /// Writes the image's SBOM (SPDX 2.3 JSON) on stdout.
+    Sbom {
+        /// The directory of the image's binaries (bootc-controller,
+        /// bootc-daemon, bootc-helper).
+        #[arg(long)]
+        bin_dir: PathBuf,
+        /// The image's manifest digest (sha256:...).
+        #[arg(long)]
+        digest: String,
+        /// Where the image is pushed (registry/path).
+        #[arg(long)]
+        repository: String,
+        /// The document's creation time (RFC 3339; the commit's, for the
+        /// same bytes from the same commit).
+        #[arg(long)]
+        created: String,
+    },
 }
 
 fn main() -> Result<()> {
@@ -79,6 +105,17 @@ fn main() -> Result<()> {
                 sign_file(&key, file)?;
             }
             Ok(())
+        }
+        Cli::Sbom {
+            bin_dir,
+            digest,
+            repository,
+            created,
+        } => {
+            let sbom = sbom::document(&bin_dir, &digest, &repository, &created)?;
+            let text = serde_json::to_string_pretty(&sbom)?;
+            std::io::Write::write_all(&mut std::io::stdout(), format!("{text}\n").as_bytes())
+                .context("writing the SBOM")
         }
     }
 }
