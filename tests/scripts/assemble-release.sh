@@ -25,6 +25,13 @@
 #   sbom.spdx.json                     the image's SBOM (SPDX 2.3): the
 #                                      crates its binaries link, the Debian
 #                                      packages of its libraries
+#   provenance.intoto.json             an in-toto Statement, SLSA v1
+#                                      provenance: the image and the files
+#                                      above by digest, the commit, the
+#                                      command (RELEASE_COMMAND), the builder
+#                                      (RELEASE_BUILDER, default
+#                                      urn:bootc-operator:local:<hostname>),
+#                                      the start (RELEASE_STARTED)
 #   SHA256SUMS                         every file above (the layout's files
 #                                      are checked by their own digests)
 #
@@ -33,7 +40,8 @@
 # signs in cosign's formats:
 #   image/ the tag sha256-<hex>.sig    the image's cosign signature (push it
 #                                      beside the image)
-#   SHA256SUMS.sig, <chart>.tgz.sig    as `cosign sign-blob --key` writes them
+#   SHA256SUMS.sig, <chart>.tgz.sig,   as `cosign sign-blob --key` writes them
+#   provenance.intoto.json.sig
 #   cosign.pub                         the public key
 # Without it, it says the release is unsigned.
 #
@@ -43,6 +51,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 out="$1" layout="$2" digest="$3" repo="$4" plugin="$5" base_url="$6" bin_dir="$7"
+started="${RELEASE_STARTED:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}"
 tool="${RELEASE_TOOL:?RELEASE_TOOL must name the bootc-release binary}"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 case "$digest" in
@@ -133,13 +142,21 @@ created="$(date -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/nu
 "$tool" sbom --bin-dir "$bin_dir" --digest "$digest" --repository "$repo" \
   --created "$created" >"$out/sbom.spdx.json"
 
-(cd "$out" && sha256sum install.yaml "bootc-operator-$version.tgz" "$archive" bootc.yaml \
-  sbom.spdx.json >SHA256SUMS)
+# The provenance: what was built, from which commit, by which command.
+files=(install.yaml "bootc-operator-$version.tgz" "$archive" bootc.yaml sbom.spdx.json)
+"$tool" provenance --digest "$digest" --repository "$repo" \
+  --command "${RELEASE_COMMAND:-tests/scripts/assemble-release.sh $*}" \
+  --builder "${RELEASE_BUILDER:-urn:bootc-operator:local:$(hostname)}" \
+  --started "$started" --finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  "${files[@]/#/$out/}" >"$out/provenance.intoto.json"
+
+(cd "$out" && sha256sum "${files[@]}" provenance.intoto.json >SHA256SUMS)
 if [ -n "${SIGNING_KEY:-}" ]; then
   "$tool" sign \
     --key "$SIGNING_KEY" --layout "$out/image" --digest "$digest" --repository "$repo" \
-    --public-key "$out/cosign.pub" "$out/SHA256SUMS" "$out/bootc-operator-$version.tgz"
-  echo "signed: the image (tag sha256-${digest#sha256:}.sig), SHA256SUMS and the chart; public key cosign.pub" >&2
+    --public-key "$out/cosign.pub" "$out/SHA256SUMS" "$out/bootc-operator-$version.tgz" \
+    "$out/provenance.intoto.json"
+  echo "signed: the image (tag sha256-${digest#sha256:}.sig), SHA256SUMS, the chart and the provenance; public key cosign.pub" >&2
 else
   echo "UNSIGNED release: no signing key (./dev release --signing-key FILE signs it)" >&2
 fi

@@ -15,6 +15,8 @@ use tests::helm::{Helm, first_difference, objects};
 use tests::{ControlPlane, binaries, repo_root};
 
 const REPOSITORY: &str = "registry.test/bootc-operator";
+const COMMAND: &str = "./dev release --image-repository registry.test/bootc-operator --base-url x";
+const BUILDER: &str = "urn:bootc-operator:test";
 
 fn digest() -> String {
     format!("sha256:{}", "d".repeat(64))
@@ -83,7 +85,9 @@ fn assemble(out: &Path, key: Option<&Path>) -> String {
         .arg(image_binaries(out))
         .env("HELM", binaries::helm().unwrap())
         .env("KUBECTL", binaries::kubectl().unwrap())
-        .env("RELEASE_TOOL", tests::fake_host::bin("bootc-release"));
+        .env("RELEASE_TOOL", tests::fake_host::bin("bootc-release"))
+        .env("RELEASE_COMMAND", COMMAND)
+        .env("RELEASE_BUILDER", BUILDER);
     match key {
         Some(key) => cmd.env("SIGNING_KEY", key),
         None => cmd.env_remove("SIGNING_KEY"),
@@ -218,6 +222,7 @@ async fn a_release_installs_with_kubectl_apply_and_its_plugin_with_krew() {
     assert!(!said.contains("UNSIGNED"), "{said}");
     signatures_hold(&out, &version);
     the_sbom_lists_what_the_image_holds(&out);
+    the_provenance_names_the_commit_and_what_was_built(&out, &version);
     stdout(
         Command::new("sha256sum")
             .args(["--check", "--strict", "SHA256SUMS"])
@@ -400,7 +405,7 @@ fn signatures_hold(out: &Path, version: &str) {
         serde_json::from_slice(&std::fs::read(out.join("image/index.json")).unwrap()).unwrap();
     image_signature_check(out, &index).unwrap();
     let chart = format!("bootc-operator-{version}.tgz");
-    for file in ["SHA256SUMS", chart.as_str()] {
+    for file in ["SHA256SUMS", chart.as_str(), "provenance.intoto.json"] {
         let bytes = std::fs::read(out.join(file)).unwrap();
         blob_signature_check(out, file, &bytes).unwrap();
         let mut tampered = bytes.clone();
@@ -513,4 +518,61 @@ fn the_sbom_lists_what_the_image_holds(out: &Path) {
         }
     }
     assert!(libraries >= 3, "{libraries} libraries");
+}
+
+/// The provenance is an in-toto Statement with an SLSA v1 predicate: its
+/// subjects are the image (by its digest) and each file of the release
+/// (by its SHA-256, as it is), and it names the commit the release was
+/// built from, the command and the builder.
+fn the_provenance_names_the_commit_and_what_was_built(out: &Path, version: &str) {
+    let statement: Value =
+        serde_json::from_slice(&std::fs::read(out.join("provenance.intoto.json")).unwrap())
+            .unwrap();
+    assert_eq!(statement["_type"], "https://in-toto.io/Statement/v1");
+    assert_eq!(statement["predicateType"], "https://slsa.dev/provenance/v1");
+    let subjects = statement["subject"].as_array().unwrap();
+    assert_eq!(
+        subjects[0],
+        json!({"name": REPOSITORY, "digest": {"sha256": digest().trim_start_matches("sha256:")}})
+    );
+    let chart = format!("bootc-operator-{version}.tgz");
+    let files = [
+        "install.yaml",
+        chart.as_str(),
+        "kubectl-bootc-linux-amd64.tar.gz",
+        "bootc.yaml",
+        "sbom.spdx.json",
+    ];
+    assert_eq!(subjects.len(), files.len() + 1, "{subjects:?}");
+    for file in files {
+        let bytes = std::fs::read(out.join(file)).unwrap();
+        let sha = controller::target::registry::sha256_digest(&bytes);
+        assert!(
+            subjects.contains(
+                &json!({"name": file, "digest": {"sha256": sha.trim_start_matches("sha256:")}})
+            ),
+            "{file} {sha}: {subjects:?}"
+        );
+    }
+    let head = stdout(
+        Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(repo_root()),
+    );
+    let build = &statement["predicate"]["buildDefinition"];
+    assert_eq!(build["externalParameters"]["command"], COMMAND);
+    assert_eq!(
+        build["externalParameters"]["source"]["digest"]["gitCommit"],
+        head.trim()
+    );
+    let run = &statement["predicate"]["runDetails"];
+    assert_eq!(run["builder"]["id"], BUILDER);
+    assert!(
+        run["builder"]["version"]["rustc"]
+            .as_str()
+            .unwrap()
+            .starts_with("rustc ")
+    );
+    let sums = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
+    assert!(sums.contains("  provenance.intoto.json\n"), "{sums}");
 }

@@ -22,6 +22,10 @@
 //! checksums from `Cargo.lock`), and each library the image carries
 //! (`tests/scripts/image-libraries.sh`, build-image.sh's list) with the
 //! Debian package it came from (`dpkg -S`) and its version (`dpkg-query`).
+//!
+//! `bootc-release provenance` writes the release's provenance: an in-toto
+//! Statement with an SLSA v1 provenance predicate (the image's digest and
+//! each file's as subjects, the commit, the command, the builder).
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
@@ -36,6 +40,7 @@ use p256::ecdsa::signature::Signer;
 use p256::pkcs8::{DecodePrivateKey, EncodePublicKey, LineEnding};
 use serde_json::{Value, json};
 
+mod provenance;
 mod sbom;
 
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -82,6 +87,29 @@ enum Cli {
         #[arg(long)]
         created: String,
     },
+    /// Writes the release's provenance (in-toto Statement, SLSA v1) on stdout.
+    Provenance {
+        /// The image's manifest digest (sha256:...).
+        #[arg(long)]
+        digest: String,
+        /// Where the image is pushed (registry/path).
+        #[arg(long)]
+        repository: String,
+        /// The command that built the release.
+        #[arg(long)]
+        command: String,
+        /// The builder's id (a URI).
+        #[arg(long)]
+        builder: String,
+        /// When the build started (RFC 3339).
+        #[arg(long)]
+        started: String,
+        /// When it finished (RFC 3339).
+        #[arg(long)]
+        finished: String,
+        /// The release's files, each a subject.
+        files: Vec<PathBuf>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -113,11 +141,29 @@ fn main() -> Result<()> {
             created,
         } => {
             let sbom = sbom::document(&bin_dir, &digest, &repository, &created)?;
-            let text = serde_json::to_string_pretty(&sbom)?;
-            std::io::Write::write_all(&mut std::io::stdout(), format!("{text}\n").as_bytes())
-                .context("writing the SBOM")
+            print_json(&sbom)
+        }
+        Cli::Provenance {
+            digest,
+            repository,
+            command,
+            builder,
+            started,
+            finished,
+            files,
+        } => {
+            let times = (started.as_str(), finished.as_str());
+            let statement =
+                provenance::statement(&digest, &repository, &command, &builder, times, &files)?;
+            print_json(&statement)
         }
     }
+}
+
+fn print_json(value: &Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::io::Write::write_all(&mut std::io::stdout(), format!("{text}\n").as_bytes())
+        .context("writing stdout")
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<()> {
