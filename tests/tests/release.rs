@@ -408,6 +408,22 @@ fn signatures_hold(out: &Path, version: &str) {
     for file in ["SHA256SUMS", chart.as_str(), "provenance.intoto.json"] {
         let bytes = std::fs::read(out.join(file)).unwrap();
         blob_signature_check(out, file, &bytes).unwrap();
+        // And as openssl checks it: nothing of ours in the way.
+        let der = out.with_extension("der");
+        let sig = std::fs::read_to_string(out.join(format!("{file}.sig"))).unwrap();
+        use base64::Engine;
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(sig.trim())
+            .unwrap();
+        std::fs::write(&der, raw).unwrap();
+        stdout(
+            Command::new("openssl")
+                .args(["dgst", "-sha256", "-verify"])
+                .arg(out.join("cosign.pub"))
+                .arg("-signature")
+                .arg(&der)
+                .arg(out.join(file)),
+        );
         let mut tampered = bytes.clone();
         tampered.push(b'\n');
         assert!(
