@@ -268,7 +268,7 @@ async fn a_release_installs_with_kubectl_apply_and_its_plugin_with_krew() {
 
 /// `./dev release` in a copy of `dev` in a git repository of its own, with
 /// `cargo` a stand-in that says it was called (the build's first step).
-fn dev_release_in(repo: &Path) -> std::process::Output {
+fn dev_release_in(repo: &Path, args: &[&str]) -> std::process::Output {
     let bin = repo.with_extension("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let cargo = bin.join("cargo");
@@ -284,6 +284,7 @@ fn dev_release_in(repo: &Path) -> std::process::Output {
     Command::new(repo.join("dev"))
         .args(["release", "--image-repository", REPOSITORY])
         .args(["--base-url", "https://example.com/r"])
+        .args(args)
         .env("PATH", path)
         .output()
         .unwrap()
@@ -314,7 +315,7 @@ fn a_release_refuses_a_dirty_tree() {
     git(&repo, &["commit", "-q", "-m", "release"]);
     std::fs::write(repo.join("target/built"), "x").unwrap();
 
-    let clean = dev_release_in(&repo);
+    let clean = dev_release_in(&repo, &[]);
     let said = String::from_utf8_lossy(&clean.stderr);
     assert!(
         said.contains("stand-in cargo"),
@@ -323,7 +324,15 @@ fn a_release_refuses_a_dirty_tree() {
 
     std::fs::write(repo.join("notes.txt"), "x").unwrap();
     std::fs::write(repo.join("Cargo.toml"), "changed").unwrap();
-    let dirty = dev_release_in(&repo);
+    let no_key = dev_release_in(&repo, &["--signing-key", "/nonexistent/cosign.key"]);
+    let said = String::from_utf8_lossy(&no_key.stderr);
+    assert!(!said.contains("stand-in cargo"), "nothing built: {said}");
+    assert!(
+        said.contains("/nonexistent/cosign.key cannot be read"),
+        "{said}"
+    );
+
+    let dirty = dev_release_in(&repo, &[]);
     let said = String::from_utf8_lossy(&dirty.stderr);
     assert!(!dirty.status.success(), "{said}");
     assert!(!said.contains("stand-in cargo"), "nothing built: {said}");
