@@ -2,7 +2,7 @@
 # Assembles one release folder from what `./dev release` built (the test in
 # tests/tests/release.rs runs it on the test build's files):
 #
-#   assemble-release.sh OUT LAYOUT DIGEST REPOSITORY PLUGIN BASE_URL
+#   assemble-release.sh OUT LAYOUT DIGEST REPOSITORY PLUGIN BASE_URL BIN_DIR
 #
 #   OUT         the folder to write (replaced)
 #   LAYOUT      the image's OCI layout (build-image.sh's output), copied as
@@ -12,6 +12,8 @@
 #   PLUGIN      the kubectl-bootc binary
 #   BASE_URL    where OUT's files will be published (the krew manifest's
 #               download address is BASE_URL/<archive>)
+#   BIN_DIR     the image's binaries (bootc-controller, bootc-daemon,
+#               bootc-helper), for its SBOM
 #
 # It writes:
 #   image/                             the OCI layout (push it with skopeo)
@@ -20,15 +22,37 @@
 #   bootc-operator-<version>.tgz       the packaged chart, pinned the same way
 #   kubectl-bootc-linux-amd64.tar.gz   the plugin and the LICENSE
 #   bootc.yaml                         its krew plugin manifest
+#   sbom.spdx.json                     the image's SBOM (SPDX 2.3): the
+#                                      crates its binaries link, the Debian
+#                                      packages of its libraries
+#   provenance.intoto.json             an in-toto Statement, SLSA v1
+#                                      provenance: the image and the files
+#                                      above by digest, the commit, the
+#                                      command (RELEASE_COMMAND), the builder
+#                                      (RELEASE_BUILDER, default
+#                                      urn:bootc-operator:local:<hostname>),
+#                                      the start (RELEASE_STARTED)
 #   SHA256SUMS                         every file above (the layout's files
 #                                      are checked by their own digests)
+#
+# RELEASE_TOOL is `bootc-release` (tests/src/bin/bootc-release/), which
+# writes the SBOM and, with SIGNING_KEY (a PEM ECDSA P-256 private key),
+# signs in cosign's formats:
+#   image/ the tag sha256-<hex>.sig    the image's cosign signature (push it
+#                                      beside the image)
+#   SHA256SUMS.sig, <chart>.tgz.sig,   as `cosign sign-blob --key` writes them
+#   provenance.intoto.json.sig
+#   cosign.pub                         the public key
+# Without it, it says the release is unsigned.
 #
 # helm and kubectl are $HELM and $KUBECTL, else the ones
 # build-control-plane.sh caches.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-out="$1" layout="$2" digest="$3" repo="$4" plugin="$5" base_url="$6"
+out="$1" layout="$2" digest="$3" repo="$4" plugin="$5" base_url="$6" bin_dir="$7"
+started="${RELEASE_STARTED:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}"
+tool="${RELEASE_TOOL:?RELEASE_TOOL must name the bootc-release binary}"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 case "$digest" in
   sha256:????????????????????????????????????????????????????????????????) ;;
@@ -113,5 +137,27 @@ spec:
           to: .
 EOF
 
-(cd "$out" && sha256sum install.yaml "bootc-operator-$version.tgz" "$archive" bootc.yaml >SHA256SUMS)
+# The SBOM, dated by the commit (the same commit, the same bytes).
+created="$(date -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}" +%Y-%m-%dT%H:%M:%SZ)"
+"$tool" sbom --bin-dir "$bin_dir" --digest "$digest" --repository "$repo" \
+  --created "$created" >"$out/sbom.spdx.json"
+
+# The provenance: what was built, from which commit, by which command.
+files=(install.yaml "bootc-operator-$version.tgz" "$archive" bootc.yaml sbom.spdx.json)
+"$tool" provenance --digest "$digest" --repository "$repo" \
+  --command "${RELEASE_COMMAND:-tests/scripts/assemble-release.sh $*}" \
+  --builder "${RELEASE_BUILDER:-urn:bootc-operator:local:$(hostname)}" \
+  --started "$started" --finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  "${files[@]/#/$out/}" >"$out/provenance.intoto.json"
+
+(cd "$out" && sha256sum "${files[@]}" provenance.intoto.json >SHA256SUMS)
+if [ -n "${SIGNING_KEY:-}" ]; then
+  "$tool" sign \
+    --key "$SIGNING_KEY" --layout "$out/image" --digest "$digest" --repository "$repo" \
+    --public-key "$out/cosign.pub" "$out/SHA256SUMS" "$out/bootc-operator-$version.tgz" \
+    "$out/provenance.intoto.json"
+  echo "signed: the image (tag sha256-${digest#sha256:}.sig), SHA256SUMS, the chart and the provenance; public key cosign.pub" >&2
+else
+  echo "UNSIGNED release: no signing key (./dev release --signing-key FILE signs it)" >&2
+fi
 echo "$out"

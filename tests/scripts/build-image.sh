@@ -33,9 +33,7 @@ for b in "${binaries[@]}"; do
   install -m 0755 "$bin_dir/$b" "$root/usr/bin/$b"
 done
 # Only the libraries the binaries need, at the paths their loader looks for.
-for b in "${binaries[@]}"; do
-  ldd "$bin_dir/$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'
-done | sort -u | while read -r lib; do
+tests/scripts/image-libraries.sh "${binaries[@]/#/$bin_dir/}" | while read -r lib; do
   mkdir -p "$root$(dirname "$lib")"
   install -m 0755 "$(readlink -f "$lib")" "$root$lib"
 done
