@@ -52,7 +52,7 @@ struct Host {
     pull_takes: Duration,
     /// Whether what it stages is left unlocked (the next reboot boots
     /// it) rather than locked (bootc's download-only: a reboot discards it).
-    stages_unlocked: bool,
+    stages_unlocked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Host {
@@ -62,15 +62,27 @@ impl Host {
             calls: Arc::default(),
             applied: Arc::default(),
             pull_takes: Duration::ZERO,
-            stages_unlocked: false,
+            stages_unlocked: Arc::default(),
         }
     }
 
     /// A host whose stages are not locked: its next reboot, planned or
     /// not, boots what was staged (a bootc without download-only).
-    fn staging_unlocked(mut self) -> Self {
-        self.stages_unlocked = true;
+    fn staging_unlocked(self) -> Self {
+        self.unlock();
         self
+    }
+
+    /// What is staged, and what will be, is unlocked from now on (its lock
+    /// released), with no event the daemon would see.
+    fn unlock(&self) {
+        self.stages_unlocked
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn unlocked(&self) -> bool {
+        self.stages_unlocked
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A host whose pulls take `d`.
@@ -105,7 +117,7 @@ impl Helper for Host {
         tokio::time::sleep(self.pull_takes).await;
         self.state.lock().unwrap().1 = Some(image);
         Ok(Response::new(proto::StageResponse {
-            locked: !self.stages_unlocked,
+            locked: !self.unlocked(),
         }))
     }
     async fn apply(
@@ -124,7 +136,7 @@ impl Helper for Host {
         let (booted, staged) = self.state.lock().unwrap().clone();
         Ok(Response::new(proto::StatusResponse {
             booted: Some(entry(&booted, false)),
-            staged: staged.map(|s| entry(&s, !self.stages_unlocked)),
+            staged: staged.map(|s| entry(&s, !self.unlocked())),
             rollback: None,
             boot_id: "boot-1".to_owned(),
             download_only_supported: true,
@@ -532,4 +544,31 @@ async fn a_bootc_node_deleted_under_a_status_write_is_left_not_fatal() {
     };
     api.run_until(node_loop(&host, api.client()), deleted).await;
     assert_eq!(host.calls().last(), Some(&Call::Stage(a.clone())));
+}
+
+/// The staged image's lock released after the daemon last read the host
+/// (no event says so), then the BootcNode deleted: the daemon decides on
+/// the host as it is now, and stages the booted image over the unlocked
+/// one.
+#[tokio::test(start_paused = true)]
+async fn a_node_that_leaves_reads_its_host_again_before_deciding() {
+    let (a, b) = (image('a'), image('b'));
+    let host = Host::booted(&a);
+    let (feed, stream) = watch_stream();
+    let written = Written::default();
+    let (script, staged) = staged_story(&b, &feed, stream, &written);
+    let api = ScriptedApi::new(script);
+    let unlocked_then_deleted = async {
+        api.until_answered(2).await;
+        host.unlock();
+        feed.deleted(&staged);
+        api.done().await;
+        settled().await;
+    };
+    api.run_until(node_loop(&host, api.client()), unlocked_then_deleted)
+        .await;
+    assert_eq!(
+        host.calls(),
+        [Call::Stage(b.clone()), Call::Stage(a.clone())]
+    );
 }

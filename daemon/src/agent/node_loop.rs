@@ -435,6 +435,13 @@ impl NodeLoop {
     /// boot it ([`machine::on_leaving`]). A failure is retried after
     /// [`machine::BACKOFF_BASE`], with nothing to report it on but the log.
     async fn leave(&mut self) -> Result<(), LoopError> {
+        if self.left.is_none() {
+            return Ok(());
+        }
+        // Decided on the host as it is now, not as the last event left it:
+        // whether a reboot would boot what is staged (its lock) may have
+        // changed with no event of its own.
+        self.refresh_host().await?;
         let (Some(told), Some(host)) = (self.left.clone(), self.host.as_ref()) else {
             return Ok(());
         };
