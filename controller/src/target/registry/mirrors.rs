@@ -419,12 +419,32 @@ pub struct ConfFile {
 /// The file's bytes as last read (None: not yet) and what they mean.
 type Read = (Option<Vec<u8>>, Result<Arc<RegistriesConf>, FileProblem>);
 
-/// Why the registries.conf file is not in force: the file and the error.
+/// Why an admin's file (registries.conf, the signature policy) is not in
+/// force: the file and the error.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{file}: {message}")]
 pub struct FileProblem {
     pub file: String,
     pub message: String,
+}
+
+impl FileProblem {
+    pub fn new(path: &std::path::Path, message: impl Into<String>) -> Self {
+        FileProblem {
+            file: path.display().to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// An admin's file as it is now; one that does not exist reads as empty
+/// (the ConfigMap's key left out: nothing configured).
+pub fn read_admin_file(path: &std::path::Path) -> Result<Vec<u8>, FileProblem> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(FileProblem::new(path, e.to_string())),
+    }
 }
 
 impl ConfFile {
@@ -440,22 +460,17 @@ impl ConfFile {
         let Some(path) = &self.path else {
             return Ok(Arc::default());
         };
-        let problem = |message: String| FileProblem {
-            file: path.display().to_string(),
-            message,
-        };
-        let bytes = match std::fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(problem(e.to_string())),
-        };
+        let bytes = read_admin_file(path)?;
         let Ok(mut current) = self.current.lock() else {
-            return Err(problem("the registries.conf lock is poisoned".into()));
+            return Err(FileProblem::new(
+                path,
+                "the registries.conf lock is poisoned",
+            ));
         };
         if current.0.as_ref() != Some(&bytes) {
             let parsed = std::str::from_utf8(&bytes)
-                .map_err(|_| problem("not UTF-8 text".into()))
-                .and_then(|text| parse(text).map_err(|e| problem(e.to_string())));
+                .map_err(|_| FileProblem::new(path, "not UTF-8 text"))
+                .and_then(|text| parse(text).map_err(|e| FileProblem::new(path, e.to_string())));
             match &parsed {
                 Ok(conf) => tracing::info!(
                     file = %path.display(),

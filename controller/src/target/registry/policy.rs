@@ -38,6 +38,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use api::image_ref::ImageRef;
+
+pub use super::mirrors::FileProblem;
+use super::mirrors::read_admin_file;
 use base64::Engine;
 use p256::ecdsa::VerifyingKey;
 use p256::pkcs8::DecodePublicKey;
@@ -415,14 +418,6 @@ pub struct InForce {
     pub version: String,
 }
 
-/// Why the policy file is not in force: the file and the error.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: {message}")]
-pub struct FileProblem {
-    pub file: String,
-    pub message: String,
-}
-
 fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| e.to_string())
 }
@@ -443,17 +438,12 @@ impl PolicyFile {
                 version: String::new(),
             }));
         };
-        let problem = |message: String| FileProblem {
-            file: path.display().to_string(),
-            message,
-        };
-        let bytes = match std::fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(problem(e.to_string())),
-        };
+        let bytes = read_admin_file(path)?;
         let Ok(mut loaded) = self.current.lock() else {
-            return Err(problem("the signature policy's lock is poisoned".into()));
+            return Err(FileProblem::new(
+                path,
+                "the signature policy's lock is poisoned",
+            ));
         };
         let keys_same = loaded.keys.iter().all(|(p, was)| read_file(p) == *was);
         if let (Some(policy), true, true) = (
@@ -472,8 +462,10 @@ impl PolicyFile {
             read
         };
         let parsed = std::str::from_utf8(&bytes)
-            .map_err(|_| problem("not UTF-8 text".into()))
-            .and_then(|text| parse(text, &read_key).map_err(|e| problem(e.to_string())));
+            .map_err(|_| FileProblem::new(path, "not UTF-8 text"))
+            .and_then(|text| {
+                parse(text, &read_key).map_err(|e| FileProblem::new(path, e.to_string()))
+            });
         let keys = keys.into_inner().unwrap_or_default();
         let version = {
             let mut all = bytes.clone();
