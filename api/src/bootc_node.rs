@@ -64,11 +64,11 @@ impl BootcNodeSpec {
 }
 
 impl BootcNode {
-    /// Does the BootcNode record a reboot slot (`bootc.dev/in-reboot-slot`)?
-    /// The planner also counts a Node carrying its pool's disruption record
-    /// as holding a slot (`rollout::reboot::slots::holds_slot`): this is the
-    /// BootcNode's half.
-    pub fn in_slot(&self) -> bool {
+    /// Does the BootcNode carry a slot record of 0.1.0
+    /// (`bootc.dev/in-reboot-slot`)? A slot is recorded on the Node
+    /// (`rollout::reboot::slots::holds_slot`); this old record is only read
+    /// so that a slot taken before an upgrade is kept.
+    pub fn legacy_slot_record(&self) -> bool {
         self.metadata
             .annotations
             .as_ref()
@@ -236,13 +236,13 @@ mod tests {
     #[test]
     fn slot_and_approval() {
         let mut b = bn();
-        assert!(!b.in_slot() && !b.approved());
+        assert!(!b.legacy_slot_record() && !b.approved());
         b.metadata
             .annotations
             .get_or_insert_default()
             .insert(IN_REBOOT_SLOT_ANNOTATION.into(), "true".into());
         b.spec.desired_image_state = DesiredImageState::Booted;
-        assert!(b.in_slot() && b.approved());
+        assert!(b.legacy_slot_record() && b.approved());
         // Another annotation is no slot.
         let mut other = bn();
         other
@@ -250,7 +250,7 @@ mod tests {
             .annotations
             .get_or_insert_default()
             .insert(crate::labels::WAS_CORDONED_ANNOTATION.into(), "true".into());
-        assert!(!other.in_slot());
+        assert!(!other.legacy_slot_record());
     }
 
     #[test]

@@ -8,17 +8,23 @@ pub const VERSION: &str = "v1alpha1";
 
 /// On a Node: the node belongs to a pool. The DaemonSet selects on it.
 pub const MANAGED_LABEL: &str = "bootc.dev/managed";
-/// On a BootcNode: the node holds a reboot slot (durable across restarts).
+/// On a BootcNode, written by 0.1.0 only: the node holds a reboot slot.
+/// A slot is now recorded on the Node alone ([`DISRUPTED_BY_ANNOTATION`],
+/// in the cordon's write); this one is still read, so that a slot taken
+/// before an upgrade is kept, and the controller's next apply removes it.
 pub const IN_REBOOT_SLOT_ANNOTATION: &str = "bootc.dev/in-reboot-slot";
-/// On a BootcNode: whether the Node was unschedulable before the operator
-/// cordoned it ("true" / "false"), so that leaving a slot restores it.
+/// On a BootcNode, written by 0.1.0 only: whether the Node was
+/// unschedulable before the operator cordoned it ("true" / "false"). Now
+/// [`CORDONED_BY_ANNOTATION`] on the Node says whose a cordon is; this one is
+/// still read for a slot taken before an upgrade, then removed.
 pub const WAS_CORDONED_ANNOTATION: &str = "bootc.dev/was-cordoned";
 /// On a Node: the pool whose reboot slot cordoned it. Written with the
-/// cordon and removed with the uncordon, so that a cordon of ours is known
-/// even if the BootcNode (and its was-cordoned record) is lost.
+/// cordon and removed with the uncordon: a cordon without it is someone
+/// else's, and a release leaves it in place.
 pub const CORDONED_BY_ANNOTATION: &str = "bootc.dev/cordoned-by";
-/// On a Node: the pool whose reboot slot disrupted it. Written with the
-/// slot's cordon (alone on a node an admin had cordoned) and removed only
+/// On a Node: the pool whose reboot slot disrupted it: the slot record.
+/// Written with the slot's cordon, in the same write that takes the slot
+/// (alone on a node an admin had cordoned), and removed only
 /// once the node is back (Ready, uncordoned unless an admin had cordoned
 /// it, no reboot in flight), so that the node keeps counting against the
 /// pool's `maxUnavailable` while it reboots even if it left the pool, its

@@ -758,7 +758,6 @@ pub struct FailedImage {
     printcolumn = r#"{"name":"Pool","type":"string","jsonPath":".metadata.ownerReferences[0].name"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.conditions[?(@.type==\"Idle\")].reason"}"#,
     printcolumn = r#"{"name":"Since","type":"date","jsonPath":".status.conditions[?(@.type==\"Idle\")].lastTransitionTime","description":"When the node entered its phase"}"#,
-    printcolumn = r#"{"name":"Slot","type":"string","jsonPath":".metadata.annotations.bootc\\.dev/in-reboot-slot","description":"Holds a reboot slot"}"#,
     printcolumn = r#"{"name":"Allowed","type":"string","jsonPath":".spec.desiredImageState","description":"Staged: stage only; Booted: approved to reboot"}"#,
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.booted.version","description":"The booted image's version label"}"#,
     printcolumn = r#"{"name":"Degraded","type":"string","jsonPath":".status.conditions[?(@.type==\"Degraded\")].status"}"#,
@@ -1051,18 +1050,6 @@ mod tests {
 
     const INDEX: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
     const AMD64: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
-
-    #[test]
-    fn the_slot_column_reads_the_slot_annotation() {
-        use kube::CustomResourceExt;
-        let crd = serde_json::to_value(BootcNode::crd()).unwrap();
-        let columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
-            .as_array()
-            .unwrap();
-        let slot = columns.iter().find(|c| c["name"] == "Slot").unwrap();
-        let escaped = crate::labels::IN_REBOOT_SLOT_ANNOTATION.replace('.', "\\.");
-        assert_eq!(slot["jsonPath"], format!(".metadata.annotations.{escaped}"));
-    }
 
     #[test]
     fn desired_image_state_names_its_wire_value() {

@@ -6,6 +6,7 @@ mod common;
 
 use api::BootcNode;
 use common::*;
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
@@ -173,12 +174,10 @@ async fn a_failed_drain_releases_and_skips_the_node_when_the_pool_says_so() {
         message.contains("n1: ") && message.contains("apps/stuck"),
         "{message}"
     );
-    assert!(
-        !is_cordoned(&node(&env.admin, "n1").await),
-        "n1 left cordoned"
-    );
+    let n1_node = node(&env.admin, "n1").await;
+    assert!(!is_cordoned(&n1_node), "n1 left cordoned");
+    assert_eq!(disrupted_by(&n1_node), None, "n1 keeps its slot");
     let n1 = bootc_node(&env.admin, "n1").await.unwrap();
-    assert!(!n1.in_slot(), "n1 keeps its slot");
     assert!(
         n1.skipped().is_some_and(|(digest, _)| digest == NEW),
         "{:?}",
@@ -200,8 +199,17 @@ async fn a_failed_drain_releases_and_skips_the_node_when_the_pool_says_so() {
         Api::<BootcNode>::all(env.admin.clone()),
         "n1",
         WAIT,
+        "n1's skip cleared",
+        |b| b.is_some_and(|b| b.skipped().is_none()),
+    )
+    .await
+    .unwrap();
+    tests::k8s::wait_for(
+        Api::<Node>::all(env.admin.clone()),
+        "n1",
+        WAIT,
         "n1 in a slot again",
-        |b| b.is_some_and(|b| b.in_slot() && b.skipped().is_none()),
+        |n| n.is_some_and(|n| disrupted_by(n).is_some()),
     )
     .await
     .unwrap();

@@ -46,6 +46,7 @@ async fn five_nodes_roll_two_at_a_time() {
         let node = node(&env.admin, n).await;
         assert!(is_managed(&node), "{n} labelled");
         assert_eq!(is_cordoned(&node), n == "n3", "{n} cordon state restored");
+        assert_eq!(disrupted_by(&node), None, "{n}: its slot's record removed");
         let bn = bootc_node(&env.admin, n).await.unwrap();
         assert!(bn.annotations_empty(), "{n} annotations removed");
         assert_eq!(bn.spec.desired_image, image(NEW));
@@ -121,7 +122,7 @@ trait AnnotationsEmpty {
 impl AnnotationsEmpty for api::BootcNode {
     fn annotations_empty(&self) -> bool {
         use kube::ResourceExt;
-        !self.in_slot()
+        !self.legacy_slot_record()
             && !self
                 .annotations()
                 .contains_key(api::labels::WAS_CORDONED_ANNOTATION)
@@ -177,9 +178,9 @@ async fn restart_mid_rollout_keeps_slots() {
     ctl2.terminate().await;
 }
 
-/// A BootcNode deleted while its node holds a slot loses the record that the
-/// node was schedulable before; the mark on the Node keeps it, and the node
-/// ends uncordoned.
+/// A BootcNode deleted while its node holds a slot: the slot's record and
+/// our cordon's mark are on the Node, so the recreated BootcNode keeps the
+/// slot and the node ends uncordoned.
 #[tokio::test]
 async fn bootc_node_deleted_mid_slot_leaves_nothing_cordoned() {
     let names = ["n1", "n2"];
@@ -194,19 +195,19 @@ async fn bootc_node_deleted_mid_slot_leaves_nothing_cordoned() {
         .start()
         .await;
     let bns = Api::<api::BootcNode>::all(env.admin.clone());
-    let slotted = |b: &api::BootcNode| b.in_slot();
     let holder = {
         use futures::TryStreamExt;
         use kube::runtime::{WatchStreamExt, watcher};
+        let nodes = Api::<Node>::all(env.admin.clone());
         let mut events =
-            std::pin::pin!(watcher(bns.clone(), watcher::Config::default()).applied_objects());
+            std::pin::pin!(watcher(nodes, watcher::Config::default()).applied_objects());
         tokio::time::timeout(WAIT, async {
-            while let Some(b) = events.try_next().await.unwrap() {
-                if slotted(&b) {
-                    return b.name_any();
+            while let Some(n) = events.try_next().await.unwrap() {
+                if disrupted_by(&n).is_some() {
+                    return n.name_any();
                 }
             }
-            panic!("the BootcNode watch ended");
+            panic!("the Node watch ended");
         })
         .await
         .expect("a node takes the slot")
@@ -396,11 +397,10 @@ async fn two_failed_nodes_halt_the_rollout() {
     );
     let approvals = recorder.approvals().await.unwrap();
     assert_eq!(approvals.len(), 2, "no third slot: {approvals:?}");
-    let slotted = futures::future::join_all(names.iter().map(|n| bootc_node(&env.admin, n)))
+    let slotted = futures::future::join_all(names.iter().map(|n| node(&env.admin, n)))
         .await
         .into_iter()
-        .flatten()
-        .filter(|b| b.in_slot())
+        .filter(|n| disrupted_by(n).is_some())
         .count();
     assert_eq!(slotted, 2);
     assert_eq!(p.status.unwrap().degraded_count, 2);

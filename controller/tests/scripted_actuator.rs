@@ -32,7 +32,7 @@ fn scene() -> (BootcNodePool, Vec<Node>, Vec<BootcNode>) {
     let bootc_nodes = vec![
         bootc_node("w1", NEW, DaemonPhase::Staged, OLD),
         bootc_node("w2", OLD, DaemonPhase::Idle, OLD),
-        in_slot(bootc_node("w9", NEW, DaemonPhase::Idle, NEW)),
+        approved(bootc_node("w9", NEW, DaemonPhase::Idle, NEW)),
     ];
     (pool(), nodes, bootc_nodes)
 }
@@ -96,8 +96,9 @@ fn empty_drain(node: &str) -> Script {
     )
 }
 
-/// Wave one: w9's uncordon, then its release; w2's new target alongside.
-/// Wave two, only then: w1's slot record, then its cordon; then its drain.
+/// Wave one: w9's uncordon (its slot released), then its approval
+/// withdrawn; w2's new target alongside. Wave two, only then: w1's slot
+/// taken with its cordon, in one write; then its drain.
 #[tokio::test(start_paused = true)]
 async fn the_writes_are_made_wave_by_wave_each_nodes_in_order() {
     let (pool, nodes, bootc_nodes) = scene();
@@ -107,7 +108,7 @@ async fn the_writes_are_made_wave_by_wave_each_nodes_in_order() {
         .together([
             vec![
                 uncordons("w9").ok(&stored(11)),
-                releases_slot("w9").ok(&stored(21)),
+                withdraws_approval("w9").ok(&stored(21)),
             ],
             vec![
                 apply_bootc_node("w2")
@@ -115,10 +116,7 @@ async fn the_writes_are_made_wave_by_wave_each_nodes_in_order() {
                     .ok(&stored(22)),
             ],
         ])
-        .together([vec![
-            takes_slot("w1").ok(&stored(23)),
-            cordons("w1").ok(&stored(12)),
-        ]]);
+        .together([vec![cordons("w1").ok(&stored(12))]]);
     // Answered once every write that can start has: a write of the
     // second wave made while the first is in flight fails the test.
     let api = ScriptedApi::new(script).answers_when_settled();
@@ -128,7 +126,7 @@ async fn the_writes_are_made_wave_by_wave_each_nodes_in_order() {
     let made = api
         .finish(actuator.write(&pool, &plan.writes, &mut own))
         .await;
-    assert_eq!(made.unwrap(), 5, "API writes made");
+    assert_eq!(made.unwrap(), 4, "API writes made");
     // The drain was started last, and runs on its own.
     let ended = drain_api.finish(drain_ended.recv()).await;
     assert_eq!(ended, Some(ObjectRef::from_obj(&pool)));

@@ -185,7 +185,7 @@ fn pool_lets_go() -> (Script, Cached, BootcNodePool) {
         nodes: vec![node("w1", false), slot_node("w9")],
         bootc_nodes: vec![
             bootc_node("w1", NEW, DaemonPhase::Idle, NEW),
-            in_slot(bootc_node("w9", NEW, DaemonPhase::Idle, NEW)),
+            approved(bootc_node("w9", NEW, DaemonPhase::Idle, NEW)),
         ],
         ..Cached::default()
     };
@@ -232,14 +232,18 @@ async fn a_deleted_pool_is_held_while_a_node_it_disrupted_reboots() {
         nodes: vec![node("w1", false), rebooting(slot_node("w9"))],
         bootc_nodes: vec![
             bootc_node("w1", NEW, DaemonPhase::Idle, NEW),
-            in_slot(bootc_node("w9", NEW, DaemonPhase::Rebooting, OLD)),
+            approved(bootc_node("w9", NEW, DaemonPhase::Rebooting, OLD)),
         ],
         ..Cached::default()
     };
     let withdrawn = json!({"spec": {"desiredImageState": DesiredImageState::Staged}});
     let script = Script::new().together([
         vec![unlabels("w1").ok(&stored(11)), deletes_bootc_node("w1")],
-        vec![holds_slot("w9").body_includes(withdrawn).ok(&stored(21))],
+        vec![
+            apply_bootc_node("w9")
+                .body_includes(withdrawn)
+                .ok(&stored(21)),
+        ],
     ]);
     let api = ScriptedApi::new(script).answers_when_settled();
     let failed = reconcile(&api, cached, pool).await.unwrap_err();

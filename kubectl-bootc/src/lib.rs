@@ -145,12 +145,12 @@ pub fn window(pool: &BootcNodePool, now: jiff::Timestamp) -> rollout::holds::win
 }
 
 /// Does the member hold a reboot slot of `pool`, as the planner counts it
-/// (`rollout::reboot::slots::holds_slot`): its BootcNode's slot record, or its
-/// Node's disruption record for the pool (a lost slot record is taken back)?
+/// (`rollout::reboot::slots::holds_slot`): its Node's disruption record for
+/// the pool (or its BootcNode's slot record of 0.1.0)?
 pub fn holds_slot(snap: &Snapshot, bn: &BootcNode, pool: &str) -> bool {
     match snap.node(&bn.name_any()) {
         Some(node) => rollout::reboot::slots::holds_slot(node, bn, pool),
-        None => bn.in_slot(),
+        None => bn.legacy_slot_record(),
     }
 }
 

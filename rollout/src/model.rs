@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use api::labels::IN_REBOOT_SLOT_ANNOTATION;
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, Reason};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
@@ -193,12 +192,6 @@ pub struct BootcNodeApply {
     /// The slot and prior-cordon annotations.
     pub annotations: BTreeMap<String, String>,
     pub spec: BootcNodeSpec,
-}
-
-impl BootcNodeApply {
-    pub fn in_slot(&self) -> bool {
-        self.annotations.contains_key(IN_REBOOT_SLOT_ANNOTATION)
-    }
 }
 
 /// A Kubernetes Event to publish once the writes before it succeeded.

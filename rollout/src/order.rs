@@ -2,10 +2,11 @@
 //! this module arranges them and decides nothing about their order:
 //!
 //! * One node's writes are made in order, stopping at its first failure, so
-//!   each is safe to interrupt: entering a slot writes the BootcNode's slot
-//!   record (with the prior cordon state) before cordoning the Node; leaving
-//!   a slot, or the pool, restores the Node's cordon before the record that
-//!   tells how (or the BootcNode) goes.
+//!   each is safe to interrupt: entering a slot is one write (the cordon
+//!   and the slot record on the Node), made before its drain starts;
+//!   leaving a slot restores the Node (and removes the record) before the
+//!   BootcNode's approval is withdrawn, and leaving the pool before the
+//!   BootcNode goes.
 //! * Different nodes' writes run concurrently, in two waves: nodes whose
 //!   writes lift or keep a disruption (releases, approvals, new targets)
 //!   before nodes whose writes add one (a cordon, a disruption record, a
@@ -18,6 +19,7 @@ use std::collections::HashMap;
 
 use crate::facts::{Entry, Rollout};
 use crate::model::Write;
+use crate::reboot::slots::holds_slot;
 use crate::view::View;
 
 /// A plan's writes: per node, in the node's order, in two waves (see the
@@ -94,8 +96,11 @@ fn disrupts(w: &Write) -> bool {
 /// releases first; then running drains of nodes that hold no slot stop.
 pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout<'_>) -> Writes {
     let mut flat = leavers.to_vec();
-    let releasing =
-        |e: &&Entry<'_>| !e.verdict.owned.in_slot && e.row.bn.is_some_and(api::BootcNode::in_slot);
+    let pool = view.pool_name.as_str();
+    let releasing = |e: &&Entry<'_>| {
+        !e.verdict.owned.in_slot
+            && matches!((e.row.node, e.row.bn), (Some(node), Some(bn)) if holds_slot(node, bn, pool))
+    };
     // Releases first, the rest in name order (a stable partition).
     let (mut members, rest): (Vec<_>, Vec<_>) = rollout.verdicts.iter().partition(releasing);
     members.extend(rest);

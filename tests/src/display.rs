@@ -57,7 +57,8 @@ pub fn rows(bootc_nodes: &[BootcNode], nodes: &[Node]) -> Vec<NodeRow> {
                     .unwrap_or("Pending")
                     .to_owned(),
                 approved: bn.approved(),
-                in_slot: bn.in_slot(),
+                in_slot: node.is_some_and(|n| api::node_health::disrupted_by(n).is_some())
+                    || bn.legacy_slot_record(),
                 cordoned: node.is_some_and(api::node_health::is_cordoned),
                 ready: node.is_some_and(api::node_health::is_ready),
                 degraded: bn.degraded().map(|c| c.message.clone()),

@@ -108,3 +108,20 @@ where
     }
     unreachable!("the attempts never end")
 }
+
+/// The nodes that hold a reboot slot, as the cluster shows it: their Node
+/// carries a slot's record (`bootc.dev/disrupted-by`, written with the
+/// cordon).
+pub async fn slot_holders(client: &kube::Client) -> Result<std::collections::BTreeSet<String>> {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .context("listing Nodes")?;
+    Ok(nodes
+        .items
+        .iter()
+        .filter(|n| api::node_health::disrupted_by(n).is_some())
+        .filter_map(|n| n.metadata.name.clone())
+        .collect())
+}

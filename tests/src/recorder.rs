@@ -7,10 +7,10 @@
 //!   revision when its Node is NotReady (once it has been Ready: a node
 //!   still joining is not yet available to lose) or cordoned without the
 //!   test having cordoned it, whatever the operator's records say;
-//! * the operator's records ([`Recorder::peak_records`]): its BootcNode
-//!   holds a reboot slot (`bootc.dev/in-reboot-slot`) or is approved to boot
-//!   (`desiredImageState: Booted`), or its Node is cordoned without the test
-//!   having cordoned it.
+//! * the operator's records ([`Recorder::peak_records`]): its Node carries
+//!   a reboot slot's record (`bootc.dev/disrupted-by`) or is cordoned
+//!   without the test having cordoned it, or its BootcNode is approved to
+//!   boot (`desiredImageState: Booted`).
 //!
 //! The history comes from etcd (`etcdctl watch --rev=1`), not from API
 //! watches: a watch that breaks (an API server restart, a 410 Expired) and
@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use anyhow::{Context, bail};
-use api::labels::IN_REBOOT_SLOT_ANNOTATION;
+use api::labels::DISRUPTED_BY_ANNOTATION;
 use base64::Engine;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -38,12 +38,13 @@ enum Obs {
         cordoned: bool,
         /// The Ready condition: None while the Node has none.
         ready: Option<bool>,
+        /// A reboot slot's record (`bootc.dev/disrupted-by`).
+        slot: bool,
         deleted: bool,
     },
     Bootc {
         rv: u64,
         name: String,
-        slot: bool,
         approved: bool,
         /// Its Degraded condition is True.
         degraded: bool,
@@ -74,15 +75,17 @@ struct NodeState {
     cordoned: bool,
     not_ready: bool,
     was_ready: bool,
-    /// A slot or an approval on its BootcNode.
-    held: bool,
+    /// A slot's record on its Node.
+    slot: bool,
+    /// An approval on its BootcNode.
+    approved: bool,
 }
 
 impl NodeState {
     fn disrupted(self, judge: Judge) -> bool {
         match judge {
             Judge::Cluster => self.cordoned || self.not_ready,
-            Judge::Records => self.cordoned || self.held,
+            Judge::Records => self.cordoned || self.slot || self.approved,
         }
     }
 }
@@ -124,19 +127,20 @@ fn observe(key: &str, rv: u64, value: Option<&Value>) -> Option<Obs> {
                 })
             })
             .map(|c| c.get("status").and_then(Value::as_str) == Some("True"));
+        let slot = value
+            .and_then(|v| v.pointer("/metadata/annotations"))
+            .and_then(Value::as_object)
+            .is_some_and(|a| a.contains_key(DISRUPTED_BY_ANNOTATION));
         return Some(Obs::Node {
             rv,
             name: name.to_owned(),
             cordoned,
             ready,
+            slot,
             deleted,
         });
     }
     let name = key.strip_prefix(BOOTC_NODE_PREFIX)?;
-    let slot = value
-        .and_then(|v| v.pointer("/metadata/annotations"))
-        .and_then(Value::as_object)
-        .is_some_and(|a| a.contains_key(IN_REBOOT_SLOT_ANNOTATION));
     let approved = value
         .and_then(|v| v.pointer("/spec/desiredImageState"))
         .and_then(Value::as_str)
@@ -153,7 +157,6 @@ fn observe(key: &str, rv: u64, value: Option<&Value>) -> Option<Obs> {
     Some(Obs::Bootc {
         rv,
         name: name.to_owned(),
-        slot,
         approved,
         degraded,
         deleted,
@@ -340,11 +343,13 @@ impl Recorder {
                     name,
                     cordoned,
                     ready,
+                    slot,
                     deleted,
                     ..
                 } => {
                     let s = state.entry(name.clone()).or_default();
                     s.cordoned = *cordoned && !*deleted && !admin_cordoned.contains(name);
+                    s.slot = *slot && !*deleted;
                     s.was_ready |= *ready == Some(true);
                     s.not_ready = !*deleted && s.was_ready && *ready != Some(true);
                     if *deleted {
@@ -353,12 +358,11 @@ impl Recorder {
                 }
                 Obs::Bootc {
                     name,
-                    slot,
                     approved,
                     deleted,
                     ..
                 } => {
-                    state.entry(name.clone()).or_default().held = (*slot || *approved) && !*deleted;
+                    state.entry(name.clone()).or_default().approved = *approved && !*deleted;
                 }
             }
             let now: BTreeSet<String> = state
@@ -457,11 +461,11 @@ mod tests {
     fn reads_etcdctl_watch_json() {
         // The shape `etcdctl watch -w json` prints (etcd 3.4): keys and
         // values base64, PUT events without a type, DELETE with type 1.
-        let node = serde_json::json!({"spec": {"unschedulable": true}, "status": {"conditions": [
+        let node = serde_json::json!({"metadata": {"annotations": {DISRUPTED_BY_ANNOTATION: "p"}},
+            "spec": {"unschedulable": true}, "status": {"conditions": [
             {"type": api::node_health::NODE_READY, "status": "False"}]}})
         .to_string();
-        let bn = serde_json::json!({"metadata": {"annotations": {IN_REBOOT_SLOT_ANNOTATION: "x"}},
-            "spec": {"desiredImageState": api::DesiredImageState::Booted},
+        let bn = serde_json::json!({"spec": {"desiredImageState": api::DesiredImageState::Booted},
             "status": {"conditions": [{"type": api::ConditionType::Degraded.as_str(), "status": "True"}]}})
         .to_string();
         let line = serde_json::json!({
@@ -480,9 +484,9 @@ mod tests {
         assert_eq!(
             shown,
             [
-                r#"Node { rv: 10, name: "n1", cordoned: true, ready: Some(false), deleted: false }"#,
-                r#"Bootc { rv: 11, name: "n1", slot: true, approved: true, degraded: true, deleted: false }"#,
-                r#"Bootc { rv: 12, name: "n2", slot: false, approved: false, degraded: false, deleted: true }"#,
+                r#"Node { rv: 10, name: "n1", cordoned: true, ready: Some(false), slot: true, deleted: false }"#,
+                r#"Bootc { rv: 11, name: "n1", approved: true, degraded: true, deleted: false }"#,
+                r#"Bootc { rv: 12, name: "n2", approved: false, degraded: false, deleted: true }"#,
             ]
         );
     }

@@ -6,8 +6,8 @@
 //! proportions, against the same API server, its admission policies and the
 //! rollout's own objects, as the same users:
 //!
-//! - BootcNode server-side applies as the controller (a reboot slot taken,
-//!   then released: `desiredImageState` and the slot annotation);
+//! - BootcNode server-side applies as the controller (an approval given,
+//!   then withdrawn: `desiredImageState`);
 //! - Node merge patches as the controller (cordon with the pool's marks,
 //!   then uncordon);
 //! - BootcNode status server-side applies as the played daemons write them
@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 
 use api::labels::{
     CLUSTER_EVENTS_NAMESPACE, CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DAEMON_MANAGER,
-    DISRUPTED_BY_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION,
+    DISRUPTED_BY_ANNOTATION,
 };
 use api::{BootcNode, BootcNodePool, DesiredImageState};
 use futures::StreamExt;
@@ -173,7 +173,7 @@ pub fn plan(counts: &[(WriteKind, f64)], total: usize, targets: usize) -> Vec<Jo
 }
 
 /// The controller's apply of `bn` for the `seq`-th probe write: even writes
-/// take a reboot slot (Booted, slot annotation), odd ones release it.
+/// approve it to boot, odd ones withdraw the approval.
 pub fn bootc_node_apply(bn: &BootcNode, seq: usize) -> Value {
     let take = seq.is_multiple_of(2);
     let mut spec = bn.spec.clone();
@@ -182,12 +182,7 @@ pub fn bootc_node_apply(bn: &BootcNode, seq: usize) -> Value {
     } else {
         DesiredImageState::Staged
     };
-    let mut annotations = bn.metadata.annotations.clone().unwrap_or_default();
-    if take {
-        annotations.insert(IN_REBOOT_SLOT_ANNOTATION.to_owned(), "true".to_owned());
-    } else {
-        annotations.remove(IN_REBOOT_SLOT_ANNOTATION);
-    }
+    let annotations = bn.metadata.annotations.clone().unwrap_or_default();
     json!({
         "apiVersion": BootcNode::api_version(&()),
         "kind": BootcNode::kind(&()),
@@ -780,14 +775,9 @@ mod tests {
             DesiredImageState::Booted.as_str()
         );
         assert_eq!(
-            take["metadata"]["annotations"][IN_REBOOT_SLOT_ANNOTATION],
-            "true"
-        );
-        assert_eq!(
             release["spec"]["desiredImageState"],
             DesiredImageState::Staged.as_str()
         );
-        assert!(release["metadata"]["annotations"][IN_REBOOT_SLOT_ANNOTATION].is_null());
         for body in [&take, &release] {
             assert_eq!(body["metadata"]["annotations"]["keep"], "me");
             assert_eq!(body["metadata"]["ownerReferences"][0]["name"], "p");

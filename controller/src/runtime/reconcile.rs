@@ -263,8 +263,16 @@ async fn reconcile_pool(
         .resolver
         .resolve(&pool, secret.as_deref(), chosen.members_run(), target)
         .await;
+    let pool_name = pool.name_any();
     let members = crate::gates::Members {
-        in_slots: || chosen.bns.iter().any(|bn| bn.in_slot()),
+        // A slot is recorded on the Node (on the BootcNode by 0.1.0).
+        in_slots: || {
+            chosen
+                .nodes
+                .iter()
+                .any(|n| rollout::holds::disruption::recorded_for(n, &pool_name))
+                || chosen.bns.iter().any(|bn| bn.legacy_slot_record())
+        },
         silent: || chosen.bns.iter().any(|bn| bn.daemon_behind()),
     };
     let selects = !chosen.nodes.is_empty();

@@ -464,11 +464,11 @@ pub async fn wait_rolled(admin: &Client, pool: &str, digest: &str, count: i32) -
         .collect();
     for name in members {
         k8s::wait_for(
-            Api::<BootcNode>::all(admin.clone()),
+            Api::<Node>::all(admin.clone()),
             &name,
             WAIT,
             "slot released",
-            |b| b.is_none_or(|b| !b.in_slot()),
+            |n| n.is_none_or(|n| api::node_health::disrupted_by(n).is_none()),
         )
         .await
         .unwrap();
@@ -493,7 +493,7 @@ pub async fn node(admin: &Client, name: &str) -> Node {
     Api::<Node>::all(admin.clone()).get(name).await.unwrap()
 }
 
-pub use api::node_health::is_cordoned;
+pub use api::node_health::{disrupted_by, is_cordoned};
 
 pub fn is_managed(n: &Node) -> bool {
     n.labels().contains_key(api::labels::MANAGED_LABEL)

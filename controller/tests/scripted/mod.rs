@@ -126,13 +126,9 @@ pub fn bootc_node(name: &str, desired: &str, phase: DaemonPhase, booted: &str) -
     bn
 }
 
-/// `bn` approved to boot, holding a reboot slot taken on an uncordoned node.
-pub fn in_slot(mut bn: BootcNode) -> BootcNode {
+/// `bn` approved to boot (its slot is recorded on its Node: [`slot_node`]).
+pub fn approved(mut bn: BootcNode) -> BootcNode {
     bn.spec.desired_image_state = DesiredImageState::Booted;
-    bn.metadata.annotations = Some(BTreeMap::from([
-        (IN_REBOOT_SLOT_ANNOTATION.to_owned(), true.to_string()),
-        (WAS_CORDONED_ANNOTATION.to_owned(), false.to_string()),
-    ]));
     bn
 }
 
@@ -161,31 +157,17 @@ pub fn patch_node(name: &str) -> Exchange {
     patch(&object_path::<Node>(name)).query("fieldManager", CONTROLLER_MANAGER)
 }
 
-/// A BootcNode apply that takes a reboot slot (the slot record first,
-/// with the node's cordon state before).
-pub fn takes_slot(name: &str) -> Exchange {
-    holds_slot(name)
-}
-
-/// A BootcNode apply that keeps (or takes) the slot record of a node that
-/// was not cordoned before.
-pub fn holds_slot(name: &str) -> Exchange {
-    let (yes, no) = (true.to_string(), false.to_string());
-    apply_bootc_node(name).body_includes(json!({"metadata": {"annotations": {
-        IN_REBOOT_SLOT_ANNOTATION: yes,
-        WAS_CORDONED_ANNOTATION: no,
-    }}}))
-}
-
-/// A BootcNode apply that gives the slot back (no slot record).
-pub fn releases_slot(name: &str) -> Exchange {
+/// A BootcNode apply that withdraws the node's approval to boot (after its
+/// slot's release), with no slot record of 0.1.0.
+pub fn withdraws_approval(name: &str) -> Exchange {
     apply_bootc_node(name)
+        .body_includes(json!({"spec": {"desiredImageState": DesiredImageState::Staged}}))
         .body_lacks(&metadata_pointer("annotations", IN_REBOOT_SLOT_ANNOTATION))
         .body_lacks(&metadata_pointer("annotations", WAS_CORDONED_ANNOTATION))
 }
 
-/// The slot's cordon: unschedulable, marked as the pool's, with its
-/// disruption record, in one patch.
+/// A reboot slot taken: the cordon, marked as the pool's, with the slot's
+/// record (the disruption record), in one patch.
 pub fn cordons(name: &str) -> Exchange {
     patch_node(name).body_includes(json!({
         "spec": {"unschedulable": true},

@@ -1,5 +1,13 @@
-//! The fields the controller owns on a BootcNode (its spec, the slot record
-//! and the prior cordon state), as a value a plan compares and changes.
+//! The fields the controller owns on a BootcNode (its spec, the skip and
+//! health records), and the member's reboot slot, as a value a plan
+//! compares and changes.
+//!
+//! A slot is recorded on the Node alone: the pool's disruption record,
+//! written with the slot's cordon in one patch ([`crate::reboot::cordon`]),
+//! so taking a slot and releasing it are one write each. The BootcNode's
+//! slot record of 0.1.0 (`bootc.dev/in-reboot-slot`, `was-cordoned`) is
+//! read, so that a slot taken before an upgrade is kept, and the next apply
+//! removes it.
 
 use std::collections::BTreeMap;
 
@@ -27,7 +35,8 @@ pub fn owner_reference(pool: &BootcNodePool) -> OwnerReference {
 }
 
 /// The annotations of a BootcNode that are the controller's: what its
-/// server-side apply owns.
+/// server-side apply owns (the slot record of 0.1.0 included: an apply
+/// removes it).
 pub(crate) const OWNED_ANNOTATIONS: [&str; 6] = [
     IN_REBOOT_SLOT_ANNOTATION,
     WAS_CORDONED_ANNOTATION,
@@ -40,8 +49,12 @@ pub(crate) const OWNED_ANNOTATIONS: [&str; 6] = [
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Owned {
     pub spec: BootcNodeSpec,
+    /// The member holds a reboot slot: its Node carries the pool's
+    /// disruption record (or its BootcNode the record of 0.1.0). Not
+    /// written on the BootcNode.
     pub in_slot: bool,
-    /// `bootc.dev/was-cordoned`: the Node's cordon before the slot.
+    /// `bootc.dev/was-cordoned` of 0.1.0: the Node's cordon before a slot
+    /// taken before the upgrade (None: the Node's mark tells).
     pub was_cordoned: Option<String>,
     /// `bootc.dev/skipped` and `bootc.dev/skipped-because`: the target
     /// digest the node was skipped for after a failed drain, and why.
@@ -56,7 +69,7 @@ impl Owned {
         let ann = bn.annotations();
         Owned {
             spec: bn.spec.clone(),
-            in_slot: bn.in_slot(),
+            in_slot: bn.legacy_slot_record(),
             was_cordoned: ann.get(WAS_CORDONED_ANNOTATION).cloned(),
             skipped: bn
                 .skipped()
@@ -67,13 +80,13 @@ impl Owned {
         }
     }
 
-    /// Does `bn` carry exactly these fields? (Compared in place: a plan
-    /// asks this of every member.)
+    /// Does `bn` carry exactly these fields, and no slot record of 0.1.0?
+    /// (Compared in place: a plan asks this of every member.)
     pub fn is_on(&self, bn: &BootcNode) -> bool {
         let ann = bn.annotations();
         bn.spec == self.spec
-            && bn.in_slot() == self.in_slot
-            && ann.get(WAS_CORDONED_ANNOTATION) == self.was_cordoned.as_ref()
+            && !bn.legacy_slot_record()
+            && !ann.contains_key(WAS_CORDONED_ANNOTATION)
             && bn.skipped() == self.skipped.as_ref().map(|(d, w)| (d.as_str(), w.as_str()))
             && bn.health_failed()
                 == self
@@ -88,12 +101,6 @@ impl Owned {
 
     pub fn to_apply(&self, name: &str, pool: &BootcNodePool) -> BootcNodeApply {
         let mut annotations = BTreeMap::new();
-        if self.in_slot {
-            annotations.insert(IN_REBOOT_SLOT_ANNOTATION.to_owned(), "true".to_owned());
-        }
-        if let Some(w) = &self.was_cordoned {
-            annotations.insert(WAS_CORDONED_ANNOTATION.to_owned(), w.clone());
-        }
         if let Some((digest, why)) = &self.skipped {
             annotations.insert(SKIPPED_ANNOTATION.to_owned(), digest.clone());
             annotations.insert(SKIPPED_BECAUSE_ANNOTATION.to_owned(), why.clone());

@@ -7,19 +7,21 @@
 //!   failed under `onDrainTimeout: Release`) is a candidate; free slots go to
 //!   candidates within the disruption budget ([`crate::holds::disruption::Budget`]),
 //!   already unavailable ones first, unless the pool is paused or halted
-//!   ([`crate::holds::halt`]). Entering a slot writes the slot record on the
-//!   BootcNode (with the prior cordon state) first, then the cordon with the
-//!   disruption record ([`super::cordon`]), then starts the drain.
+//!   ([`crate::holds::halt`]). Entering a slot is one write: the Node's
+//!   cordon with the pool's disruption record, the slot record
+//!   ([`super::cordon`]); then the drain starts.
 //! * Release: a slot holder leaves its slot only once it is back: on the
-//!   target, not Degraded, Ready, and with no reboot in flight. Its Node is
-//!   restored before the BootcNode's slot record goes. A hold releases a
-//!   holder the same way while it is not yet approved to boot (it has not
-//!   rebooted: its cordon is lifted and its drain stops); one approved
-//!   finishes its reboot. So does a failed drain under `onDrainTimeout:
-//!   Release`, which also skips the node for the target.
-//! * A node that carries the pool's disruption record holds its slot even
-//!   when its BootcNode lost the slot record (deleted, recreated): the slot
-//!   is taken back.
+//!   target, not Degraded, Ready, and with no reboot in flight. The write
+//!   that restores its Node removes the record, and its approval is
+//!   withdrawn after. A hold releases a holder the same way while it is not
+//!   yet approved to boot (it has not rebooted: its cordon is lifted and
+//!   its drain stops); one approved finishes its reboot. So does a failed
+//!   drain under `onDrainTimeout: Release`, which also skips the node for
+//!   the target.
+//! * The record lives on the Node, so a BootcNode deleted and recreated
+//!   keeps its slot. A slot record of 0.1.0 on the BootcNode is a slot too
+//!   (an upgrade keeps it; the Node's record is written and the old one
+//!   removed).
 
 use api::BootcNode;
 use k8s_openapi::api::core::v1::Node;
@@ -33,10 +35,10 @@ use crate::model::Write;
 use crate::reboot::cordon;
 use crate::view::View;
 
-/// Does the node hold a slot of `pool` (its BootcNode's slot record, or the
-/// Node's disruption record)?
+/// Does the node hold a slot of `pool`: its Node's disruption record (or
+/// its BootcNode's slot record of 0.1.0)?
 pub fn holds_slot(node: &Node, bn: &BootcNode, pool: &str) -> bool {
-    bn.in_slot() || disruption::recorded_for(node, pool)
+    bn.legacy_slot_record() || disruption::recorded_for(node, pool)
 }
 
 /// Rule 1: may a member outside any slot take a free one? Staged, healthy
@@ -67,15 +69,10 @@ pub fn releasable(runs_target: bool, healthy: bool, reboot_in_flight: bool) -> b
     runs_target && healthy && !reboot_in_flight
 }
 
-/// A member disrupted by our slot whose BootcNode record was lost takes its
-/// slot back.
+/// A member whose Node carries the pool's disruption record holds its slot.
 pub(crate) fn reclaim(owned: &mut Owned, node: Option<&Node>, pool: &str) {
-    if let Some(node) = node
-        && disruption::recorded_for(node, pool)
-        && !owned.in_slot
-    {
+    if node.is_some_and(|node| disruption::recorded_for(node, pool)) {
         owned.in_slot = true;
-        owned.was_cordoned = Some(cordon::prior(node, pool).to_string());
     }
 }
 
@@ -141,8 +138,8 @@ fn in_turn<'a>(candidates: Vec<&'a str>, rollout: &mut Rollout<'a>) -> Vec<&'a s
 
 /// Hands free reboot slots to `candidates` within the disruption budget
 /// and at most `room` of them (the canary step's, [`crate::holds::batches`];
-/// already unavailable candidates first): the slot record on the
-/// BootcNode, then the cordon with the disruption record, then the drain.
+/// already unavailable candidates first): the cordon with the disruption
+/// record (the slot record), then the drain.
 /// Returns how many took a slot.
 fn assign(
     mut candidates: Vec<&str>,
@@ -163,8 +160,6 @@ fn assign(
         };
         budget.take(name);
         v.owned.in_slot = true;
-        v.owned.was_cordoned = Some(cordon::prior(node, pool).to_string());
-        v.applied = None;
         if let Some(patch) = cordon::keep(node, pool) {
             v.post.push(Write::PatchNode {
                 name: name.to_owned(),

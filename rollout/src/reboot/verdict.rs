@@ -397,8 +397,8 @@ fn drain_failure<'p>(pool: &'p Pool<'_, '_>, name: &str) -> Option<&'p str> {
     }
 }
 
-/// Rule 2: the node is back; its Node is restored before its BootcNode's
-/// slot record goes.
+/// Rule 2: the node is back; its Node is restored (its slot record goes
+/// with the uncordon) before its BootcNode's approval is withdrawn.
 fn release(pool: &Pool<'_, '_>, name: &str, node: Option<&Node>, v: &mut NodeVerdict) {
     if let Some(node) = node {
         let patch = cordon::release(node, &pool.view.pool_name, v.owned.was_cordoned.as_deref());

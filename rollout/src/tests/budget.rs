@@ -87,7 +87,9 @@ fn max_unavailable_caps_slots_including_holders() {
         w.plan()
             .writes
             .iter()
-            .filter(|w| matches!(w, Write::ApplyBootcNode(b) if b.in_slot()))
+            .filter(
+                |w| matches!(w, Write::PatchNode { patch, .. } if patch.disrupted == Some(true))
+            )
             .count(),
         1
     );

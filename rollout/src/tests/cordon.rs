@@ -21,17 +21,14 @@ fn a_cordon_of_ours_is_known_by_its_mark_when_the_bootc_node_was_lost() {
         .plan();
     assert!(uncordons(&p, "w1"), "{:?}", p.writes);
 
-    // Still staged: it takes a slot again, recorded as not cordoned before.
+    // Still staged: it takes a slot again, its cordon still ours by the
+    // mark (the slot record written alone).
     let p = World::new(pool("a", IntOrString::Int(1), false))
         .node(marked(node("w1", "a", true, true), "a"))
         .bn(bn("w1", NEW, Daemon::Staged(OLD)))
         .plan();
     assert_eq!(slotted(&p), vec!["w1".to_owned()]);
-    let annotations = &applied(&p, "w1").unwrap().annotations;
-    assert_eq!(
-        annotations.get(WAS_CORDONED_ANNOTATION).map(String::as_str),
-        Some("false")
-    );
+    assert_eq!(slot_record(&p, "w1"), Some(true));
     assert!(!uncordons(&p, "w1"));
 
     // Another pool's mark, or none (an admin's cordon), is left alone.

@@ -87,8 +87,11 @@ fn a_blocking_pod_does_not_release_a_node_already_in_its_slot() {
     w.gates = on_nodes(&[("drained", "batch/etl-7")]);
     let p = w.plan();
     assert_eq!(
-        applied(&p, "drained").map(|b| (b.in_slot(), b.spec.desired_image_state)),
-        Some((true, DesiredImageState::Booted)),
+        (
+            slot_record(&p, "drained"),
+            applied(&p, "drained").map(|b| b.spec.desired_image_state)
+        ),
+        (None, Some(DesiredImageState::Booted)),
         "{:?}",
         p.writes
     );

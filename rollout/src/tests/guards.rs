@@ -41,7 +41,7 @@ fn no_digest(s: &mut BootcNodeStatus) {
 
 /// Is `name` given a reboot slot by this plan?
 fn given_slot(p: &Plan, name: &str) -> bool {
-    applied(p, name).is_some_and(|a| a.in_slot()) || slotted(p).iter().any(|n| n == name)
+    slot_record(p, name) == Some(true) || slotted(p).iter().any(|n| n == name)
 }
 
 /// bootc's `incompatible`, a booted deployment from no image or with no
@@ -258,6 +258,7 @@ fn a_daemon_of_a_contract_not_driven_is_never_told_nor_approved() {
             .bn(bn("ok", NEW, Daemon::Staged(OLD)));
         if in_slot {
             w = w.drain("d", DrainPhase::Succeeded);
+            w.slots.push(("d".into(), "a".into(), false));
         }
         w.bns.push(d);
         let p = w.plan();

@@ -172,7 +172,7 @@ fn a_node_that_fails_is_rolled_back_or_kept_and_no_other_is_given_the_image() {
         let first = applied(&p, "first").expect("first is marked");
         assert_eq!(first.spec.desired_image, image(back_to), "{what}");
         assert_eq!(first.spec.approved(), approved, "{what}");
-        assert!(first.in_slot(), "{what}");
+        assert_eq!(slot_record(&p, "first"), None, "{what}: keeps its slot");
         assert_eq!(
             first
                 .annotations
@@ -235,7 +235,8 @@ fn a_node_back_on_the_image_it_ran_before_leaves_its_slot_and_the_image_stays_fa
     let p = w.plan();
     assert!(uncordons(&p, "first"), "{:?}", p.writes);
     let first = applied(&p, "first").expect("first leaves its slot");
-    assert!(!first.in_slot() && first.spec.desired_image == image(OLD));
+    assert_eq!(slot_record(&p, "first"), Some(false));
+    assert_eq!(first.spec.desired_image, image(OLD));
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
     assert_eq!(degraded_reason(&p), Reason::RolledBack);
     assert!(degraded_message(&p).contains("it was booted back into the image it ran before"));
@@ -388,7 +389,7 @@ fn one_nodes_own_report_does_not_fail_the_image_for_the_pool() {
             .map(String::as_str),
         Some(NEW)
     );
-    assert!(first.in_slot());
+    assert_eq!(slot_record(&p, "first"), None, "keeps its slot");
     lone(&p, "failing");
     // The next plans read the mark: still one witness, the slot kept.
     let marked = || {
@@ -451,7 +452,8 @@ fn a_rollback_to_a_deployment_installed_from_a_tag_is_written_pinned() {
     let p = from_tag(Some(OLD)).plan();
     let first = applied(&p, "first").expect("first is rolled back");
     assert_eq!(first.spec.desired_image, image(OLD));
-    assert!(first.spec.approved() && first.in_slot());
+    assert!(first.spec.approved());
+    assert_eq!(slot_record(&p, "first"), None, "keeps its slot");
     assert_eq!(degraded_reason(&p), Reason::RolledBack);
     // No digest: nothing bootc could be told; it stays for a person, on
     // the image it was told.

@@ -55,7 +55,8 @@ fn cleanup_restores_everything() {
         .node(node("w2", "a", true, true))
         .bn(bn("w1", NEW, Daemon::Staged(OLD)).slot(false))
         .bn(bn("w2", NEW, Daemon::Staged(OLD)).slot(true));
-    let input = w.input(&w.nodes);
+    let nodes = w.recorded_nodes();
+    let input = w.input(&nodes);
     let writes = plan_cleanup(&input).writes;
     assert!(writes.contains(&Write::PatchNode {
         name: "w1".into(),
@@ -63,7 +64,7 @@ fn cleanup_restores_everything() {
             managed: Some(false),
             unschedulable: Some(false),
             mark: Some(false),
-            disrupted: None,
+            disrupted: Some(false),
             do_not_disrupt: None,
             exclude_lb: None,
         }
@@ -74,7 +75,7 @@ fn cleanup_restores_everything() {
             managed: Some(false),
             unschedulable: None,
             mark: None,
-            disrupted: None,
+            disrupted: Some(false),
             do_not_disrupt: None,
             exclude_lb: None,
         }

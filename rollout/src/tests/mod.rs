@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use api::labels::{IN_REBOOT_SLOT_ANNOTATION, MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
+use api::labels::MANAGED_LABEL;
 use api::{
     BootEntryStatus, BootcNode, BootcNodePool, BootcNodeSpec, BootcNodeStatus, ConditionType,
     DesiredImageState, Reason, RebootPolicy, SecretReference, conditions,
@@ -177,12 +177,6 @@ impl Bn {
             controller: Some(true),
             block_owner_deletion: Some(true),
         }]);
-        if let Some(w) = self.slot {
-            b.metadata.annotations = Some(BTreeMap::from([
-                (IN_REBOOT_SLOT_ANNOTATION.to_owned(), "true".to_owned()),
-                (WAS_CORDONED_ANNOTATION.to_owned(), w.to_string()),
-            ]));
-        }
         let entry = |d: &str| BootEntryStatus {
             image: Some(image(d)),
             image_digest: Some(d.into()),
@@ -244,6 +238,9 @@ struct World {
     others: Vec<BootcNodePool>,
     nodes: Vec<Node>,
     bns: Vec<BootcNode>,
+    /// Members holding a slot (recorded on their Nodes): name, pool, and
+    /// whether the Node was cordoned before.
+    slots: Vec<(String, String, bool)>,
     drains: BTreeMap<String, DrainPhase>,
     target: Result<Target, TargetProblem>,
     secret_hash: Option<String>,
@@ -266,6 +263,7 @@ impl World {
             others: vec![],
             nodes: vec![],
             bns: vec![],
+            slots: vec![],
             drains: BTreeMap::new(),
             target: Ok(target(NEW)),
             secret_hash: None,
@@ -281,6 +279,10 @@ impl World {
         self
     }
     fn bn(mut self, b: Bn) -> Self {
+        if let Some(was_cordoned) = b.slot {
+            self.slots
+                .push((b.name.to_owned(), b.pool.to_owned(), was_cordoned));
+        }
         self.bns.push(b.build());
         self
     }
@@ -288,24 +290,16 @@ impl World {
         self.drains.insert(node.into(), phase);
         self
     }
-    /// The Nodes as the actuator leaves them: a node whose BootcNode holds
-    /// a slot carries the pool's disruption record, and our cordon mark
-    /// when the cordon is ours.
+    /// The Nodes as the actuator leaves them: a node holding a slot carries
+    /// the pool's disruption record, and our cordon mark when the cordon is
+    /// ours.
     fn recorded_nodes(&self) -> Vec<Node> {
         let mut nodes = self.nodes.clone();
-        for bn in &self.bns {
-            let ann = bn.annotations();
-            if !ann.contains_key(IN_REBOOT_SLOT_ANNOTATION) {
-                continue;
-            }
-            let Some((pool, _)) = owner_pool(bn) else {
-                continue;
-            };
-            let ours = ann.get(WAS_CORDONED_ANNOTATION).map(String::as_str) == Some("false");
-            for n in nodes.iter_mut().filter(|n| n.name_any() == bn.name_any()) {
+        for (name, pool, was_cordoned) in &self.slots {
+            for n in nodes.iter_mut().filter(|n| n.name_any() == *name) {
                 n.annotations_mut()
                     .insert(api::labels::DISRUPTED_BY_ANNOTATION.into(), pool.clone());
-                if ours && node_unschedulable(n) {
+                if !was_cordoned && node_unschedulable(n) {
                     n.annotations_mut()
                         .insert(api::labels::CORDONED_BY_ANNOTATION.into(), pool.clone());
                 }
@@ -346,6 +340,15 @@ impl World {
 fn applied<'a>(plan: &'a Plan, name: &str) -> Option<&'a BootcNodeApply> {
     plan.writes.iter().find_map(|w| match w {
         Write::ApplyBootcNode(b) if b.name == name => Some(b.as_ref()),
+        _ => None,
+    })
+}
+
+/// What the plan writes of `name`'s slot record (the disruption record on
+/// its Node): Some(true) a slot taken, Some(false) released, None neither.
+fn slot_record(plan: &Plan, name: &str) -> Option<bool> {
+    plan.writes.iter().find_map(|w| match w {
+        Write::PatchNode { name: n, patch } if n == name => patch.disrupted,
         _ => None,
     })
 }
@@ -404,6 +407,15 @@ fn marked(mut n: Node, pool: &str) -> Node {
     n
 }
 
+/// A Node holding `pool`'s reboot slot, cordoned by it: our mark and the
+/// slot record.
+fn in_slot_of(n: Node, pool: &str) -> Node {
+    let mut n = marked(n, pool);
+    n.annotations_mut()
+        .insert(api::labels::DISRUPTED_BY_ANNOTATION.into(), pool.to_owned());
+    n
+}
+
 fn uncordons(plan: &Plan, name: &str) -> bool {
     plan.writes.iter().any(|w| {
         matches!(w, Write::PatchNode { name: n, patch } if n == name && patch.unschedulable == Some(false))
@@ -416,10 +428,7 @@ fn uncordons(plan: &Plan, name: &str) -> bool {
 /// A node this pool's slot cordoned (our mark and the disruption record),
 /// NotReady: it is rebooting.
 fn rebooting_node(name: &str, pool_label: &str) -> Node {
-    let mut n = marked(down_for(node(name, pool_label, true, true), 20), "a");
-    n.annotations_mut()
-        .insert(api::labels::DISRUPTED_BY_ANNOTATION.into(), "a".into());
-    n
+    in_slot_of(down_for(node(name, pool_label, true, true), 20), "a")
 }
 
 /// The pool of the tests of rules that hold new slots (windows, freezes,
@@ -473,8 +482,7 @@ fn node_writes<'a>(plan: &'a Plan, name: &str) -> Vec<&'a Write> {
 /// The node's only write withdraws its approval, keeping its slot.
 fn only_withdrawal(plan: &Plan, name: &str) -> bool {
     matches!(node_writes(plan, name).as_slice(),
-        [Write::ApplyBootcNode(b)] if b.in_slot()
-            && b.spec.desired_image_state == DesiredImageState::Staged)
+        [Write::ApplyBootcNode(b)] if b.spec.desired_image_state == DesiredImageState::Staged)
 }
 mod cost;
 mod incremental;

@@ -17,13 +17,8 @@ fn slot_rule_1_only_healthy_staged_nodes_take_slots() {
         .bn(bn("staged", NEW, Daemon::Staged(OLD)));
     let p = w.plan();
     assert_eq!(slotted(&p), vec!["staged".to_owned()]);
-    // Entering: annotations (with the prior cordon state) before the cordon,
-    // the cordon before the drain.
-    let i_apply = p
-        .writes
-        .iter()
-        .position(|w| matches!(w, Write::ApplyBootcNode(b) if b.name == "staged"))
-        .unwrap();
+    // Entering: one write, the cordon with the slot record, before the
+    // drain; nothing written on the BootcNode.
     let i_cordon = p
         .writes
         .iter()
@@ -36,14 +31,9 @@ fn slot_rule_1_only_healthy_staged_nodes_take_slots() {
         .iter()
         .position(|w| matches!(w, Write::StartDrain { node } if node == "staged"))
         .unwrap();
-    assert!(i_apply < i_cordon && i_cordon < i_drain);
-    let a = applied(&p, "staged").unwrap();
-    assert_eq!(
-        a.annotations
-            .get(WAS_CORDONED_ANNOTATION)
-            .map(String::as_str),
-        Some("false")
-    );
+    assert!(i_cordon < i_drain);
+    assert_eq!(slot_record(&p, "staged"), Some(true));
+    assert!(applied(&p, "staged").is_none(), "{:?}", p.writes);
     // Unhealthy nodes outside slots do not block; the pool reports them.
     assert_eq!(degraded_reason(&p), Reason::NodeDegraded);
     assert!(degraded_message(&p).contains("degraded"));
@@ -55,13 +45,7 @@ fn an_admin_cordoned_node_is_recorded_and_not_cordoned_again() {
         .node(node("w1", "a", true, true))
         .bn(bn("w1", NEW, Daemon::Staged(OLD)));
     let p = w.plan();
-    let a = applied(&p, "w1").unwrap();
-    assert_eq!(
-        a.annotations
-            .get(WAS_CORDONED_ANNOTATION)
-            .map(String::as_str),
-        Some("true")
-    );
+    assert!(applied(&p, "w1").is_none(), "{:?}", p.writes);
     // Not cordoned again: only the disruption record is written.
     let patches: Vec<&NodePatch> = p
         .writes
@@ -89,7 +73,7 @@ fn a_drained_node_is_approved_unless_paused() {
     let p = w.plan();
     let a = applied(&p, "w1").unwrap();
     assert_eq!(a.spec.desired_image_state, DesiredImageState::Booted);
-    assert!(a.in_slot());
+    assert_eq!(slot_record(&p, "w1"), None, "{:?}", p.writes);
     // This pool's first plan announces the rollout; the approval is no event.
     assert!(
         p.events
@@ -227,14 +211,8 @@ fn a_bootc_node_deleted_mid_reboot_takes_its_slot_back() {
         .node(node("next", "a", true, false))
         .bn(bn("next", NEW, Daemon::Staged(OLD)))
         .plan();
-    let a = applied(&p, "r").expect("recreated");
-    assert!(a.in_slot(), "{a:?}");
-    assert_eq!(
-        a.annotations
-            .get(WAS_CORDONED_ANNOTATION)
-            .map(String::as_str),
-        Some("false")
-    );
+    applied(&p, "r").expect("recreated");
+    assert_eq!(slot_record(&p, "r"), None, "{:?}", p.writes);
     assert!(!uncordons(&p, "r"), "{:?}", p.writes);
     assert!(!slotted(&p).contains(&"next".to_owned()), "{:?}", p.writes);
     // Recreated and its daemon not yet back: still held.
@@ -356,9 +334,9 @@ fn a_held_node_takes_no_slot_and_a_hold_releases_a_slot_not_yet_approved() {
     let p = world(&["drained", "approved", "waiting"]).plan();
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
     assert!(uncordons(&p, "drained"), "{:?}", node_writes(&p, "drained"));
-    let released = applied(&p, "drained").expect("drained's BootcNode applied");
-    assert!(!released.in_slot());
-    assert_eq!(released.spec.desired_image_state, DesiredImageState::Staged);
+    assert_eq!(slot_record(&p, "drained"), Some(false));
+    // Never approved: nothing to withdraw, no write on its BootcNode.
+    assert!(applied(&p, "drained").is_none(), "{:?}", p.writes);
     assert!(
         node_writes(&p, "drained")
             .iter()
@@ -397,6 +375,7 @@ fn a_failed_drain_releases_and_skips_the_node_when_the_pool_says_so() {
         if let Some(digest) = skipped_for {
             // Released and skipped by an earlier plan.
             w.nodes[0] = node("blocked", "a", true, false);
+            w.slots.clear();
             w.bns[0] = bn("blocked", NEW, Daemon::Staged(OLD)).build();
             let ann = w.bns[0].annotations_mut();
             ann.insert(api::labels::SKIPPED_ANNOTATION.into(), digest.into());
@@ -417,7 +396,7 @@ fn a_failed_drain_releases_and_skips_the_node_when_the_pool_says_so() {
     let p = world(api::DrainTimeoutPolicy::Release, None);
     assert!(uncordons(&p, "blocked"), "{:?}", node_writes(&p, "blocked"));
     let released = applied(&p, "blocked").expect("blocked applied");
-    assert!(!released.in_slot());
+    assert_eq!(slot_record(&p, "blocked"), Some(false));
     assert_eq!(
         released
             .annotations
@@ -550,5 +529,41 @@ fn a_release_clears_the_pools_lifecycle_conditions_even_with_the_flag_off() {
             "flag {on}: {:?}",
             p.writes
         );
+    }
+}
+
+#[test]
+fn a_slot_recorded_on_the_bootc_node_before_an_upgrade_is_kept_and_moved_to_the_node() {
+    // 0.1.0 recorded a slot on the BootcNode first, then on the Node.
+    let legacy = |b: Bn| {
+        let mut b = b.build();
+        let ann = b.annotations_mut();
+        ann.insert(api::labels::IN_REBOOT_SLOT_ANNOTATION.into(), "true".into());
+        ann.insert(api::labels::WAS_CORDONED_ANNOTATION.into(), "false".into());
+        b
+    };
+    // (what, the Node carries the slot record, the Node write)
+    let rows = [
+        ("both records: the old one goes, nothing else", true, None),
+        (
+            "the BootcNode's alone: the Node's is written",
+            false,
+            Some(true),
+        ),
+    ];
+    for (what, on_node, node_write) in rows {
+        let n = marked(node("w1", "a", true, true), "a");
+        let mut w = World::new(pool("a", IntOrString::Int(1), false))
+            .node(if on_node { in_slot_of(n, "a") } else { n })
+            .node(node("next", "a", true, false))
+            .bn(bn("next", NEW, Daemon::Staged(OLD)))
+            .drain("w1", DrainPhase::Running);
+        w.bns.push(legacy(bn("w1", NEW, Daemon::Staged(OLD))));
+        let p = w.plan();
+        assert!(slotted(&p).is_empty(), "{what}: the slot is still w1's");
+        assert_eq!(slot_record(&p, "w1"), node_write, "{what}: {:?}", p.writes);
+        assert!(!uncordons(&p, "w1"), "{what}");
+        let apply = applied(&p, "w1").expect("the old record removed");
+        assert!(apply.annotations.is_empty(), "{what}: {apply:?}");
     }
 }

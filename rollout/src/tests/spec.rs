@@ -23,7 +23,7 @@ fn spec_sync_resets_approval_and_copies_pool_fields() {
     assert_eq!(apply.spec.pull_secret_ref.as_ref().unwrap().name, "pull");
     assert_eq!(apply.spec.pull_secret_hash.as_deref(), Some("sha256:abc"));
     // The slot is kept across the target change.
-    assert!(apply.in_slot());
+    assert_eq!(slot_record(&p, "w1"), None, "{:?}", p.writes);
 }
 
 #[test]
@@ -243,12 +243,8 @@ fn unlocked_hosts_are_told_only_for_a_slot_the_hand_out_would_give() {
     let idle = |n: &'static str| bn(n, OLD, Daemon::Idle(OLD)).build();
     let in_slot_unhealthy = |n: &'static str| {
         (
-            node(n, "a", true, true),
-            bn(n, NEW, Daemon::Idle(NEW))
-                .approved()
-                .slot(false)
-                .degraded()
-                .build(),
+            in_slot_of(node(n, "a", true, true), "a"),
+            bn(n, NEW, Daemon::Idle(NEW)).approved().degraded().build(),
         )
     };
     let rows: Vec<Row> = vec![

@@ -15,7 +15,7 @@ fn with_updaters(b: Bn, units: &[&str]) -> BootcNode {
 
 /// Is `name` given a reboot slot by this plan?
 fn given_slot(p: &Plan, name: &str) -> bool {
-    applied(p, name).is_some_and(|a| a.in_slot()) || slotted(p).iter().any(|n| n == name)
+    slot_record(p, name) == Some(true) || slotted(p).iter().any(|n| n == name)
 }
 
 #[test]
@@ -82,9 +82,14 @@ fn a_host_running_its_own_updater_is_refused_and_named() {
         ),
     ];
     for (case, r, units, in_slot, pointed_at, named) in rows {
+        let r_node = node("r", "a", true, in_slot);
         let mut w = World::new(pool("a", IntOrString::Int(2), false))
             .node(node("ok", "a", true, false))
-            .node(node("r", "a", true, in_slot))
+            .node(if in_slot {
+                in_slot_of(r_node, "a")
+            } else {
+                r_node
+            })
             .bn(bn("ok", NEW, Daemon::Staged(OLD)));
         w.bns.push(with_updaters(r, units));
         let p = w.plan();

@@ -431,10 +431,13 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
     let deadline = std::time::Instant::now() + ROLLOUT;
     let victim = loop {
         let list = nodes.list(&Default::default()).await.unwrap().items;
+        let slotted = k8s::slot_holders(&sim.admin).await.unwrap();
+        let in_slot =
+            |bn: &BootcNode| slotted.contains(&bn.metadata.name.clone().unwrap_or_default());
         let staged = list.iter().find(|bn| {
             bn.spec.desired_image == target
                 && !bn.approved()
-                && !bn.in_slot()
+                && !in_slot(bn)
                 && bn
                     .status
                     .as_ref()
@@ -444,7 +447,7 @@ async fn an_unplanned_reboot_mid_rollout_on_a_bootc_1_16_node() {
         if let Some(bn) = staged
             && list
                 .iter()
-                .any(|other| other.metadata.name != bn.metadata.name && other.in_slot())
+                .any(|other| other.metadata.name != bn.metadata.name && in_slot(other))
         {
             break bn.metadata.name.clone().unwrap();
         }
@@ -538,9 +541,19 @@ async fn max_unhealthy_one_halts_on_the_first_broken_node() {
         "sim-node-2",
         ROLLOUT,
         "on v2, out of its slot",
-        move |b: Option<&BootcNode>| b.is_some_and(|b| b.runs(&t) && !b.in_slot()),
+        move |b: Option<&BootcNode>| b.is_some_and(|b| b.runs(&t)),
     )
-    .await;
+    .await
+    .and(
+        k8s::wait_for(
+            Api::<Node>::all(sim.admin.clone()),
+            "sim-node-2",
+            ROLLOUT,
+            "out of its slot",
+            |n: Option<&Node>| n.is_some_and(|n| api::node_health::disrupted_by(n).is_none()),
+        )
+        .await,
+    );
     if let Err(e) = result {
         panic!("{e}\n{}", diagnostics(&sim).await);
     }
@@ -568,16 +581,11 @@ async fn max_unhealthy_one_halts_on_the_first_broken_node() {
         [FIRST, "sim-node-2"],
         "only the two first slotted nodes rebooted"
     );
-    for bn in Api::<BootcNode>::all(sim.admin.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-    {
-        let name = bn.metadata.name.clone().unwrap();
-        if kept_out.contains(&name.as_str()) {
-            assert!(!bn.in_slot(), "{name} was given a slot after the halt");
-        }
+    for name in k8s::slot_holders(&sim.admin).await.unwrap() {
+        assert!(
+            !kept_out.contains(&name.as_str()),
+            "{name} was given a slot after the halt"
+        );
     }
     assert_disruption_at_most(&recorder, 2).await;
 }
@@ -653,7 +661,8 @@ async fn a_drain_timeout_under_release_skips_the_node_until_a_retry() {
     let (digest, why) = bn.skipped().expect("sim-node-1 carries no skip");
     assert_eq!(digest, v2);
     assert!(why.contains("default/web"), "{why}");
-    assert!(!bn.in_slot() && !bn.approved(), "{:?}", bn.spec);
+    assert!(!bn.approved(), "{:?}", bn.spec);
+    assert!(!k8s::slot_holders(&sim.admin).await.unwrap().contains(FIRST));
     nothing_cordoned(&sim).await;
     assert!(pods.get_opt("web").await.unwrap().is_some(), "web evicted");
     let approved = recorder.approvals().await.unwrap().split_off(before);
@@ -811,6 +820,13 @@ async fn a_pools_own_deadline_names_a_node_back_but_not_on_the_target() {
         Some(v1.as_str()),
         "{booted:?}"
     );
-    assert!(bn.in_slot() && bn.degraded().is_some(), "{:?}", bn.status);
+    assert!(bn.degraded().is_some(), "{:?}", bn.status);
+    assert!(
+        k8s::slot_holders(&sim.admin)
+            .await
+            .unwrap()
+            .contains(&stuck),
+        "{stuck} keeps its slot"
+    );
     assert_disruption_at_most(&recorder, 1).await;
 }

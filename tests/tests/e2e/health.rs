@@ -177,7 +177,11 @@ fn break_after_the_first_update(sim: &Sim, digest: &str) -> tokio::task::JoinHan
                 .and_then(|s| s.booted.as_ref())
                 .and_then(|b| b.image_digest.as_deref())
                 == Some(digest.as_str());
-            if !runs || bn.in_slot() {
+            if !runs
+                || tests::k8s::slot_holders(&admin)
+                    .await
+                    .is_ok_and(|s| s.contains(&bn.name_any()))
+            {
                 continue;
             }
             let name = bn.name_any();

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use api::{BootcNode, BootcNodePool};
+use api::BootcNodePool;
+use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use serde_json::json;
 use tests::k8s;
@@ -58,7 +59,7 @@ pub(crate) async fn wait_rolled(
     Ok(())
 }
 
-/// Waits until no BootcNode holds a reboot slot and the pool's
+/// Waits until no Node holds a reboot slot and the pool's
 /// `RolloutComplete` event for `image` is published: the last writes of a
 /// rollout land just after the status that shows it complete. Polled: the
 /// benchmark only needs the end, not each step.
@@ -68,16 +69,16 @@ pub(crate) async fn wait_released(
     timeout: Duration,
 ) -> Result<()> {
     use k8s_openapi::api::events::v1::Event;
-    let bns = Api::<BootcNode>::all(admin.clone());
+    let nodes = Api::<Node>::all(admin.clone());
     let events = Api::<Event>::namespaced(admin.clone(), api::labels::CLUSTER_EVENTS_NAMESPACE);
     let deadline = Instant::now() + timeout;
     loop {
-        let slotted = bns
+        let slotted = nodes
             .list(&Default::default())
             .await?
             .items
             .iter()
-            .filter(|b| b.in_slot())
+            .filter(|n| api::node_health::disrupted_by(n).is_some())
             .count();
         let complete = events
             .list(&Default::default())

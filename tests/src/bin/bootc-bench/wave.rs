@@ -21,8 +21,8 @@ use crate::report::{Report, percentile, row};
 /// A step of a node's turn, as a watch (or the controller's log) shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Mark {
+    /// The slot's record on the Node, written with its cordon.
     SlotTaken,
-    Cordoned,
     DrainDone,
     Approved,
     NotReady,
@@ -32,15 +32,18 @@ pub(crate) enum Mark {
 
 /// The steps of a wave: from the mark of one node (`true`: the node that
 /// leaves the slot; `false`: the next) to the next mark.
-pub(crate) const STEPS: [(&str, bool, Mark); 6] = [
+pub(crate) const STEPS: [(&str, bool, Mark); 5] = [
     (
         "the node back on the target and Ready seen",
         true,
         Mark::Ready,
     ),
-    ("its slot released", true, Mark::SlotReleased),
-    ("the next node's slot written", false, Mark::SlotTaken),
-    ("cordoned", false, Mark::Cordoned),
+    ("its slot released (uncordoned)", true, Mark::SlotReleased),
+    (
+        "the next node's slot taken (cordoned)",
+        false,
+        Mark::SlotTaken,
+    ),
     ("drain done", false, Mark::DrainDone),
     ("approval written", false, Mark::Approved),
 ];
@@ -62,15 +65,15 @@ impl Drop for Recorder {
     }
 }
 
-/// A BootcNode's marks: (in its slot, approved).
+/// A BootcNode's marks: (approved, -).
 fn bootc_state(bn: &BootcNode) -> [bool; 2] {
-    [bn.in_slot(), bn.approved()]
+    [bn.approved(), false]
 }
 
-/// A Node's marks: (cordoned, Ready).
+/// A Node's marks: (its slot's record, Ready).
 fn node_state(n: &Node) -> [bool; 2] {
     [
-        api::node_health::is_cordoned(n),
+        api::node_health::disrupted_by(n).is_some(),
         api::node_health::is_ready(n),
     ]
 }
@@ -84,12 +87,9 @@ fn changes(before: [bool; 2], after: [bool; 2], marks: [[Option<Mark>; 2]; 2]) -
 }
 
 /// (fall, rise) marks of a BootcNode's and a Node's flags.
-const BOOTC_MARKS: [[Option<Mark>; 2]; 2] = [
-    [Some(Mark::SlotReleased), Some(Mark::SlotTaken)],
-    [None, Some(Mark::Approved)],
-];
+const BOOTC_MARKS: [[Option<Mark>; 2]; 2] = [[None, Some(Mark::Approved)], [None, None]];
 const NODE_MARKS: [[Option<Mark>; 2]; 2] = [
-    [None, Some(Mark::Cordoned)],
+    [Some(Mark::SlotReleased), Some(Mark::SlotTaken)],
     [Some(Mark::NotReady), Some(Mark::Ready)],
 ];
 
@@ -258,8 +258,8 @@ mod tests {
     #[test]
     fn a_flag_rise_or_fall_is_its_mark() {
         let c = |b, a| changes(b, a, NODE_MARKS);
-        assert_eq!(c([false, true], [true, true]), [Mark::Cordoned]);
-        assert_eq!(c([true, true], [false, true]), []);
+        assert_eq!(c([false, true], [true, true]), [Mark::SlotTaken]);
+        assert_eq!(c([true, true], [false, true]), [Mark::SlotReleased]);
         assert_eq!(c([true, true], [true, false]), [Mark::NotReady]);
         assert_eq!(c([true, false], [false, true]), [Mark::Ready]);
     }
@@ -268,14 +268,12 @@ mod tests {
     fn a_wave_runs_from_one_node_back_to_the_next_approved() {
         let seen: Seen = [
             (0, "a", Mark::SlotTaken),
-            (10, "a", Mark::Cordoned),
             (20, "a", Mark::DrainDone),
             (30, "a", Mark::Approved),
             (40, "a", Mark::NotReady),
             (100, "a", Mark::Ready),
             (130, "a", Mark::SlotReleased),
             (135, "b", Mark::SlotTaken),
-            (150, "b", Mark::Cordoned),
             (160, "b", Mark::DrainDone),
             (190, "b", Mark::Approved),
             (200, "b", Mark::NotReady),
@@ -286,6 +284,6 @@ mod tests {
         let w = waves(&seen);
         assert_eq!(w.len(), 1, "b never came back: one wave");
         let ms: Vec<i64> = w[0].iter().map(|s| (s * 1000.0).round() as i64).collect();
-        assert_eq!(ms, [30, 5, 15, 10, 30]);
+        assert_eq!(ms, [30, 5, 25, 30]);
     }
 }
