@@ -3,7 +3,7 @@
 //! compares and changes.
 //!
 //! A slot is recorded on the Node alone: the pool's disruption record,
-//! written with the slot's cordon in one patch ([`crate::reboot::cordon`]),
+//! written with the slot's cordon in one patch (the cordon rules),
 //! so taking a slot and releasing it are one write each. The BootcNode's
 //! slot record of 0.1.0 (`bootc.dev/in-reboot-slot`, `was-cordoned`) is
 //! read, so that a slot taken before an upgrade is kept, and the next apply
