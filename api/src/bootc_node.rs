@@ -145,6 +145,16 @@ impl BootcNode {
         }
     }
 
+    /// Does the controller wait on its daemon? It is behind its spec, unless
+    /// it is Idle on the desired image: a spec change that leaves that image
+    /// booted (the approval withdrawn as a slot is released) asks nothing of
+    /// the daemon, which writes nothing for it (the daemon's
+    /// `machine::worth_writing`).
+    pub fn owes_an_answer(&self) -> bool {
+        self.daemon_behind()
+            && !(self.phase() == Some(DaemonPhase::Idle) && self.runs(&self.spec.desired_image))
+    }
+
     /// The daemon's phase (None: not reported yet, or one this build does
     /// not know, from a newer daemon: it counts as none).
     pub fn phase(&self) -> Option<DaemonPhase> {
@@ -422,6 +432,45 @@ mod tests {
         for (what, b, want) in rows {
             assert_eq!(b.daemon_behind(), want, "{what}");
         }
+    }
+
+    #[test]
+    fn a_daemon_idle_on_its_desired_image_owes_no_answer() {
+        let behind = |phase: Reason, booted: &str| {
+            let mut b = with_status(bn(), |s| {
+                s.observed_generation = Some(2);
+                s.booted = Some(BootEntryStatus {
+                    image: Some(image(booted)),
+                    image_digest: Some(booted.to_owned()),
+                    ..BootEntryStatus::default()
+                });
+                let idle = if phase == Reason::Idle {
+                    "True"
+                } else {
+                    "False"
+                };
+                s.conditions = vec![condition(ConditionType::Idle, idle, phase.as_str(), 1)];
+            });
+            b.metadata.generation = Some(3);
+            b
+        };
+        // (what, BootcNode, owes an answer)
+        let rows = [
+            ("Idle on the desired image", behind(Reason::Idle, D2), false),
+            ("Idle on another image", behind(Reason::Idle, D1), true),
+            (
+                "Staged for the desired image",
+                behind(Reason::Staged, D1),
+                true,
+            ),
+            ("no status", bn(), true),
+        ];
+        for (what, b, want) in rows {
+            assert_eq!(b.owes_an_answer(), want, "{what}");
+        }
+        let mut answered = behind(Reason::Idle, D1);
+        answered.metadata.generation = Some(2);
+        assert!(!answered.owes_an_answer(), "not behind");
     }
 
     #[test]

@@ -273,7 +273,7 @@ async fn reconcile_pool(
                 .any(|n| rollout::holds::disruption::recorded_for(n, &pool_name))
                 || chosen.bns.iter().any(|bn| bn.legacy_slot_record())
         },
-        silent: || chosen.bns.iter().any(|bn| bn.daemon_behind()),
+        silent: || chosen.bns.iter().any(|bn| bn.owes_an_answer()),
     };
     let selects = !chosen.nodes.is_empty();
     let mut gates = ctx.gatekeeper.ask(&pool, gates, members, selects).await;

@@ -294,8 +294,8 @@ pub(crate) fn report_api(report: &mut Report, r: &RolloutResult, nodes: usize, i
     report.push(row(
         format!("controller requests while idle ({}s)", idle.as_secs()),
         idle_controller.to_string(),
-        "",
-        None,
+        "0",
+        Some(idle_controller == 0),
     ));
     report.details.push(format!(
         "### API requests for one update of {nodes} nodes (maxUnavailable 1)\n\nCounted from the API server's audit log (stage RequestReceived), by user. Watches are counted when they start.\n\n{}\n{}",
