@@ -17,10 +17,10 @@ use kube::api::Api;
 use tests::e2e::assert_cluster_disruption_at_most;
 use tests::nodes::operator::Install;
 use tests::nodes::pool::{
-    POOL, ROLLOUT, WORKLOAD, digest_of, installed_with_a_pool_on_v1, kubectl, pool_yaml, wait_pool,
-    wait_pool_for,
+    POOL, ROLLOUT, WORKLOAD, digest_of, installed_with_a_pool_on_v1, kubectl, pool_yaml,
+    pool_yaml_at, wait_pool, wait_pool_for,
 };
-use tests::nodes::{NodeCluster, NodeClusterOptions, push_os};
+use tests::nodes::{NodeCluster, NodeClusterOptions, OS_REPO, push_os, source_registry};
 
 /// Runs `body` on a fresh cluster of `nodes` real nodes.
 fn on_real_nodes<F, Fut>(nodes: usize, body: F)
@@ -156,8 +156,17 @@ fn daemon_confined_as_deployed(node: &tests::nodes::RealNode) {
     );
 }
 
+/// The operator's main path on real nodes, for a disconnected cluster: the
+/// pool names v2 at a source registry that refuses connections, and the
+/// nodes' image and the controller's ConfigMap carry the same
+/// registries.conf naming its mirror (the cluster's registry). The
+/// controller resolves the tag through the mirror, each node's bootc pulls
+/// the pool's own reference through the mirror its host's registries.conf
+/// names, and the three nodes roll to v2 one at a time behind a health
+/// gate, as the cluster sees it: each BootcNode booted on v2's digest, each
+/// Node Ready with v2's OS, nothing cordoned.
 #[test]
-fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
+fn a_pool_rolls_v1_to_v2_across_three_real_nodes_through_their_mirror() {
     on_real_nodes(3, |cluster| async move {
         let recorder = installed_with_a_pool_on_v1(&cluster, Some(WORKLOAD), &Install::default())
             .await
@@ -172,11 +181,12 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
         // daemon pod Ready again, for 5 s, before the next node's turn.
         let gated = format!(
             "{}  health:\n    pods:\n      - namespace: bootc-daemon\n        selector: {{matchLabels: {{app.kubernetes.io/name: bootc-daemon}}}}\n    settleSeconds: 5\n    timeoutSeconds: 300\n",
-            pool_yaml(&cluster, "v2")
+            pool_yaml_at(&source_registry(), "v2")
         );
         kubectl(&cluster, &["apply", "-f", "-"], Some(&gated)).unwrap();
         let v2_digest = digest_of(&v2).to_owned();
-        wait_pool(&cluster, "every node on v2", move |p| {
+        let v2_at_source = format!("{}/{OS_REPO}@{v2_digest}", source_registry());
+        let p = wait_pool(&cluster, "every node on v2", move |p| {
             let s = p.status.clone().unwrap_or_default();
             s.target_digest.as_deref() == Some(v2_digest.as_str())
                 && s.updated_count == 3
@@ -184,6 +194,12 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
         })
         .await
         .unwrap();
+        // The tag, resolved through the mirror: the nodes told the pool's
+        // own name (their registries.conf sends the pull to the mirror).
+        assert_eq!(
+            p.status.unwrap().target_image.as_deref(),
+            Some(v2_at_source.as_str())
+        );
         for (node, before) in cluster.nodes.iter().zip(boots_before) {
             assert_eq!(node.boot_count(), before + 1, "{} rebooted once", node.name);
             let state = node.bootc().read_state().unwrap();
@@ -200,6 +216,14 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
         let bns = Api::<api::BootcNode>::all(cluster.cp.admin().await.unwrap());
         for node in &cluster.nodes {
             let status = bns.get(&node.name).await.unwrap().status.unwrap();
+            // The pool's own reference, pulled through the mirror.
+            let booted = status.booted.clone().unwrap();
+            assert_eq!(
+                (booted.image.as_deref(), booted.image_digest.as_deref()),
+                (Some(v2_at_source.as_str()), Some(digest_of(&v2))),
+                "{} booted v2 as the pool names it",
+                node.name
+            );
             // bootc's timer is in the node's systemd, masked by its image.
             assert!(
                 status.host_updaters.is_empty(),
