@@ -82,6 +82,38 @@ where
     }
 }
 
+/// Returns once a node reports that its bootc could not pull (its
+/// BootcNode Degraded for the registry), naming the node and bootc's words.
+async fn a_pull_failing(cluster: &NodeCluster) -> String {
+    use api::{ConditionType, Reason};
+    let bns = Api::<api::BootcNode>::all(cluster.cp.admin().await.unwrap());
+    let pull_reasons = [
+        Reason::RegistryUnreachable,
+        Reason::ImageNotFound,
+        Reason::RegistryUnauthorized,
+    ];
+    let failed = std::sync::Mutex::new(String::new());
+    wait_until_async("a node's pull failing", || async {
+        for bn in bns.list(&Default::default()).await.unwrap() {
+            let c = bn.status.unwrap_or_default().conditions;
+            let reason = api::conditions::reason(&c, ConditionType::Degraded);
+            if api::conditions::is_true(&c, ConditionType::Degraded)
+                && pull_reasons.iter().any(|r| Some(r.as_str()) == reason)
+            {
+                let message = api::conditions::message(&c, ConditionType::Degraded);
+                *failed.lock().unwrap() = format!(
+                    "{}: {reason:?}: {message:?}",
+                    bn.metadata.name.unwrap_or_default()
+                );
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    failed.into_inner().unwrap()
+}
+
 /// No node is cordoned or carries the operator's marks.
 async fn nothing_cordoned(cluster: &NodeCluster) {
     let nodes = Api::<Node>::all(cluster.cp.admin().await.unwrap());
@@ -186,14 +218,16 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes_through_their_mirror() {
         kubectl(&cluster, &["apply", "-f", "-"], Some(&gated)).unwrap();
         let v2_digest = digest_of(&v2).to_owned();
         let v2_at_source = format!("{}/{OS_REPO}@{v2_digest}", source_registry());
-        let p = wait_pool(&cluster, "every node on v2", move |p| {
+        let rolled = wait_pool(&cluster, "every node on v2", move |p| {
             let s = p.status.clone().unwrap_or_default();
             s.target_digest.as_deref() == Some(v2_digest.as_str())
                 && s.updated_count == 3
                 && s.updating_count == 0
-        })
-        .await
-        .unwrap();
+        });
+        let p = tokio::select! {
+            p = rolled => p.unwrap(),
+            failed = a_pull_failing(&cluster) => panic!("{failed}"),
+        };
         // The tag, resolved through the mirror: the nodes told the pool's
         // own name (their registries.conf sends the pull to the mirror).
         assert_eq!(
