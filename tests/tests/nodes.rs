@@ -17,10 +17,10 @@ use kube::api::Api;
 use tests::e2e::assert_cluster_disruption_at_most;
 use tests::nodes::operator::Install;
 use tests::nodes::pool::{
-    POOL, ROLLOUT, WORKLOAD, digest_of, installed_with_a_pool_on_v1, kubectl, pool_yaml, wait_pool,
-    wait_pool_for,
+    POOL, ROLLOUT, WORKLOAD, digest_of, installed_with_a_pool_on_v1, kubectl, pool_yaml,
+    pool_yaml_at, wait_pool, wait_pool_for,
 };
-use tests::nodes::{NodeCluster, NodeClusterOptions, push_os};
+use tests::nodes::{NodeCluster, NodeClusterOptions, OS_REPO, push_os, source_registry};
 
 /// Runs `body` on a fresh cluster of `nodes` real nodes.
 fn on_real_nodes<F, Fut>(nodes: usize, body: F)
@@ -80,6 +80,38 @@ where
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Returns once a node reports that its bootc could not pull (its
+/// BootcNode Degraded for the registry), naming the node and bootc's words.
+async fn a_pull_failing(cluster: &NodeCluster) -> String {
+    use api::{ConditionType, Reason};
+    let bns = Api::<api::BootcNode>::all(cluster.cp.admin().await.unwrap());
+    let pull_reasons = [
+        Reason::RegistryUnreachable,
+        Reason::ImageNotFound,
+        Reason::RegistryUnauthorized,
+    ];
+    let failed = std::sync::Mutex::new(String::new());
+    wait_until_async("a node's pull failing", || async {
+        for bn in bns.list(&Default::default()).await.unwrap() {
+            let c = bn.status.unwrap_or_default().conditions;
+            let reason = api::conditions::reason(&c, ConditionType::Degraded);
+            if api::conditions::is_true(&c, ConditionType::Degraded)
+                && pull_reasons.iter().any(|r| Some(r.as_str()) == reason)
+            {
+                let message = api::conditions::message(&c, ConditionType::Degraded);
+                *failed.lock().unwrap() = format!(
+                    "{}: {reason:?}: {message:?}",
+                    bn.metadata.name.unwrap_or_default()
+                );
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    failed.into_inner().unwrap()
 }
 
 /// No node is cordoned or carries the operator's marks.
@@ -156,8 +188,17 @@ fn daemon_confined_as_deployed(node: &tests::nodes::RealNode) {
     );
 }
 
+/// The operator's main path on real nodes, for a disconnected cluster: the
+/// pool names v2 at a source registry that refuses connections, and the
+/// nodes' image and the controller's ConfigMap carry the same
+/// registries.conf naming its mirror (the cluster's registry). The
+/// controller resolves the tag through the mirror, each node's bootc pulls
+/// the pool's own reference through the mirror its host's registries.conf
+/// names, and the three nodes roll to v2 one at a time behind a health
+/// gate, as the cluster sees it: each BootcNode booted on v2's digest, each
+/// Node Ready with v2's OS, nothing cordoned.
 #[test]
-fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
+fn a_pool_rolls_v1_to_v2_across_three_real_nodes_through_their_mirror() {
     on_real_nodes(3, |cluster| async move {
         let recorder = installed_with_a_pool_on_v1(&cluster, Some(WORKLOAD), &Install::default())
             .await
@@ -172,18 +213,27 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
         // daemon pod Ready again, for 5 s, before the next node's turn.
         let gated = format!(
             "{}  health:\n    pods:\n      - namespace: bootc-daemon\n        selector: {{matchLabels: {{app.kubernetes.io/name: bootc-daemon}}}}\n    settleSeconds: 5\n    timeoutSeconds: 300\n",
-            pool_yaml(&cluster, "v2")
+            pool_yaml_at(&source_registry(), "v2")
         );
         kubectl(&cluster, &["apply", "-f", "-"], Some(&gated)).unwrap();
         let v2_digest = digest_of(&v2).to_owned();
-        wait_pool(&cluster, "every node on v2", move |p| {
+        let v2_at_source = format!("{}/{OS_REPO}@{v2_digest}", source_registry());
+        let rolled = wait_pool(&cluster, "every node on v2", move |p| {
             let s = p.status.clone().unwrap_or_default();
             s.target_digest.as_deref() == Some(v2_digest.as_str())
                 && s.updated_count == 3
                 && s.updating_count == 0
-        })
-        .await
-        .unwrap();
+        });
+        let p = tokio::select! {
+            p = rolled => p.unwrap(),
+            failed = a_pull_failing(&cluster) => panic!("{failed}"),
+        };
+        // The tag, resolved through the mirror: the nodes told the pool's
+        // own name (their registries.conf sends the pull to the mirror).
+        assert_eq!(
+            p.status.unwrap().target_image.as_deref(),
+            Some(v2_at_source.as_str())
+        );
         for (node, before) in cluster.nodes.iter().zip(boots_before) {
             assert_eq!(node.boot_count(), before + 1, "{} rebooted once", node.name);
             let state = node.bootc().read_state().unwrap();
@@ -200,6 +250,14 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes() {
         let bns = Api::<api::BootcNode>::all(cluster.cp.admin().await.unwrap());
         for node in &cluster.nodes {
             let status = bns.get(&node.name).await.unwrap().status.unwrap();
+            // The pool's own reference, pulled through the mirror.
+            let booted = status.booted.clone().unwrap();
+            assert_eq!(
+                (booted.image.as_deref(), booted.image_digest.as_deref()),
+                (Some(v2_at_source.as_str()), Some(digest_of(&v2))),
+                "{} booted v2 as the pool names it",
+                node.name
+            );
             // bootc's timer is in the node's systemd, masked by its image.
             assert!(
                 status.host_updaters.is_empty(),

@@ -500,3 +500,94 @@ async fn bearer_challenges_get_a_token_from_the_realm() {
     assert_eq!(asked.len(), 2, "{asked:?}");
     assert_eq!(asked[1].authorization, None, "{asked:?}");
 }
+
+/// The fake bootc pulls as bootc's containers/image does: through the
+/// mirrors the host's registries.conf (and its drop-ins, a later one
+/// replacing a table of the same prefix) names for the reference, in order,
+/// then the source; `mirror-by-digest-only` keeps a tag at the source; a
+/// `blocked` registry is refused naming the files; when every location
+/// fails, each is named. Without the file, the source alone is asked.
+#[tokio::test]
+async fn the_fake_hosts_pull_goes_through_the_hosts_mirrors() {
+    let mirror = TestRegistry::start("tester", "pw").await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let m = mirror.host();
+    let certs = root.path().join("etc/containers/certs.d").join(&m);
+    std::fs::create_dir_all(&certs).unwrap();
+    std::fs::write(certs.join("ca.crt"), mirror.ca_pem().unwrap()).unwrap();
+    let auth = root.path().join("auth.json");
+    std::fs::write(&auth, mirror.docker_config("tester", "pw")).unwrap();
+    let digest = mirror
+        .push_image("mirrored/acme/os", "a", &image("7.1"))
+        .await
+        .unwrap();
+    // A source that refuses connections: a port bound, then released.
+    let source = std::net::TcpListener::bind("127.0.0.3:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let pinned = format!("{source}/acme/os@{digest}");
+    let pull = |reference: String| {
+        let (root, auth) = (root.path().to_owned(), auth.clone());
+        async move { tests::image_pull::pull(&reference, &root, Some(&auth), "amd64").await }
+    };
+    let refused = format!(
+        "pinging container registry {source}: Get \"https://{source}/v2/\": dial tcp {source}: connect: connection refused"
+    );
+
+    // No registries.conf: the source alone.
+    let err = format!("{:#}", pull(pinned.clone()).await.unwrap_err());
+    assert_eq!(err, refused);
+
+    let conf_dir = root.path().join("etc/containers");
+    let table = |extra: &str, mirror_path: &str| {
+        format!(
+            "[[registry]]\nprefix = \"{source}/acme\"\nlocation = \"{source}/acme\"\n{extra}\n[[registry.mirror]]\nlocation = \"{m}/{mirror_path}\"\n"
+        )
+    };
+    std::fs::write(conf_dir.join("registries.conf"), table("", "mirrored/acme")).unwrap();
+    let pulled = pull(pinned.clone()).await.unwrap();
+    assert_eq!(pulled.manifest_digest, digest);
+    assert_eq!(pulled.version.as_deref(), Some("7.1"));
+
+    // mirror-by-digest-only: a tag goes to the source alone.
+    std::fs::write(
+        conf_dir.join("registries.conf"),
+        table("mirror-by-digest-only = true", "mirrored/acme"),
+    )
+    .unwrap();
+    let err = format!(
+        "{:#}",
+        pull(format!("{source}/acme/os:a")).await.unwrap_err()
+    );
+    assert_eq!(err, refused);
+    assert_eq!(pull(pinned.clone()).await.unwrap().manifest_digest, digest);
+
+    // A drop-in's table of the same prefix replaces the file's: blocked.
+    let drop_ins = conf_dir.join("registries.conf.d");
+    std::fs::create_dir_all(&drop_ins).unwrap();
+    std::fs::write(
+        drop_ins.join("50-block.conf"),
+        table("blocked = true", "mirrored/acme"),
+    )
+    .unwrap();
+    let err = format!("{:#}", pull(pinned.clone()).await.unwrap_err());
+    assert_eq!(
+        err,
+        format!(
+            "registry {source}/acme is blocked in /etc/containers/registries.conf or /etc/containers/registries.conf.d"
+        )
+    );
+    // ... and a later one replaces that: a mirror without the image. Each
+    // location named, the mirror's in brackets, the source's last.
+    std::fs::write(drop_ins.join("60-elsewhere.conf"), table("", "nowhere")).unwrap();
+    std::fs::write(drop_ins.join("70-ignored.txt"), "not toml [").unwrap();
+    let err = format!("{:#}", pull(pinned.clone()).await.unwrap_err());
+    assert_eq!(
+        err,
+        format!(
+            "(Mirrors also failed: [{m}/nowhere/os@{digest}: reading manifest {digest} in {m}/nowhere/os: manifest unknown]): {pinned}: {refused}"
+        )
+    );
+}

@@ -29,10 +29,13 @@
 //! ```
 //!
 //! <root>/fake-bootc/pull-from-registry present: `switch` fetches the manifest
-//! (the per-platform one of an index) and config from the registry in the
-//! reference with bootc's auth file and the CA in
+//! (the per-platform one of an index) and config where containers/image
+//! would (`crate::image_pull`: the mirrors `etc/containers/registries.conf`
+//! and its `registries.conf.d/*.conf` name, then the registry in the
+//! reference; a blocked one refused) with bootc's auth file and the CA in
 //! `etc/containers/certs.d/<registry>/ca.crt`, so a wrong pull secret fails
-//! with the registry's 401 and a missing image with its 404, end to end.
+//! with the registry's 401, a missing image with its 404, and a host whose
+//! registries.conf lacks the mirror with the source's refusal, end to end.
 //! Without it the digest is taken from the pinned reference (unit-style
 //! tests with no registry), and the fault injections stand in.
 //!

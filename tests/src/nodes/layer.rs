@@ -96,7 +96,15 @@ pub struct LayerInputs<'a> {
     /// it holds every reboot for 90 s).
     pub pause_image: &'a str,
     pub cluster_ca: &'a [u8],
+    /// The nodes' registries.conf drop-in ([`HOSTS_REGISTRIES_CONF`]), as an
+    /// admin's image carries it (`super::registries_conf`).
+    pub registries_conf: &'a str,
 }
+
+/// Where the nodes' image carries its mirrors: a drop-in of
+/// containers-registries.conf.d(5), which bootc's containers/image (and the
+/// fake bootc, `crate::image_pull`) reads after `/etc/containers/registries.conf`.
+pub const HOSTS_REGISTRIES_CONF: &str = "/etc/containers/registries.conf.d/50-os-mirror.conf";
 
 fn write(root: &Path, path: &str, text: impl AsRef<[u8]>, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
@@ -187,6 +195,7 @@ pub fn write_shared(root: &Path, inputs: &LayerInputs<'_>) -> Result<()> {
     // What bootc trusts for the registry (the fake reads it like bootc).
     let bootc_certs = format!("/etc/containers/certs.d/{}/ca.crt", inputs.registry);
     write(root, &bootc_certs, inputs.registry_ca, 0o644)?;
+    write(root, HOSTS_REGISTRIES_CONF, inputs.registries_conf, 0o644)?;
     write(root, "/etc/kubernetes/pki/ca.crt", inputs.cluster_ca, 0o644)?;
     write(root, "/var/lib/kubelet/config.yaml", KUBELET_CONFIG, 0o644)?;
     Ok(())

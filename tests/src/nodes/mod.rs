@@ -49,6 +49,29 @@ pub const OS_REPO: &str = "acme/os";
 /// The tag (and content marker) of the OS image every node boots first.
 pub const V1_MARKER: &str = "v1";
 
+/// The registry a disconnected cluster cannot reach: port 1 of the
+/// bridge's address, where nothing listens (the cluster's network is this
+/// test's own), so every connection is refused. A pool that names
+/// [`OS_REPO`] there is served by its mirror, the cluster's registry, on
+/// hosts and controller alike ([`registries_conf`]).
+pub fn source_registry() -> String {
+    format!("{BRIDGE_ADDRESS}:1")
+}
+
+/// The registries.conf (containers-registries.conf(5) v2) the nodes' image
+/// carries ([`layer::HOSTS_REGISTRIES_CONF`]) and the operator's install
+/// gives the controller (its ConfigMap `bootc-registries`): the OS
+/// repository's namespace under [`source_registry`] is mirrored by the
+/// same namespace in the cluster's registry at `mirror`. Pools that name the
+/// registry itself match no table.
+pub fn registries_conf(mirror: &str) -> String {
+    let source = source_registry();
+    let namespace = OS_REPO.split('/').next().unwrap_or(OS_REPO);
+    format!(
+        "[[registry]]\nprefix = \"{source}/{namespace}\"\nlocation = \"{source}/{namespace}\"\n\n[[registry.mirror]]\nlocation = \"{mirror}/{namespace}\"\n"
+    )
+}
+
 /// How long nodes may take to register Ready after their first boot.
 const NODES_READY: Duration = Duration::from_secs(120);
 
@@ -278,6 +301,7 @@ impl NodeCluster {
                 registry_password: password,
                 pause_image: &format!("{}/{}", registry.host(), images::TOOLS),
                 cluster_ca: &std::fs::read(cp.ca_file())?,
+                registries_conf: &registries_conf(&registry.host()),
             },
         )?;
         let mut cluster = NodeCluster {

@@ -3,8 +3,10 @@
 //! binaries the tests built, the helper as it ships) pushed to the cluster's
 //! registry, and `kubectl apply -k` of an overlay of `deploy/` that names the
 //! image, the registry's CA (the optional ConfigMap deploy/ reads), the
-//! repository the nodes may boot (the required setting of the daemons'
-//! ConfigMap) and nothing else; a test may add what a user tunes through
+//! mirrors the nodes' image has (`super::registries_conf`, the ConfigMap
+//! `bootc-registries` deploy/ ships empty), the repository the nodes may
+//! boot, by its own name and by the name its mirror serves (the required
+//! setting of the daemons' ConfigMap) and nothing else; a test may add what a user tunes through
 //! documented flags ([`Install::controller_args`]), as a patch of its own.
 
 use std::path::{Path, PathBuf};
@@ -73,11 +75,16 @@ pub fn write_overlay(cluster: &NodeCluster, image: &str, install: &Install) -> R
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("registry-ca.crt"), cluster.registry.ca_pem()?)?;
     let deploy = relative(&crate::repo_root().join("deploy"), &dir);
+    std::fs::write(
+        dir.join("registries.conf"),
+        super::registries_conf(&cluster.registry.host()),
+    )?;
     let text = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {deploy}\nimages:\n  - name: bootc-operator\n    newName: {image}\n    newTag: {OPERATOR_TAG}\nconfigMapGenerator:\n  - name: bootc-registry-ca\n    namespace: bootc-operator\n    files:\n      - registry-ca.crt\n    options:\n      disableNameSuffixHash: true\n  - name: bootc-daemon\n    namespace: bootc-daemon\n    behavior: merge\n    literals:\n      - {key}={registry}/{repo}\n",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {deploy}\nimages:\n  - name: bootc-operator\n    newName: {image}\n    newTag: {OPERATOR_TAG}\nconfigMapGenerator:\n  - name: bootc-registry-ca\n    namespace: bootc-operator\n    files:\n      - registry-ca.crt\n    options:\n      disableNameSuffixHash: true\n  - name: bootc-registries\n    namespace: bootc-operator\n    behavior: merge\n    files:\n      - registries.conf\n  - name: bootc-daemon\n    namespace: bootc-daemon\n    behavior: merge\n    literals:\n      - {key}={registry}/{repo},{source}/{repo}\n",
         deploy = deploy.display(),
         key = daemon::agent::repositories::CONFIG_KEY,
         registry = cluster.registry.host(),
+        source = super::source_registry(),
         repo = super::OS_REPO,
     );
     let text = text + &controller_patch(&install.controller_args);

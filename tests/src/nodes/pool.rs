@@ -67,9 +67,14 @@ pub fn kubectl(cluster: &NodeCluster, args: &[&str], input: Option<&str>) -> Res
 /// The pool, as a user writes it: every labelled node, one at a time,
 /// following the OS repository's `tag`.
 pub fn pool_yaml(cluster: &NodeCluster, tag: &str) -> String {
+    pool_yaml_at(&cluster.registry.host(), tag)
+}
+
+/// [`pool_yaml`] naming the OS repository at `registry`: the cluster's, or
+/// [`super::source_registry`], which the cluster reaches through its mirror.
+pub fn pool_yaml_at(registry: &str, tag: &str) -> String {
     format!(
-        "apiVersion: node.bootc.dev/v1alpha1\nkind: BootcNodePool\nmetadata:\n  name: {POOL}\nspec:\n  nodeSelector:\n    matchLabels:\n      {POOL_LABEL}: {POOL}\n  image:\n    ref: {}/{}:{tag}\n  pullSecretRef:\n    name: os-pull\n    namespace: bootc-operator\n  rollout:\n    maxUnavailable: 1\n",
-        cluster.registry.host(),
+        "apiVersion: node.bootc.dev/v1alpha1\nkind: BootcNodePool\nmetadata:\n  name: {POOL}\nspec:\n  nodeSelector:\n    matchLabels:\n      {POOL_LABEL}: {POOL}\n  image:\n    ref: {registry}/{}:{tag}\n  pullSecretRef:\n    name: os-pull\n    namespace: bootc-operator\n  rollout:\n    maxUnavailable: 1\n",
         super::OS_REPO,
     )
 }
