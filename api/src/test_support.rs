@@ -325,11 +325,12 @@ impl BootcNodeBuilder {
 
 /// A BootcNodePool: `PoolBuilder::new("web").selects("role", "web").image(r).build()`.
 ///
-/// Its conditions are set at the Unix epoch and observe the generation set
-/// before them.
+/// Its conditions are set at [`at`](Self::at) (the Unix epoch unless told)
+/// and observe the generation set before them.
 #[derive(Clone, Debug)]
 pub struct PoolBuilder {
     pool: BootcNodePool,
+    now: Time,
 }
 
 impl PoolBuilder {
@@ -342,6 +343,7 @@ impl PoolBuilder {
         .expect("the smallest pool spec");
         PoolBuilder {
             pool: BootcNodePool::new(name, spec),
+            now: Time(Timestamp::UNIX_EPOCH),
         }
     }
 
@@ -416,9 +418,14 @@ impl PoolBuilder {
         message: &str,
     ) -> Self {
         let update = ConditionUpdate::new(type_, status, reason, message);
-        let generation = self.pool.metadata.generation;
-        let now = Time(Timestamp::UNIX_EPOCH);
+        let (generation, now) = (self.pool.metadata.generation, self.now.clone());
         conditions::apply(&mut self.status().conditions, &update, generation, &now);
+        self
+    }
+
+    /// The time the conditions set after this are set at.
+    pub fn at(mut self, now: Time) -> Self {
+        self.now = now;
         self
     }
 
