@@ -35,7 +35,7 @@ use crate::labels::MANAGED_LABEL;
 use crate::node_health::NODE_READY;
 use crate::{
     BootEntryStatus, BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeSpec, BootcNodeStatus,
-    ConditionType, DaemonPhase, DaemonStatus, DesiredImageState, Reason,
+    ConditionType, DaemonPhase, DaemonStatus, DesiredImageState, Reason, SecretReference,
 };
 
 fn set(map: &mut Option<BTreeMap<String, String>>, key: &str, value: &str) {
@@ -372,6 +372,15 @@ impl PoolBuilder {
 
     pub fn resource_version(mut self, version: &str) -> Self {
         self.pool.metadata.resource_version = Some(version.to_owned());
+        self
+    }
+
+    /// `spec.pullSecretRef`: the Secret `namespace/name`.
+    pub fn pull_secret(mut self, namespace: &str, name: &str) -> Self {
+        self.pool.spec.pull_secret_ref = Some(SecretReference {
+            name: name.to_owned(),
+            namespace: namespace.to_owned(),
+        });
         self
     }
 
