@@ -204,6 +204,7 @@ impl BootcNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::BootcNodeBuilder;
     use crate::{BootEntryStatus, BootcNodeStatus, Reason};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -215,16 +216,7 @@ mod tests {
     }
 
     fn bn() -> BootcNode {
-        BootcNode::new(
-            "n1",
-            BootcNodeSpec {
-                desired_image: image(D2),
-                desired_image_state: DesiredImageState::Staged,
-                reboot_policy: Default::default(),
-                pull_secret_ref: None,
-                pull_secret_hash: None,
-            },
-        )
+        BootcNodeBuilder::new("n1").desired(image(D2)).build()
     }
 
     fn condition(type_: ConditionType, status: &str, reason: &str, at: i64) -> Condition {

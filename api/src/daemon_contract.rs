@@ -82,27 +82,13 @@ impl DaemonSkew {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BootcNodeSpec, BootcNodeStatus, DaemonStatus, DesiredImageState};
+    use crate::test_support::BootcNodeBuilder;
 
     fn bn(daemon: Option<(i32, &str)>) -> BootcNode {
-        let mut b = BootcNode::new(
-            "n1",
-            BootcNodeSpec {
-                desired_image: "r.example/os@sha256:1".into(),
-                desired_image_state: DesiredImageState::Staged,
-                reboot_policy: Default::default(),
-                pull_secret_ref: None,
-                pull_secret_hash: None,
-            },
-        );
-        b.status = Some(BootcNodeStatus {
-            daemon: daemon.map(|(contract, version)| DaemonStatus {
-                version: version.into(),
-                contract,
-            }),
-            ..BootcNodeStatus::default()
-        });
-        b
+        BootcNodeBuilder::new("n1")
+            .desired("r.example/os@sha256:1")
+            .daemon(daemon)
+            .build()
     }
 
     #[test]

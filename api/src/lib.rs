@@ -31,6 +31,8 @@ pub mod node_history;
 pub mod pull_secret;
 #[cfg(feature = "crd")]
 pub mod schema;
+#[cfg(all(feature = "crd", any(test, feature = "test-support")))]
+pub mod test_support;
 #[cfg(feature = "crd")]
 pub mod v1alpha1;
 #[cfg(feature = "crd")]

@@ -193,26 +193,19 @@ fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::NodeStatus;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use crate::test_support::NodeBuilder;
 
     fn node(conditions: Vec<(&str, &str, Option<Timestamp>)>) -> Node {
-        let conditions = conditions
+        conditions
             .into_iter()
-            .map(|(type_, status, at)| NodeCondition {
-                type_: type_.into(),
-                status: status.into(),
-                last_transition_time: at.map(Time),
-                ..NodeCondition::default()
+            .fold(NodeBuilder::new("n"), |n, (type_, status, at)| {
+                let n = n.condition(type_, status);
+                match at {
+                    Some(at) => n.since(at),
+                    None => n,
+                }
             })
-            .collect();
-        Node {
-            status: Some(NodeStatus {
-                conditions: Some(conditions),
-                ..NodeStatus::default()
-            }),
-            ..Node::default()
-        }
+            .build()
     }
 
     #[test]

@@ -124,7 +124,7 @@ fn mark(out: &mut [NodeUpdate], digest: &str, outcome: UpdateOutcome, reason: &s
 mod tests {
     use super::*;
     use crate::labels::{HEALTH_FAILED_ANNOTATION, HEALTH_FAILED_BECAUSE_ANNOTATION};
-    use crate::{BootcNodeSpec, DesiredImageState};
+    use crate::test_support::BootcNodeBuilder;
 
     const A: &str = "r/os@sha256:aaaa";
     const B: &str = "r/os@sha256:bbbb";
@@ -141,23 +141,12 @@ mod tests {
     }
 
     fn bn(marks: &[(&str, &str)]) -> BootcNode {
-        let mut bn = BootcNode::new(
-            "n",
-            BootcNodeSpec {
-                desired_image: B.into(),
-                desired_image_state: DesiredImageState::Staged,
-                reboot_policy: Default::default(),
-                pull_secret_ref: None,
-                pull_secret_hash: None,
-            },
-        );
-        bn.metadata.annotations = Some(
-            marks
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        );
-        bn
+        marks
+            .iter()
+            .fold(BootcNodeBuilder::new("n").desired(B), |b, (k, v)| {
+                b.annotation(k, v)
+            })
+            .build()
     }
 
     /// (image, staged, booted, outcome) of an entry.

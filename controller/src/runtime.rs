@@ -651,34 +651,17 @@ pub type DrainSnapshot = BTreeMap<String, rollout::DrainPhase>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
+    use api::test_support::NodeBuilder;
     use reconcile::usable_secret;
 
     fn node(labels: &[(&str, &str)], ready: &str, heartbeat: i64, unschedulable: bool) -> Node {
-        let mut n = Node::default();
-        n.metadata.name = Some("n".into());
-        n.metadata.labels = Some(
-            labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        );
-        n.spec = Some(NodeSpec {
-            unschedulable: Some(unschedulable),
-            ..NodeSpec::default()
-        });
-        n.status = Some(NodeStatus {
-            conditions: Some(vec![NodeCondition {
-                type_: api::node_health::NODE_READY.into(),
-                status: ready.into(),
-                last_heartbeat_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                    jiff::Timestamp::from_second(heartbeat).unwrap(),
-                )),
-                ..NodeCondition::default()
-            }]),
-            ..NodeStatus::default()
-        });
-        n
+        labels
+            .iter()
+            .fold(NodeBuilder::new("n"), |n, (k, v)| n.label(k, v))
+            .unschedulable(unschedulable)
+            .condition(api::node_health::NODE_READY, ready)
+            .heartbeat(jiff::Timestamp::from_second(heartbeat).unwrap())
+            .build()
     }
 
     #[test]

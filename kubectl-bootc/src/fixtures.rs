@@ -4,13 +4,11 @@
 
 use api::conditions::ConditionUpdate;
 use api::labels::{CORDONED_BY_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION};
-use api::{
-    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeStatus, ConditionType, DesiredImageState,
-    Reason,
-};
+use api::test_support::{BootcNodeBuilder, NodeBuilder, PodBuilder, PoolBuilder};
+use api::{BootcNode, BootcNodePool, ConditionType, DesiredImageState, Reason};
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use serde_json::json;
 
 use crate::Snapshot;
@@ -81,31 +79,21 @@ fn condition(
 }
 
 pub fn pool(name: &str, paused: bool) -> BootcNodePool {
-    let mut p: BootcNodePool = serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
-        "metadata": {"name": name, "uid": format!("uid-{name}")},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"pool": name}},
-            "image": {"ref": format!("{REPO}:stable")},
-            "rollout": {"paused": paused},
-        },
-        "status": {
-            "targetDigest": V2,
-            "targetImage": format!("{REPO}@{V2}"),
-            "targetSummary": "2.0 (sha256:222222222222)",
-        },
-    }))
-    .unwrap();
-    let status = p.status.as_mut().unwrap();
-    condition(
-        &mut status.conditions,
-        ConditionType::UpToDate,
-        false,
-        Reason::RolloutInProgress,
-        "1/3 updated; 1 staged, 1 rebooting; in reboot slots: n3",
-    );
-    set_degraded(&mut status.conditions, None);
-    p
+    PoolBuilder::new(name)
+        .uid(&format!("uid-{name}"))
+        .selects("pool", name)
+        .image(format!("{REPO}:stable"))
+        .paused(paused)
+        .target(V2, &format!("{REPO}@{V2}"), "2.0 (sha256:222222222222)")
+        .at(Time(at(0)))
+        .condition(
+            ConditionType::UpToDate,
+            false,
+            Reason::RolloutInProgress,
+            "1/3 updated; 1 staged, 1 rebooting; in reboot slots: n3",
+        )
+        .condition(ConditionType::Degraded, false, Reason::Healthy, "")
+        .build()
 }
 
 /// `p` Degraded with `reason` and `message`.
@@ -171,12 +159,11 @@ pub fn blocking_etl(mut p: BootcNodePool) -> BootcNodePool {
 
 /// A running pod `namespace/name` labelled `app=<app>` on `node`.
 pub fn pod_on(node: &str, namespace: &str, name: &str, app: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
-        "spec": {"nodeName": node, "containers": []},
-        "status": {"phase": "Running"},
-    }))
-    .unwrap()
+    PodBuilder::new(namespace, name)
+        .label("app", app)
+        .on(Some(node))
+        .phase("Running")
+        .build()
 }
 
 /// `p` asking Prometheus, whose last answer (the controller's, on the pool)
@@ -206,36 +193,18 @@ pub fn staging_bound(mut p: BootcNodePool, n: i32) -> BootcNodePool {
 }
 
 pub fn bn(name: &str, booted: &str, phase: Phase) -> BootcNode {
-    let mut bn: BootcNode = serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
-        "metadata": {"name": name, "generation": 2},
-        "spec": {"desiredImage": format!("{REPO}@{V2}")},
-    }))
-    .unwrap();
-    bn.metadata.owner_references = Some(vec![
-        pool("workers", false).controller_owner_ref(&()).unwrap(),
-    ]);
     let version = if booted == V2 { "2.0" } else { "1.0" };
-    let mut status = BootcNodeStatus {
-        observed_generation: Some(2),
-        booted: Some(BootEntryStatus {
-            image: Some(format!("{REPO}@{booted}")),
-            image_digest: Some(booted.to_owned()),
-            version: Some(version.to_owned()),
-            ..BootEntryStatus::default()
-        }),
-        ..BootcNodeStatus::default()
-    };
-    condition(
-        &mut status.conditions,
-        ConditionType::Idle,
-        phase.is_idle(),
-        phase.reason(),
-        "",
-    );
-    set_degraded(&mut status.conditions, None);
-    bn.status = Some(status);
-    bn
+    BootcNodeBuilder::new(name)
+        .desired(format!("{REPO}@{V2}"))
+        .generation(2)
+        .owner("workers", "uid-workers")
+        .observed(2)
+        .booted(&format!("{REPO}@{booted}"), booted)
+        .booted_version(version)
+        .at(Time(at(0)))
+        .phase(phase)
+        .healthy()
+        .build()
 }
 
 pub fn slotted(mut bn: BootcNode, approved: bool) -> BootcNode {
@@ -266,21 +235,16 @@ pub fn told(mut bn: BootcNode, digest: &str) -> BootcNode {
 
 /// A Node of pool `workers` (its label matches the pool's selector).
 pub fn node(name: &str, ready: bool, cordoned: bool) -> Node {
-    let mut node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"pool": "workers"}},
-        "spec": {"unschedulable": cordoned},
-        "status": {"conditions": [{
-            "type": api::node_health::NODE_READY,
-            "status": if ready { "True" } else { "False" },
-            "lastTransitionTime": "2026-11-23T16:00:00Z",
-        }]},
-    }))
-    .unwrap();
+    let node = NodeBuilder::new(name)
+        .label("pool", "workers")
+        .unschedulable(cordoned)
+        .ready(ready)
+        .since(at(0));
     if cordoned {
-        node.annotations_mut()
-            .insert(CORDONED_BY_ANNOTATION.into(), "workers".into());
+        node.annotation(CORDONED_BY_ANNOTATION, "workers").build()
+    } else {
+        node.build()
     }
-    node
 }
 
 /// `node` held by `who` for `reason` (`hold.bootc.dev/<who>`).

@@ -1,5 +1,6 @@
 //! The harness itself: what it accepts, and what it fails on and says.
 
+use api::test_support::NodeBuilder;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -8,10 +9,9 @@ use scripted_api::{Script, ScriptedApi, collection_path, get, object_path, patch
 use serde_json::json;
 
 fn node(name: &str, resource_version: &str) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = Some(name.to_owned());
-    n.metadata.resource_version = Some(resource_version.to_owned());
-    n
+    NodeBuilder::new(name)
+        .resource_version(resource_version)
+        .build()
 }
 
 async fn read_then_cordon(client: kube::Client, name: &str) -> Result<Node, kube::Error> {

@@ -12,7 +12,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use api::{BootcNode, BootcNodePool, BootcNodeSpec, ConditionType, Reason};
+use api::test_support::{BootcNodeBuilder, PoolBuilder};
+use api::{BootcNode, BootcNodePool, ConditionType, Reason};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -739,16 +740,7 @@ async fn an_upgrade_that_changes_the_daemons_settings_rolls_them() {
 }
 
 fn bootc_node(name: &str) -> BootcNode {
-    BootcNode::new(
-        name,
-        BootcNodeSpec {
-            desired_image: IMAGE.into(),
-            desired_image_state: Default::default(),
-            reboot_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-        },
-    )
+    BootcNodeBuilder::new(name).desired(IMAGE).build()
 }
 
 /// The chart installed with both namespaces renamed: each admission policy
@@ -928,17 +920,11 @@ fn marked(node: &Node) -> bool {
 /// A pool of the nodes labelled `pool=workers` following `image` (a
 /// digest in the test registry) with the pull secret `pull`.
 fn pool(image: &str) -> BootcNodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "workers"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"pool": "workers"}},
-            "image": {"ref": image},
-            "pullSecretRef": {"name": "pull", "namespace": "bootc-operator"},
-        },
-    }))
-    .unwrap()
+    PoolBuilder::new("workers")
+        .selects("pool", "workers")
+        .image(image)
+        .pull_secret("bootc-operator", "pull")
+        .build()
 }
 
 /// An image in `registry` and the Secret `pull` for it, opted in to the

@@ -6,6 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use api::BootcNodePool;
+use api::test_support::PoolBuilder;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
@@ -547,17 +548,11 @@ const DAEMON_EVERYWHERE: &[&str] = &[
 
 /// A pool following a digest (nothing to resolve) with pull secret `secret`.
 fn pool(secret: &str) -> BootcNodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "workers"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"pool": "workers"}},
-            "image": {"ref": format!("quay.io/acme/os@sha256:{}", "1".repeat(64))},
-            "pullSecretRef": {"name": secret, "namespace": OPERATOR_NS},
-        },
-    }))
-    .unwrap()
+    PoolBuilder::new("workers")
+        .selects("pool", "workers")
+        .image(format!("quay.io/acme/os@sha256:{}", "1".repeat(64)))
+        .pull_secret(OPERATOR_NS, secret)
+        .build()
 }
 
 /// An empty `kubernetes.io/dockerconfigjson` Secret that opts in to the

@@ -8,12 +8,13 @@
 
 use std::collections::BTreeMap;
 
-use api::labels::MANAGED_LABEL;
-use api::node_health::NODE_READY;
-use api::{BootcNode, BootcNodePool, ConditionType, DesiredImageState, Reason};
+use api::test_support::{BootcNodeBuilder, NodeBuilder, PoolBuilder};
+use api::{BootcNode, BootcNodePool, ConditionType, Reason};
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use rollout::{DrainPhase, PlanInput, Target, TargetProblem};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const OLD: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 const NEW: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
@@ -23,57 +24,50 @@ fn image(d: &str) -> String {
 }
 
 fn pool(paused: bool) -> BootcNodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "w", "uid": "uid-w", "generation": 3},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"pool": "w"}},
-            "image": {"ref": image(NEW)},
-            "rollout": {"maxUnavailable": 2, "paused": paused},
-        },
-    }))
-    .unwrap()
+    PoolBuilder::new("w")
+        .uid("uid-w")
+        .generation(3)
+        .selects("pool", "w")
+        .image(image(NEW))
+        .max_unavailable(IntOrString::Int(2))
+        .paused(paused)
+        .build()
 }
 
 fn node(name: &str, ready: bool, cordoned: bool) -> Node {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"pool": "w", MANAGED_LABEL: ""}},
-        "spec": {"unschedulable": cordoned},
-        "status": {"conditions": [{"type": NODE_READY, "status": if ready {"True"} else {"False"}}]},
-    }))
-    .unwrap()
+    NodeBuilder::new(name)
+        .label("pool", "w")
+        .managed()
+        .unschedulable(cordoned)
+        .ready(ready)
+        .build()
 }
 
 /// A member's BootcNode: booted `booted`, the daemon in `phase` (an Idle
 /// reason), possibly Degraded, possibly in a reboot slot.
 fn bn(name: &str, booted: &str, phase: Reason, degraded: bool, slot: bool) -> BootcNode {
-    let mut annotations = serde_json::Map::new();
+    let mut b = BootcNodeBuilder::new(name)
+        .owner("w", "uid-w")
+        .desired(image(NEW))
+        .booted(&image(booted), booted);
     if slot {
-        annotations.insert(api::labels::IN_REBOOT_SLOT_ANNOTATION.into(), "true".into());
-        annotations.insert(api::labels::WAS_CORDONED_ANNOTATION.into(), "false".into());
+        b = b
+            .annotation(api::labels::IN_REBOOT_SLOT_ANNOTATION, "true")
+            .annotation(api::labels::WAS_CORDONED_ANNOTATION, "false");
     }
-    let t = "2026-01-01T00:00:00Z";
-    serde_json::from_value(json!({
-        "metadata": {
-            "name": name,
-            "annotations": annotations,
-            "ownerReferences": [{"apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
-                                 "name": "w", "uid": "uid-w", "controller": true}],
-        },
-        "spec": {"desiredImage": image(NEW), "desiredImageState": DesiredImageState::Staged, "rebootPolicy": "RebootOnly"},
-        "status": {
-            "booted": {"image": image(booted), "imageDigest": booted},
-            "staged": (phase == Reason::Staged).then(|| json!({"image": image(NEW), "imageDigest": NEW})),
-            "conditions": [
-                {"type": ConditionType::Idle.as_str(), "status": if phase == Reason::Idle {"True"} else {"False"}, "reason": phase.as_str(),
-                 "message": "", "lastTransitionTime": t},
-                {"type": ConditionType::Degraded.as_str(), "status": if degraded {"True"} else {"False"},
-                 "reason": if degraded {Reason::Error} else {Reason::Healthy}.as_str(), "message": "", "lastTransitionTime": t},
-            ],
-        },
-    }))
-    .unwrap()
+    if phase == Reason::Staged {
+        b = b.staged(&image(NEW), NEW);
+    }
+    let t: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+    let health = if degraded {
+        Reason::Error
+    } else {
+        Reason::Healthy
+    };
+    b.at(Time(t))
+        .condition(ConditionType::Idle, phase == Reason::Idle, phase, "")
+        .condition(ConditionType::Degraded, degraded, health, "")
+        .build()
 }
 
 /// The pool as the controller leaves it after planning once for this world.

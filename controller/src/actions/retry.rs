@@ -212,56 +212,33 @@ pub async fn honour(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use api::conditions::ConditionUpdate;
-    use api::{BootcNodeSpec, BootcNodeStatus};
+    use api::test_support::{BootcNodeBuilder, PoolBuilder};
 
     fn pool() -> BootcNodePool {
-        let mut p: BootcNodePool = serde_json::from_value(json!({
-            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
-            "metadata": {"name": "workers", "uid": "u1"},
-            "spec": {"nodeSelector": {}, "image": {"ref": "r.example/os:1"}},
-        }))
-        .unwrap();
-        p.metadata.uid = Some("u1".into());
-        p
+        PoolBuilder::new("workers")
+            .image("r.example/os:1")
+            .uid("u1")
+            .build()
     }
 
     fn bn(name: &str, approved: bool, degraded: bool, annotated: bool) -> BootcNode {
-        let mut bn = BootcNode::new(
-            name,
-            BootcNodeSpec {
-                desired_image: format!("r.example/os@sha256:{}", "a".repeat(64)),
-                desired_image_state: if approved {
-                    DesiredImageState::Booted
-                } else {
-                    DesiredImageState::Staged
-                },
-                reboot_policy: Default::default(),
-                pull_secret_ref: None,
-                pull_secret_hash: None,
-            },
-        );
-        bn.metadata.owner_references = Some(vec![pool().controller_owner_ref(&()).unwrap()]);
-        bn.metadata.resource_version = Some("7".into());
+        let mut bn = BootcNodeBuilder::new(name)
+            .desired(format!("r.example/os@sha256:{}", "a".repeat(64)))
+            .approved(approved)
+            .owner("workers", "u1")
+            .resource_version("7");
         if annotated {
-            bn.annotations_mut()
-                .insert(RETRY_ANNOTATION.into(), "now".into());
+            bn = bn.annotation(RETRY_ANNOTATION, "now");
         }
-        let mut status = BootcNodeStatus::default();
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
-        api::conditions::apply(
-            &mut status.conditions,
-            &ConditionUpdate::new(
+        bn.at(now)
+            .condition(
                 api::ConditionType::Degraded,
                 degraded,
                 api::Reason::Error,
                 "m",
-            ),
-            None,
-            &now,
-        );
-        bn.status = Some(status);
-        bn
+            )
+            .build()
     }
 
     #[test]

@@ -131,17 +131,13 @@ impl Drop for Held<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use api::test_support::PoolBuilder;
 
     fn pool(name: &str, uid: &str) -> BootcNodePool {
-        let mut p = BootcNodePool::new(
-            name,
-            serde_json::from_value(serde_json::json!({
-                "nodeSelector": {}, "image": {"ref": "quay.io/acme/os:1"}
-            }))
-            .unwrap(),
-        );
-        p.metadata.uid = Some(uid.into());
-        p
+        PoolBuilder::new(name)
+            .image("quay.io/acme/os:1")
+            .uid(uid)
+            .build()
     }
 
     #[test]

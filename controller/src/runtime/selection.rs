@@ -143,47 +143,45 @@ impl<'a> Selection<'a> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use api::test_support::{BootcNodeBuilder, NodeBuilder, PoolBuilder};
     use serde_json::json;
 
     use super::*;
 
+    /// A Node of these labels and annotations (JSON objects of strings).
     fn node(name: &str, labels: serde_json::Value, annotations: serde_json::Value) -> Arc<Node> {
-        Arc::new(
-            serde_json::from_value(json!({
-                "metadata": {"name": name, "labels": labels, "annotations": annotations}
-            }))
-            .unwrap(),
-        )
+        let pairs = |v: &serde_json::Value| {
+            let map = v.as_object().cloned().unwrap_or_default();
+            map.into_iter()
+                .map(|(k, v)| (k, v.as_str().unwrap().to_owned()))
+                .collect::<Vec<_>>()
+        };
+        let n = pairs(&labels)
+            .iter()
+            .fold(NodeBuilder::new(name), |n, (k, v)| n.label(k, v));
+        let n = pairs(&annotations)
+            .iter()
+            .fold(n, |n, (k, v)| n.annotation(k, v));
+        Arc::new(n.build())
     }
 
     fn bn(name: &str, owner: Option<&str>, arch: Option<&str>) -> Arc<BootcNode> {
-        let owners: Vec<_> = owner
-            .map(|o| {
-                json!({"apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
-                             "name": o, "uid": format!("uid-{o}")})
-            })
-            .into_iter()
-            .collect();
-        Arc::new(
-            serde_json::from_value(json!({
-                "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
-                "metadata": {"name": name, "ownerReferences": owners},
-                "spec": {"desiredImage": "quay.io/os@sha256:1"},
-                "status": {"booted": {"architecture": arch}},
-            }))
-            .unwrap(),
-        )
+        let b = BootcNodeBuilder::new(name)
+            .desired("quay.io/os@sha256:1")
+            .booted_architecture(arch);
+        Arc::new(match owner {
+            Some(o) => b.owner(o, &format!("uid-{o}")).build(),
+            None => b.build(),
+        })
     }
 
     #[test]
     fn a_pool_reads_its_selected_owned_and_disrupted_nodes() {
-        let mut pool: BootcNodePool = serde_json::from_value(json!({
-            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
-            "metadata": {"name": "web", "uid": "uid-web"},
-            "spec": {"nodeSelector": {"matchLabels": {"role": "web"}}, "image": {"ref": "quay.io/os:1"}},
-        }))
-        .unwrap();
-        pool.metadata.uid = Some("uid-web".into());
+        let pool = PoolBuilder::new("web")
+            .selects("role", "web")
+            .image("quay.io/os:1")
+            .uid("uid-web")
+            .build();
         let web = json!({"role": "web", api::labels::ARCH_LABEL: "arm64"});
         let nodes = [
             node("selected", web.clone(), json!({})),

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use api::test_support::{NodeBuilder, PoolBuilder};
 use api::{BootcNode, BootcNodePool};
 // The shared vocabulary, for every test file.
 pub use api::{ConditionType, Reason, event_reasons};
@@ -356,15 +357,11 @@ pub async fn http_get(addr: &str, path: &str) -> u16 {
 
 pub async fn create_node(admin: &Client, name: &str, labels: &[(&str, &str)], cordoned: bool) {
     let nodes: Api<Node> = Api::all(admin.clone());
-    let labels: BTreeMap<String, String> = labels
+    let node = labels
         .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"unschedulable": cordoned},
-    }))
-    .unwrap();
+        .fold(NodeBuilder::new(name), |n, (k, v)| n.label(k, v))
+        .unschedulable(cordoned)
+        .build();
     nodes.create(&PostParams::default(), &node).await.unwrap();
     tests::daemon_player::set_ready(admin, name, true)
         .await
@@ -377,17 +374,13 @@ pub fn pool(
     image: &str,
     max: serde_json::Value,
 ) -> BootcNodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": selector},
-            "image": {"ref": image},
-            "rollout": {"maxUnavailable": max},
-        },
-    }))
-    .unwrap()
+    let labels: BTreeMap<String, String> = serde_json::from_value(selector).unwrap();
+    labels
+        .iter()
+        .fold(PoolBuilder::new(name), |p, (k, v)| p.selects(k, v))
+        .image(image)
+        .max_unavailable(serde_json::from_value(max).unwrap())
+        .build()
 }
 
 /// The pool most tests use: nodes labelled `pool=workers`, image NEW.

@@ -5,18 +5,14 @@
 
 use std::collections::BTreeMap;
 
-use api::conditions::{self, ConditionUpdate};
 use api::labels::{
     CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION,
-    MANAGED_LABEL, WAS_CORDONED_ANNOTATION,
+    WAS_CORDONED_ANNOTATION,
 };
-use api::{
-    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeSpec, BootcNodeStatus, ConditionType,
-    DaemonPhase, DesiredImageState, Reason, RebootPolicy,
-};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-use kube::Resource;
+use api::test_support::{BootcNodeBuilder, NodeBuilder, PoolBuilder};
+use api::{BootcNode, BootcNodePool, DaemonPhase, DesiredImageState};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use scripted_api::{Exchange, object_path, patch};
 use serde_json::{Value, json};
 
@@ -33,43 +29,25 @@ pub fn image(digest: &str) -> String {
 /// A pool of the nodes labelled `pool=workers`, rolling to `NEW`, one
 /// reboot slot.
 pub fn pool() -> BootcNodePool {
-    let spec = serde_json::from_value(json!({
-        "nodeSelector": {"matchLabels": {POOL_LABEL: POOL}},
-        "image": {"ref": image(NEW)},
-        "rollout": {"maxUnavailable": 1},
-    }))
-    .unwrap();
-    let mut p = BootcNodePool::new(POOL, spec);
-    p.metadata.uid = Some(format!("uid-{POOL}"));
-    p.metadata.generation = Some(1);
-    p.metadata.resource_version = Some("100".to_owned());
-    p
+    PoolBuilder::new(POOL)
+        .selects(POOL_LABEL, POOL)
+        .image(image(NEW))
+        .max_unavailable(IntOrString::Int(1))
+        .uid(&format!("uid-{POOL}"))
+        .generation(1)
+        .resource_version("100")
+        .build()
 }
 
 /// A member Node, Ready, managed, cordoned or not.
 pub fn node(name: &str, cordoned: bool) -> Node {
-    let mut n = Node {
-        spec: Some(NodeSpec {
-            unschedulable: cordoned.then_some(true),
-            ..NodeSpec::default()
-        }),
-        status: Some(NodeStatus {
-            conditions: Some(vec![NodeCondition {
-                type_: api::node_health::NODE_READY.to_owned(),
-                status: "True".to_owned(),
-                ..NodeCondition::default()
-            }]),
-            ..NodeStatus::default()
-        }),
-        ..Node::default()
-    };
-    n.metadata.name = Some(name.to_owned());
-    n.metadata.resource_version = Some("10".to_owned());
-    n.metadata.labels = Some(BTreeMap::from([
-        (POOL_LABEL.to_owned(), POOL.to_owned()),
-        (MANAGED_LABEL.to_owned(), String::new()),
-    ]));
-    n
+    NodeBuilder::new(name)
+        .resource_version("10")
+        .label(POOL_LABEL, POOL)
+        .managed()
+        .unschedulable(cordoned)
+        .ready(true)
+        .build()
 }
 
 /// A Node in this pool's reboot slot: cordoned by it (its mark), disrupted
@@ -86,44 +64,17 @@ pub fn slot_node(name: &str) -> Node {
 /// A BootcNode of the pool wanting `desired`, whose daemon reports
 /// `phase` on `booted` (and `desired` staged when Staged or Rebooting).
 pub fn bootc_node(name: &str, desired: &str, phase: DaemonPhase, booted: &str) -> BootcNode {
-    let spec = BootcNodeSpec {
-        desired_image: image(desired),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: RebootPolicy::RebootOnly,
-        pull_secret_ref: None,
-        pull_secret_hash: None,
-    };
-    let mut bn = BootcNode::new(name, spec);
-    let p = pool();
-    bn.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: BootcNodePool::api_version(&()).into_owned(),
-        kind: BootcNodePool::kind(&()).into_owned(),
-        name: POOL.to_owned(),
-        uid: p.metadata.uid.clone().unwrap(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }]);
-    bn.metadata.generation = Some(1);
-    bn.metadata.resource_version = Some("20".to_owned());
-    let entry = |digest: &str| BootEntryStatus {
-        image: Some(image(digest)),
-        image_digest: Some(digest.to_owned()),
-        ..BootEntryStatus::default()
-    };
-    let staged = matches!(phase, DaemonPhase::Staged | DaemonPhase::Rebooting);
-    let now = Time(jiff::Timestamp::UNIX_EPOCH);
-    let mut status = BootcNodeStatus {
-        observed_generation: Some(1),
-        booted: Some(entry(booted)),
-        staged: staged.then(|| entry(desired)),
-        ..BootcNodeStatus::default()
-    };
-    let idle = ConditionUpdate::new(ConditionType::Idle, phase.is_idle(), phase.reason(), "");
-    let healthy = ConditionUpdate::new(ConditionType::Degraded, false, Reason::Healthy, "");
-    conditions::apply_phase(&mut status.conditions, &idle, Some(1), &now);
-    conditions::apply(&mut status.conditions, &healthy, Some(1), &now);
-    bn.status = Some(status);
-    bn
+    let mut bn = BootcNodeBuilder::new(name)
+        .desired(image(desired))
+        .owner(POOL, &format!("uid-{POOL}"))
+        .generation(1)
+        .resource_version("20")
+        .observed(1)
+        .booted(&image(booted), booted);
+    if matches!(phase, DaemonPhase::Staged | DaemonPhase::Rebooting) {
+        bn = bn.staged(&image(desired), desired);
+    }
+    bn.phase(phase).healthy().build()
 }
 
 /// `bn` approved to boot (its slot is recorded on its Node: [`slot_node`]).

@@ -153,31 +153,22 @@ fn path_back(from: &BTreeMap<&str, &str>, start: &str, last: &str) -> Vec<String
 mod tests {
     use super::*;
     use api::ConditionType;
-    use api::conditions::{ConditionUpdate, apply};
+    use api::test_support::PoolBuilder;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     /// A pool named `name` depending on `on`; up to date or not.
     fn pool(name: &str, on: &[&str], up_to_date: bool) -> BootcNodePool {
-        let mut p = BootcNodePool::new(
-            name,
-            serde_json::from_value(serde_json::json!({
-                "nodeSelector": {}, "image": {"ref": "quay.io/a/os:1"},
-                "rollout": {"dependsOn": on},
-            }))
-            .unwrap(),
-        );
-        p.metadata.generation = Some(3);
-        let mut status = api::BootcNodePoolStatus::default();
         let reason = if up_to_date {
             Reason::AllUpdated
         } else {
             Reason::RolloutInProgress
         };
-        let update = ConditionUpdate::new(ConditionType::UpToDate, up_to_date, reason, "m");
-        let now = Time(jiff::Timestamp::UNIX_EPOCH);
-        apply(&mut status.conditions, &update, Some(3), &now);
-        p.status = Some(status);
-        p
+        PoolBuilder::new(name)
+            .image("quay.io/a/os:1")
+            .depends_on(on)
+            .generation(3)
+            .condition(ConditionType::UpToDate, up_to_date, reason, "m")
+            .build()
     }
 
     #[test]

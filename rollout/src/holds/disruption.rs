@@ -203,25 +203,14 @@ impl Budget {
 pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
+    use api::test_support::NodeBuilder;
 
     /// A Node, Ready or not, cordoned or not (the planner's tests build on it).
     pub(crate) fn node(ready: bool, cordoned: bool) -> Node {
-        Node {
-            spec: Some(NodeSpec {
-                unschedulable: cordoned.then_some(true),
-                ..NodeSpec::default()
-            }),
-            status: Some(NodeStatus {
-                conditions: Some(vec![NodeCondition {
-                    type_: api::node_health::NODE_READY.into(),
-                    status: if ready { "True" } else { "False" }.into(),
-                    ..NodeCondition::default()
-                }]),
-                ..NodeStatus::default()
-            }),
-            ..Node::default()
-        }
+        NodeBuilder::new("n")
+            .unschedulable(cordoned)
+            .ready(ready)
+            .build()
     }
 
     #[test]

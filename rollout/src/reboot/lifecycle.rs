@@ -126,26 +126,15 @@ pub fn changes(node: &Node, stage: Stage) -> Vec<LifecycleCondition> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+    use api::test_support::NodeBuilder;
 
     fn node(conditions: &[(&str, bool, &str)]) -> Node {
-        Node {
-            status: Some(NodeStatus {
-                conditions: Some(
-                    conditions
-                        .iter()
-                        .map(|(t, s, r)| NodeCondition {
-                            type_: (*t).to_owned(),
-                            status: if *s { "True" } else { "False" }.to_owned(),
-                            reason: Some((*r).to_owned()),
-                            ..NodeCondition::default()
-                        })
-                        .collect(),
-                ),
-                ..NodeStatus::default()
-            }),
-            ..Node::default()
-        }
+        conditions
+            .iter()
+            .fold(NodeBuilder::new("n"), |n, (t, s, r)| {
+                n.condition(t, if *s { "True" } else { "False" }).reason(r)
+            })
+            .build()
     }
 
     fn says(changes: Vec<LifecycleCondition>) -> Vec<(&'static str, bool)> {

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use api::test_support::PodBuilder;
+use k8s_openapi::api::core::v1::Pod;
 
 use super::*;
 use crate::holds::gates::{GATE_RECHECK, Gates, blocking_pods};
@@ -98,19 +99,11 @@ fn a_blocking_pod_does_not_release_a_node_already_in_its_slot() {
 }
 
 fn pod(ns: &str, name: &str, node: Option<&str>, app: &str, phase: &str) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.namespace = Some(ns.into());
-    p.metadata.name = Some(name.into());
-    p.metadata.labels = Some(BTreeMap::from([("app".to_owned(), app.to_owned())]));
-    p.spec = Some(PodSpec {
-        node_name: node.map(str::to_owned),
-        ..PodSpec::default()
-    });
-    p.status = Some(PodStatus {
-        phase: Some(phase.into()),
-        ..PodStatus::default()
-    });
-    p
+    PodBuilder::new(ns, name)
+        .label("app", app)
+        .on(node)
+        .phase(phase)
+        .build()
 }
 
 #[test]

@@ -3,16 +3,16 @@
 
 use std::collections::BTreeMap;
 
+use api::DaemonPhase;
 use api::labels::MANAGED_LABEL;
+use api::test_support::{BootcNodeBuilder, NodeBuilder, PoolBuilder};
 use api::{
-    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeSpec, BootcNodeStatus, ConditionType,
-    DesiredImageState, Reason, RebootPolicy, SecretReference, conditions,
+    BootEntryStatus, BootcNode, BootcNodePool, BootcNodeStatus, ConditionType, DesiredImageState,
+    Reason, RebootPolicy, SecretReference, conditions,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    Condition, LabelSelector, OwnerReference, Time,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube_core::ResourceExt;
 use serde_json::json;
@@ -66,40 +66,23 @@ fn target(d: &str) -> Target {
 }
 
 fn pool(name: &str, max: IntOrString, paused: bool) -> BootcNodePool {
-    let mut p = BootcNodePool::new(
-        name,
-        serde_json::from_value(json!({
-            "nodeSelector": {"matchLabels": {"pool": name}},
-            "image": {"ref": image(NEW)},
-            "rollout": {"paused": paused},
-        }))
-        .unwrap(),
-    );
-    p.spec.rollout.max_unavailable = max;
-    p.metadata.uid = Some(format!("uid-{name}"));
-    p.metadata.generation = Some(3);
-    p
+    PoolBuilder::new(name)
+        .selects("pool", name)
+        .image(image(NEW))
+        .paused(paused)
+        .max_unavailable(max)
+        .uid(&format!("uid-{name}"))
+        .generation(3)
+        .build()
 }
 
 fn node(name: &str, pool: &str, ready: bool, cordoned: bool) -> Node {
-    let mut n = crate::holds::disruption::tests::node(ready, cordoned);
-    n.metadata.name = Some(name.into());
-    n.metadata.labels = Some(BTreeMap::from([
-        ("pool".to_owned(), pool.to_owned()),
-        (MANAGED_LABEL.to_owned(), String::new()),
-    ]));
-    n
-}
-
-fn cond(type_: ConditionType, status: bool, reason: Reason) -> Condition {
-    Condition {
-        type_: type_.as_str().into(),
-        status: if status { "True" } else { "False" }.into(),
-        reason: reason.as_str().into(),
-        message: String::new(),
-        observed_generation: None,
-        last_transition_time: Time(Timestamp::UNIX_EPOCH),
-    }
+    NodeBuilder::new(name)
+        .label("pool", pool)
+        .managed()
+        .unschedulable(cordoned)
+        .ready(ready)
+        .build()
 }
 
 /// What the daemon reports, for the table.
@@ -159,77 +142,30 @@ impl Bn {
         self
     }
     fn build(&self) -> BootcNode {
-        let mut b = BootcNode::new(
-            self.name,
-            BootcNodeSpec {
-                desired_image: image(self.desired),
-                desired_image_state: self.booted_state,
-                reboot_policy: RebootPolicy::RebootOnly,
-                pull_secret_ref: None,
-                pull_secret_hash: None,
-            },
-        );
-        b.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: "node.bootc.dev/v1alpha1".into(),
-            kind: "BootcNodePool".into(),
-            name: self.pool.into(),
-            uid: format!("uid-{}", self.pool),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }]);
-        let entry = |d: &str| BootEntryStatus {
-            image: Some(image(d)),
-            image_digest: Some(d.into()),
-            ..BootEntryStatus::default()
-        };
-        let (booted, staged, idle) = match self.daemon {
-            Daemon::Nothing => {
-                b.status = None;
-                return b;
-            }
-            Daemon::Idle(d) => (
-                entry(d),
-                None,
-                cond(ConditionType::Idle, true, Reason::Idle),
-            ),
-            Daemon::Staging(d) => (
-                entry(d),
-                None,
-                cond(ConditionType::Idle, false, Reason::Staging),
-            ),
-            Daemon::Staged(d) => (
-                entry(d),
-                Some(entry(self.desired)),
-                cond(ConditionType::Idle, false, Reason::Staged),
-            ),
-            Daemon::Rebooting(d) => (
-                entry(d),
-                Some(entry(self.desired)),
-                cond(ConditionType::Idle, false, Reason::Rebooting),
-            ),
+        let mut b = BootcNodeBuilder::new(self.name)
+            .desired(image(self.desired))
+            .approved(self.booted_state == DesiredImageState::Booted)
+            .owner(self.pool, &format!("uid-{}", self.pool));
+        let (booted, staged, phase) = match self.daemon {
+            Daemon::Nothing => return b.build(),
+            Daemon::Idle(d) => (d, None, DaemonPhase::Idle),
+            Daemon::Staging(d) => (d, None, DaemonPhase::Staging),
+            Daemon::Staged(d) => (d, Some(self.desired), DaemonPhase::Staged),
+            Daemon::Rebooting(d) => (d, Some(self.desired), DaemonPhase::Rebooting),
         };
         if self.behind {
-            b.metadata.generation = Some(5);
+            b = b.generation(5).observed(4);
         }
-        b.status = Some(BootcNodeStatus {
-            observed_generation: self.behind.then_some(4),
-            booted: Some(booted),
-            staged,
-            conditions: vec![
-                idle,
-                cond(
-                    ConditionType::Degraded,
-                    self.degraded,
-                    if self.degraded {
-                        Reason::Error
-                    } else {
-                        Reason::Healthy
-                    },
-                ),
-            ],
-            ..BootcNodeStatus::default()
-        });
-        b
+        b = b.booted(&image(booted), booted);
+        if let Some(s) = staged {
+            b = b.staged(&image(s), s);
+        }
+        b = b.phase(phase);
+        if self.degraded {
+            b.degraded("").build()
+        } else {
+            b.healthy().build()
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! [`Members`] keeps must equal what [`Selection::of`] chooses from scratch.
 #![allow(clippy::unwrap_used)]
 
-use serde_json::json;
+use api::test_support::{BootcNodeBuilder, NodeBuilder, PoolBuilder};
 
 use super::*;
 
@@ -15,55 +15,35 @@ const POOLS: [&str; 2] = ["web", "db"];
 const ARCHES: [Option<&str>; 3] = [None, Some("amd64"), Some("arm64")];
 
 fn pool(selector_role: &str, uid: &str) -> BootcNodePool {
-    let mut pool: BootcNodePool = serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
-        "metadata": {"name": "web"},
-        "spec": {"nodeSelector": {"matchLabels": {"role": selector_role}}, "image": {"ref": "quay.io/os:1"}},
-    }))
-    .unwrap();
-    pool.metadata.uid = Some(uid.into());
-    pool
+    PoolBuilder::new("web")
+        .selects("role", selector_role)
+        .image("quay.io/os:1")
+        .uid(uid)
+        .build()
 }
 
 fn node(name: &str, role: &str, arch: Option<&str>, disrupted_by: Option<&str>) -> Arc<Node> {
-    let mut labels = json!({"role": role});
+    let mut n = NodeBuilder::new(name).label("role", role);
     if let Some(arch) = arch {
-        labels[api::labels::ARCH_LABEL] = json!(arch);
+        n = n.label(api::labels::ARCH_LABEL, arch);
     }
-    let mut annotations = json!({});
     if let Some(pool) = disrupted_by {
-        annotations[api::labels::DISRUPTED_BY_ANNOTATION] = json!(pool);
+        n = n.annotation(api::labels::DISRUPTED_BY_ANNOTATION, pool);
     }
-    Arc::new(
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": labels, "annotations": annotations}
-        }))
-        .unwrap(),
-    )
+    Arc::new(n.build())
 }
 
 fn bn(name: &str, owner: Option<(&str, &str)>, arch: Option<&str>, retry: bool) -> Arc<BootcNode> {
-    let annotations = if retry {
-        json!({api::labels::RETRY_ANNOTATION: ""})
-    } else {
-        json!({})
-    };
-    let owners: Vec<_> = owner
-        .map(|(name, uid)| {
-            json!({"apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
-                   "name": name, "uid": uid})
-        })
-        .into_iter()
-        .collect();
-    Arc::new(
-        serde_json::from_value(json!({
-            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
-            "metadata": {"name": name, "ownerReferences": owners, "annotations": annotations},
-            "spec": {"desiredImage": "quay.io/os@sha256:1"},
-            "status": {"booted": {"architecture": arch}},
-        }))
-        .unwrap(),
-    )
+    let mut b = BootcNodeBuilder::new(name)
+        .desired("quay.io/os@sha256:1")
+        .booted_architecture(arch);
+    if let Some((pool, uid)) = owner {
+        b = b.owner(pool, uid);
+    }
+    if retry {
+        b = b.annotation(api::labels::RETRY_ANNOTATION, "");
+    }
+    Arc::new(b.build())
 }
 
 /// The caches: objects by name.
