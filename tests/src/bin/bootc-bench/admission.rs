@@ -768,16 +768,16 @@ mod tests {
 
     #[test]
     fn our_writes_are_weighed_in_a_rollouts_proportions() {
-        // 4 applies at 5 ms + 100 µs, 2 cordons at 4 ms + 500 µs, 3
-        // status applies at 6 ms + 200 µs: 400 + 1,000 + 600 µs over
-        // 20 + 8 + 18 ms; a kubelet's write weighs nothing.
+        // 3 applies at 5 ms + 100 µs, 2 cordons at 4 ms + 500 µs, 3
+        // status applies at 6 ms + 200 µs: 300 + 1,000 + 600 µs over
+        // 15 + 8 + 18 ms; a kubelet's write weighs nothing.
         let kinds = [
             (Kind::ControllerApply, 5.0, 100.0),
             (Kind::ControllerCordon, 4.0, 500.0),
             (Kind::DaemonStatus, 6.0, 200.0),
             (Kind::KubeletStatus, 3.0, 1000.0),
         ];
-        let want = 2000.0 / 46_000.0 * 100.0;
+        let want = 1900.0 / 41_000.0 * 100.0;
         assert!((rollout_share_percent(&kinds) - want).abs() < 1e-9);
         assert_eq!(rollout_share_percent(&[]), 0.0);
     }
