@@ -496,7 +496,9 @@ impl Actuator {
         Ok(())
     }
 
-    /// Makes a whole plan: writes, then status, then events.
+    /// Makes a whole plan: its writes, then its status, then its Events
+    /// (a part of the writes is made with [`Actuator::write`] alone: the
+    /// status and Events describe the whole).
     pub async fn execute(
         &self,
         pool: &BootcNodePool,
