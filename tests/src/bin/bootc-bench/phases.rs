@@ -28,6 +28,8 @@ use tests::nodes::pool::digest_of;
 /// A step of a node's turn, as a watch (or a log) shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Mark {
+    /// The pool's spec changed, as a watch saw it (node: the pool's name).
+    PoolChanged,
     /// Its BootcNode names v2.
     Told,
     /// Its daemon reports v2 staged.
@@ -42,6 +44,8 @@ pub(crate) enum Mark {
     Applied,
     NotReady,
     Ready,
+    /// Its daemon's container (re)started, as its kubelet reports it.
+    DaemonStarted,
     /// Its daemon reports v2 booted.
     OnTarget,
     /// The slot's record removed, with the uncordon.
@@ -145,7 +149,7 @@ impl Recorder {
     /// listed; `v2` is the image the pool changes to.
     pub(crate) async fn start(admin: &kube::Client, v2: &str, namespace: &str, app: &str) -> Self {
         let log = Arc::new(Mutex::new(Log::default()));
-        let synced = Arc::new(tokio::sync::Barrier::new(6));
+        let synced = Arc::new(tokio::sync::Barrier::new(8));
         let all = watcher::Config::default();
         let mut tasks = Vec::new();
         let v2 = v2.to_owned();
@@ -167,6 +171,23 @@ impl Recorder {
                     .map(|m| [None, Some(m)]);
                 let now = [told, staged, told && bn.approved(), bn.runs(&v2)];
                 flags(&mut bns, bn.name_any(), now, marks, at, log);
+            },
+        ));
+        let mut generations = BTreeMap::new();
+        tasks.push(watch(
+            Api::<api::BootcNodePool>::all(admin.clone()),
+            all.clone(),
+            log.clone(),
+            synced.clone(),
+            move |at, e, log| {
+                let initial = matches!(e, watcher::Event::InitApply(_));
+                let Some(pool) = applied(e) else { return };
+                let name = pool.name_any();
+                let generation = pool.metadata.generation;
+                let before = generations.insert(name.clone(), generation);
+                if !initial && before.is_some_and(|b| b != generation) {
+                    log.marks.push((at, name, Mark::PoolChanged));
+                }
             },
         ));
         let mut nodes = BTreeMap::new();
@@ -195,6 +216,14 @@ impl Recorder {
             log.clone(),
             synced.clone(),
             on_pod,
+        ));
+        let mut daemons = BTreeMap::new();
+        tasks.push(watch(
+            Api::<Pod>::namespaced(admin.clone(), tests::control_plane::DAEMON_NAMESPACE),
+            all.clone(),
+            log.clone(),
+            synced.clone(),
+            move |at, e, log| on_daemon_pod(&mut daemons, at, e, log),
         ));
         let named = all.clone().fields(&format!("metadata.name={app}"));
         tasks.push(watch(
@@ -237,6 +266,35 @@ impl Recorder {
     }
 }
 
+/// A daemon pod's container (re)started: its start time changed
+/// (`started`: the last seen, by pod).
+fn on_daemon_pod(
+    started: &mut BTreeMap<String, Option<String>>,
+    at: Timestamp,
+    e: watcher::Event<Pod>,
+    log: &mut Log,
+) {
+    let (pod, initial) = match e {
+        watcher::Event::Apply(p) => (p, false),
+        watcher::Event::InitApply(p) => (p, true),
+        _ => return,
+    };
+    let running = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.first())
+        .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref())
+        .map(|t| t.0.to_string());
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    let before = started.insert(pod.name_any(), running.clone());
+    if let (false, Some(node), Some(_)) = (initial, node, &running)
+        && before.flatten() != running
+    {
+        log.marks.push((at, node, Mark::DaemonStarted));
+    }
+}
+
 fn on_pod(at: Timestamp, e: watcher::Event<Pod>, log: &mut Log) {
     let (pod, deleted) = match e {
         watcher::Event::Apply(p) | watcher::Event::InitApply(p) => (p, false),
@@ -270,8 +328,12 @@ pub(crate) enum Owner {
     Download,
     /// The node's own reboot: the floor.
     Reboot,
+    /// The node's kubelet starting the daemon's pod again after the boot.
+    Kubelet,
     /// Waiting for the node before it in the slot: not a cost of its own.
     Turn,
+    /// The bench's change of the pool, until a watch shows it.
+    Bench,
 }
 
 impl Owner {
@@ -281,7 +343,9 @@ impl Owner {
             Owner::Workload => "the workload's",
             Owner::Download => "bootc's download",
             Owner::Reboot => "the node's reboot",
+            Owner::Kubelet => "the node's kubelet",
             Owner::Turn => "the previous node's turn",
+            Owner::Bench => "the bench's change of the pool",
         }
     }
 }
@@ -294,29 +358,33 @@ pub(crate) enum Phase {
     SlotWait,
     HandOver,
     DrainOurs,
+    DrainNoticed,
     DrainBudget,
     DrainGrace,
     Approval,
     ApplyCall,
     Shutdown,
     Boot,
+    DaemonStart,
     DaemonBack,
     Release,
 }
 
 impl Phase {
-    pub(crate) const ALL: [Phase; 13] = [
+    pub(crate) const ALL: [Phase; 15] = [
         Phase::Telling,
         Phase::Staging,
         Phase::SlotWait,
         Phase::HandOver,
         Phase::DrainOurs,
+        Phase::DrainNoticed,
         Phase::DrainBudget,
         Phase::DrainGrace,
         Phase::Approval,
         Phase::ApplyCall,
         Phase::Shutdown,
         Phase::Boot,
+        Phase::DaemonStart,
         Phase::DaemonBack,
         Phase::Release,
     ];
@@ -327,26 +395,31 @@ impl Phase {
             Phase::SlotWait => Owner::Turn,
             Phase::DrainBudget | Phase::DrainGrace => Owner::Workload,
             Phase::Shutdown | Phase::Boot => Owner::Reboot,
+            Phase::DaemonStart => Owner::Kubelet,
             _ => Owner::Ours,
         }
     }
 
     fn text(self) -> &'static str {
         match self {
-            Phase::Telling => "told (pool changed -> its BootcNode names v2)",
+            Phase::Telling => "told (the pool's change seen -> its BootcNode names v2)",
             Phase::Staging => "staging (told -> Staged)",
             Phase::SlotWait => "waiting for the slot (Staged -> the previous node released)",
             Phase::HandOver => "slot hand-over (released, or Staged -> slot taken, cordoned)",
             Phase::DrainOurs => {
-                "drain, ours (evictions asked, asked again once the budget allows, pods gone -> done)"
+                "drain, ours: a pod awaits an eviction the budget allows (asked, asked again)"
             }
+            Phase::DrainNoticed => "drain, ours: every pod gone -> the drain done",
             Phase::DrainBudget => "drain, the budget refusing while the replacement becomes Ready",
             Phase::DrainGrace => "drain, the evicted pods terminating (their grace)",
             Phase::Approval => "approval written (drain done -> approved)",
             Phase::ApplyCall => "apply asked (approved -> bootc's apply called)",
             Phase::Shutdown => "shutdown (bootc's apply -> NotReady)",
             Phase::Boot => "boot (NotReady -> Ready)",
-            Phase::DaemonBack => "the daemon back (Ready -> it reports v2 booted)",
+            Phase::DaemonStart => "the daemon's pod started again (Ready -> its container running)",
+            Phase::DaemonBack => {
+                "the daemon's report (Ready and its container running -> it reports v2 booted)"
+            }
             Phase::Release => "release (Ready and on v2 -> slot released, uncordoned)",
         }
     }
@@ -385,10 +458,11 @@ fn allowed(log: &Log, at: Timestamp) -> bool {
         .is_none_or(|(_, a)| *a > 0)
 }
 
-/// A drain's seconds (`node`'s, `from` -> `to`) split: (ours, the budget
-/// refusing while a pod awaits its eviction, the evicted pods terminating
-/// with none awaiting).
-pub(crate) fn split_drain(log: &Log, node: &str, from: Timestamp, to: Timestamp) -> [f64; 3] {
+/// A drain's seconds (`node`'s, `from` -> `to`) split: (ours: a pod
+/// awaits an eviction the budget allows; the budget refusing while a pod
+/// awaits its eviction; the evicted pods terminating with none awaiting;
+/// ours: every pod gone, the drain not done yet).
+pub(crate) fn split_drain(log: &Log, node: &str, from: Timestamp, to: Timestamp) -> [f64; 4] {
     let pods: Vec<&PodLife> = log
         .pods
         .values()
@@ -402,7 +476,7 @@ pub(crate) fn split_drain(log: &Log, node: &str, from: Timestamp, to: Timestamp)
     cuts.retain(|t| *t >= from && *t <= to);
     cuts.sort();
     cuts.dedup();
-    let mut shares = [0.0; 3];
+    let mut shares = [0.0; 4];
     for w in cuts.windows(2) {
         let (a, b) = (w[0], w[1]);
         let Ok(mid) = a.checked_add(a.duration_until(b) / 2) else {
@@ -414,8 +488,9 @@ pub(crate) fn split_drain(log: &Log, node: &str, from: Timestamp, to: Timestamp)
             .any(|p| p.evicted.is_some_and(|e| e <= mid) && p.gone.is_none_or(|g| g > mid));
         let share = match (awaiting, terminating) {
             (true, _) if !allowed(log, mid) => 1,
+            (true, _) => 0,
             (false, true) => 2,
-            _ => 0,
+            (false, false) => 3,
         };
         shares[share] += secs(a, b);
     }
@@ -467,15 +542,22 @@ fn turn(
     let down = first(log, node, Mark::NotReady, applied)?;
     let ready = first(log, node, Mark::Ready, down)?;
     let back = first(log, node, Mark::OnTarget, down);
+    // Its container may run before the Node's Ready is seen: none of the
+    // kubelet's then.
+    let running = first(log, node, Mark::DaemonStarted, down).map(|r| r.max(ready));
     let out = first(log, node, Mark::SlotReleased, ready);
     let ready_to_go = staged.max(released.unwrap_or(started));
-    let [ours, budget, grace] = split_drain(log, node, slot, done);
+    let [asking, budget, grace, noticing] = split_drain(log, node, slot, done);
     let mut phases = BTreeMap::from([
-        (Phase::Telling, secs(started, told)),
+        (
+            Phase::Telling,
+            secs(pool_changed(log, started).min(told), told),
+        ),
         (Phase::Staging, secs(told, staged)),
         (Phase::SlotWait, released.map_or(0.0, |r| secs(staged, r))),
         (Phase::HandOver, secs(ready_to_go, slot)),
-        (Phase::DrainOurs, ours),
+        (Phase::DrainOurs, asking),
+        (Phase::DrainNoticed, noticing),
         (Phase::DrainBudget, budget),
         (Phase::DrainGrace, grace),
         (Phase::Approval, secs(done, approved)),
@@ -483,8 +565,11 @@ fn turn(
         (Phase::Shutdown, secs(applied, down)),
         (Phase::Boot, secs(down, ready)),
     ]);
+    if let Some(running) = running {
+        phases.insert(Phase::DaemonStart, secs(ready, running));
+    }
     if let Some(back) = back {
-        phases.insert(Phase::DaemonBack, secs(ready, back));
+        phases.insert(Phase::DaemonBack, secs(running.unwrap_or(ready), back));
     }
     if let (Some(back), Some(out)) = (back, out) {
         phases.insert(Phase::Release, secs(ready.max(back), out));
@@ -494,14 +579,23 @@ fn turn(
     let from = released.unwrap_or(started);
     let mut path = BTreeMap::new();
     let mut add = |o: Owner, s: f64| *path.entry(o).or_insert(0.0) += s;
-    add(Owner::Ours, secs(from, told.max(from)));
+    // The first turn starts with the bench's kubectl apply.
+    let changed = match released {
+        None => pool_changed(log, started).min(told),
+        Some(_) => from,
+    };
+    add(Owner::Bench, secs(from, changed));
+    add(Owner::Ours, secs(changed.max(from), told.max(from)));
     add(Owner::Download, secs(told.max(from), staged.max(from)));
     add(Owner::Ours, secs(staged.max(from), slot));
-    add(Owner::Ours, ours + secs(done, applied));
+    add(Owner::Ours, asking + noticing + secs(done, applied));
     add(Owner::Workload, budget + grace);
     add(Owner::Reboot, secs(applied, ready));
     let end = if last { Some(last_ready) } else { out };
-    add(Owner::Ours, end.map_or(0.0, |e| secs(ready, e)));
+    let running = running.filter(|r| !last && end.is_some_and(|e| *r <= e));
+    add(Owner::Kubelet, running.map_or(0.0, |r| secs(ready, r)));
+    let back_from = running.unwrap_or(ready);
+    add(Owner::Ours, end.map_or(0.0, |e| secs(back_from, e)));
     Some(Turn {
         node: node.to_owned(),
         phases,
@@ -509,12 +603,21 @@ fn turn(
     })
 }
 
+/// When the pool's change was seen (else `started`, the bench's apply).
+fn pool_changed(log: &Log, started: Timestamp) -> Timestamp {
+    log.marks
+        .iter()
+        .find(|(t, _, m)| *m == Mark::PoolChanged && *t >= started)
+        .map_or(started, |(t, ..)| *t)
+}
+
 /// The rollout's target: at most this times the sum of the nodes' reboots.
 pub(crate) const RATIO_TARGET: f64 = 1.5;
 
-/// Prints each phase (p50 / max over the nodes, its owner) and the critical
-/// path's shares.
-pub(crate) fn report_turns(report: &mut Report, turns: &[Turn], rollout: f64) {
+/// Prints each phase (p50 / max over the nodes, its owner), the critical
+/// path's shares, and the ratio to the `floor` the rollout would have
+/// without ours: whether the target is ours to meet.
+pub(crate) fn report_turns(report: &mut Report, turns: &[Turn], rollout: f64, floor: Option<f64>) {
     if turns.is_empty() {
         report
             .notes
@@ -572,6 +675,16 @@ pub(crate) fn report_turns(report: &mut Report, turns: &[Turn], rollout: f64) {
         "",
         None,
     ));
+    let ours = path.get(&Owner::Ours).copied().unwrap_or(0.0);
+    if let Some(floor) = floor.filter(|f| *f > 0.0) {
+        let without = rollout - ours;
+        report.push(row(
+            "  the ratio were none of ours on the critical path (the rest: the workload's, the kubelet's, the download, the reboots)",
+            format!("{:.2} ({without:.1} s)", without / floor),
+            "",
+            None,
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -607,11 +720,12 @@ mod unit {
             budget: vec![(at(100), 0), (at(2_500), 1)],
             ..Log::default()
         };
-        let [ours, budget, grace] = split_drain(&log, "n", at(0), at(4_200));
+        let [asking, budget, grace, noticing] = split_drain(&log, "n", at(0), at(4_200));
         let ms = |s: f64| (s * 1000.0).round() as i64;
         assert_eq!(ms(budget), 2_400, "0.1 -> 2.5 s: b waits on the budget");
         assert_eq!(ms(grace), 500, "3.5 -> 4.0 s: only b terminating");
-        assert_eq!(ms(ours), 1_300, "0 -> 0.1, 2.5 -> 3.5, 4.0 -> 4.2");
+        assert_eq!(ms(asking), 1_100, "0 -> 0.1, 2.5 -> 3.5");
+        assert_eq!(ms(noticing), 200, "4.0 -> 4.2");
     }
 
     #[test]
@@ -619,6 +733,7 @@ mod unit {
         let m = |t, n: &str, mark| (at(t), n.to_owned(), mark);
         let log = Log {
             marks: vec![
+                m(40, "workers", Mark::PoolChanged),
                 m(100, "a", Mark::Told),
                 m(150, "b", Mark::Told),
                 m(1_000, "a", Mark::Staged),
@@ -629,6 +744,7 @@ mod unit {
                 m(2_300, "a", Mark::Applied),
                 m(3_000, "a", Mark::NotReady),
                 m(6_000, "a", Mark::Ready),
+                m(6_200, "a", Mark::DaemonStarted),
                 m(6_500, "a", Mark::OnTarget),
                 m(7_000, "a", Mark::SlotReleased),
                 m(7_100, "b", Mark::SlotTaken),
@@ -648,6 +764,10 @@ mod unit {
         assert!((a.phases[&Phase::HandOver] - 0.1).abs() < 1e-9);
         assert!((a.phases[&Phase::Release] - 0.5).abs() < 1e-9);
         assert_eq!(a.path[&Owner::Reboot], 3.7);
+        assert!((a.path[&Owner::Bench] - 0.04).abs() < 1e-9);
+        assert!((a.phases[&Phase::Telling] - 0.06).abs() < 1e-9);
+        assert!((a.path[&Owner::Kubelet] - 0.2).abs() < 1e-9);
+        assert!((a.phases[&Phase::DaemonBack] - 0.3).abs() < 1e-9);
         let b = &t[1];
         assert!((b.phases[&Phase::SlotWait] - 5.8).abs() < 1e-9);
         assert!((b.phases[&Phase::HandOver] - 0.1).abs() < 1e-9);
