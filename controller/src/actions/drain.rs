@@ -97,14 +97,15 @@ pub const FIRST_LOOK: Duration = Duration::from_millis(100);
 /// [`PROMPT_FOR`]: a budget refuses an eviction until the replacement of
 /// the pod evicted before it is Ready, and an evicted pod ends with its
 /// grace, seconds as a rule; a round late is that much added to every
-/// node's turn (a wait that grew to 5 s cost about a second a node on
-/// real nodes, BENCHMARKS.md).
+/// node's turn (a wait that doubled up to 5 s cost about a second a node
+/// in the bench's real-node section: the drain saw its pods gone late).
 pub const PROMPT_EVERY: Duration = Duration::from_millis(500);
 /// How long a drain stays prompt (at most 2 lists, and an eviction per pod
 /// left, a second); after it, rounds slow down to [`PATIENT_EVERY`] (a
 /// budget that refuses for minutes costs the API server one list and one
 /// eviction per pod every 5 s, as kubectl's drain).
 pub const PROMPT_FOR: Duration = Duration::from_secs(60);
+/// The longest wait between two rounds of an older drain.
 pub const PATIENT_EVERY: Duration = Duration::from_secs(5);
 
 /// The wait before the next round of a drain `age` old, whose last wait

@@ -543,8 +543,11 @@ fn turn(
     let ready = first(log, node, Mark::Ready, down)?;
     let back = first(log, node, Mark::OnTarget, down);
     // Its container may run before the Node's Ready is seen: none of the
-    // kubelet's then.
-    let running = first(log, node, Mark::DaemonStarted, down).map(|r| r.max(ready));
+    // kubelet's then; and it runs by the daemon's report at the latest,
+    // whenever the kubelet's own report of it comes.
+    let running = first(log, node, Mark::DaemonStarted, down)
+        .map(|r| r.max(ready))
+        .map(|r| back.map_or(r, |b| r.min(b.max(ready))));
     let out = first(log, node, Mark::SlotReleased, ready);
     let ready_to_go = staged.max(released.unwrap_or(started));
     let [asking, budget, grace, noticing] = split_drain(log, node, slot, done);
@@ -745,6 +748,10 @@ mod unit {
                 m(3_000, "a", Mark::NotReady),
                 m(6_000, "a", Mark::Ready),
                 m(6_200, "a", Mark::DaemonStarted),
+                // The kubelet's report of b's container comes after the
+                // daemon's own: b's container ran by then.
+                m(11_100, "b", Mark::OnTarget),
+                m(11_150, "b", Mark::DaemonStarted),
                 m(6_500, "a", Mark::OnTarget),
                 m(7_000, "a", Mark::SlotReleased),
                 m(7_100, "b", Mark::SlotTaken),
@@ -772,5 +779,7 @@ mod unit {
         assert!((b.phases[&Phase::SlotWait] - 5.8).abs() < 1e-9);
         assert!((b.phases[&Phase::HandOver] - 0.1).abs() < 1e-9);
         assert!(!b.phases.contains_key(&Phase::Release));
+        assert!((b.phases[&Phase::DaemonStart] - 0.1).abs() < 1e-9);
+        assert_eq!(b.phases[&Phase::DaemonBack], 0.0);
     }
 }

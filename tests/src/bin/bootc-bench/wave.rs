@@ -269,7 +269,12 @@ mod tests {
         assert_eq!(c([false, true], [true, true]), [Mark::SlotTaken]);
         assert_eq!(c([true, true], [false, true]), [Mark::SlotReleased]);
         assert_eq!(c([true, true], [true, false]), [Mark::NotReady]);
-        assert_eq!(c([true, false], [false, true]), [Mark::Ready]);
+        assert_eq!(c([true, false], [true, true]), [Mark::Ready]);
+        assert_eq!(
+            c([true, false], [false, true]),
+            [Mark::SlotReleased, Mark::Ready],
+            "both at once: both marks"
+        );
     }
 
     #[test]
