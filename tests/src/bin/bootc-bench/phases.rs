@@ -159,19 +159,7 @@ impl Recorder {
             all.clone(),
             log.clone(),
             synced.clone(),
-            move |at, e, log| {
-                let Some(bn) = applied(e) else { return };
-                let told = bn.spec.desired_image.ends_with(digest_of(&v2));
-                let status = bn.status.as_ref();
-                let staged = status
-                    .and_then(|s| s.staged.as_ref())
-                    .is_some_and(|s| s.is_image(&v2))
-                    || bn.runs(&v2);
-                let marks = [Mark::Told, Mark::Staged, Mark::Approved, Mark::OnTarget]
-                    .map(|m| [None, Some(m)]);
-                let now = [told, staged, told && bn.approved(), bn.runs(&v2)];
-                flags(&mut bns, bn.name_any(), now, marks, at, log);
-            },
+            move |at, e, log| on_bootc_node(&mut bns, &v2, at, e, log),
         ));
         let mut generations = BTreeMap::new();
         tasks.push(watch(
@@ -179,16 +167,7 @@ impl Recorder {
             all.clone(),
             log.clone(),
             synced.clone(),
-            move |at, e, log| {
-                let initial = matches!(e, watcher::Event::InitApply(_));
-                let Some(pool) = applied(e) else { return };
-                let name = pool.name_any();
-                let generation = pool.metadata.generation;
-                let before = generations.insert(name.clone(), generation);
-                if !initial && before.is_some_and(|b| b != generation) {
-                    log.marks.push((at, name, Mark::PoolChanged));
-                }
-            },
+            move |at, e, log| on_pool(&mut generations, at, e, log),
         ));
         let mut nodes = BTreeMap::new();
         tasks.push(watch(
@@ -263,6 +242,44 @@ impl Recorder {
         log.marks.extend(more);
         log.marks.sort();
         log
+    }
+}
+
+/// A BootcNode's marks toward `v2` (`last`: its flags, by name).
+fn on_bootc_node(
+    last: &mut BTreeMap<String, [bool; 4]>,
+    v2: &str,
+    at: Timestamp,
+    e: watcher::Event<BootcNode>,
+    log: &mut Log,
+) {
+    let Some(bn) = applied(e) else { return };
+    let told = bn.spec.desired_image.ends_with(digest_of(v2));
+    let staged = bn
+        .status
+        .as_ref()
+        .and_then(|s| s.staged.as_ref())
+        .is_some_and(|s| s.is_image(v2))
+        || bn.runs(v2);
+    let marks = [Mark::Told, Mark::Staged, Mark::Approved, Mark::OnTarget].map(|m| [None, Some(m)]);
+    let now = [told, staged, told && bn.approved(), bn.runs(v2)];
+    flags(last, bn.name_any(), now, marks, at, log);
+}
+
+/// A pool's spec changed: its generation moved (`generations`: by name).
+fn on_pool(
+    generations: &mut BTreeMap<String, Option<i64>>,
+    at: Timestamp,
+    e: watcher::Event<api::BootcNodePool>,
+    log: &mut Log,
+) {
+    let initial = matches!(e, watcher::Event::InitApply(_));
+    let Some(pool) = applied(e) else { return };
+    let name = pool.name_any();
+    let generation = pool.metadata.generation;
+    let before = generations.insert(name.clone(), generation);
+    if !initial && before.is_some_and(|b| b != generation) {
+        log.marks.push((at, name, Mark::PoolChanged));
     }
 }
 
