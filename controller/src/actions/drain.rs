@@ -2,8 +2,10 @@
 //!
 //! A drain lists the pods bound to the node, skips mirror pods and pods owned
 //! by a DaemonSet, asks for an eviction of each (policy/v1), retries evictions that a PodDisruptionBudget
-//! refuses (429) with backoff, and waits until the pods are gone. After the
-//! pool's `drainTimeoutSeconds` it gives up, naming the pods still there.
+//! refuses (429) on a schedule ([`next_look`]) that is prompt while the
+//! drain is young and patient after, and waits until the pods are gone.
+//! After the pool's `drainTimeoutSeconds` it gives up, naming the pods
+//! still there.
 //!
 //! Like `kubectl drain --ignore-daemonsets --delete-emptydir-data --force`,
 //! it evicts everything else, pods with `emptyDir` volumes and pods no
@@ -88,6 +90,41 @@ pub fn is_skipped(pod: &Pod, operator_namespace: &str) -> bool {
     mirror || daemonset || controller
 }
 
+/// The first look again after a round of a drain that left pods on the
+/// node, and the one after a round that evicted a pod (its end is near).
+pub const FIRST_LOOK: Duration = Duration::from_millis(100);
+/// The longest wait between two rounds while the drain is younger than
+/// [`PROMPT_FOR`]: a budget refuses an eviction until the replacement of
+/// the pod evicted before it is Ready, and an evicted pod ends with its
+/// grace, seconds as a rule; a round late is that much added to every
+/// node's turn (a wait that doubled up to 5 s cost about a second a node
+/// in the bench's real-node section: the drain saw its pods gone late).
+pub const PROMPT_EVERY: Duration = Duration::from_millis(500);
+/// How long a drain stays prompt (at most 2 lists, and an eviction per pod
+/// left, a second); after it, rounds slow down to [`PATIENT_EVERY`] (a
+/// budget that refuses for minutes costs the API server one list and one
+/// eviction per pod every 5 s, as kubectl's drain).
+pub const PROMPT_FOR: Duration = Duration::from_secs(60);
+/// The longest wait between two rounds of an older drain.
+pub const PATIENT_EVERY: Duration = Duration::from_secs(5);
+
+/// The wait before the next round of a drain `age` old, whose last wait
+/// was `last` (None: none yet) and whose last round `evicted` a pod:
+/// doubling from [`FIRST_LOOK`] up to [`PROMPT_EVERY`], and up to
+/// [`PATIENT_EVERY`] once the drain is [`PROMPT_FOR`] old; back to the
+/// first look after an eviction.
+pub fn next_look(last: Option<Duration>, age: Duration, evicted: bool) -> Duration {
+    let longest = if age < PROMPT_FOR {
+        PROMPT_EVERY
+    } else {
+        PATIENT_EVERY
+    };
+    match last {
+        Some(last) if !evicted => (last * 2).min(longest),
+        _ => FIRST_LOOK,
+    }
+}
+
 /// Drains `node`, giving up after `timeout`. The error names the pods still
 /// on the node and why. `on_blocked` is called once per pod the first time a
 /// PodDisruptionBudget refuses its eviction, with the pod and the budget's
@@ -102,10 +139,12 @@ pub async fn drain_node(
     let mut reported: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let pods: Api<Pod> = Api::all(client.clone());
     let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut backoff = Duration::from_millis(200);
+    let started = tokio::time::Instant::now();
+    let deadline = started + timeout;
+    let mut wait = None;
     loop {
         let mut remaining: Vec<String> = Vec::new();
+        let mut evicted = false;
         match pods.list(&lp).await {
             Ok(list) => {
                 let targets: Vec<&Pod> = list
@@ -133,7 +172,10 @@ pub async fn drain_node(
                         Err(EvictError::Other("eviction request timed out".into()))
                     });
                     match attempt {
-                        Ok(()) => remaining.push(format!("{ns}/{name} (evicted, terminating)")),
+                        Ok(()) => {
+                            evicted = true;
+                            remaining.push(format!("{ns}/{name} (evicted, terminating)"))
+                        }
                         Err(EvictError::Budget(answer)) => {
                             if reported.insert(format!("{ns}/{name}")) {
                                 on_blocked(format!("{ns}/{name}"), answer);
@@ -159,8 +201,9 @@ pub async fn drain_node(
                 remaining.join(", ")
             ));
         }
-        tokio::time::sleep(backoff.min(deadline - now)).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+        let next = next_look(wait, now - started, evicted);
+        wait = Some(next);
+        tokio::time::sleep(next.min(deadline - now)).await;
     }
 }
 
@@ -418,6 +461,36 @@ mod tests {
 
     fn pod(v: serde_json::Value) -> Pod {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_refused_eviction_is_asked_again_within_half_a_second_while_the_drain_is_young() {
+        let ms = Duration::from_millis;
+        let schedule = |age: Duration, rounds: usize| {
+            let mut last = None;
+            (0..rounds)
+                .map(|_| {
+                    let next = next_look(last, age, false);
+                    last = Some(next);
+                    next
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            schedule(ms(0), 7),
+            [100, 200, 400, 500, 500, 500, 500].map(ms),
+            "young: prompt"
+        );
+        assert_eq!(
+            schedule(PROMPT_FOR, 8),
+            [100, 200, 400, 800, 1600, 3200, 5000, 5000].map(ms),
+            "old: patient"
+        );
+        assert_eq!(
+            next_look(Some(PROMPT_EVERY), ms(0), true),
+            FIRST_LOOK,
+            "an eviction made: its pod's end is looked for at once"
+        );
     }
 
     #[test]

@@ -32,6 +32,7 @@ mod admission;
 mod api_requests;
 mod latency;
 mod nodes;
+mod phases;
 mod procfs;
 mod report;
 mod rss;

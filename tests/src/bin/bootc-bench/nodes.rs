@@ -14,14 +14,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use tests::nodes::operator::Install;
 use tests::nodes::pool::{
-    ROLLOUT, WORKLOAD, diagnostics, digest_of, installed_with_a_pool_on_v1, kubectl, pool_yaml,
+    POOL, ROLLOUT, WORKLOAD, diagnostics, digest_of, installed_with_a_pool_on_v1, kubectl,
     wait_pool,
 };
 use tests::nodes::{NodeCluster, NodeClusterOptions, push_os};
 
+use crate::phases::{Mark, RATIO_TARGET, Recorder};
 use crate::procfs::memory_kib;
 use crate::report::{Report, mib, out, row};
 
@@ -107,6 +108,8 @@ impl Agents {
 }
 
 struct NodesResult {
+    /// Each node's turn, phase by phase.
+    turns: Vec<crate::phases::Turn>,
     /// Seconds from the pool's change to each node first seen Ready on v2.
     ready_on_v2: BTreeMap<String, f64>,
     /// Seconds from the pool's change to each node's apply (bootc's own
@@ -152,13 +155,19 @@ async fn measure(cluster: NodeCluster, binaries: PathBuf, idle: Duration) -> Res
     let v2 = push_os(&cluster.registry, V2, "v2").await?;
     let admin = cluster.cp.admin().await?;
     let nodes = Api::<Node>::all(admin.clone());
+    let (namespace, app) = WORKLOAD_APP;
+    let recorder = Recorder::start(&admin, &v2, namespace, app).await;
     let started = Instant::now();
-    let started_unix = jiff::Timestamp::now().as_microsecond();
-    kubectl(
-        &cluster,
-        &["apply", "-f", "-"],
-        Some(&pool_yaml(&cluster, "v2")),
-    )?;
+    let started_at = jiff::Timestamp::now();
+    let started_unix = started_at.as_microsecond();
+    // Through the bench's own client: a kubectl process takes about a
+    // second to start here, which is not the rollout's.
+    let reference = format!("{}/{}:v2", cluster.registry.host(), tests::nodes::OS_REPO);
+    let change = serde_json::json!({"spec": {"image": {"ref": reference}}});
+    Api::<api::BootcNodePool>::all(admin.clone())
+        .patch(POOL, &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .context("changing the pool to v2")?;
     let mut ready = BTreeMap::new();
     let mut during = Agents::default();
     // Polled: each node's time is known to the poll's period (250 ms).
@@ -188,6 +197,9 @@ async fn measure(cluster: NodeCluster, binaries: PathBuf, idle: Duration) -> Res
     })
     .await?;
     let pool_updated = started.elapsed().as_secs_f64();
+    let last_ready = ready.values().copied().fold(0.0, f64::max);
+    let turns = turns_of(&cluster, &recorder, started_at, last_ready);
+    drop(recorder);
     tokio::time::sleep(idle).await;
     let steady = Agents::sample(&cluster);
     let applied = cluster
@@ -213,6 +225,7 @@ async fn measure(cluster: NodeCluster, binaries: PathBuf, idle: Duration) -> Res
         }
     };
     Ok(NodesResult {
+        turns,
         ready_on_v2: ready,
         applied,
         pod_memory,
@@ -220,6 +233,64 @@ async fn measure(cluster: NodeCluster, binaries: PathBuf, idle: Duration) -> Res
         during: during.max(steady),
         steady,
     })
+}
+
+/// The workload's namespace and `app` label (its budget's name too).
+const WORKLOAD_APP: (&str, &str) = ("default", "web");
+
+/// Each node's turn, phase by phase ([`crate::phases`]): the watches'
+/// marks, each node's applies (the fake bootc's record) and the drains'
+/// ends (the controller's log); the rollout ended `last_ready` seconds
+/// after `started`.
+fn turns_of(
+    cluster: &NodeCluster,
+    recorder: &Recorder,
+    started: jiff::Timestamp,
+    last_ready: f64,
+) -> Vec<crate::phases::Turn> {
+    let mut more = Vec::new();
+    for node in &cluster.nodes {
+        for i in node.bootc().read_invocations() {
+            let applies = i.argv.iter().any(|a| a == "--apply");
+            let at = i64::try_from(i.unix_micros)
+                .ok()
+                .and_then(|us| jiff::Timestamp::from_microsecond(us).ok());
+            if let (true, Some(at)) = (applies, at) {
+                more.push((at, node.name.clone(), Mark::Applied));
+            }
+        }
+    }
+    for (at, node) in crate::wave::drain_ends(&controller_log(cluster)) {
+        more.push((at, node, Mark::DrainDone));
+    }
+    let log = recorder.log(more);
+    let end = jiff::SignedDuration::from_secs_f64(last_ready);
+    let last = started.checked_add(end).unwrap_or(started);
+    crate::phases::turns(&log, started, last)
+}
+
+/// The controller's log, every pod's, the containers before a restart
+/// included (a reboot restarts the replica on its node).
+fn controller_log(cluster: &NodeCluster) -> String {
+    let selector = format!(
+        "{}={}",
+        api::labels::APP_NAME_LABEL,
+        api::labels::CONTROLLER_APP_NAME
+    );
+    let mut log = String::new();
+    for previous in [true, false] {
+        let namespace = api::labels::OPERATOR_NAMESPACE;
+        let mut args = vec!["logs", "-n", namespace, "-l", &selector, "--tail=-1"];
+        if previous {
+            args.push("--previous");
+        }
+        match kubectl(cluster, &args, None) {
+            Ok(text) => log.push_str(&text),
+            Err(e) if !previous => out(&format!("  the controller's log: {e:#}\n")),
+            Err(_) => {}
+        }
+    }
+    log
 }
 
 /// A pod's memory as the container runtime reports it to the kubelet.
@@ -296,7 +367,8 @@ pub(crate) fn nodes_section(
 }
 
 /// The rollout against the sum of the nodes' reboots.
-fn report_floor(report: &mut Report, r: &NodesResult, last: f64) {
+/// The floor, when every node's apply was found.
+fn report_floor(report: &mut Report, r: &NodesResult, last: f64) -> Option<f64> {
     let reboots: Vec<f64> = r
         .ready_on_v2
         .iter()
@@ -306,7 +378,7 @@ fn report_floor(report: &mut Report, r: &NodesResult, last: f64) {
         report
             .notes
             .push("a node's apply was not found in its bootc record".to_owned());
-        return;
+        return None;
     }
     let floor: f64 = reboots.iter().sum();
     let each: Vec<String> = reboots.iter().map(|s| format!("{s:.1}")).collect();
@@ -316,12 +388,14 @@ fn report_floor(report: &mut Report, r: &NodesResult, last: f64) {
         "",
         None,
     ));
+    let ratio = last / floor.max(f64::MIN_POSITIVE);
     report.push(row(
         "  ratio of the rollout to the floor",
-        format!("{:.2}", last / floor.max(f64::MIN_POSITIVE)),
-        "",
-        None,
+        format!("{ratio:.2}"),
+        &format!("<= {RATIO_TARGET}"),
+        Some(ratio <= RATIO_TARGET),
     ));
+    Some(floor)
 }
 
 fn report_pod_memory(
@@ -372,7 +446,8 @@ fn report_nodes(
         "—",
         None,
     ));
-    report_floor(report, r, last);
+    let floor = report_floor(report, r, last);
+    crate::phases::report_turns(report, &r.turns, last, floor);
     let mut each: Vec<f64> = r.ready_on_v2.values().copied().collect();
     each.sort_by(f64::total_cmp);
     let each: Vec<String> = each.iter().map(|s| format!("{s:.1}")).collect();
@@ -423,7 +498,7 @@ fn report_nodes(
     }
     report_pod_memory(report, r.pod_memory, builds);
     report.details.push(format!(
-        "### A rollout on real nodes\n\n{nodes} node containers (a real systemd, containerd and kubelet each; tests/src/nodes/) on this machine, with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a registry; the operator installed from deploy/ as the real-node tests install it, its image's builds {}; a three-replica workload with a PodDisruptionBudget; one pool, maxUnavailable 1. The time runs from `kubectl apply` of the pool's new tag to the first poll (every 250 ms) that finds the last node Ready with its kubelet reporting v2: each node is cordoned, drained (real evictions), staged, really rebooted and back Ready in turn. The floor is the sum of the nodes' own reboots, each from the start of bootc's apply (the fake bootc's record of the call, whose reboot is real) to the node first seen Ready on v2: with one slot the reboots cannot overlap, so no controller could finish sooner; the ratio is the rollout's time over it, and what exceeds 1 is the cordons, drains, stages and slot hand-overs between the reboots. The memory rows read `/proc/<pid>/status` of the daemon and helper processes in each node's pod (the node's processes are this machine's): steady at the end of the idle period, the peak (VmHWM) sampled throughout the rollout, whose reboots restart both. The pod rows are what the container runtime reports for the daemon's pod, as its kubelet serves it (`/stats/summary` through the API server, the pod's containers summed; the helper runs in the daemon's container), steady, the highest over nodes; judged against the sum of the two processes' targets. The runtime counts what the pod's memory cgroup was charged: anonymous memory (its RSS) and the page cache it brought in (the working set), not the pages of the binaries another cgroup already cached, which each process's VmRSS includes; so the pod's figures are the smaller.\n",
+        "### A rollout on real nodes\n\n{nodes} node containers (a real systemd, containerd and kubelet each; tests/src/nodes/) on this machine, with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a registry; the operator installed from deploy/ as the real-node tests install it, its image's builds {}; a three-replica workload with a PodDisruptionBudget; one pool, maxUnavailable 1. The time runs from the bench's patch of the pool's tag (through its own client, as a controller or a CI job would: a `kubectl` process took about a second to start on this machine, which the rollout's time included before 2026-11-29) to the first poll (every 250 ms) that finds the last node Ready with its kubelet reporting v2: each node is cordoned, drained (real evictions), staged, really rebooted and back Ready in turn. The floor is the sum of the nodes' own reboots, each from the start of bootc's apply (the fake bootc's record of the call, whose reboot is real) to the node first seen Ready on v2: with one slot the reboots cannot overlap, so no controller could finish sooner; the ratio is the rollout's time over it, and what exceeds 1 is the cordons, drains, stages and slot hand-overs between the reboots. Each node's turn is then cut into phases (tests/src/bin/bootc-bench/phases.rs), from watches on the Nodes, the BootcNodes, the workload's pods and its PodDisruptionBudget, and the Events, with the fake bootc's record of each apply and the controller's log of each drain's end; each phase is printed with its owner: ours (what the operator can remove), the workload's (its evicted pods' termination grace, and the time the budget refuses the next eviction while a pod waits for it: its replacement becoming Ready), bootc's download, the node's own reboot, or the previous node's turn. A drain is cut instant by instant: while a pod on the node awaits its eviction and the budget allows none, the workload's readiness; while every pod left is terminating, the workload's grace; the rest (asking, asking again once the budget allows, seeing the pods gone) ours. The critical path (the pool's change to the last node Ready on v2, each turn from the previous node's release) is the same cut along the slot's order: its shares by owner add up to the rollout, and the rollout less our share, over the floor, says whether the target is ours to meet: what is left is the workload's (here a shell loop that ends its `sleep 1` before its TERM trap, then the kubelet's report of its end), the kubelet's start of the daemon's pod again after each boot (the controller releases a slot only on the daemon's report that the node booted the target), the first node's download, and the reboots. The memory rows read `/proc/<pid>/status` of the daemon and helper processes in each node's pod (the node's processes are this machine's): steady at the end of the idle period, the peak (VmHWM) sampled throughout the rollout, whose reboots restart both. The pod rows are what the container runtime reports for the daemon's pod, as its kubelet serves it (`/stats/summary` through the API server, the pod's containers summed; the helper runs in the daemon's container), steady, the highest over nodes; judged against the sum of the two processes' targets. The runtime counts what the pod's memory cgroup was charged: anonymous memory (its RSS) and the page cache it brought in (the working set), not the pages of the binaries another cgroup already cached, which each process's VmRSS includes; so the pod's figures are the smaller.\n",
         builds_text(builds)
     ));
 }

@@ -154,6 +154,14 @@ impl Recorder {
 
 /// The controller's `drain finished` lines: (when, node).
 fn drains_done(log: &str) -> Vec<(Timestamp, String, Mark)> {
+    drain_ends(log)
+        .into_iter()
+        .map(|(at, node)| (at, node, Mark::DrainDone))
+        .collect()
+}
+
+/// The controller's `drain finished` lines: (when, node).
+pub(crate) fn drain_ends(log: &str) -> Vec<(Timestamp, String)> {
     log.lines()
         .filter(|l| l.contains("drain finished"))
         .filter_map(|l| {
@@ -166,7 +174,7 @@ fn drains_done(log: &str) -> Vec<(Timestamp, String, Mark)> {
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
                 .collect();
-            Some((at, node, Mark::DrainDone))
+            Some((at, node))
         })
         .collect()
 }
@@ -264,7 +272,8 @@ mod tests {
         assert_eq!(c([true, false], [true, true]), [Mark::Ready]);
         assert_eq!(
             c([true, false], [false, true]),
-            [Mark::SlotReleased, Mark::Ready]
+            [Mark::SlotReleased, Mark::Ready],
+            "both at once: both marks"
         );
     }
 
