@@ -90,9 +90,6 @@ pub struct Options {
     /// The Prometheus endpoints pools' alert gates may name (the admin's,
     /// `--alert-gate-endpoint`; see [`crate::gates::alerts`]).
     pub alert_endpoints: crate::gates::alerts::AlertEndpoints,
-    /// At most this many of a plan's writes in one reconcile; the rest are
-    /// planned again at once ([`rollout::Writes::capped`]).
-    pub writes_per_pass: usize,
 }
 
 impl std::fmt::Debug for Options {
@@ -123,16 +120,9 @@ impl Options {
             deadlines: rollout::reboot::stuck::Deadlines::default(),
             node_lifecycle_conditions: false,
             alert_endpoints: crate::gates::alerts::AlertEndpoints::default(),
-            writes_per_pass: WRITES_PER_PASS,
         }
     }
 }
-
-/// A reconcile's writes, at most: about a second of this machine's API
-/// server write throughput (BENCHMARKS.md: 240-270 writes/s), so that a
-/// pass over 20,000 nodes waits on the API server for a bounded time and
-/// the next one sees the nodes that came back meanwhile.
-pub const WRITES_PER_PASS: usize = 200;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -536,7 +526,6 @@ fn context(
             deadlines: options.deadlines,
             node_lifecycle_conditions: options.node_lifecycle_conditions,
             pace: pace::Pace::default(),
-            writes_per_pass: options.writes_per_pass,
         },
         liveness: shared.liveness,
         synced: shared.synced,

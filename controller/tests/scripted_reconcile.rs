@@ -70,18 +70,8 @@ async fn reconcile_remembering(
     pool: BootcNodePool,
     states: &Arc<PoolStates>,
 ) -> Result<Action, controller::Error> {
-    reconcile_with(api, cached, pool, states, Options::new("test")).await
-}
-
-/// [`reconcile_remembering`] with these `options`.
-async fn reconcile_with(
-    api: &ScriptedApi,
-    cached: Cached,
-    pool: BootcNodePool,
-    states: &Arc<PoolStates>,
-    options: Options,
-) -> Result<Action, controller::Error> {
     let drains = ScriptedApi::new(Script::new());
+    let options = Options::new("test");
     let out = api
         .finish(reconcile_once(
             api.client(),
@@ -184,49 +174,6 @@ async fn a_reconcile_grants_then_writes_the_plan_then_the_status_then_the_event(
     let api = ScriptedApi::new(script).answers_when_settled();
     let action = reconcile(&api, cached, pool).await.unwrap();
     assert_ne!(action, Action::await_change(), "a pool is reconciled again");
-}
-
-/// A plan with more writes than a reconcile makes: the first part only (in
-/// the plan's order), no status and no Event (they describe the whole
-/// plan), and the pool is planned again at once.
-#[tokio::test(start_paused = true)]
-async fn a_plan_larger_than_a_pass_is_written_in_part_and_planned_again_at_once() {
-    let pool = finalized(pool());
-    let names = ["w1", "w2", "w3"];
-    let cached = Cached {
-        pools: vec![pool.clone()],
-        nodes: names.iter().map(|n| node(n, false)).collect(),
-        bootc_nodes: names
-            .iter()
-            .map(|n| bootc_node(n, OLD, DaemonPhase::Idle, OLD))
-            .collect(),
-        ..Cached::default()
-    };
-    let role = namespaced_path::<Role>(OPERATOR_NAMESPACE, DAEMON_PULL_SECRETS_ROLE);
-    let mut granted = Role::default();
-    granted.metadata.name = Some(DAEMON_PULL_SECRETS_ROLE.to_owned());
-    let told = json!({"spec": {"desiredImage": image(NEW)}});
-    let script = Script::new()
-        .then(
-            patch(&role)
-                .query("fieldManager", CONTROLLER_MANAGER)
-                .ok(&granted),
-        )
-        .together([
-            vec![
-                apply_bootc_node("w1")
-                    .body_includes(told.clone())
-                    .ok(&stored(21)),
-            ],
-            vec![apply_bootc_node("w2").body_includes(told).ok(&stored(22))],
-        ]);
-    let api = ScriptedApi::new(script).answers_when_settled();
-    let mut options = Options::new("test");
-    options.writes_per_pass = 2;
-    let action = reconcile_with(&api, cached, pool, &Arc::default(), options)
-        .await
-        .unwrap();
-    assert_eq!(action, Action::requeue(std::time::Duration::ZERO));
 }
 
 /// The scene of a deleted pool whose nodes are all back, and what its

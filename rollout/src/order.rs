@@ -14,12 +14,6 @@
 //!   instant are more nodes disrupted than `maxUnavailable`, even between
 //!   two writes of one plan and when a wave of 100 slots turns over in one
 //!   pass. Within the first wave, slot releases come first.
-//! * A plan's writes may be made in parts ([`Writes::capped`]): the first
-//!   nodes' writes, wave by wave, never a node's in part and never the
-//!   second wave before the whole first. Each part keeps the guarantees
-//!   above; what is left is planned again from what the cluster then
-//!   shows. So one pass over a large pool waits on the API server for a
-//!   bounded time, and a node back Ready is seen by the next pass.
 
 use std::collections::HashMap;
 
@@ -77,29 +71,6 @@ impl Writes {
 
     pub fn contains(&self, w: &Write) -> bool {
         self.iter().any(|x| x == w)
-    }
-
-    /// The first part of these writes holding at most `budget` writes (at
-    /// least one node's), when they hold more: the first wave's nodes in
-    /// order, then the second's only once the first is whole, a node's
-    /// writes never split (see the module docs). None: all fit.
-    pub fn capped(&self, budget: usize) -> Option<Writes> {
-        if self.len() <= budget {
-            return None;
-        }
-        let mut part = Writes::default();
-        let mut left = budget;
-        for (i, wave) in self.waves.iter().enumerate() {
-            for node in wave {
-                let first = part.waves.iter().all(Vec::is_empty);
-                if node.len() > left && !first {
-                    return Some(part);
-                }
-                left = left.saturating_sub(node.len());
-                part.waves[i].push(node.clone());
-            }
-        }
-        Some(part)
     }
 }
 
@@ -165,50 +136,6 @@ mod tests {
         Write::PatchNode {
             name: node.into(),
             patch,
-        }
-    }
-
-    #[test]
-    fn a_part_never_splits_a_node_nor_starts_the_second_wave_early() {
-        let cordon = |n: &str| patch(n, NodePatch::SLOT_CORDON);
-        let drain = |n: &str| Write::StartDrain { node: n.into() };
-        let uncordon = |n: &str| patch(n, NodePatch::UNCORDON);
-        // First wave: r1 (2 writes), r2 (1); second: t1 (2), t2 (2).
-        let writes = Writes::grouped(vec![
-            uncordon("r1"),
-            Write::CancelDrain { node: "r1".into() },
-            uncordon("r2"),
-            cordon("t1"),
-            drain("t1"),
-            cordon("t2"),
-            drain("t2"),
-        ]);
-        let nodes = |w: &Writes| -> [Vec<String>; 2] {
-            w.waves()
-                .clone()
-                .map(|wave| wave.iter().map(|ws| ws[0].node().to_owned()).collect())
-        };
-        let none: Vec<String> = Vec::new();
-        // (budget, the part's nodes per wave; None: everything fits)
-        let rows: [(usize, Option<[Vec<String>; 2]>); 6] = [
-            (7, None),
-            (100, None),
-            (6, Some([vec!["r1".into(), "r2".into()], vec!["t1".into()]])),
-            (4, Some([vec!["r1".into(), "r2".into()], none.clone()])),
-            (2, Some([vec!["r1".into()], none.clone()])),
-            (1, Some([vec!["r1".into()], none.clone()])),
-        ];
-        for (budget, want) in rows {
-            let got = writes.capped(budget);
-            assert_eq!(got.as_ref().map(nodes), want, "budget {budget}");
-            if let Some(part) = got {
-                // Each node's writes whole and in order.
-                for ws in part.waves().iter().flatten() {
-                    let all: Vec<&Write> =
-                        writes.iter().filter(|w| w.node() == ws[0].node()).collect();
-                    assert_eq!(ws.iter().collect::<Vec<_>>(), all, "budget {budget}");
-                }
-            }
         }
     }
 

@@ -496,9 +496,7 @@ impl Actuator {
         Ok(())
     }
 
-    /// Makes a whole plan: its writes, then its status, then its Events
-    /// (a part of the writes is made with [`Actuator::write`] alone: the
-    /// status and Events describe the whole).
+    /// Makes a whole plan: writes, then status, then events.
     pub async fn execute(
         &self,
         pool: &BootcNodePool,

@@ -50,8 +50,6 @@ pub struct Tuning {
     pub pace: Pace,
     /// Set Kubernetes' Node lifecycle conditions on nodes in slots.
     pub node_lifecycle_conditions: bool,
-    /// At most this many of a plan's writes in one reconcile.
-    pub writes_per_pass: usize,
 }
 
 /// What every reconcile shares: clients, caches, the pool states, settings.
@@ -295,20 +293,11 @@ async fn reconcile_pool(
     ));
     // What pacing counts: choosing the pool's objects and planning.
     let took = selected + planning.elapsed();
-    // Step 3, act: the plan's writes, or their first part (the rest is
-    // planned again at once, from what the cluster then shows).
-    let part = plan.writes.capped(ctx.tuning.writes_per_pass);
-    let made = match &part {
-        Some(part) => ctx.actuator.write(&pool, part, writes).await?,
-        None => ctx.actuator.execute(&pool, &plan, writes).await?,
-    };
+    // Step 3, act.
+    let made = ctx.actuator.execute(&pool, &plan, writes).await?;
     // Step 4, record.
     *pace = Some(pace::Last::ended_now(took, plan.summary.states.len()));
     record(&pool, &plan, made, started, took);
-    if part.is_some() {
-        tracing::debug!(pool = %pool.name_any(), made, planned = plan.writes.len(), "a part of the plan written; planning the rest");
-        return Ok(Action::requeue(Duration::ZERO));
-    }
     Ok(Action::requeue(requeue_after(ctx, &plan, &resolution)))
 }
 
