@@ -148,10 +148,7 @@ pub fn window(pool: &BootcNodePool, now: jiff::Timestamp) -> rollout::holds::win
 /// (`rollout::reboot::slots::holds_slot`): its Node's disruption record for
 /// the pool (or its BootcNode's slot record of 0.1.0)?
 pub fn holds_slot(snap: &Snapshot, bn: &BootcNode, pool: &str) -> bool {
-    match snap.node(&bn.name_any()) {
-        Some(node) => rollout::reboot::slots::holds_slot(node, bn, pool),
-        None => bn.legacy_slot_record(),
-    }
+    rollout::reboot::slots::holds_slot(snap.node(&bn.name_any()), Some(bn), pool)
 }
 
 /// The pool's condition of `type_` when it is True: (reason, message).

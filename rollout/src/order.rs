@@ -99,7 +99,9 @@ pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout<'_>) 
     let pool = view.pool_name.as_str();
     let releasing = |e: &&Entry<'_>| {
         !e.verdict.owned.in_slot
-            && matches!((e.row.node, e.row.bn), (Some(node), Some(bn)) if holds_slot(node, bn, pool))
+            && e.row.node.is_some()
+            && e.row.bn.is_some()
+            && holds_slot(e.row.node, e.row.bn, pool)
     };
     // Releases first, the rest in name order (a stable partition).
     let (mut members, rest): (Vec<_>, Vec<_>) = rollout.verdicts.iter().partition(releasing);

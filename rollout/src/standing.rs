@@ -556,8 +556,7 @@ fn in_slot(
             Standing::Approved
         };
     }
-    let recorded = |n: &Node| crate::holds::disruption::recorded_for(n, &facts.pool.name);
-    if !bn.is_some_and(BootcNode::legacy_slot_record) && !node.is_some_and(recorded) {
+    if !crate::reboot::slots::holds_slot(node, bn, &facts.pool.name) {
         // No record of the slot yet: this plan hands it out.
         Standing::TakingSlot
     } else if v.held_by_pause {

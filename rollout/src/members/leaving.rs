@@ -60,7 +60,7 @@ pub(crate) fn leavers(view: &View<'_>, members: &Membership) -> Leavers {
         }
         let node = row.node;
         if let Some(node) = node
-            && holds_slot(node, bn, pool_name)
+            && holds_slot(Some(node), Some(bn), pool_name)
             && !disruption::is_back(node, Some(bn))
         {
             out.not_back.push((*name).to_owned());
@@ -142,7 +142,7 @@ pub fn finishing(input: &PlanInput<'_>) -> Vec<String> {
             let (Some(node), Some(bn)) = (row.node, row.bn) else {
                 return false;
             };
-            owned_by(bn, input.pool) && holds_slot(node, bn, &view.pool_name)
+            owned_by(bn, input.pool) && holds_slot(Some(node), Some(bn), &view.pool_name)
         })
         .map(|(name, _)| (*name).to_owned())
         .collect()
@@ -164,7 +164,7 @@ pub fn plan_cleanup(input: &PlanInput<'_>) -> Cleanup {
         };
         let node = row.node;
         if let Some(node) = node
-            && holds_slot(node, bn, pool_name)
+            && holds_slot(Some(node), Some(bn), pool_name)
             && !disruption::is_back(node, Some(bn))
         {
             waiting.push((*name).to_owned());

@@ -110,9 +110,7 @@ fn staged_member(
         told: bn.is_none_or(|b| b.spec.desired_image == target.image),
         runs_target: bn.is_some_and(|b| runs_target(b, target)),
         staged: bn.is_some_and(|b| classify(b, target) == NodeState::Staged),
-        in_slot: bn
-            .zip(node)
-            .is_some_and(|(b, n)| holds_slot(n, b, pool_name)),
+        in_slot: node.is_some() && bn.is_some() && holds_slot(node, bn, pool_name),
         unlocked: status.and_then(|s| s.download_only_supported) == Some(false),
         refused: !updaters::on(bn).is_empty()
             || bn.is_some_and(|b| b.unmanageable().is_some())

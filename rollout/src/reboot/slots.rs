@@ -36,9 +36,10 @@ use crate::reboot::cordon;
 use crate::view::View;
 
 /// Does the node hold a slot of `pool`: its Node's disruption record (or
-/// its BootcNode's slot record of 0.1.0)?
-pub fn holds_slot(node: &Node, bn: &BootcNode, pool: &str) -> bool {
-    bn.legacy_slot_record() || disruption::recorded_for(node, pool)
+/// its BootcNode's slot record of 0.1.0)? Either object may be missing.
+pub fn holds_slot(node: Option<&Node>, bn: Option<&BootcNode>, pool: &str) -> bool {
+    bn.is_some_and(BootcNode::legacy_slot_record)
+        || node.is_some_and(|node| disruption::recorded_for(node, pool))
 }
 
 /// Rule 1: may a member outside any slot take a free one? Staged, healthy
