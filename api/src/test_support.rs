@@ -173,6 +173,7 @@ impl BootcNodeBuilder {
             reboot_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
+            staging_weights: None,
         };
         BootcNodeBuilder {
             bn: BootcNode::new(name, spec),

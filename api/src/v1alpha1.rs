@@ -282,6 +282,12 @@ pub struct RolloutSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100000))]
     pub stage_ahead: Option<i32>,
+    /// How much of the host's disk and CPU the download may take while
+    /// other work wants them: systemd's `IOWeight=` and `CPUWeight=` of the
+    /// host's stage unit (unset: 50 each, half of the 100 that systemd
+    /// gives every other unit by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging_weights: Option<StagingWeights>,
     /// When new reboot slots may be handed out (unset: at any time). A node
     /// already in a slot when a window closes finishes its reboot; staging
     /// goes on outside the windows, so that a node waits with its image
@@ -358,6 +364,34 @@ pub struct PhaseDeadlines {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 604800))]
     pub daemon_silent_seconds: Option<i64>,
+}
+
+/// `spec.rollout.stagingWeights`: the stage unit's weights against the
+/// host's other units (systemd's range, 1-10000); an unset one is 50.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StagingWeights {
+    /// `IOWeight=`: the download's share of the disk (default 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub io: Option<u32>,
+    /// `CPUWeight=`: the download's share of the CPUs (default 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub cpu: Option<u32>,
+}
+
+impl StagingWeights {
+    /// Each weight when the pool sets none: below the 100 systemd gives
+    /// every other unit, so that the workloads' I/O goes first.
+    pub const DEFAULT_WEIGHT: u32 = 50;
+
+    /// `(IOWeight, CPUWeight)` for the stage unit, the defaults filled in.
+    pub fn resolved(weights: Option<&StagingWeights>) -> (u32, u32) {
+        let w = weights.copied().unwrap_or_default();
+        let or_default = |v: Option<u32>| v.unwrap_or(Self::DEFAULT_WEIGHT);
+        (or_default(w.io), or_default(w.cpu))
+    }
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -493,6 +527,7 @@ impl Default for RolloutSpec {
             on_drain_timeout: DrainTimeoutPolicy::default(),
             max_concurrent_staging: None,
             stage_ahead: None,
+            staging_weights: None,
             maintenance_windows: Vec::new(),
             blackouts: Vec::new(),
             depends_on: Vec::new(),
@@ -788,6 +823,9 @@ pub struct BootcNodeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub pull_secret_hash: Option<String>,
+    /// Copied from the pool's `spec.rollout.stagingWeights`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging_weights: Option<StagingWeights>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -1050,6 +1088,26 @@ mod tests {
 
     const INDEX: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
     const AMD64: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    #[test]
+    fn staging_weights_fill_in_what_the_pool_leaves_unset() {
+        let w = |io, cpu| Some(StagingWeights { io, cpu });
+        #[rustfmt::skip]
+        let rows = [
+            (None, (50, 50)),
+            (w(None, None), (50, 50)),
+            (w(Some(10), None), (10, 50)),
+            (w(None, Some(10_000)), (50, 10_000)),
+            (w(Some(1), Some(200)), (1, 200)),
+        ];
+        for (weights, want) in rows {
+            assert_eq!(
+                StagingWeights::resolved(weights.as_ref()),
+                want,
+                "{weights:?}"
+            );
+        }
+    }
 
     #[test]
     fn desired_image_state_names_its_wire_value() {

@@ -39,6 +39,7 @@ fn full_pool() -> Value {
                 "drainTimeoutSeconds": 30,
                 "batches": [1, "50%"], "soakSeconds": 60, "successThreshold": 80,
                 "deadlines": {"stagingSeconds": 60},
+                "stagingWeights": {"io": 20, "cpu": 30},
                 "maintenanceWindows": [{
                     "days": ["Monday"], "start": "02:00", "duration": "4h",
                     "timeZone": "Europe/Paris",
@@ -88,6 +89,7 @@ fn full_node() -> Value {
             "rebootPolicy": "RebootOnly",
             "pullSecretRef": {"name": "s", "namespace": "bootc-operator"},
             "pullSecretHash": "sha256:00",
+            "stagingWeights": {"io": 20, "cpu": 30},
         },
         "status": {
             "observedGeneration": 1, "booted": entry(), "staged": entry(), "rollback": entry(),

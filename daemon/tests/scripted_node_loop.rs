@@ -183,6 +183,7 @@ fn spec(desired: &str, state: DesiredImageState) -> BootcNodeSpec {
         reboot_policy: RebootPolicy::RebootOnly,
         pull_secret_ref: None,
         pull_secret_hash: None,
+        staging_weights: None,
     }
 }
 

@@ -75,7 +75,8 @@ fn words(line: &str) -> Vec<String> {
 /// `systemd-run` around a bootc argv: a transient service with a fixed
 /// name, collected when it ends (so the name is free again, also after a
 /// failure), waited for (its exit status is bootc's), its output in files
-/// (`/run/bootc-operator/<op>.stdout|stderr`).
+/// (`/run/bootc-operator/<op>.stdout|stderr`), with `properties` of the
+/// caller's (validated: a stage's weights) before the command.
 ///
 /// The service type is `simple`: its start job is done once systemd has
 /// forked, so `--wait` always ends with the main process's own exit status.
@@ -83,7 +84,7 @@ fn words(line: &str) -> Vec<String> {
 /// and systemd-run then exits 1 with a message of its own instead (seen on
 /// systemd 252 in 2 of 6 runs; `SERVICE_TYPE` in the tests' fake systemd
 /// does it every time).
-pub fn unit_argv(op: UnitOp, bootc_argv: &[String]) -> Vec<String> {
+pub fn unit_argv(op: UnitOp, properties: &[String], bootc_argv: &[String]) -> Vec<String> {
     let (unit, out) = (
         op.unit(),
         format!("/{}/{}", OUTPUT_DIRS.join("/"), op.stem()),
@@ -91,7 +92,8 @@ pub fn unit_argv(op: UnitOp, bootc_argv: &[String]) -> Vec<String> {
     let mut argv = words(&format!(
         "--unit={unit} --collect --wait --quiet --service-type=simple \
          --property=StandardOutput=truncate:{out}.stdout \
-         --property=StandardError=truncate:{out}.stderr -- {BOOTC}"
+         --property=StandardError=truncate:{out}.stderr {} -- {BOOTC}",
+        properties.join(" ")
     ));
     argv.extend_from_slice(bootc_argv);
     argv
@@ -108,14 +110,10 @@ pub fn read_unit_argv(bootc_argv: &[String]) -> Vec<String> {
     argv
 }
 
-/// `systemctl is-active <unit>`.
-pub fn is_active_argv(op: UnitOp) -> Vec<String> {
-    vec!["is-active".to_owned(), op.unit()]
-}
-
-/// `systemctl stop <unit>` (a stage past its time limit).
-pub fn stop_argv(op: UnitOp) -> Vec<String> {
-    vec!["stop".to_owned(), op.unit()]
+/// `systemctl <verb> <unit>`: `is-active`, or `stop` (a stage past its
+/// time limit).
+pub fn systemctl_argv(verb: &str, op: UnitOp) -> Vec<String> {
+    vec![verb.to_owned(), op.unit()]
 }
 
 /// Does `systemctl is-active` say the unit is (still) running?
@@ -163,12 +161,9 @@ pub fn stage_argv(image: &str, download_only: bool, enforce_sigpolicy: bool) -> 
 /// file), handles the soft reboot, and reboots; it fetches nothing and does
 /// not check which image is staged (the caller does).
 pub fn apply_argv(soft_reboot: bool) -> Vec<String> {
-    let soft = if soft_reboot {
-        " --soft-reboot=auto"
-    } else {
-        ""
-    };
-    words(&format!("upgrade --from-downloaded --apply{soft}"))
+    let mut argv = words("upgrade --from-downloaded --apply");
+    argv.extend(soft_reboot.then(|| "--soft-reboot=auto".to_owned()));
+    argv
 }
 
 /// Does `bootc switch --help` show the locked-staging flags?
@@ -271,7 +266,7 @@ impl Runner {
 
     /// Is `op`'s unit running (`systemctl is-active`)?
     pub async fn unit_running(&self, op: UnitOp) -> Result<bool, RunError> {
-        let argv = is_active_argv(op);
+        let argv = systemctl_argv("is-active", op);
         let (_, stdout, _) = self.run_program(SYSTEMCTL, &argv, CLIENT_TIMEOUT).await?;
         Ok(unit_busy(&String::from_utf8_lossy(&stdout)))
     }
@@ -321,11 +316,11 @@ impl Runner {
     }
 
     /// Runs bootc `argv` to completion in `op`'s transient unit on the host
-    /// (after any run of that unit an earlier helper started has ended).
-    /// At `timeout` the unit is stopped.
+    /// with `properties` (see [`unit_argv`]), after any run of that unit an
+    /// earlier helper started has ended. At `limit` the unit is stopped.
     pub async fn run_in_unit(
         &self,
-        op: UnitOp,
+        (op, properties): (UnitOp, &[String]),
         argv: &[String],
         limit: Duration,
     ) -> Result<(), RunError> {
@@ -334,7 +329,7 @@ impl Runner {
         self.wait_unit_idle(op, deadline).await?;
         tracing::info!(unit = op.unit(), ?argv, "running bootc in a transient unit");
         let left = deadline.saturating_duration_since(Instant::now());
-        let (run, stop) = (unit_argv(op, argv), stop_argv(op));
+        let (run, stop) = (unit_argv(op, properties, argv), systemctl_argv("stop", op));
         match self.run_program(SYSTEMD_RUN, &run, left).await {
             Err(RunError::Timeout(..)) => {
                 let stopped = self.run_program(SYSTEMCTL, &stop, CLIENT_TIMEOUT).await;
@@ -365,7 +360,7 @@ impl Runner {
         tracing::info!(unit, ?argv, "running bootc apply in a transient unit");
         // A task of its own: systemd-run waits for the unit (and is reaped)
         // after the answer, whenever the machine goes down.
-        let (runner, unit_argv) = (self.clone(), unit_argv(UnitOp::Apply, argv));
+        let (runner, unit_argv) = (self.clone(), unit_argv(UnitOp::Apply, &[], argv));
         let mut run = tokio::spawn(async move {
             runner
                 .run_program(SYSTEMD_RUN, &unit_argv, APPLY_CLIENT_LIMIT)
@@ -438,7 +433,11 @@ mod tests {
     #[test]
     fn unit_argv_is_fixed() {
         assert_eq!(
-            unit_argv(UnitOp::Stage, &stage_argv(IMG, true, false)),
+            unit_argv(
+                UnitOp::Stage,
+                &crate::validate::stage_weights(50, 20).unwrap(),
+                &stage_argv(IMG, true, false)
+            ),
             [
                 "--unit=bootc-operator-stage.service",
                 "--collect",
@@ -447,6 +446,8 @@ mod tests {
                 "--service-type=simple",
                 "--property=StandardOutput=truncate:/run/bootc-operator/stage.stdout",
                 "--property=StandardError=truncate:/run/bootc-operator/stage.stderr",
+                "--property=IOWeight=50",
+                "--property=CPUWeight=20",
                 "--",
                 "bootc",
                 "switch",
@@ -456,15 +457,15 @@ mod tests {
             ]
         );
         assert_eq!(
-            unit_argv(UnitOp::Apply, &apply_argv(false))[0],
+            unit_argv(UnitOp::Apply, &[], &apply_argv(false))[0],
             "--unit=bootc-operator-apply.service"
         );
         assert_eq!(
-            is_active_argv(UnitOp::Stage),
+            systemctl_argv("is-active", UnitOp::Stage),
             ["is-active", "bootc-operator-stage.service"]
         );
         assert_eq!(
-            stop_argv(UnitOp::Apply),
+            systemctl_argv("stop", UnitOp::Apply),
             ["stop", "bootc-operator-apply.service"]
         );
         assert!(unit_busy("active\n") && unit_busy("activating"));

@@ -85,10 +85,9 @@ impl Engine {
     /// Stage accepts only what `args.policy` allows (and bootc checks the
     /// host's signature policy for every image it fetches, if it says so).
     pub fn new(args: crate::Args) -> Self {
+        let host_pid = args.host_pid;
         Engine {
-            runner: Runner {
-                host_pid: args.host_pid,
-            },
+            runner: Runner { host_pid },
             apply_window: args.apply_window,
             policy: args.policy,
             state: Mutex::default(),
@@ -101,10 +100,7 @@ impl Engine {
         }
         let help = self.runner.run(&bootc::help_argv(), STATUS_LIMIT).await?;
         let v = bootc::help_supports_download_only(&String::from_utf8_lossy(&help));
-        tracing::info!(
-            download_only = v,
-            "switch --download-only (else ostree's lock file)"
-        );
+        tracing::info!(download_only = v, "how a stage is locked");
         state.download_only = Some(v);
         Ok(v)
     }
@@ -129,8 +125,9 @@ impl Engine {
     /// else with ostree's finalization lock file around a plain `switch`
     /// (see [`auth`]; a stage over another staged deployment is unlocked
     /// from ostree's removal of the file until it is created again here).
-    pub async fn stage(&self, image: &str) -> Result<StageResponse, HelperError> {
-        let image = validate::stage_image(image, &self.policy)?;
+    pub async fn stage(&self, r: &StageRequest) -> Result<StageResponse, HelperError> {
+        let image = validate::stage_image(&r.image, &self.policy)?;
+        let weights = validate::stage_weights(r.io_weight, r.cpu_weight)?;
         let mut state = self.state.lock().await;
         let download_only = self.download_only(&mut state).await?;
         // Forget the previous image first: a failed stage may have replaced it.
@@ -139,8 +136,8 @@ impl Engine {
         let root = self.runner.host_root();
         let lock = || (!download_only).then(|| auth::lock_finalization(&root, true));
         lock().transpose()?;
-        let op = bootc::UnitOp::Stage;
-        self.runner.run_in_unit(op, &argv, STAGE_LIMIT).await?;
+        let stage = (bootc::UnitOp::Stage, &weights[..]);
+        self.runner.run_in_unit(stage, &argv, STAGE_LIMIT).await?;
         lock().transpose()?;
         state.last_staged = Some(image);
         Ok(StageResponse { locked: true })
@@ -152,12 +149,9 @@ impl Engine {
             return Err(HelperError::NothingStaged);
         };
         let host = self.host_status().await?;
-        let found = status::staged_image(&host);
-        if found != Some(staged.as_str()) {
-            return Err(HelperError::StagedMismatch(
-                staged,
-                found.map(str::to_owned),
-            ));
+        let found = status::staged_image(&host).map(str::to_owned);
+        if found.as_deref() != Some(staged.as_str()) {
+            return Err(HelperError::StagedMismatch(staged, found));
         }
         // ostree would not finalize with its lock file there.
         auth::lock_finalization(&self.runner.host_root(), false)?;
@@ -174,10 +168,9 @@ impl Engine {
         reply.boot_id = self.boot_id()?;
         // ostree honours its lock file as it does the deployment's own flag.
         let lock_file = auth::finalization_locked(&self.runner.host_root());
-        reply
-            .staged
-            .iter_mut()
-            .for_each(|s| s.download_only |= lock_file);
+        if let Some(staged) = reply.staged.as_mut() {
+            staged.download_only |= lock_file;
+        }
         reply.download_only_supported = true;
         reply.host_updaters = updaters::read(&self.runner).await?;
         Ok(reply)
@@ -212,7 +205,7 @@ async fn timed<T>(rpc: &'static str, limit: Duration, f: impl Future<Output = Ou
 impl proto::helper_server::Helper for Engine {
     async fn stage(&self, r: Request<StageRequest>) -> Rpc<StageResponse> {
         let limit = STAGE_LIMIT + STATUS_LIMIT + SLACK;
-        timed("stage", limit, Engine::stage(self, &r.get_ref().image)).await
+        timed("stage", limit, Engine::stage(self, r.get_ref())).await
     }
 
     async fn apply(&self, r: Request<ApplyRequest>) -> Rpc<ApplyResponse> {

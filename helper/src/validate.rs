@@ -19,6 +19,8 @@ pub enum ValidationError {
         repository: String,
         allowed: Vec<String>,
     },
+    #[error("stage: {0} {1} is not a systemd weight (1-10000)")]
+    Weight(&'static str, u32),
     #[error("write-auth: payload is {len} bytes; at most {max} are allowed")]
     AuthTooLarge { len: usize, max: usize },
     #[error("write-auth: payload is empty")]
@@ -70,6 +72,20 @@ pub fn stage_image(input: &str, policy: &ImagePolicy) -> Result<String, Validati
         return Err(ImageRefError::NotPinned { reference }.into());
     }
     Ok(canonical)
+}
+
+/// The stage unit's `IOWeight=` and `CPUWeight=` as `systemd-run`
+/// properties: each in systemd's range, so that systemd never refuses the
+/// unit for them.
+pub fn stage_weights(io: u32, cpu: u32) -> Result<Vec<String>, ValidationError> {
+    let property = |(key, w)| match w {
+        1..=10_000 => Ok(format!("--property={key}={w}")),
+        _ => Err(ValidationError::Weight(key, w)),
+    };
+    [("IOWeight", io), ("CPUWeight", cpu)]
+        .into_iter()
+        .map(property)
+        .collect()
 }
 
 /// A docker config, reduced to the keys containers-image reads for static

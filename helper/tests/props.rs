@@ -113,7 +113,14 @@ fn serve_one(path: &str, body: Vec<u8>) -> (i32, Option<Vec<u8>>) {
 /// bytes (prefix included) overwritten here and there.
 fn request() -> impl Strategy<Value = (usize, Vec<u8>)> {
     let message = prop_oneof![
-        any::<String>().prop_map(|image| (0, proto::StageRequest { image }.encode_to_vec())),
+        (any::<String>(), any::<u32>(), any::<u32>()).prop_map(|(image, io_weight, cpu_weight)| {
+            let request = proto::StageRequest {
+                image,
+                io_weight,
+                cpu_weight,
+            };
+            (0, request.encode_to_vec())
+        }),
         any::<bool>()
             .prop_map(|soft_reboot| (1, proto::ApplyRequest { soft_reboot }.encode_to_vec())),
         Just((2, Vec::new())),

@@ -27,6 +27,7 @@ pub fn spec(desired: &str) -> BootcNodeSpec {
         reboot_policy: RebootPolicy::RebootOnly,
         pull_secret_ref: None,
         pull_secret_hash: None,
+        staging_weights: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The fake host's systemd, as far as the helper uses it: `systemd-run`
 //! starting a transient service (`--unit`, `--collect`, `--wait`, `--quiet`,
-//! `--pipe`, `--service-type=`, `--property=StandardOutput=/StandardError=`), and
+//! `--pipe`, `--service-type=`, `--property=StandardOutput=/StandardError=`,
+//! `--property=IOWeight=/CPUWeight=` in systemd's range, recorded), and
 //! `systemctl is-active` / `stop` / `reset-failed` on it, and `systemctl show
 //! --property=Id,UnitFileState,ActiveState` of the host's own (installed)
 //! units, the automatic updaters among them. A unit's main
@@ -44,6 +45,9 @@ pub struct Unit {
     pub runner_pid: i32,
     pub argv: Vec<String>,
     pub collect: bool,
+    /// The resource properties it was started with (`IOWeight=50`...).
+    #[serde(default)]
+    pub properties: Vec<String>,
 }
 
 /// How an invocation ended.
@@ -55,6 +59,9 @@ pub struct UnitResult {
     pub result: String,
     pub exit_status: i32,
     pub argv: Vec<String>,
+    /// As [`Unit::properties`].
+    #[serde(default)]
+    pub properties: Vec<String>,
     pub started_micros: u64,
     pub finished_micros: u64,
 }
@@ -198,6 +205,7 @@ impl FakeSystemd {
                 result: "signal".into(),
                 exit_status: 9,
                 argv: unit.argv.clone(),
+                properties: unit.properties.clone(),
                 started_micros: 0,
                 finished_micros: micros(),
             })?;
@@ -221,6 +229,7 @@ impl FakeSystemd {
                     result: "machine-down".into(),
                     exit_status: 9,
                     argv: unit.argv.clone(),
+                    properties: unit.properties.clone(),
                     started_micros: 0,
                     finished_micros: micros(),
                 },
@@ -280,6 +289,8 @@ struct RunArgs {
     exec: bool,
     stdout: Option<String>,
     stderr: Option<String>,
+    /// `IOWeight=` / `CPUWeight=` assignments, as given.
+    properties: Vec<String>,
     command: Vec<String>,
 }
 
@@ -329,6 +340,17 @@ fn property(out: &mut RunArgs, p: &str) -> Result<(), String> {
     let target = match key {
         "StandardOutput" => &mut out.stdout,
         "StandardError" => &mut out.stderr,
+        "IOWeight" | "CPUWeight" => {
+            // systemd's cg_weight_parse: 1-10000.
+            if !value
+                .parse::<u32>()
+                .is_ok_and(|w| (1..=10_000).contains(&w))
+            {
+                return Err(format!("Failed to parse {key}= value: {value}"));
+            }
+            out.properties.push(p.to_owned());
+            return Ok(());
+        }
         _ => {
             return Err(format!(
                 "Failed to start transient service unit: Cannot set property {key}, or unknown property."
@@ -375,6 +397,7 @@ fn systemd_run(layout: &Layout, systemd: &FakeSystemd, args: &[String]) -> Resul
         .arg(output_spec(&args, args.stdout.as_ref()))
         .arg(output_spec(&args, args.stderr.as_ref()))
         .arg(if args.collect { "collect" } else { "keep" })
+        .arg(args.properties.join(","))
         .arg("--")
         .args(&args.command)
         .stdin(Stdio::null())
@@ -499,6 +522,14 @@ fn open_output(spec: &str) -> std::io::Result<Stdio> {
     Ok(Stdio::from(options.open(path)?))
 }
 
+/// The unit runner's comma-joined properties argument, split.
+fn properties_of(arg: &str) -> Vec<String> {
+    arg.split(',')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The unit's supervisor: runs the command with systemd's environment and
 /// the unit's output files, and records how it ended.
 fn unit_runner(systemd: &FakeSystemd, args: &[String]) -> Result<i32, String> {
@@ -508,6 +539,7 @@ fn unit_runner(systemd: &FakeSystemd, args: &[String]) -> Result<i32, String> {
         stdout,
         stderr,
         collect,
+        properties,
         dashdash,
         command @ ..,
     ] = args
@@ -541,6 +573,7 @@ fn unit_runner(systemd: &FakeSystemd, args: &[String]) -> Result<i32, String> {
         result: "resources".into(),
         exit_status: 203,
         argv: command.to_vec(),
+        properties: properties_of(properties),
         started_micros: started,
         finished_micros: 0,
     };
@@ -553,6 +586,7 @@ fn unit_runner(systemd: &FakeSystemd, args: &[String]) -> Result<i32, String> {
             runner_pid: i32::try_from(std::process::id()).unwrap_or(0),
             argv: command.to_vec(),
             collect: collect == "collect",
+            properties: properties_of(properties),
         };
         systemd.write_unit(&unit).map_err(|e| e.to_string())?;
         if let Some(mut gate) = child.stdin.take() {
@@ -705,6 +739,26 @@ mod tests {
         assert_eq!(a.command, v(&["bootc", "switch"]));
         assert!(parse_run(&v(&["--bogus", "--", "x"])).is_err());
         assert!(parse_run(&v(&["--property=CPUQuota=5%", "--", "x"])).is_err());
+        // systemd's weights: 1-10000, recorded as given.
+        let weights = parse_run(&v(&[
+            "--property=IOWeight=1",
+            "--property=CPUWeight=10000",
+            "--",
+            "x",
+        ]));
+        assert_eq!(
+            weights.unwrap().properties,
+            ["IOWeight=1", "CPUWeight=10000"]
+        );
+        for bad in [
+            "IOWeight=0",
+            "CPUWeight=10001",
+            "IOWeight=",
+            "CPUWeight=idle",
+        ] {
+            let p = format!("--property={bad}");
+            assert!(parse_run(&v(&[&p, "--", "x"])).is_err(), "{bad}");
+        }
         assert!(parse_run(&v(&["--wait"])).is_err());
     }
 }

@@ -41,6 +41,7 @@ async fn installed() -> (ControlPlane, kube::Client) {
             reboot_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
+            staging_weights: None,
         };
         bns.create(&PostParams::default(), &BootcNode::new(name, spec))
             .await
@@ -187,6 +188,7 @@ async fn only_the_controller_changes_a_bootc_nodes_spec_or_marks() {
             reboot_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
+            staging_weights: None,
         };
         admin
             .create(

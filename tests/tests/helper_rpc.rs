@@ -15,6 +15,16 @@ fn argvs(host: &FakeHost) -> Vec<Vec<String>> {
     host.invocations().into_iter().map(|i| i.argv).collect()
 }
 
+/// A Stage call with weights unlike systemd's and the operator's defaults,
+/// so that the stage unit's properties show whose they are.
+fn stage_request(image: String) -> proto::StageRequest {
+    proto::StageRequest {
+        image,
+        io_weight: 30,
+        cpu_weight: 70,
+    }
+}
+
 fn v(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }
@@ -39,11 +49,7 @@ async fn stage_status_apply_through_setns() {
     );
     assert!(s.download_only_supported);
 
-    let r = h
-        .client
-        .stage(proto::StageRequest { image: image('b') })
-        .await
-        .unwrap();
+    let r = h.client.stage(stage_request(image('b'))).await.unwrap();
     assert!(r.locked);
     let staged = host.state().staged.unwrap();
     assert_eq!(staged.image, image('b'));
@@ -125,6 +131,13 @@ async fn stage_status_apply_through_setns() {
                 "bootc-operator-stage.service"
             };
             assert_eq!(unit.as_deref(), Some(want), "{:?}", inv.argv);
+            // The stage's pull runs with the weights asked for.
+            let id = inv.env_var("INVOCATION_ID");
+            let run = units.iter().find(|u| Some(u.invocation_id.as_str()) == id);
+            if want == "bootc-operator-stage.service" {
+                let properties = run.map(|u| u.properties.clone());
+                assert_eq!(properties, Some(v(&["IOWeight=30", "CPUWeight=70"])));
+            }
         } else {
             assert!(
                 unit.as_deref().is_some_and(|u| u.starts_with("run-u")),
@@ -147,10 +160,7 @@ async fn apply_without_soft_reboot_adds_no_flag() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
     let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
-    h.client
-        .stage(proto::StageRequest { image: image('c') })
-        .await
-        .unwrap();
+    h.client.stage(stage_request(image('c'))).await.unwrap();
     h.client
         .apply(proto::ApplyRequest { soft_reboot: false })
         .await
@@ -242,7 +252,7 @@ async fn bad_requests_are_refused_each_with_its_own_error_and_nothing_runs() {
     for (img, expect) in &images {
         let err = h
             .client
-            .stage(proto::StageRequest { image: img.clone() })
+            .stage(stage_request(img.clone()))
             .await
             .expect_err(img);
         assert_eq!(err.code(), Code::InvalidArgument, "{img:?}: {err:?}");
@@ -324,10 +334,7 @@ async fn apply_refused_when_the_host_staged_something_else() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
     let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
-    h.client
-        .stage(proto::StageRequest { image: image('b') })
-        .await
-        .unwrap();
+    h.client.stage(stage_request(image('b'))).await.unwrap();
     // Someone else re-staged the host behind the helper's back.
     let mut state = host.state();
     state.staged = Some(tests::fake_bootc::Deployment::of(&image('c')));
@@ -354,11 +361,7 @@ async fn stage_failures_return_bootc_stderr() {
     let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
     for fault in [Fault::PullError, Fault::Unauthorized, Fault::NoSpace] {
         host.layout.set_fault(Some(fault)).unwrap();
-        let err = h
-            .client
-            .stage(proto::StageRequest { image: image('b') })
-            .await
-            .unwrap_err();
+        let err = h.client.stage(stage_request(image('b'))).await.unwrap_err();
         assert_eq!(err.code(), Code::Aborted);
         let want = fault.message(&image('b'));
         assert!(
@@ -375,10 +378,7 @@ async fn stage_failures_return_bootc_stderr() {
         .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
     host.layout.set_fault(None).unwrap();
-    h.client
-        .stage(proto::StageRequest { image: image('b') })
-        .await
-        .unwrap();
+    h.client.stage(stage_request(image('b'))).await.unwrap();
 }
 
 /// Released bootc (no `switch --download-only`): Stage locks with ostree's
@@ -399,21 +399,14 @@ async fn released_bootc_stages_locked_with_ostrees_lock_file() {
         "staging is locked on every bootc"
     );
     for _ in 0..2 {
-        let r = h
-            .client
-            .stage(proto::StageRequest { image: image('b') })
-            .await
-            .unwrap();
+        let r = h.client.stage(stage_request(image('b'))).await.unwrap();
         assert!(r.locked);
         assert!(host.layout.finalization_lock().exists());
         let s = h.client.status(proto::StatusRequest {}).await.unwrap();
         assert!(s.staged.unwrap().download_only, "the lock file locks it");
     }
     // Over a staged deployment ostree drops the file: Stage makes it again.
-    h.client
-        .stage(proto::StageRequest { image: image('c') })
-        .await
-        .unwrap();
+    h.client.stage(stage_request(image('c'))).await.unwrap();
     assert!(host.layout.finalization_lock().exists(), "locked again");
     assert!(!host.state().staged.unwrap().download_only, "bootc's flag");
     h.client
@@ -456,10 +449,7 @@ async fn apply_answers_while_bootc_parks() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
     let mut h = host.helper(Duration::from_millis(300)).await.unwrap();
-    h.client
-        .stage(proto::StageRequest { image: image('b') })
-        .await
-        .unwrap();
+    h.client.stage(stage_request(image('b'))).await.unwrap();
     let reply = tokio::time::timeout(
         Duration::from_secs(10),
         h.client.apply(proto::ApplyRequest { soft_reboot: false }),
@@ -498,6 +488,24 @@ async fn helper_exits_when_the_daemon_end_closes() {
 }
 
 #[tokio::test]
+async fn a_weight_outside_systemds_range_is_refused_before_bootc_runs() {
+    require_root!();
+    let host = FakeHost::start(Some(&image('a'))).unwrap();
+    let mut h = host.helper(Duration::from_secs(5)).await.unwrap();
+    for (io_weight, cpu_weight, field) in [(0, 50, "IOWeight 0"), (50, 10_001, "CPUWeight 10001")] {
+        let request = proto::StageRequest {
+            io_weight,
+            cpu_weight,
+            ..stage_request(image('b'))
+        };
+        let err = h.client.stage(request).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains(field), "{}", err.message());
+    }
+    assert!(host.invocations().is_empty(), "bootc never ran for them");
+}
+
+#[tokio::test]
 async fn only_allowed_repositories_are_staged_and_bootc_enforces_the_sigpolicy() {
     require_root!();
     let host = FakeHost::start(Some(&image('a'))).unwrap();
@@ -513,9 +521,7 @@ async fn only_allowed_repositories_are_staged_and_bootc_enforces_the_sigpolicy()
     let other = format!("127.0.0.1:5000/other@sha256:{}", "c".repeat(64));
     let err = h
         .client
-        .stage(proto::StageRequest {
-            image: other.clone(),
-        })
+        .stage(stage_request(other.clone()))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
@@ -527,10 +533,7 @@ async fn only_allowed_repositories_are_staged_and_bootc_enforces_the_sigpolicy()
         err.message()
     );
     assert!(host.invocations().is_empty(), "bootc never ran for it");
-    h.client
-        .stage(proto::StageRequest { image: image('b') })
-        .await
-        .unwrap();
+    h.client.stage(stage_request(image('b'))).await.unwrap();
     assert_eq!(
         argvs(&host).last().unwrap(),
         &v(&["switch", "--enforce-container-sigpolicy", "--", &image('b')])
@@ -576,11 +579,7 @@ async fn the_helpers_children_die_with_it() {
     let systemd = host.layout.systemd();
     let h = host.helper(Duration::from_secs(5)).await.unwrap();
     let mut client = h.client.clone();
-    let stage = tokio::spawn(async move {
-        client
-            .stage(proto::StageRequest { image: image('b') })
-            .await
-    });
+    let stage = tokio::spawn(async move { client.stage(stage_request(image('b'))).await });
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     // The unit's start is a file the fake systemd writes: poll it.
     while systemd.unit(STAGE_UNIT).is_none() {
@@ -647,11 +646,7 @@ async fn a_stage_outlives_its_helper_and_the_next_helper_waits_for_it() {
     let systemd = host.layout.systemd();
     let first = host.helper(Duration::from_secs(5)).await.unwrap();
     let mut client = first.client.clone();
-    let stage = tokio::spawn(async move {
-        client
-            .stage(proto::StageRequest { image: image('b') })
-            .await
-    });
+    let stage = tokio::spawn(async move { client.stage(stage_request(image('b'))).await });
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     // The unit's start is a file the fake systemd writes: poll it.
     let unit = loop {
@@ -680,7 +675,7 @@ async fn a_stage_outlives_its_helper_and_the_next_helper_waits_for_it() {
     let mut second = host.helper(Duration::from_secs(5)).await.unwrap();
     let reply = second
         .client
-        .stage(proto::StageRequest { image: image('b') })
+        .stage(stage_request(image('b')))
         .await
         .unwrap();
     assert!(reply.locked);

@@ -216,6 +216,7 @@ async fn the_images_daemon_runs_a_node(rootfs: &Path) {
         reboot_policy: api::RebootPolicy::RebootOnly,
         pull_secret_ref: None,
         pull_secret_hash: None,
+        staging_weights: None,
     };
     create_bootc_node(&admin, "node-1", spec).await.unwrap();
     let logs = tempfile::tempdir().unwrap();

@@ -669,6 +669,7 @@ mod tests {
             reboot_policy: policy,
             pull_secret_ref: None,
             pull_secret_hash: None,
+            staging_weights: None,
         }
     }
 

@@ -82,6 +82,17 @@ pub enum LoopError {
     HostEventsEnded,
 }
 
+/// A Stage call for `image` with the pool's staging weights (the defaults
+/// when it sets none, or when the node has left its pool).
+fn stage_request(image: String, weights: Option<&api::StagingWeights>) -> proto::StageRequest {
+    let (io_weight, cpu_weight) = api::StagingWeights::resolved(weights);
+    proto::StageRequest {
+        image,
+        io_weight,
+        cpu_weight,
+    }
+}
+
 /// Is this helper error a broken connection (fatal) rather than a refused
 /// or failed command (reported, retried)?
 fn helper_gone(error: &CallError) -> bool {
@@ -453,12 +464,7 @@ impl NodeLoop {
             return Ok(());
         };
         tracing::info!(%told, %image, "left the pool with its image staged unlocked: staging the booted image over it");
-        let result = self
-            .helper
-            .stage(proto::StageRequest {
-                image: image.clone(),
-            })
-            .await;
+        let result = self.helper.stage(stage_request(image.clone(), None)).await;
         self.staged_by_me = None;
         match result {
             Ok(_) => self.left = None,
@@ -559,9 +565,7 @@ impl NodeLoop {
         // is still running after STAGING_REPORT_AFTER (it disrupts
         // nothing), and then whatever the pull's outcome.
         let mut helper = self.helper.clone();
-        let request = proto::StageRequest {
-            image: image.clone(),
-        };
+        let request = stage_request(image.clone(), node.spec.staging_weights.as_ref());
         let pull = helper.stage(request);
         tokio::pin!(pull);
         let result = tokio::select! {

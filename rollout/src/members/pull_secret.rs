@@ -107,6 +107,7 @@ mod tests {
                 namespace: "ops".into(),
             }),
             pull_secret_hash: secret.map(|(_, hash)| hash.into()),
+            staging_weights: None,
         }
     }
 

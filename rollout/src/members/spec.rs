@@ -1,6 +1,6 @@
 //! Each member's spec: the target, or what it runs while the staging bounds
 //! ([`crate::members::staging`]) keep it waiting to be told; the pool's reboot
-//! policy; the pull secret ([`super::pull_secret`]). A new image resets the
+//! policy and staging weights; the pull secret ([`super::pull_secret`]). A new image resets the
 //! approval: approval belongs to a slot, and is given for one image.
 
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
@@ -35,6 +35,7 @@ pub(crate) fn desired(
                 reboot_policy: pool.spec.disruption.reboot_policy,
                 pull_secret_ref: None,
                 pull_secret_hash: None,
+                staging_weights: pool.spec.rollout.staging_weights,
             },
             in_slot: false,
             was_cordoned: None,
@@ -60,6 +61,7 @@ pub(crate) fn desired(
     }
     point_at(&mut owned, image_for(existing, told, target));
     owned.spec.reboot_policy = pool.spec.disruption.reboot_policy;
+    owned.spec.staging_weights = pool.spec.rollout.staging_weights;
     pull_secret::sync(&mut owned.spec, existing, secret);
     owned
 }

@@ -260,9 +260,10 @@ async fn a_pool_mixing_bootc_versions_rolls_out() {
 
 /// `maxConcurrentStaging: 1`: a new image is downloaded by one node at a
 /// time (each pull takes a while), not by the whole pool at once; the
-/// rollout still completes within the bound.
+/// rollout still completes within the bound. Each pull runs with the pool's
+/// `stagingWeights` on its stage unit.
 #[tokio::test]
-async fn staging_is_bounded_to_one_download_at_a_time() {
+async fn staging_is_bounded_to_one_download_at_a_time_with_the_pools_weights() {
     require_root!();
     const PULL_MS: u64 = 1500;
     let (sim, recorder, _v1) = started(SimOptions::default(), 4).await;
@@ -272,11 +273,29 @@ async fn staging_is_bounded_to_one_download_at_a_time() {
             std::fs::write(n.host.layout.stage_delay(), PULL_MS.to_string()).unwrap();
         }
     }
-    sim.patch_pool(json!({"rollout": {"maxConcurrentStaging": 1}}))
-        .await
-        .unwrap();
+    let weights = json!({"io": 30, "cpu": 70});
+    let rollout = json!({"maxConcurrentStaging": 1, "stagingWeights": weights});
+    sim.patch_pool(json!({ "rollout": rollout })).await.unwrap();
     let v2 = sim.push_version("2.0").await.unwrap();
     rolled_out_within_one(&sim, &recorder, &v2, 4).await;
+    // Every pull ran in a stage unit with the pool's weights.
+    {
+        let nodes = sim.nodes.lock().await;
+        for n in nodes.iter() {
+            let history = n.host.layout.systemd().history();
+            let stages: Vec<_> = history
+                .iter()
+                .filter(|u| u.name == "bootc-operator-stage.service")
+                .map(|u| u.properties.clone())
+                .collect();
+            let want = ["IOWeight=30", "CPUWeight=70"];
+            assert!(
+                !stages.is_empty() && stages.iter().all(|p| *p == want),
+                "{}: {stages:?}",
+                n.name
+            );
+        }
+    }
     // Each node's pulls of v2, as [start, start + PULL_MS) in microseconds:
     // at no moment did two run at once.
     let mut pulls: Vec<(u64, u64, String)> = Vec::new();

@@ -76,6 +76,7 @@ pub(crate) async fn latency(report: &mut Report, changes: usize) -> Result<()> {
         reboot_policy: RebootPolicy::RebootOnly,
         pull_secret_ref: None,
         pull_secret_hash: None,
+        staging_weights: None,
     };
     create_bootc_node(&admin, "bench-node", spec).await?;
     let agent = Agent::start(&cp, &host, &AgentOptions::new("bench-node"), logs.path())?;
