@@ -263,8 +263,9 @@ where
 }
 
 /// What the Node cache keeps. The Node watch decodes no more than this
-/// (`wire::NodeWire`), and its conversion ends here all the same.
-fn strip_node(node: &mut Node) {
+/// (`wire::NodeWire`), and its conversion ends here all the same (public
+/// for the benchmark, which prints what a real Node costs once trimmed).
+pub fn strip_node(node: &mut Node) {
     // None, not cleared: a cleared Vec keeps its buffer.
     node.metadata.managed_fields = None;
     node.annotations_mut()

@@ -121,6 +121,9 @@ struct NodesResult {
     /// Seconds from the pool's change to its status counting every node
     /// updated.
     pool_updated: f64,
+    /// A real kubelet's Node as the API serves it and as the controller's
+    /// cache keeps it, in JSON bytes.
+    node_bytes: Option<(usize, usize)>,
     during: Agents,
     steady: Agents,
 }
@@ -224,15 +227,26 @@ async fn measure(cluster: NodeCluster, binaries: PathBuf, idle: Duration) -> Res
             None
         }
     };
+    let node_bytes = node_bytes(&nodes).await;
     Ok(NodesResult {
         turns,
         ready_on_v2: ready,
         applied,
         pod_memory,
         pool_updated,
+        node_bytes,
         during: during.max(steady),
         steady,
     })
+}
+
+/// The first Node's size as served and once the controller's cache has
+/// trimmed it (`controller::runtime::strip_node`), in JSON bytes.
+async fn node_bytes(nodes: &Api<Node>) -> Option<(usize, usize)> {
+    let mut node = nodes.list(&Default::default()).await.ok()?.items.pop()?;
+    let served = serde_json::to_vec(&node).ok()?.len();
+    controller::runtime::strip_node(&mut node);
+    Some((served, serde_json::to_vec(&node).ok()?.len()))
 }
 
 /// The workload's namespace and `app` label (its budget's name too).
@@ -497,6 +511,18 @@ fn report_nodes(
         ));
     }
     report_pod_memory(report, r.pod_memory, builds);
+    if let Some((served, kept)) = r.node_bytes {
+        report.push(row(
+            "a real kubelet's Node in JSON: as served / as the controller's cache keeps it",
+            format!(
+                "{:.1} / {:.1} KiB",
+                served as f64 / 1024.0,
+                kept as f64 / 1024.0
+            ),
+            "",
+            None,
+        ));
+    }
     report.details.push(format!(
         "### A rollout on real nodes\n\n{nodes} node containers (a real systemd, containerd and kubelet each; tests/src/nodes/) on this machine, with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a registry; the operator installed from deploy/ as the real-node tests install it, its image's builds {}; a three-replica workload with a PodDisruptionBudget; one pool, maxUnavailable 1. The time runs from the bench's patch of the pool's tag (through its own client, as a controller or a CI job would: a `kubectl` process took about a second to start on this machine, which the rollout's time included before 2026-11-29) to the first poll (every 250 ms) that finds the last node Ready with its kubelet reporting v2: each node is cordoned, drained (real evictions), staged, really rebooted and back Ready in turn. The floor is the sum of the nodes' own reboots, each from the start of bootc's apply (the fake bootc's record of the call, whose reboot is real) to the node first seen Ready on v2: with one slot the reboots cannot overlap, so no controller could finish sooner; the ratio is the rollout's time over it, and what exceeds 1 is the cordons, drains, stages and slot hand-overs between the reboots. Each node's turn is then cut into phases (tests/src/bin/bootc-bench/phases.rs), from watches on the Nodes, the BootcNodes, the workload's pods and its PodDisruptionBudget, and the Events, with the fake bootc's record of each apply and the controller's log of each drain's end; each phase is printed with its owner: ours (what the operator can remove), the workload's (its evicted pods' termination grace, and the time the budget refuses the next eviction while a pod waits for it: its replacement becoming Ready), bootc's download, the node's own reboot, or the previous node's turn. A drain is cut instant by instant: while a pod on the node awaits its eviction and the budget allows none, the workload's readiness; while every pod left is terminating, the workload's grace; the rest (asking, asking again once the budget allows, seeing the pods gone) ours. The critical path (the pool's change to the last node Ready on v2, each turn from the previous node's release) is the same cut along the slot's order: its shares by owner add up to the rollout, and the rollout less our share, over the floor, says whether the target is ours to meet: what is left is the workload's (here a shell loop that ends its `sleep 1` before its TERM trap, then the kubelet's report of its end), the kubelet's start of the daemon's pod again after each boot (the controller releases a slot only on the daemon's report that the node booted the target), the first node's download, and the reboots. The memory rows read `/proc/<pid>/status` of the daemon and helper processes in each node's pod (the node's processes are this machine's): steady at the end of the idle period, the peak (VmHWM) sampled throughout the rollout, whose reboots restart both. The pod rows are what the container runtime reports for the daemon's pod, as its kubelet serves it (`/stats/summary` through the API server, the pod's containers summed; the helper runs in the daemon's container), steady, the highest over nodes; judged against the sum of the two processes' targets. The runtime counts what the pod's memory cgroup was charged: anonymous memory (its RSS) and the page cache it brought in (the working set), not the pages of the binaries another cgroup already cached, which each process's VmRSS includes; so the pod's figures are the smaller.\n",
         builds_text(builds)

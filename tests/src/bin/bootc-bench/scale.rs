@@ -145,6 +145,9 @@ struct ScaleResult {
     cpu: Cpu,
     rss_kib: u64,
     hwm_kib: u64,
+    /// The controller's RSS as the rollout starts: every Node and
+    /// BootcNode of the pool in its caches, the pool on v1.
+    synced_rss_kib: u64,
     reconciles: Vec<f64>,
     /// Write requests served during the rollout, and their bodies.
     writes: write_probe::Served,
@@ -327,6 +330,7 @@ async fn measure_rollout(
     let log_path = sim.log_dir().join("controller.log");
     let log_from = audit_len(&log_path);
     let writes0 = served_writes(&admin).await?;
+    let (synced_rss_kib, _) = memory_kib(controller).unwrap_or((0, 0));
     let cpu0 = pids.cpu();
     let started = Instant::now();
     sim.patch_pool(json!({"image": {"ref": v2}})).await?;
@@ -359,6 +363,7 @@ async fn measure_rollout(
         cpu,
         rss_kib,
         hwm_kib,
+        synced_rss_kib,
         reconciles,
         writes,
         probes: Vec::new(),
@@ -743,6 +748,36 @@ fn report_costs(report: &mut Report, r: &ScaleResult) {
     });
 }
 
+/// What one node costs the controller's memory once its caches are
+/// synced: the slope of its RSS before the rollout between the smallest
+/// size and the largest (a stripped Node, its BootcNode, and the planner's
+/// and the metrics' per-node state; the process's fixed part cancels out).
+fn report_cache_per_node(report: &mut Report, done: &[ScaleResult]) {
+    let (Some(small), Some(large)) = (
+        done.iter().min_by_key(|r| r.nodes),
+        done.iter().max_by_key(|r| r.nodes),
+    ) else {
+        return;
+    };
+    let nodes = large.nodes.saturating_sub(small.nodes);
+    if nodes == 0 || small.synced_rss_kib == 0 || large.synced_rss_kib == 0 {
+        return;
+    }
+    let grown = large.synced_rss_kib as f64 - small.synced_rss_kib as f64;
+    report.push(row(
+        format!(
+            "controller memory per node, synced ({} -> {} nodes: {} -> {})",
+            small.nodes,
+            large.nodes,
+            mib(small.synced_rss_kib),
+            mib(large.synced_rss_kib)
+        ),
+        format!("{:.1} KiB", grown / nodes as f64),
+        "",
+        None,
+    ));
+}
+
 /// The growth of the controller's CPU per node update from the smallest
 /// size to the largest (both rolled out), against its target.
 fn report_growth(report: &mut Report, done: &[ScaleResult]) {
@@ -857,6 +892,7 @@ pub(crate) async fn scale_section(report: &mut Report, cli: &Cli, release_dir: &
         }
     }
     report_growth(report, &done);
+    report_cache_per_node(report, &done);
 }
 
 /// The scale section's explanation in BENCHMARKS.md: what each row is and
@@ -876,7 +912,7 @@ The real `bootc-controller` ({build} build), kube-apiserver and etcd on this mac
 - **ratio**: rollout time / ideal time. 1.0 would mean no cost of scale beyond the waves and the API server's own. Target: at most 2.0 at 5,000 nodes.
 - **controller writes per node to its BootcNode and Node**: writes to `bootcnodes` and `nodes` during the rollout (nobody else writes those here) per node. 5.00: three BootcNode applies (the target, the approval, its withdrawal), and a cordon and an uncordon that take and release the slot (the api section's floor).
 - **controller CPU**: the controller's user + system time (`/proc/<pid>/stat`) from the pool's patch until every node is updated, and that time divided by the rollout's: the cores it kept busy. Target: at most 0.10 cores at every size (an absolute budget would punish the longer rollouts of larger pools; the Go bootc-operator's controller, measured side by side in an earlier harness at 1,000 nodes, used 3.5 times our CPU). **CPU per node update**: the controller's CPU divided by the pool's nodes. Target: at most {CPU_PER_NODE_MS:.1} ms at every size, and from 1,000 to 20,000 nodes at most +{CPU_GROWTH_PERCENT:.0} % (a flat cost per node). **API server / etcd CPU**: the same, for kube-apiserver and etcd, in the same window. **players' / whole machine's CPU**: this process's (the DaemonPlayer) and every CPU's busy time (`/proc/stat`), in the same window: on a shared machine the difference is other work.
-- **controller peak RSS**: its VmHWM at the end of the rollout, the most it held since it started (cache sync included). Target: at most 150 MiB at 20,000 nodes. **RSS after the rollout**: its VmRSS then.
+- **controller peak RSS**: its VmHWM at the end of the rollout, the most it held since it started (cache sync included). Target: at most 150 MiB at 20,000 nodes. **RSS after the rollout**: its VmRSS then. **Memory per node, synced**: the controller's VmRSS as the rollout starts (every Node and BootcNode in its caches), its growth from the smallest size to the largest divided by the nodes added: what one node costs it at rest (the stripped Node, its BootcNode, the planner's memo and the metrics' series), the process's fixed part cancelled out.
 - **reconcile p50 / p99**: from the controller's `reconciled` log lines (`elapsed_us`: one reconcile's planning and writes) during the rollout. Target: p99 at most 1.0 s at 20,000 nodes.
 
 Everything shares the machine's CPUs: the controller, the API server, etcd, the players and the probe; both terms of the ideal are measured in the same run, on the same machine.
