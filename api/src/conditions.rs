@@ -317,6 +317,7 @@ wire_enum! {
         Draining = "Draining",
         StagingInSlot = "StagingInSlot",
         HeldByPause = "HeldByPause",
+        HeldByFleetStop = "HeldByFleetStop",
         Approved = "Approved",
         Rebooting = "Rebooting",
         RebootFailed = "RebootFailed",

@@ -80,6 +80,11 @@ pub const CONFIRM_IMAGE_FAILURE_ANNOTATION: &str = "bootc.dev/confirm-image-fail
 /// stop --all`; the value says who and why). While it is set no pool hands
 /// out a new reboot slot; nodes in slots finish, and staging goes on.
 pub const FLEET_STOP_ANNOTATION: &str = "bootc.dev/stop";
+/// On the operator's Namespace, beside [`FLEET_STOP_ANNOTATION`] (`kubectl
+/// bootc stop --all --before-approval`; the value is `"true"`): nodes in
+/// reboot slots are not approved to boot either, and wait cordoned; those
+/// already approved finish.
+pub const FLEET_STOP_BEFORE_APPROVAL_ANNOTATION: &str = "bootc.dev/stop-before-approval";
 /// On a Node: the prefix of a hold, `hold.bootc.dev/<who>: <reason>`. Any
 /// actor may hold a node (several may hold one): a held node takes no new
 /// reboot slot, and one in a slot but not yet approved to boot is released

@@ -120,10 +120,12 @@ Examples:
     },
     /// Stop every pool at once: no pool hands out a new reboot slot until
     /// `resume --all` (the annotation bootc.dev/stop on the operator's
-    /// namespace). Nodes already in slots finish; staging goes on.
+    /// namespace). Nodes already in slots finish, unless
+    /// --before-approval; staging goes on.
     #[command(after_help = "\
 Examples:
   kubectl bootc stop --all --reason \"incident 4521\"
+  kubectl bootc stop --all --before-approval   # nodes in slots wait cordoned
   kubectl bootc resume --all")]
     Stop {
         /// Every pool (required: one pool is `pause POOL`).
@@ -132,6 +134,11 @@ Examples:
         /// Why, shown on every pool (default: who stopped it, when).
         #[arg(long)]
         reason: Option<String>,
+        /// Nodes in reboot slots are not approved to boot either: they
+        /// wait cordoned until `resume --all` (those already approved
+        /// finish).
+        #[arg(long)]
+        before_approval: bool,
         /// The operator's namespace, which carries the fleet's switch.
         #[arg(short = 'n', long, value_name = "NAMESPACE", default_value = api::labels::OPERATOR_NAMESPACE)]
         namespace: String,
@@ -335,7 +342,8 @@ mod tests {
             (&["pause", "w", "--context", "c"], flags(None, Some("c")), Command::Pause { pool: "w".into() }),
             (&["resume", "--kubeconfig", "/k", "w"], flags(Some("/k"), None), Command::Resume { pool: Some("w".into()), all: false, namespace: api::labels::OPERATOR_NAMESPACE.into() }),
             (&["resume", "--all"], flags(None, None), Command::Resume { pool: None, all: true, namespace: api::labels::OPERATOR_NAMESPACE.into() }),
-            (&["stop", "--all", "--reason", "incident", "-n", "ops"], flags(None, None), Command::Stop { all: true, reason: Some("incident".into()), namespace: "ops".into() }),
+            (&["stop", "--all", "--reason", "incident", "-n", "ops"], flags(None, None), Command::Stop { all: true, reason: Some("incident".into()), before_approval: false, namespace: "ops".into() }),
+            (&["stop", "--all", "--before-approval"], flags(None, None), Command::Stop { all: true, reason: None, before_approval: true, namespace: api::labels::OPERATOR_NAMESPACE.into() }),
             (&["refresh", "w", "--context", "c"], flags(None, Some("c")), Command::Refresh { pool: "w".into() }),
             (&["retry", "n1", "--context", "c"], flags(None, Some("c")), Command::Retry { node: "n1".into() }),
             (&["why", "n1", "--kubeconfig", "/k", "--context", "c"], flags(Some("/k"), Some("c")), Command::Why { node: "n1".into() }),

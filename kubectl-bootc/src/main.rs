@@ -163,23 +163,29 @@ async fn set_paused(client: &kube::Client, pool: &str, paused: bool) -> Result<S
     }
 }
 
-/// Turns the fleet's switch on (`why`) or off: the annotation
-/// [`api::labels::FLEET_STOP_ANNOTATION`] on the operator's Namespace.
+/// Turns the fleet's switch on (`why`, holding approvals too or not) or
+/// off: the annotations [`api::labels::FLEET_STOP_ANNOTATION`] and
+/// [`api::labels::FLEET_STOP_BEFORE_APPROVAL_ANNOTATION`] on the operator's
+/// Namespace, in one write (off removes both).
 async fn set_fleet_stop(
     client: &kube::Client,
     namespace: &str,
     why: Option<String>,
+    before_approval: bool,
 ) -> Result<String, Error> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let stopping = why.is_some();
+    let holds = (stopping && before_approval).then_some("true");
     let body = serde_json::json!({"metadata": {"annotations": {
         api::labels::FLEET_STOP_ANNOTATION: why,
+        api::labels::FLEET_STOP_BEFORE_APPROVAL_ANNOTATION: holds,
     }}});
     let params = PatchParams {
         field_manager: Some(MANAGER.to_owned()),
         ..PatchParams::default()
     };
     match namespaces.patch(namespace, &params, &Patch::Merge(&body)).await {
+        Ok(_) if holds.is_some() => Ok("fleet stopped: no pool hands out a new reboot slot or approves a node to boot until `kubectl bootc resume --all` (nodes in slots wait cordoned; those already approved finish; staging goes on)\n".to_owned()),
         Ok(_) if stopping => Ok("fleet stopped: no pool hands out a new reboot slot until `kubectl bootc resume --all` (nodes in slots finish; staging goes on)\n".to_owned()),
         Ok(_) => Ok("fleet resumed: pools hand out reboot slots again (pools paused one by one stay paused)\n".to_owned()),
         Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::Refused(format!(
@@ -326,12 +332,15 @@ async fn run(cli: Cli) -> Result<String, Error> {
         Command::Resume {
             pool: Some(pool), ..
         } => set_paused(&client, &pool, false).await,
-        Command::Resume { namespace, .. } => set_fleet_stop(&client, &namespace, None).await,
+        Command::Resume { namespace, .. } => set_fleet_stop(&client, &namespace, None, false).await,
         Command::Stop {
-            reason, namespace, ..
+            reason,
+            namespace,
+            before_approval,
+            ..
         } => {
             let why = reason.unwrap_or_else(|| format!("kubectl bootc stop --all at {now}"));
-            set_fleet_stop(&client, &namespace, Some(why)).await
+            set_fleet_stop(&client, &namespace, Some(why), before_approval).await
         }
         Command::Refresh { pool } => refresh(&client, &pool).await,
         Command::Retry { node } => retry(&client, &node).await,

@@ -85,6 +85,9 @@ pub(crate) struct NodeVerdict {
     pub rolling_back: bool,
     /// Held cordoned and unapproved in its slot by a pause.
     pub held_by_pause: bool,
+    /// Held cordoned and unapproved in its slot by the fleet's switch
+    /// (`kubectl bootc stop --all --before-approval`).
+    pub held_by_fleet_stop: bool,
     /// Cordoned in its slot and not yet drained.
     pub draining: bool,
     /// Its drain goes on, but a PodDisruptionBudget refused an eviction.

@@ -50,6 +50,8 @@ pub(crate) struct PoolFacts {
     deadlines: stuck::Deadlines,
     /// The pause now: `pausedUntil` ends it with the spec unchanged.
     pause: Pause,
+    /// The fleet's switch holds approvals (a slot holder's verdict reads it).
+    fleet_holds_approvals: bool,
 }
 
 impl PoolFacts {
@@ -74,6 +76,7 @@ impl PoolFacts {
                 .collect(),
             deadlines: view.input.deadlines,
             pause: view.pause,
+            fleet_holds_approvals: view.input.gates.fleet_holds_approvals,
         }
     }
 }

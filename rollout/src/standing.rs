@@ -152,6 +152,9 @@ pub enum Standing {
     StagingInSlot,
     /// In a slot, not approved while the pool is paused.
     HeldByPause,
+    /// In a slot, not approved while the fleet's switch holds approvals
+    /// (`kubectl bootc stop --all --before-approval`).
+    HeldByFleetStop,
     /// Approved to boot, waiting for its daemon to apply.
     Approved,
     /// Approved to boot and rebooting: its Node NotReady (since when, if
@@ -289,6 +292,7 @@ impl Standing {
             Standing::Draining { .. } => StandingKind::Draining,
             Standing::StagingInSlot => StandingKind::StagingInSlot,
             Standing::HeldByPause => StandingKind::HeldByPause,
+            Standing::HeldByFleetStop => StandingKind::HeldByFleetStop,
             Standing::Approved => StandingKind::Approved,
             Standing::Rebooting { .. } => StandingKind::Rebooting,
             Standing::RebootFailed => StandingKind::RebootFailed,
@@ -306,6 +310,7 @@ impl Standing {
                 | Standing::Draining { .. }
                 | Standing::StagingInSlot
                 | Standing::HeldByPause
+                | Standing::HeldByFleetStop
                 | Standing::Approved
                 | Standing::Rebooting { .. }
                 | Standing::RebootFailed
@@ -561,6 +566,8 @@ fn in_slot(
         Standing::TakingSlot
     } else if v.held_by_pause {
         Standing::HeldByPause
+    } else if v.held_by_fleet_stop && !v.draining {
+        Standing::HeldByFleetStop
     } else if v.draining {
         Standing::Draining {
             blocked: v.drain_blocked.clone(),
@@ -687,6 +694,11 @@ impl Standing {
                 pool.name
             ),
             Standing::FleetStopped => fleet_stopped(pool),
+            Standing::HeldByFleetStop => format!(
+                "held by the fleet's switch ({}: {}): in a reboot slot (cordoned, drained), not approved to boot until `kubectl bootc resume --all`",
+                api::labels::FLEET_STOP_ANNOTATION,
+                pool.fleet_stop.as_deref().unwrap_or_default()
+            ),
             Standing::PoolDeleting => pool_deleting(name),
             Standing::PausedUntil { until } => format!(
                 "the pool is paused until {until} (spec.rollout.pausedUntil), in {}: staged, but no new reboot slot is handed out before; then the rollout goes on by itself",

@@ -151,6 +151,7 @@ pub(crate) fn report(
         standings.names(Standing::in_slot)
     };
     let held_by_pause = standings.names(|s| *s == Standing::HeldByPause);
+    let held_by_fleet = standings.names(|s| *s == Standing::HeldByFleetStop);
     let message = breakdown(
         &counts,
         total,
@@ -176,6 +177,7 @@ pub(crate) fn report(
             window: rollout.window,
             gate: &rollout.gate,
             held_by_pause: &held_by_pause,
+            held_by_fleet: &held_by_fleet,
             slotted: !slotted.is_empty(),
         },
         message,
@@ -535,6 +537,8 @@ struct Holding<'a> {
     gate: &'a Gate,
     /// The nodes a pause holds cordoned in their slots.
     held_by_pause: &'a [String],
+    /// The nodes the fleet's switch holds cordoned in their slots.
+    held_by_fleet: &'a [String],
     /// Some nodes are in reboot slots.
     slotted: bool,
 }
@@ -564,7 +568,12 @@ fn up_to_date(done: bool, holding: Holding<'_>, breakdown: String) -> ConditionU
             format!(
                 "{breakdown}; the fleet is stopped ({}: {why}), no new reboot slot until `kubectl bootc resume --all`{}",
                 api::labels::FLEET_STOP_ANNOTATION,
-                finishing(holding.slotted)
+                if holding.held_by_fleet.is_empty() {
+                    finishing(holding.slotted).to_owned()
+                } else {
+                    let held = holding.held_by_fleet.join(", ");
+                    format!("; held cordoned in reboot slots, not approved to boot: {held}")
+                }
             ),
         )
     } else if holding.pause.holds() {

@@ -99,10 +99,14 @@ pub(super) fn usable_secret(
 }
 
 impl Caches {
-    /// The fleet's switch, while on (its value: who and why).
-    fn fleet_stop(&self, namespace: &str) -> Option<String> {
-        let ns = self.fleet.get(&ObjectRef::new(namespace))?;
-        super::watches::fleet_stop(&ns)
+    /// The fleet's switch, while on (its value: who and why), and whether
+    /// it holds approvals too.
+    fn fleet_switch(&self, namespace: &str) -> (Option<String>, bool) {
+        let Some(ns) = self.fleet.get(&ObjectRef::new(namespace)) else {
+            return (None, false);
+        };
+        let holds = super::watches::fleet_holds_approvals(&ns);
+        (super::watches::fleet_stop(&ns), holds)
     }
 
     fn pull_secret(&self, pool: &BootcNodePool) -> Option<Arc<Secret>> {
@@ -277,7 +281,8 @@ async fn reconcile_pool(
     };
     let selects = !chosen.nodes.is_empty();
     let mut gates = ctx.gatekeeper.ask(&pool, gates, members, selects).await;
-    gates.fleet_stop = ctx.caches.fleet_stop(&ctx.tuning.namespace);
+    (gates.fleet_stop, gates.fleet_holds_approvals) =
+        ctx.caches.fleet_switch(&ctx.tuning.namespace);
     // Step 2, plan.
     let planning = Instant::now();
     let pools = ctx.caches.pools.state();

@@ -138,6 +138,7 @@ fn fleet_fingerprint(ns: &Namespace) -> u64 {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
     fleet_stop(ns).hash(&mut h);
+    fleet_holds_approvals(ns).hash(&mut h);
     h.finish()
 }
 
@@ -146,6 +147,14 @@ pub(super) fn fleet_stop(ns: &Namespace) -> Option<String> {
     ns.annotations()
         .get(api::labels::FLEET_STOP_ANNOTATION)
         .cloned()
+}
+
+/// Does the fleet's switch hold approvals too (`"true"` beside it)?
+pub(super) fn fleet_holds_approvals(ns: &Namespace) -> bool {
+    let flag = ns
+        .annotations()
+        .get(api::labels::FLEET_STOP_BEFORE_APPROVAL_ANNOTATION);
+    fleet_stop(ns).is_some() && flag.is_some_and(|v| v == "true")
 }
 
 /// The pools' own cache and the controller's main stream: every pool applied.

@@ -50,6 +50,9 @@ pub struct Gates {
     /// The fleet's switch: the value of `bootc.dev/stop` on the operator's
     /// Namespace, while set (who and why). No pool hands out a new slot.
     pub fleet_stop: Option<String>,
+    /// With the switch, `bootc.dev/stop-before-approval`: nodes in slots
+    /// are not approved to boot either.
+    pub fleet_holds_approvals: bool,
 }
 
 impl Default for Gates {
@@ -60,6 +63,7 @@ impl Default for Gates {
             health_pods: Ok(BTreeMap::new()),
             daemon_pods: Ok(BTreeMap::new()),
             fleet_stop: None,
+            fleet_holds_approvals: false,
         }
     }
 }

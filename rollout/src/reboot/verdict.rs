@@ -2,7 +2,8 @@
 //! from its own Node, BootcNode and drain and the pool-wide facts (target,
 //! told set, pool spec, time). A slot holder is released once back
 //! ([`super::slots`]) or held: kept cordoned and drained, approved to boot
-//! once drained and staged (not while paused), and counted for the
+//! once drained and staged (not while paused, nor while the fleet's switch
+//! holds approvals), and counted for the
 //! unhealthy halt ([`crate::holds::halt`]). A member outside a slot is not
 //! approved, its drain stops, and, staged and healthy, it is a candidate
 //! for a free slot (handed out by `slots::hand_out`) unless held; a hold
@@ -51,6 +52,8 @@ struct Pool<'v, 'a> {
     secret: &'v Secret,
     conflicts: &'v BTreeMap<String, BTreeSet<String>>,
     paused: bool,
+    /// The fleet's switch holds approvals too.
+    fleet_holds_approvals: bool,
     /// The target failed for the pool: enough members failed their health
     /// gate on it, or a person confirmed it ([`health_gate::fails_for_pool`]):
     /// nobody is told it any more.
@@ -77,6 +80,7 @@ pub(crate) fn verdicts<'m>(
         secret,
         conflicts: &members.conflicts,
         paused: view.pause.holds(),
+        fleet_holds_approvals: view.input.gates.fleet_holds_approvals,
         target_failed: health_gate::fails_for_pool(view.pool, target, marked.len()),
     };
     let mut out = Rollout {
@@ -310,6 +314,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         no_rollback: false,
         rolling_back: false,
         held_by_pause: false,
+        held_by_fleet_stop: false,
         draining: false,
         drain_blocked: None,
         drain_failure: None,
@@ -445,6 +450,7 @@ fn hold(pool: &Pool<'_, '_>, (name, node, bn): Member<'_>, v: &mut NodeVerdict) 
         return;
     }
     v.held_by_pause = pool.paused;
+    v.held_by_fleet_stop = pool.fleet_holds_approvals;
     if let Some(patch) = node.and_then(|n| cordon::keep(n, &pool.view.pool_name)) {
         v.post.push(Write::PatchNode {
             name: name.to_owned(),
@@ -470,8 +476,9 @@ fn drain_progress(pool: &Pool<'_, '_>, name: &str, v: &mut NodeVerdict) {
             v.drain_blocked = Some(format!("{name}: {message}"));
         }
         Some(DrainPhase::Succeeded) => {
-            // Drained and staged: approved to boot (a pause holds it).
-            if v.state == NodeState::Staged && !pool.paused {
+            // Drained and staged: approved to boot (a pause, or the
+            // fleet's switch with its flag, holds it).
+            if v.state == NodeState::Staged && !pool.paused && !pool.fleet_holds_approvals {
                 v.owned.spec.desired_image_state = DesiredImageState::Booted;
                 v.rolling_back = true;
             }

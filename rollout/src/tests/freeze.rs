@@ -292,3 +292,33 @@ fn the_fleets_switch_holds_every_new_slot_and_nothing_else() {
     assert_eq!(standing_of(&p, "staged"), Standing::FleetStopped);
     assert_eq!(up_to_date(&p).1, Reason::FleetStopped);
 }
+
+#[test]
+fn the_fleets_switch_with_its_flag_holds_approvals_in_slots() {
+    let world = |holds: bool| {
+        let mut w = World::new(pool("a", IntOrString::Int(1), false))
+            .node(node("n", "a", true, true))
+            .bn(bn("n", NEW, Daemon::Staged(OLD)).slot(false))
+            .drain("n", DrainPhase::Succeeded);
+        w.gates.fleet_stop = Some("incident 4521".into());
+        w.gates.fleet_holds_approvals = holds;
+        w
+    };
+    let approved = |plan: &Plan| {
+        applied(plan, "n").is_some_and(|a| a.spec.desired_image_state == DesiredImageState::Booted)
+    };
+    // Without the flag the drained node in its slot finishes: approved.
+    let plan = world(false).plan();
+    assert!(approved(&plan), "{:?}", plan.writes);
+    // With it, it waits cordoned in its slot, unapproved, and says why.
+    let plan = world(true).plan();
+    assert!(!approved(&plan), "{:?}", plan.writes);
+    assert!(node_writes(&plan, "n").is_empty(), "{:?}", plan.writes);
+    assert_eq!(standing_of(&plan, "n"), Standing::HeldByFleetStop);
+    let (_, reason, message) = up_to_date(&plan);
+    assert_eq!(reason, Reason::FleetStopped);
+    assert!(
+        message.contains("held cordoned in reboot slots, not approved to boot: n"),
+        "{message}"
+    );
+}

@@ -242,6 +242,16 @@ fn rows() -> Vec<(&'static str, World, StandingKind)> {
             StandingKind::HeldByPause,
         ),
         (
+            "in its slot, drained, the fleet's switch holding approvals",
+            {
+                let mut w = in_slot(p(), staged(), true).drain("n1", DrainPhase::Succeeded);
+                w.gates.fleet_stop = Some("incident".into());
+                w.gates.fleet_holds_approvals = true;
+                w
+            },
+            StandingKind::HeldByFleetStop,
+        ),
+        (
             "approved",
             in_slot(p(), staged().approved(), true),
             StandingKind::Approved,
@@ -375,6 +385,7 @@ fn every_kind() -> Vec<Standing> {
         },
         Standing::StagingInSlot,
         Standing::HeldByPause,
+        Standing::HeldByFleetStop,
         Standing::Approved,
         Standing::Rebooting {
             not_ready: true,
