@@ -694,11 +694,7 @@ impl Standing {
                 pool.name
             ),
             Standing::FleetStopped => fleet_stopped(pool),
-            Standing::HeldByFleetStop => format!(
-                "held by the fleet's switch ({}: {}): in a reboot slot (cordoned, drained), not approved to boot until `kubectl bootc resume --all`",
-                api::labels::FLEET_STOP_ANNOTATION,
-                pool.fleet_stop.as_deref().unwrap_or_default()
-            ),
+            Standing::HeldByFleetStop => held_by_fleet_stop(pool),
             Standing::PoolDeleting => pool_deleting(name),
             Standing::PausedUntil { until } => format!(
                 "the pool is paused until {until} (spec.rollout.pausedUntil), in {}: staged, but no new reboot slot is handed out before; then the rollout goes on by itself",
@@ -844,6 +840,14 @@ fn turn(pool: &Pool, group: usize) -> String {
 fn pool_deleting(name: &str) -> String {
     format!(
         "the pool is being deleted (spec.onDelete: Finish): the nodes in its reboot slots finish, no new slot is handed out, and {name} leaves the pool on the image it runs"
+    )
+}
+
+fn held_by_fleet_stop(pool: &Pool) -> String {
+    format!(
+        "held by the fleet's switch ({}: {}): in a reboot slot (cordoned, drained), not approved to boot until `kubectl bootc resume --all`",
+        api::labels::FLEET_STOP_ANNOTATION,
+        pool.fleet_stop.as_deref().unwrap_or_default()
     )
 }
 

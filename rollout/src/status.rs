@@ -150,8 +150,6 @@ pub(crate) fn report(
     } else {
         standings.names(Standing::in_slot)
     };
-    let held_by_pause = standings.names(|s| *s == Standing::HeldByPause);
-    let held_by_fleet = standings.names(|s| *s == Standing::HeldByFleetStop);
     let message = breakdown(
         &counts,
         total,
@@ -176,8 +174,8 @@ pub(crate) fn report(
             dependencies: &rollout.dependencies,
             window: rollout.window,
             gate: &rollout.gate,
-            held_by_pause: &held_by_pause,
-            held_by_fleet: &held_by_fleet,
+            held_by_pause: &standings.names(|s| *s == Standing::HeldByPause),
+            held_by_fleet: &standings.names(|s| *s == Standing::HeldByFleetStop),
             slotted: !slotted.is_empty(),
         },
         message,
