@@ -425,7 +425,8 @@ pub struct Silences {
     #[schemars(schema_with = "crate::schema::silence_node_label")]
     pub node_label: Option<String>,
     /// More label matchers every silenced alert must match, such as
-    /// `severity!="critical"` (unset: every alert of the node).
+    /// `severity!="critical"` (unset: every alert of the node); a value
+    /// is taken as written, but for `\"` and `\\`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::schema::silence_matchers")]
     pub matchers: Vec<String>,

@@ -504,6 +504,36 @@ mod tests {
     }
 
     #[test]
+    fn endpoints_are_the_admins_and_refused_naming_their_flag() {
+        for bad in [
+            "am=http://am:9093/?x=1",
+            "am=http://user:pw@am:9093",
+            "am=file:///etc/passwd",
+            "AM=http://am:9093",
+            "http://am:9093",
+        ] {
+            let refused = AlertmanagerEndpoints::parse([bad]).unwrap_err().to_string();
+            assert!(refused.starts_with("--alertmanager-endpoint "), "{refused}");
+        }
+        let endpoints = AlertmanagerEndpoints::parse(["main=http://am:9093"]).unwrap();
+        let silencer = Silencer::new(endpoints);
+        let spec = |endpoint: &str| Silences {
+            endpoint: endpoint.into(),
+            node_label: None,
+            matchers: Vec::new(),
+        };
+        assert!(silencer.at(&spec("main")).is_ok());
+        let unknown = silencer.at(&spec("other")).err().unwrap();
+        assert_eq!(
+            unknown,
+            r#"spec.rollout.silences.endpoint "other" is not an Alertmanager endpoint of this operator (configured: main)"#
+        );
+        let none = Silencer::new(AlertmanagerEndpoints::default());
+        let unknown = none.at(&spec("main")).err().unwrap();
+        assert!(unknown.ends_with("(none is configured (--alertmanager-endpoint))"), "{unknown}");
+    }
+
+    #[test]
     fn the_paths_are_below_the_endpoints_and_an_id_is_one_segment() {
         let base = Url::parse("http://am:9093/prefix/").unwrap();
         assert_eq!(
