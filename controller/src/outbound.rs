@@ -137,9 +137,7 @@ pub enum EndpointError {
     Form(&'static str, String),
     #[error("{0} {1:?}: the name must be a DNS label (a-z, 0-9, -)")]
     Name(&'static str, String),
-    #[error(
-        "{0} {1:?}: the URL must be http or https with a host, and no user, query or fragment"
-    )]
+    #[error("{0} {1:?}: the URL must be http or https with a host, and no user, query or fragment")]
     Url(&'static str, String),
     #[error("{0} {1:?}: the name is given twice")]
     Twice(&'static str, String),

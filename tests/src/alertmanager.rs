@@ -54,7 +54,10 @@ impl Alertmanager {
             // Starting: ask again shortly.
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        bail!("Alertmanager did not answer within {WAIT:?}: {last}; log: {}", am.log())
+        bail!(
+            "Alertmanager did not answer within {WAIT:?}: {last}; log: {}",
+            am.log()
+        )
     }
 
     /// Where the controller reaches it.

@@ -293,7 +293,12 @@ impl At<'_> {
                 ends_at,
             } => {
                 let id = self.post(pool, (None, &node, &matchers), ends_at).await?;
-                tracing::info!(pool, node, id, "silenced at Alertmanager while in its reboot slot");
+                tracing::info!(
+                    pool,
+                    node,
+                    id,
+                    "silenced at Alertmanager while in its reboot slot"
+                );
                 ours.push(Silence {
                     id,
                     node,
@@ -357,7 +362,11 @@ impl Silencer {
     /// Before the plan: are the silences of the nodes in slots made (those
     /// of the last plan, or none before it)? Err: why not, which holds the
     /// pool's next slot. Asks Alertmanager only when something is due.
-    pub async fn check(&self, pool: &BootcNodePool, memory: &mut SilenceMemory) -> Result<(), String> {
+    pub async fn check(
+        &self,
+        pool: &BootcNodePool,
+        memory: &mut SilenceMemory,
+    ) -> Result<(), String> {
         let Some(spec) = &pool.spec.rollout.silences else {
             return Ok(());
         };
@@ -486,7 +495,12 @@ mod tests {
             silence("a", rule::CREATED_BY, &comment, "active"),
             silence("b", "alice", &comment, "active"),
             silence("c", rule::CREATED_BY, &comment, "expired"),
-            silence("d", rule::CREATED_BY, &rule::comment("infra", "n1"), "active"),
+            silence(
+                "d",
+                rule::CREATED_BY,
+                &rule::comment("infra", "n1"),
+                "active"
+            ),
             silence("e", rule::CREATED_BY, "n1 holds a reboot slot", "active"),
         ]))
         .unwrap();
@@ -530,7 +544,10 @@ mod tests {
         );
         let none = Silencer::new(AlertmanagerEndpoints::default());
         let unknown = none.at(&spec("main")).err().unwrap();
-        assert!(unknown.ends_with("(none is configured (--alertmanager-endpoint))"), "{unknown}");
+        assert!(
+            unknown.ends_with("(none is configured (--alertmanager-endpoint))"),
+            "{unknown}"
+        );
     }
 
     #[test]

@@ -308,7 +308,9 @@ async fn reconcile_pool(
     *pace = Some(pace::Last::ended_now(took, plan.summary.states.len()));
     record(&pool, &plan, made, started, took);
     let requeue = requeue_after(ctx, &plan, &resolution);
-    Ok(Action::requeue(silences_due.map_or(requeue, |due| due.min(requeue))))
+    Ok(Action::requeue(
+        silences_due.map_or(requeue, |due| due.min(requeue)),
+    ))
 }
 
 /// The metrics and the log line of a reconcile that made `made` writes.

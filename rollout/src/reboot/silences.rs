@@ -167,7 +167,9 @@ pub fn steps(
         found.sort();
         let wanted = holders.contains(&silence.node) && found == matchers(spec, &silence.node)?;
         let other = match kept.get(silence.node.as_str()) {
-            Some(k) if wanted && k.ends_at < silence.ends_at => kept.insert(silence.node.as_str(), silence),
+            Some(k) if wanted && k.ends_at < silence.ends_at => {
+                kept.insert(silence.node.as_str(), silence)
+            }
             Some(_) => Some(silence),
             None if wanted => kept.insert(silence.node.as_str(), silence),
             None => Some(silence),

@@ -71,6 +71,9 @@ fn expire(id: &str, node: &str) -> Step {
     }
 }
 
+/// (what, holders, ours found, the steps)
+type Row = (&'static str, Vec<&'static str>, Vec<Silence>, Vec<Step>);
+
 #[test]
 fn each_holder_has_one_silence_in_force_and_no_other_node_has_one() {
     let long = LENGTH - SignedDuration::from_secs(60);
@@ -79,9 +82,8 @@ fn each_holder_has_one_silence_in_force_and_no_other_node_has_one() {
         matchers: vec![eq("instance", "a")],
         ..ours("s9", "a", long)
     };
-    // (what, holders, ours found, the steps)
     #[rustfmt::skip]
-    let rows: Vec<(&str, Vec<&str>, Vec<Silence>, Vec<Step>)> = vec![
+    let rows: Vec<Row> = vec![
         ("nothing held, nothing found: nothing to do", vec![], vec![], vec![]),
         ("a node takes a slot: its silence is made", vec!["a"], vec![], vec![create("a")]),
         ("its silence in force: nothing to do", vec!["a"], vec![ours("s1", "a", long)], vec![]),
@@ -105,7 +107,11 @@ fn a_silence_matches_the_nodes_label_and_every_extra_matcher() {
     let got = matchers(
         &spec(
             Some("instance"),
-            &[r#"severity!="critical""#, r#"alertname=~"Kube.*""#, r#"team="a\"b\\c""#],
+            &[
+                r#"severity!="critical""#,
+                r#"alertname=~"Kube.*""#,
+                r#"team="a\"b\\c""#,
+            ],
         ),
         "n1",
     )

@@ -43,11 +43,22 @@ async fn a_node_in_its_reboot_slot_is_silenced_at_alertmanager_until_it_leaves_i
             c.1 == Reason::GateUnanswered
                 && c.2.contains("2 staged")
                 && c.2.contains("spec.rollout.silences could not be checked")
-                && c.2.contains(r#"Alertmanager endpoint "silent" could not be reached"#)
+                && c.2
+                    .contains(r#"Alertmanager endpoint "silent" could not be reached"#)
         })
     })
     .await;
     nothing_cordoned(&sim).await;
+    let why = kubectl_bootc(&sim, &["why", FIRST]);
+    assert!(
+        why.contains("spec.rollout.silences could not be checked"),
+        "{why}"
+    );
+    let status = kubectl_bootc(&sim, &["status", POOL]);
+    assert!(
+        status.contains("silenced at Alertmanager endpoint silent"),
+        "{status}"
+    );
 
     // A budget keeps the first node draining in its slot, for as long as
     // the test looks.
