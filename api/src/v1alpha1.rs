@@ -432,15 +432,11 @@ pub struct Silences {
     pub matchers: Vec<String>,
 }
 
-/// The alerts' label that names their node when `nodeLabel` is unset.
-pub const DEFAULT_SILENCE_NODE_LABEL: &str = "node";
-
 impl Silences {
-    /// The label that names an alert's node.
+    /// The label that names an alert's node (unset: `node`, as
+    /// kube-state-metrics and kube-prometheus's rules name it).
     pub fn node_label(&self) -> &str {
-        self.node_label
-            .as_deref()
-            .unwrap_or(DEFAULT_SILENCE_NODE_LABEL)
+        self.node_label.as_deref().unwrap_or("node")
     }
 }
 

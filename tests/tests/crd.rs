@@ -481,7 +481,7 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "silences-node-label-not-a-label",
             with(
                 &["rollout", "silences"],
-                json!({"endpoint": "main", "nodeLabel": "kubernetes.io/hostname"}),
+                json!({"endpoint": "main", "nodeLabel": "node-name"}),
             ),
             "spec.rollout.silences.nodeLabel",
             "must be a Prometheus label name",
