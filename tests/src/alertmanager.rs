@@ -116,6 +116,29 @@ impl Alertmanager {
         Ok(())
     }
 
+    /// Makes a silence as a person would: `matchers` (`label=value`), its
+    /// author and comment, for `duration` (such as `10m`); its id.
+    pub async fn silence(
+        &self,
+        matchers: &[&str],
+        author: &str,
+        comment: &str,
+        duration: &str,
+    ) -> Result<String> {
+        let out = tokio::process::Command::new("amtool")
+            .args(["silence", "add"])
+            .args(["--author", author, "--comment", comment, "--duration", duration])
+            .args(matchers)
+            .arg(format!("--alertmanager.url={}", self.url()))
+            .output()
+            .await
+            .context("running amtool")?;
+        if !out.status.success() {
+            bail!("amtool silence add: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
     /// The values of `label` of the alerts named `alertname` that a
     /// silence mutes now, as Alertmanager reads them.
     pub async fn silenced(&self, alertname: &str, label: &str) -> Result<Vec<String>> {

@@ -119,3 +119,59 @@ async fn a_node_in_its_reboot_slot_is_silenced_at_alertmanager_until_it_leaves_i
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// The controller's Alertmanager client against the real one: a silence of
+/// ours found near its end (as a controller that restarted finds it) is
+/// renewed, a person's for the same node is left alone, and once the node
+/// leaves its slot ours is expired and the person's still stands.
+#[tokio::test]
+async fn a_silence_found_near_its_end_is_renewed_and_a_persons_is_left_alone() {
+    use ::controller::actions::silences::{AlertmanagerEndpoints, SilenceMemory, Silencer};
+    use ::rollout::reboot::silences::{CREATED_BY, LENGTH, comment};
+    let am = Alertmanager::start().await.unwrap();
+    let node = "n1";
+    let matcher = format!("node={node}");
+    let old = am
+        .silence(&[&matcher], CREATED_BY, &comment(POOL, node), "10m")
+        .await
+        .unwrap();
+    let persons = am
+        .silence(&[&matcher], "alice", "kernel debugging", "2h")
+        .await
+        .unwrap();
+    let pool: BootcNodePool = serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+        "metadata": {"name": POOL},
+        "spec": {"nodeSelector": {}, "image": {"ref": "quay.io/acme/os:1"},
+                 "rollout": {"silences": {"endpoint": "main"}}},
+    }))
+    .unwrap();
+    let endpoint = format!("main={}", am.url());
+    let silencer = Silencer::new(AlertmanagerEndpoints::parse([endpoint.as_str()]).unwrap());
+    let mut memory = SilenceMemory::default();
+    silencer.check(&pool, &mut memory).await.unwrap();
+    let holders = BTreeSet::from([node.to_owned()]);
+    silencer.sync(&pool, holders, &mut memory).await;
+
+    let ids = |silences: &[serde_json::Value]| -> Vec<String> {
+        silences
+            .iter()
+            .filter_map(|s| s["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let found = am.silences().await.unwrap();
+    let ours: Vec<&serde_json::Value> = found
+        .iter()
+        .filter(|s| s["createdBy"] == CREATED_BY)
+        .collect();
+    assert_eq!(ours.len(), 1, "{found:?}");
+    let ends: jiff::Timestamp = ours[0]["endsAt"].as_str().unwrap().parse().unwrap();
+    let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(15);
+    assert!(ends > soon && ends <= jiff::Timestamp::now() + LENGTH, "{found:?}");
+    assert!(ids(&found).contains(&persons), "{found:?}");
+    assert!(!ids(&found).contains(&old) || ours[0]["id"] == old.as_str(), "{found:?}");
+
+    silencer.sync(&pool, BTreeSet::new(), &mut memory).await;
+    let found = am.silences().await.unwrap();
+    assert_eq!(ids(&found), [persons], "{found:?}");
+}
