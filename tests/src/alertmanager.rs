@@ -127,14 +127,24 @@ impl Alertmanager {
     ) -> Result<String> {
         let out = tokio::process::Command::new("amtool")
             .args(["silence", "add"])
-            .args(["--author", author, "--comment", comment, "--duration", duration])
+            .args([
+                "--author",
+                author,
+                "--comment",
+                comment,
+                "--duration",
+                duration,
+            ])
             .args(matchers)
             .arg(format!("--alertmanager.url={}", self.url()))
             .output()
             .await
             .context("running amtool")?;
         if !out.status.success() {
-            bail!("amtool silence add: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "amtool silence add: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }

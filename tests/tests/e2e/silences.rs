@@ -167,9 +167,15 @@ async fn a_silence_found_near_its_end_is_renewed_and_a_persons_is_left_alone() {
     assert_eq!(ours.len(), 1, "{found:?}");
     let ends: jiff::Timestamp = ours[0]["endsAt"].as_str().unwrap().parse().unwrap();
     let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(15);
-    assert!(ends > soon && ends <= jiff::Timestamp::now() + LENGTH, "{found:?}");
+    assert!(
+        ends > soon && ends <= jiff::Timestamp::now() + LENGTH,
+        "{found:?}"
+    );
     assert!(ids(&found).contains(&persons), "{found:?}");
-    assert!(!ids(&found).contains(&old) || ours[0]["id"] == old.as_str(), "{found:?}");
+    assert!(
+        !ids(&found).contains(&old) || ours[0]["id"] == old.as_str(),
+        "{found:?}"
+    );
 
     silencer.sync(&pool, BTreeSet::new(), &mut memory).await;
     let found = am.silences().await.unwrap();
