@@ -248,6 +248,63 @@ pub fn is_alert_matcher(matcher: &str) -> bool {
     name_len > 0
 }
 
+/// `spec.rollout.silences.endpoint`: the name of a configured
+/// Alertmanager ([`ALERT_ENDPOINT_NAME_PATTERN`]).
+pub fn alertmanager_endpoint_name(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 63,
+        "pattern": ALERT_ENDPOINT_NAME_PATTERN,
+        "description": "The Alertmanager, by its name among those the operator is installed with (--alertmanager-endpoint NAME=URL, the chart's controller.alertmanagerEndpoints): the addresses are the admin's, never a pool's.",
+    })
+}
+
+/// The form of a Prometheus label name.
+pub const LABEL_NAME_PATTERN: &str = "^[a-zA-Z_][a-zA-Z0-9_]*$";
+
+/// Is `name` a Prometheus label name ([`LABEL_NAME_PATTERN`])?
+pub fn is_label_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .char_indices()
+            .all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()))
+}
+
+/// `spec.rollout.silences.nodeLabel`: a Prometheus label name.
+pub fn silence_node_label(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 128,
+        "description": "The alerts' label that names their node (unset: node).",
+        "x-kubernetes-validations": [rule(
+            &format!("self.matches(r'{LABEL_NAME_PATTERN}')"),
+            "must be a Prometheus label name: letters, digits and _, not starting with a digit, such as node or instance",
+        )]
+    })
+}
+
+/// `spec.rollout.silences.matchers`: label matchers, each once, in the
+/// alert gate's form ([`ALERT_MATCHER_PATTERN`]).
+pub fn silence_matchers(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "maxItems": 16,
+        "x-kubernetes-list-type": "set",
+        "description": "More label matchers every silenced alert must match, such as `severity!=\"critical\"` (unset: every alert of the node). A value is taken as written, but for \\\" and \\\\.",
+        "items": {
+            "type": "string",
+            "minLength": 4,
+            "maxLength": 256,
+            "x-kubernetes-validations": [rule(
+                &format!("self.matches(r'{ALERT_MATCHER_PATTERN}')"),
+                "must be a label matcher: a label name, one of = != =~ !~, and a double-quoted value, such as severity!=\"critical\"",
+            )]
+        }
+    })
+}
+
 /// `spec.rollout.alertGate.prometheusURL` (deprecated): an http(s) URL with
 /// a host.
 pub fn prometheus_url(_: &mut SchemaGenerator) -> Schema {
@@ -315,6 +372,16 @@ mod tests {
         assert!(is_alert_endpoint_name("prom-2"));
         for bad in ["", "-a", "a-", "Main", "a.b", &"a".repeat(64)] {
             assert!(!is_alert_endpoint_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_label_name_is_letters_digits_and_underscores() {
+        for good in ["node", "instance", "_x", "kubernetes_node", "a1"] {
+            assert!(is_label_name(good), "{good}");
+        }
+        for bad in ["", "1a", "node-name", "a.b", "a b", "é"] {
+            assert!(!is_label_name(bad), "{bad}");
         }
     }
 }

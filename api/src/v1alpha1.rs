@@ -317,6 +317,11 @@ pub struct RolloutSpec {
     /// is handed out; a Prometheus that does not answer holds them too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_gate: Option<AlertGate>,
+    /// While a node holds a reboot slot, the Alertmanager the pool names
+    /// silences the node's alerts; the silence is expired when the node
+    /// leaves its slot. A silence that cannot be made holds new slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silences: Option<Silences>,
     /// Canary steps (see the schema's description); unset: no steps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::schema::batches")]
@@ -433,6 +438,42 @@ pub struct AlertGate {
     pub matchers: Vec<String>,
 }
 
+/// `spec.rollout.silences`: while a node holds a reboot slot, an
+/// Alertmanager silence of its alerts (those whose `nodeLabel` is the
+/// node's name, and that match every one of `matchers`), made by the
+/// operator at the Alertmanager the pool names among the admin's, and
+/// expired when the node leaves its slot. Each silence ends by itself
+/// within the hour unless renewed (a controller that stops leaves none for
+/// long). A silence that cannot be made holds new slots (fail closed).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Silences {
+    /// The Alertmanager, by its name among those the operator is
+    /// installed with (`--alertmanager-endpoint NAME=URL`, the chart's
+    /// `controller.alertmanagerEndpoints`): the addresses are the admin's,
+    /// never a pool's.
+    #[schemars(schema_with = "crate::schema::alertmanager_endpoint_name")]
+    pub endpoint: String,
+    /// The alerts' label that names their node (unset: `node`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::silence_node_label")]
+    pub node_label: Option<String>,
+    /// More label matchers every silenced alert must match, such as
+    /// `severity!="critical"` (unset: every alert of the node); a value
+    /// is taken as written, but for `\"` and `\\`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::silence_matchers")]
+    pub matchers: Vec<String>,
+}
+
+impl Silences {
+    /// The label that names an alert's node (unset: `node`, as
+    /// kube-state-metrics and kube-prometheus's rules name it).
+    pub fn node_label(&self) -> &str {
+        self.node_label.as_deref().unwrap_or("node")
+    }
+}
+
 /// Nodes of a pool that take their reboot slots together, in the order of
 /// `spec.rollout.order`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -533,6 +574,7 @@ impl Default for RolloutSpec {
             depends_on: Vec::new(),
             order: Vec::new(),
             alert_gate: None,
+            silences: None,
             batches: Vec::new(),
             soak_seconds: 0,
             success_threshold: None,

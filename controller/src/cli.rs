@@ -109,6 +109,13 @@ struct Args {
     /// Without any, alert gates hold their pools' rollouts and say why.
     #[arg(long = "alert-gate-endpoint")]
     alert_gate_endpoints: Vec<String>,
+    /// An Alertmanager that pools' silences may use, as NAME=URL (an http
+    /// or https URL with a host and no user, query or fragment, such as
+    /// main=http://alertmanager-main.monitoring.svc:9093); a pool names it
+    /// in spec.rollout.silences.endpoint. Repeat for several. Without any,
+    /// pools with silences hold their new slots and say why.
+    #[arg(long = "alertmanager-endpoint")]
+    alertmanager_endpoints: Vec<String>,
     /// A registry (host[:port]) that may be reached over plain HTTP. Repeat
     /// for several. Without it every registry must speak HTTPS.
     #[arg(long = "insecure-registry")]
@@ -138,7 +145,7 @@ enum MainError {
     )]
     SameAddr(SocketAddr),
     #[error(transparent)]
-    AlertEndpoint(#[from] crate::gates::alerts::EndpointError),
+    Endpoint(#[from] crate::outbound::EndpointError),
     #[error("installing signal handlers: {0}")]
     Signal(std::io::Error),
 }
@@ -271,6 +278,9 @@ async fn real_main(
     options.node_lifecycle_conditions = args.node_lifecycle_conditions;
     options.alert_endpoints = crate::gates::alerts::AlertEndpoints::parse(
         args.alert_gate_endpoints.iter().map(String::as_str),
+    )?;
+    options.alertmanager_endpoints = crate::actions::silences::AlertmanagerEndpoints::parse(
+        args.alertmanager_endpoints.iter().map(String::as_str),
     )?;
     if args.leader_elect {
         let mut cfg = LeaseConfig::new(&args.lease_name, &args.namespace, &identity);

@@ -21,10 +21,16 @@
 //! * **The server's address is the admin's or the image's**: registries are
 //!   the hosts of the pools' image references and the mirrors the admin's
 //!   registries.conf gives them (each location's credentials go to that
-//!   origin only); Prometheus endpoints are configured where the operator is
-//!   installed (`--alert-gate-endpoint`), never written in a pool.
+//!   origin only); Prometheus and Alertmanager endpoints are configured
+//!   where the operator is installed (`--alert-gate-endpoint`,
+//!   `--alertmanager-endpoint`: [`Endpoints`]), never written in a pool,
+//!   which names one.
 
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
 use std::time::Duration;
+
+use reqwest::Url;
 
 /// The connect timeout of every client (within its deadline).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -116,6 +122,75 @@ fn certificate_problem(error: &rustls::CertificateError) -> &'static str {
         C::Revoked => "revoked",
         C::BadSignature | C::BadEncoding => "malformed or badly signed",
         _ => "refused by the certificate check",
+    }
+}
+
+/// The command-line flag a kind of [`Endpoints`] is given with.
+pub trait Flag {
+    const FLAG: &'static str;
+}
+
+/// Why a `NAME=URL` endpoint setting is refused at start.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("{0} {1:?}: expected NAME=URL")]
+    Form(&'static str, String),
+    #[error("{0} {1:?}: the name must be a DNS label (a-z, 0-9, -)")]
+    Name(&'static str, String),
+    #[error("{0} {1:?}: the URL must be http or https with a host, and no user, query or fragment")]
+    Url(&'static str, String),
+    #[error("{0} {1:?}: the name is given twice")]
+    Twice(&'static str, String),
+}
+
+/// The endpoints of one kind the controller may ask, by name: the admin's
+/// (`NAME=URL`, each an http(s) URL with a host and no user, query or
+/// fragment, given with `F`'s flag). A pool names one; no pool writes a URL.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Endpoints<F>(BTreeMap<String, Url>, PhantomData<F>);
+
+impl<F: Flag> Endpoints<F> {
+    /// Parses `NAME=URL` settings.
+    pub fn parse<'a>(settings: impl IntoIterator<Item = &'a str>) -> Result<Self, EndpointError> {
+        let mut endpoints = BTreeMap::new();
+        for setting in settings {
+            let (name, url) = setting
+                .split_once('=')
+                .ok_or_else(|| EndpointError::Form(F::FLAG, setting.to_owned()))?;
+            if !api::schema::is_alert_endpoint_name(name) {
+                return Err(EndpointError::Name(F::FLAG, setting.to_owned()));
+            }
+            let url = Url::parse(url)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .filter(|u| u.host_str().is_some_and(|h| !h.is_empty()))
+                .filter(|u| u.username().is_empty() && u.password().is_none())
+                .filter(|u| u.query().is_none() && u.fragment().is_none())
+                .ok_or_else(|| EndpointError::Url(F::FLAG, setting.to_owned()))?;
+            if endpoints.insert(name.to_owned(), url).is_some() {
+                return Err(EndpointError::Twice(F::FLAG, setting.to_owned()));
+            }
+        }
+        Ok(Endpoints(endpoints, PhantomData))
+    }
+
+    /// The endpoint of that name, with its name.
+    pub fn get(&self, name: &str) -> Option<(&str, &Url)> {
+        self.0.get_key_value(name).map(|(n, u)| (n.as_str(), u))
+    }
+
+    /// Every endpoint, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Url)> {
+        self.0.iter().map(|(n, u)| (n.as_str(), u))
+    }
+
+    /// The names configured, for a message.
+    pub fn names(&self) -> String {
+        if self.0.is_empty() {
+            return format!("none is configured ({})", F::FLAG);
+        }
+        let names: Vec<&str> = self.0.keys().map(String::as_str).collect();
+        format!("configured: {}", names.join(", "))
     }
 }
 

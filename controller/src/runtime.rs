@@ -90,6 +90,9 @@ pub struct Options {
     /// The Prometheus endpoints pools' alert gates may name (the admin's,
     /// `--alert-gate-endpoint`; see [`crate::gates::alerts`]).
     pub alert_endpoints: crate::gates::alerts::AlertEndpoints,
+    /// The Alertmanagers pools' silences may name (the admin's,
+    /// `--alertmanager-endpoint`; see [`crate::actions::silences`]).
+    pub alertmanager_endpoints: crate::actions::silences::AlertmanagerEndpoints,
 }
 
 impl std::fmt::Debug for Options {
@@ -120,6 +123,7 @@ impl Options {
             deadlines: rollout::reboot::stuck::Deadlines::default(),
             node_lifecycle_conditions: false,
             alert_endpoints: crate::gates::alerts::AlertEndpoints::default(),
+            alertmanager_endpoints: crate::actions::silences::AlertmanagerEndpoints::default(),
         }
     }
 }
@@ -521,6 +525,7 @@ fn context(
         drains: shared.drains,
         resolver: options.resolver.clone(),
         gatekeeper: crate::gates::Gatekeeper::new(client, options.alert_endpoints.clone()),
+        silencer: crate::actions::silences::Silencer::new(options.alertmanager_endpoints.clone()),
         tuning: reconcile::Tuning {
             namespace: options.namespace.clone(),
             resync: options.resync,

@@ -133,6 +133,7 @@ fn told_secret(snap: &Snapshot, pool: &BootcNodePool) -> Option<SecretSeen> {
 fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
     let mut gates = Gates {
         alerts: last_alerts(pool),
+        silences: last_silences(pool),
         daemon_pods: Ok(rollout::holds::gates::daemon_pod_problems(&snap.pods)),
         ..Gates::default()
     };
@@ -169,6 +170,10 @@ pub fn fleet_stop(snap: &Snapshot, namespace: &str) -> Option<String> {
 fn last_alerts(pool: &BootcNodePool) -> Result<Vec<String>, String> {
     let reason = crate::pool_condition_any(pool, api::ConditionType::UpToDate)
         .and_then(|(reason, _)| api::Reason::parse(reason));
+    if last_silences(pool).is_err() {
+        // The silences hold: the alert gate's answer is not said.
+        return Ok(Vec::new());
+    }
     match reason {
         Some(api::Reason::AlertFiring) => Ok(vec![
             "as the controller last found them (the pool's UpToDate names them)".to_owned(),
@@ -178,6 +183,22 @@ fn last_alerts(pool: &BootcNodePool) -> Result<Vec<String>, String> {
         }
         _ => Ok(Vec::new()),
     }
+}
+
+/// The silences of `spec.rollout.silences` (the plugin does not reach
+/// Alertmanager) as the controller last found them: not made while the
+/// pool's UpToDate says so.
+fn last_silences(pool: &BootcNodePool) -> Result<(), String> {
+    let Some((reason, message)) = crate::pool_condition_any(pool, api::ConditionType::UpToDate)
+    else {
+        return Ok(());
+    };
+    let unanswered = api::Reason::parse(reason) == Some(api::Reason::GateUnanswered);
+    let field = format!("{} could not be checked", rollout::reboot::silences::FIELD);
+    if unanswered && pool.spec.rollout.silences.is_some() && message.contains(&field) {
+        return Err("as the controller last found them (the pool's UpToDate says why)".to_owned());
+    }
+    Ok(())
 }
 
 fn preview_text(pool: &BootcNodePool, target: &Target, preview: &Preview) -> String {

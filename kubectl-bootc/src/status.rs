@@ -84,6 +84,9 @@ fn pool_status(snap: &Snapshot, pool: &BootcNodePool, now: jiff::Timestamp) -> S
     if let Some(gates) = gates(pool) {
         rows.push(("Gates", gates));
     }
+    if let Some(silences) = silences(pool) {
+        rows.push(("Silences", silences));
+    }
     if let Some(batch) = batch(pool) {
         rows.push(("Batch", batch));
     }
@@ -202,6 +205,19 @@ fn gates(pool: &BootcNodePool) -> Option<String> {
         gates.push(text);
     }
     (!gates.is_empty()).then(|| format!("no new reboot slot for {}", gates.join("; nor for ")))
+}
+
+/// The Alertmanager silences of the nodes in reboot slots (none: no row).
+fn silences(pool: &BootcNodePool) -> Option<String> {
+    let spec = pool.spec.rollout.silences.as_ref()?;
+    let mut matching = format!("{}=<node>", spec.node_label());
+    for m in &spec.matchers {
+        matching.push_str(&format!(",{m}"));
+    }
+    Some(format!(
+        "the alerts of each node in a reboot slot ({matching}) silenced at Alertmanager endpoint {}; a silence not made holds the next slot",
+        spec.endpoint
+    ))
 }
 
 /// The pool's maintenance windows now, as the planner reads them (none: no

@@ -14,6 +14,7 @@ PKGS=(
   python3-jsonschema   # validates the fake bootc's status against bootc's JSON schema
   ca-certificates
   prometheus           # promtool checks the alert rules; a real Prometheus scrapes the controller
+  prometheus-alertmanager # a real Alertmanager receives the rollout's silences (spec.rollout.silences)
   # The real-node suite (tests/src/nodes/): no container runtime or systemd
   # is installed on the machine itself, they run inside the node containers.
   mmdebstrap           # builds the nodes' root filesystem (tests/scripts/build-node-rootfs.sh)
@@ -39,9 +40,10 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
-# The Debian registry package starts a system service on install; the tests
-# run their own instances on their own ports, so keep the system one quiet.
-for unit in docker-registry prometheus; do
+# The Debian registry, Prometheus and Alertmanager packages start a system
+# service on install; the tests run their own instances on their own ports
+# (Alertmanager's on loopback, without gossip), so keep the system ones quiet.
+for unit in docker-registry prometheus prometheus-alertmanager; do
   if command -v systemctl >/dev/null && systemctl is-active --quiet "$unit" 2>/dev/null; then
     $SUDO systemctl stop "$unit" || true
   fi

@@ -3,6 +3,7 @@
 // No production function over 100 lines (tests may be longer).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+pub mod alertmanager;
 pub mod binaries;
 pub mod control_plane;
 pub mod daemon_loop;

@@ -141,6 +141,8 @@ pub struct SimOptions {
     pub updaters_left_on: Vec<String>,
     /// The controller's `--alert-gate-endpoint`s, as (name, URL).
     pub alert_gate_endpoints: Vec<(String, String)>,
+    /// The controller's `--alertmanager-endpoint`s, as (name, URL).
+    pub alertmanager_endpoints: Vec<(String, String)>,
     /// The controller's `--signature-policy` file (read again before every
     /// check: it may be written after the start).
     pub signature_policy: Option<PathBuf>,
@@ -168,6 +170,7 @@ impl Default for SimOptions {
             node_lifecycle_conditions: false,
             updaters_left_on: Vec::new(),
             alert_gate_endpoints: Vec::new(),
+            alertmanager_endpoints: Vec::new(),
             signature_policy: None,
         }
     }
@@ -228,6 +231,7 @@ struct Launcher {
     stuck_deadline_scale: f64,
     node_lifecycle_conditions: bool,
     alert_gate_endpoints: Vec<(String, String)>,
+    alertmanager_endpoints: Vec<(String, String)>,
     signature_policy: Option<PathBuf>,
 }
 
@@ -276,6 +280,9 @@ impl Launcher {
         }
         for (name, url) in &self.alert_gate_endpoints {
             command.arg(format!("--alert-gate-endpoint={name}={url}"));
+        }
+        for (name, url) in &self.alertmanager_endpoints {
+            command.arg(format!("--alertmanager-endpoint={name}={url}"));
         }
         if let Some(policy) = &self.signature_policy {
             command.arg("--signature-policy").arg(policy);
@@ -382,6 +389,7 @@ impl Sim {
             stuck_deadline_scale: options.stuck_deadline_scale,
             node_lifecycle_conditions: options.node_lifecycle_conditions,
             alert_gate_endpoints: options.alert_gate_endpoints.clone(),
+            alertmanager_endpoints: options.alertmanager_endpoints.clone(),
             signature_policy: options.signature_policy.clone(),
         };
         let controllers = Arc::new(std::sync::Mutex::new(

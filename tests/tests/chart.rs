@@ -408,6 +408,7 @@ fn values_rename_namespaces_and_set_the_image_and_the_daemon() {
             "daemon.resources.limits.memory=48Mi",
             "monitoring.enabled=true",
             "controller.alertGateEndpoints.main=http://prometheus-k8s.monitoring.svc:9090",
+            "controller.alertmanagerEndpoints.main=http://alertmanager-main.monitoring.svc:9093",
             "controller.nodeLifecycleConditions=true",
         ],
     )
@@ -465,6 +466,12 @@ fn values_rename_namespaces_and_set_the_image_and_the_daemon() {
     assert!(
         args.as_array().unwrap().contains(&json!(
             "--alert-gate-endpoint=main=http://prometheus-k8s.monitoring.svc:9090"
+        )),
+        "{args}"
+    );
+    assert!(
+        args.as_array().unwrap().contains(&json!(
+            "--alertmanager-endpoint=main=http://alertmanager-main.monitoring.svc:9093"
         )),
         "{args}"
     );

@@ -463,6 +463,39 @@ async fn invalid_pools_are_rejected_naming_the_field() {
             "should match",
         ),
         (
+            "silences-endpoint-not-a-name",
+            with(
+                &["rollout", "silences"],
+                json!({"endpoint": "http://alertmanager:9093"}),
+            ),
+            "spec.rollout.silences.endpoint",
+            "should match",
+        ),
+        (
+            "silences-without-endpoint",
+            with(&["rollout", "silences"], json!({"nodeLabel": "node"})),
+            "spec.rollout.silences.endpoint",
+            "Required value",
+        ),
+        (
+            "silences-node-label-not-a-label",
+            with(
+                &["rollout", "silences"],
+                json!({"endpoint": "main", "nodeLabel": "node-name"}),
+            ),
+            "spec.rollout.silences.nodeLabel",
+            "must be a Prometheus label name",
+        ),
+        (
+            "silences-matcher-unquoted",
+            with(
+                &["rollout", "silences"],
+                json!({"endpoint": "main", "matchers": ["severity!=critical"]}),
+            ),
+            "spec.rollout.silences.matchers[0]",
+            "must be a label matcher",
+        ),
+        (
             "health-nodes-to-fail-image-zero",
             with(&["health"], json!({"nodesToFailImage": 0})),
             "spec.health.nodesToFailImage",

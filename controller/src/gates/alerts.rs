@@ -54,58 +54,16 @@ const ENDPOINT_FIELD: &str = "spec.rollout.alertGate.endpoint";
 /// The deprecated field of a URL.
 const URL_FIELD: &str = "spec.rollout.alertGate.prometheusURL";
 
-/// Why an `--alert-gate-endpoint` is refused at start.
-#[derive(Debug, thiserror::Error)]
-pub enum EndpointError {
-    #[error("--alert-gate-endpoint {0:?}: expected NAME=URL")]
-    Form(String),
-    #[error("--alert-gate-endpoint {0:?}: the name must be a DNS label (a-z, 0-9, -)")]
-    Name(String),
-    #[error(
-        "--alert-gate-endpoint {0:?}: the URL must be http or https with a host, and no user, query or fragment"
-    )]
-    Url(String),
-    #[error("--alert-gate-endpoint {0:?}: the name is given twice")]
-    Twice(String),
+/// The flag of the alert gate's endpoints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AlertGateFlag;
+
+impl outbound::Flag for AlertGateFlag {
+    const FLAG: &'static str = "--alert-gate-endpoint";
 }
 
 /// The Prometheus endpoints the alert gate may ask, by name: the admin's.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AlertEndpoints(BTreeMap<String, Url>);
-
-impl AlertEndpoints {
-    /// Parses `NAME=URL` settings.
-    pub fn parse<'a>(settings: impl IntoIterator<Item = &'a str>) -> Result<Self, EndpointError> {
-        let mut endpoints = BTreeMap::new();
-        for setting in settings {
-            let (name, url) = setting
-                .split_once('=')
-                .ok_or_else(|| EndpointError::Form(setting.to_owned()))?;
-            if !api::schema::is_alert_endpoint_name(name) {
-                return Err(EndpointError::Name(setting.to_owned()));
-            }
-            let url = Url::parse(url)
-                .ok()
-                .filter(|u| matches!(u.scheme(), "http" | "https"))
-                .filter(|u| u.host_str().is_some_and(|h| !h.is_empty()))
-                .filter(|u| u.username().is_empty() && u.password().is_none())
-                .filter(|u| u.query().is_none() && u.fragment().is_none())
-                .ok_or_else(|| EndpointError::Url(setting.to_owned()))?;
-            if endpoints.insert(name.to_owned(), url).is_some() {
-                return Err(EndpointError::Twice(setting.to_owned()));
-            }
-        }
-        Ok(AlertEndpoints(endpoints))
-    }
-
-    fn names(&self) -> String {
-        if self.0.is_empty() {
-            return "none is configured (--alert-gate-endpoint)".into();
-        }
-        let names: Vec<&str> = self.0.keys().map(String::as_str).collect();
-        format!("configured: {}", names.join(", "))
-    }
-}
+pub type AlertEndpoints = outbound::Endpoints<AlertGateFlag>;
 
 /// Does the pool's URL name the configured `url`? The same URL, a trailing
 /// slash aside.
@@ -121,11 +79,7 @@ pub fn endpoint<'a>(
     endpoints: &'a AlertEndpoints,
 ) -> Result<(&'a str, &'a Url), String> {
     match (&gate.endpoint, &gate.prometheus_url) {
-        (Some(name), _) => endpoints
-            .0
-            .get_key_value(name)
-            .map(|(n, u)| (n.as_str(), u))
-            .ok_or_else(|| {
+        (Some(name), _) => endpoints.get(name).ok_or_else(|| {
                 format!(
                     "{ENDPOINT_FIELD} {:?} is not an alert endpoint of this operator ({})",
                     escape_controls(name),
@@ -133,10 +87,8 @@ pub fn endpoint<'a>(
                 )
             }),
         (None, Some(written)) => endpoints
-            .0
             .iter()
             .find(|(_, url)| same_url(written, url))
-            .map(|(n, u)| (n.as_str(), u))
             .ok_or_else(|| {
                 format!(
                     "{URL_FIELD} {:?} is not the URL of an alert endpoint of this operator: the operator asks only the endpoints its admin configured; name one in {ENDPOINT_FIELD} ({})",

@@ -23,6 +23,7 @@ use kube::ResourceExt;
 use super::members::Members;
 use super::pace;
 use crate::actions::actuator::OwnWrites;
+use crate::actions::silences::SilenceMemory;
 use crate::gates::GateMemory;
 use crate::target::TargetMemory;
 
@@ -41,6 +42,8 @@ pub struct PoolState {
     pub target: TargetMemory,
     /// The gates' last answers.
     pub gates: GateMemory,
+    /// The pool's Alertmanager silences (`spec.rollout.silences`).
+    pub silences: SilenceMemory,
     /// The versions of the controller's own writes, and its last status
     /// write.
     pub writes: OwnWrites,

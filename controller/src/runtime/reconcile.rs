@@ -27,6 +27,7 @@ use super::{Error, secret_version};
 use crate::actions::actuator::{Actuator, OwnWrites, Written};
 use crate::actions::daemon_secrets::Grant;
 use crate::actions::drain::Drains;
+use crate::actions::silences::Silencer;
 use crate::gates::Gatekeeper;
 use crate::target::{Resolution, Resolve};
 
@@ -66,6 +67,8 @@ pub struct Ctx {
     pub resolver: Arc<dyn Resolve>,
     /// Asks the pools' gates (blocking pods, alerts).
     pub gatekeeper: Gatekeeper,
+    /// Makes and expires the pools' Alertmanager silences.
+    pub silencer: Silencer,
     pub tuning: Tuning,
     /// The reconciles running now, for `/healthz`.
     pub liveness: Arc<Liveness>,
@@ -257,6 +260,7 @@ async fn reconcile_pool(
         target,
         writes,
         gates,
+        silences,
     } = state;
     let Some(selected) = gather(&pool, ctx, members).await? else {
         return Ok(Action::requeue(ctx.tuning.resync));
@@ -283,6 +287,7 @@ async fn reconcile_pool(
     let mut gates = ctx.gatekeeper.ask(&pool, gates, members, selects).await;
     (gates.fleet_stop, gates.fleet_holds_approvals) =
         ctx.caches.fleet_switch(&ctx.tuning.namespace);
+    gates.silences = ctx.silencer.check(&pool, silences).await;
     // Step 2, plan.
     let planning = Instant::now();
     let pools = ctx.caches.pools.state();
@@ -298,12 +303,19 @@ async fn reconcile_pool(
     ));
     // What pacing counts: choosing the pool's objects and planning.
     let took = selected + planning.elapsed();
-    // Step 3, act.
+    // Step 3, act: the silences of the slots first, then the writes
+    // (a node is silenced before it is cordoned).
+    let holders = plan.summary.standings.pool.holders.iter();
+    let holders = holders.map(|(name, _)| name.clone()).collect();
+    let silences_due = ctx.silencer.sync(&pool, holders, silences).await;
     let made = ctx.actuator.execute(&pool, &plan, writes).await?;
     // Step 4, record.
     *pace = Some(pace::Last::ended_now(took, plan.summary.states.len()));
     record(&pool, &plan, made, started, took);
-    Ok(Action::requeue(requeue_after(ctx, &plan, &resolution)))
+    let requeue = requeue_after(ctx, &plan, &resolution);
+    Ok(Action::requeue(
+        silences_due.map_or(requeue, |due| due.min(requeue)),
+    ))
 }
 
 /// The metrics and the log line of a reconcile that made `made` writes.
@@ -374,6 +386,9 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
             nodes: cleanup.waiting,
         });
     }
+    // Its silences expired (best effort: each ends by itself anyway).
+    let none = std::collections::BTreeSet::new();
+    ctx.silencer.sync(&pool, none, &mut state.silences).await;
     // The one place a pool is forgotten.
     state.forget();
     ctx.changes.forget(&name);

@@ -1,5 +1,6 @@
 //! Gates outside the pool's own objects that hold new reboot slots back:
-//! `spec.disruption.blockingPods` and `spec.rollout.alertGate`.
+//! `spec.disruption.blockingPods`, `spec.rollout.alertGate`, and the
+//! silences of `spec.rollout.silences` (a silence that could not be made).
 //!
 //! The runtime asks them (the pods from the API server, the alerts from
 //! Prometheus) and hands the answers to the plan in [`Gates`]; this module
@@ -11,7 +12,9 @@
 //!   goes on: its drain evicts such a pod like any other.
 //! * While a matching alert fires, no new slot is handed out.
 //! * A gate that could not be asked holds every new slot (fail closed) and
-//!   says why.
+//!   says why; so does a silence of `spec.rollout.silences` that could not
+//!   be made or checked (the person asked not to be paged: the next node
+//!   waits for Alertmanager, the nodes in slots go on).
 //! * Staging goes on: the gates hold reboot slots only.
 //! * A gate that holds is asked again after [`GATE_RECHECK`]: the plan
 //!   requeues the pool, and the runtime keeps an answer that long.
@@ -53,6 +56,10 @@ pub struct Gates {
     /// With the switch, `bootc.dev/stop-before-approval`: nodes in slots
     /// are not approved to boot either.
     pub fleet_holds_approvals: bool,
+    /// `spec.rollout.silences`: why the silences of the nodes in slots
+    /// could not be made or checked at the pool's Alertmanager
+    /// ([`crate::reboot::silences`]); the next slot waits for them.
+    pub silences: Result<(), String>,
 }
 
 impl Default for Gates {
@@ -64,6 +71,7 @@ impl Default for Gates {
             daemon_pods: Ok(BTreeMap::new()),
             fleet_stop: None,
             fleet_holds_approvals: false,
+            silences: Ok(()),
         }
     }
 }
@@ -104,6 +112,12 @@ impl Gate {
         if let Err(error) = &gates.blocking_pods {
             return Gate::Unanswered {
                 field: BLOCKING_PODS_FIELD,
+                error: error.clone(),
+            };
+        }
+        if let Err(error) = &gates.silences {
+            return Gate::Unanswered {
+                field: crate::reboot::silences::FIELD,
                 error: error.clone(),
             };
         }

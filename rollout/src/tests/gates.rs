@@ -37,6 +37,10 @@ fn gates_hold_new_slots_and_nothing_else() {
         alerts: Err("http://prom:9090: connection refused".to_owned()),
         ..Gates::default()
     };
+    let unsilenced = Gates {
+        silences: Err(r#"Alertmanager endpoint "main" could not be reached"#.to_owned()),
+        ..Gates::default()
+    };
     let pods_unknown = Gates {
         blocking_pods: Err("pods is forbidden".to_owned()),
         ..Gates::default()
@@ -49,6 +53,8 @@ fn gates_hold_new_slots_and_nothing_else() {
             r#"alerts fire (spec.rollout.alertGate), no new reboot slot until they resolve: NodeDown{severity="critical"}"#),
         ("Prometheus does not answer", prometheus_down, false, Reason::GateUnanswered,
             "spec.rollout.alertGate could not be checked, no new reboot slot (fail closed): http://prom:9090: connection refused"),
+        ("a silence could not be made", unsilenced, false, Reason::GateUnanswered,
+            r#"spec.rollout.silences could not be checked, no new reboot slot (fail closed): Alertmanager endpoint "main" could not be reached"#),
         ("the pods cannot be listed", pods_unknown, false, Reason::GateUnanswered,
             "spec.disruption.blockingPods could not be checked, no new reboot slot (fail closed): pods is forbidden"),
         ("a blocking pod on the staged node", on_nodes(&[("staged", "batch/etl-7")]), false, Reason::RolloutInProgress,

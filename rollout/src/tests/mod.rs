@@ -38,6 +38,7 @@ mod order;
 mod os_guard;
 mod preview;
 mod sequence;
+mod silences;
 mod slots;
 mod spec;
 mod standing;

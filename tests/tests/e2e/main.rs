@@ -13,6 +13,7 @@ mod guards;
 mod health;
 mod mid_reboot;
 mod rollout;
+mod silences;
 mod updaters;
 
 use std::collections::BTreeSet;
