@@ -4,7 +4,7 @@
 //! other's types, so that no step reaches back into one before it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -101,6 +101,42 @@ pub(crate) struct NodeVerdict {
     /// It may be kept for the next plan: not stuck (the message counts the
     /// minutes) and not timed from "now" (see [`super::memo`]).
     pub keepable: bool,
+    /// Its writes, once the order step has decided them (see [`Decided`]).
+    pub decided: Decided,
+}
+
+/// One member's writes as the order step decides them
+/// ([`crate::order::writes`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct MemberWrites {
+    /// They release the member's slot (made before everyone else's).
+    pub releasing: bool,
+    /// Writes before its BootcNode apply, the apply if anything changed,
+    /// writes after it.
+    pub writes: Vec<Write>,
+}
+
+/// A verdict's writes, decided once and kept with it: they read only the
+/// verdict, its member's objects and the pool's facts, which is what the
+/// memo keeps a verdict for, so a verdict kept and left unchanged by the
+/// later steps has the same writes in the next plan and they are not
+/// decided again. A copy starts undecided (a later step changes a shared
+/// verdict only through a copy: [`Entry::verdict_mut`]).
+#[derive(Debug, Default)]
+pub(crate) struct Decided(OnceLock<MemberWrites>);
+
+impl Clone for Decided {
+    /// Undecided: a copy is made to be changed.
+    fn clone(&self) -> Self {
+        Decided::default()
+    }
+}
+
+impl Decided {
+    /// The writes decided, deciding them with `decide` the first time.
+    pub fn get_or_init(&self, decide: impl FnOnce() -> MemberWrites) -> &MemberWrites {
+        self.0.get_or_init(decide)
+    }
 }
 
 impl NodeVerdict {
@@ -137,6 +173,16 @@ pub(crate) struct Entry<'a> {
     pub verdict: Arc<NodeVerdict>,
 }
 
+impl Entry<'_> {
+    /// The verdict, to change: copied first if the memo shares it, and its
+    /// writes decided again (the one way a step changes a verdict).
+    pub fn verdict_mut(&mut self) -> &mut NodeVerdict {
+        let v = Arc::make_mut(&mut self.verdict);
+        v.decided = Decided::default();
+        v
+    }
+}
+
 /// The members' verdicts, in name order.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Verdicts<'a>(Vec<Entry<'a>>);
@@ -160,7 +206,7 @@ impl<'a> Verdicts<'a> {
     pub fn entry_mut(&mut self, name: &str) -> Option<(Option<&'a Node>, &mut NodeVerdict)> {
         let i = self.position(name)?;
         let entry = &mut self.0[i];
-        Some((entry.row.node, Arc::make_mut(&mut entry.verdict)))
+        Some((entry.row.node, entry.verdict_mut()))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Entry<'a>> {
@@ -275,5 +321,31 @@ impl Rollout<'_> {
             .filter(|e| pred(&e.verdict))
             .map(|e| e.name.to_owned())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_of_decided_writes_is_undecided() {
+        let decided = Decided::default();
+        let writes = MemberWrites {
+            releasing: true,
+            writes: vec![Write::StartDrain { node: "a".into() }],
+        };
+        assert_eq!(*decided.get_or_init(|| writes.clone()), writes);
+        // Decided once: a second decision is not asked for.
+        assert_eq!(
+            *decided.get_or_init(|| unreachable!("decided again")),
+            writes
+        );
+        // A copy is made to be changed: its writes are decided again.
+        let copy = decided.clone();
+        assert_eq!(
+            *copy.get_or_init(MemberWrites::default),
+            MemberWrites::default()
+        );
     }
 }

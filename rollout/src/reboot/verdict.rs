@@ -38,7 +38,7 @@ use crate::{
 };
 use jiff::Timestamp;
 
-use crate::facts::{Counted, Entry, Failure, NodeVerdict, Rollout};
+use crate::facts::{Counted, Decided, Entry, Failure, NodeVerdict, Rollout};
 use crate::memo::{Memo, VerdictKey};
 
 /// How long after a failed drain the controller tries again.
@@ -318,6 +318,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         stuck: None,
         recheck_at: None,
         keepable: true,
+        decided: Decided::default(),
     };
     let ready = node.is_some_and(api::node_health::is_ready);
     let healthy = ready && state != NodeState::Degraded;
