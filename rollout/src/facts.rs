@@ -209,6 +209,15 @@ impl<'a> Verdicts<'a> {
         Some((entry.row.node, entry.verdict_mut()))
     }
 
+    /// The member at `i` (the verdicts' order), to change.
+    pub fn at_mut(&mut self, i: usize) -> Option<&mut Entry<'a>> {
+        self.0.get_mut(i)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Entry<'a>> {
         self.0.iter()
     }
@@ -301,16 +310,18 @@ impl Rollout<'_> {
         !self.pause.holds() && !self.halted && !self.budget.full()
     }
 
-    /// The free slots a new slot for `name` could come from: the slot
-    /// hand-out's answer ([`super::slots::hand_out`]), which the staging
+    /// The free slots a new slot for each member could come from, in the
+    /// verdicts' order: the slot hand-out's answer
+    /// ([`super::slots::hand_out`], [`Budget::free_for`]), which the staging
     /// rule reads too ([`spec::tell`]). A closed maintenance window, pools
     /// not yet up to date, the node order and the gates do not count: the
     /// nodes that take the next slots stage before they may take them.
-    pub fn free_slots_for(&self, name: &str) -> usize {
+    pub fn free_slots_each(&self) -> Vec<usize> {
         if self.slots_free() {
-            self.budget.free_for(name)
+            self.budget
+                .free_for_each(self.verdicts.iter().map(|e| e.name))
         } else {
-            0
+            vec![0; self.verdicts.len()]
         }
     }
 
