@@ -15,6 +15,8 @@
 //!   two writes of one plan and when a wave of 100 slots turns over in one
 //!   pass. Within the first wave, slot releases come first.
 
+use std::sync::Arc;
+
 use crate::facts::{Entry, MemberWrites, Rollout};
 use crate::model::Write;
 use crate::reboot::slots::holds_slot;
@@ -102,20 +104,32 @@ fn disrupts(w: &Write) -> bool {
 /// The plan's writes: the leavers', then each member's ([`member`]),
 /// slot releases first; then running drains of nodes that hold no slot
 /// stop.
-pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout<'_>) -> Writes {
+pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &mut Rollout<'_>) -> Writes {
     let mut flat = leavers.to_vec();
     // Releases first, the rest in name order.
-    for releases in [true, false] {
-        for e in rollout.verdicts.iter() {
-            let decided = e.verdict.decided.get_or_init(|| member(view, e));
-            if decided.releasing == releases {
-                flat.extend(decided.writes.iter().cloned());
-            }
+    let mut rest = Vec::new();
+    for e in rollout.verdicts.iter_mut() {
+        let MemberWrites { releasing, writes } = decided(view, e);
+        if releasing {
+            flat.extend(writes);
+        } else {
+            rest.extend(writes);
         }
     }
+    flat.append(&mut rest);
     let stray = stray_drains(view, rollout, &flat);
     flat.extend(stray);
     Writes::grouped(flat)
+}
+
+/// A member's writes ([`member`]), kept with its verdict when the memo
+/// shares it (the next plan may find them there); a verdict nobody shares
+/// reaches no later plan, and its writes are not kept.
+fn decided(view: &View<'_>, e: &mut Entry<'_>) -> MemberWrites {
+    if Arc::get_mut(&mut e.verdict).is_some() {
+        return member(view, e);
+    }
+    e.verdict.decided.get_or_init(|| member(view, e)).clone()
 }
 
 /// One member's writes: those before its BootcNode apply, the apply if
