@@ -51,6 +51,9 @@ pub(crate) struct NodeVerdict {
     /// None once a later step changed `owned`.
     pub applied: Option<bool>,
     pub state: NodeState,
+    /// The phase its daemon reports ([`api::BootcNode::phase`]), read once
+    /// with the verdict: the standings ask it of every member at every plan.
+    pub daemon_phase: Option<api::DaemonPhase>,
     pub runs_target: bool,
     /// Writes before its BootcNode apply (a release's Node restore).
     pub pre: Vec<Write>,

@@ -294,6 +294,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         owned,
         applied: None,
         state,
+        daemon_phase: existing.and_then(BootcNode::phase),
         runs_target: existing.is_some_and(|bn| runs_target(bn, pool.target)),
         pre: Vec::new(),
         post: Vec::new(),
