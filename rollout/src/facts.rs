@@ -109,7 +109,7 @@ pub(crate) struct NodeVerdict {
 }
 
 /// One member's writes as the order step decides them
-/// ([`crate::order::writes`]).
+/// (step 7, `order.rs`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct MemberWrites {
     /// They release the member's slot (made before everyone else's).
