@@ -319,7 +319,7 @@ pub(crate) mod tests {
             }
             assert_eq!(b.admits(candidate), *want, "{name}");
             // Asked of every name in one walk: the same answers.
-            let mut names: Vec<&str> = holders.iter().copied().collect();
+            let mut names: Vec<&str> = holders.to_vec();
             names.extend(members.iter().map(|m| m.0));
             names.extend(["0-first", candidate, "z-last"]);
             names.sort_unstable();
