@@ -4,7 +4,7 @@
 //! other's types, so that no step reaches back into one before it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -51,6 +51,9 @@ pub(crate) struct NodeVerdict {
     /// None once a later step changed `owned`.
     pub applied: Option<bool>,
     pub state: NodeState,
+    /// The phase its daemon reports ([`api::BootcNode::phase`]), read once
+    /// with the verdict: the standings ask it of every member at every plan.
+    pub daemon_phase: Option<api::DaemonPhase>,
     pub runs_target: bool,
     /// Writes before its BootcNode apply (a release's Node restore).
     pub pre: Vec<Write>,
@@ -104,6 +107,42 @@ pub(crate) struct NodeVerdict {
     /// It may be kept for the next plan: not stuck (the message counts the
     /// minutes) and not timed from "now" (see [`super::memo`]).
     pub keepable: bool,
+    /// Its writes, once the order step has decided them (see [`Decided`]).
+    pub decided: Decided,
+}
+
+/// One member's writes as the order step decides them
+/// (step 7, `order.rs`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct MemberWrites {
+    /// They release the member's slot (made before everyone else's).
+    pub releasing: bool,
+    /// Writes before its BootcNode apply, the apply if anything changed,
+    /// writes after it.
+    pub writes: Vec<Write>,
+}
+
+/// A verdict's writes, decided once and kept with it: they read only the
+/// verdict, its member's objects and the pool's facts, which is what the
+/// memo keeps a verdict for, so a verdict kept and left unchanged by the
+/// later steps has the same writes in the next plan and they are not
+/// decided again. A copy starts undecided (a later step changes a shared
+/// verdict only through a copy: [`Entry::verdict_mut`]).
+#[derive(Debug, Default)]
+pub(crate) struct Decided(OnceLock<MemberWrites>);
+
+impl Clone for Decided {
+    /// Undecided: a copy is made to be changed.
+    fn clone(&self) -> Self {
+        Decided::default()
+    }
+}
+
+impl Decided {
+    /// The writes decided, deciding them with `decide` the first time.
+    pub fn get_or_init(&self, decide: impl FnOnce() -> MemberWrites) -> &MemberWrites {
+        self.0.get_or_init(decide)
+    }
 }
 
 impl NodeVerdict {
@@ -140,6 +179,16 @@ pub(crate) struct Entry<'a> {
     pub verdict: Arc<NodeVerdict>,
 }
 
+impl Entry<'_> {
+    /// The verdict, to change: copied first if the memo shares it, and its
+    /// writes decided again (the one way a step changes a verdict).
+    pub fn verdict_mut(&mut self) -> &mut NodeVerdict {
+        let v = Arc::make_mut(&mut self.verdict);
+        v.decided = Decided::default();
+        v
+    }
+}
+
 /// The members' verdicts, in name order.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Verdicts<'a>(Vec<Entry<'a>>);
@@ -163,7 +212,16 @@ impl<'a> Verdicts<'a> {
     pub fn entry_mut(&mut self, name: &str) -> Option<(Option<&'a Node>, &mut NodeVerdict)> {
         let i = self.position(name)?;
         let entry = &mut self.0[i];
-        Some((entry.row.node, Arc::make_mut(&mut entry.verdict)))
+        Some((entry.row.node, entry.verdict_mut()))
+    }
+
+    /// The member at `i` (the verdicts' order), to change.
+    pub fn at_mut(&mut self, i: usize) -> Option<&mut Entry<'a>> {
+        self.0.get_mut(i)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Entry<'a>> {
@@ -258,16 +316,18 @@ impl Rollout<'_> {
         !self.pause.holds() && !self.halted && !self.budget.full()
     }
 
-    /// The free slots a new slot for `name` could come from: the slot
-    /// hand-out's answer ([`super::slots::hand_out`]), which the staging
+    /// The free slots a new slot for each member could come from, in the
+    /// verdicts' order: the slot hand-out's answer
+    /// ([`super::slots::hand_out`], [`Budget::free_for`]), which the staging
     /// rule reads too ([`spec::tell`]). A closed maintenance window, pools
     /// not yet up to date, the node order and the gates do not count: the
     /// nodes that take the next slots stage before they may take them.
-    pub fn free_slots_for(&self, name: &str) -> usize {
+    pub fn free_slots_each(&self) -> Vec<usize> {
         if self.slots_free() {
-            self.budget.free_for(name)
+            self.budget
+                .free_for_each(self.verdicts.iter().map(|e| e.name))
         } else {
-            0
+            vec![0; self.verdicts.len()]
         }
     }
 
@@ -278,5 +338,31 @@ impl Rollout<'_> {
             .filter(|e| pred(&e.verdict))
             .map(|e| e.name.to_owned())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_of_decided_writes_is_undecided() {
+        let decided = Decided::default();
+        let writes = MemberWrites {
+            releasing: true,
+            writes: vec![Write::StartDrain { node: "a".into() }],
+        };
+        assert_eq!(*decided.get_or_init(|| writes.clone()), writes);
+        // Decided once: a second decision is not asked for.
+        assert_eq!(
+            *decided.get_or_init(|| unreachable!("decided again")),
+            writes
+        );
+        // A copy is made to be changed: its writes are decided again.
+        let copy = decided.clone();
+        assert_eq!(
+            *copy.get_or_init(MemberWrites::default),
+            MemberWrites::default()
+        );
     }
 }

@@ -17,6 +17,10 @@
 //! waits for an instant (a drain retry, a reboot's grace, a phase deadline)
 //! is valid only before it: time changes its answer only there.
 //!
+//! A kept verdict carries the writes the order step decided for it
+//! (`facts::Decided`): a verdict no later step changed brings them to the
+//! next plan, where they are not decided again.
+//!
 //! The entries sit in a list; [`Memo::begin`] looks each of the view's
 //! names up once and every step reaches its entry by the row's position, so
 //! a plan hashes each name once, however many steps ask about it.

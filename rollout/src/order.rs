@@ -15,9 +15,9 @@
 //!   two writes of one plan and when a wave of 100 slots turns over in one
 //!   pass. Within the first wave, slot releases come first.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
-use crate::facts::{Entry, Rollout};
+use crate::facts::{Entry, MemberWrites, Rollout};
 use crate::model::Write;
 use crate::reboot::slots::holds_slot;
 use crate::view::View;
@@ -33,13 +33,9 @@ impl Writes {
     /// Groups `writes` by node (in order of first appearance, each node's
     /// in the given order) and splits the nodes into the two waves.
     pub(crate) fn grouped(writes: Vec<Write>) -> Self {
-        let mut index: HashMap<String, usize> = HashMap::new();
-        let mut per_node: Vec<Vec<Write>> = Vec::new();
-        for w in writes {
-            let i = *index.entry(w.node().to_owned()).or_insert_with(|| {
-                per_node.push(Vec::new());
-                per_node.len() - 1
-            });
+        let (at, nodes) = node_groups(&writes);
+        let mut per_node: Vec<Vec<Write>> = vec![Vec::new(); nodes];
+        for (w, i) in writes.into_iter().zip(at) {
             per_node[i].push(w);
         }
         let (second, first): (Vec<_>, Vec<_>) =
@@ -80,6 +76,20 @@ impl PartialEq<Vec<Write>> for Writes {
     }
 }
 
+/// Each write's node, numbered in order of first appearance, and how
+/// many nodes (the names borrowed: nothing is copied to group them).
+fn node_groups(writes: &[Write]) -> (Vec<usize>, usize) {
+    let mut index: foldhash::HashMap<&str, usize> = foldhash::HashMap::default();
+    let at = writes
+        .iter()
+        .map(|w| {
+            let next = index.len();
+            *index.entry(w.node()).or_insert(next)
+        })
+        .collect();
+    (at, index.len())
+}
+
 /// Does this write add a disruption (a cordon, a disruption record, a drain)?
 fn disrupts(w: &Write) -> bool {
     match w {
@@ -91,42 +101,77 @@ fn disrupts(w: &Write) -> bool {
     }
 }
 
-/// The plan's writes: the leavers', then each member's (writes before its
-/// BootcNode apply, the apply if anything changed, writes after it), slot
-/// releases first; then running drains of nodes that hold no slot stop.
-pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &Rollout<'_>) -> Writes {
+/// The plan's writes: the leavers', then each member's ([`member`]),
+/// slot releases first; then running drains of nodes that hold no slot
+/// stop.
+pub(crate) fn writes(view: &View<'_>, leavers: &[Write], rollout: &mut Rollout<'_>) -> Writes {
     let mut flat = leavers.to_vec();
-    let pool = view.pool_name.as_str();
-    let releasing = |e: &&Entry<'_>| {
-        !e.verdict.owned.in_slot
-            && e.row.node.is_some()
-            && e.row.bn.is_some()
-            && holds_slot(e.row.node, e.row.bn, pool)
-    };
-    // Releases first, the rest in name order (a stable partition).
-    let (mut members, rest): (Vec<_>, Vec<_>) = rollout.verdicts.iter().partition(releasing);
-    members.extend(rest);
-    for Entry { name, row, verdict } in members {
-        flat.extend(verdict.pre.iter().cloned());
-        if !verdict
-            .applied
-            .unwrap_or_else(|| verdict.owned.applied(row.bn))
-        {
-            let apply = verdict.owned.to_apply(name, view.pool);
-            flat.push(Write::ApplyBootcNode(Box::new(apply)));
-        }
-        flat.extend(verdict.post.iter().cloned());
-    }
-    for (name, phase) in &view.input.drains {
-        let slotted = rollout.verdicts.get(name).is_some_and(|v| v.owned.in_slot);
-        let already = flat
-            .iter()
-            .any(|w| matches!(w, Write::CancelDrain { node } if node == name));
-        if !slotted && !already && phase.running() {
-            flat.push(Write::CancelDrain { node: name.clone() });
+    // Releases first, the rest in name order.
+    let mut rest = Vec::new();
+    for e in rollout.verdicts.iter_mut() {
+        let MemberWrites { releasing, writes } = decided(view, e);
+        if releasing {
+            flat.extend(writes);
+        } else {
+            rest.extend(writes);
         }
     }
+    flat.append(&mut rest);
+    let stray = stray_drains(view, rollout, &flat);
+    flat.extend(stray);
     Writes::grouped(flat)
+}
+
+/// A member's writes ([`member`]), kept with its verdict when the memo
+/// shares it (the next plan may find them there); a verdict nobody shares
+/// reaches no later plan, and its writes are not kept.
+fn decided(view: &View<'_>, e: &mut Entry<'_>) -> MemberWrites {
+    if Arc::get_mut(&mut e.verdict).is_some() {
+        return member(view, e);
+    }
+    e.verdict.decided.get_or_init(|| member(view, e)).clone()
+}
+
+/// One member's writes: those before its BootcNode apply, the apply if
+/// anything changed, those after it; and whether they release its slot.
+/// They read only the verdict, the member's objects and the pool's name
+/// and uid, so that a verdict the memo keeps keeps them too
+/// ([`crate::facts::Decided`]).
+fn member(view: &View<'_>, e: &Entry<'_>) -> MemberWrites {
+    let Entry { name, row, verdict } = e;
+    let releasing = !verdict.owned.in_slot
+        && row.node.is_some()
+        && row.bn.is_some()
+        && holds_slot(row.node, row.bn, &view.pool_name);
+    let mut writes = verdict.pre.clone();
+    if !verdict
+        .applied
+        .unwrap_or_else(|| verdict.owned.applied(row.bn))
+    {
+        let apply = verdict.owned.to_apply(name, view.pool);
+        writes.push(Write::ApplyBootcNode(Box::new(apply)));
+    }
+    writes.extend(verdict.post.iter().cloned());
+    MemberWrites { releasing, writes }
+}
+
+/// A running drain of a node that holds no slot stops, unless a write of
+/// the plan already stops it.
+fn stray_drains(view: &View<'_>, rollout: &Rollout<'_>, flat: &[Write]) -> Vec<Write> {
+    let stopped = |name: &str| {
+        flat.iter()
+            .any(|w| matches!(w, Write::CancelDrain { node } if node == name))
+    };
+    view.input
+        .drains
+        .iter()
+        .filter(|(name, phase)| {
+            phase.running()
+                && !rollout.verdicts.get(name).is_some_and(|v| v.owned.in_slot)
+                && !stopped(name)
+        })
+        .map(|(name, _)| Write::CancelDrain { node: name.clone() })
+        .collect()
 }
 
 #[cfg(test)]
@@ -163,5 +208,21 @@ mod tests {
         assert_eq!(first[0], [patch("r", NodePatch::UNCORDON), cancel("r")]);
         assert_eq!(second[0], [patch("t", NodePatch::SLOT_CORDON), take()]);
         assert_eq!(writes.len(), 6);
+    }
+
+    #[test]
+    fn writes_are_numbered_by_their_node_in_order_of_first_appearance() {
+        let drain = |n: &str| Write::StartDrain { node: n.into() };
+        // (the writes' nodes, each write's group, how many nodes)
+        let rows: [(&[&str], &[usize], usize); 4] = [
+            (&[], &[], 0),
+            (&["a"], &[0], 1),
+            (&["b", "a", "b", "c"], &[0, 1, 0, 2], 3),
+            (&["a", "a", "a"], &[0, 0, 0], 1),
+        ];
+        for (nodes, want, count) in rows {
+            let writes: Vec<Write> = nodes.iter().map(|n| drain(n)).collect();
+            assert_eq!(node_groups(&writes), (want.to_vec(), count), "{nodes:?}");
+        }
     }
 }

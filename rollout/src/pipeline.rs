@@ -38,7 +38,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
     let window = window::of(&view.pool.spec.rollout, input.now, &mut problems);
     let dependencies = depends::check(view.pool, &input.other_pools, &mut problems);
     let groups = groups::Groups::of_pool(&view.pool.spec.rollout.order, &mut problems);
-    let rollout = match &target {
+    let mut rollout = match &target {
         Some(target) => {
             let mut rollout =
                 verdict::verdicts(&view, target, &members, &leavers, &secret, limits, memo);
@@ -62,7 +62,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
             Rollout::default()
         }
     };
-    let writes = order::writes(&view, &leavers.writes, &rollout);
+    let writes = order::writes(&view, &leavers.writes, &mut rollout);
     status::report(
         &view,
         status::Facts {

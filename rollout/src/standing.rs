@@ -430,9 +430,9 @@ fn not_staged(
         NodeState::Staging => Some(Standing::Staging),
         NodeState::Degraded => Some(Standing::Degraded),
         NodeState::Staged => None,
-        NodeState::Pending | NodeState::Rebooting | NodeState::UpToDate => {
-            Some(Standing::Told { phase: bn.phase() })
-        }
+        NodeState::Pending | NodeState::Rebooting | NodeState::UpToDate => Some(Standing::Told {
+            phase: v.daemon_phase,
+        }),
     }
 }
 
@@ -552,7 +552,7 @@ fn in_slot(
                 not_ready: true,
                 since,
             }
-        } else if bn.and_then(BootcNode::phase) == Some(DaemonPhase::Rebooting) {
+        } else if v.daemon_phase == Some(DaemonPhase::Rebooting) {
             Standing::Rebooting {
                 not_ready: false,
                 since: bn.and_then(BootcNode::phase_since),

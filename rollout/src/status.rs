@@ -240,7 +240,6 @@ fn decide(
     slots: usize,
 ) -> Standings {
     let spec = &view.pool.spec.rollout;
-    let phase_of = |e: &crate::facts::Entry<'_>| e.row.bn.and_then(BootcNode::phase);
     let groups = crate::holds::groups::Groups::read(&spec.order).unwrap_or_default();
     let pool = standing::Pool {
         name: view.pool_name.clone(),
@@ -265,7 +264,7 @@ fn decide(
             .verdicts
             .iter()
             .filter(|e| e.verdict.owned.in_slot)
-            .map(|e| (e.name.to_owned(), phase_of(e)))
+            .map(|e| (e.name.to_owned(), e.verdict.daemon_phase))
             .collect(),
         not_back: not_back.to_vec(),
         unavailable: rollout

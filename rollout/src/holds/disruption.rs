@@ -161,8 +161,27 @@ impl Budget {
     /// leave. The one answer behind [`Budget::admits`] and the staging rule
     /// for hosts that cannot stage locked.
     pub fn free_for(&self, candidate: &str) -> usize {
+        self.free_given(self.unavailable.contains_key(candidate))
+    }
+
+    /// [`Budget::free_for`] each of `names`, given in name order: one walk
+    /// along the unavailable nodes rather than a search per name (a plan
+    /// asks it of every member).
+    pub fn free_for_each<'n>(&self, names: impl Iterator<Item = &'n str>) -> Vec<usize> {
+        let mut unavailable = self.unavailable.keys().peekable();
+        names
+            .map(|name| {
+                while unavailable.next_if(|u| u.as_str() < name).is_some() {}
+                let own = unavailable.peek().is_some_and(|u| u.as_str() == name);
+                self.free_given(own)
+            })
+            .collect()
+    }
+
+    /// The new slots for a candidate already unavailable (`own`) or not.
+    fn free_given(&self, own: bool) -> usize {
         let free = self.max.saturating_sub(self.holders.len());
-        if self.unavailable.contains_key(candidate) {
+        if own {
             free
         } else {
             free.min(self.max.saturating_sub(self.unavailable.len()))
@@ -299,6 +318,14 @@ pub(crate) mod tests {
                 b.member(m, Unavailable::of_member(&node(*ready, *cordoned)));
             }
             assert_eq!(b.admits(candidate), *want, "{name}");
+            // Asked of every name in one walk: the same answers.
+            let mut names: Vec<&str> = holders.to_vec();
+            names.extend(members.iter().map(|m| m.0));
+            names.extend(["0-first", candidate, "z-last"]);
+            names.sort_unstable();
+            names.dedup();
+            let each: Vec<usize> = names.iter().map(|n| b.free_for(n)).collect();
+            assert_eq!(b.free_for_each(names.iter().copied()), each, "{name}");
         }
     }
 

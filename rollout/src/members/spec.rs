@@ -141,7 +141,7 @@ pub(crate) fn staging_members(
 
 /// The members told the target now (see [`staging`]), once the verdicts
 /// have counted the disruption budget: each may use only the free slots
-/// the slot hand-out would give it ([`Rollout::free_slots_for`]), so that
+/// the slot hand-out would give it ([`Rollout::free_slots_each`]), so that
 /// nothing is told for a slot a pause, a halt or the pool's own unavailable
 /// nodes hold back. A member newly told has its spec pointed at the target.
 pub(crate) fn tell(view: &View<'_>, target: &Target, rollout: &mut Rollout<'_>) {
@@ -149,22 +149,18 @@ pub(crate) fn tell(view: &View<'_>, target: &Target, rollout: &mut Rollout<'_>) 
     if rollout.target_failed.is_some() {
         return;
     }
-    let free: Vec<usize> = rollout
-        .verdicts
-        .iter()
-        .map(|e| rollout.free_slots_for(e.name))
-        .collect();
+    let free = rollout.free_slots_each();
     let bounds = staging::Bounds::of(&view.pool.spec.rollout);
     let told = staging::told(&rollout.staging, bounds, &free);
-    let newly: Vec<&str> = rollout
-        .verdicts
-        .iter()
-        .zip(rollout.staging.iter().zip(told))
+    // By position: the verdicts, the staging members and `told` are in
+    // the same order.
+    let newly: Vec<usize> = (rollout.staging.iter().zip(told).enumerate())
         .filter(|(_, (m, told))| *told && !m.already_told())
-        .map(|(e, _)| e.name)
+        .map(|(i, _)| i)
         .collect();
-    for name in newly {
-        if let Some((_, v)) = rollout.verdicts.entry_mut(name) {
+    for i in newly {
+        if let Some(e) = rollout.verdicts.at_mut(i) {
+            let v = e.verdict_mut();
             point_at(&mut v.owned, target.image.clone());
             v.applied = None;
         }

@@ -18,7 +18,7 @@
 //! unlocked staged image outside any slot) is told only when
 //! it is about to take a slot: while fewer such hosts wait for a slot than
 //! there are free slots. The free slots are the slot hand-out's own answer
-//! for that member (`verdict::Rollout::free_slots_for`): none while
+//! for that member (`verdict::Rollout::free_slots_each`): none while
 //! the pool is paused or halted, and none that the pool's own unavailable
 //! nodes (NotReady, cordoned) use up. A member not told is kept on what it runs: its
 //! `desiredImage` is its booted image, pinned to the digest bootc deployed

@@ -21,14 +21,12 @@
 //! [`NodePatch`] field is decided here: the actuator writes each one as it
 //! is.
 
-use std::sync::Arc;
-
 use api::BootcNode;
 use api::labels::{MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
-use crate::facts::{Entry, Rollout};
+use crate::facts::Rollout;
 use crate::holds::disruption::{self, cordoned_for};
 use crate::members::membership::owner_pool;
 use crate::model::{NodePatch, Write};
@@ -175,18 +173,16 @@ pub fn on_leave(bn: &BootcNode, node: &Node) -> NodePatch {
 /// with its BootcNode) is lifted, unless the member's writes before its
 /// BootcNode apply already uncordon it.
 pub(crate) fn lift_strays(view: &View<'_>, rollout: &mut Rollout<'_>) {
-    for Entry {
-        name, row, verdict, ..
-    } in rollout.verdicts.iter_mut()
-    {
-        let (Some(node), v) = (row.node, &**verdict) else {
+    for entry in rollout.verdicts.iter_mut() {
+        let (Some(node), v) = (entry.row.node, &*entry.verdict) else {
             continue;
         };
         let uncordoning = v.pre.iter().any(
             |w| matches!(w, Write::PatchNode { patch, .. } if patch.unschedulable == Some(false)),
         );
         if !v.owned.in_slot && !uncordoning && cordoned_for(node, &view.pool_name) {
-            Arc::make_mut(verdict).pre.push(Write::PatchNode {
+            let name = entry.name;
+            entry.verdict_mut().pre.push(Write::PatchNode {
                 name: name.to_owned(),
                 patch: NodePatch::UNCORDON.with_karpenter(node, &view.pool_name),
             });

@@ -21,8 +21,6 @@ use api::node_health::lifecycle_condition;
 use api::node_health::{DRAIN_IN_PROGRESS, DRAINED, LIFECYCLE_REASON, MAINTENANCE_IN_PROGRESS};
 use k8s_openapi::api::core::v1::Node;
 
-use std::sync::Arc;
-
 use crate::facts::Rollout;
 use crate::model::{DrainPhase, LifecycleCondition, Write};
 use crate::view::View;
@@ -83,7 +81,7 @@ pub(crate) fn mark(view: &View<'_>, rollout: &mut Rollout<'_>) {
         );
         let stage = Stage::of(v.owned.in_slot, v.owned.approved() || drain_done);
         if let Some(write) = write(entry.name, node, stage) {
-            Arc::make_mut(&mut entry.verdict).post.push(write);
+            entry.verdict_mut().post.push(write);
         }
     }
 }

@@ -39,7 +39,7 @@ use crate::{
 };
 use jiff::Timestamp;
 
-use crate::facts::{Counted, Entry, Failure, NodeVerdict, Rollout};
+use crate::facts::{Counted, Decided, Entry, Failure, NodeVerdict, Rollout};
 use crate::memo::{Memo, VerdictKey};
 
 /// How long after a failed drain the controller tries again.
@@ -298,6 +298,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         owned,
         applied: None,
         state,
+        daemon_phase: existing.and_then(BootcNode::phase),
         runs_target: existing.is_some_and(|bn| runs_target(bn, pool.target)),
         pre: Vec::new(),
         post: Vec::new(),
@@ -323,6 +324,7 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         stuck: None,
         recheck_at: None,
         keepable: true,
+        decided: Decided::default(),
     };
     let ready = node.is_some_and(api::node_health::is_ready);
     let healthy = ready && state != NodeState::Degraded;
