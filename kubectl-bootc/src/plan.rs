@@ -65,9 +65,13 @@ fn start(snap: &Snapshot, pool: &BootcNodePool, namespace: &str, now: jiff::Time
             .cloned()
             .collect(),
         pull_secret: told_secret(snap, pool),
-        gates: Gates {
-            fleet_stop: fleet_stop(snap, namespace),
-            ..gates(snap, pool)
+        gates: {
+            let (fleet_stop, fleet_holds_approvals) = fleet_switch(snap, namespace);
+            Gates {
+                fleet_stop,
+                fleet_holds_approvals,
+                ..gates(snap, pool)
+            }
         },
         operator_namespace: namespace.to_owned(),
         now,
@@ -156,13 +160,14 @@ fn gates(snap: &Snapshot, pool: &BootcNodePool) -> Gates {
 }
 
 /// The fleet's switch on the operator's namespace, as the controller reads
-/// it (its value, while on).
-pub fn fleet_stop(snap: &Snapshot, namespace: &str) -> Option<String> {
+/// it (its value, while on, and whether it holds approvals too).
+pub fn fleet_switch(snap: &Snapshot, namespace: &str) -> (Option<String>, bool) {
     snap.namespaces
         .iter()
         .find(|ns| ns.name_any() == namespace)
-        .and_then(|ns| ns.annotations().get(api::labels::FLEET_STOP_ANNOTATION))
-        .cloned()
+        .map_or((None, false), |ns| {
+            rollout::holds::gates::fleet_switch(ns.annotations())
+        })
 }
 
 /// The alert gate as the controller last asked it: firing or unanswered

@@ -566,7 +566,7 @@ fn in_slot(
         Standing::TakingSlot
     } else if v.held_by_pause {
         Standing::HeldByPause
-    } else if v.held_by_fleet_stop && !v.draining {
+    } else if v.held_by_fleet_stop {
         Standing::HeldByFleetStop
     } else if v.draining {
         Standing::Draining {
@@ -845,7 +845,7 @@ fn pool_deleting(name: &str) -> String {
 
 fn held_by_fleet_stop(pool: &Pool) -> String {
     format!(
-        "held by the fleet's switch ({}: {}): in a reboot slot (cordoned, drained), not approved to boot until `kubectl bootc resume --all`",
+        "held by the fleet's switch ({}: {}): in a reboot slot (cordoned), not approved to boot until `kubectl bootc resume --all`",
         api::labels::FLEET_STOP_ANNOTATION,
         pool.fleet_stop.as_deref().unwrap_or_default()
     )

@@ -108,8 +108,7 @@ impl Caches {
         let Some(ns) = self.fleet.get(&ObjectRef::new(namespace)) else {
             return (None, false);
         };
-        let holds = super::watches::fleet_holds_approvals(&ns);
-        (super::watches::fleet_stop(&ns), holds)
+        rollout::holds::gates::fleet_switch(ns.annotations())
     }
 
     fn pull_secret(&self, pool: &BootcNodePool) -> Option<Arc<Secret>> {

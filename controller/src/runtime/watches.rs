@@ -124,37 +124,23 @@ pub(super) fn fleet_switch(
     )
 }
 
-/// Keeps only the fleet's switch of a Namespace.
+/// Keeps only the fleet's switch of a Namespace (and its flag).
 fn strip_namespace(ns: &mut Namespace) {
     ns.metadata.managed_fields = None;
     ns.metadata.labels = None;
     ns.spec = None;
     ns.status = None;
-    ns.annotations_mut()
-        .retain(|k, _| k == api::labels::FLEET_STOP_ANNOTATION);
+    ns.annotations_mut().retain(|k, _| {
+        k == api::labels::FLEET_STOP_ANNOTATION
+            || k == api::labels::FLEET_STOP_BEFORE_APPROVAL_ANNOTATION
+    });
 }
 
 fn fleet_fingerprint(ns: &Namespace) -> u64 {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
-    fleet_stop(ns).hash(&mut h);
-    fleet_holds_approvals(ns).hash(&mut h);
+    rollout::holds::gates::fleet_switch(ns.annotations()).hash(&mut h);
     h.finish()
-}
-
-/// The fleet's switch on the operator's Namespace, while on: its value.
-pub(super) fn fleet_stop(ns: &Namespace) -> Option<String> {
-    ns.annotations()
-        .get(api::labels::FLEET_STOP_ANNOTATION)
-        .cloned()
-}
-
-/// Does the fleet's switch hold approvals too (`"true"` beside it)?
-pub(super) fn fleet_holds_approvals(ns: &Namespace) -> bool {
-    let flag = ns
-        .annotations()
-        .get(api::labels::FLEET_STOP_BEFORE_APPROVAL_ANNOTATION);
-    fleet_stop(ns).is_some() && flag.is_some_and(|v| v == "true")
 }
 
 /// The pools' own cache and the controller's main stream: every pool applied.

@@ -62,6 +62,17 @@ pub struct Gates {
     pub silences: Result<(), String>,
 }
 
+/// The fleet's switch as the operator's Namespace carries it (its
+/// annotations): `bootc.dev/stop`'s value while on, and whether
+/// `bootc.dev/stop-before-approval: "true"` holds approvals too. One
+/// reading, for the controller and the plugin alike.
+pub fn fleet_switch(annotations: &BTreeMap<String, String>) -> (Option<String>, bool) {
+    let stop = annotations.get(api::labels::FLEET_STOP_ANNOTATION).cloned();
+    let flag = annotations.get(api::labels::FLEET_STOP_BEFORE_APPROVAL_ANNOTATION);
+    let holds = stop.is_some() && flag.is_some_and(|v| v == "true");
+    (stop, holds)
+}
+
 impl Default for Gates {
     fn default() -> Self {
         Gates {

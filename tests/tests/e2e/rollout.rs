@@ -754,3 +754,65 @@ async fn tag_installed_hosts_of_a_multi_arch_image_boot_nothing_they_run() {
     }
     assert_disruption_at_most(&recorder, 1).await;
 }
+
+/// `kubectl bootc stop --all --before-approval`: the first node is cordoned
+/// in its slot (a PodDisruptionBudget holds its drain: the simulated
+/// cluster runs no disruption controller, so the API server refuses every
+/// eviction under it) when the fleet is stopped; once the budget is gone
+/// and its drain ends, it is not approved to boot, waits cordoned and says
+/// why; `resume --all` lets the rollout finish.
+#[tokio::test]
+async fn the_fleets_switch_before_approval_holds_a_drained_node_in_its_slot() {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    require_root!();
+    let (sim, recorder, _v1) = started(SimOptions::default(), 2).await;
+    sim.patch_pool(json!({"rollout": {"order": [
+        {"selector": {"matchLabels": {HOSTNAME_LABEL: FIRST}}},
+    ]}}))
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
+                 "containers": [{"name": "web", "image": "example.invalid/web:1"}]},
+    }))
+    .unwrap();
+    tests::k8s::create_running_pod(&pods, &pod).await.unwrap();
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(sim.admin.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    budgets.create(&Default::default(), &pdb).await.unwrap();
+    let approved_before = recorder.approvals().await.unwrap().len();
+    let v2 = sim.push_version("2.0").await.unwrap();
+    wait_node(&sim, FIRST, "cordoned in its slot", |n| {
+        n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+    })
+    .await;
+    let out = kubectl_bootc(&sim, &["stop", "--all", "--before-approval"]);
+    assert!(out.contains("nodes in slots wait cordoned"), "{out}");
+    // The budget lifted: the drain ends, and the node waits unapproved.
+    let _kubelet = kubelet_deletes_evicted(&sim, "default");
+    budgets.delete("web", &Default::default()).await.unwrap();
+    let held = format!("not approved to boot: {FIRST}");
+    wait_pool(&sim, "held before its approval", move |p| {
+        tests::k8s::condition(p, ConditionType::UpToDate)
+            .is_some_and(|c| c.1 == Reason::FleetStopped.as_str() && c.2.contains(&held))
+    })
+    .await;
+    let why = kubectl_bootc(&sim, &["why", FIRST]);
+    assert!(why.starts_with("held by the fleet's switch"), "{why}");
+    let approved = recorder.approvals().await.unwrap().len();
+    assert_eq!(
+        approved, approved_before,
+        "approved while the fleet was stopped"
+    );
+
+    let out = kubectl_bootc(&sim, &["resume", "--all"]);
+    assert!(out.starts_with("fleet resumed"), "{out}");
+    rolled_out_within_one(&sim, &recorder, &v2, 2).await;
+}
