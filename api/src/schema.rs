@@ -288,21 +288,10 @@ pub fn silence_node_label(_: &mut SchemaGenerator) -> Schema {
 /// `spec.rollout.silences.matchers`: label matchers, each once, in the
 /// alert gate's form ([`ALERT_MATCHER_PATTERN`]).
 pub fn silence_matchers(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "array",
-        "maxItems": 16,
-        "x-kubernetes-list-type": "set",
-        "description": "More label matchers every silenced alert must match, such as `severity!=\"critical\"` (unset: every alert of the node). A value is taken as written, but for \\\" and \\\\.",
-        "items": {
-            "type": "string",
-            "minLength": 4,
-            "maxLength": 256,
-            "x-kubernetes-validations": [rule(
-                &format!("self.matches(r'{ALERT_MATCHER_PATTERN}')"),
-                "must be a label matcher: a label name, one of = != =~ !~, and a double-quoted value, such as severity!=\"critical\"",
-            )]
-        }
-    })
+    label_matchers(
+        "More label matchers every silenced alert must match, such as `severity!=\"critical\"` (unset: every alert of the node). A value is taken as written, but for \\\" and \\\\.",
+        "must be a label matcher: a label name, one of = != =~ !~, and a double-quoted value, such as severity!=\"critical\"",
+    )
 }
 
 /// `spec.rollout.alertGate.prometheusURL` (deprecated): an http(s) URL with
@@ -326,18 +315,27 @@ pub const ALERT_MATCHER_PATTERN: &str = r#"^[a-zA-Z_][a-zA-Z0-9_]*(=|!=|=~|!~)"(
 
 /// `spec.rollout.alertGate.matchers`: PromQL label matchers, each once.
 pub fn alert_matchers(_: &mut SchemaGenerator) -> Schema {
+    label_matchers(
+        "PromQL label matchers a firing alert must all match to hold the rollout, such as `severity=\"critical\"` or `alertname=~\"Node.*\"` (unset: any firing alert).",
+        "must be a PromQL label matcher: a label name, one of = != =~ !~, and a double-quoted value, such as severity=\"critical\"",
+    )
+}
+
+/// A set of at most 16 label matchers ([`ALERT_MATCHER_PATTERN`]), each
+/// refused with `message` when it is not one.
+fn label_matchers(description: &str, message: &str) -> Schema {
     json_schema!({
         "type": "array",
         "maxItems": 16,
         "x-kubernetes-list-type": "set",
-        "description": "PromQL label matchers a firing alert must all match to hold the rollout, such as `severity=\"critical\"` or `alertname=~\"Node.*\"` (unset: any firing alert).",
+        "description": description,
         "items": {
             "type": "string",
             "minLength": 4,
             "maxLength": 256,
             "x-kubernetes-validations": [rule(
                 &format!("self.matches(r'{ALERT_MATCHER_PATTERN}')"),
-                "must be a PromQL label matcher: a label name, one of = != =~ !~, and a double-quoted value, such as severity=\"critical\"",
+                message,
             )]
         }
     })
