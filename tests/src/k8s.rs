@@ -54,6 +54,35 @@ pub async fn create_running_pod(pods: &Api<Pod>, pod: &Pod) -> Result<()> {
     Ok(())
 }
 
+/// The name of [`guarded_pod_on`]'s pod, of its app label and of its
+/// budget (delete the budget by it to let the drain go on).
+pub const GUARDED: &str = "web";
+
+/// A Ready pod on `node` in `default` that a PodDisruptionBudget
+/// (`minAvailable: 1`) guards, both named [`GUARDED`]. The simulated
+/// cluster runs no disruption controller, so the API server refuses every
+/// eviction under the budget ("still being processed") until it is deleted:
+/// the node's drain waits for as long as a test needs.
+pub async fn guarded_pod_on(client: &kube::Client, node: &str) -> Result<()> {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let labels = serde_json::json!({"app": GUARDED});
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": GUARDED, "labels": labels},
+        "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                 "containers": [{"name": GUARDED, "image": "example.invalid/web:1"}]},
+    }))?;
+    create_running_pod(&Api::namespaced(client.clone(), "default"), &pod).await?;
+    let budget: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": GUARDED},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}},
+    }))?;
+    Api::<PodDisruptionBudget>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &budget)
+        .await
+        .context("creating the PodDisruptionBudget")?;
+    Ok(())
+}
+
 /// Waits until `api`'s object `name` satisfies `cond`, up to `timeout`.
 /// Event-driven: a watch, not a poll.
 pub async fn wait_for<K>(

@@ -3,7 +3,12 @@
 //! A drain lists the pods bound to the node, skips mirror pods and pods owned
 //! by a DaemonSet, asks for an eviction of each (policy/v1), retries evictions that a PodDisruptionBudget
 //! refuses (429) on a schedule ([`next_look`]) that is prompt while the
-//! drain is young and patient after, and waits until the pods are gone.
+//! drain is young and patient after, and waits until the pods are gone. It
+//! watches the node's pods meanwhile: the last one's deletion ends the
+//! drain at once (a look on the schedule saw it up to [`PROMPT_EVERY`]
+//! late, 0.4 s a node on the bench's real nodes), and while every pod left
+//! is only terminating (its grace, up to minutes) the drain lists nothing
+//! until the watch shows one gone.
 //! After the pool's `drainTimeoutSeconds` it gives up, naming the pods
 //! still there.
 //!
@@ -27,9 +32,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use api::BootcNodePool;
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, EvictParams, ListParams};
+use kube::api::{Api, EvictParams, ListParams, WatchEvent, WatchParams};
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -142,9 +149,13 @@ pub async fn drain_node(
     let started = tokio::time::Instant::now();
     let deadline = started + timeout;
     let mut wait = None;
+    let mut gone = None;
     loop {
         let mut remaining: Vec<String> = Vec::new();
         let mut evicted = false;
+        // Every pod left is terminating: nothing to ask again, only their
+        // ends to see.
+        let mut only_ends = true;
         match pods.list(&lp).await {
             Ok(list) => {
                 let targets: Vec<&Pod> = list
@@ -154,6 +165,10 @@ pub async fn drain_node(
                     .collect();
                 if targets.is_empty() {
                     return Ok(());
+                }
+                if gone.is_none() {
+                    let version = list.metadata.resource_version.as_deref();
+                    gone = watch_pods(&pods, &lp, version).await;
                 }
                 for pod in targets {
                     let ns = pod.namespace().unwrap_or_default();
@@ -180,18 +195,23 @@ pub async fn drain_node(
                             if reported.insert(format!("{ns}/{name}")) {
                                 on_blocked(format!("{ns}/{name}"), answer);
                             }
+                            only_ends = false;
                             remaining.push(format!(
                                 "{ns}/{name} (eviction refused by a PodDisruptionBudget)"
                             ))
                         }
                         Err(EvictError::Other(e)) => {
                             tracing::debug!(node, pod = %format!("{ns}/{name}"), error = %e, "eviction failed");
+                            only_ends = false;
                             remaining.push(format!("{ns}/{name} (eviction failed: {e})"))
                         }
                     }
                 }
             }
-            Err(e) => remaining.push(format!("(listing pods failed: {e})")),
+            Err(e) => {
+                only_ends = false;
+                remaining.push(format!("(listing pods failed: {e})"))
+            }
         }
         let now = tokio::time::Instant::now();
         if now >= deadline {
@@ -201,10 +221,57 @@ pub async fn drain_node(
                 remaining.join(", ")
             ));
         }
-        let next = next_look(wait, now - started, evicted);
-        wait = Some(next);
-        tokio::time::sleep(next.min(deadline - now)).await;
+        // Only ends to see, and a watch that shows them: no look before
+        // one (the patient look is a guard against a watch gone quiet).
+        let next = if only_ends && gone.is_some() {
+            PATIENT_EVERY
+        } else {
+            let next = next_look(wait, now - started, evicted);
+            wait = Some(next);
+            next
+        };
+        look_again(&mut gone, next.min(deadline - now)).await;
     }
+}
+
+/// The node's pods as they change, from a list's version on.
+type PodEvents = BoxStream<'static, kube::Result<WatchEvent<Pod>>>;
+
+/// Watches the pods of `lp`'s node from `version`; None (the drain then
+/// only looks on its schedule) when the watch cannot start.
+async fn watch_pods(pods: &Api<Pod>, lp: &ListParams, version: Option<&str>) -> Option<PodEvents> {
+    let wp = WatchParams::default().fields(lp.field_selector.as_deref()?);
+    match pods.watch(&wp, version?).await {
+        Ok(events) => Some(events.boxed()),
+        Err(e) => {
+            tracing::debug!(error = %e, "watching the node's pods failed; looking on a schedule");
+            None
+        }
+    }
+}
+
+/// Waits `wait`, or until `gone` reports a pod deleted. A watch that ends
+/// or fails is dropped (the next round opens another) and the rest of
+/// `wait` is slept.
+async fn look_again(gone: &mut Option<PodEvents>, wait: Duration) {
+    let until = tokio::time::Instant::now() + wait;
+    if let Some(events) = gone.as_mut() {
+        let deleted = async {
+            loop {
+                match events.next().await {
+                    Some(Ok(WatchEvent::Deleted(_))) => return true,
+                    Some(Ok(WatchEvent::Error(_)) | Err(_)) | None => return false,
+                    Some(Ok(_)) => {}
+                }
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => return,
+            deleted = deleted => if deleted { return },
+        }
+        *gone = None;
+    }
+    tokio::time::sleep_until(until).await;
 }
 
 /// What one drain task needs.

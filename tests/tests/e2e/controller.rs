@@ -81,23 +81,8 @@ async fn the_leader_killed_mid_drain_the_other_replica_resumes() {
         );
     }
     let _kubelet = kubelet_deletes_evicted(&sim, "default");
-    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "web", "labels": {"app": "web"}},
-        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
-                 "containers": [{"name": "web", "image": "example.invalid/web:1"}]},
-    }))
-    .unwrap();
-    k8s::create_running_pod(&pods, &pod).await.unwrap();
+    k8s::guarded_pod_on(&sim.admin, FIRST).await.unwrap();
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(sim.admin.clone(), "default");
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-    }))
-    .unwrap();
-    pdbs.create(&kube::api::PostParams::default(), &pdb)
-        .await
-        .unwrap();
 
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_event_from(
@@ -125,7 +110,9 @@ async fn the_leader_killed_mid_drain_the_other_replica_resumes() {
         "default/web",
     )
     .await;
-    pdbs.delete("web", &Default::default()).await.unwrap();
+    pdbs.delete(k8s::GUARDED, &Default::default())
+        .await
+        .unwrap();
 
     rolled_out_one_at_a_time(&sim, &recorder, &v2, 3).await;
     let approvals = recorder.approvals().await.unwrap();

@@ -4,7 +4,6 @@
 //! boot unasked.
 
 use super::*;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 /// Three nodes on v1, one slot, `spec.onDelete: policy`, the first node
@@ -23,23 +22,7 @@ async fn deleted_while_draining(
     ]}}))
     .await
     .unwrap();
-    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "web", "labels": {"app": "web"}},
-        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
-                 "containers": [{"name": "web", "image": "example.invalid/web:1"}]},
-    }))
-    .unwrap();
-    k8s::create_running_pod(&pods, &pod).await.unwrap();
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-    }))
-    .unwrap();
-    Api::<PodDisruptionBudget>::namespaced(sim.admin.clone(), "default")
-        .create(&kube::api::PostParams::default(), &pdb)
-        .await
-        .unwrap();
+    k8s::guarded_pod_on(&sim.admin, FIRST).await.unwrap();
     let before = recorder.approvals().await.unwrap().len();
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_node(&sim, FIRST, "cordoned in its slot", |n| {
@@ -197,7 +180,7 @@ async fn a_pool_deleted_under_finish_lets_its_slot_finish_then_releases_every_no
     // The budget lifted: the drain ends, the node reboots into v2.
     let _kubelet = kubelet_deletes_evicted(&sim, "default");
     Api::<PodDisruptionBudget>::namespaced(sim.admin.clone(), "default")
-        .delete("web", &Default::default())
+        .delete(k8s::GUARDED, &Default::default())
         .await
         .unwrap();
     wait_pool_gone(&sim).await;

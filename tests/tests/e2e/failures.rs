@@ -615,22 +615,8 @@ async fn a_drain_timeout_under_release_skips_the_node_until_a_retry() {
     spec_observed(&sim).await;
     let _kubelet = kubelet_deletes_evicted(&sim, "default");
     let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "web", "labels": {"app": "web"}},
-        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
-                 "containers": [{"name": "web", "image": "example.invalid/web:1"}]},
-    }))
-    .unwrap();
-    k8s::create_running_pod(&pods, &pod).await.unwrap();
+    k8s::guarded_pod_on(&sim.admin, FIRST).await.unwrap();
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(sim.admin.clone(), "default");
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-    }))
-    .unwrap();
-    pdbs.create(&kube::api::PostParams::default(), &pdb)
-        .await
-        .unwrap();
     let before = recorder.approvals().await.unwrap().len();
     let v2 = sim.push_version("2.0").await.unwrap();
 
@@ -664,7 +650,10 @@ async fn a_drain_timeout_under_release_skips_the_node_until_a_retry() {
     assert!(!bn.approved(), "{:?}", bn.spec);
     assert!(!k8s::slot_holders(&sim.admin).await.unwrap().contains(FIRST));
     nothing_cordoned(&sim).await;
-    assert!(pods.get_opt("web").await.unwrap().is_some(), "web evicted");
+    assert!(
+        pods.get_opt(k8s::GUARDED).await.unwrap().is_some(),
+        "web evicted"
+    );
     let approved = recorder.approvals().await.unwrap().split_off(before);
     assert!(
         !approved.iter().any(|n| n == FIRST),
@@ -672,7 +661,9 @@ async fn a_drain_timeout_under_release_skips_the_node_until_a_retry() {
     );
 
     // A person removes the budget and asks for a retry.
-    pdbs.delete("web", &Default::default()).await.unwrap();
+    pdbs.delete(k8s::GUARDED, &Default::default())
+        .await
+        .unwrap();
     let out = std::process::Command::new(tests::fake_host::bin("kubectl-bootc"))
         .args(["retry", FIRST])
         .env("KUBECONFIG", sim.cp.kubeconfig(tests::Identity::Admin))
@@ -699,7 +690,7 @@ async fn a_drain_timeout_under_release_skips_the_node_until_a_retry() {
         .unwrap();
     assert_eq!(bn.skipped(), None);
     assert!(
-        pods.get_opt("web").await.unwrap().is_none(),
+        pods.get_opt(k8s::GUARDED).await.unwrap().is_none(),
         "web not evicted"
     );
     let mut approved = recorder.approvals().await.unwrap().split_off(before);

@@ -763,7 +763,6 @@ async fn tag_installed_hosts_of_a_multi_arch_image_boot_nothing_they_run() {
 /// why; `resume --all` lets the rollout finish.
 #[tokio::test]
 async fn the_fleets_switch_before_approval_holds_a_drained_node_in_its_slot() {
-    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     require_root!();
     let (sim, recorder, _v1) = started(SimOptions::default(), 2).await;
@@ -772,21 +771,8 @@ async fn the_fleets_switch_before_approval_holds_a_drained_node_in_its_slot() {
     ]}}))
     .await
     .unwrap();
-    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "web", "labels": {"app": "web"}},
-        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
-                 "containers": [{"name": "web", "image": "example.invalid/web:1"}]},
-    }))
-    .unwrap();
-    tests::k8s::create_running_pod(&pods, &pod).await.unwrap();
+    tests::k8s::guarded_pod_on(&sim.admin, FIRST).await.unwrap();
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(sim.admin.clone(), "default");
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-    }))
-    .unwrap();
-    budgets.create(&Default::default(), &pdb).await.unwrap();
     let approved_before = recorder.approvals().await.unwrap().len();
     let v2 = sim.push_version("2.0").await.unwrap();
     wait_node(&sim, FIRST, "cordoned in its slot", |n| {
@@ -797,7 +783,10 @@ async fn the_fleets_switch_before_approval_holds_a_drained_node_in_its_slot() {
     assert!(out.contains("nodes in slots wait cordoned"), "{out}");
     // The budget lifted: the drain ends, and the node waits unapproved.
     let _kubelet = kubelet_deletes_evicted(&sim, "default");
-    budgets.delete("web", &Default::default()).await.unwrap();
+    budgets
+        .delete(tests::k8s::GUARDED, &Default::default())
+        .await
+        .unwrap();
     let held = format!("not approved to boot: {FIRST}");
     wait_pool(&sim, "held before its approval", move |p| {
         tests::k8s::condition(p, ConditionType::UpToDate)
@@ -815,4 +804,86 @@ async fn the_fleets_switch_before_approval_holds_a_drained_node_in_its_slot() {
     let out = kubectl_bootc(&sim, &["resume", "--all"]);
     assert!(out.starts_with("fleet resumed"), "{out}");
     rolled_out_within_one(&sim, &recorder, &v2, 2).await;
+}
+
+/// A drain waits for its evicted pods' ends on a watch of the node's pods,
+/// not by listing them again: while the first node's one pod is
+/// terminating (no kubelet ends it yet), the controller lists the node's
+/// pods no more, and the pod's deletion ends the drain at once and leads to
+/// the node's approval. Looking on its schedule instead, the drain listed
+/// them 100, 300, 700 and 1,200 ms after its eviction, and saw the end up
+/// to half a second late.
+#[tokio::test]
+async fn a_drain_waits_for_its_evicted_pods_on_a_watch_not_by_listing_again() {
+    use k8s_openapi::api::core::v1::Pod;
+    require_root!();
+    let options = SimOptions {
+        audit: true,
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 2).await;
+    sim.patch_pool(json!({"rollout": {"order": [
+        {"selector": {"matchLabels": {HOSTNAME_LABEL: FIRST}}},
+    ]}}))
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "slow-to-end"},
+        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
+                 "containers": [{"name": "app", "image": "example.invalid/app:1"}]},
+    }))
+    .unwrap();
+    k8s::create_running_pod(&pods, &pod).await.unwrap();
+    let approved_before = recorder.approvals().await.unwrap().len();
+    sim.push_version("2.0").await.unwrap();
+    k8s::wait_for(
+        pods.clone(),
+        "slow-to-end",
+        ROLLOUT,
+        "evicted",
+        |p: Option<&Pod>| p.is_some_and(|p| p.metadata.deletion_timestamp.is_some()),
+    )
+    .await
+    .unwrap();
+    let lists_at_eviction = pod_lists_of(&sim, FIRST);
+    assert!(
+        lists_at_eviction >= 1,
+        "the drain listed no pods of {FIRST}"
+    );
+    // The window observed (not a synchronisation): the schedule's looks
+    // after an eviction fall at 100, 300, 700 and 1,200 ms.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        pod_lists_of(&sim, FIRST),
+        lists_at_eviction,
+        "the drain listed {FIRST}'s pods again while its one pod was only terminating"
+    );
+    let gone = kube::api::DeleteParams::default().grace_period(0);
+    pods.delete("slow-to-end", &gone).await.unwrap();
+    wait_node(&sim, FIRST, "rebooted into v2 and released", |n| {
+        !api::node_health::is_cordoned(n)
+    })
+    .await;
+    let approved = recorder.approvals().await.unwrap();
+    assert!(approved.len() > approved_before, "{approved:?}");
+}
+
+/// The controller's lists of `node`'s pods (a drain's look), from the
+/// audit log.
+fn pod_lists_of(sim: &Sim, node: &str) -> usize {
+    let selector = format!("spec.nodeName%3D{node}");
+    let text = std::fs::read_to_string(sim.cp.audit_log()).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| {
+            e["stage"] == "RequestReceived"
+                && e["user"]["username"] == tests::control_plane::CONTROLLER_USER
+                && e["verb"] == "list"
+                && e["objectRef"]["resource"] == "pods"
+                && e["requestURI"]
+                    .as_str()
+                    .is_some_and(|u| u.contains(&selector))
+        })
+        .count()
 }

@@ -3,7 +3,6 @@
 //! other nodes' are not, and an Alertmanager that does not answer holds
 //! the first slot and says so.
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use tests::alertmanager::Alertmanager;
 
@@ -63,23 +62,8 @@ async fn a_node_in_its_reboot_slot_is_silenced_at_alertmanager_until_it_leaves_i
     // A budget keeps the first node draining in its slot, for as long as
     // the test looks.
     let _kubelet = kubelet_deletes_evicted(&sim, "default");
-    let pods: Api<Pod> = Api::namespaced(sim.admin.clone(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "web", "labels": {"app": "web"}},
-        "spec": {"nodeName": FIRST, "automountServiceAccountToken": false,
-                 "containers": [{"name": "web", "image": "example.invalid/web:1"}]},
-    }))
-    .unwrap();
-    k8s::create_running_pod(&pods, &pod).await.unwrap();
+    k8s::guarded_pod_on(&sim.admin, FIRST).await.unwrap();
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(sim.admin.clone(), "default");
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-    }))
-    .unwrap();
-    pdbs.create(&kube::api::PostParams::default(), &pdb)
-        .await
-        .unwrap();
     let cordoned = tokio::spawn(k8s::wait_for(
         Api::<Node>::all(sim.admin.clone()),
         FIRST,
@@ -102,7 +86,9 @@ async fn a_node_in_its_reboot_slot_is_silenced_at_alertmanager_until_it_leaves_i
     );
 
     // The budget gone, the rollout ends, and so does every silence of ours.
-    pdbs.delete("web", &Default::default()).await.unwrap();
+    pdbs.delete(k8s::GUARDED, &Default::default())
+        .await
+        .unwrap();
     rolled_out_within_one(&sim, &recorder, &v2, 2).await;
     let started = std::time::Instant::now();
     loop {
