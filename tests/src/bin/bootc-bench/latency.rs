@@ -1,5 +1,6 @@
 //! The `latency` section: a BootcNode spec change to the fake bootc's
-//! `switch --download-only`, on one real daemon + helper.
+//! stage (`switch`, with `--download-only` where the host's bootc has it),
+//! on one real daemon + helper.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -149,7 +150,8 @@ impl LatencySamples {
                 .into_iter()
                 .skip(seen)
                 .find(|inv| {
-                    inv.argv.iter().any(|a| a == "--download-only") && inv.argv.contains(&image)
+                    // The stage, whichever way the host's bootc stages.
+                    inv.argv.iter().any(|a| a == "switch") && inv.argv.contains(&image)
                 })
                 .map(|inv| inv.unix_micros);
             if let Some(t) = found {
@@ -157,7 +159,7 @@ impl LatencySamples {
             }
             if Instant::now() > deadline {
                 bail!(
-                    "no `switch --download-only {image}` within 30s:\n{}",
+                    "no `bootc switch {image}` within 30s:\n{}",
                     agent.log_text()
                 );
             }
@@ -211,7 +213,7 @@ impl LatencySamples {
         ));
         for (what, samples) in [
             (
-                "admin PATCH sent -> bootc switch --download-only runs",
+                "admin PATCH sent -> bootc switch (the stage) runs",
                 &self.to_stage,
             ),
             (
@@ -232,7 +234,7 @@ impl LatencySamples {
             ));
         }
         report.details.push(format!(
-    "### Spec change to Stage\n\nOver {} changes of `spec.desiredImage` on one real daemon + helper (debug builds). The judged figure runs from the daemon's log line of the watch event that carries the new spec (`spec seen`) to its `staging` line, written just before the Stage RPC (a Staging status write follows only if the pull is still running 5 s later). The end-to-end figures run from the moment the admin's PATCH is sent on an open connection (its round trip and the API server's watch delivery included) to the start of the fake bootc's `switch --download-only` (its own timestamp, after the Stage RPC, the helper's fork, setns and exec, and the wrapper script); max {:.1} ms.\n",
+    "### Spec change to Stage\n\nOver {} changes of `spec.desiredImage` on one real daemon + helper (debug builds). The judged figure runs from the daemon's log line of the watch event that carries the new spec (`spec seen`) to its `staging` line, written just before the Stage RPC (a Staging status write follows only if the pull is still running 5 s later). The end-to-end figures run from the moment the admin's PATCH is sent on an open connection (its round trip and the API server's watch delivery included) to the start of the fake bootc's `switch` that stages it (released bootc's, locked by ostree's lock file; `--download-only` where the host's bootc has it; its own timestamp, after the Stage RPC, the helper's fork, setns and exec, and the wrapper script); max {:.1} ms.\n",
     self.to_stage.len(),
     self.to_stage.last().copied().unwrap_or(f64::NAN)
 ));

@@ -10,7 +10,7 @@
 //! - `rss`: steady-state memory of the real daemon and helper (the debug
 //!   builds the simulator runs, and the release builds when present);
 //! - `latency`: BootcNode spec change -> the fake bootc's
-//!   `switch --download-only`, on one real daemon + helper;
+//!   stage (`switch`), on one real daemon + helper;
 //! - `sizes`: release binary sizes, the helper's linked crates and code
 //!   lines, and the operator image's size (compressed and unpacked) built
 //!   from the binaries;
