@@ -618,6 +618,15 @@ impl ControlPlane {
         self.dir.path().join("audit.log")
     }
 
+    /// The audit log's events so far, each line's JSON (none when there is
+    /// no log).
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.audit_log()).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
     /// A `kubectl` command pointed at this server as admin.
     pub fn kubectl(&self) -> Command {
         // A missing binary shows as the spawn's error, naming the path.

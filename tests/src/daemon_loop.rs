@@ -174,9 +174,8 @@ pub async fn wait_written_phases(agent: &Agent, n: usize) -> (String, Vec<String
 /// `verb uri` of every request the daemon's identity made (one entry per
 /// request: its RequestReceived stage), from the audit log.
 pub fn daemon_requests(cp: &ControlPlane) -> Vec<String> {
-    let text = std::fs::read_to_string(cp.audit_log()).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    cp.audit_events()
+        .into_iter()
         .filter(|e| e["user"]["username"] == control_plane::DAEMON_USER)
         .filter(|e| e["stage"] == "RequestReceived")
         .map(|e| {

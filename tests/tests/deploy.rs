@@ -822,11 +822,10 @@ async fn a_pools_secret_is_granted_before_a_bootc_node_names_it() {
     shutdown.cancel();
     running.await.unwrap().unwrap();
 
-    let log = std::fs::read_to_string(cp.audit_log()).unwrap();
-    let entries: Vec<serde_json::Value> = log
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .filter(|e: &serde_json::Value| e["user"]["username"] == CONTROLLER_USER)
+    let entries: Vec<serde_json::Value> = cp
+        .audit_events()
+        .into_iter()
+        .filter(|e| e["user"]["username"] == CONTROLLER_USER)
         .collect();
     let position = |resource: &str, name: &str, stage: &str| {
         entries.iter().position(|e| {

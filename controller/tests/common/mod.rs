@@ -590,9 +590,9 @@ pub async fn env_with_audit() -> Env {
 /// The controller's writes to pools, BootcNodes and Nodes in the audit log
 /// (events and leases excluded).
 pub fn controller_write_lines(env: &Env) -> Vec<String> {
-    let text = std::fs::read_to_string(env.cp.audit_log()).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    env.cp
+        .audit_events()
+        .into_iter()
         .filter(|v| {
             v["stage"] == "ResponseComplete"
                 && v["user"]["username"] == tests::control_plane::CONTROLLER_USER
@@ -634,11 +634,11 @@ pub async fn writes_after_admin_patch(env: &Env, at_least: usize) -> Vec<String>
 pub async fn writes_after_admin_patches(env: &Env, at_least: usize, back: usize) -> Vec<String> {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let text = std::fs::read_to_string(env.cp.audit_log()).unwrap_or_default();
-        let mut entries: Vec<serde_json::Value> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .filter(|v: &serde_json::Value| v["stage"] == "ResponseComplete")
+        let mut entries: Vec<serde_json::Value> = env
+            .cp
+            .audit_events()
+            .into_iter()
+            .filter(|v| v["stage"] == "ResponseComplete")
             .collect();
         // Lines are logged when responses complete, which under load can be
         // out of causal order: order by when the server received them.

@@ -237,9 +237,8 @@ async fn patch_spec_generation(api: &Api<BootcNode>, spec: serde_json::Value) ->
 /// The credentials (one id per service account token) the daemon's
 /// requests carried.
 fn daemon_credentials(cp: &ControlPlane) -> std::collections::BTreeSet<String> {
-    let text = std::fs::read_to_string(cp.audit_log()).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    cp.audit_events()
+        .into_iter()
         .filter(|e| e["user"]["username"] == tests::control_plane::DAEMON_USER)
         .filter_map(|e| {
             e["user"]["extra"]["authentication.kubernetes.io/credential-id"][0]

@@ -873,9 +873,9 @@ async fn a_drain_waits_for_its_evicted_pods_on_a_watch_not_by_listing_again() {
 /// audit log.
 fn pod_lists_of(sim: &Sim, node: &str) -> usize {
     let selector = format!("spec.nodeName%3D{node}");
-    let text = std::fs::read_to_string(sim.cp.audit_log()).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    sim.cp
+        .audit_events()
+        .into_iter()
         .filter(|e| {
             e["stage"] == "RequestReceived"
                 && e["user"]["username"] == tests::control_plane::CONTROLLER_USER
