@@ -124,7 +124,7 @@ async fn the_writes_are_made_wave_by_wave_each_nodes_in_order() {
     let (actuator, drains, mut drain_ended) = actuator(&api, &drain_api);
     let mut own = OwnWrites::default();
     let made = api
-        .finish(actuator.write(&pool, &plan.writes, &mut own))
+        .finish(actuator.write(&pool, plan.writes, &mut own))
         .await;
     assert_eq!(made.unwrap(), 4, "API writes made");
     // The drain was started last, and runs on its own.
@@ -155,7 +155,7 @@ async fn a_failed_write_stops_its_node_and_the_next_wave() {
     let (actuator, drains, _) = actuator(&api, &drain_api);
     let mut own = OwnWrites::default();
     let made = api
-        .finish(actuator.write(&pool, &plan.writes, &mut own))
+        .finish(actuator.write(&pool, plan.writes, &mut own))
         .await;
     assert!(
         matches!(&made, Err(ActuatorError::PatchNode { name, .. }) if name == "w9"),

@@ -51,6 +51,11 @@ impl Writes {
         &self.waves
     }
 
+    /// The waves, owned: a maker drops each node's writes once made.
+    pub fn into_waves(self) -> [Vec<Vec<Write>>; 2] {
+        self.waves
+    }
+
     /// Every write, in an order that keeps the guarantees of the module docs
     /// when made one at a time.
     pub fn iter(&self) -> impl Iterator<Item = &Write> {

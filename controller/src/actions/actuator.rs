@@ -23,6 +23,7 @@ use api::labels::{
 use api::node_health::LIFECYCLE_REASON;
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -290,27 +291,29 @@ impl Actuator {
     pub async fn write(
         &self,
         pool: &BootcNodePool,
-        writes: &Writes,
+        writes: Writes,
         own: &mut OwnWrites,
     ) -> Result<usize, ActuatorError> {
         let mut count = 0;
-        for wave in writes.waves() {
-            // The futures are made first: a stream adapter's closure over
-            // borrowed writes would not be provably Send in the runtime.
-            let per_node: Vec<_> = wave
-                .iter()
-                .map(|one_node| self.write_in_order(pool, one_node))
-                .collect();
+        for wave in writes.into_waves() {
+            let mut first_error = None;
+            let mut nodes = wave.into_iter();
+            let mut in_flight = FuturesUnordered::new();
+            // A node's writes are taken up only when a place frees up, and
+            // dropped once made: a pool of 20,000 new nodes held a made
+            // future (about 2.4 KiB) and the plan's writes (1.5 KiB) for
+            // each node while the BootcNode cache filled.
             // Every started write is seen through (and recorded for the
             // cache catch-up) before an error is returned: a write dropped in
             // flight may have landed unrecorded.
-            let made: Vec<(Vec<Made>, Result<usize, ActuatorError>)> =
-                futures::stream::iter(per_node)
-                    .buffer_unordered(WRITE_CONCURRENCY)
-                    .collect()
-                    .await;
-            let mut first_error = None;
-            for (records, m) in made {
+            loop {
+                while in_flight.len() < WRITE_CONCURRENCY {
+                    let Some(one_node) = nodes.next() else { break };
+                    in_flight.push(self.write_in_order(pool, one_node));
+                }
+                let Some((records, m)) = in_flight.next().await else {
+                    break;
+                };
                 records.into_iter().for_each(|r| own.record(r));
                 match m {
                     Ok(n) => count += n,
@@ -329,10 +332,10 @@ impl Actuator {
     async fn write_in_order(
         &self,
         pool: &BootcNodePool,
-        writes: &[Write],
+        writes: Vec<Write>,
     ) -> (Vec<Made>, Result<usize, ActuatorError>) {
         let (mut made, mut count) = (Vec::new(), 0);
-        for w in writes {
+        for w in &writes {
             match self.write_one(pool, w).await {
                 Ok((n, record)) => {
                     count += n;
@@ -496,14 +499,15 @@ impl Actuator {
         Ok(())
     }
 
-    /// Makes a whole plan: writes, then status, then events.
+    /// Makes a whole plan: writes (taken from it), then status, then events.
     pub async fn execute(
         &self,
         pool: &BootcNodePool,
-        plan: &Plan,
+        plan: &mut Plan,
         own: &mut OwnWrites,
     ) -> Result<usize, ActuatorError> {
-        let mut count = self.write(pool, &plan.writes, own).await?;
+        let writes = std::mem::take(&mut plan.writes);
+        let mut count = self.write(pool, writes, own).await?;
         if let Some(status) = &plan.status {
             self.write_status(pool, status, own).await?;
             count += 1;

@@ -307,7 +307,7 @@ async fn reconcile_pool(
     let holders = plan.summary.standings.pool.holders.iter();
     let holders = holders.map(|(name, _)| name.clone()).collect();
     let silences_due = ctx.silencer.sync(&pool, holders, silences).await;
-    let made = ctx.actuator.execute(&pool, &plan, writes).await?;
+    let made = ctx.actuator.execute(&pool, &mut plan, writes).await?;
     // Step 4, record.
     *pace = Some(pace::Last::ended_now(took, plan.summary.states.len()));
     record(&pool, &plan, made, started, took);
@@ -377,7 +377,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
     let cleanup = rollout::plan_cleanup(&input);
     let n = ctx
         .actuator
-        .write(&pool, &cleanup.writes, &mut state.writes)
+        .write(&pool, cleanup.writes, &mut state.writes)
         .await?;
     if !cleanup.waiting.is_empty() {
         tracing::info!(pool = %name, writes = n, waiting = ?cleanup.waiting, "pool deleted: waiting for nodes it disrupted to be back");
