@@ -24,6 +24,8 @@ pub mod daemon_contract;
 #[cfg(feature = "crd")]
 pub mod daemon_phase;
 #[cfg(feature = "crd")]
+pub mod node;
+#[cfg(feature = "crd")]
 pub mod node_health;
 #[cfg(feature = "crd")]
 pub mod node_history;
@@ -44,6 +46,8 @@ pub use bootc_node::{BOOTC_INCOMPATIBLE, unmanageable};
 pub use conditions::{ConditionType, Reason, StandingKind};
 #[cfg(feature = "crd")]
 pub use daemon_phase::{DaemonPhase, UnknownPhase};
+#[cfg(feature = "crd")]
+pub use node::Node;
 #[cfg(feature = "crd")]
 pub use v1alpha1::*;
 

@@ -6,8 +6,9 @@
 //! [`crate::BootcNode`] (`api/src/bootc_node.rs`).
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
+use k8s_openapi::api::core::v1::{NodeCondition, Pod};
 
+use crate::Node;
 use crate::labels::{
     CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, DO_NOT_DISRUPT_BY_ANNOTATION,
     HOLD_ANNOTATION_PREFIX, KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
@@ -241,13 +242,10 @@ mod tests {
 
     #[test]
     fn cordon_and_marks_table() {
-        use k8s_openapi::api::core::v1::NodeSpec;
+        use crate::node::NodeSpec;
         let node = |unschedulable: Option<bool>, marks: &[(&str, &str)]| {
             let mut n = Node {
-                spec: Some(NodeSpec {
-                    unschedulable,
-                    ..NodeSpec::default()
-                }),
+                spec: Some(NodeSpec { unschedulable }),
                 ..Node::default()
             };
             if !marks.is_empty() {

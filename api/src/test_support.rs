@@ -23,15 +23,14 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus,
-};
+use k8s_openapi::api::core::v1::{NodeCondition, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 
 use crate::conditions::{self, ConditionUpdate};
 use crate::labels::MANAGED_LABEL;
+use crate::node::{Node, NodeSpec, NodeStatus};
 use crate::node_health::NODE_READY;
 use crate::{
     BootEntryStatus, BootcNode, BootcNodePool, BootcNodePoolStatus, BootcNodeSpec, BootcNodeStatus,

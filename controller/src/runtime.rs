@@ -18,10 +18,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use api::Node;
 use api::labels::OPERATOR_NAMESPACE;
 use api::{BootcNode, BootcNodePool};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
@@ -266,23 +267,15 @@ where
     })
 }
 
-/// What the Node cache keeps. The Node watch decodes no more than this
-/// (`wire::NodeWire`), and its conversion ends here all the same (public
-/// for the benchmark, which prints what a real Node costs once trimmed).
+/// What the Node cache keeps of what [`api::Node`] reads. The Node watch
+/// decodes no more than this (`wire::NodeWire`), and its conversion ends
+/// here all the same (public for the benchmark, which prints what a real
+/// Node costs once trimmed).
 pub fn strip_node(node: &mut Node) {
     // None, not cleared: a cleared Vec keeps its buffer.
     node.metadata.managed_fields = None;
     node.annotations_mut()
         .retain(|k, _| node_annotation_kept(k));
-    if let Some(status) = node.status.as_mut() {
-        status.images = None;
-        status.volumes_attached = None;
-        status.volumes_in_use = None;
-        status.node_info = None;
-        status.addresses = None;
-        status.capacity = None;
-        status.allocatable = None;
-    }
 }
 
 /// The Node annotations the cache keeps: our cordon and disruption marks,

@@ -5,8 +5,8 @@
 mod common;
 
 use api::BootcNode;
+use api::Node;
 use common::*;
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };

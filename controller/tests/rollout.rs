@@ -5,8 +5,8 @@
 
 mod common;
 
+use api::Node;
 use common::*;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};

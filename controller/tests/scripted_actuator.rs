@@ -12,12 +12,13 @@ mod scripted;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use api::Node;
 use api::labels::OPERATOR_NAMESPACE;
 use api::{BootcNode, BootcNodePool, DaemonPhase};
 use controller::actions::actuator::{Actuator, ActuatorError, OwnWrites, Written};
 use controller::actions::drain::Drains;
 use controller::actions::events::EventSink;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 use rollout::{DrainPhase, Plan, PlanInput, Target};
 use scripted::*;

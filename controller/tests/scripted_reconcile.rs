@@ -17,9 +17,9 @@ use api::{BootcNode, BootcNodePool, DaemonPhase, DesiredImageState};
 use controller::Options;
 use std::sync::Arc;
 
+use api::Node;
 use controller::runtime::pool_state::PoolStates;
 use controller::runtime::{Cached, reconcile_once};
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::Role;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

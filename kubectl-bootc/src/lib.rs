@@ -32,8 +32,9 @@ pub mod plan;
 pub mod status;
 pub mod why;
 
+use api::Node;
 use api::{BootcNode, BootcNodePool, ConditionType};
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use kube::{Resource, ResourceExt};
 
 pub use history::history;

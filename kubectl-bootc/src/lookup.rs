@@ -3,8 +3,8 @@
 //! name that exists but is not bootc-operator's (a Node no pool selects,
 //! with no BootcNode) is refused too: there is nothing to say of it.
 
+use api::Node;
 use api::{BootcNode, BootcNodePool};
-use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 
 use crate::Snapshot;

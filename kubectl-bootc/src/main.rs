@@ -7,10 +7,11 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
+use api::Node;
 use api::labels::{CLUSTER_EVENTS_NAMESPACE, RETRY_ANNOTATION};
 use api::{BootcNode, BootcNodePool};
 use clap::Parser;
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use kube::Resource;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{Config, Kubeconfig};

@@ -9,9 +9,9 @@
 //! evidence only reads the objects (the Node's readiness and cordon, the
 //! BootcNode's Degraded condition, the pool's own words and Events).
 
+use api::Node;
 use api::node_health::{cordoned_by, is_cordoned, not_ready_since};
 use api::{BootcNode, BootcNodePool, ConditionType, Reason, event_reasons};
-use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use rollout::standing::About;
 use rollout::{Standing, Standings};

@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
+use api::Node;
 use api::{BootcNode, BootcNodePool, ConditionType, Reason};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tests::sim::{POOL, Sim, SimOptions};

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use api::Node;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
 
 use crate::holds::batches::Batching;
 use crate::holds::depends::Waiting;

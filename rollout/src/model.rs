@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use api::Node;
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, Reason};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::holds::gates::Gates;

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use api::Node;
 use api::labels::{
     CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, DO_NOT_DISRUPT_BY_ANNOTATION,
     EXCLUDE_FROM_LBS_LABEL, KARPENTER_DO_NOT_DISRUPT_ANNOTATION, LB_EXCLUDED_BY_ANNOTATION,
@@ -23,7 +24,6 @@ use api::{
     conditions,
 };
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_core::ResourceExt;
 

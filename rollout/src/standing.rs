@@ -26,10 +26,10 @@
 
 use std::collections::BTreeMap;
 
+use api::Node;
 use api::daemon_contract::DaemonSkew;
 use api::{BootcNode, DaemonPhase, StandingKind};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
 
 use crate::facts::{Entry, NodeVerdict, Rollout};
 use crate::holds::depends::Waiting;

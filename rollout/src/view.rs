@@ -12,8 +12,8 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, btree_map};
 use std::iter::Peekable;
 
+use api::Node;
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
-use k8s_openapi::api::core::v1::Node;
 use kube_core::Resource;
 use kube_core::ResourceExt;
 

@@ -1,8 +1,8 @@
 //! The harness itself: what it accepts, and what it fails on and says.
 
+use api::Node;
 use api::test_support::NodeBuilder;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use scripted_api::{Script, ScriptedApi, collection_path, get, object_path, patch, watch_stream};

@@ -3,9 +3,9 @@
 
 use std::fmt::Write;
 
+use api::Node;
 use api::conditions;
 use api::{BootcNode, BootcNodePool, ConditionType};
-use k8s_openapi::api::core::v1::Node;
 
 /// One row of the node table.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use api::Node;
 use api::{BootcNode, BootcNodePool, ConditionType, Reason};
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 
 use crate::k8s;

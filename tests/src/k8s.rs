@@ -142,7 +142,7 @@ where
 /// carries a slot's record (`bootc.dev/disrupted-by`, written with the
 /// cordon).
 pub async fn slot_holders(client: &kube::Client) -> Result<std::collections::BTreeSet<String>> {
-    use k8s_openapi::api::core::v1::Node;
+    use api::Node;
     let nodes = Api::<Node>::all(client.clone())
         .list(&Default::default())
         .await

@@ -892,7 +892,7 @@ impl Sim {
     }
 
     /// The pool, its BootcNodes and the Nodes, for display.
-    pub async fn snapshot(&self) -> Result<(BootcNodePool, Vec<BootcNode>, Vec<Node>)> {
+    pub async fn snapshot(&self) -> Result<(BootcNodePool, Vec<BootcNode>, Vec<api::Node>)> {
         let pool = Api::<BootcNodePool>::all(self.admin.clone())
             .get(POOL)
             .await?;
@@ -900,7 +900,7 @@ impl Sim {
             .list(&ListParams::default())
             .await?
             .items;
-        let nodes = Api::<Node>::all(self.admin.clone())
+        let nodes = Api::<api::Node>::all(self.admin.clone())
             .list(&ListParams::default().labels(POOL_LABEL))
             .await?
             .items;

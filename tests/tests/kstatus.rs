@@ -8,9 +8,9 @@
 
 use std::collections::BTreeMap;
 
+use api::Node;
 use api::test_support::{BootcNodeBuilder, NodeBuilder, PoolBuilder};
 use api::{BootcNode, BootcNodePool, ConditionType, Reason};
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use rollout::{DrainPhase, PlanInput, Target, TargetProblem};

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use api::BootcNodePool;
-use k8s_openapi::api::core::v1::Node;
+use api::Node;
 use kube::api::Api;
 use tests::e2e::assert_cluster_disruption_at_most;
 use tests::nodes::operator::Install;
@@ -285,11 +285,15 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes_through_their_mirror() {
                 "{newest:?}"
             );
         }
-        let nodes = Api::<Node>::all(cluster.cp.admin().await.unwrap());
+        let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(cluster.cp.admin().await.unwrap());
         for node in &cluster.nodes {
             let n = nodes.get(&node.name).await.unwrap();
-            assert!(api::node_health::is_ready(&n), "{} Ready", node.name);
-            let os = n.status.unwrap().node_info.unwrap().os_image;
+            let os = n.status.clone().unwrap().node_info.unwrap().os_image;
+            assert!(
+                api::node_health::is_ready(&Node::from(n)),
+                "{} Ready",
+                node.name
+            );
             assert_eq!(
                 os, "bootc test OS 2.0",
                 "{}'s kubelet reports v2",

@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 
+use api::Node;
 use api::labels::{
     CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION,
     DO_NOT_DISRUPT_BY_ANNOTATION, EXCLUDE_FROM_LBS_LABEL, KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
@@ -24,7 +25,6 @@ use api::node_health::LIFECYCLE_REASON;
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};

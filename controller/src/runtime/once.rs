@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use api::Node;
 use api::{BootcNode, BootcNodePool};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Resource;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, Store};

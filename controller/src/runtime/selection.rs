@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use api::Node;
 use api::labels::RETRY_ANNOTATION;
 use api::{BootcNode, BootcNodePool};
-use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::core::{Selector, SelectorExt};
 

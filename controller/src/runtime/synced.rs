@@ -92,7 +92,7 @@ impl Synced {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Node;
+    use api::Node;
 
     #[tokio::test]
     async fn every_waiter_is_woken() {

@@ -5,9 +5,10 @@
 
 use std::fmt::Debug;
 
+use api::Node;
 use api::{BootcNode, BootcNodePool};
 use futures::{Stream, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};

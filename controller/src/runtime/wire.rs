@@ -14,10 +14,10 @@
 //! - a BootcNode: everything but `metadata.managedFields`;
 //! - a Node: what `strip_node` keeps, that is metadata without
 //!   managedFields, only the annotations `node_annotation_kept` names (the
-//!   others are skipped while decoding), the whole spec, and of the status
-//!   the conditions, config, daemonEndpoints, features, phase and
-//!   runtimeHandlers. The conversion still ends with `strip_node`, which
-//!   stays the one rule of what a cached Node keeps.
+//!   others are skipped while decoding), and what [`api::Node`] reads of
+//!   the spec and status (the cordon, the conditions). The conversion still
+//!   ends with `strip_node`, which stays the one rule of what a cached Node
+//!   keeps.
 //!
 //! The wire types are watched in place of the real ones, so they answer to
 //! kube as the real kinds do (same group, version, kind and plural).
@@ -26,11 +26,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use api::{BootcNode, BootcNodeSpec, BootcNodeStatus};
-use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeConfigStatus, NodeDaemonEndpoints, NodeFeatures, NodeRuntimeHandler,
-    NodeSpec, NodeStatus,
-};
+use api::node::{NodeSpec, NodeStatus};
+use api::{BootcNode, BootcNodeSpec, BootcNodeStatus, Node};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use kube::runtime::watcher::Event;
@@ -43,19 +40,7 @@ pub(super) struct NodeWire {
     #[serde(default, deserialize_with = "metadata::<KeptAnnotations, _>")]
     metadata: ObjectMeta,
     spec: Option<NodeSpec>,
-    status: Option<NodeStatusWire>,
-}
-
-/// The part of a Node's status that the Node cache keeps.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct NodeStatusWire {
-    conditions: Option<Vec<NodeCondition>>,
-    config: Option<NodeConfigStatus>,
-    daemon_endpoints: Option<NodeDaemonEndpoints>,
-    features: Option<NodeFeatures>,
-    phase: Option<String>,
-    runtime_handlers: Option<Vec<NodeRuntimeHandler>>,
+    status: Option<NodeStatus>,
 }
 
 /// A BootcNode as decoded from the wire: all of it but managed fields.
@@ -72,26 +57,12 @@ impl From<NodeWire> for Node {
         let mut node = Node {
             metadata: wire.metadata,
             spec: wire.spec,
-            status: wire.status.map(NodeStatus::from),
+            status: wire.status,
         };
         // Drops nothing more: here for the rule's sake (and it makes the
         // annotations an empty map when there were none, as it always has).
         super::strip_node(&mut node);
         node
-    }
-}
-
-impl From<NodeStatusWire> for NodeStatus {
-    fn from(status: NodeStatusWire) -> NodeStatus {
-        NodeStatus {
-            conditions: status.conditions,
-            config: status.config,
-            daemon_endpoints: status.daemon_endpoints,
-            features: status.features,
-            phase: status.phase,
-            runtime_handlers: status.runtime_handlers,
-            ..NodeStatus::default()
-        }
     }
 }
 

@@ -11,8 +11,9 @@ use std::time::Duration;
 use api::test_support::{NodeBuilder, PoolBuilder};
 use api::{BootcNode, BootcNodePool};
 // The shared vocabulary, for every test file.
+use api::Node;
 pub use api::{ConditionType, Reason, event_reasons};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};

@@ -5,13 +5,13 @@
 
 use std::collections::BTreeMap;
 
+use api::Node;
 use api::labels::{
     CONTROLLER_MANAGER, CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION,
     WAS_CORDONED_ANNOTATION,
 };
 use api::test_support::{BootcNodeBuilder, NodeBuilder, PoolBuilder};
 use api::{BootcNode, BootcNodePool, DaemonPhase, DesiredImageState};
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use scripted_api::{Exchange, object_path, patch};
 use serde_json::{Value, json};

@@ -37,8 +37,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use api::BootcNode;
+use api::Node;
 use api::node_health::{cordoned_by, disrupted_by, is_cordoned, is_ready};
-use k8s_openapi::api::core::v1::Node;
 
 /// Does the Node carry `pool`'s disruption record?
 pub fn recorded_for(node: &Node, pool: &str) -> bool {

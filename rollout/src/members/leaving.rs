@@ -12,8 +12,8 @@
 //! neither membership nor BootcNode is restored by the record alone, once
 //! back.
 
+use api::Node;
 use api::{BootcNode, BootcNodePool, DeletionPolicy, DesiredImageState};
-use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
 use crate::holds::disruption::{self, cordoned_for};

@@ -12,8 +12,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use api::Node;
 use api::{BootcNode, BootcNodePool, Reason};
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube_core::{Resource, ResourceExt};
 use kube_core::{Selector, SelectorExt};

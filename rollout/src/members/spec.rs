@@ -3,8 +3,8 @@
 //! policy and staging weights; the pull secret ([`super::pull_secret`]). A new image resets the
 //! approval: approval belongs to a slot, and is given for one image.
 
+use api::Node;
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, DesiredImageState};
-use k8s_openapi::api::core::v1::Node;
 
 use crate::facts::Rollout;
 use crate::members::membership::Membership;

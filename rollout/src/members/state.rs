@@ -1,8 +1,8 @@
 //! Where a member is in its update cycle, as the controller sees it from its
 //! BootcNode (the effective-state table) and its Node.
 
+use api::Node;
 use api::{BootcNode, DaemonPhase};
-use k8s_openapi::api::core::v1::Node;
 
 use crate::model::Target;
 

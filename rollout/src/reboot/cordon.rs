@@ -22,8 +22,8 @@
 //! is.
 
 use api::BootcNode;
+use api::Node;
 use api::labels::{MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
-use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
 use crate::facts::Rollout;

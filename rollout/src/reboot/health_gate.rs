@@ -49,11 +49,11 @@
 
 use std::time::Duration;
 
+use api::Node;
 use api::{
     BootcNode, BootcNodePool, FailedImage, HealthFailurePolicy, HealthSpec, Reason, RolloutOutcome,
 };
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
 
 use crate::holds::gates::PodSeen;
 use crate::model::{Problem, Target};

@@ -17,9 +17,9 @@
 //! Only what differs from the Node is written, all in one patch; the
 //! conditions the pool sets carry its reason.
 
+use api::Node;
 use api::node_health::lifecycle_condition;
 use api::node_health::{DRAIN_IN_PROGRESS, DRAINED, LIFECYCLE_REASON, MAINTENANCE_IN_PROGRESS};
-use k8s_openapi::api::core::v1::Node;
 
 use crate::facts::Rollout;
 use crate::model::{DrainPhase, LifecycleCondition, Write};

@@ -24,7 +24,7 @@
 //!   removed).
 
 use api::BootcNode;
-use k8s_openapi::api::core::v1::Node;
+use api::Node;
 use kube_core::ResourceExt;
 
 use crate::facts::{Rollout, Verdicts};

@@ -18,9 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::Node;
 use api::labels::MANAGED_LABEL;
 use api::{BootcNode, DesiredImageState, DrainTimeoutPolicy, HealthFailurePolicy, HealthSpec};
-use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 
 use crate::holds::budget::Limits;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use api::DaemonPhase;
+use api::Node;
 use api::labels::MANAGED_LABEL;
 use api::test_support::{BootcNodeBuilder, NodeBuilder, PoolBuilder};
 use api::{
@@ -11,7 +12,6 @@ use api::{
     Reason, RebootPolicy, SecretReference, conditions,
 };
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube_core::ResourceExt;

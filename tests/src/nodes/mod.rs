@@ -31,7 +31,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::core::v1::Node;
+use api::Node;
 use kube::api::Api;
 
 pub use net::{BRIDGE_ADDRESS, ClusterNet, Netns};

@@ -19,9 +19,9 @@ mod updaters;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use api::Node;
 use api::labels::HOSTNAME_LABEL;
 use api::{BootcNode, BootcNodePool, ConditionType, DesiredImageState, Reason, event_reasons};
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use tests::e2e::*;

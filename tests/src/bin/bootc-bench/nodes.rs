@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use k8s_openapi::api::core::v1::Node;
+use api::Node;
 use kube::api::{Api, Patch, PatchParams};
 use tests::nodes::operator::Install;
 use tests::nodes::pool::{
@@ -129,7 +129,9 @@ struct NodesResult {
 }
 
 /// Every node Ready on v2, as the API sees them now: name -> yes.
-async fn ready_on_v2(nodes: &Api<Node>) -> Result<BTreeMap<String, bool>> {
+async fn ready_on_v2(
+    nodes: &Api<k8s_openapi::api::core::v1::Node>,
+) -> Result<BTreeMap<String, bool>> {
     let suffix = format!(" {V2}");
     Ok(nodes
         .list(&Default::default())
@@ -143,7 +145,10 @@ async fn ready_on_v2(nodes: &Api<Node>) -> Result<BTreeMap<String, bool>> {
                 .and_then(|s| s.node_info.as_ref())
                 .is_some_and(|i| i.os_image.ends_with(&suffix));
             let name = n.metadata.name.clone().unwrap_or_default();
-            (name, on_v2 && api::node_health::is_ready(n))
+            (
+                name,
+                on_v2 && api::node_health::is_ready(&Node::from(n.clone())),
+            )
         })
         .collect())
 }
@@ -157,7 +162,7 @@ async fn measure(cluster: NodeCluster, binaries: PathBuf, idle: Duration) -> Res
     installed_with_a_pool_on_v1(&cluster, Some(WORKLOAD), &install).await?;
     let v2 = push_os(&cluster.registry, V2, "v2").await?;
     let admin = cluster.cp.admin().await?;
-    let nodes = Api::<Node>::all(admin.clone());
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(admin.clone());
     let (namespace, app) = WORKLOAD_APP;
     let recorder = Recorder::start(&admin, &v2, namespace, app).await;
     let started = Instant::now();
@@ -227,7 +232,7 @@ async fn measure(cluster: NodeCluster, binaries: PathBuf, idle: Duration) -> Res
             None
         }
     };
-    let node_bytes = node_bytes(&nodes).await;
+    let node_bytes = node_bytes(&admin).await;
     Ok(NodesResult {
         turns,
         ready_on_v2: ready,
@@ -242,11 +247,13 @@ async fn measure(cluster: NodeCluster, binaries: PathBuf, idle: Duration) -> Res
 
 /// The first Node's size as served and once the controller's cache has
 /// trimmed it (`controller::runtime::strip_node`), in JSON bytes.
-async fn node_bytes(nodes: &Api<Node>) -> Option<(usize, usize)> {
-    let mut node = nodes.list(&Default::default()).await.ok()?.items.pop()?;
+async fn node_bytes(admin: &kube::Client) -> Option<(usize, usize)> {
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(admin.clone());
+    let node = nodes.list(&Default::default()).await.ok()?.items.pop()?;
     let served = serde_json::to_vec(&node).ok()?.len();
-    controller::runtime::strip_node(&mut node);
-    Some((served, serde_json::to_vec(&node).ok()?.len()))
+    let mut kept = Node::from(node);
+    controller::runtime::strip_node(&mut kept);
+    Some((served, serde_json::to_vec(&kept).ok()?.len()))
 }
 
 /// The workload's namespace and `app` label (its budget's name too).

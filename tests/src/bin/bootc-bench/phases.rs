@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use api::BootcNode;
+use api::Node;
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;

@@ -231,7 +231,7 @@ async fn create_nodes(admin: &kube::Client, n: usize) -> Result<()> {
                 .with_context(|| format!("creating Node {name}"))?;
             // Should the API server drop a created Node's status, the
             // kubelet's way of reporting it still works.
-            if !api::node_health::is_ready(&created) {
+            if !api::node_health::is_ready(&api::Node::from(created)) {
                 set_ready(&admin, &name, true).await?;
             }
             anyhow::Ok(())

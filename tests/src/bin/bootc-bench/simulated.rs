@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use api::BootcNodePool;
-use k8s_openapi::api::core::v1::Node;
+use api::Node;
 use kube::api::Api;
 use serde_json::json;
 use tests::k8s;
