@@ -154,6 +154,8 @@ struct ScaleResult {
     probes: Vec<Probe>,
     /// Each wave's steps (s), when they were watched.
     waves: Vec<Vec<f64>>,
+    /// Each node's wait from back Ready to its release (s), sorted.
+    releases: Vec<f64>,
 }
 
 impl ScaleResult {
@@ -370,6 +372,9 @@ async fn measure_rollout(
         waves: steps
             .map(|w| wave::waves(&w.seen(&log)))
             .unwrap_or_default(),
+        releases: steps
+            .map(|w| wave::releases(&w.seen(&log)))
+            .unwrap_or_default(),
     })
 }
 
@@ -454,10 +459,13 @@ async fn scale(
         }
     ));
     let (mut sim, player) = scale_cluster(n, timeout, controller_bin).await?;
-    // The calibration (no probe) is watched step by step.
-    let steps = probe_writes
-        .is_none()
-        .then(|| wave::Recorder::start(&sim.admin));
+    // The calibration (no probe) is watched step by step; each size's
+    // Nodes for their releases.
+    let steps = match probe_writes {
+        None => wave::Recorder::start(&sim.admin),
+        Some(_) => wave::Recorder::nodes(&sim.admin),
+    };
+    let steps = Some(steps);
     let mut r = measure_rollout(&sim, n, timeout, steps.as_ref()).await?;
     if let Some(max_writes) = probe_writes
         && r.rollout_seconds.is_some()
@@ -746,6 +754,34 @@ fn report_costs(report: &mut Report, r: &ScaleResult) {
             ok,
         )
     });
+    report_releases(report, r);
+}
+
+/// How long a node back Ready waited for its release, p50 / p99.
+fn report_releases(report: &mut Report, r: &ScaleResult) {
+    let n = r.nodes;
+    let figure = format!(
+        "{n} nodes: a node back Ready -> its release, p50 / p99 (n={})",
+        r.releases.len()
+    );
+    if r.releases.is_empty() {
+        report.push(row(figure, "not seen", "", None));
+        return;
+    }
+    let p99 = percentile(&r.releases, 99.0) * 1000.0;
+    let (target, ok) = judged_at(n, 20_000, "p99 <= 1000 ms", p99 <= 1000.0);
+    report.push(Row {
+        target,
+        ..row(
+            figure,
+            format!(
+                "{:.1} / {p99:.1} ms",
+                percentile(&r.releases, 50.0) * 1000.0
+            ),
+            "",
+            ok,
+        )
+    });
 }
 
 /// What one node costs the controller's memory once its caches are
@@ -914,6 +950,7 @@ The real `bootc-controller` ({build} build), kube-apiserver and etcd on this mac
 - **controller CPU**: the controller's user + system time (`/proc/<pid>/stat`) from the pool's patch until every node is updated, and that time divided by the rollout's: the cores it kept busy. Target: at most 0.10 cores at every size (an absolute budget would punish the longer rollouts of larger pools; the Go bootc-operator's controller, measured side by side in an earlier harness at 1,000 nodes, used 3.5 times our CPU). **CPU per node update**: the controller's CPU divided by the pool's nodes. Target: at most {CPU_PER_NODE_MS:.1} ms at every size, and from 1,000 to 20,000 nodes at most +{CPU_GROWTH_PERCENT:.0} % (a flat cost per node). **API server / etcd CPU**: the same, for kube-apiserver and etcd, in the same window. **players' / whole machine's CPU**: this process's (the DaemonPlayer) and every CPU's busy time (`/proc/stat`), in the same window: on a shared machine the difference is other work.
 - **controller peak RSS**: its VmHWM at the end of the rollout, the most it held since it started (cache sync included). Target: at most 150 MiB at 20,000 nodes. **RSS after the rollout**: its VmRSS then. **Memory per node, synced**: the controller's VmRSS as the rollout starts (every Node and BootcNode in its caches), its growth from the smallest size to the largest divided by the nodes added: what one node costs it at rest (the stripped Node, its BootcNode, the planner's memo and the metrics' series), the process's fixed part cancelled out.
 - **reconcile p50 / p99**: from the controller's `reconciled` log lines (`elapsed_us`: one reconcile's planning and writes) during the rollout. Target: p99 at most 1.0 s at 20,000 nodes.
+- **a node back Ready -> its release**: a watch of the Nodes (in the benchmark's process) notes when each node turns Ready after its reboot's NotReady, and when its slot's record leaves it (the release's uncordon); p50 / p99 over the nodes. Target: p99 at most 1.0 s at 20,000 nodes.
 
 Everything shares the machine's CPUs: the controller, the API server, etcd, the players and the probe; both terms of the ideal are measured in the same run, on the same machine.
 "

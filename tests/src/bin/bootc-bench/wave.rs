@@ -143,6 +143,19 @@ impl Recorder {
         Recorder { seen, tasks }
     }
 
+    /// Watches Nodes only: their slot's record and readiness (what
+    /// [`releases`] reads), one watch less on the API server of a big pool.
+    pub(crate) fn nodes(admin: &kube::Client) -> Recorder {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let tasks = vec![watch(
+            Api::<Node>::all(admin.clone()),
+            node_state,
+            NODE_MARKS,
+            seen.clone(),
+        )];
+        Recorder { seen, tasks }
+    }
+
     /// What was seen, the drains the controller logged (`log`) included.
     pub(crate) fn seen(&self, log: &str) -> Seen {
         let mut all = self.seen.lock().map(|s| s.clone()).unwrap_or_default();
@@ -215,6 +228,28 @@ pub(crate) fn waves(seen: &Seen) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// Each node's wait to be released once back (s): from its Ready after a
+/// NotReady to its slot's release. A node never seen released is left out.
+pub(crate) fn releases(seen: &Seen) -> Vec<f64> {
+    let mut back: BTreeMap<&str, (bool, Option<Timestamp>)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (t, node, mark) in seen {
+        let (down, ready_at) = back.entry(node.as_str()).or_default();
+        match mark {
+            Mark::NotReady => (*down, *ready_at) = (true, None),
+            Mark::Ready if *down => (*down, *ready_at) = (false, Some(*t)),
+            Mark::SlotReleased => {
+                if let Some(at) = ready_at.take() {
+                    out.push((*t - at).total(jiff::Unit::Second).unwrap_or(0.0));
+                }
+            }
+            _ => {}
+        }
+    }
+    out.sort_by(f64::total_cmp);
+    out
+}
+
 /// The target of a wave's controller-side latency at the calibration size.
 const WAVE_P50_TARGET: f64 = 0.10;
 
@@ -275,6 +310,34 @@ mod tests {
             [Mark::SlotReleased, Mark::Ready],
             "both at once: both marks"
         );
+    }
+
+    #[test]
+    fn a_release_is_timed_from_the_node_back_ready() {
+        let seen: Seen = [
+            (0, "a", Mark::SlotTaken),
+            (10, "a", Mark::Ready),
+            (40, "a", Mark::NotReady),
+            (100, "a", Mark::Ready),
+            (130, "a", Mark::SlotReleased),
+            (50, "b", Mark::NotReady),
+            (90, "b", Mark::Ready),
+            (300, "b", Mark::SlotReleased),
+            (60, "c", Mark::NotReady),
+            (70, "c", Mark::SlotReleased),
+        ]
+        .into_iter()
+        .map(|(t, n, m)| (at(t), n.to_owned(), m))
+        .collect::<Vec<_>>();
+        let mut seen = seen;
+        seen.sort();
+        let ms: Vec<i64> = releases(&seen)
+            .iter()
+            .map(|s| (s * 1000.0).round() as i64)
+            .collect();
+        // a: from its Ready after the reboot (not the one before); c: never
+        // back, left out.
+        assert_eq!(ms, [30, 210]);
     }
 
     #[test]
