@@ -278,6 +278,18 @@ pub fn strip_node(node: &mut Node) {
         .retain(|k, _| node_annotation_kept(k));
 }
 
+/// What the BootcNode cache keeps: all the controller reads, that is all
+/// but managed fields (not decoded: `wire::BootcNodeWire`) and the node's
+/// record of its updates (`status.history`, up to ten entries for people,
+/// which `kubectl bootc history` reads from the API; in the cache, about a
+/// KiB per node for nothing).
+pub fn strip_bootc_node(bn: &mut BootcNode) {
+    bn.metadata.managed_fields = None;
+    if let Some(status) = bn.status.as_mut() {
+        status.history = Vec::new();
+    }
+}
+
 /// The Node annotations the cache keeps: our cordon and disruption marks,
 /// Karpenter's do-not-disrupt and our mark on it, our mark on the load
 /// balancers' exclusion label, and holds. The others are

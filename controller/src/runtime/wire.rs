@@ -11,7 +11,8 @@
 //! The types here decode only what the caches keep and skip the rest unread
 //! (serde's `IgnoredAny`); each converts into the real type, which is what
 //! the caches and everything after them see:
-//! - a BootcNode: everything but `metadata.managedFields`;
+//! - a BootcNode: everything but `metadata.managedFields`, and its
+//!   conversion ends with `strip_bootc_node` (the history goes);
 //! - a Node: what `strip_node` keeps, that is metadata without
 //!   managedFields, only the annotations `node_annotation_kept` names (the
 //!   others are skipped while decoding), and what [`api::Node`] reads of
@@ -44,6 +45,8 @@ pub(super) struct NodeWire {
 }
 
 /// A BootcNode as decoded from the wire: all of it but managed fields.
+/// (Its history is decoded, then dropped by `strip_bootc_node`: skipping
+/// it unread would mean a second list of the status's fields.)
 #[derive(Clone, Debug, Deserialize)]
 pub(super) struct BootcNodeWire {
     #[serde(deserialize_with = "metadata::<BTreeMap<String, String>, _>")]
@@ -68,11 +71,13 @@ impl From<NodeWire> for Node {
 
 impl From<BootcNodeWire> for BootcNode {
     fn from(wire: BootcNodeWire) -> BootcNode {
-        BootcNode {
+        let mut bn = BootcNode {
             metadata: wire.metadata,
             spec: wire.spec,
             status: wire.status,
-        }
+        };
+        super::strip_bootc_node(&mut bn);
+        bn
     }
 }
 

@@ -243,6 +243,11 @@ fn bootc_node_json() -> Value {
             "rollback": boot_entry(OLD, "10.0.20260101", false),
             "bootId": "8d7b2c1e-5f4a-4e3b-9c2d-1a0b9c8d7e6f",
             "downloadOnlySupported": true,
+            "history": [
+                {"image": TARGET, "staged": "2026-03-01T09:30:00Z"},
+                {"image": OLD, "digest": OLD.split_once('@').map(|(_, d)| d),
+                 "staged": "2026-02-15T09:30:00Z", "booted": "2026-02-15T09:40:00Z", "outcome": "Updated"}
+            ],
             "conditions": [
                 bn_condition(ConditionType::Idle, "False", Reason::Rebooting, "rebooting into the staged image"),
                 bn_condition(ConditionType::Degraded, "False", Reason::Healthy, ""),
@@ -321,7 +326,8 @@ fn node_wire(json: &str) -> Node {
 
 fn bootc_node_full(json: &str) -> BootcNode {
     let mut bn: BootcNode = serde_json::from_str(json).unwrap();
-    bn.metadata.managed_fields = None;
+    assert_eq!(bn.status.as_ref().unwrap().history.len(), 2, "the sample's");
+    crate::runtime::strip_bootc_node(&mut bn);
     bn
 }
 
@@ -409,6 +415,10 @@ fn a_bootc_node_decodes_as_it_is_cached() {
     let bn = bootc_node_wire(&json);
     assert!(bn.status.is_some() && bn.metadata.owner_references.is_some());
     assert_eq!(bn.annotations().len(), 3, "a BootcNode keeps all");
+    assert!(
+        bn.status.as_ref().unwrap().history.is_empty(),
+        "nor its history"
+    );
     assert_eq!(whole(bn), whole(bootc_node_full(&json)));
 }
 
