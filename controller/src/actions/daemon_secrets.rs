@@ -100,6 +100,44 @@ pub fn rules<'a>(
     }]
 }
 
+/// The rules for what `pools` and their BootcNodes (`nodes`) name: the
+/// [`rules`] of every (pool, Secret) pair, a BootcNode's Secret counting
+/// for the pool that owns it. Once a second over every BootcNode, so the
+/// pools' pairs go first, and a BootcNode naming a Secret they grant
+/// already (nearly all: a pool's members name its Secret) adds nothing and
+/// is passed over without looking for its owner.
+pub fn wanted(
+    namespace: &str,
+    pools: &[Arc<BootcNodePool>],
+    nodes: &[Arc<BootcNode>],
+    opted_in: impl Fn(&str, &str) -> bool,
+) -> Vec<PolicyRule> {
+    let from_pools: Vec<(&str, &SecretReference)> = pools
+        .iter()
+        .filter_map(|p| {
+            Some((
+                p.metadata.name.as_deref()?,
+                p.spec.pull_secret_ref.as_ref()?,
+            ))
+        })
+        .collect();
+    let by_pools = rules(namespace, from_pools.iter().copied(), &opted_in);
+    let by_pools = granted(&by_pools);
+    let from_nodes = nodes.iter().filter_map(|b| {
+        let reference = b.spec.pull_secret_ref.as_ref()?;
+        if reference.namespace == namespace && by_pools.contains(reference.name.as_str()) {
+            return None;
+        }
+        let owner = rollout::members::membership::owner_reference_of(b)?;
+        Some((owner.name.as_str(), reference))
+    });
+    rules(
+        namespace,
+        from_pools.iter().copied().chain(from_nodes),
+        &opted_in,
+    )
+}
+
 /// The Secret names `rules` grant.
 fn granted(rules: &[PolicyRule]) -> BTreeSet<&str> {
     rules
@@ -224,20 +262,7 @@ impl Grant {
         let mut written = self.written.lock().await;
         let want = {
             let (pools, nodes) = (self.pools.state(), self.nodes.state());
-            let from_pools = pools.iter().filter_map(|p| {
-                Some((
-                    p.metadata.name.as_deref()?,
-                    p.spec.pull_secret_ref.as_ref()?,
-                ))
-            });
-            // A BootcNode's Secret is granted for the pool that owns it.
-            let from_nodes = nodes.iter().filter_map(|b| {
-                let owner = rollout::members::membership::owner_reference_of(b)?;
-                Some((owner.name.as_str(), b.spec.pull_secret_ref.as_ref()?))
-            });
-            rules(&self.namespace, from_pools.chain(from_nodes), |n, p| {
-                self.opted_in(n, p)
-            })
+            wanted(&self.namespace, &pools, &nodes, |n, p| self.opted_in(n, p))
         };
         if written.as_ref() == Some(&want) {
             return true;
@@ -291,6 +316,86 @@ mod tests {
         SecretReference {
             name: name.into(),
             namespace: namespace.into(),
+        }
+    }
+
+    /// `wanted` passes over the BootcNodes whose Secret the pools grant
+    /// already: its rules are `rules` of every pair all the same.
+    #[test]
+    fn the_wanted_rules_are_those_of_every_pair() {
+        use api::test_support::{BootcNodeBuilder, PoolBuilder};
+        let ns = "bootc-operator";
+        // "pull" opts in to a and b, "old" to a only, "x" to b only.
+        let opted_in = |secret: &str, pool: &str| {
+            matches!(
+                (secret, pool),
+                ("pull", "a" | "b") | ("old", "a") | ("x", "b")
+            )
+        };
+        let pool = |name: &str, secret: &str| {
+            Arc::new(PoolBuilder::new(name).pull_secret(ns, secret).build())
+        };
+        let member = |name: &str, pool: &str, secret: &SecretReference| {
+            let mut bn = BootcNodeBuilder::new(name).owner(pool, pool).build();
+            bn.spec.pull_secret_ref = Some(secret.clone());
+            Arc::new(bn)
+        };
+        let pools = [pool("a", "pull"), pool("b", "pull")];
+        // (what, its BootcNodes, the names granted)
+        type Case<'a> = (&'a str, Vec<Arc<BootcNode>>, Vec<&'a str>);
+        let cases: Vec<Case> = vec![
+            (
+                "members on their pools' Secret",
+                vec![
+                    member("n1", "a", &r("pull", ns)),
+                    member("n2", "b", &r("pull", ns)),
+                ],
+                vec!["pull"],
+            ),
+            (
+                "a member still on its pool's old Secret",
+                vec![member("n1", "a", &r("old", ns))],
+                vec!["old", "pull"],
+            ),
+            (
+                "an old Secret that does not opt in to its pool",
+                vec![member("n1", "b", &r("old", ns))],
+                vec!["pull"],
+            ),
+            (
+                "one that opts in to the member's pool only",
+                vec![
+                    member("n1", "a", &r("x", ns)),
+                    member("n2", "b", &r("x", ns)),
+                ],
+                vec!["pull", "x"],
+            ),
+            (
+                "a name the pools grant, in another namespace",
+                vec![member("n1", "a", &r("pull", "default"))],
+                vec!["pull"],
+            ),
+        ];
+        for (what, nodes, names) in cases {
+            let got = wanted(ns, &pools, &nodes, opted_in);
+            let every_pair: Vec<(&str, &SecretReference)> = pools
+                .iter()
+                .map(|p| {
+                    (
+                        p.metadata.name.as_deref().unwrap(),
+                        p.spec.pull_secret_ref.as_ref().unwrap(),
+                    )
+                })
+                .chain(nodes.iter().map(|b| {
+                    let owner = rollout::members::membership::owner_reference_of(b).unwrap();
+                    (
+                        owner.name.as_str(),
+                        b.spec.pull_secret_ref.as_ref().unwrap(),
+                    )
+                }))
+                .collect();
+            assert_eq!(got, rules(ns, every_pair, opted_in), "{what}");
+            assert_eq!(granted(&got), names.into_iter().collect(), "{what}");
         }
     }
 
