@@ -57,22 +57,6 @@ impl From<core::Node> for Node {
     }
 }
 
-impl From<Node> for core::Node {
-    fn from(node: Node) -> core::Node {
-        core::Node {
-            metadata: node.metadata,
-            spec: node.spec.map(|s| core::NodeSpec {
-                unschedulable: s.unschedulable,
-                ..core::NodeSpec::default()
-            }),
-            status: node.status.map(|s| core::NodeStatus {
-                conditions: s.conditions,
-                ..core::NodeStatus::default()
-            }),
-        }
-    }
-}
-
 /// Listed, watched and patched as Kubernetes' Node.
 impl Resource for Node {
     type DynamicType = ();

@@ -288,7 +288,13 @@ fn a_pool_rolls_v1_to_v2_across_three_real_nodes_through_their_mirror() {
         let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(cluster.cp.admin().await.unwrap());
         for node in &cluster.nodes {
             let n = nodes.get(&node.name).await.unwrap();
-            let os = n.status.clone().unwrap().node_info.unwrap().os_image;
+            let os = n
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .unwrap()
+                .os_image
+                .clone();
             assert!(
                 api::node_health::is_ready(&Node::from(n)),
                 "{} Ready",

@@ -106,7 +106,7 @@ pub fn rules<'a>(
 /// pools' pairs go first, and a BootcNode naming a Secret they grant
 /// already (nearly all: a pool's members name its Secret) adds nothing and
 /// is passed over without looking for its owner.
-pub fn wanted(
+fn wanted(
     namespace: &str,
     pools: &[Arc<BootcNodePool>],
     nodes: &[Arc<BootcNode>],

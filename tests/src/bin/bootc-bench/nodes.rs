@@ -137,18 +137,16 @@ async fn ready_on_v2(
         .list(&Default::default())
         .await?
         .items
-        .iter()
+        .into_iter()
         .map(|n| {
             let on_v2 = n
                 .status
                 .as_ref()
                 .and_then(|s| s.node_info.as_ref())
                 .is_some_and(|i| i.os_image.ends_with(&suffix));
+            let n = Node::from(n);
             let name = n.metadata.name.clone().unwrap_or_default();
-            (
-                name,
-                on_v2 && api::node_health::is_ready(&Node::from(n.clone())),
-            )
+            (name, on_v2 && api::node_health::is_ready(&n))
         })
         .collect())
 }

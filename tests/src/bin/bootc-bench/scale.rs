@@ -322,7 +322,7 @@ async fn measure_rollout(
     sim: &Sim,
     n: usize,
     timeout: Duration,
-    steps: Option<&wave::Recorder>,
+    steps: &wave::Recorder,
 ) -> Result<ScaleResult> {
     let admin = sim.admin.clone();
     let d2 = sim.push_version("2.0").await?;
@@ -354,6 +354,7 @@ async fn measure_rollout(
     let writes = served_writes(&admin).await?.since(&writes0);
     let (rss_kib, hwm_kib) = memory_kib(controller).unwrap_or((0, 0));
     let log = audit_slice(&log_path, log_from, audit_len(&log_path))?;
+    let seen = steps.seen(&log);
     let mut reconciles = reconcile_durations(&log);
     reconciles.sort_by(f64::total_cmp);
     Ok(ScaleResult {
@@ -369,12 +370,8 @@ async fn measure_rollout(
         reconciles,
         writes,
         probes: Vec::new(),
-        waves: steps
-            .map(|w| wave::waves(&w.seen(&log)))
-            .unwrap_or_default(),
-        releases: steps
-            .map(|w| wave::releases(&w.seen(&log)))
-            .unwrap_or_default(),
+        waves: wave::waves(&seen),
+        releases: wave::releases(&seen),
     })
 }
 
@@ -465,8 +462,7 @@ async fn scale(
         None => wave::Recorder::start(&sim.admin),
         Some(_) => wave::Recorder::nodes(&sim.admin),
     };
-    let steps = Some(steps);
-    let mut r = measure_rollout(&sim, n, timeout, steps.as_ref()).await?;
+    let mut r = measure_rollout(&sim, n, timeout, &steps).await?;
     if let Some(max_writes) = probe_writes
         && r.rollout_seconds.is_some()
     {

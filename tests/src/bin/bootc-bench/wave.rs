@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn a_release_is_timed_from_the_node_back_ready() {
-        let seen: Seen = [
+        let mut seen: Seen = [
             (0, "a", Mark::SlotTaken),
             (10, "a", Mark::Ready),
             (40, "a", Mark::NotReady),
@@ -328,8 +328,7 @@ mod tests {
         ]
         .into_iter()
         .map(|(t, n, m)| (at(t), n.to_owned(), m))
-        .collect::<Vec<_>>();
-        let mut seen = seen;
+        .collect();
         seen.sort();
         let ms: Vec<i64> = releases(&seen)
             .iter()
