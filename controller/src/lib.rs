@@ -12,10 +12,11 @@
 //!   registry client and the resolver that schedules it);
 //! * [`gates`]: what outside a pool's objects holds its new reboot slots
 //!   back (blocking pods, Prometheus alerts);
-//! * [`metrics`] and [`outbound`], at the bottom: what every layer counts,
-//!   and the one rule of every HTTP client toward a server other than the
-//!   API server (no redirects, whole-request deadlines, bounded bodies,
-//!   nothing a server wrote in a status).
+//! * [`metrics`], [`outbound`] and [`cache`], at the bottom: what every
+//!   layer counts, the one rule of every HTTP client toward a server other
+//!   than the API server (no redirects, whole-request deadlines, bounded
+//!   bodies, nothing a server wrote in a status), and the caches of Nodes
+//!   and BootcNodes, keyed by name.
 //!
 //! Below them all, the `rollout` crate decides (no I/O, no clock of its own)
 //! and `api` names every object, field and reason.
@@ -46,6 +47,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod actions;
+pub mod cache;
 pub mod cli;
 pub mod gates;
 pub mod metrics;

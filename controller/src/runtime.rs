@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::actions::actuator::{Actuator, ActuatorError};
 use crate::actions::drain::Drains;
 use crate::actions::events::EventSink;
+use crate::cache::ByName;
 use crate::target::{DigestOnly, Resolve};
 use lease::LeaseConfig;
 use liveness::Liveness;
@@ -317,7 +318,7 @@ fn strip_secret(secret: &mut Secret) {
 fn pools_for_node(
     node: &Node,
     pools: &Store<BootcNodePool>,
-    bootc_nodes: &Store<BootcNode>,
+    bootc_nodes: &ByName<BootcNode>,
 ) -> Vec<ObjectRef<BootcNodePool>> {
     let mut out: Vec<ObjectRef<BootcNodePool>> = pools
         .state()
@@ -325,7 +326,7 @@ fn pools_for_node(
         .filter(|p| rollout::selects(p, node))
         .map(|p| ObjectRef::from_obj(p.as_ref()))
         .collect();
-    if let Some(bn) = bootc_nodes.get(&ObjectRef::new(&node.name_any()))
+    if let Some(bn) = bootc_nodes.get(&node.name_any())
         && let Some((owner, _)) = rollout::owner_pool(&bn)
     {
         out.push(ObjectRef::new(&owner));

@@ -42,6 +42,8 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use crate::cache::ByName;
+
 /// The Role the controller keeps, in the operator's namespace.
 pub const ROLE: &str = api::labels::DAEMON_PULL_SECRETS_ROLE;
 
@@ -180,7 +182,7 @@ pub struct Grant {
     client: kube::Client,
     namespace: String,
     pools: Store<BootcNodePool>,
-    nodes: Store<BootcNode>,
+    nodes: ByName<BootcNode>,
     secrets: Store<Secret>,
     /// The rules last written (None: not yet, or the last write failed).
     written: tokio::sync::Mutex<Option<Vec<PolicyRule>>>,
@@ -201,7 +203,7 @@ impl Grant {
         client: kube::Client,
         namespace: &str,
         pools: Store<BootcNodePool>,
-        nodes: Store<BootcNode>,
+        nodes: ByName<BootcNode>,
         secrets: Store<Secret>,
     ) -> Arc<Self> {
         Arc::new(Grant {
@@ -498,7 +500,7 @@ mod tests {
             api.client(),
             NS,
             store_of(vec![pool.clone()]),
-            store_of(vec![bn]),
+            ByName::of([bn]),
             store_of(vec![secret("pull", "a"), secret("old", "")]),
         );
         let refs: Vec<SecretReference> = written.iter().map(|n| r(n, NS)).collect();

@@ -21,6 +21,7 @@ use super::synced::{Cache, Synced};
 use super::{Error, Options, Shared, context};
 use crate::actions::drain::Drains;
 use crate::actions::events::EventSink;
+use crate::cache::ByName;
 
 /// The objects the caches hold, as their watches would have listed them.
 #[derive(Clone, Debug, Default)]
@@ -50,8 +51,8 @@ pub async fn reconcile_once(
     let synced = Synced::new();
     let caches = Caches {
         pools: listed(&synced, Cache::Pools, cached.pools).await,
-        nodes: listed(&synced, Cache::Nodes, cached.nodes).await,
-        bootc_nodes: listed(&synced, Cache::BootcNodes, cached.bootc_nodes).await,
+        nodes: listed_by_name(&synced, Cache::Nodes, cached.nodes),
+        bootc_nodes: listed_by_name(&synced, Cache::BootcNodes, cached.bootc_nodes),
         secrets: listed(&synced, Cache::Secrets, cached.secrets).await,
         fleet: listed(&synced, Cache::Fleet, cached.namespaces).await,
     };
@@ -82,4 +83,14 @@ where
     let list = reflector::reflector(writer, futures::stream::iter(events));
     synced.track(cache, list).for_each(|_| async {}).await;
     store
+}
+
+/// A cache keyed by name holding `objects`, marked listed.
+fn listed_by_name<K: Resource + Clone>(
+    synced: &Synced,
+    cache: Cache,
+    objects: Vec<K>,
+) -> ByName<K> {
+    synced.listed(cache);
+    ByName::of(objects)
 }

@@ -29,14 +29,15 @@ use crate::actions::actuator::{Actuator, OwnWrites, Written};
 use crate::actions::daemon_secrets::Grant;
 use crate::actions::drain::Drains;
 use crate::actions::silences::Silencer;
+use crate::cache::ByName;
 use crate::gates::Gatekeeper;
 use crate::target::{Resolution, Resolve};
 
 /// The caches a reconcile reads.
 pub struct Caches {
     pub pools: Store<BootcNodePool>,
-    pub nodes: Store<Node>,
-    pub bootc_nodes: Store<BootcNode>,
+    pub nodes: ByName<Node>,
+    pub bootc_nodes: ByName<BootcNode>,
     pub secrets: Store<Secret>,
     /// The operator's Namespace alone: the fleet's switch.
     pub fleet: Store<Namespace>,
@@ -80,10 +81,10 @@ pub struct Ctx {
 /// The caches, as `members` reads them.
 impl members::Caches for Caches {
     fn node(&self, name: &str) -> Option<Arc<Node>> {
-        self.nodes.get(&ObjectRef::new(name))
+        self.nodes.get(name)
     }
     fn bn(&self, name: &str) -> Option<Arc<BootcNode>> {
-        self.bootc_nodes.get(&ObjectRef::new(name))
+        self.bootc_nodes.get(name)
     }
     fn all_nodes(&self) -> Vec<Arc<Node>> {
         self.nodes.state()
@@ -118,11 +119,8 @@ impl Caches {
             .get(&ObjectRef::new(&r.name).within(&r.namespace))
     }
 
-    fn version_of<K: Resource<DynamicType = ()> + Clone>(
-        store: &Store<K>,
-        name: &str,
-    ) -> Option<u64> {
-        store.get(&ObjectRef::new(name)).map(|o| {
+    fn version_of<K: Resource>(object: Option<Arc<K>>) -> Option<u64> {
+        object.map(|o| {
             o.meta()
                 .resource_version
                 .as_deref()
@@ -137,11 +135,11 @@ impl Caches {
     /// re-trigger the pool.
     fn caught_up(&self, name: &str, writes: &mut OwnWrites) -> bool {
         let caught_up = writes.caught_up(|w| match w {
-            Written::PoolStatus => Self::version_of(&self.pools, name),
+            Written::PoolStatus => Self::version_of(self.pools.get(&ObjectRef::new(name))),
             Written::BootcNode(n) | Written::DeletedBootcNode(n) => {
-                Self::version_of(&self.bootc_nodes, n)
+                Self::version_of(self.bootc_nodes.get(n))
             }
-            Written::Node(n) => Self::version_of(&self.nodes, n),
+            Written::Node(n) => Self::version_of(self.nodes.get(n)),
         });
         if !caught_up {
             tracing::debug!(pool = %name, "caches behind our own writes; waiting for them");

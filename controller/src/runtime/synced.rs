@@ -65,13 +65,18 @@ impl Synced {
         let me = self.clone();
         events.inspect(move |event| {
             if let Ok(watcher::Event::InitDone) = event {
-                me.listed.send_if_modified(|listed| {
-                    let before = *listed;
-                    *listed |= cache as u8;
-                    *listed != before
-                });
+                me.listed(cache);
             }
         })
+    }
+
+    /// Notes that `cache` has listed its objects.
+    pub fn listed(&self, cache: Cache) {
+        self.listed.send_if_modified(|listed| {
+            let before = *listed;
+            *listed |= cache as u8;
+            *listed != before
+        });
     }
 
     /// Have all of `caches` listed their objects?

@@ -23,6 +23,7 @@ use super::wire::{self, BootcNodeWire, NodeWire};
 use super::{
     changed_only, log_errors, node_fingerprint, pool_fingerprint, secret_fingerprint, strip_secret,
 };
+use crate::cache::ByName;
 
 /// The objects a watch passes on to the controller.
 pub(super) trait Objects<K>:
@@ -59,13 +60,29 @@ pub(super) fn bootc_nodes(
     client: &kube::Client,
     synced: &Arc<Synced>,
     changes: &Arc<Changes>,
-) -> (Store<BootcNode>, impl Objects<BootcNode>) {
-    let (store, writer) = reflector::store();
+) -> (ByName<BootcNode>, impl Objects<BootcNode>) {
     let events = watch(Api::<BootcNodeWire>::all(client.clone())).map_ok(wire::real);
-    let changes = changes.clone();
-    let cached = reflector::reflector(writer, events).inspect_ok(move |e| record(&changes, e));
+    let (cache, cached) = cached_by_name(events, changes.clone());
     let cached = synced.track(Cache::BootcNodes, cached);
-    (store, log_errors(cached.touched_objects(), "bootcnodes"))
+    (cache, log_errors(cached.touched_objects(), "bootcnodes"))
+}
+
+/// `events` stored in a cache keyed by name, then recorded in `changes`
+/// (once the cache has them).
+fn cached_by_name<K: Resource + Clone>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    changes: Arc<Changes>,
+) -> (
+    ByName<K>,
+    impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+) {
+    let cache = ByName::default();
+    let writer = cache.clone();
+    let cached = events.inspect_ok(move |e| {
+        writer.apply(e);
+        record(&changes, e);
+    });
+    (cache, cached)
 }
 
 /// Every Node, trimmed (`strip_node`) as it is decoded (see `wire`); only
@@ -75,14 +92,12 @@ pub(super) fn nodes(
     client: &kube::Client,
     synced: &Arc<Synced>,
     changes: &Arc<Changes>,
-) -> (Store<Node>, impl Objects<Node>) {
-    let (store, writer) = reflector::store();
+) -> (ByName<Node>, impl Objects<Node>) {
     let events = watch(Api::<NodeWire>::all(client.clone())).map_ok(wire::real);
-    let changes = changes.clone();
-    let cached = reflector::reflector(writer, events).inspect_ok(move |e| record(&changes, e));
+    let (cache, cached) = cached_by_name(events, changes.clone());
     let cached = synced.track(Cache::Nodes, cached);
     (
-        store,
+        cache,
         log_errors(changed_only(cached, node_fingerprint), "nodes"),
     )
 }

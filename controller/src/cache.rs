@@ -1,0 +1,234 @@
+//! The cache of a cluster-scoped kind (Nodes, BootcNodes), keyed by name
+//! alone and filled from its watch.
+//!
+//! Why not kube's reflector store: it keys each object by an `ObjectRef`
+//! that copies the object's name, resource version and uid (about 170 bytes
+//! an object, twice per node at 20,000 nodes), and every lookup builds one
+//! (a `String` per call). Here an entry is the object itself, found by the
+//! name it carries, so a lookup takes a `&str` and allocates nothing.
+//!
+//! A relist (the watch's `Init` .. `InitDone`) updates the objects in place
+//! and, at its end, drops those it did not list: the cache holds one copy of
+//! each object throughout (kube's store builds a second map and swaps it in,
+//! twice the memory for the relist's length). Meanwhile it shows each object
+//! at least as new as before, and still the ones deleted while the watch was
+//! down, until the relist ends.
+
+use std::borrow::Borrow;
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use kube::Resource;
+use kube::runtime::watcher::Event;
+
+/// The cache; clones share it.
+#[derive(Clone)]
+pub struct ByName<K> {
+    inner: Arc<RwLock<Inner<K>>>,
+}
+
+impl<K> std::fmt::Debug for ByName<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ByName")
+            .field("objects", &self.read().objects.len())
+            .finish()
+    }
+}
+
+struct Inner<K> {
+    objects: HashSet<Entry<K>, foldhash::fast::RandomState>,
+    /// How many relists have begun: entries carry the last that listed them.
+    relist: u64,
+}
+
+/// An object, hashed and compared by its name, so that the set finds it by
+/// a `&str`; `listed` is the last relist that listed it.
+struct Entry<K> {
+    object: Arc<K>,
+    listed: u64,
+}
+
+impl<K: Resource> Entry<K> {
+    fn name(&self) -> &str {
+        self.object.meta().name.as_deref().unwrap_or_default()
+    }
+}
+
+impl<K: Resource> Borrow<str> for Entry<K> {
+    fn borrow(&self) -> &str {
+        self.name()
+    }
+}
+
+impl<K: Resource> Hash for Entry<K> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // As `str` hashes: `Borrow<str>` requires the same hash.
+        self.name().hash(state);
+    }
+}
+
+impl<K: Resource> PartialEq for Entry<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl<K: Resource> Eq for Entry<K> {}
+
+impl<K> Default for ByName<K> {
+    fn default() -> Self {
+        ByName {
+            inner: Arc::new(RwLock::new(Inner {
+                objects: HashSet::default(),
+                relist: 0,
+            })),
+        }
+    }
+}
+
+impl<K> ByName<K> {
+    // A panic while holding the lock leaves the set whole (each change is
+    // one insert or remove), so a poisoned lock is used as it is.
+    fn read(&self) -> RwLockReadGuard<'_, Inner<K>> {
+        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner<K>> {
+        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<K: Resource> ByName<K> {
+    /// The object named `name`, if cached.
+    pub fn get(&self, name: &str) -> Option<Arc<K>> {
+        self.read().objects.get(name).map(|e| e.object.clone())
+    }
+
+    /// Every cached object, in no order.
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.read()
+            .objects
+            .iter()
+            .map(|e| e.object.clone())
+            .collect()
+    }
+}
+
+impl<K: Resource + Clone> ByName<K> {
+    /// A cache holding `objects`, as after a list of them (for tests and
+    /// one-off reconciles).
+    pub fn of(objects: impl IntoIterator<Item = K>) -> Self {
+        let cache = ByName::default();
+        cache.apply(&Event::Init);
+        for o in objects {
+            cache.apply(&Event::InitApply(o));
+        }
+        cache.apply(&Event::InitDone);
+        cache
+    }
+
+    /// Takes in one event of the kind's watch. Objects without a name
+    /// (never sent by an API server) are ignored.
+    pub fn apply(&self, event: &Event<K>) {
+        let mut inner = self.write();
+        match event {
+            Event::Apply(o) => inner.put(o),
+            Event::InitApply(o) => inner.put(o),
+            Event::Delete(o) => {
+                if let Some(name) = o.meta().name.as_deref() {
+                    inner.objects.remove(name);
+                }
+            }
+            Event::Init => inner.relist += 1,
+            Event::InitDone => {
+                let relist = inner.relist;
+                inner.objects.retain(|e| e.listed == relist);
+            }
+        }
+    }
+}
+
+impl<K: Resource + Clone> Inner<K> {
+    /// Caches `object` in place of the one of its name. Outside a relist an
+    /// object counts as listed by the last one, so that a relist's end keeps
+    /// what a later event brought.
+    fn put(&mut self, object: &K) {
+        if object.meta().name.is_none() {
+            return;
+        }
+        let listed = self.relist;
+        self.objects.replace(Entry {
+            object: Arc::new(object.clone()),
+            listed,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::Node;
+
+    fn node(name: &str, version: &str) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.to_owned());
+        n.metadata.resource_version = Some(version.to_owned());
+        n
+    }
+
+    fn version(cache: &ByName<Node>, name: &str) -> Option<String> {
+        cache
+            .get(name)
+            .and_then(|n| n.metadata.resource_version.clone())
+    }
+
+    fn names(cache: &ByName<Node>) -> Vec<String> {
+        let mut names: Vec<String> = cache
+            .state()
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn applies_replace_and_deletes_remove_by_name() {
+        let cache = ByName::default();
+        cache.apply(&Event::Apply(node("a", "1")));
+        cache.apply(&Event::Apply(node("b", "1")));
+        cache.apply(&Event::Apply(node("a", "2")));
+        assert_eq!(version(&cache, "a").as_deref(), Some("2"));
+        cache.apply(&Event::Delete(node("b", "3")));
+        assert_eq!(names(&cache), ["a"]);
+        assert!(cache.get("b").is_none());
+    }
+
+    /// A relist keeps the cache whole while it runs, and at its end drops
+    /// what it did not list, but not what an event brought meanwhile.
+    #[test]
+    fn a_relist_updates_in_place_and_drops_what_it_did_not_list() {
+        let cache = ByName::of([node("a", "1"), node("gone", "1"), node("b", "1")]);
+        cache.apply(&Event::Init);
+        cache.apply(&Event::InitApply(node("a", "5")));
+        assert_eq!(names(&cache), ["a", "b", "gone"], "whole meanwhile");
+        assert_eq!(version(&cache, "a").as_deref(), Some("5"));
+        cache.apply(&Event::InitApply(node("b", "5")));
+        cache.apply(&Event::InitApply(node("new", "5")));
+        cache.apply(&Event::InitDone);
+        assert_eq!(names(&cache), ["a", "b", "new"]);
+        cache.apply(&Event::Apply(node("later", "6")));
+        cache.apply(&Event::Init);
+        cache.apply(&Event::InitApply(node("a", "7")));
+        cache.apply(&Event::InitDone);
+        assert_eq!(names(&cache), ["a"], "a second relist drops the first's");
+    }
+
+    #[test]
+    fn objects_without_a_name_are_not_cached() {
+        let cache = ByName::default();
+        cache.apply(&Event::Apply(Node::default()));
+        assert!(cache.state().is_empty());
+    }
+}
