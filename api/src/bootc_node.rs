@@ -128,7 +128,7 @@ impl BootcNode {
     /// reports no booted image with a digest.
     pub fn running_image(&self) -> Option<String> {
         if self.runs(&self.spec.desired_image) {
-            return Some(self.spec.desired_image.clone());
+            return Some(self.spec.desired_image.to_string());
         }
         self.status.as_ref()?.booted.as_ref()?.pinned_image()
     }
@@ -294,8 +294,8 @@ mod tests {
         let booted = |reference: Option<String>, digest: Option<&str>| {
             with_status(bn(), |s| {
                 s.booted = Some(BootEntryStatus {
-                    image: reference,
-                    image_digest: digest.map(str::to_owned),
+                    image: reference.map(Into::into),
+                    image_digest: digest.map(Into::into),
                     ..BootEntryStatus::default()
                 });
             })
@@ -323,8 +323,8 @@ mod tests {
         let booted = |reference: &str, digest: Option<&str>| {
             with_status(bn(), |s| {
                 s.booted = Some(BootEntryStatus {
-                    image: Some(reference.to_owned()),
-                    image_digest: digest.map(str::to_owned),
+                    image: Some(reference.into()),
+                    image_digest: digest.map(Into::into),
                     ..BootEntryStatus::default()
                 });
             })
@@ -353,8 +353,8 @@ mod tests {
     fn a_host_bootc_cannot_update_from_an_image_is_named_in_its_words() {
         let entry = |image: Option<&str>, digest: Option<&str>, incompatible: bool| {
             Some(BootEntryStatus {
-                image: image.map(str::to_owned),
-                image_digest: digest.map(str::to_owned),
+                image: image.map(Into::into),
+                image_digest: digest.map(Into::into),
                 incompatible,
                 ..BootEntryStatus::default()
             })
@@ -432,8 +432,8 @@ mod tests {
             let mut b = with_status(bn(), |s| {
                 s.observed_generation = Some(2);
                 s.booted = Some(BootEntryStatus {
-                    image: Some(image(booted)),
-                    image_digest: Some(booted.to_owned()),
+                    image: Some(image(booted).into()),
+                    image_digest: Some(booted.into()),
                     ..BootEntryStatus::default()
                 });
                 let idle = if phase == Reason::Idle {

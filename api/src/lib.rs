@@ -33,6 +33,8 @@ pub mod node_history;
 pub mod pull_secret;
 #[cfg(feature = "crd")]
 pub mod schema;
+#[cfg(feature = "crd")]
+pub mod shared;
 #[cfg(all(feature = "crd", any(test, feature = "test-support")))]
 pub mod test_support;
 #[cfg(feature = "crd")]
@@ -48,6 +50,8 @@ pub use conditions::{ConditionType, Reason, StandingKind};
 pub use daemon_phase::{DaemonPhase, UnknownPhase};
 #[cfg(feature = "crd")]
 pub use node::Node;
+#[cfg(feature = "crd")]
+pub use shared::Shared;
 #[cfg(feature = "crd")]
 pub use v1alpha1::*;
 

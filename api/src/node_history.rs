@@ -98,8 +98,8 @@ fn entry(
 ) -> NodeUpdate {
     NodeUpdate {
         image: image.to_owned(),
-        digest: e.image_digest.clone(),
-        version: e.version.clone(),
+        digest: e.image_digest.as_deref().map(str::to_owned),
+        version: e.version.as_deref().map(str::to_owned),
         staged,
         booted,
         outcome: None,
@@ -131,7 +131,7 @@ mod tests {
 
     fn e(image: &str) -> BootEntryStatus {
         BootEntryStatus {
-            image: Some(image.to_owned()),
+            image: Some(image.into()),
             ..BootEntryStatus::default()
         }
     }

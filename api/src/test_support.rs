@@ -167,7 +167,7 @@ impl BootcNodeBuilder {
     /// Staged, the default reboot policy), without a status.
     pub fn new(name: &str) -> Self {
         let spec = BootcNodeSpec {
-            desired_image: String::new(),
+            desired_image: Default::default(),
             desired_image_state: DesiredImageState::Staged,
             reboot_policy: Default::default(),
             pull_secret_ref: None,
@@ -181,7 +181,7 @@ impl BootcNodeBuilder {
     }
 
     /// `spec.desiredImage`.
-    pub fn desired(mut self, image: impl Into<String>) -> Self {
+    pub fn desired(mut self, image: impl Into<crate::Shared>) -> Self {
         self.bn.spec.desired_image = image.into();
         self
     }
@@ -237,8 +237,8 @@ impl BootcNodeBuilder {
 
     fn entry(image: &str, digest: &str) -> BootEntryStatus {
         BootEntryStatus {
-            image: Some(image.to_owned()),
-            image_digest: Some(digest.to_owned()),
+            image: Some(image.into()),
+            image_digest: Some(digest.into()),
             ..BootEntryStatus::default()
         }
     }
@@ -263,13 +263,13 @@ impl BootcNodeBuilder {
 
     /// The booted image's version label.
     pub fn booted_version(mut self, version: &str) -> Self {
-        self.booted_entry().version = Some(version.to_owned());
+        self.booted_entry().version = Some(version.into());
         self
     }
 
     /// The booted image's architecture (`None`: not reported).
     pub fn booted_architecture(mut self, arch: Option<&str>) -> Self {
-        self.booted_entry().architecture = arch.map(str::to_owned);
+        self.booted_entry().architecture = arch.map(Into::into);
         self
     }
 

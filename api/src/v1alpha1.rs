@@ -10,6 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, T
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
+
+use crate::Shared;
 use serde::{Deserialize, Serialize};
 
 pub use crate::schema::SELECTOR_OPERATORS;
@@ -851,7 +853,7 @@ pub struct FailedImage {
 pub struct BootcNodeSpec {
     /// `repository@sha256:<digest>`: the image this node should run.
     #[schemars(schema_with = "crate::schema::digest_ref")]
-    pub desired_image: String,
+    pub desired_image: Shared,
     /// Staged: download and lock only. Booted: apply the staged image (reboot).
     #[serde(default)]
     pub desired_image_state: DesiredImageState,
@@ -1020,16 +1022,16 @@ pub enum UpdateOutcome {
 pub struct BootEntryStatus {
     /// The image reference bootc was told to use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
+    pub image: Option<Shared>,
     /// The manifest digest actually deployed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_digest: Option<String>,
+    pub image_digest: Option<Shared>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub version: Option<Shared>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timestamp: Option<String>,
+    pub timestamp: Option<Shared>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<String>,
+    pub architecture: Option<Shared>,
     #[serde(default)]
     pub soft_reboot_capable: bool,
     /// The deployment has local changes bootc cannot manage.
@@ -1096,7 +1098,7 @@ impl BootEntryStatus {
             || self
                 .image_digest
                 .as_ref()
-                .is_some_and(|have| platform_digests.contains(have))
+                .is_some_and(|have| platform_digests.iter().any(|d| d == have))
     }
 
     /// The image this deployment runs, as the controller writes an image:
@@ -1162,7 +1164,7 @@ mod tests {
     fn multi_arch_digest_comparison() {
         let desired = format!("quay.io/acme/os@{INDEX}");
         let booted_from_index = BootEntryStatus {
-            image: Some(desired.clone()),
+            image: Some(desired.as_str().into()),
             image_digest: Some(AMD64.into()),
             ..Default::default()
         };
@@ -1189,8 +1191,8 @@ mod tests {
     #[test]
     fn a_deployment_is_pinned_to_the_digest_bootc_deployed() {
         let entry = |image: Option<&str>, digest: Option<&str>| BootEntryStatus {
-            image: image.map(str::to_owned),
-            image_digest: digest.map(str::to_owned),
+            image: image.map(Into::into),
+            image_digest: digest.map(Into::into),
             ..Default::default()
         };
         let pinned = Some(format!("quay.io/acme/os@{AMD64}"));

@@ -178,7 +178,7 @@ fn bootc_node(generation: i64, resource_version: &str, spec: BootcNodeSpec) -> B
 
 fn spec(desired: &str, state: DesiredImageState) -> BootcNodeSpec {
     BootcNodeSpec {
-        desired_image: desired.to_owned(),
+        desired_image: desired.into(),
         desired_image_state: state,
         reboot_policy: RebootPolicy::RebootOnly,
         pull_secret_ref: None,

@@ -230,7 +230,7 @@ pub fn behind(mut bn: BootcNode) -> BootcNode {
 
 /// Told `digest` rather than the target.
 pub fn told(mut bn: BootcNode, digest: &str) -> BootcNode {
-    bn.spec.desired_image = format!("{REPO}@{digest}");
+    bn.spec.desired_image = api::Shared::from(format!("{REPO}@{digest}"));
     bn
 }
 

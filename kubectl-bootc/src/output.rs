@@ -171,7 +171,7 @@ fn node_status(
             .status
             .as_ref()
             .and_then(|s| s.booted.as_ref())
-            .and_then(|b| b.version.clone()),
+            .and_then(|b| b.version.as_deref().map(str::to_owned)),
         ready: snap.node(&name).map(api::node_health::is_ready),
         why: crate::why::member(snap, pool, standings, bn, now)
             .into_iter()

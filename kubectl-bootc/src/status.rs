@@ -286,8 +286,9 @@ fn node_table(
             .status
             .as_ref()
             .and_then(|s| s.booted.as_ref())
-            .and_then(|b| b.version.clone())
-            .unwrap_or_default();
+            .and_then(|b| b.version.as_deref())
+            .unwrap_or_default()
+            .to_owned();
         rows.push([
             name.clone(),
             phase_label(bn, ""),

@@ -506,7 +506,7 @@ mod tests {
         // The daemon says Staged, but for another image than the target.
         let mut other_staged = bn("n1", V1, Phase::Staged);
         other_staged.status.as_mut().unwrap().staged = Some(api::BootEntryStatus {
-            image: Some(format!("r.example/acme/os@{V1}")),
+            image: Some(api::Shared::from(format!("r.example/acme/os@{V1}"))),
             image_digest: Some(V1.into()),
             ..api::BootEntryStatus::default()
         });

@@ -241,7 +241,7 @@ pub(crate) fn play_daemons(bns: &mut [BootcNode], now: Timestamp) -> bool {
         let desired = bn.spec.desired_image.clone();
         let entry = || BootEntryStatus {
             image: Some(desired.clone()),
-            image_digest: api::image_ref::digest_of(&desired).map(str::to_owned),
+            image_digest: api::image_ref::digest_of(&desired).map(Into::into),
             ..BootEntryStatus::default()
         };
         let old = bn.status.clone();

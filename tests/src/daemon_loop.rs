@@ -22,7 +22,7 @@ pub const WAIT: Duration = Duration::from_secs(30);
 /// A spec wanting `desired` staged, reboots only, no pull secret.
 pub fn spec(desired: &str) -> BootcNodeSpec {
     BootcNodeSpec {
-        desired_image: desired.to_owned(),
+        desired_image: desired.into(),
         desired_image_state: DesiredImageState::Staged,
         reboot_policy: RebootPolicy::RebootOnly,
         pull_secret_ref: None,

@@ -177,9 +177,9 @@ struct SimHost {
 
 fn entry(image: &str) -> BootEntryStatus {
     BootEntryStatus {
-        image: Some(image.to_owned()),
-        image_digest: api::image_ref::digest_of(image).map(str::to_owned),
-        architecture: Some("amd64".to_owned()),
+        image: Some(image.into()),
+        image_digest: api::image_ref::digest_of(image).map(Into::into),
+        architecture: Some("amd64".into()),
         ..BootEntryStatus::default()
     }
 }

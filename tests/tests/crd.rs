@@ -736,8 +736,8 @@ async fn pool_round_trips_and_status_does_not_bump_generation() {
     let created = nodes.create(&PostParams::default(), &bn).await.unwrap();
     assert_eq!(created.spec, bn.spec);
     let entry = api::BootEntryStatus {
-        image: Some(format!("quay.io/acme/os@{digest}")),
-        image_digest: Some(digest.clone()),
+        image: Some(api::Shared::from(format!("quay.io/acme/os@{digest}"))),
+        image_digest: Some(digest.as_str().into()),
         version: Some("9.4".into()),
         timestamp: Some("2026-03-20T12:00:00Z".into()),
         architecture: Some("amd64".into()),

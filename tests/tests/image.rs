@@ -211,7 +211,7 @@ async fn the_images_daemon_runs_a_node(rootfs: &Path) {
     let booted = image('a');
     let host = FakeHost::start(Some(&booted)).unwrap();
     let spec = BootcNodeSpec {
-        desired_image: booted.clone(),
+        desired_image: booted.as_str().into(),
         desired_image_state: api::DesiredImageState::Staged,
         reboot_policy: api::RebootPolicy::RebootOnly,
         pull_secret_ref: None,

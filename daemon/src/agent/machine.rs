@@ -164,8 +164,9 @@ fn is(entry: Option<&BootEntryStatus>, image: &str) -> bool {
 
 fn describe(entry: Option<&BootEntryStatus>) -> String {
     entry
-        .and_then(|e| e.image.clone().or_else(|| e.image_digest.clone()))
-        .unwrap_or_else(|| "nothing".to_owned())
+        .and_then(|e| e.image.as_deref().or(e.image_digest.as_deref()))
+        .unwrap_or("nothing")
+        .to_owned()
 }
 
 /// The phase message of a node whose reboot did not land on its image.
@@ -411,7 +412,7 @@ fn gate(inputs: &Inputs<'_>, op: Operation, action: Action) -> (Option<String>, 
 
 fn stage_desired(inputs: &Inputs<'_>) -> Action {
     Action::Stage {
-        image: inputs.spec.desired_image.clone(),
+        image: inputs.spec.desired_image.to_string(),
     }
 }
 
@@ -654,8 +655,8 @@ mod tests {
 
     fn entry(image: &str, soft: bool, locked: bool) -> BootEntryStatus {
         BootEntryStatus {
-            image: Some(image.to_owned()),
-            image_digest: api::image_ref::digest_of(image).map(str::to_owned),
+            image: Some(image.into()),
+            image_digest: api::image_ref::digest_of(image).map(Into::into),
             soft_reboot_capable: soft,
             download_only: locked,
             ..Default::default()
@@ -664,7 +665,7 @@ mod tests {
 
     fn spec(desired: &str, state: DesiredImageState, policy: RebootPolicy) -> BootcNodeSpec {
         BootcNodeSpec {
-            desired_image: desired.to_owned(),
+            desired_image: desired.into(),
             desired_image_state: state,
             reboot_policy: policy,
             pull_secret_ref: None,
@@ -1243,7 +1244,7 @@ mod tests {
         // Installed from a tag: told back to its digest, not the tag (which
         // may name the image being undone by now).
         let tagged = BootEntryStatus {
-            image: Some("r.io/os:stable".to_owned()),
+            image: Some("r.io/os:stable".into()),
             ..entry(OLD, false, false)
         };
         let by_tag = |staged| HostView {

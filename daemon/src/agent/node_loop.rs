@@ -101,11 +101,13 @@ fn helper_gone(error: &CallError) -> bool {
 
 fn entry(e: Option<proto::BootEntry>) -> Option<BootEntryStatus> {
     e.map(|e| BootEntryStatus {
-        image: Some(e.image).filter(|s| !s.is_empty()),
-        image_digest: Some(e.digest).filter(|s| !s.is_empty()),
-        version: e.version,
-        timestamp: e.timestamp,
-        architecture: Some(e.architecture).filter(|s| !s.is_empty()),
+        image: Some(e.image).filter(|s| !s.is_empty()).map(Into::into),
+        image_digest: Some(e.digest).filter(|s| !s.is_empty()).map(Into::into),
+        version: e.version.map(Into::into),
+        timestamp: e.timestamp.map(Into::into),
+        architecture: Some(e.architecture)
+            .filter(|s| !s.is_empty())
+            .map(Into::into),
         soft_reboot_capable: e.soft_reboot_capable,
         incompatible: e.incompatible,
         download_only: e.download_only,
@@ -350,9 +352,9 @@ impl NodeLoop {
                 self.left = None;
                 self.relisting = None;
             }
-            watcher::Event::Delete(node) => self.deleted(node.spec.desired_image),
+            watcher::Event::Delete(node) => self.deleted(node.spec.desired_image.into()),
             watcher::Event::Init => {
-                self.relisting = self.node.as_ref().map(|n| n.spec.desired_image.clone());
+                self.relisting = self.node.as_ref().map(|n| n.spec.desired_image.to_string());
             }
             watcher::Event::InitDone => {
                 if let Some(desired) = self.relisting.take() {
@@ -1027,7 +1029,7 @@ impl NodeLoop {
                     // Delete event may be behind). Not the end of the loop:
                     // a daemon restarted now would find no BootcNode and
                     // never undo what the pool staged.
-                    self.deleted(node.spec.desired_image.clone());
+                    self.deleted(node.spec.desired_image.to_string());
                     return Ok(Report::Stale);
                 }
                 Err(source) if transient(&source) && Instant::now() + delay < deadline => {

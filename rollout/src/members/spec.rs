@@ -30,7 +30,7 @@ pub(crate) fn desired(
         Some(bn) => Owned::of(bn),
         None => Owned {
             spec: BootcNodeSpec {
-                desired_image: target.image.clone(),
+                desired_image: target.image.as_str().into(),
                 desired_image_state: DesiredImageState::Staged,
                 reboot_policy: pool.spec.disruption.reboot_policy,
                 pull_secret_ref: None,
@@ -69,7 +69,7 @@ pub(crate) fn desired(
 /// Points the member's spec at `image`; a new image resets the approval.
 pub(crate) fn point_at(owned: &mut Owned, image: String) {
     if owned.spec.desired_image != image {
-        owned.spec.desired_image = image;
+        owned.spec.desired_image = image.into();
         owned.spec.desired_image_state = DesiredImageState::Staged;
     }
 }
@@ -97,7 +97,7 @@ fn image_for(existing: Option<&BootcNode>, told: bool, target: &Target) -> Strin
 /// the schema would refuse, which would stop the pool's writes.
 fn kept_image(bn: &BootcNode) -> String {
     bn.running_image()
-        .unwrap_or_else(|| bn.spec.desired_image.clone())
+        .unwrap_or_else(|| bn.spec.desired_image.to_string())
 }
 
 /// One member as the staging rule sees it.

@@ -60,7 +60,7 @@ fn max_unavailable_zero_stages_every_member_and_reboots_none() {
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
     assert_eq!(
         applied(&p, "n2").map(|b| b.spec.desired_image.clone()),
-        Some(image(NEW)),
+        Some(image(NEW).into()),
         "every member is told the target"
     );
     let (_, reason, message) = up_to_date(&p);

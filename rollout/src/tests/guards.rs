@@ -265,7 +265,7 @@ fn a_daemon_of_a_contract_not_driven_is_never_told_nor_approved() {
         let written = applied(&p, "d");
         assert_eq!(
             written.map(|a| a.spec.desired_image.clone()),
-            pointed_at.map(image),
+            pointed_at.map(|d| image(d).into()),
             "{case}: {:?}",
             p.writes
         );

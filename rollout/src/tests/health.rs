@@ -62,7 +62,7 @@ fn world_of(first: Bn, on_failure: HealthFailurePolicy, gates: Gates, booted: i6
     let status = first.status.as_mut().unwrap();
     status.conditions[0].last_transition_time = Time(ago(booted));
     status.rollback = Some(BootEntryStatus {
-        image: Some(image(OLD)),
+        image: Some(image(OLD).into()),
         image_digest: Some(OLD.into()),
         ..BootEntryStatus::default()
     });
@@ -73,7 +73,7 @@ fn world_of(first: Bn, on_failure: HealthFailurePolicy, gates: Gates, booted: i6
 /// Marks `first` failed on `digest`, as a plan before did.
 fn failed_before(mut w: World, digest: &str, desired: &str) -> World {
     let first = &mut w.bns[0];
-    first.spec.desired_image = image(desired);
+    first.spec.desired_image = image(desired).into();
     first.annotations_mut().extend([
         (HEALTH_FAILED_ANNOTATION.to_owned(), digest.to_owned()),
         (
@@ -280,7 +280,7 @@ fn with_rollback_updated_the_pool_rolls_back_to_its_last_completed_image() {
         let mut w = world(HealthFailurePolicy::Rollback, driver(true, 100), 120, OLD);
         w.pool.spec.health.as_mut().unwrap().rollback_updated = rollback_updated;
         // `first` went back to OLD; `second` had updated to NEW before.
-        w.bns[0].spec.desired_image = image(OLD);
+        w.bns[0].spec.desired_image = image(OLD).into();
         w.bns[1] = bn("second", NEW, Daemon::Idle(NEW)).build();
         let reference = w.pool.spec.image.reference.clone();
         w.pool.status = Some(BootcNodePoolStatus {
@@ -446,7 +446,7 @@ fn a_rollback_to_a_deployment_installed_from_a_tag_is_written_pinned() {
         let mut w = world(HealthFailurePolicy::Rollback, driver(false, 10), 300, NEW);
         let rollback = w.bns[0].status.as_mut().unwrap().rollback.as_mut().unwrap();
         rollback.image = Some("quay.io/acme/os:prod".into());
-        rollback.image_digest = digest.map(str::to_owned);
+        rollback.image_digest = digest.map(Into::into);
         w
     };
     let p = from_tag(Some(OLD)).plan();

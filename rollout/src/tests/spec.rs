@@ -311,7 +311,7 @@ fn an_admin_cordoned_unlocked_host_is_told_for_the_slot_it_costs_nothing_to_take
     w.bns.push(unlocked(bn("u", OLD, Daemon::Idle(OLD))));
     assert_eq!(
         applied(&w.plan(), "u").map(|a| a.spec.desired_image.clone()),
-        Some(image(NEW))
+        Some(image(NEW).into())
     );
 }
 

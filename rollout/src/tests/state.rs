@@ -22,7 +22,7 @@ fn effective_state_table() {
     }
     // Staged for another image counts as still staging.
     let mut b = bn("n", NEW, Daemon::Staged(OLD)).build();
-    b.status.as_mut().unwrap().staged.as_mut().unwrap().image = Some(image(OLD));
+    b.status.as_mut().unwrap().staged.as_mut().unwrap().image = Some(image(OLD).into());
     b.status
         .as_mut()
         .unwrap()
@@ -40,7 +40,7 @@ fn effective_state_table() {
     // reference is the index.
     let mut b = bn("n", NEW, Daemon::Idle(OLD)).build();
     let booted = b.status.as_mut().unwrap().booted.as_mut().unwrap();
-    booted.image = Some(image(NEW));
+    booted.image = Some(image(NEW).into());
     booted.image_digest = Some("sha256:platform".into());
     assert_eq!(classify(&b, &t), NodeState::UpToDate);
 }

@@ -21,7 +21,7 @@ fn tag_installed(b: Bn) -> BootcNode {
     if let Some(s) = b.status.as_mut() {
         s.download_only_supported = Some(false);
         if let Some(booted) = s.booted.as_mut() {
-            booted.image = Some(TAG.to_owned());
+            booted.image = Some(TAG.into());
         }
     }
     b
@@ -33,7 +33,7 @@ fn refused(plan: &Plan) -> Vec<(String, String)> {
     plan.writes
         .iter()
         .filter_map(|w| match w {
-            Write::ApplyBootcNode(b) => Some((b.name.clone(), b.spec.desired_image.clone())),
+            Write::ApplyBootcNode(b) => Some((b.name.clone(), b.spec.desired_image.to_string())),
             _ => None,
         })
         .filter(|(_, image)| ImageRef::parse_pinned(image).is_err())
@@ -124,7 +124,7 @@ fn a_tag_installed_host_on_a_platform_of_the_target_index_is_up_to_date_and_stag
     w.bns
         .push(tag_installed(bn("kept", OLD, Daemon::Idle(AMD64))));
     let mut arm = bn("arm", INDEX, Daemon::Idle(ARM64)).build();
-    arm.status.as_mut().unwrap().booted.as_mut().unwrap().image = Some(image(INDEX));
+    arm.status.as_mut().unwrap().booted.as_mut().unwrap().image = Some(image(INDEX).into());
     w.bns.push(arm);
     w.target = Ok(index.clone());
     for b in &w.bns {
@@ -135,11 +135,11 @@ fn a_tag_installed_host_on_a_platform_of_the_target_index_is_up_to_date_and_stag
     // has nothing to stage. "arm" already says the index it booted.
     assert_eq!(
         applied(&p, "new").map(|b| b.spec.desired_image.clone()),
-        Some(image(AMD64))
+        Some(image(AMD64).into())
     );
     assert_eq!(
         applied(&p, "kept").map(|b| b.spec.desired_image.clone()),
-        Some(image(AMD64))
+        Some(image(AMD64).into())
     );
     assert!(applied(&p, "arm").is_none(), "{:?}", p.writes);
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
@@ -172,7 +172,7 @@ fn a_tag_installed_host_on_a_platform_of_the_target_index_is_up_to_date_and_stag
     assert!(applied(&p, "told").is_none(), "{:?}", p.writes);
     assert_eq!(
         applied(&p, "kept").map(|b| b.spec.desired_image.clone()),
-        Some(image(NEW))
+        Some(image(NEW).into())
     );
     assert!(slotted(&p).is_empty(), "{:?}", p.writes);
     assert_eq!(up_to_date(&p).1, Reason::AllUpdated.as_str());

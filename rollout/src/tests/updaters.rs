@@ -95,7 +95,7 @@ fn a_host_running_its_own_updater_is_refused_and_named() {
         let p = w.plan();
         assert_eq!(
             applied(&p, "r").map(|a| a.spec.desired_image.clone()),
-            pointed_at.map(image),
+            pointed_at.map(|d| image(d).into()),
             "{case}: {:?}",
             p.writes
         );
@@ -142,7 +142,7 @@ fn once_masked_the_node_is_told_and_given_its_slot() {
     let p = w.plan();
     assert_eq!(
         applied(&p, "r").map(|a| a.spec.desired_image.clone()),
-        Some(image(NEW))
+        Some(image(NEW).into())
     );
     assert_ne!(degraded_reason(&p), Reason::HostUpdaterEnabled.as_str());
     // ...and, staged, takes the slot.

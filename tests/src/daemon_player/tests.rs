@@ -94,7 +94,7 @@ fn approve(spec: &mut BootcNodeSpec) {
 fn staged(options: PlayerOptions) -> Rig {
     let mut rig = Rig::new(OLD, None, options);
     assert_eq!(rig.event(), Some(DaemonPhase::Idle));
-    rig.spec(|s| s.desired_image = NEW.to_owned());
+    rig.spec(|s| s.desired_image = NEW.into());
     // The pull is instant: no Staging report, as the daemon's rule says.
     assert_eq!(rig.event(), Some(DaemonPhase::Staged));
     rig

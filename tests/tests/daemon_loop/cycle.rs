@@ -102,7 +102,7 @@ async fn full_cycle_idle_staging_staged_rebooting_idle() {
             (a.as_str(), false, false, None),
         ]
     );
-    assert_eq!(status.booted.and_then(|b| b.image), Some(b.clone()));
+    assert_eq!(status.booted.and_then(|b| b.image), Some(b.as_str().into()));
     assert_ne!(
         status.boot_id.as_deref(),
         Some(first_boot.as_str()),
@@ -251,7 +251,10 @@ async fn desired_image_changed_during_staging_stages_the_new_one_and_never_appli
                 == Some(c.as_str())
     })
     .await;
-    assert_eq!(bn.status.unwrap().booted.unwrap().image, Some(a.clone()));
+    assert_eq!(
+        bn.status.unwrap().booted.unwrap().image,
+        Some(a.as_str().into())
+    );
     let staged: Vec<String> = stages(&host)
         .iter()
         .map(|i| i.argv.last().cloned().unwrap_or_default())

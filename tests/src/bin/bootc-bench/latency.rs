@@ -72,7 +72,7 @@ pub(crate) async fn latency(report: &mut Report, changes: usize) -> Result<()> {
     let first = pinned(1);
     let host = FakeHost::start(Some(&first)).context("starting a fake host")?;
     let spec = BootcNodeSpec {
-        desired_image: first.clone(),
+        desired_image: first.as_str().into(),
         desired_image_state: DesiredImageState::Staged,
         reboot_policy: RebootPolicy::RebootOnly,
         pull_secret_ref: None,
