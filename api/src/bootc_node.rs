@@ -5,8 +5,8 @@
 //! consumer answers it its own way. The Node's readings are in
 //! [`crate::node_health`].
 
+use crate::conditions::Condition;
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::labels::{
     HEALTH_FAILED_ANNOTATION, HEALTH_FAILED_BECAUSE_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION,
@@ -224,7 +224,7 @@ mod tests {
             type_: type_.as_str().into(),
             status: status.into(),
             reason: reason.into(),
-            message: format!("{type_} {status}"),
+            message: format!("{type_} {status}").into(),
             last_transition_time: Time(Timestamp::from_second(at).unwrap_or_default()),
             observed_generation: None,
         }

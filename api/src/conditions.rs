@@ -5,7 +5,46 @@
 
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{self as meta, Time};
+use serde::{Deserialize, Serialize};
+
+use crate::Shared;
+
+/// A condition of a pool or a BootcNode: Kubernetes' `metav1.Condition`,
+/// field for field and in the CRDs' schema, with its strings [`Shared`]: a
+/// pool's BootcNodes mostly say the same things (the same types, statuses,
+/// reasons and messages), which a controller caching 20,000 of them then
+/// holds once.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    pub last_transition_time: Time,
+    #[serde(default)]
+    pub message: Shared,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub reason: Shared,
+    #[serde(default)]
+    pub status: Shared,
+    #[serde(default, rename = "type")]
+    pub type_: Shared,
+}
+
+/// Kubernetes' own schema of a condition.
+impl schemars::JsonSchema for Condition {
+    fn inline_schema() -> bool {
+        <meta::Condition as schemars::JsonSchema>::inline_schema()
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        <meta::Condition as schemars::JsonSchema>::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <meta::Condition as schemars::JsonSchema>::json_schema(generator)
+    }
+}
 
 /// An enum of wire strings: each variant with its string, `ALL` listing
 /// every variant (generated, so none is forgotten), `as_str`, `parse`,
@@ -64,6 +103,12 @@ macro_rules! wire_enum {
         impl PartialEq<$name> for String {
             fn eq(&self, other: &$name) -> bool {
                 self == other.as_str()
+            }
+        }
+
+        impl PartialEq<$name> for crate::Shared {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.as_str()
             }
         }
     };
@@ -458,16 +503,16 @@ fn apply_with(
             if c.status != status || (reason_is_phase && c.reason != update.reason.as_str()) {
                 c.last_transition_time = now.clone();
             }
-            c.status = status.to_owned();
-            c.reason = update.reason.as_str().to_owned();
-            c.message = update.message.clone();
+            c.status = status.into();
+            c.reason = update.reason.as_str().into();
+            c.message = update.message.as_str().into();
             c.observed_generation = generation;
         }
         None => conditions.push(Condition {
-            type_: update.type_.as_str().to_owned(),
-            status: status.to_owned(),
-            reason: update.reason.as_str().to_owned(),
-            message: update.message.clone(),
+            type_: update.type_.as_str().into(),
+            status: status.into(),
+            reason: update.reason.as_str().into(),
+            message: update.message.as_str().into(),
             observed_generation: generation,
             last_transition_time: now.clone(),
         }),

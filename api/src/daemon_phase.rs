@@ -141,7 +141,7 @@ mod tests {
         assert_eq!(status.phase(), Ok(Some(DaemonPhase::Staged)));
         // A reason the enum does not know, as another writer may leave it.
         if let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == "Idle") {
-            c.reason = "Later".to_owned();
+            c.reason = "Later".into();
         }
         assert_eq!(status.phase(), Err(UnknownPhase("Later".to_owned())));
     }

@@ -6,7 +6,9 @@
 //! [`crate::BootcNode`] (`api/src/bootc_node.rs`).
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{NodeCondition, Pod};
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::node::NodeCondition;
 
 use crate::Node;
 use crate::labels::{

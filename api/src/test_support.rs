@@ -23,7 +23,9 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{NodeCondition, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+
+use crate::node::NodeCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
@@ -113,8 +115,8 @@ impl NodeBuilder {
             .get_or_insert_with(Vec::new);
         conditions.retain(|c| c.type_ != type_);
         conditions.push(NodeCondition {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
+            type_: type_.into(),
+            status: status.into(),
             ..NodeCondition::default()
         });
         self
@@ -131,7 +133,7 @@ impl NodeBuilder {
 
     /// The reason of the condition set last.
     pub fn reason(mut self, reason: &str) -> Self {
-        self.last_condition().reason = Some(reason.to_owned());
+        self.last_condition().reason = Some(reason.into());
         self
     }
 

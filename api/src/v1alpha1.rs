@@ -6,7 +6,9 @@
 //! cluster's state are done by the controller and reported in the pool's
 //! `Degraded/InvalidSpec` condition.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+
+use crate::conditions::Condition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;

@@ -46,7 +46,7 @@ fn deleted(mut pool: BootcNodePool) -> BootcNodePool {
 /// `node` NotReady since just now: rebooting.
 fn rebooting(mut node: Node) -> Node {
     let ready = &mut node.status.as_mut().unwrap().conditions.as_mut().unwrap()[0];
-    ready.status = "False".to_owned();
+    ready.status = "False".into();
     ready.last_transition_time = Some(Time(jiff::Timestamp::now()));
     node
 }

@@ -3,12 +3,13 @@
 #![allow(clippy::unwrap_used)]
 
 use api::Node;
+use api::conditions::Condition;
 use api::conditions::ConditionUpdate;
 use api::labels::{CORDONED_BY_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION};
 use api::test_support::{BootcNodeBuilder, NodeBuilder, PodBuilder, PoolBuilder};
 use api::{BootcNode, BootcNodePool, ConditionType, DesiredImageState, Reason};
 use k8s_openapi::api::core::v1::{Event, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::ResourceExt;
 use serde_json::json;
 

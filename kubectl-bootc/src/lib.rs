@@ -290,7 +290,7 @@ mod tests {
         if let Some(s) = newer.status.as_mut() {
             for c in &mut s.conditions {
                 if c.type_ == ConditionType::Idle {
-                    c.reason = "Verifying".to_owned();
+                    c.reason = "Verifying".into();
                 }
             }
         }

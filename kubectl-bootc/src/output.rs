@@ -423,7 +423,7 @@ mod tests {
         let held = format!("{hostile} (raw)");
         for c in &mut snap.pools[0].status.as_mut().unwrap().conditions {
             if c.type_ == api::ConditionType::Degraded.as_str() {
-                c.message.clone_from(&held);
+                c.message = held.as_str().into();
             }
         }
         let pools: Vec<&BootcNodePool> = snap.pools.iter().collect();

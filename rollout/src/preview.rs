@@ -138,7 +138,7 @@ pub(crate) fn input<'a>(
 fn held(pool: &BootcNodePool) -> Option<(String, String)> {
     let status = pool.status.as_ref()?;
     let c = conditions::find(&status.conditions, ConditionType::UpToDate)?;
-    (c.status != "True").then(|| (c.reason.clone(), c.message.clone()))
+    (c.status != "True").then(|| (c.reason.to_string(), c.message.to_string()))
 }
 
 /// One write, landed on the copy at once (a drain succeeds at once).

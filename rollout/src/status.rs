@@ -984,7 +984,7 @@ fn counts_only(old: &BootcNodePoolStatus, new: &BootcNodePoolStatus) -> bool {
             .map(ConditionType::as_str)
             .contains(&c.type_.as_str())
             {
-                c.message.clear();
+                c.message = Default::default();
             }
         }
         s

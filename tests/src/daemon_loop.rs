@@ -44,7 +44,7 @@ pub fn degraded(bn: &BootcNode) -> Option<String> {
         .as_ref()
         .and_then(|s| conditions::find(&s.conditions, ConditionType::Degraded))
         .filter(|c| c.status == "True")
-        .map(|c| c.message.clone())
+        .map(|c| c.message.to_string())
 }
 
 /// Waits until BootcNode `name` satisfies `cond`, and returns it.

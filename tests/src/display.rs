@@ -61,7 +61,7 @@ pub fn rows(bootc_nodes: &[BootcNode], nodes: &[Node]) -> Vec<NodeRow> {
                     || bn.legacy_slot_record(),
                 cordoned: node.is_some_and(api::node_health::is_cordoned),
                 ready: node.is_some_and(api::node_health::is_ready),
-                degraded: bn.degraded().map(|c| c.message.clone()),
+                degraded: bn.degraded().map(|c| c.message.to_string()),
                 staging: match status.and_then(|s| s.download_only_supported) {
                     Some(true) => "locked",
                     Some(false) => "unlocked",

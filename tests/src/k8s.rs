@@ -31,8 +31,13 @@ pub async fn install_crds(client: &kube::Client) -> Result<()> {
 /// The pool's condition of `type_`: (status, reason, message).
 pub fn condition(p: &BootcNodePool, type_: api::ConditionType) -> Option<(String, String, String)> {
     let s = p.status.as_ref()?;
-    api::conditions::find(&s.conditions, type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    api::conditions::find(&s.conditions, type_).map(|c| {
+        (
+            c.status.to_string(),
+            c.reason.to_string(),
+            c.message.to_string(),
+        )
+    })
 }
 
 /// The kubelet's condition type for a Pod that is ready (Kubernetes' word,

@@ -215,7 +215,7 @@ pub fn node_patch(pool: &str, seq: usize) -> Value {
 pub fn status_apply(bn: &BootcNode, seq: usize) -> Value {
     let mut status = bn.status.clone().unwrap_or_default();
     for c in &mut status.conditions {
-        c.message = format!("write probe {seq}");
+        c.message = format!("write probe {seq}").into();
     }
     json!({
         "apiVersion": BootcNode::api_version(&()),

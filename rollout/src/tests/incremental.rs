@@ -200,10 +200,10 @@ impl Cluster {
         let all = status.conditions.get_or_insert_default();
         for c in conditions {
             all.retain(|have| have.type_ != c.type_);
-            all.push(k8s_openapi::api::core::v1::NodeCondition {
-                type_: c.type_.to_owned(),
-                status: if c.status { "True" } else { "False" }.to_owned(),
-                reason: Some(api::node_health::LIFECYCLE_REASON.to_owned()),
+            all.push(api::node::NodeCondition {
+                type_: c.type_.into(),
+                status: if c.status { "True" } else { "False" }.into(),
+                reason: Some(api::node_health::LIFECYCLE_REASON.into()),
                 ..Default::default()
             });
         }

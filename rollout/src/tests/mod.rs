@@ -303,14 +303,14 @@ fn slotted(plan: &Plan) -> Vec<String> {
 fn degraded_reason(plan: &Plan) -> String {
     let s = plan.status.as_ref().expect("status");
     conditions::find(&s.conditions, ConditionType::Degraded)
-        .map(|c| c.reason.clone())
+        .map(|c| c.reason.to_string())
         .unwrap_or_default()
 }
 
 fn degraded_message(plan: &Plan) -> String {
     let s = plan.status.as_ref().expect("status");
     conditions::find(&s.conditions, ConditionType::Degraded)
-        .map(|c| c.message.clone())
+        .map(|c| c.message.to_string())
         .unwrap_or_default()
 }
 
@@ -318,7 +318,11 @@ fn up_to_date(plan: &Plan) -> (String, String, String) {
     let s = plan.status.as_ref().expect("status");
     let c =
         conditions::find(&s.conditions, ConditionType::UpToDate).expect("an UpToDate condition");
-    (c.status.clone(), c.reason.clone(), c.message.clone())
+    (
+        c.status.to_string(),
+        c.reason.to_string(),
+        c.message.to_string(),
+    )
 }
 
 /// A NotReady node whose Ready condition changed `secs_ago` before the

@@ -500,8 +500,8 @@ fn with_lifecycle_conditions_a_slot_tells_its_node_its_stage() {
 
 #[test]
 fn a_release_clears_the_pools_lifecycle_conditions_even_with_the_flag_off() {
+    use api::node::NodeCondition;
     use api::node_health::{DRAINED, LIFECYCLE_REASON, MAINTENANCE_IN_PROGRESS};
-    use k8s_openapi::api::core::v1::NodeCondition;
     // Back on the target, Ready: released. Its Node still says what the
     // pool set while the flag was on.
     let mut back = marked(node("w1", "a", true, true), "a");
@@ -511,9 +511,9 @@ fn a_release_clears_the_pools_lifecycle_conditions_even_with_the_flag_off() {
             .conditions
             .get_or_insert_default()
             .push(NodeCondition {
-                type_: type_.to_owned(),
-                status: "True".to_owned(),
-                reason: Some(LIFECYCLE_REASON.to_owned()),
+                type_: type_.into(),
+                status: "True".into(),
+                reason: Some(LIFECYCLE_REASON.into()),
                 ..NodeCondition::default()
             });
     }

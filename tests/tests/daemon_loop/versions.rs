@@ -38,7 +38,7 @@ fn idle_message(bn: &BootcNode) -> String {
     bn.status
         .as_ref()
         .and_then(|s| conditions::find(&s.conditions, ConditionType::Idle))
-        .map(|c| c.message.clone())
+        .map(|c| c.message.to_string())
         .unwrap_or_default()
 }
 
