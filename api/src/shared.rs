@@ -2,19 +2,20 @@
 //!
 //! A pool's BootcNodes report the same few image references, digests,
 //! versions and architectures: every node of a pool boots the same image,
-//! keeps the same rollback and is asked for the same target. Held as
-//! `String`s, a controller caching 20,000 of them keeps 20,000 copies of
-//! each (about a KiB a node). As [`Shared`] they are decoded once: each
-//! value decoded is looked up in one table of the values alive, and a value
-//! seen before is shared rather than allocated again.
+//! keeps the same rollback and is asked for the same target. Their
+//! conditions, and the kubelets' on the Nodes, mostly say the same things
+//! too. Held as `String`s, a controller caching 20,000 of them keeps 20,000
+//! copies of each (about a KiB a node). As [`Shared`] they are decoded once:
+//! each value decoded is looked up in one table of the values alive, and a
+//! value seen before is shared rather than allocated again.
 //!
 //! The table holds only values still in use: it drops those nothing else
 //! holds whenever it has doubled since it last did (so a rollout's old
-//! digests go, and the cost stays constant per value decoded). Its values
-//! are those of fields of bounded variety (what images a cluster runs), never
-//! per-node ones such as names or boot ids, which would each be one entry.
-//! A `String` serialises, hashes, compares and prints as its text: nothing on the
-//! wire or in the CRD's schema tells them apart.
+//! digests go, and the cost stays constant per value decoded). Fields whose
+//! values are each node's own (names, boot ids) stay `String`s: each would be
+//! an entry of the table for nothing. A [`Shared`] serialises, hashes,
+//! compares and prints as its text: nothing on the wire or in the CRDs'
+//! schema tells it from a `String`.
 //!
 //! Written here rather than taken from an interning crate: those bring a
 //! concurrent map (and its hasher) into every binary that reads a

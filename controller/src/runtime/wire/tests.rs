@@ -487,3 +487,32 @@ fn wire_decode_cost() {
         micros(rounds, || bootc_node_wire(&bn)),
     );
 }
+
+/// Two nodes' BootcNodes, decoded as the cache decodes them, hold one copy
+/// of the texts a pool's nodes share (`api::Shared`): the images, digests
+/// and versions of their boot entries, their desired image, their
+/// conditions' words.
+#[test]
+fn two_nodes_share_the_texts_of_their_pool() {
+    let mut other = bootc_node_json();
+    other["metadata"]["name"] = json!("worker-18");
+    let a = bootc_node_wire(&bootc_node_json().to_string());
+    let b = bootc_node_wire(&other.to_string());
+    let same = |x: &str, y: &str| x.as_ptr() == y.as_ptr();
+    assert!(same(&a.spec.desired_image, &b.spec.desired_image));
+    let (sa, sb) = (a.status.unwrap(), b.status.unwrap());
+    let (ea, eb) = (sa.booted.unwrap(), sb.booted.unwrap());
+    assert!(same(
+        ea.image.as_deref().unwrap(),
+        eb.image.as_deref().unwrap()
+    ));
+    assert!(same(
+        ea.version.as_deref().unwrap(),
+        eb.version.as_deref().unwrap()
+    ));
+    for (ca, cb) in sa.conditions.iter().zip(&sb.conditions) {
+        assert!(same(&ca.type_, &cb.type_) && same(&ca.reason, &cb.reason));
+        assert!(same(&ca.message, &cb.message), "{}", ca.message);
+    }
+    assert!(!same(&a.metadata.name.unwrap(), &b.metadata.name.unwrap()));
+}
