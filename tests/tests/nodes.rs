@@ -373,8 +373,15 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
         run(n2
             .exec(&["sh", "-c", "echo 8000 > /fake-bootc/stage-delay-ms"])
             .unwrap());
+        // node-3's takes 3 s, so that node-1 is staged first and takes the
+        // one slot (a slot goes to the first staged node by name): node-3's
+        // hand reboot below must come outside any slot.
+        run(n3
+            .exec(&["sh", "-c", "echo 3000 > /fake-bootc/stage-delay-ms"])
+            .unwrap());
         let v2 = push_os(&cluster.registry, "2.0", "v2").await.unwrap();
         let n3_boots = n3.boot_count();
+        let n3_reboots = n3.bootc().read_reboots().len();
         kubectl(
             &cluster,
             &["apply", "-f", "-"],
@@ -410,10 +417,8 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
             None,
         )
         .unwrap();
-        // node-3 goes down by hand while it waits for its turn.
-        run(n3.exec(&["systemctl", "reboot"]).unwrap());
 
-        // node-1 takes the slot first (name order) and its drain is refused.
+        // node-1 takes the slot first (staged first) and its drain is refused.
         wait_until_async("the pool names the blocked drain", || async {
             let described = kubectl(&cluster, &["describe", "bnp", POOL], None).unwrap();
             described.contains(api::event_reasons::DRAIN_BLOCKED) && described.contains("pinned")
@@ -426,6 +431,23 @@ fn faults_on_real_nodes_leave_the_rollout_safe_and_complete() {
         assert!(
             api::node_health::is_cordoned(&held),
             "node-1 cordoned in its slot"
+        );
+        // node-3 goes down by hand while it waits for its turn, v2 staged.
+        let staged_v2 = || {
+            n3.bootc()
+                .read_state()
+                .is_ok_and(|s| s.staged.is_some_and(|d| d.image == v2))
+        };
+        wait_until("node-3 staged v2", staged_v2).await;
+        run(n3.exec(&["systemctl", "reboot"]).unwrap());
+        wait_until("node-3's hand reboot", || {
+            n3.bootc().read_reboots().len() > n3_reboots
+        })
+        .await;
+        let hand = n3.bootc().read_reboots().pop().unwrap();
+        assert!(
+            !hand.applied_staged,
+            "node-3: a reboot outside any slot booted v2: {hand:?}"
         );
         kubectl(
             &cluster,
