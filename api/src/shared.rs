@@ -36,7 +36,7 @@ pub struct Shared(Arc<str>);
 impl Shared {
     /// `text`, shared with every live [`Shared`] of the same text.
     pub fn new(text: &str) -> Shared {
-        TABLE.intern(text)
+        intern(text)
     }
 
     pub fn as_str(&self) -> &str {
@@ -45,10 +45,6 @@ impl Shared {
 }
 
 /// The values alive, and when to drop the ones no longer held.
-struct Table {
-    values: LazyLock<Mutex<Values>>,
-}
-
 struct Values {
     set: HashSet<Arc<str>>,
     /// The size at which the unheld values are dropped next.
@@ -57,40 +53,31 @@ struct Values {
 
 const FIRST_SWEEP: usize = 64;
 
-static TABLE: Table = Table {
-    values: LazyLock::new(|| {
-        Mutex::new(Values {
-            set: HashSet::new(),
-            sweep_at: FIRST_SWEEP,
-        })
-    }),
-};
+static VALUES: LazyLock<Mutex<Values>> = LazyLock::new(|| {
+    Mutex::new(Values {
+        set: HashSet::new(),
+        sweep_at: FIRST_SWEEP,
+    })
+});
 
-impl Table {
-    fn intern(&self, text: &str) -> Shared {
-        // A panic while holding the lock leaves the set whole.
-        let mut values = self.values.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(kept) = values.set.get(text) {
-            return Shared(kept.clone());
-        }
-        if values.set.len() >= values.sweep_at {
-            // Held only here: no object has it any more.
-            values.set.retain(|v| Arc::strong_count(v) > 1);
-            values.sweep_at = (2 * values.set.len()).max(FIRST_SWEEP);
-        }
-        let value: Arc<str> = Arc::from(text);
-        values.set.insert(value.clone());
-        Shared(value)
-    }
+fn values() -> std::sync::MutexGuard<'static, Values> {
+    // A panic while holding the lock leaves the set whole.
+    VALUES.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.values
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .set
-            .len()
+fn intern(text: &str) -> Shared {
+    let mut values = values();
+    if let Some(kept) = values.set.get(text) {
+        return Shared(kept.clone());
     }
+    if values.set.len() >= values.sweep_at {
+        // Held only here: no object has it any more.
+        values.set.retain(|v| Arc::strong_count(v) > 1);
+        values.sweep_at = (2 * values.set.len()).max(FIRST_SWEEP);
+    }
+    let value: Arc<str> = Arc::from(text);
+    values.set.insert(value.clone());
+    Shared(value)
 }
 
 impl Deref for Shared {
@@ -270,7 +257,11 @@ mod tests {
         for i in 0..10_000 {
             drop(Shared::new(&format!("dropped-{i}")));
         }
-        assert!(TABLE.len() < 1_000, "{} values kept", TABLE.len());
+        assert!(
+            values().set.len() < 1_000,
+            "{} values kept",
+            values().set.len()
+        );
         let again = Shared::new("held-3");
         assert!(
             Arc::ptr_eq(&again.0, &held[3].0),

@@ -133,8 +133,7 @@ impl<K: Resource + Clone> ByName<K> {
     pub fn apply(&self, event: &Event<K>) {
         let mut inner = self.write();
         match event {
-            Event::Apply(o) => inner.put(o),
-            Event::InitApply(o) => inner.put(o),
+            Event::Apply(o) | Event::InitApply(o) => inner.put(o),
             Event::Delete(o) => {
                 if let Some(name) = o.meta().name.as_deref() {
                     inner.objects.remove(name);
