@@ -66,21 +66,9 @@ pub(crate) struct NodeVerdict {
     pub candidate: bool,
     /// Its Node carries a hold (`hold.bootc.dev/<who>`).
     pub held: bool,
-    /// The blocking pod its Node runs (`namespace/name`), which keeps it
-    /// from taking a slot.
-    pub blocked_by: Option<String>,
-    /// The automatic updaters its host runs, which refuse it the target
-    /// ([`crate::holds::updaters`]).
-    pub host_updaters: Vec<String>,
-    /// Why bootc cannot update its host from an image
-    /// ([`api::BootcNode::unmanageable`]): Degraded, never up to date, not
-    /// told, no slot.
-    pub host_incompatible: Option<String>,
     /// Its daemon, when this controller does not drive its contract
     /// ([`crate::holds::daemons`]): not told, no slot, never approved by this plan.
     pub daemon_skew: Option<api::daemon_contract::DaemonSkew>,
-    /// What its health gate waits for, while it settles in its slot.
-    pub proving: Option<String>,
     /// Failed on the target under `onFailure: Rollback`, but bootc reports
     /// no image it ran before: held in its slot instead.
     pub no_rollback: bool,
@@ -93,9 +81,8 @@ pub(crate) struct NodeVerdict {
     pub held_by_fleet_stop: bool,
     /// Cordoned in its slot and not yet drained.
     pub draining: bool,
-    /// Its drain goes on, but a PodDisruptionBudget refused an eviction.
-    pub drain_blocked: Option<String>,
-    pub drain_failure: Option<String>,
+    /// What it waits for, said in words, when anything (see [`Waits`]).
+    pub waits: Option<Box<Waits>>,
     /// Look at the pool again after this long (from the plan that made the
     /// verdict; see [`NodeVerdict::requeue_at`]).
     pub requeue: Option<Duration>,
@@ -110,6 +97,38 @@ pub(crate) struct NodeVerdict {
     /// Its writes, once the order step has decided them (see [`Decided`]).
     pub decided: Decided,
 }
+
+/// What a member waits for, said in words. Few members wait so, and the
+/// memo keeps a verdict for every member: out of line, these texts cost a
+/// pointer when absent (a verdict of 20,000 fits a smaller allocation).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Waits {
+    /// The blocking pod its Node runs (`namespace/name`), which keeps it
+    /// from taking a slot.
+    pub blocked_by: Option<String>,
+    /// Why bootc cannot update its host from an image
+    /// ([`api::BootcNode::unmanageable`]): Degraded, never up to date, not
+    /// told, no slot.
+    pub host_incompatible: Option<String>,
+    /// The automatic updaters its host runs, which refuse it the target
+    /// ([`crate::holds::updaters`]).
+    pub host_updaters: Vec<String>,
+    /// What its health gate waits for, while it settles in its slot.
+    pub proving: Option<String>,
+    /// Its drain goes on, but a PodDisruptionBudget refused an eviction.
+    pub drain_blocked: Option<String>,
+    pub drain_failure: Option<String>,
+}
+
+/// No wait to explain.
+static NO_WAITS: Waits = Waits {
+    blocked_by: None,
+    host_incompatible: None,
+    host_updaters: Vec::new(),
+    proving: None,
+    drain_blocked: None,
+    drain_failure: None,
+};
 
 /// One member's writes as the order step decides them
 /// (step 7, `order.rs`).
@@ -146,6 +165,16 @@ impl Decided {
 }
 
 impl NodeVerdict {
+    /// What it waits for, said in words.
+    pub fn waits(&self) -> &Waits {
+        self.waits.as_deref().unwrap_or(&NO_WAITS)
+    }
+
+    /// To say what it waits for (only once there is something to say).
+    pub fn waits_mut(&mut self) -> &mut Waits {
+        self.waits.get_or_insert_default()
+    }
+
     /// The state the pool's status and metrics report: a member that runs
     /// the target but still holds its reboot slot once this plan's writes
     /// are made (it is not back: NotReady, or not yet released) is still

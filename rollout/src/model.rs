@@ -2,6 +2,7 @@
 //! returns (`Plan`, `Cleanup`). Types only, below every step.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use api::Node;
 use api::{BootcNode, BootcNodePool, BootcNodeSpec, Reason};
@@ -147,8 +148,9 @@ pub struct LifecycleCondition {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
     /// Server-side apply of the fields the controller owns on a BootcNode
-    /// (owner reference, slot annotations, spec).
-    ApplyBootcNode(Box<BootcNodeApply>),
+    /// (owner reference, slot annotations, spec). Shared: a verdict the
+    /// memo keeps holds the same apply as the plan (see `crate::memo`).
+    ApplyBootcNode(Arc<BootcNodeApply>),
     DeleteBootcNode {
         name: String,
     },
@@ -188,7 +190,8 @@ impl Write {
 #[derive(Clone, Debug, PartialEq)]
 pub struct BootcNodeApply {
     pub name: String,
-    pub owner: OwnerReference,
+    /// The pool's, one for every apply of a plan.
+    pub owner: Arc<OwnerReference>,
     /// The slot and prior-cordon annotations.
     pub annotations: BTreeMap<String, String>,
     pub spec: BootcNodeSpec,

@@ -148,14 +148,16 @@ fn member(view: &View<'_>, e: &Entry<'_>) -> MemberWrites {
         && row.node.is_some()
         && row.bn.is_some()
         && holds_slot(row.node, row.bn, &view.pool_name);
-    let mut writes = verdict.pre.clone();
-    if !verdict
+    let apply = (!verdict
         .applied
-        .unwrap_or_else(|| verdict.owned.applied(row.bn))
-    {
-        let apply = verdict.owned.to_apply(name, view.pool);
-        writes.push(Write::ApplyBootcNode(Box::new(apply)));
-    }
+        .unwrap_or_else(|| verdict.owned.applied(row.bn)))
+    .then(|| Write::ApplyBootcNode(Arc::new(verdict.owned.to_apply(name, &view.owner))));
+    // Exactly as long as needed: a pool's every member may hold its writes
+    // (20,000 new BootcNodes, each with its Node's label).
+    let len = verdict.pre.len() + usize::from(apply.is_some()) + verdict.post.len();
+    let mut writes = Vec::with_capacity(len);
+    writes.extend(verdict.pre.iter().cloned());
+    writes.extend(apply);
     writes.extend(verdict.post.iter().cloned());
     MemberWrites { releasing, writes }
 }

@@ -24,7 +24,7 @@ use api::{
     conditions,
 };
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube_core::ResourceExt;
 
 use crate::holds::gates::Gates;
@@ -185,7 +185,7 @@ fn apply_owned(bn: &mut BootcNode, apply: &crate::model::BootcNodeApply) {
         bn.metadata.generation = Some(bn.metadata.generation.unwrap_or(1) + 1);
     }
     bn.spec = apply.spec.clone();
-    bn.metadata.owner_references = Some(vec![apply.owner.clone()]);
+    bn.metadata.owner_references = Some(vec![OwnerReference::clone(&apply.owner)]);
     let annotations = bn.annotations_mut();
     annotations.retain(|k, _| !crate::members::owned::OWNED_ANNOTATIONS.contains(&k.as_str()));
     annotations.extend(apply.annotations.clone());

@@ -365,7 +365,7 @@ fn of(facts: &PoolFacts<'_>, e: &Entry<'_>) -> Standing {
     if v.owned.in_slot {
         return in_slot(facts, e.row.node, e.row.bn, v);
     }
-    if let Some(why) = &v.host_incompatible {
+    if let Some(why) = &v.waits().host_incompatible {
         return Standing::HostIncompatible { why: why.clone() };
     }
     if v.runs_target {
@@ -377,9 +377,9 @@ fn of(facts: &PoolFacts<'_>, e: &Entry<'_>) -> Standing {
     if let Some(skew) = &v.daemon_skew {
         return Standing::DaemonSkew(skew.clone());
     }
-    if !v.host_updaters.is_empty() {
+    if !v.waits().host_updaters.is_empty() {
         return Standing::HostUpdaters {
-            units: v.host_updaters.clone(),
+            units: v.waits().host_updaters.clone(),
         };
     }
     if let Some((digest, check)) = &v.owned.health_failed
@@ -451,7 +451,7 @@ fn staged(facts: &PoolFacts<'_>, e: &Entry<'_>) -> Standing {
             .collect();
         return Standing::Held { holds };
     }
-    if let Some(pod) = &v.blocked_by {
+    if let Some(pod) = &v.waits().blocked_by {
         return Standing::BlockingPod { pod: pod.clone() };
     }
     if let Some(unfit) = unfit(node) {
@@ -532,7 +532,7 @@ fn in_slot(
             then,
         };
     }
-    if let Some(waiting) = &v.proving {
+    if let Some(waiting) = &v.waits().proving {
         return Standing::Proving {
             waiting: waiting.clone(),
         };
@@ -570,8 +570,8 @@ fn in_slot(
         Standing::HeldByFleetStop
     } else if v.draining {
         Standing::Draining {
-            blocked: v.drain_blocked.clone(),
-            failed: v.drain_failure.clone(),
+            blocked: v.waits().drain_blocked.clone(),
+            failed: v.waits().drain_failure.clone(),
         }
     } else {
         Standing::StagingInSlot

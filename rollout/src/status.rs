@@ -426,7 +426,7 @@ fn degraded(
     report_stuck(&stuck, current, problems, events);
     let drain_failures: Vec<&str> = verdicts
         .values()
-        .filter_map(|v| v.drain_failure.as_deref())
+        .filter_map(|v| v.waits().drain_failure.as_deref())
         .collect();
     if !drain_failures.is_empty() {
         problems.push((Reason::DrainTimedOut, drain_failures.join("; ")));
@@ -447,8 +447,8 @@ fn degraded(
     let refused: Vec<(&str, &[String])> = rollout
         .verdicts
         .iter()
-        .filter(|e| !e.verdict.host_updaters.is_empty())
-        .map(|e| (e.name, e.verdict.host_updaters.as_slice()))
+        .filter(|e| !e.verdict.waits().host_updaters.is_empty())
+        .map(|e| (e.name, e.verdict.waits().host_updaters.as_slice()))
         .collect();
     problems.extend(updaters::problem(&refused));
     let incompatible: Vec<String> = rollout
@@ -458,7 +458,7 @@ fn degraded(
             Some(format!(
                 "node {}: {}",
                 e.name,
-                e.verdict.host_incompatible.as_ref()?
+                e.verdict.waits().host_incompatible.as_ref()?
             ))
         })
         .collect();

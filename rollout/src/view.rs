@@ -11,13 +11,16 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, btree_map};
 use std::iter::Peekable;
+use std::sync::Arc;
 
 use api::Node;
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube_core::Resource;
 use kube_core::ResourceExt;
 
 use crate::holds::pause::Pause;
+use crate::members::owned::owner_reference;
 use crate::model::PlanInput;
 
 pub(crate) struct View<'a> {
@@ -30,6 +33,9 @@ pub(crate) struct View<'a> {
     pub current: BootcNodePoolStatus,
     /// The pool's pause now ([`Pause::of`]): every step reads this one.
     pub pause: Pause,
+    /// The owner reference every member's BootcNode carries, shared by the
+    /// plan's applies.
+    pub owner: Arc<OwnerReference>,
 }
 
 /// One name's Node and BootcNode, and their versions (see [`super::memo`]),
@@ -51,6 +57,7 @@ impl<'a> View<'a> {
             rows,
             current: input.pool.status.clone().unwrap_or_default(),
             pause: Pause::of(&input.pool.spec.rollout, input.now),
+            owner: Arc::new(owner_reference(input.pool)),
         }
     }
 }

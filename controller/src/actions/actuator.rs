@@ -401,7 +401,7 @@ impl Actuator {
                     "metadata": {
                         "name": name,
                         "annotations": bn.annotations,
-                        "ownerReferences": [bn.owner],
+                        "ownerReferences": [&*bn.owner],
                     },
                     "spec": bn.spec,
                 });

@@ -17,8 +17,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use api::Node;
 use api::{BootcNode, BootcNodePool};
+use api::{Node, Shared};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 use kube::core::Selector;
@@ -109,8 +109,9 @@ struct Entry {
     /// What it tells tag resolution: the `kubernetes.io/arch` label of a
     /// selected Node, the architecture an owned BootcNode reports.
     architectures: Vec<String>,
-    /// The image an owned BootcNode boots, pinned.
-    booted: Option<String>,
+    /// The image an owned BootcNode boots, pinned (one copy for the
+    /// members that boot it).
+    booted: Option<Shared>,
     /// An owned BootcNode carries a person's retry request.
     retry: bool,
 }
@@ -125,7 +126,7 @@ fn entry_for(
 ) -> Option<Entry> {
     let r = reads(pool, selector, node.as_deref(), bn.as_deref());
     let (read_node, read_bn, retry) = (r.node, r.bn, r.retry);
-    let booted = r.booted;
+    let booted = r.booted.map(Shared::from);
     if !read_node && !read_bn {
         return None;
     }
@@ -139,6 +140,16 @@ fn entry_for(
         node: node.filter(|_| read_node),
         bn: bn.filter(|_| read_bn),
     })
+}
+
+/// One more entry counted under `key` (copied only when new).
+fn count(counts: &mut BTreeMap<String, usize>, key: &str) {
+    match counts.get_mut(key) {
+        Some(n) => *n += 1,
+        None => {
+            counts.insert(key.to_owned(), 1);
+        }
+    }
 }
 
 /// One less entry counted under `key`.
@@ -246,10 +257,10 @@ impl Members {
         let old = match entry {
             Some(entry) => {
                 for arch in &entry.architectures {
-                    *self.architectures.entry(arch.clone()).or_default() += 1;
+                    count(&mut self.architectures, arch);
                 }
                 if let Some(image) = &entry.booted {
-                    *self.booted.entry(image.clone()).or_default() += 1;
+                    count(&mut self.booted, image);
                 }
                 if entry.retry {
                     self.retries.insert(name.to_owned());

@@ -12,13 +12,15 @@
 //! neither membership nor BootcNode is restored by the record alone, once
 //! back.
 
+use std::sync::Arc;
+
 use api::Node;
 use api::{BootcNode, BootcNodePool, DeletionPolicy, DesiredImageState};
 use kube_core::ResourceExt;
 
 use crate::holds::disruption::{self, cordoned_for};
 use crate::members::membership::{Membership, owned_by};
-use crate::members::owned::Owned;
+use crate::members::owned::{Owned, owner_reference};
 use crate::model::{PlanInput, PlannedEvent, Write, event_reasons};
 use crate::order::Writes;
 use crate::reboot::slots::holds_slot;
@@ -121,8 +123,9 @@ fn withdraw_approval(bn: &BootcNode, pool: &BootcNodePool) -> Option<Write> {
         return None;
     }
     owned.spec.desired_image_state = DesiredImageState::Staged;
-    Some(Write::ApplyBootcNode(Box::new(
-        owned.to_apply(&bn.name_any(), pool),
+    let owner = Arc::new(owner_reference(pool));
+    Some(Write::ApplyBootcNode(Arc::new(
+        owned.to_apply(&bn.name_any(), &owner),
     )))
 }
 

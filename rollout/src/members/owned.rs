@@ -10,6 +10,7 @@
 //! removes it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use api::labels::{
     HEALTH_FAILED_ANNOTATION, HEALTH_FAILED_BECAUSE_ANNOTATION, IN_REBOOT_SLOT_ANNOTATION,
@@ -99,7 +100,9 @@ impl Owned {
         self.spec.approved()
     }
 
-    pub fn to_apply(&self, name: &str, pool: &BootcNodePool) -> BootcNodeApply {
+    /// The apply that sets these fields, with `owner` (the pool's:
+    /// [`owner_reference`]).
+    pub fn to_apply(&self, name: &str, owner: &Arc<OwnerReference>) -> BootcNodeApply {
         let mut annotations = BTreeMap::new();
         if let Some((digest, why)) = &self.skipped {
             annotations.insert(SKIPPED_ANNOTATION.to_owned(), digest.clone());
@@ -111,7 +114,7 @@ impl Owned {
         }
         BootcNodeApply {
             name: name.to_owned(),
-            owner: owner_reference(pool),
+            owner: Arc::clone(owner),
             annotations,
             spec: self.spec.clone(),
         }

@@ -307,18 +307,13 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
         unhealthy_in_slot: false,
         candidate: false,
         held: false,
-        blocked_by: None,
-        host_updaters: Vec::new(),
-        host_incompatible: existing.and_then(BootcNode::unmanageable),
         daemon_skew: daemons::skewed(existing),
-        proving: None,
         no_rollback: false,
         rolling_back: false,
         held_by_pause: false,
         held_by_fleet_stop: false,
         draining: false,
-        drain_blocked: None,
-        drain_failure: None,
+        waits: None,
         requeue: None,
         phase: None,
         stuck: None,
@@ -330,8 +325,16 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
     let healthy = ready && state != NodeState::Degraded;
     let in_flight = existing.is_none_or(disruption::reboot_in_flight);
     v.held = node.is_some_and(api::node_health::is_held);
-    v.blocked_by = view.input.gates.blocking_pod(name).map(str::to_owned);
-    v.host_updaters = updaters::refusing(existing, v.runs_target, v.owned.in_slot);
+    if let Some(why) = existing.and_then(BootcNode::unmanageable) {
+        v.waits_mut().host_incompatible = Some(why);
+    }
+    if let Some(pod) = view.input.gates.blocking_pod(name) {
+        v.waits_mut().blocked_by = Some(pod.to_owned());
+    }
+    let refusing = updaters::refusing(existing, v.runs_target, v.owned.in_slot);
+    if !refusing.is_empty() {
+        v.waits_mut().host_updaters = refusing;
+    }
     let drain_failed = drain_failure(pool, name);
     let health = view.pool.spec.health.as_ref();
     if !v.owned.in_slot {
@@ -373,6 +376,9 @@ fn of(pool: &Pool<'_, '_>, name: &str, row: Row<'_>, told: bool) -> NodeVerdict 
     withhold_approval(existing, &mut v);
     time_phase(pool, name, node, existing, ready, &mut v);
     v.applied = Some(v.owned.applied(existing));
+    // Kept with the verdict: no spare room (a Vec grows by four writes).
+    v.pre.shrink_to_fit();
+    v.post.shrink_to_fit();
     match v.requeue.map(|d| pool.view.input.now.checked_add(d)) {
         None => {}
         Some(Ok(at)) => v.recheck_at = Some(at),
@@ -475,7 +481,7 @@ fn drain_progress(pool: &Pool<'_, '_>, name: &str, v: &mut NodeVerdict) {
         Some(DrainPhase::Running) => v.draining = true,
         Some(DrainPhase::Blocked { message }) => {
             v.draining = true;
-            v.drain_blocked = Some(format!("{name}: {message}"));
+            v.waits_mut().drain_blocked = Some(format!("{name}: {message}"));
         }
         Some(DrainPhase::Succeeded) => {
             // Drained and staged: approved to boot (a pause, or the
@@ -487,7 +493,7 @@ fn drain_progress(pool: &Pool<'_, '_>, name: &str, v: &mut NodeVerdict) {
         }
         Some(DrainPhase::Failed { message, at }) => {
             v.draining = true;
-            v.drain_failure = Some(format!("{name}: {message}"));
+            v.waits_mut().drain_failure = Some(format!("{name}: {message}"));
             let since = input.now.duration_since(*at).unsigned_abs();
             if since >= DRAIN_RETRY {
                 v.post.push(Write::StartDrain {
@@ -526,7 +532,7 @@ fn prove(pool: &Pool<'_, '_>, member: Member<'_>, health: &HealthSpec, v: &mut N
     match health_gate::assess(health, &checked, b.phase_since(), input.now) {
         Proof::Passed => release(pool, name, node, v),
         Proof::Settling { waiting, recheck } => {
-            v.proving = Some(waiting);
+            v.waits_mut().proving = Some(waiting);
             requeue(&mut v.requeue, Some(recheck));
             hold(pool, member, v);
         }
@@ -591,9 +597,9 @@ fn outside_slot(
     let in_conflict = pool.conflicts.contains_key(name);
     let staged = v.state == NodeState::Staged;
     let held_back = v.held
-        || v.blocked_by.is_some()
-        || !v.host_updaters.is_empty()
-        || v.host_incompatible.is_some()
+        || v.waits().blocked_by.is_some()
+        || !v.waits().host_updaters.is_empty()
+        || v.waits().host_incompatible.is_some()
         || v.daemon_skew.is_some()
         || v.owned.skipped.is_some()
         || v.owned.health_failed.is_some();

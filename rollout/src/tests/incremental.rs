@@ -185,7 +185,7 @@ impl Cluster {
         };
         let kept = &mut self.world.bns[b];
         kept.spec = a.spec.clone();
-        kept.metadata.owner_references = Some(vec![a.owner.clone()]);
+        kept.metadata.owner_references = Some(vec![(*a.owner).clone()]);
         kept.metadata.annotations = Some(a.annotations.clone());
         kept.metadata.resource_version = version;
     }
