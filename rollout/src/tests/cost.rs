@@ -81,3 +81,29 @@ fn a_kept_verdict_fits_512_bytes() {
     let kept = std::mem::size_of::<crate::facts::NodeVerdict>() + 2 * std::mem::size_of::<usize>();
     assert!(kept <= 512, "a kept verdict takes {kept} bytes");
 }
+
+/// A plan's BootcNode applies are the ones the memo keeps with the
+/// verdicts, shared rather than copied, and every apply names the pool's
+/// one owner reference: a new pool of 20,000 nodes holds one copy of the
+/// 20,000 BootcNodes it creates, not two, while they are written.
+#[test]
+fn a_plans_applies_are_shared_with_the_memo() {
+    let (mut world, nodes) = pool_of(10, true);
+    world.bns.clear();
+    let mut memo = Memo::default();
+    let plan = plan_incremental(&world.input(&nodes), &mut memo);
+    let applies: Vec<_> = plan
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::ApplyBootcNode(apply) => Some(apply),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(applies.len(), 10, "every node's BootcNode is created");
+    for apply in &applies {
+        // The plan's and the kept verdict's.
+        assert_eq!(std::sync::Arc::strong_count(apply), 2, "{}", apply.name);
+        assert!(std::sync::Arc::ptr_eq(&apply.owner, &applies[0].owner));
+    }
+}
