@@ -1,5 +1,7 @@
-//! Each pool's objects, kept up to date from the watch events, so that a
-//! reconcile reads what changed instead of every object of the cluster.
+//! Which cached objects each pool reads, kept up to date from the watch
+//! events, so that a reconcile reads what changed instead of every object
+//! of the cluster. The choice is kept by name; the objects stay in the
+//! caches and are looked up when a reconcile reads them ([`Members::chosen`]).
 //!
 //! [`Selection::of`] chooses a pool's objects in one pass over the caches: at
 //! 5,000 nodes a sixth of the controller's CPU went there, on every reconcile.
@@ -100,12 +102,13 @@ impl PoolKey {
     }
 }
 
-/// One name's objects, as the pool reads them, and what they say of the
-/// architectures tag resolution needs.
+/// Which of one name's objects the pool reads, and what they say of the
+/// architectures tag resolution needs. The objects themselves stay in the
+/// caches (see [`Members::chosen`]).
 #[derive(Clone, Debug)]
 struct Entry {
-    node: Option<Arc<Node>>,
-    bn: Option<Arc<BootcNode>>,
+    node: bool,
+    bn: bool,
     /// What it tells tag resolution: the `kubernetes.io/arch` label of a
     /// selected Node, the architecture an owned BootcNode reports.
     architectures: Vec<String>,
@@ -137,8 +140,8 @@ fn entry_for(
         architectures,
         booted,
         retry,
-        node: node.filter(|_| read_node),
-        bn: bn.filter(|_| read_bn),
+        node: read_node && node.is_some(),
+        bn: read_bn && bn.is_some(),
     })
 }
 
@@ -184,6 +187,14 @@ pub trait Caches {
     fn bn(&self, name: &str) -> Option<Arc<BootcNode>>;
     fn all_nodes(&self) -> Vec<Arc<Node>>;
     fn all_bns(&self) -> Vec<Arc<BootcNode>>;
+    /// The Nodes of these names that the cache holds, in the same order.
+    fn nodes<'n>(&self, names: impl Iterator<Item = &'n str>) -> Vec<Arc<Node>> {
+        names.filter_map(|name| self.node(name)).collect()
+    }
+    /// The BootcNodes of these names that the cache holds, in the same order.
+    fn bns<'n>(&self, names: impl Iterator<Item = &'n str>) -> Vec<Arc<BootcNode>> {
+        names.filter_map(|name| self.bn(name)).collect()
+    }
 }
 
 impl Members {
@@ -281,23 +292,55 @@ impl Members {
         }
     }
 
-    /// The pool's objects in name order, and its members' architectures:
-    /// what [`Selection::of`] would choose from the same caches.
-    pub fn selection(&self) -> Selection<'_> {
-        let entries = self.entries.values();
-        Selection {
-            nodes: entries.clone().filter_map(|e| e.node.as_deref()).collect(),
-            bns: entries.filter_map(|e| e.bn.as_deref()).collect(),
+    /// The pool's objects in name order, as `caches` hold them now, and its
+    /// members' architectures: what [`Selection::of`] would choose from the
+    /// same caches. Looked up here rather than kept: a kept object would
+    /// outlive its replacement in the cache until the pool's next
+    /// reconcile, and while a reconcile makes its writes (a minute for
+    /// 20,000 new BootcNodes) every object it writes would be held twice.
+    pub fn chosen(&self, caches: &impl Caches) -> Chosen {
+        let names = |read: fn(&Entry) -> bool| {
+            self.entries
+                .iter()
+                .filter(move |(_, e)| read(e))
+                .map(|(name, _)| name.as_str())
+        };
+        Chosen {
+            nodes: caches.nodes(names(|e| e.node)),
+            bns: caches.bns(names(|e| e.bn)),
             architectures: self.architectures.keys().cloned().collect(),
             booted: self.booted.clone(),
         }
     }
 
     /// The pool's BootcNodes that carry a retry request.
-    pub fn retry_requests(&self) -> impl Iterator<Item = &BootcNode> {
-        self.retries
+    pub fn retry_requests(&self, caches: &impl Caches) -> Vec<Arc<BootcNode>> {
+        let names = self
+            .retries
             .iter()
-            .filter_map(|name| self.entries.get(name)?.bn.as_deref())
+            .filter(|name| self.entries.get(name.as_str()).is_some_and(|e| e.bn));
+        caches.bns(names.map(String::as_str))
+    }
+}
+
+/// A pool's objects, looked up in the caches by [`Members::chosen`].
+#[derive(Debug, Default)]
+pub struct Chosen {
+    nodes: Vec<Arc<Node>>,
+    bns: Vec<Arc<BootcNode>>,
+    architectures: std::collections::BTreeSet<String>,
+    booted: BTreeMap<String, usize>,
+}
+
+impl Chosen {
+    /// What the plan reads, borrowed.
+    pub fn selection(&self) -> Selection<'_> {
+        Selection {
+            nodes: self.nodes.iter().map(AsRef::as_ref).collect(),
+            bns: self.bns.iter().map(AsRef::as_ref).collect(),
+            architectures: self.architectures.clone(),
+            booted: self.booted.clone(),
+        }
     }
 }
 

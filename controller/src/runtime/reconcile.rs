@@ -19,7 +19,7 @@ use kube::{Resource, ResourceExt};
 use rollout::{Plan, PlanInput};
 
 use super::liveness::Liveness;
-use super::members::{self, Changes, Members};
+use super::members::{self, Changes, Chosen, Members};
 use super::pace::{self, Pace};
 use super::pool_state::{PoolState, PoolStates};
 use super::selection::Selection;
@@ -91,6 +91,12 @@ impl members::Caches for Caches {
     }
     fn all_bns(&self) -> Vec<Arc<BootcNode>> {
         self.bootc_nodes.state()
+    }
+    fn nodes<'n>(&self, names: impl Iterator<Item = &'n str>) -> Vec<Arc<Node>> {
+        self.nodes.get_all(names)
+    }
+    fn bns<'n>(&self, names: impl Iterator<Item = &'n str>) -> Vec<Arc<BootcNode>> {
+        self.bootc_nodes.get_all(names)
     }
 }
 
@@ -211,30 +217,32 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     reconcile_pool(pool, &ctx, &mut state).await
 }
 
-/// Step 1, gather: the pool's objects brought up to date (and how long
-/// that took, for pacing). None when a person's retry request was answered
-/// first: its write re-triggers the pool.
+/// Step 1, gather: the pool's objects brought up to date, and how long
+/// choosing them took (for pacing). None when a person's retry request was
+/// answered first: its write re-triggers the pool.
 async fn gather(
     pool: &BootcNodePool,
     ctx: &Ctx,
     members: &mut Members,
-) -> Result<Option<Duration>, Error> {
+) -> Result<Option<(Duration, Chosen)>, Error> {
     ctx.daemon_secrets.sync(pool).await;
     let selecting = Instant::now();
     bring_up_to_date(ctx, pool, members);
+    let objects = members.chosen(&ctx.caches);
     let selected = selecting.elapsed();
-    let retries = crate::actions::retry::requests(pool, members.retry_requests());
+    let asking = members.retry_requests(&ctx.caches);
+    let retries = crate::actions::retry::requests(pool, asking.iter().map(AsRef::as_ref));
     let answered = crate::actions::retry::honour(&ctx.client, &pool.name_any(), &retries)
         .await
         .map_err(Error::Retry)?;
-    let bns = members.selection().bns;
+    let bns = objects.selection().bns;
     if let Some(request) = crate::actions::retry::pool_request(pool, bns) {
         crate::actions::retry::honour_pool(&ctx.client, &pool.name_any(), &request)
             .await
             .map_err(Error::Retry)?;
         return Ok(None);
     }
-    Ok((answered == 0).then_some(selected))
+    Ok((answered == 0).then_some((selected, objects)))
 }
 
 /// One reconcile of a pool: gather, plan, act, record.
@@ -260,47 +268,52 @@ async fn reconcile_pool(
         gates,
         silences,
     } = state;
-    let Some(selected) = gather(&pool, ctx, members).await? else {
+    let Some((selected, objects)) = gather(&pool, ctx, members).await? else {
         return Ok(Action::requeue(ctx.tuning.resync));
     };
-    let chosen = members.selection();
-    let secret = usable_secret(&pool, ctx.caches.pull_secret(&pool));
-    let resolution = ctx
-        .resolver
-        .resolve(&pool, secret.as_deref(), chosen.members_run(), target)
-        .await;
-    let pool_name = pool.name_any();
-    let members = crate::gates::Members {
-        // A slot is recorded on the Node (on the BootcNode by 0.1.0).
-        in_slots: || {
-            chosen
-                .nodes
-                .iter()
-                .any(|n| rollout::holds::disruption::recorded_for(n, &pool_name))
-                || chosen.bns.iter().any(|bn| bn.legacy_slot_record())
-        },
-        silent: || chosen.bns.iter().any(|bn| bn.owes_an_answer()),
+    // Steps 1 and 2 read the objects chosen; the writes of step 3 do not,
+    // and the objects go before them (see `Members::chosen`).
+    let (mut plan, resolution, took) = {
+        let chosen = objects.selection();
+        let secret = usable_secret(&pool, ctx.caches.pull_secret(&pool));
+        let resolution = ctx
+            .resolver
+            .resolve(&pool, secret.as_deref(), chosen.members_run(), target)
+            .await;
+        let pool_name = pool.name_any();
+        let members = crate::gates::Members {
+            // A slot is recorded on the Node (on the BootcNode by 0.1.0).
+            in_slots: || {
+                chosen
+                    .nodes
+                    .iter()
+                    .any(|n| rollout::holds::disruption::recorded_for(n, &pool_name))
+                    || chosen.bns.iter().any(|bn| bn.legacy_slot_record())
+            },
+            silent: || chosen.bns.iter().any(|bn| bn.owes_an_answer()),
+        };
+        let selects = !chosen.nodes.is_empty();
+        let mut gates = ctx.gatekeeper.ask(&pool, gates, members, selects).await;
+        (gates.fleet_stop, gates.fleet_holds_approvals) =
+            ctx.caches.fleet_switch(&ctx.tuning.namespace);
+        gates.silences = ctx.silencer.check(&pool, silences).await;
+        // Step 2, plan.
+        let planning = Instant::now();
+        let pools = ctx.caches.pools.state();
+        let target = resolution.target.clone();
+        let input = ctx.input(&pool, chosen, &pools, target, (writes, phase_clock), gates);
+        let mut plan = rollout::plan_incremental(&input, memo);
+        tracing::debug!(pool = %pool.name_any(), reused = memo.reused, computed = memo.computed, "planned");
+        let phases = std::mem::take(&mut plan.phases);
+        *phase_clock = Arc::new(rollout::reboot::stuck::tick(
+            &input.phase_clock,
+            phases,
+            input.now,
+        ));
+        // What pacing counts: choosing the pool's objects and planning.
+        (plan, resolution, selected + planning.elapsed())
     };
-    let selects = !chosen.nodes.is_empty();
-    let mut gates = ctx.gatekeeper.ask(&pool, gates, members, selects).await;
-    (gates.fleet_stop, gates.fleet_holds_approvals) =
-        ctx.caches.fleet_switch(&ctx.tuning.namespace);
-    gates.silences = ctx.silencer.check(&pool, silences).await;
-    // Step 2, plan.
-    let planning = Instant::now();
-    let pools = ctx.caches.pools.state();
-    let target = resolution.target.clone();
-    let input = ctx.input(&pool, chosen, &pools, target, (writes, phase_clock), gates);
-    let mut plan = rollout::plan_incremental(&input, memo);
-    tracing::debug!(pool = %pool.name_any(), reused = memo.reused, computed = memo.computed, "planned");
-    let phases = std::mem::take(&mut plan.phases);
-    *phase_clock = Arc::new(rollout::reboot::stuck::tick(
-        &input.phase_clock,
-        phases,
-        input.now,
-    ));
-    // What pacing counts: choosing the pool's objects and planning.
-    let took = selected + planning.elapsed();
+    drop(objects);
     // Step 3, act: the silences of the slots first, then the writes
     // (a node is silenced before it is cordoned).
     let holders = plan.summary.standings.pool.holders.iter();

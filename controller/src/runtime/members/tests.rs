@@ -160,12 +160,15 @@ fn the_kept_selection_equals_the_one_chosen_from_scratch() {
             let (nodes, bns) = (cluster.all_nodes(), cluster.all_bns());
             let reference = Selection::of(&pool, &nodes, &bns);
             assert_eq!(
-                seen(&members.selection()),
+                seen(&members.chosen(&cluster).selection()),
                 seen(&reference),
                 "seed {seed}, step {step}"
             );
             assert_eq!(
-                requests(&pool, members.retry_requests()),
+                requests(
+                    &pool,
+                    members.retry_requests(&cluster).iter().map(AsRef::as_ref)
+                ),
                 requests(&pool, bns.iter().map(AsRef::as_ref)),
                 "seed {seed}, step {step}: retry requests"
             );
@@ -196,7 +199,7 @@ fn a_pool_seen_first_and_a_relist_decide_everything() {
         members.update(&pool, Pending::Names(Default::default()), &c),
         1
     );
-    assert_eq!(seen(&members.selection()).0, ["n1"]);
+    assert_eq!(seen(&members.chosen(&c).selection()).0, ["n1"]);
     changes.forget("web");
     assert_eq!(changes.take("web"), Pending::Everything);
 }
