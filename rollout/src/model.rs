@@ -149,7 +149,7 @@ pub struct LifecycleCondition {
 pub enum Write {
     /// Server-side apply of the fields the controller owns on a BootcNode
     /// (owner reference, slot annotations, spec). Shared: a verdict the
-    /// memo keeps holds the same apply as the plan (see `crate::memo`).
+    /// memo keeps holds the same apply as the plan.
     ApplyBootcNode(Arc<BootcNodeApply>),
     DeleteBootcNode {
         name: String,
