@@ -333,6 +333,11 @@ pub struct Chosen {
 }
 
 impl Chosen {
+    /// The BootcNodes chosen.
+    pub fn bns(&self) -> impl Iterator<Item = &BootcNode> {
+        self.bns.iter().map(AsRef::as_ref)
+    }
+
     /// What the plan reads, borrowed.
     pub fn selection(&self) -> Selection<'_> {
         Selection {

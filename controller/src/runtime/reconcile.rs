@@ -235,8 +235,7 @@ async fn gather(
     let answered = crate::actions::retry::honour(&ctx.client, &pool.name_any(), &retries)
         .await
         .map_err(Error::Retry)?;
-    let bns = objects.selection().bns;
-    if let Some(request) = crate::actions::retry::pool_request(pool, bns) {
+    if let Some(request) = crate::actions::retry::pool_request(pool, objects.bns()) {
         crate::actions::retry::honour_pool(&ctx.client, &pool.name_any(), &request)
             .await
             .map_err(Error::Retry)?;
