@@ -647,7 +647,9 @@ pub enum RebootPolicy {
 }
 
 /// A Secret by name and namespace.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretReference {
     #[schemars(

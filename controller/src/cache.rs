@@ -13,9 +13,14 @@
 //! twice the memory for the relist's length). Meanwhile it shows each object
 //! at least as new as before, and still the ones deleted while the watch was
 //! down, until the relist ends.
+//!
+//! A kind may name a key its objects are counted by ([`Tallied`]): the
+//! cache keeps the count of each key in use as objects come and go, so
+//! that a reader of the keys (the daemons' pull-secret grant: which pool's
+//! BootcNodes name which Secret) reads a few counts, not every object.
 
 use std::borrow::Borrow;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -24,11 +29,11 @@ use kube::runtime::watcher::Event;
 
 /// The cache; clones share it.
 #[derive(Clone)]
-pub struct ByName<K> {
+pub struct ByName<K: Tallied> {
     inner: Arc<RwLock<Inner<K>>>,
 }
 
-impl<K> std::fmt::Debug for ByName<K> {
+impl<K: Tallied> std::fmt::Debug for ByName<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ByName")
             .field("objects", &self.read().objects.len())
@@ -36,10 +41,26 @@ impl<K> std::fmt::Debug for ByName<K> {
     }
 }
 
-struct Inner<K> {
+struct Inner<K: Tallied> {
     objects: HashSet<Entry<K>, foldhash::fast::RandomState>,
     /// How many relists have begun: entries carry the last that listed them.
     relist: u64,
+    /// How many cached objects have each key in use.
+    tally: BTreeMap<K::Key, usize>,
+}
+
+/// The key a cache counts its objects by (None: not counted).
+pub trait Tallied {
+    type Key: Ord;
+    fn tally_key(&self) -> Option<Self::Key>;
+}
+
+/// Nodes are not counted.
+impl Tallied for api::Node {
+    type Key = ();
+    fn tally_key(&self) -> Option<()> {
+        None
+    }
 }
 
 /// An object, hashed and compared by its name, so that the set finds it by
@@ -76,18 +97,19 @@ impl<K: Resource> PartialEq for Entry<K> {
 
 impl<K: Resource> Eq for Entry<K> {}
 
-impl<K> Default for ByName<K> {
+impl<K: Tallied> Default for ByName<K> {
     fn default() -> Self {
         ByName {
             inner: Arc::new(RwLock::new(Inner {
                 objects: HashSet::default(),
                 relist: 0,
+                tally: BTreeMap::new(),
             })),
         }
     }
 }
 
-impl<K> ByName<K> {
+impl<K: Tallied> ByName<K> {
     // A panic while holding the lock leaves the set whole (each change is
     // one insert or remove), so a poisoned lock is used as it is.
     fn read(&self) -> RwLockReadGuard<'_, Inner<K>> {
@@ -99,7 +121,7 @@ impl<K> ByName<K> {
     }
 }
 
-impl<K: Resource> ByName<K> {
+impl<K: Resource + Tallied> ByName<K> {
     /// The object named `name`, if cached.
     pub fn get(&self, name: &str) -> Option<Arc<K>> {
         self.read().objects.get(name).map(|e| e.object.clone())
@@ -122,9 +144,17 @@ impl<K: Resource> ByName<K> {
             .map(|e| e.object.clone())
             .collect()
     }
+
+    /// The keys of the cached objects ([`Tallied`]), each once, in order.
+    pub fn tally(&self) -> Vec<K::Key>
+    where
+        K::Key: Clone,
+    {
+        self.read().tally.keys().cloned().collect()
+    }
 }
 
-impl<K: Resource + Clone> ByName<K> {
+impl<K: Resource + Clone + Tallied> ByName<K> {
     /// A cache holding `objects`, as after a list of them (for tests and
     /// one-off reconciles).
     pub fn of(objects: impl IntoIterator<Item = K>) -> Self {
@@ -144,20 +174,32 @@ impl<K: Resource + Clone> ByName<K> {
         match event {
             Event::Apply(o) | Event::InitApply(o) => inner.put(o),
             Event::Delete(o) => {
-                if let Some(name) = o.meta().name.as_deref() {
-                    inner.objects.remove(name);
+                if let Some(name) = o.meta().name.as_deref()
+                    && let Some(gone) = inner.objects.take(name)
+                {
+                    inner.uncount(&gone.object);
                 }
             }
             Event::Init => inner.relist += 1,
             Event::InitDone => {
-                let relist = inner.relist;
-                inner.objects.retain(|e| e.listed == relist);
+                let Inner {
+                    objects,
+                    relist,
+                    tally,
+                } = &mut *inner;
+                objects.retain(|e| {
+                    let listed = e.listed == *relist;
+                    if !listed {
+                        uncount(tally, &*e.object);
+                    }
+                    listed
+                });
             }
         }
     }
 }
 
-impl<K: Resource + Clone> Inner<K> {
+impl<K: Resource + Clone + Tallied> Inner<K> {
     /// Caches `object` in place of the one of its name. Outside a relist an
     /// object counts as listed by the last one, so that a relist's end keeps
     /// what a later event brought.
@@ -166,10 +208,33 @@ impl<K: Resource + Clone> Inner<K> {
             return;
         }
         let listed = self.relist;
-        self.objects.replace(Entry {
+        let replaced = self.objects.replace(Entry {
             object: Arc::new(object.clone()),
             listed,
         });
+        if let Some(old) = replaced {
+            self.uncount(&old.object);
+        }
+        if let Some(key) = object.tally_key() {
+            *self.tally.entry(key).or_default() += 1;
+        }
+    }
+
+    fn uncount(&mut self, object: &K) {
+        uncount(&mut self.tally, object);
+    }
+}
+
+/// Takes `object` out of the count of its key.
+fn uncount<K: Tallied>(tally: &mut BTreeMap<K::Key, usize>, object: &K) {
+    let Some(key) = object.tally_key() else {
+        return;
+    };
+    if let Some(n) = tally.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            tally.remove(&key);
+        }
     }
 }
 
@@ -231,6 +296,74 @@ mod tests {
         cache.apply(&Event::InitApply(node("a", "7")));
         cache.apply(&Event::InitDone);
         assert_eq!(names(&cache), ["a"], "a second relist drops the first's");
+    }
+
+    /// A ConfigMap counted by its `key` label, for the tally's test.
+    impl Tallied for k8s_openapi::api::core::v1::ConfigMap {
+        type Key = String;
+        fn tally_key(&self) -> Option<String> {
+            self.metadata.labels.as_ref()?.get("key").cloned()
+        }
+    }
+
+    /// The keys in use follow every change: an apply, a replacement, a
+    /// deletion, and the objects a relist drops at its end.
+    #[test]
+    fn the_tally_holds_the_keys_of_the_objects_cached() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let object = |name: &str, key: Option<&str>| {
+            let mut c = ConfigMap::default();
+            c.metadata.name = Some(name.to_owned());
+            c.metadata.labels = key.map(|k| [("key".to_owned(), k.to_owned())].into());
+            c
+        };
+        let cache = ByName::default();
+        // (what, the event, the keys after it)
+        let steps: Vec<(&str, Event<ConfigMap>, Vec<&str>)> = vec![
+            ("a first", Event::Apply(object("a", Some("k1"))), vec!["k1"]),
+            (
+                "a second",
+                Event::Apply(object("b", Some("k1"))),
+                vec!["k1"],
+            ),
+            (
+                "another",
+                Event::Apply(object("c", Some("k2"))),
+                vec!["k1", "k2"],
+            ),
+            (
+                "one of two moves",
+                Event::Apply(object("a", Some("k2"))),
+                vec!["k1", "k2"],
+            ),
+            (
+                "the last leaves",
+                Event::Apply(object("b", None)),
+                vec!["k2"],
+            ),
+            (
+                "deleted",
+                Event::Delete(object("c", Some("k2"))),
+                vec!["k2"],
+            ),
+            ("the last deleted", Event::Delete(object("a", None)), vec![]),
+            (
+                "relisted",
+                Event::Apply(object("gone", Some("k3"))),
+                vec!["k3"],
+            ),
+            ("a relist begins", Event::Init, vec!["k3"]),
+            (
+                "it lists",
+                Event::InitApply(object("x", Some("k1"))),
+                vec!["k1", "k3"],
+            ),
+            ("it drops the rest", Event::InitDone, vec!["k1"]),
+        ];
+        for (what, event, keys) in steps {
+            cache.apply(&event);
+            assert_eq!(cache.tally(), keys, "{what}");
+        }
     }
 
     #[test]

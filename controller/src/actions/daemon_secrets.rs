@@ -24,8 +24,9 @@
 //! - Every reconcile makes sure the Role grants its pool's Secret before it
 //!   writes BootcNodes (a pool's new Secret is granted before any BootcNode
 //!   names it); the caches have no change notification, so for revocations
-//!   and deleted pools they are also compared once a second (no request;
-//!   a few milliseconds at 20,000 BootcNodes, so not on every reconcile).
+//!   and deleted pools they are also compared once a second (no request).
+//!   The BootcNodes are read as the cache counts them (`cache::Tallied`):
+//!   each (pool, Secret) pair in use once, however many nodes name it.
 //!   The Role is written only when its rules change, and not before the
 //!   first reconcile (with caches not yet synced it would revoke every
 //!   grant); with no pool at all since the controller started, it is left
@@ -42,7 +43,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::cache::ByName;
+use crate::cache::{ByName, Tallied};
 
 /// The Role the controller keeps, in the operator's namespace.
 pub const ROLE: &str = api::labels::DAEMON_PULL_SECRETS_ROLE;
@@ -102,16 +103,14 @@ pub fn rules<'a>(
     }]
 }
 
-/// The rules for what `pools` and their BootcNodes (`nodes`) name: the
-/// [`rules`] of every (pool, Secret) pair, a BootcNode's Secret counting
-/// for the pool that owns it. Once a second over every BootcNode, so the
-/// pools' pairs go first, and a BootcNode naming a Secret they grant
-/// already (nearly all: a pool's members name its Secret) adds nothing and
-/// is passed over without looking for its owner.
+/// The rules for what `pools` and their BootcNodes name (`named`: each
+/// (owning pool, Secret) pair in use): the [`rules`] of every pair. A pair
+/// of a Secret the pools grant already (nearly all: a pool's members name
+/// its Secret) adds nothing and is passed over.
 fn wanted(
     namespace: &str,
     pools: &[Arc<BootcNodePool>],
-    nodes: &[Arc<BootcNode>],
+    named: &[(String, SecretReference)],
     opted_in: impl Fn(&str, &str) -> bool,
 ) -> Vec<PolicyRule> {
     let from_pools: Vec<(&str, &SecretReference)> = pools
@@ -125,19 +124,25 @@ fn wanted(
         .collect();
     let by_pools = rules(namespace, from_pools.iter().copied(), &opted_in);
     let by_pools = granted(&by_pools);
-    let from_nodes = nodes.iter().filter_map(|b| {
-        let reference = b.spec.pull_secret_ref.as_ref()?;
-        if reference.namespace == namespace && by_pools.contains(reference.name.as_str()) {
-            return None;
-        }
-        let owner = rollout::members::membership::owner_reference_of(b)?;
-        Some((owner.name.as_str(), reference))
-    });
+    let from_nodes = named
+        .iter()
+        .filter(|(_, r)| !(r.namespace == namespace && by_pools.contains(r.name.as_str())))
+        .map(|(pool, r)| (pool.as_str(), r));
     rules(
         namespace,
         from_pools.iter().copied().chain(from_nodes),
         &opted_in,
     )
+}
+
+/// A BootcNode counts by the pool that owns it and the Secret it names.
+impl Tallied for BootcNode {
+    type Key = (String, SecretReference);
+    fn tally_key(&self) -> Option<Self::Key> {
+        let reference = self.spec.pull_secret_ref.as_ref()?;
+        let owner = rollout::members::membership::owner_reference_of(self)?;
+        Some((owner.name.clone(), reference.clone()))
+    }
 }
 
 /// The Secret names `rules` grant.
@@ -263,8 +268,8 @@ impl Grant {
     async fn write_if_changed(&self) -> bool {
         let mut written = self.written.lock().await;
         let want = {
-            let (pools, nodes) = (self.pools.state(), self.nodes.state());
-            wanted(&self.namespace, &pools, &nodes, |n, p| self.opted_in(n, p))
+            let (pools, named) = (self.pools.state(), self.nodes.tally());
+            wanted(&self.namespace, &pools, &named, |n, p| self.opted_in(n, p))
         };
         if written.as_ref() == Some(&want) {
             return true;
@@ -379,7 +384,8 @@ mod tests {
             ),
         ];
         for (what, nodes, names) in cases {
-            let got = wanted(ns, &pools, &nodes, opted_in);
+            let named = ByName::of(nodes.iter().map(|b| (**b).clone())).tally();
+            let got = wanted(ns, &pools, &named, opted_in);
             let every_pair: Vec<(&str, &SecretReference)> = pools
                 .iter()
                 .map(|p| {

@@ -86,7 +86,7 @@ where
 }
 
 /// A cache keyed by name holding `objects`, marked listed.
-fn listed_by_name<K: Resource + Clone>(
+fn listed_by_name<K: Resource + Clone + crate::cache::Tallied>(
     synced: &Synced,
     cache: Cache,
     objects: Vec<K>,

@@ -69,7 +69,7 @@ pub(super) fn bootc_nodes(
 
 /// `events` stored in a cache keyed by name, then recorded in `changes`
 /// (once the cache has them).
-fn cached_by_name<K: Resource + Clone>(
+fn cached_by_name<K: Resource + Clone + crate::cache::Tallied>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     changes: Arc<Changes>,
 ) -> (
