@@ -61,9 +61,9 @@ impl Phase {
         Phase::Degraded,
     ];
 
-    /// The phase of `node` in a plan's summary.
-    pub fn of(summary: &Summary, node: &str, state: NodeState) -> Phase {
-        if summary.draining.contains(node) && state != NodeState::UpToDate {
+    /// The phase of a member in `state`, `draining` or not.
+    pub fn of(state: NodeState, draining: bool) -> Phase {
+        if draining && state != NodeState::UpToDate {
             return Phase::Draining;
         }
         match state {
@@ -693,9 +693,51 @@ struct NodeClock {
     update_since: Option<Instant>,
 }
 
+impl NodeClock {
+    /// A node first seen now, in `phase`.
+    fn first(phase: Phase, now: Instant) -> Self {
+        NodeClock {
+            phase,
+            since: now,
+            whole: false,
+            update_since: None,
+        }
+    }
+
+    /// The node seen in `phase` at `now`: what ended goes into `out`.
+    fn observe(&mut self, phase: Phase, now: Instant, out: &mut Observed) {
+        if self.phase != phase {
+            if self.whole && matches!(self.phase, Phase::Staging | Phase::Rebooting) {
+                out.phases
+                    .push((self.phase, now.saturating_duration_since(self.since)));
+            }
+            if self.phase == Phase::UpToDate {
+                self.update_since = Some(now);
+            }
+            if phase == Phase::UpToDate
+                && let Some(since) = self.update_since.take()
+            {
+                out.updates.push(now.saturating_duration_since(since));
+            }
+            *self = NodeClock {
+                phase,
+                since: now,
+                whole: true,
+                update_since: self.update_since,
+            };
+        }
+        let waited = now.saturating_duration_since(self.since);
+        let longest = out.longest.entry(phase).or_default();
+        *longest = (*longest).max(waited);
+    }
+}
+
 #[derive(Debug, Default)]
 struct PoolClock {
-    nodes: foldhash::HashMap<String, NodeClock>,
+    /// In name order, as a summary's members: each plan walks along them
+    /// (nothing hashed or searched per member; every plan passes every
+    /// member).
+    nodes: BTreeMap<String, NodeClock>,
     rollout_since: Option<Instant>,
 }
 
@@ -733,48 +775,31 @@ impl PhaseClock {
         events: &[PlannedEvent],
         now: Instant,
     ) -> Observed {
-        let clock = self.pools.entry(pool.to_owned()).or_default();
-        let mut out = Observed::default();
-        for (node, state) in &summary.states {
-            let phase = Phase::of(summary, node, *state);
-            *out.counts.entry(phase).or_default() += 1;
-            // Looked up before inserting: every plan passes every member.
-            let Some(entry) = clock.nodes.get_mut(node.as_str()) else {
-                let first = NodeClock {
-                    phase,
-                    since: now,
-                    whole: false,
-                    update_since: None,
-                };
-                // First seen now: it has waited nothing yet.
-                out.longest.entry(phase).or_default();
-                clock.nodes.insert(node.clone(), first);
-                continue;
-            };
-            if entry.phase != phase {
-                if entry.whole && matches!(entry.phase, Phase::Staging | Phase::Rebooting) {
-                    out.phases
-                        .push((entry.phase, now.saturating_duration_since(entry.since)));
-                }
-                if entry.phase == Phase::UpToDate {
-                    entry.update_since = Some(now);
-                }
-                if phase == Phase::UpToDate
-                    && let Some(since) = entry.update_since.take()
-                {
-                    out.updates.push(now.saturating_duration_since(since));
-                }
-                *entry = NodeClock {
-                    phase,
-                    since: now,
-                    whole: true,
-                    update_since: entry.update_since,
-                };
-            }
-            let waited = now.saturating_duration_since(entry.since);
-            let longest = out.longest.entry(phase).or_default();
-            *longest = (*longest).max(waited);
+        if !self.pools.contains_key(pool) {
+            self.pools.insert(pool.to_owned(), PoolClock::default());
         }
+        let Some(clock) = self.pools.get_mut(pool) else {
+            return Observed::default();
+        };
+        let mut out = Observed::default();
+        let mut first_seen = Vec::new();
+        let mut kept = clock.nodes.iter_mut().peekable();
+        let mut draining = summary.draining.iter().peekable();
+        for (node, state) in &summary.states {
+            while draining.next_if(|d| *d < node).is_some() {}
+            let phase = Phase::of(*state, draining.peek() == Some(&node));
+            *out.counts.entry(phase).or_default() += 1;
+            while kept.next_if(|(n, _)| *n < node).is_some() {}
+            match kept.next_if(|(n, _)| *n == node) {
+                Some((_, entry)) => entry.observe(phase, now, &mut out),
+                None => {
+                    // First seen now: it has waited nothing yet.
+                    out.longest.entry(phase).or_default();
+                    first_seen.push((node.clone(), NodeClock::first(phase, now)));
+                }
+            }
+        }
+        clock.nodes.extend(first_seen);
         // Every member is in the clock now: it holds others only if sizes differ.
         if clock.nodes.len() != summary.states.len() {
             clock.nodes.retain(|n, _| summary.states.contains_key(n));
@@ -941,6 +966,62 @@ mod tests {
             at(200),
         );
         assert_eq!(o.updates, vec![Duration::from_secs(100)]);
+    }
+
+    /// Each plan walks its members along the clock: members joining,
+    /// leaving and draining among others are each timed as their own.
+    #[test]
+    fn every_member_is_timed_on_its_own_as_members_come_and_go() {
+        use NodeState::{Pending, Rebooting, Staged, Staging, UpToDate};
+        let mut clock = PhaseClock::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let secs = Duration::from_secs;
+        let o = clock.observe(
+            "p",
+            &summary(&[("a", Staging), ("b", Staged), ("c", Pending)], &["b"]),
+            &[],
+            at(0),
+        );
+        let counts = [
+            (Phase::Pending, 1),
+            (Phase::Staging, 1),
+            (Phase::Draining, 1),
+        ];
+        assert_eq!(o.counts, counts.into_iter().collect());
+        // c leaves, d joins.
+        let o = clock.observe(
+            "p",
+            &summary(&[("a", Staging), ("b", Rebooting), ("d", Staging)], &[]),
+            &[],
+            at(10),
+        );
+        assert_eq!(
+            o.longest.get(&Phase::Staging),
+            Some(&secs(10)),
+            "a's, not d's"
+        );
+        assert_eq!(o.longest.get(&Phase::Rebooting), Some(&secs(0)));
+        let o = clock.observe(
+            "p",
+            &summary(
+                &[
+                    ("a", Staging),
+                    ("b", UpToDate),
+                    ("c", Staging),
+                    ("d", Staging),
+                ],
+                &[],
+            ),
+            &[],
+            at(25),
+        );
+        assert_eq!(o.phases, vec![(Phase::Rebooting, secs(15))], "b's");
+        assert_eq!(o.longest.get(&Phase::Staging), Some(&secs(25)), "a's");
+        // c is new again: its first stay was forgotten when it left.
+        let c = clock.pools["p"].nodes["c"];
+        assert_eq!((c.since, c.whole), (at(25), false));
+        assert_eq!(clock.pools["p"].nodes.len(), 4);
     }
 
     #[test]
