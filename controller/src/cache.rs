@@ -177,7 +177,7 @@ impl<K: Resource + Clone + Tallied> ByName<K> {
                 if let Some(name) = o.meta().name.as_deref()
                     && let Some(gone) = inner.objects.take(name)
                 {
-                    inner.uncount(&gone.object);
+                    uncount(&mut inner.tally, &*gone.object);
                 }
             }
             Event::Init => inner.relist += 1,
@@ -213,15 +213,11 @@ impl<K: Resource + Clone + Tallied> Inner<K> {
             listed,
         });
         if let Some(old) = replaced {
-            self.uncount(&old.object);
+            uncount(&mut self.tally, &*old.object);
         }
         if let Some(key) = object.tally_key() {
             *self.tally.entry(key).or_default() += 1;
         }
-    }
-
-    fn uncount(&mut self, object: &K) {
-        uncount(&mut self.tally, object);
     }
 }
 

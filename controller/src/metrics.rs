@@ -775,12 +775,7 @@ impl PhaseClock {
         events: &[PlannedEvent],
         now: Instant,
     ) -> Observed {
-        if !self.pools.contains_key(pool) {
-            self.pools.insert(pool.to_owned(), PoolClock::default());
-        }
-        let Some(clock) = self.pools.get_mut(pool) else {
-            return Observed::default();
-        };
+        let clock = self.pools.entry(pool.to_owned()).or_default();
         let mut out = Observed::default();
         let mut first_seen = Vec::new();
         let mut kept = clock.nodes.iter_mut().peekable();
