@@ -264,6 +264,35 @@ impl<'a> Verdicts<'a> {
     pub fn values(&self) -> impl Iterator<Item = &NodeVerdict> {
         self.0.iter().map(|e| &*e.verdict)
     }
+
+    /// Sets `map` to each member's `value`, by name ([`refill`]).
+    pub fn refill<V>(&self, map: &mut BTreeMap<String, V>, value: impl FnMut(&Entry<'a>) -> V) {
+        refill(map, &self.0, |e| e.name, value);
+    }
+}
+
+/// Sets `map` to each item's `value` under its `name` (the items in name
+/// order, each name once). When `map` holds exactly these names (a plan's
+/// per-member map handed back for the next plan: [`crate::Memo::recycle`])
+/// the values are replaced in place, and no name is copied or map node
+/// allocated again.
+pub(crate) fn refill<T, V>(
+    map: &mut BTreeMap<String, V>,
+    items: &[T],
+    name: impl Fn(&T) -> &str,
+    mut value: impl FnMut(&T) -> V,
+) {
+    let same = map.len() == items.len() && map.keys().zip(items).all(|(k, i)| k == name(i));
+    if same {
+        for (slot, item) in map.values_mut().zip(items) {
+            *slot = value(item);
+        }
+    } else {
+        *map = items
+            .iter()
+            .map(|i| (name(i).to_owned(), value(i)))
+            .collect();
+    }
 }
 
 /// The verdicts, and what slot assignment made of them.
@@ -393,5 +422,46 @@ mod tests {
             *copy.get_or_init(MemberWrites::default),
             MemberWrites::default()
         );
+    }
+
+    /// A map refilled with the same names keeps its keys (the same
+    /// allocations: nothing copied); any other names replace them.
+    #[test]
+    fn a_map_refilled_with_the_same_names_keeps_its_keys() {
+        fn name<'i>(i: &'i (&'static str, u32)) -> &'i str {
+            i.0
+        }
+        let value = |i: &(&'static str, u32)| i.1;
+        let key_at = |m: &BTreeMap<String, u32>| -> Vec<*const u8> {
+            m.keys().map(|k| k.as_ptr()).collect()
+        };
+        let mut map = BTreeMap::new();
+        refill(&mut map, &[("a", 1), ("b", 2)], name, value);
+        let kept = key_at(&map);
+        // (what, items, map after)
+        type Items<'a> = &'a [(&'static str, u32)];
+        let rows: [(&str, Items, Items); 4] = [
+            ("new values", &[("a", 3), ("b", 4)], &[("a", 3), ("b", 4)]),
+            (
+                "one name swapped",
+                &[("a", 5), ("c", 6)],
+                &[("a", 5), ("c", 6)],
+            ),
+            (
+                "one more",
+                &[("a", 1), ("c", 2), ("d", 3)],
+                &[("a", 1), ("c", 2), ("d", 3)],
+            ),
+            ("none", &[], &[]),
+        ];
+        for (what, items, want) in rows {
+            let before = key_at(&map);
+            refill(&mut map, items, name, value);
+            let got: Vec<(&str, u32)> = map.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            assert_eq!(got, want, "{what}");
+            let same_names = before.len() == items.len() && what == "new values";
+            assert_eq!(key_at(&map) == before, same_names, "{what}: keys kept");
+        }
+        assert_eq!(kept.len(), 2);
     }
 }

@@ -21,11 +21,15 @@
 //! (`facts::Decided`): a verdict no later step changed brings them to the
 //! next plan, where they are not decided again.
 //!
+//! The plan's per-member maps (each member's state and standing) come back
+//! once read ([`Memo::recycle`]): the next plan writes its answers into
+//! them in place, and copies no member's name while membership holds.
+//!
 //! The entries sit in a list; [`Memo::begin`] looks each of the view's
 //! names up once and every step reaches its entry by the row's position, so
 //! a plan hashes each name once, however many steps ask about it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use api::BootcNodePoolSpec;
@@ -36,7 +40,9 @@ use crate::facts::Claim;
 use crate::facts::NodeVerdict;
 use crate::holds::pause::Pause;
 use crate::members::pull_secret::Secret;
+use crate::members::state::NodeState;
 use crate::model::{DrainPhase, Target};
+use crate::standing::Standing;
 use crate::view::{Versions, View};
 use crate::{members::staging, reboot::stuck};
 
@@ -138,9 +144,18 @@ pub struct Memo {
     /// This plan's entry for each of the view's rows: one lookup per name
     /// and plan, however many steps ask.
     at: Vec<usize>,
+    /// The last plan's per-member maps, handed back for the next plan.
+    spare: Spare,
     /// Answers reused and computed by the last plan (for the tests and logs).
     pub reused: usize,
     pub computed: usize,
+}
+
+/// A plan's per-member maps, to be refilled by the next plan.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Spare {
+    pub states: BTreeMap<String, NodeState>,
+    pub standings: BTreeMap<String, Standing>,
 }
 
 impl Memo {
@@ -169,6 +184,16 @@ impl Memo {
         }
         self.reused = 0;
         self.computed = 0;
+    }
+
+    /// Keeps a plan's per-member maps for the next plan.
+    pub(crate) fn keep_spare(&mut self, spare: Spare) {
+        self.spare = spare;
+    }
+
+    /// The per-member maps kept for this plan (empty when none were).
+    pub(crate) fn take_spare(&mut self) -> Spare {
+        std::mem::take(&mut self.spare)
     }
 
     /// The entry of the view's row `row`.

@@ -71,6 +71,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
             leavers,
             rollout,
             slots: limits.slots,
+            spare: memo.take_spare(),
         },
         problems,
         writes,

@@ -328,6 +328,7 @@ pub(crate) fn decide(
     rollout: &Rollout<'_>,
     conflicts: &BTreeMap<String, std::collections::BTreeSet<String>>,
     gates: &Gates,
+    mut members: BTreeMap<String, Standing>,
 ) -> Standings {
     let facts = PoolFacts {
         target,
@@ -335,19 +336,14 @@ pub(crate) fn decide(
         pool: &pool,
         gates,
     };
-    let members = rollout
+    rollout
         .verdicts
-        .iter()
-        .map(|e| {
-            let standing = match conflicts.get(e.name) {
-                Some(pools) if !e.verdict.owned.in_slot => Standing::InConflict {
-                    pools: pools.iter().cloned().collect(),
-                },
-                _ => of(&facts, e),
-            };
-            (e.name.to_owned(), standing)
-        })
-        .collect();
+        .refill(&mut members, |e| match conflicts.get(e.name) {
+            Some(pools) if !e.verdict.owned.in_slot => Standing::InConflict {
+                pools: pools.iter().cloned().collect(),
+            },
+            _ => of(&facts, e),
+        });
     Standings { members, pool }
 }
 

@@ -32,6 +32,7 @@ use crate::holds::window::Window;
 use crate::members::leaving::Leavers;
 use crate::members::membership::Membership;
 use crate::members::state::{NodeState, runs_target};
+use crate::memo::Spare;
 use crate::model::{PlannedEvent, Problem, Target, event_reasons};
 use crate::order::Writes;
 use crate::reboot::stuck::Stuck;
@@ -82,6 +83,18 @@ pub struct Summary {
 /// conditions, generation) is written at once.
 pub const COUNTS_MIN_INTERVAL: Duration = Duration::from_secs(5);
 
+impl crate::Memo {
+    /// Hands a plan's summary back once read: the pool's next plan refills
+    /// its per-member maps in place rather than copying every member's
+    /// name again (see [`crate::Memo`]).
+    pub fn recycle(&mut self, summary: Summary) {
+        self.keep_spare(Spare {
+            states: summary.states,
+            standings: summary.standings.members,
+        });
+    }
+}
+
 /// What the earlier steps found, for the status.
 pub(crate) struct Facts<'a> {
     pub target: Option<&'a Target>,
@@ -89,6 +102,8 @@ pub(crate) struct Facts<'a> {
     pub leavers: Leavers,
     pub rollout: Rollout<'a>,
     pub slots: usize,
+    /// The last plan's per-member maps, to refill.
+    pub spare: Spare,
 }
 
 /// Per-state counts for the status message.
@@ -132,6 +147,7 @@ pub(crate) fn report(
         leavers,
         rollout,
         slots,
+        spare,
     } = facts;
     let current = &view.current;
     let paused = view.pause.holds();
@@ -141,7 +157,14 @@ pub(crate) fn report(
     let counts = Counts::of(verdicts.values().map(|v| v.reported_state()));
     let total = members.names.len();
     let standings = target.map_or_else(Standings::default, |t| {
-        decide(view, t, members, &leavers.not_back, &rollout, slots)
+        decide(
+            view,
+            t,
+            members,
+            (&leavers.not_back, &rollout),
+            slots,
+            spare.standings,
+        )
     });
     problems.extend(daemons_down(&standings));
     let degraded_cond = degraded(&rollout, members, current, &mut problems, &mut events);
@@ -214,18 +237,28 @@ pub(crate) fn report(
             .iter()
             .filter_map(|e| e.verdict.phase.map(|p| (e.name.to_owned(), p)))
             .collect(),
-        summary: Summary {
-            states: verdicts
-                .iter()
-                .map(|e| (e.name.to_owned(), e.verdict.reported_state()))
-                .collect(),
-            draining: rollout.names(|v| v.draining).into_iter().collect(),
-            slots,
-            slots_in_use: verdicts.values().filter(|v| v.owned.in_slot).count(),
-            halted: rollout.halted,
-            paused,
-            standings,
-        },
+        summary: summary(&rollout, (slots, paused), standings, spare.states),
+    }
+}
+
+/// What the plan saw, for the metrics: each member's state written into
+/// `states` (the last plan's map, refilled).
+fn summary(
+    rollout: &Rollout<'_>,
+    (slots, paused): (usize, bool),
+    standings: Standings,
+    mut states: BTreeMap<String, NodeState>,
+) -> Summary {
+    let verdicts = &rollout.verdicts;
+    verdicts.refill(&mut states, |e| e.verdict.reported_state());
+    Summary {
+        states,
+        draining: rollout.names(|v| v.draining).into_iter().collect(),
+        slots,
+        slots_in_use: verdicts.values().filter(|v| v.owned.in_slot).count(),
+        halted: rollout.halted,
+        paused,
+        standings,
     }
 }
 
@@ -235,9 +268,9 @@ fn decide(
     view: &View<'_>,
     target: &Target,
     members: &Membership<'_>,
-    not_back: &[String],
-    rollout: &Rollout<'_>,
+    (not_back, rollout): (&[String], &Rollout<'_>),
     slots: usize,
+    spare: BTreeMap<String, Standing>,
 ) -> Standings {
     let spec = &view.pool.spec.rollout;
     let groups = crate::holds::groups::Groups::read(&spec.order).unwrap_or_default();
@@ -274,7 +307,14 @@ fn decide(
             .filter_map(|e| Some((e.name.to_owned(), e.verdict.unavailable?)))
             .collect(),
     };
-    standing::decide(pool, target, rollout, &members.conflicts, &view.input.gates)
+    standing::decide(
+        pool,
+        target,
+        rollout,
+        &members.conflicts,
+        &view.input.gates,
+        spare,
+    )
 }
 
 /// The members whose daemon pod cannot run: one problem naming each node

@@ -323,6 +323,8 @@ async fn reconcile_pool(
     *pace = Some(pace::Last::ended_now(took, plan.summary.states.len()));
     record(&pool, &plan, made, started, took);
     let requeue = requeue_after(ctx, &plan, &resolution);
+    // Read: the next plan refills its per-member maps.
+    memo.recycle(plan.summary);
     Ok(Action::requeue(
         silences_due.map_or(requeue, |due| due.min(requeue)),
     ))

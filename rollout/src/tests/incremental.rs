@@ -1,7 +1,8 @@
 //! Incremental planning against the reference: random event sequences (the
 //! daemons' reports, readiness, an admin's cordons and labels, drains, time,
 //! the target, a pause, and the plan's own writes landing) fed to a pool;
-//! after every event [`plan_incremental`] with the memo it keeps must give
+//! after every event [`plan_incremental`] with the memo it keeps (and, most
+//! times, the last plan's summary handed back: [`Memo::recycle`]) must give
 //! exactly the plan [`plan`] makes from scratch.
 
 use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
@@ -260,6 +261,10 @@ fn incremental_plans_equal_plans_from_scratch() {
             );
             reused += memo.reused;
             computed += memo.computed;
+            // The runtime hands each plan's summary back once read.
+            if rng.below(4) > 0 {
+                memo.recycle(incremental.summary);
+            }
             if rng.below(3) > 0 {
                 cluster.land(&reference);
             }
