@@ -273,9 +273,8 @@ impl<'a> Verdicts<'a> {
 
 /// Sets `map` to each item's `value` under its `name` (the items in name
 /// order, each name once). When `map` holds exactly these names (a plan's
-/// per-member map handed back for the next plan: [`crate::Memo::recycle`])
-/// the values are replaced in place, and no name is copied or map node
-/// allocated again.
+/// per-member map handed back for the pool's next plan) the values are
+/// replaced in place, and no name is copied or map node allocated again.
 pub(crate) fn refill<T, V>(
     map: &mut BTreeMap<String, V>,
     items: &[T],

@@ -84,7 +84,6 @@ pub use holds::halt::NOT_READY_WHILE_REBOOTING;
 pub use members::leaving::{finishing, plan_cleanup};
 pub use members::membership::{owned_by, owner_pool, parse_selector, selects};
 pub use members::state::{NodeState, classify, runs_target};
-pub use memo::Memo;
 pub use order::Writes;
 pub use reboot::verdict::DRAIN_RETRY;
 pub use status::{COUNTS_MIN_INTERVAL, target_summary};
@@ -97,7 +96,7 @@ pub use model::{
 pub use standing::{Standing, Standings};
 pub use status::{Plan, Summary};
 
-pub use pipeline::{plan, plan_incremental};
+pub use pipeline::{Memo, plan, plan_incremental};
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_rng;

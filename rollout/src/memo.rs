@@ -2,12 +2,12 @@
 //!
 //! A plan's cost is dominated by the per-node steps (membership and each
 //! member's verdict), which read one node's own objects and the pool-wide
-//! facts. [`Memo`] keeps each node's answers keyed by exactly what they
+//! facts. [`Answers`] keeps each node's answers keyed by exactly what they
 //! read, so that the next plan recomputes only the nodes whose objects (their
 //! `resourceVersion`s), drain, phase clock, conflict, blocking pod or staging permission
 //! changed, and everything when a pool-wide fact changes. The answers are the
 //! same functions' answers: [`super::plan`] is [`super::plan_incremental`]
-//! with an empty memo, and a property test (`rollout/src/tests/incremental.rs`)
+//! with an empty `Memo` (the pipeline's), and a property test (`rollout/src/tests/incremental.rs`)
 //! requires both to give identical plans over random event sequences.
 //!
 //! What is never kept: a node whose objects carry no numeric
@@ -21,15 +21,11 @@
 //! (`facts::Decided`): a verdict no later step changed brings them to the
 //! next plan, where they are not decided again.
 //!
-//! The plan's per-member maps (each member's state and standing) come back
-//! once read ([`Memo::recycle`]): the next plan writes its answers into
-//! them in place, and copies no member's name while membership holds.
-//!
-//! The entries sit in a list; [`Memo::begin`] looks each of the view's
+//! The entries sit in a list; [`Answers::begin`] looks each of the view's
 //! names up once and every step reaches its entry by the row's position, so
 //! a plan hashes each name once, however many steps ask about it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use api::BootcNodePoolSpec;
@@ -40,9 +36,7 @@ use crate::facts::Claim;
 use crate::facts::NodeVerdict;
 use crate::holds::pause::Pause;
 use crate::members::pull_secret::Secret;
-use crate::members::state::NodeState;
 use crate::model::{DrainPhase, Target};
-use crate::standing::Standing;
 use crate::view::{Versions, View};
 use crate::{members::staging, reboot::stuck};
 
@@ -133,10 +127,10 @@ struct Entry {
     verdict: Option<(VerdictKey, Arc<NodeVerdict>)>,
 }
 
-/// What a plan keeps for the next plan of the same pool (see the module
-/// docs).
+/// The per-node answers a plan keeps for the next plan of the same pool
+/// (see the module docs); `Memo` (the pipeline's) holds them.
 #[derive(Clone, Debug, Default)]
-pub struct Memo {
+pub(crate) struct Answers {
     facts: Option<PoolFacts>,
     /// Each name's place in `entries`.
     index: foldhash::HashMap<String, usize>,
@@ -144,21 +138,12 @@ pub struct Memo {
     /// This plan's entry for each of the view's rows: one lookup per name
     /// and plan, however many steps ask.
     at: Vec<usize>,
-    /// The last plan's per-member maps, handed back for the next plan.
-    spare: Spare,
     /// Answers reused and computed by the last plan (for the tests and logs).
     pub reused: usize,
     pub computed: usize,
 }
 
-/// A plan's per-member maps, to be refilled by the next plan.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Spare {
-    pub states: BTreeMap<String, NodeState>,
-    pub standings: BTreeMap<String, Standing>,
-}
-
-impl Memo {
+impl Answers {
     /// Starts a plan: a change of pool-wide facts forgets every answer, and
     /// answers about names gone from the view are dropped now and then.
     pub(crate) fn begin(&mut self, facts: PoolFacts, view: &View<'_>) {
@@ -184,16 +169,6 @@ impl Memo {
         }
         self.reused = 0;
         self.computed = 0;
-    }
-
-    /// Keeps a plan's per-member maps for the next plan.
-    pub(crate) fn keep_spare(&mut self, spare: Spare) {
-        self.spare = spare;
-    }
-
-    /// The per-member maps kept for this plan (empty when none were).
-    pub(crate) fn take_spare(&mut self) -> Spare {
-        std::mem::take(&mut self.spare)
     }
 
     /// The entry of the view's row `row`.

@@ -2,14 +2,38 @@
 //! the steps before found. The one module that imports every step.
 
 use crate::facts::Rollout;
-use crate::memo::{self, Memo};
+use crate::memo::{self, Answers};
 use crate::model::{PlanInput, Problem};
-use crate::status::{self, Plan};
+use crate::status::{self, Plan, Spare, Summary};
 use crate::{
     holds::budget, holds::depends, holds::gates, holds::groups, holds::window, members::leaving,
     members::membership, members::pull_secret, members::spec, order, reboot::cordon,
     reboot::health_gate, reboot::lifecycle, reboot::slots, reboot::verdict, target, view,
 };
+
+/// What one plan keeps for the next plan of the same pool: each node's
+/// answers ([`memo`]), and the plan's per-member maps once handed back
+/// ([`Memo::recycle`]).
+#[derive(Clone, Debug, Default)]
+pub struct Memo {
+    answers: Answers,
+    spare: Spare,
+}
+
+impl Memo {
+    /// Hands a plan's summary back once read: the pool's next plan refills
+    /// its per-member maps (each member's state and standing) in place, and
+    /// copies no member's name again while membership holds.
+    pub fn recycle(&mut self, summary: Summary) {
+        self.spare = summary.into();
+    }
+
+    /// How many answers the last plan reused and computed (for the tests
+    /// and logs).
+    pub fn reused_and_computed(&self) -> (usize, usize) {
+        (self.answers.reused, self.answers.computed)
+    }
+}
 
 /// Decides what to do for one pool, from scratch: the pipeline of the module
 /// docs. The reference for [`plan_incremental`].
@@ -19,7 +43,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
 /// [`plan`], reusing the per-node answers `memo` kept from the previous
 /// plan of the same pool where their inputs have not changed (see [`memo`]).
-pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
+pub fn plan_incremental(input: &PlanInput<'_>, kept: &mut Memo) -> Plan {
+    let memo = &mut kept.answers;
     let view = view::View::of(input);
     let mut problems: Vec<Problem> = Vec::new();
     let mut target = target::in_force(&input.target, &view.current, &mut problems);
@@ -71,7 +96,7 @@ pub fn plan_incremental(input: &PlanInput<'_>, memo: &mut Memo) -> Plan {
             leavers,
             rollout,
             slots: limits.slots,
-            spare: memo.take_spare(),
+            spare: std::mem::take(&mut kept.spare),
         },
         problems,
         writes,

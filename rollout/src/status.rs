@@ -32,7 +32,6 @@ use crate::holds::window::Window;
 use crate::members::leaving::Leavers;
 use crate::members::membership::Membership;
 use crate::members::state::{NodeState, runs_target};
-use crate::memo::Spare;
 use crate::model::{PlannedEvent, Problem, Target, event_reasons};
 use crate::order::Writes;
 use crate::reboot::stuck::Stuck;
@@ -83,15 +82,20 @@ pub struct Summary {
 /// conditions, generation) is written at once.
 pub const COUNTS_MIN_INTERVAL: Duration = Duration::from_secs(5);
 
-impl crate::Memo {
-    /// Hands a plan's summary back once read: the pool's next plan refills
-    /// its per-member maps in place rather than copying every member's
-    /// name again (see [`crate::Memo`]).
-    pub fn recycle(&mut self, summary: Summary) {
-        self.keep_spare(Spare {
+/// A plan's per-member maps, handed back once read (`Memo::recycle`)
+/// for the pool's next plan to refill in place.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Spare {
+    pub states: BTreeMap<String, NodeState>,
+    pub standings: BTreeMap<String, Standing>,
+}
+
+impl From<Summary> for Spare {
+    fn from(summary: Summary) -> Self {
+        Spare {
             states: summary.states,
             standings: summary.standings.members,
-        });
+        }
     }
 }
 

@@ -302,7 +302,8 @@ async fn reconcile_pool(
         let target = resolution.target.clone();
         let input = ctx.input(&pool, chosen, &pools, target, (writes, phase_clock), gates);
         let mut plan = rollout::plan_incremental(&input, memo);
-        tracing::debug!(pool = %pool.name_any(), reused = memo.reused, computed = memo.computed, "planned");
+        let (reused, computed) = memo.reused_and_computed();
+        tracing::debug!(pool = %pool.name_any(), reused, computed, "planned");
         let phases = std::mem::take(&mut plan.phases);
         *phase_clock = Arc::new(rollout::reboot::stuck::tick(
             &input.phase_clock,

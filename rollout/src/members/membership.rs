@@ -19,7 +19,7 @@ use kube_core::{Resource, ResourceExt};
 use kube_core::{Selector, SelectorExt};
 
 use crate::facts::Claim;
-use crate::memo::Memo;
+use crate::memo::Answers;
 use crate::model::Problem;
 use crate::view::View;
 
@@ -63,7 +63,7 @@ impl Membership<'_> {
 /// is reported. Each node's answer is kept in `memo` for the next plan.
 pub(crate) fn of<'a>(
     view: &View<'a>,
-    memo: &mut Memo,
+    memo: &mut Answers,
     problems: &mut Vec<Problem>,
 ) -> Membership<'a> {
     let pool = view.pool;

@@ -12,7 +12,7 @@ use crate::members::owned::Owned;
 use crate::members::pull_secret::{self, Secret};
 use crate::members::staging;
 use crate::members::state::{NodeState, classify, runs_target};
-use crate::memo::Memo;
+use crate::memo::Answers;
 use crate::model::Target;
 use crate::reboot::slots::holds_slot;
 use crate::view::View;
@@ -125,7 +125,7 @@ pub(crate) fn staging_members(
     view: &View<'_>,
     members: &Membership<'_>,
     target: &Target,
-    memo: &mut Memo,
+    memo: &mut Answers,
 ) -> Vec<staging::Member> {
     members
         .rows

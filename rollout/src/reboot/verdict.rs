@@ -40,7 +40,7 @@ use crate::{
 use jiff::Timestamp;
 
 use crate::facts::{Counted, Decided, Entry, Failure, NodeVerdict, Rollout};
-use crate::memo::{Memo, VerdictKey};
+use crate::memo::{Answers, VerdictKey};
 
 /// How long after a failed drain the controller tries again.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(60);
@@ -68,7 +68,7 @@ pub(crate) fn verdicts<'m>(
     leavers: &Leavers,
     secret: &Secret,
     limits: Limits,
-    memo: &mut Memo,
+    memo: &mut Answers,
 ) -> Rollout<'m> {
     // Told before this plan: who is newly told waits for the budget
     // ([`spec::tell`]).
@@ -248,7 +248,7 @@ fn memoized(
     pool: &Pool<'_, '_>,
     (at, name, row): (usize, &str, Row<'_>),
     reads: Reads<'_>,
-    memo: &mut Memo,
+    memo: &mut Answers,
 ) -> Arc<NodeVerdict> {
     let now = pool.view.input.now;
     let Reads {

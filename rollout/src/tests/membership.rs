@@ -167,8 +167,11 @@ fn membership_table() {
         }
         let input = w.input(&w.nodes);
         let view = crate::view::View::of(&input);
-        let got =
-            crate::members::membership::of(&view, &mut crate::Memo::default(), &mut Vec::new());
+        let got = crate::members::membership::of(
+            &view,
+            &mut crate::memo::Answers::default(),
+            &mut Vec::new(),
+        );
         assert_eq!(got.contains("w1"), *member, "{what}");
         let named: Vec<&str> = got
             .conflicts
