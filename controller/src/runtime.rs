@@ -577,7 +577,7 @@ async fn run_controller(
     let shared = Shared {
         drains: drains.clone(),
         states: Arc::default(),
-        changes,
+        changes: changes.clone(),
         liveness,
         synced: synced.clone(),
     };
@@ -591,10 +591,17 @@ async fn run_controller(
     // the trigger streams is kept as short as the watchers' all the same.
     let running = Controller::for_stream(pool_trigger, pool_store)
         .trigger_backoff(api::watch::backoff())
-        .watches_stream(bn_stream, |bn: BootcNode| watches::pool_of(&bn))
-        .watches_stream(node_stream, move |n: Node| {
-            pools_for_node(&n, &p1, &bn_store)
-        })
+        // A trigger per reconcile, not per event (see `Changes::arm`).
+        .reconcile_on(watches::triggers(
+            bn_stream,
+            watches::pool_of,
+            changes.clone(),
+        ))
+        .reconcile_on(watches::triggers(
+            node_stream,
+            move |n: &Node| pools_for_node(n, &p1, &bn_store),
+            changes.clone(),
+        ))
         .watches_stream(secret_stream, move |s: Secret| pools_for_secret(&s, &p2))
         // A pool appearing, changing its selector or going away can change
         // every other pool's conflicts.

@@ -37,18 +37,31 @@ pub enum Pending {
     Names(foldhash::HashSet<String>),
 }
 
-/// The names the watches applied or deleted since each pool last looked.
+/// The names the watches applied or deleted since each pool last looked,
+/// and whether each pool is already asked for: a pool is triggered by the
+/// first change after it last looked ([`Changes::arm`]), and the changes
+/// that follow wait for that reconcile, which reads them all. So the
+/// controller's queue takes a trigger per reconcile, not one per watch event
+/// (tens of thousands of them in a large rollout).
 #[derive(Debug, Default)]
 pub struct Changes {
-    pending: Mutex<foldhash::HashMap<String, Pending>>,
+    pools: Mutex<foldhash::HashMap<String, PoolChanges>>,
+}
+
+/// One pool's changes since it last looked.
+#[derive(Debug)]
+struct PoolChanges {
+    pending: Pending,
+    /// A trigger was sent since the pool last looked.
+    armed: bool,
 }
 
 impl Changes {
     /// A Node or BootcNode named `name` was applied or deleted.
     pub fn touched(&self, name: &str) {
-        if let Ok(mut pending) = self.pending.lock() {
-            for p in pending.values_mut() {
-                if let Pending::Names(names) = p {
+        if let Ok(mut pools) = self.pools.lock() {
+            for p in pools.values_mut() {
+                if let Pending::Names(names) = &mut p.pending {
                     names.insert(name.to_owned());
                 }
             }
@@ -57,28 +70,53 @@ impl Changes {
 
     /// A cache was replaced wholesale: every pool decides everything again.
     pub fn everything(&self) {
-        if let Ok(mut pending) = self.pending.lock() {
-            for p in pending.values_mut() {
-                *p = Pending::Everything;
+        if let Ok(mut pools) = self.pools.lock() {
+            for p in pools.values_mut() {
+                p.pending = Pending::Everything;
+            }
+        }
+    }
+
+    /// Should a change that concerns `pool` trigger it? Only the first
+    /// since the pool last looked ([`Changes::take`]): the reconcile it
+    /// triggers, or one already queued or running, reads the others.
+    pub fn arm(&self, pool: &str) -> bool {
+        let Ok(mut pools) = self.pools.lock() else {
+            return true;
+        };
+        match pools.get_mut(pool) {
+            Some(p) => !std::mem::replace(&mut p.armed, true),
+            None => {
+                // Never looked: it decides everything when it does.
+                let armed = PoolChanges {
+                    pending: Pending::Everything,
+                    armed: true,
+                };
+                pools.insert(pool.to_owned(), armed);
+                true
             }
         }
     }
 
     /// What `pool` has to decide again; from now on its changes are
-    /// recorded afresh.
+    /// recorded afresh, and the next one triggers it again.
     pub fn take(&self, pool: &str) -> Pending {
-        let Ok(mut pending) = self.pending.lock() else {
+        let Ok(mut pools) = self.pools.lock() else {
             return Pending::Everything;
         };
-        pending
-            .insert(pool.to_owned(), Pending::Names(Default::default()))
-            .unwrap_or(Pending::Everything)
+        let fresh = PoolChanges {
+            pending: Pending::Names(Default::default()),
+            armed: false,
+        };
+        pools
+            .insert(pool.to_owned(), fresh)
+            .map_or(Pending::Everything, |p| p.pending)
     }
 
     /// The pool is gone.
     pub fn forget(&self, pool: &str) {
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(pool);
+        if let Ok(mut pools) = self.pools.lock() {
+            pools.remove(pool);
         }
     }
 }

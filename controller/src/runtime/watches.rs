@@ -7,7 +7,7 @@ use std::fmt::Debug;
 
 use api::Node;
 use api::{BootcNode, BootcNodePool};
-use futures::{Stream, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -198,6 +198,28 @@ pub(super) fn every_pool(pools: &Store<BootcNodePool>) -> Vec<ObjectRef<BootcNod
         .iter()
         .map(|p| ObjectRef::from_obj(p.as_ref()))
         .collect()
+}
+
+/// The pools that `objects` concern (`pools_of`), each passed on only for
+/// the first change since it last looked ([`Changes::arm`]): the reconcile
+/// that change triggers reads every change recorded until it starts.
+pub(super) fn triggers<K, I>(
+    objects: impl Objects<K>,
+    pools_of: impl Fn(&K) -> I + Send + 'static,
+    changes: Arc<Changes>,
+) -> impl Stream<Item = ObjectRef<BootcNodePool>> + Send + 'static
+where
+    K: Send + 'static,
+    I: IntoIterator<Item = ObjectRef<BootcNodePool>>,
+{
+    objects.flat_map(move |object| {
+        let armed: Vec<_> = object
+            .into_iter()
+            .flat_map(|o| pools_of(&o))
+            .filter(|pool| changes.arm(&pool.name))
+            .collect();
+        futures::stream::iter(armed)
+    })
 }
 
 /// The pool a BootcNode belongs to.

@@ -203,3 +203,25 @@ fn a_pool_seen_first_and_a_relist_decide_everything() {
     changes.forget("web");
     assert_eq!(changes.take("web"), Pending::Everything);
 }
+
+/// A pool is triggered by the first change after it looked, not by those
+/// that follow (its reconcile reads them all); looking arms it again.
+#[test]
+fn a_pool_is_triggered_once_per_look() {
+    let changes = Changes::default();
+    let names = |n: &[&str]| Pending::Names(n.iter().map(|s| (*s).to_owned()).collect());
+    assert!(changes.arm("web"), "never looked: triggered");
+    assert!(!changes.arm("web"), "triggered already");
+    changes.touched("n1");
+    assert_eq!(changes.take("web"), Pending::Everything, "never looked");
+    changes.touched("n1");
+    assert!(changes.arm("web"), "the first change since it looked");
+    changes.touched("n2");
+    assert!(!changes.arm("web"), "the next waits for that reconcile");
+    assert!(changes.arm("db"), "each pool on its own");
+    assert_eq!(changes.take("web"), names(&["n1", "n2"]));
+    assert!(changes.arm("web"), "looked: the next change triggers it");
+    assert!(!changes.arm("db"));
+    changes.forget("db");
+    assert!(changes.arm("db"), "forgotten: as if never looked");
+}
