@@ -242,6 +242,7 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
         )
         .await
         .unwrap();
+    let nodes_client = controller.clone();
     let nodes: Api<Node> = Api::all(controller);
     let pp = PatchParams::default();
     // Borrowed by the attempts' `async move` blocks.
@@ -406,10 +407,22 @@ async fn the_controller_changes_only_cordons_and_its_marks_on_nodes() {
                "spec": {"unschedulable": null}}),
         json!({"metadata": {"labels": {api::labels::MANAGED_LABEL: null}}}),
     ] {
-        nodes
-            .patch("node-a", pp, &Patch::Merge(patch.clone()))
-            .await
-            .unwrap_or_else(|e| panic!("{patch}: {e}"));
+        // As the actuator makes them: the answer is the Node's metadata
+        // alone, and the version it reads is the one the Node now has.
+        let version = controller::actions::actuator::patch_version::<Node>(
+            &nodes_client,
+            "node-a",
+            pp,
+            &Patch::Merge(patch.clone()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{patch}: {e}"));
+        let now = admin.get("node-a").await.unwrap();
+        assert_eq!(
+            Some(version.to_string()),
+            now.metadata.resource_version,
+            "{patch}"
+        );
     }
 }
 
