@@ -113,6 +113,17 @@ impl Changes {
             .map_or(Pending::Everything, |p| p.pending)
     }
 
+    /// The pool's reconcile ended without looking (its caches behind its
+    /// own writes): the next change triggers it again, as the one that
+    /// brings the caches up would have.
+    pub fn rearm(&self, pool: &str) {
+        if let Ok(mut pools) = self.pools.lock()
+            && let Some(p) = pools.get_mut(pool)
+        {
+            p.armed = false;
+        }
+    }
+
     /// The pool is gone.
     pub fn forget(&self, pool: &str) {
         if let Ok(mut pools) = self.pools.lock() {

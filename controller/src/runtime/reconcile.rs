@@ -212,6 +212,8 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     // Changes that arrive meanwhile are planned together (see `pace`).
     tokio::time::sleep(ctx.tuning.pace.wait_after(state.pace)).await;
     if !ctx.caches.caught_up(&name, &mut state.writes) {
+        // The event that catches the caches up triggers it at once.
+        ctx.changes.rearm(&name);
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     reconcile_pool(pool, &ctx, &mut state).await
@@ -365,6 +367,7 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
     let mut state = ctx.states.hold(&pool);
     // An Ok here removes the finalizer: waiting must be an error.
     if !ctx.caches.caught_up(&name, &mut state.writes) {
+        ctx.changes.rearm(&name);
         return Err(Error::CachesBehind);
     }
     let nodes = ctx.caches.nodes.state();

@@ -205,7 +205,8 @@ fn a_pool_seen_first_and_a_relist_decide_everything() {
 }
 
 /// A pool is triggered by the first change after it looked, not by those
-/// that follow (its reconcile reads them all); looking arms it again.
+/// that follow (its reconcile reads them all); looking arms it again, and so
+/// does a reconcile that ended without looking.
 #[test]
 fn a_pool_is_triggered_once_per_look() {
     let changes = Changes::default();
@@ -221,6 +222,10 @@ fn a_pool_is_triggered_once_per_look() {
     assert!(changes.arm("db"), "each pool on its own");
     assert_eq!(changes.take("web"), names(&["n1", "n2"]));
     assert!(changes.arm("web"), "looked: the next change triggers it");
+    changes.touched("n3");
+    changes.rearm("web");
+    assert!(changes.arm("web"), "ended without looking: triggered again");
+    assert_eq!(changes.take("web"), names(&["n3"]), "nothing lost");
     assert!(!changes.arm("db"));
     changes.forget("db");
     assert!(changes.arm("db"), "forgotten: as if never looked");
