@@ -74,10 +74,11 @@ trap 'rm -rf "$work"' EXIT
 cp -r "$layout" "$out/image"
 
 # install.yaml: deploy/ with the image by digest (an overlay in the
-# repository's target/, since kustomize takes a base by relative path).
-overlay="target/release-overlay"
-rm -rf "$overlay"
-mkdir -p "$overlay"
+# repository's target/, since kustomize takes a base by relative path; one
+# of its own per run, as tests assemble releases side by side).
+mkdir -p target
+overlay="$(mktemp -d target/release-overlay.XXXXXX)"
+trap 'rm -rf "$work" "$overlay"' EXIT
 cat >"$overlay/kustomization.yaml" <<EOF
 resources:
   - ../../deploy
