@@ -7,8 +7,9 @@
 //! `resourceVersion`s), drain, phase clock, conflict, blocking pod or staging permission
 //! changed, and everything when a pool-wide fact changes. The answers are the
 //! same functions' answers: [`super::plan`] is [`super::plan_incremental`]
-//! with an empty `Memo` (the pipeline's), and a property test (`rollout/src/tests/incremental.rs`)
-//! requires both to give identical plans over random event sequences.
+//! with an empty `Memo` (the pipeline's), and a property test
+//! (`rollout/src/tests/incremental.rs`) requires both to give identical plans
+//! over random event sequences.
 //!
 //! What is never kept: a node whose objects carry no numeric
 //! `resourceVersion` (nothing tells their versions apart), a verdict that
