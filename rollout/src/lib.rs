@@ -96,7 +96,7 @@ pub use model::{
 pub use standing::{Standing, Standings};
 pub use status::{Plan, Summary};
 
-pub use pipeline::{Memo, plan, plan_incremental};
+pub use pipeline::{Memo, plan, plan_incremental, releases};
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_rng;

@@ -183,6 +183,13 @@ impl Write {
             Write::StartDrain { node } | Write::CancelDrain { node } => node,
         }
     }
+
+    /// Does the write give a reboot slot back: lift the pool's disruption
+    /// record from a Node, adding no cordon?
+    pub fn frees_slot(&self) -> bool {
+        matches!(self, Write::PatchNode { patch, .. }
+            if patch.disrupted == Some(false) && patch.unschedulable != Some(true))
+    }
 }
 
 /// The fields the controller owns on a BootcNode: what it server-side

@@ -3,7 +3,7 @@
 
 use crate::facts::Rollout;
 use crate::memo::{self, Answers};
-use crate::model::{PlanInput, Problem};
+use crate::model::{PlanInput, Problem, Write};
 use crate::status::{self, Plan, Spare, Summary};
 use crate::{
     holds::budget, holds::depends, holds::gates, holds::groups, holds::window, members::leaving,
@@ -39,6 +39,30 @@ impl Memo {
 /// docs. The reference for [`plan_incremental`].
 pub fn plan(input: &PlanInput<'_>) -> Plan {
     plan_incremental(input, &mut Memo::default())
+}
+
+/// The slots a look at some of the pool's members frees now: the plan of
+/// those members alone, reduced to the writes that lift a slot's record from
+/// a Node ([`Write::frees_slot`]), each the first write the plan makes for
+/// its node. The runtime looks at the members that changed while the pool
+/// rests between two whole plans, so a node back on the target gives its
+/// slot back within a look, not a whole plan later; the rest of its release
+/// (the approval withdrawn, the drain and lifecycle conditions ended) waits
+/// for the next whole plan.
+///
+/// Freeing a slot only lowers the disruption, and each such write is the one
+/// the whole pool's plan would make first for its node: the verdict is the
+/// member's own (its objects, its drain, the pool's target and spec). A test
+/// checks it against [`plan`] of the whole pool after random events. The
+/// one part of a verdict that reads other nodes' answers, the health gate's
+/// pods, is the runtime's to give: it does not look at a pool with a gate.
+pub fn releases(input: &PlanInput<'_>) -> Vec<Write> {
+    let [first, _] = plan(input).writes.into_waves();
+    first
+        .into_iter()
+        .filter_map(|node| node.into_iter().next())
+        .filter(Write::frees_slot)
+        .collect()
 }
 
 /// [`plan`], reusing the per-node answers `memo` kept from the previous

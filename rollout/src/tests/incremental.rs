@@ -3,7 +3,9 @@
 //! the target, a pause, and the plan's own writes landing) fed to a pool;
 //! after every event [`plan_incremental`] with the memo it keeps (and, most
 //! times, the last plan's summary handed back: [`Memo::recycle`]) must give
-//! exactly the plan [`plan`] makes from scratch.
+//! exactly the plan [`plan`] makes from scratch; and a look at some of the
+//! members ([`releases`]) must free exactly the slots the whole pool's plan
+//! frees first among them.
 
 use api::labels::{CORDONED_BY_ANNOTATION, DISRUPTED_BY_ANNOTATION};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -276,4 +278,73 @@ fn incremental_plans_equal_plans_from_scratch() {
         reused > computed,
         "reused {reused}, computed {computed}: the memo kept almost nothing"
     );
+}
+
+/// The names of `input`'s objects kept, in `chosen` (a bit per name of
+/// [`NAMES`]).
+fn some_members<'a>(input: &PlanInput<'a>, chosen: u64) -> PlanInput<'a> {
+    let kept = |name: &str| {
+        NAMES
+            .iter()
+            .position(|n| *n == name)
+            .is_some_and(|i| chosen & (1 << i) != 0)
+    };
+    let mut some = input.clone();
+    some.nodes.retain(|n| kept(&n.name_any()));
+    some.bootc_nodes.retain(|b| kept(&b.name_any()));
+    some
+}
+
+/// The first write the plan makes for each node.
+fn first_writes(plan: &Plan) -> BTreeMap<String, Write> {
+    let mut first = BTreeMap::new();
+    for w in plan.writes.iter() {
+        first
+            .entry(w.node().to_owned())
+            .or_insert_with(|| w.clone());
+    }
+    first
+}
+
+#[test]
+fn a_look_at_some_members_frees_exactly_the_slots_the_whole_plan_frees_first() {
+    let mut freed = 0;
+    for seed in 1..=200u64 {
+        let mut rng = Rng::seeded(seed);
+        let mut cluster = Cluster::new(&mut rng);
+        for step in 0..160 {
+            cluster.event(&mut rng);
+            let input = cluster.input();
+            let whole = plan(&input);
+            let first = first_writes(&whole);
+            let chosen = rng.below(1 << NAMES.len());
+            let look = releases(&some_members(&input, chosen));
+            for w in &look {
+                assert!(w.frees_slot(), "seed {seed}, step {step}: {w:?}");
+                assert_eq!(
+                    first.get(w.node()),
+                    Some(w),
+                    "seed {seed}, step {step}: the look frees a slot the whole plan does not free first"
+                );
+            }
+            // Every slot the whole plan frees, among the members looked at.
+            for (node, w) in &first {
+                let looked_at = NAMES
+                    .iter()
+                    .position(|n| n == node)
+                    .is_some_and(|i| chosen & (1 << i) != 0);
+                if looked_at && w.frees_slot() {
+                    assert!(
+                        look.contains(w),
+                        "seed {seed}, step {step}: the look misses {w:?}"
+                    );
+                }
+            }
+            freed += look.len();
+            if rng.below(4) > 0 {
+                cluster.land(&whole);
+            }
+        }
+    }
+    assert!(freed > 100, "only {freed} slots freed: the events free too few to test");
 }
