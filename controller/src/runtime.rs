@@ -89,6 +89,8 @@ pub struct Options {
     /// Set Kubernetes' Node lifecycle conditions on nodes in slots (see
     /// [`rollout::reboot::lifecycle`]; off by default).
     pub node_lifecycle_conditions: bool,
+    /// How often each pool is planned ([`pace`]).
+    pub pace: pace::Pace,
     /// The Prometheus endpoints pools' alert gates may name (the admin's,
     /// `--alert-gate-endpoint`; see [`crate::gates::alerts`]).
     pub alert_endpoints: crate::gates::alerts::AlertEndpoints,
@@ -124,6 +126,7 @@ impl Options {
             wedged_after: crate::runtime::liveness::WEDGED_AFTER,
             deadlines: rollout::reboot::stuck::Deadlines::default(),
             node_lifecycle_conditions: false,
+            pace: pace::Pace::default(),
             alert_endpoints: crate::gates::alerts::AlertEndpoints::default(),
             alertmanager_endpoints: crate::actions::silences::AlertmanagerEndpoints::default(),
         }
@@ -537,7 +540,7 @@ fn context(
             resync: options.resync,
             deadlines: options.deadlines,
             node_lifecycle_conditions: options.node_lifecycle_conditions,
-            pace: pace::Pace::default(),
+            pace: options.pace,
         },
         liveness: shared.liveness,
         synced: shared.synced,

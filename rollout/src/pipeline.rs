@@ -4,6 +4,7 @@
 use crate::facts::Rollout;
 use crate::memo::{self, Answers};
 use crate::model::{PlanInput, Problem, Write};
+use crate::order::Writes;
 use crate::status::{self, Plan, Spare, Summary};
 use crate::{
     holds::budget, holds::depends, holds::gates, holds::groups, holds::window, members::leaving,
@@ -56,13 +57,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 /// checks it against [`plan`] of the whole pool after random events. The
 /// one part of a verdict that reads other nodes' answers, the health gate's
 /// pods, is the runtime's to give: it does not look at a pool with a gate.
-pub fn releases(input: &PlanInput<'_>) -> Vec<Write> {
+pub fn releases(input: &PlanInput<'_>) -> Writes {
     let [first, _] = plan(input).writes.into_waves();
-    first
+    let freeing = first
         .into_iter()
         .filter_map(|node| node.into_iter().next())
         .filter(Write::frees_slot)
-        .collect()
+        .collect();
+    Writes::grouped(freeing)
 }
 
 /// [`plan`], reusing the per-node answers `memo` kept from the previous

@@ -131,6 +131,8 @@ pub struct SimOptions {
     pub controller_replicas: usize,
     /// The controller's `--stuck-deadline-scale` (1: the real deadlines).
     pub stuck_deadline_scale: f64,
+    /// The controller's `--rest-per-member-micros`, when not its default.
+    pub rest_per_member: Option<Duration>,
     /// The controller's `--node-lifecycle-conditions`, with its grant
     /// (`deploy/optional/node-lifecycle-conditions`) and, where the API
     /// server has it, the `NodeLifecycleConditions` gate.
@@ -167,6 +169,7 @@ impl Default for SimOptions {
             bootc_versions: vec![BootcVersion::V1_16],
             controller_replicas: 1,
             stuck_deadline_scale: 1.0,
+            rest_per_member: None,
             node_lifecycle_conditions: false,
             updaters_left_on: Vec::new(),
             alert_gate_endpoints: Vec::new(),
@@ -229,6 +232,7 @@ struct Launcher {
     rust_log: String,
     replicas: usize,
     stuck_deadline_scale: f64,
+    rest_per_member: Option<Duration>,
     node_lifecycle_conditions: bool,
     alert_gate_endpoints: Vec<(String, String)>,
     alertmanager_endpoints: Vec<(String, String)>,
@@ -277,6 +281,9 @@ impl Launcher {
             ]);
         if self.node_lifecycle_conditions {
             command.arg("--node-lifecycle-conditions");
+        }
+        if let Some(rest) = self.rest_per_member {
+            command.arg(format!("--rest-per-member-micros={}", rest.as_micros()));
         }
         for (name, url) in &self.alert_gate_endpoints {
             command.arg(format!("--alert-gate-endpoint={name}={url}"));
@@ -387,6 +394,7 @@ impl Sim {
             rust_log: options.controller_log.clone(),
             replicas: options.controller_replicas.max(1),
             stuck_deadline_scale: options.stuck_deadline_scale,
+            rest_per_member: options.rest_per_member,
             node_lifecycle_conditions: options.node_lifecycle_conditions,
             alert_gate_endpoints: options.alert_gate_endpoints.clone(),
             alertmanager_endpoints: options.alertmanager_endpoints.clone(),

@@ -54,6 +54,20 @@ struct PoolChanges {
     pending: Pending,
     /// A trigger was sent since the pool last looked.
     armed: bool,
+    /// The names changed since the pool's last look at its changed members
+    /// for slots to give back (`reconcile::look`), or since it last looked
+    /// at everything.
+    fresh: BTreeSet<String>,
+}
+
+impl PoolChanges {
+    fn new(pending: Pending, armed: bool) -> Self {
+        PoolChanges {
+            pending,
+            armed,
+            fresh: BTreeSet::new(),
+        }
+    }
 }
 
 impl Changes {
@@ -63,6 +77,7 @@ impl Changes {
             for p in pools.values_mut() {
                 if let Pending::Names(names) = &mut p.pending {
                     names.insert(name.to_owned());
+                    p.fresh.insert(name.to_owned());
                 }
             }
         }
@@ -88,11 +103,7 @@ impl Changes {
             Some(p) => !std::mem::replace(&mut p.armed, true),
             None => {
                 // Never looked: it decides everything when it does.
-                let armed = PoolChanges {
-                    pending: Pending::Everything,
-                    armed: true,
-                };
-                pools.insert(pool.to_owned(), armed);
+                pools.insert(pool.to_owned(), PoolChanges::new(Pending::Everything, true));
                 true
             }
         }
@@ -104,13 +115,23 @@ impl Changes {
         let Ok(mut pools) = self.pools.lock() else {
             return Pending::Everything;
         };
-        let fresh = PoolChanges {
-            pending: Pending::Names(Default::default()),
-            armed: false,
-        };
+        let fresh = PoolChanges::new(Pending::Names(Default::default()), false);
         pools
             .insert(pool.to_owned(), fresh)
             .map_or(Pending::Everything, |p| p.pending)
+    }
+
+    /// The names changed since `pool` last asked (or last took its
+    /// changes), in name order; from now on they are recorded afresh. They
+    /// stay pending for the pool's next reconcile all the same.
+    pub fn fresh(&self, pool: &str) -> BTreeSet<String> {
+        let Ok(mut pools) = self.pools.lock() else {
+            return BTreeSet::new();
+        };
+        pools
+            .get_mut(pool)
+            .map(|p| std::mem::take(&mut p.fresh))
+            .unwrap_or_default()
     }
 
     /// The pool's reconcile ended without looking (its caches behind its
@@ -360,6 +381,22 @@ impl Members {
             architectures: self.architectures.keys().cloned().collect(),
             booted: self.booted.clone(),
         }
+    }
+
+    /// The objects of `names` the pool reads, as `caches` hold them now, in
+    /// name order: Nodes and BootcNodes.
+    pub fn some(
+        &self,
+        names: &BTreeSet<String>,
+        caches: &impl Caches,
+    ) -> (Vec<Arc<Node>>, Vec<Arc<BootcNode>>) {
+        let read = |read: fn(&Entry) -> bool| {
+            names
+                .iter()
+                .filter(move |name| self.entries.get(name.as_str()).is_some_and(read))
+                .map(String::as_str)
+        };
+        (caches.nodes(read(|e| e.node)), caches.bns(read(|e| e.bn)))
     }
 
     /// The pool's BootcNodes that carry a retry request.

@@ -26,6 +26,12 @@
 //!
 //! A 100-member pool rests 15 ms, a 5,000-member one 0.75 s. Safety does
 //! not depend on it: every plan reads the whole state afresh.
+//!
+//! A slot is not held for the length of a rest: every [`Pace::look_every`]
+//! of it, the pool looks at the members that changed meanwhile, and gives
+//! back the slots of those back on the target (`reconcile::look`, with
+//! `rollout::releases`). A look reads the changed members alone, so a
+//! large pool's rest stays long and its slots turn over within a look.
 
 use std::time::{Duration, Instant};
 
@@ -38,6 +44,9 @@ pub struct Pace {
     pub per_member: Duration,
     /// The longest rest the multiple of the planning's duration gives.
     pub longest: Duration,
+    /// How often a resting pool looks at its changed members for slots to
+    /// give back.
+    pub look_every: Duration,
 }
 
 impl Default for Pace {
@@ -46,6 +55,7 @@ impl Default for Pace {
             rest: 9,
             per_member: Duration::from_micros(150),
             longest: Duration::from_millis(500),
+            look_every: Duration::from_millis(250),
         }
     }
 }

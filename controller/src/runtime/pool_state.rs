@@ -47,6 +47,17 @@ pub struct PoolState {
     /// The versions of the controller's own writes, and its last status
     /// write.
     pub writes: OwnWrites,
+    /// What the last plan of the whole pool planned for, which the looks
+    /// between plans read (`reconcile::look`); None before the first plan
+    /// and while the pool has no target.
+    pub planned: Option<Planned>,
+}
+
+/// The pool's generation and target its last plan read.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub generation: Option<i64>,
+    pub target: rollout::Target,
 }
 
 /// Every pool's state, by uid.

@@ -19,9 +19,9 @@ use kube::{Resource, ResourceExt};
 use rollout::{Plan, PlanInput};
 
 use super::liveness::Liveness;
-use super::members::{self, Changes, Chosen, Members};
+use super::members::{self, Changes, Chosen, Members, Pending};
 use super::pace::{self, Pace};
-use super::pool_state::{PoolState, PoolStates};
+use super::pool_state::{Planned, PoolState, PoolStates};
 use super::selection::Selection;
 use super::synced::{Cache, Synced};
 use super::{Error, secret_version};
@@ -210,13 +210,90 @@ async fn apply(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Error>
     let name = pool.name_any();
     let mut state = ctx.states.hold(&pool);
     // Changes that arrive meanwhile are planned together (see `pace`).
-    tokio::time::sleep(ctx.tuning.pace.wait_after(state.pace)).await;
+    rest(&pool, &ctx, &mut state).await;
     if !ctx.caches.caught_up(&name, &mut state.writes) {
         // The event that catches the caches up triggers it at once.
         ctx.changes.rearm(&name);
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     reconcile_pool(pool, &ctx, &mut state).await
+}
+
+/// Rests before the pool's next plan (see `pace`), looking at its changed
+/// members every `look_every` meanwhile ([`look`]).
+async fn rest(pool: &BootcNodePool, ctx: &Ctx, state: &mut PoolState) {
+    let pace = ctx.tuning.pace;
+    let until = Instant::now() + pace.wait_after(state.pace);
+    loop {
+        let next = Instant::now() + pace.look_every;
+        if next >= until {
+            break;
+        }
+        tokio::time::sleep_until(next.into()).await;
+        look(pool, ctx, state).await;
+    }
+    tokio::time::sleep_until(until.into()).await;
+}
+
+/// Between two plans of the whole pool: gives back the slots of the members
+/// changed since the last look that are back (`rollout::releases`), reading
+/// those members alone, with the target the last plan had. Not while the
+/// caches are behind the pool's own writes, nor once its spec changed (its
+/// next plan reads the new one), nor for a pool with a health gate (a
+/// proof reads the pods the gatekeeper lists at each plan).
+async fn look(pool: &BootcNodePool, ctx: &Ctx, state: &mut PoolState) {
+    let name = pool.name_any();
+    let Some(pool) = ctx.caches.pools.get(&ObjectRef::new(&name)) else {
+        return;
+    };
+    let Some(planned) = state.planned.as_ref() else {
+        return;
+    };
+    if planned.generation != pool.metadata.generation
+        || pool.spec.health.is_some()
+        || !ctx.caches.caught_up(&name, &mut state.writes)
+    {
+        return;
+    }
+    let changed = ctx.changes.fresh(&name);
+    if changed.is_empty() {
+        return;
+    }
+    let target = planned.target.clone();
+    let names = Pending::Names(changed.iter().cloned().collect());
+    state.members.update(&pool, names, &ctx.caches);
+    let (nodes, bns) = state.members.some(&changed, &ctx.caches);
+    let writes = {
+        let chosen = Selection {
+            nodes: nodes.iter().map(AsRef::as_ref).collect(),
+            bns: bns.iter().map(AsRef::as_ref).collect(),
+            ..Selection::default()
+        };
+        let mut gates = rollout::holds::gates::Gates::default();
+        (gates.fleet_stop, gates.fleet_holds_approvals) =
+            ctx.caches.fleet_switch(&ctx.tuning.namespace);
+        let pools = ctx.caches.pools.state();
+        let clock = &state.phase_clock;
+        let input = ctx.input(
+            &pool,
+            chosen,
+            &pools,
+            Ok(target),
+            (&state.writes, clock),
+            gates,
+        );
+        rollout::releases(&input)
+    };
+    drop((nodes, bns));
+    if writes.is_empty() {
+        return;
+    }
+    match ctx.actuator.write(&pool, writes, &mut state.writes).await {
+        Ok(made) => tracing::info!(pool = %name, writes = made, "slots given back between plans"),
+        Err(error) => {
+            tracing::warn!(pool = %name, %error, "giving slots back between plans failed; the next plan tries again");
+        }
+    }
 }
 
 /// Step 1, gather: the pool's objects brought up to date, and how long
@@ -268,6 +345,7 @@ async fn reconcile_pool(
         writes,
         gates,
         silences,
+        planned,
     } = state;
     let Some((selected, objects)) = gather(&pool, ctx, members).await? else {
         return Ok(Action::requeue(ctx.tuning.resync));
@@ -302,6 +380,10 @@ async fn reconcile_pool(
         let planning = Instant::now();
         let pools = ctx.caches.pools.state();
         let target = resolution.target.clone();
+        *planned = target.as_ref().ok().map(|target| Planned {
+            generation: pool.metadata.generation,
+            target: target.clone(),
+        });
         let input = ctx.input(&pool, chosen, &pools, target, (writes, phase_clock), gates);
         let mut plan = rollout::plan_incremental(&input, memo);
         let (reused, computed) = memo.reused_and_computed();

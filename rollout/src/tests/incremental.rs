@@ -319,7 +319,7 @@ fn a_look_at_some_members_frees_exactly_the_slots_the_whole_plan_frees_first() {
             let first = first_writes(&whole);
             let chosen = rng.below(1 << NAMES.len());
             let look = releases(&some_members(&input, chosen));
-            for w in &look {
+            for w in look.iter() {
                 assert!(w.frees_slot(), "seed {seed}, step {step}: {w:?}");
                 assert_eq!(
                     first.get(w.node()),
@@ -346,5 +346,8 @@ fn a_look_at_some_members_frees_exactly_the_slots_the_whole_plan_frees_first() {
             }
         }
     }
-    assert!(freed > 100, "only {freed} slots freed: the events free too few to test");
+    assert!(
+        freed > 100,
+        "only {freed} slots freed: the events free too few to test"
+    );
 }

@@ -161,6 +161,30 @@ async fn allow_soft_reboot_is_soft_on_capable_nodes_only() {
     );
 }
 
+/// A large pool rests between its plans (`pace`; here 6 s, as 2 nodes
+/// at `--rest-per-member-micros` of 3 s): a node back on the target gives
+/// its slot back at the pool's next look at its changed members, not at its
+/// next plan. The node's return falls in the rest that follows its
+/// approval, so a look gives its slot back; the rollout ends as any other.
+#[tokio::test]
+async fn a_node_back_gives_its_slot_back_between_plans_of_a_resting_pool() {
+    require_root!();
+    let options = SimOptions {
+        rest_per_member: Some(Duration::from_secs(3)),
+        ..SimOptions::default()
+    };
+    let (sim, recorder, _v1) = started(options, 2).await;
+    let v2 = sim.push_version("2.0").await.unwrap();
+    rolled_out_one_at_a_time(&sim, &recorder, &v2, 2).await;
+    let log = std::fs::read_to_string(sim.log_dir().join("controller.log")).unwrap();
+    let looks = log.matches("slots given back between plans").count();
+    assert!(
+        looks >= 1,
+        "no slot given back between plans:\n{}",
+        diagnostics(&sim).await
+    );
+}
+
 /// The budget is about the pool's health: a member NotReady on its own
 /// uses it, so with `maxUnavailable: 1` no node is taken down meanwhile
 /// (the pool says which node holds the rollout), and the rollout goes on

@@ -230,3 +230,33 @@ fn a_pool_is_triggered_once_per_look() {
     changes.forget("db");
     assert!(changes.arm("db"), "forgotten: as if never looked");
 }
+
+#[test]
+fn a_look_reads_the_names_changed_since_it_last_read_them_and_leaves_them_pending() {
+    let changes = Changes::default();
+    let set = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+    let names = |n: &[&str]| Pending::Names(n.iter().map(|s| (*s).to_owned()).collect());
+    changes.arm("web");
+    changes.touched("n0");
+    assert_eq!(
+        changes.fresh("web"),
+        set(&[]),
+        "never looked: nothing kept by name"
+    );
+    changes.take("web");
+    changes.touched("n2");
+    changes.touched("n1");
+    assert_eq!(changes.fresh("web"), set(&["n1", "n2"]), "in name order");
+    assert_eq!(changes.fresh("web"), set(&[]), "read once");
+    changes.touched("n3");
+    assert_eq!(
+        changes.take("web"),
+        names(&["n1", "n2", "n3"]),
+        "still pending for the reconcile"
+    );
+    assert_eq!(
+        changes.fresh("web"),
+        set(&[]),
+        "the reconcile read them all"
+    );
+}
