@@ -24,11 +24,13 @@ use api::labels::{
 use api::node_health::LIFECYCLE_REASON;
 use api::{BootcNode, BootcNodePool, BootcNodePoolStatus};
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
+use std::time::Instant;
 
 use crate::actions::drain::Drains;
 use crate::actions::events::EventSink;
@@ -131,6 +133,20 @@ impl OwnWrites {
                 }
         });
         self.versions.is_empty()
+    }
+
+    /// Is a write to `name`'s Node or BootcNode not yet in the caches (as
+    /// the last [`OwnWrites::caught_up`] found)?
+    pub fn waits_on(&self, name: &str) -> bool {
+        self.versions.keys().any(|w| match w {
+            Written::BootcNode(n) | Written::DeletedBootcNode(n) | Written::Node(n) => n == name,
+            Written::PoolStatus => false,
+        })
+    }
+
+    /// Is a write of the pool's status not yet in the caches?
+    pub fn waits_on_status(&self) -> bool {
+        self.versions.contains_key(&Written::PoolStatus)
     }
 }
 
@@ -305,37 +321,25 @@ impl Actuator {
         writes: Writes,
         own: &mut OwnWrites,
     ) -> Result<usize, ActuatorError> {
-        let mut count = 0;
-        for wave in writes.into_waves() {
-            let mut first_error = None;
-            let mut nodes = wave.into_iter();
-            let mut in_flight = FuturesUnordered::new();
-            // A node's writes are taken up only when a place frees up, and
-            // dropped once made: a pool of 20,000 new nodes held a made
-            // future (about 2.4 KiB) and the plan's writes (1.5 KiB) for
-            // each node while the BootcNode cache filled.
-            // Every started write is seen through (and recorded for the
-            // cache catch-up) before an error is returned: a write dropped in
-            // flight may have landed unrecorded.
-            loop {
-                while in_flight.len() < WRITE_CONCURRENCY {
-                    let Some(one_node) = nodes.next() else { break };
-                    in_flight.push(self.write_in_order(pool, one_node));
-                }
-                let Some((records, m)) = in_flight.next().await else {
-                    break;
-                };
-                records.into_iter().for_each(|r| own.record(r));
-                match m {
-                    Ok(n) => count += n,
-                    Err(e) => first_error = first_error.or(Some(e)),
-                }
-            }
-            if let Some(e) = first_error {
-                return Err(e);
-            }
+        let mut writing = self.writing(pool, writes);
+        writing.until(own, None).await.unwrap_or(Ok(0))
+    }
+
+    /// `writes` to be made a stretch at a time ([`Writing::until`]), as
+    /// [`Actuator::write`] makes them.
+    pub fn writing<'a>(&'a self, pool: &'a BootcNodePool, writes: Writes) -> Writing<'a> {
+        let mut waves = writes.into_waves().into_iter();
+        let nodes = waves.next().unwrap_or_default().into_iter();
+        Writing {
+            actuator: self,
+            pool,
+            waves,
+            nodes,
+            in_flight: FuturesUnordered::new(),
+            busy: std::collections::BTreeSet::new(),
+            count: 0,
+            first_error: None,
         }
-        Ok(count)
     }
 
     /// Makes one node's writes in order, up to the first failure: the
@@ -513,15 +517,15 @@ impl Actuator {
         Ok(())
     }
 
-    /// Makes a whole plan: writes (taken from it), then status, then events.
-    pub async fn execute(
+    /// Ends a plan whose writes are made: its status, then its events.
+    /// Returns how many API writes were made.
+    pub async fn conclude(
         &self,
         pool: &BootcNodePool,
-        plan: &mut Plan,
+        plan: &Plan,
         own: &mut OwnWrites,
     ) -> Result<usize, ActuatorError> {
-        let writes = std::mem::take(&mut plan.writes);
-        let mut count = self.write(pool, writes, own).await?;
+        let mut count = 0;
         if let Some(status) = &plan.status {
             self.write_status(pool, status, own).await?;
             count += 1;
@@ -532,6 +536,87 @@ impl Actuator {
                 .await;
         }
         Ok(count)
+    }
+}
+
+/// One node's writes being made: the node, the writes made (for the
+/// catch-up), and how many or the failure.
+type NodeWrites<'a> = BoxFuture<'a, (Option<String>, Vec<Made>, Result<usize, ActuatorError>)>;
+
+/// A plan's writes being made ([`Actuator::writing`]): each node's writes
+/// are taken up as one of the places in flight frees up, and a wave starts
+/// once every write of the one before it is made.
+pub struct Writing<'a> {
+    actuator: &'a Actuator,
+    pool: &'a BootcNodePool,
+    waves: std::array::IntoIter<Vec<Vec<Write>>, 2>,
+    /// The nodes of the current wave not yet taken up.
+    nodes: std::vec::IntoIter<Vec<Write>>,
+    in_flight: FuturesUnordered<NodeWrites<'a>>,
+    /// The nodes whose writes are in flight.
+    busy: std::collections::BTreeSet<String>,
+    count: usize,
+    first_error: Option<ActuatorError>,
+}
+
+impl Writing<'_> {
+    /// Are some of the node's writes in flight or still to be made?
+    pub fn pending(&self, node: &str) -> bool {
+        let of = |writes: &Vec<Write>| writes.first().is_some_and(|w| w.node() == node);
+        self.busy.contains(node)
+            || self.nodes.as_slice().iter().any(of)
+            || self.waves.as_slice().iter().flatten().any(of)
+    }
+
+    /// Makes writes until all are made (Some: how many API writes, or the
+    /// first error once every write started has finished) or until `until`
+    /// (None: the writes in flight wait, unpolled, for the next call).
+    pub async fn until(
+        &mut self,
+        own: &mut OwnWrites,
+        until: Option<Instant>,
+    ) -> Option<Result<usize, ActuatorError>> {
+        loop {
+            while self.in_flight.len() < WRITE_CONCURRENCY {
+                let Some(one_node) = self.nodes.next() else {
+                    break;
+                };
+                let name = one_node.first().map(|w| w.node().to_owned());
+                self.busy.extend(name.clone());
+                let actuator = self.actuator;
+                let pool = self.pool;
+                self.in_flight.push(Box::pin(async move {
+                    let (made, result) = actuator.write_in_order(pool, one_node).await;
+                    (name, made, result)
+                }));
+            }
+            let next = match until {
+                Some(until) => tokio::select! {
+                    next = self.in_flight.next() => next,
+                    () = tokio::time::sleep_until(until.into()) => return None,
+                },
+                None => self.in_flight.next().await,
+            };
+            if let Some((name, records, m)) = next {
+                if let Some(name) = name {
+                    self.busy.remove(&name);
+                }
+                records.into_iter().for_each(|r| own.record(r));
+                match m {
+                    Ok(n) => self.count += n,
+                    Err(e) => self.first_error = self.first_error.take().or(Some(e)),
+                }
+                continue;
+            }
+            // The wave is made: the next one, unless a write failed.
+            if let Some(e) = self.first_error.take() {
+                return Some(Err(e));
+            }
+            match self.waves.next() {
+                Some(wave) => self.nodes = wave.into_iter(),
+                None => return Some(Ok(self.count)),
+            }
+        }
     }
 }
 

@@ -134,6 +134,17 @@ impl Changes {
             .unwrap_or_default()
     }
 
+    /// Names read by [`Changes::fresh`] that `pool` could not decide yet
+    /// (a write of its own to them on its way): read again next time.
+    pub fn again(&self, pool: &str, names: BTreeSet<String>) {
+        if let Ok(mut pools) = self.pools.lock()
+            && let Some(p) = pools.get_mut(pool)
+            && let Pending::Names(_) = p.pending
+        {
+            p.fresh.extend(names);
+        }
+    }
+
     /// The pool's reconcile ended without looking (its caches behind its
     /// own writes): the next change triggers it again, as the one that
     /// brings the caches up would have.

@@ -4,6 +4,7 @@
 //! A deleted pool's cleanup runs through the finalizer and ends by
 //! forgetting everything kept about the pool, in one place.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,7 @@ use super::pool_state::{Planned, PoolState, PoolStates};
 use super::selection::Selection;
 use super::synced::{Cache, Synced};
 use super::{Error, secret_version};
-use crate::actions::actuator::{Actuator, OwnWrites, Written};
+use crate::actions::actuator::{Actuator, OwnWrites, Writing, Written};
 use crate::actions::daemon_secrets::Grant;
 use crate::actions::drain::Drains;
 use crate::actions::silences::Silencer;
@@ -230,40 +231,74 @@ async fn rest(pool: &BootcNodePool, ctx: &Ctx, state: &mut PoolState) {
             break;
         }
         tokio::time::sleep_until(next.into()).await;
-        look(pool, ctx, state).await;
+        let looking = Looking {
+            members: &mut state.members,
+            writes: &mut state.writes,
+            phase_clock: &state.phase_clock,
+            planned: state.planned.as_ref(),
+            busy: None,
+        };
+        if let Some(freeing) = look(pool, ctx, looking) {
+            give_back(ctx, freeing, &mut state.writes).await;
+        }
     }
     tokio::time::sleep_until(until.into()).await;
 }
 
-/// Between two plans of the whole pool: gives back the slots of the members
-/// changed since the last look that are back (`rollout::releases`), reading
-/// those members alone, with the target the last plan had. Not while the
-/// caches are behind the pool's own writes, nor once its spec changed (its
-/// next plan reads the new one), nor for a pool with a health gate (a
-/// proof reads the pods the gatekeeper lists at each plan).
-async fn look(pool: &BootcNodePool, ctx: &Ctx, state: &mut PoolState) {
+/// What a look reads and writes of its pool's state.
+struct Looking<'s, 'w> {
+    members: &'s mut Members,
+    writes: &'s mut OwnWrites,
+    phase_clock: &'s Arc<rollout::reboot::stuck::Clock>,
+    planned: Option<&'s Planned>,
+    /// The writes a plan is making (none while the pool rests): a member
+    /// whose writes are in flight or still to come has its answer from that
+    /// plan, not from a look.
+    busy: Option<&'s Writing<'w>>,
+}
+
+/// Between two plans of the whole pool, and while one makes its writes:
+/// gives back the slots of the members changed since the last look that
+/// are back (`rollout::releases`), reading those members alone, with the
+/// target the last plan had. Not for a member whose last write by the
+/// controller the caches have not seen yet, nor once the pool's spec
+/// changed (its next plan reads the new one), nor for a pool with a health
+/// gate (a proof reads the pods the gatekeeper lists at each plan).
+fn look(pool: &BootcNodePool, ctx: &Ctx, looking: Looking<'_, '_>) -> Option<Freeing> {
     let name = pool.name_any();
-    let Some(pool) = ctx.caches.pools.get(&ObjectRef::new(&name)) else {
-        return;
-    };
-    let Some(planned) = state.planned.as_ref() else {
-        return;
-    };
+    let pool = ctx.caches.pools.get(&ObjectRef::new(&name))?;
+    let planned = looking.planned?;
+    let writes = looking.writes;
+    ctx.caches.caught_up(&name, writes);
     if planned.generation != pool.metadata.generation
         || pool.spec.health.is_some()
-        || !ctx.caches.caught_up(&name, &mut state.writes)
+        || writes.waits_on_status()
     {
-        return;
+        return None;
     }
-    let changed = ctx.changes.fresh(&name);
-    if changed.is_empty() {
-        return;
+    // Only a slot's holder can give it back: the others are left to the
+    // next plan (20,000 of them when a large pool's rollout starts).
+    let holders: BTreeSet<String> = ctx
+        .changes
+        .fresh(&name)
+        .into_iter()
+        .filter(|n| {
+            let (node, bn) = (ctx.caches.nodes.get(n), ctx.caches.bootc_nodes.get(n));
+            rollout::reboot::slots::holds_slot(node.as_deref(), bn.as_deref(), &name)
+        })
+        .collect();
+    // A holder with a write of ours on its way is read again next time.
+    let (later, holders): (BTreeSet<String>, _) = holders
+        .into_iter()
+        .partition(|n| writes.waits_on(n) || looking.busy.is_some_and(|w| w.pending(n)));
+    ctx.changes.again(&name, later);
+    if holders.is_empty() {
+        return None;
     }
-    let target = planned.target.clone();
-    let names = Pending::Names(changed.iter().cloned().collect());
-    state.members.update(&pool, names, &ctx.caches);
-    let (nodes, bns) = state.members.some(&changed, &ctx.caches);
-    let writes = {
+    let names = Pending::Names(holders.iter().cloned().collect());
+    looking.members.update(&pool, names, &ctx.caches);
+    let (nodes, bns) = looking.members.some(&holders, &ctx.caches);
+    let freeing = {
         let chosen = Selection {
             nodes: nodes.iter().map(AsRef::as_ref).collect(),
             bns: bns.iter().map(AsRef::as_ref).collect(),
@@ -273,23 +308,23 @@ async fn look(pool: &BootcNodePool, ctx: &Ctx, state: &mut PoolState) {
         (gates.fleet_stop, gates.fleet_holds_approvals) =
             ctx.caches.fleet_switch(&ctx.tuning.namespace);
         let pools = ctx.caches.pools.state();
-        let clock = &state.phase_clock;
-        let input = ctx.input(
-            &pool,
-            chosen,
-            &pools,
-            Ok(target),
-            (&state.writes, clock),
-            gates,
-        );
+        let target = Ok(planned.target.clone());
+        let state = (&*writes, looking.phase_clock);
+        let input = ctx.input(&pool, chosen, &pools, target, state, gates);
         rollout::releases(&input)
     };
     drop((nodes, bns));
-    if writes.is_empty() {
-        return;
-    }
-    match ctx.actuator.write(&pool, writes, &mut state.writes).await {
-        Ok(made) => tracing::info!(pool = %name, writes = made, "slots given back between plans"),
+    (!freeing.is_empty()).then_some((pool, freeing))
+}
+
+/// The writes a look found, for its pool.
+type Freeing = (Arc<BootcNodePool>, rollout::Writes);
+
+/// Makes a look's writes.
+async fn give_back(ctx: &Ctx, (pool, freeing): Freeing, writes: &mut OwnWrites) {
+    let name = pool.name_any();
+    match ctx.actuator.write(&pool, freeing, writes).await {
+        Ok(made) => tracing::info!(pool = %name, writes = made, "slots given back at a look"),
         Err(error) => {
             tracing::warn!(pool = %name, %error, "giving slots back between plans failed; the next plan tries again");
         }
@@ -403,7 +438,13 @@ async fn reconcile_pool(
     let holders = plan.summary.standings.pool.holders.iter();
     let holders = holders.map(|(name, _)| name.clone()).collect();
     let silences_due = ctx.silencer.sync(&pool, holders, silences).await;
-    let made = ctx.actuator.execute(&pool, &mut plan, writes).await?;
+    let made = act(
+        &pool,
+        ctx,
+        &mut plan,
+        (members, writes, phase_clock, planned),
+    )
+    .await?;
     // Step 4, record.
     *pace = Some(pace::Last::ended_now(took, plan.summary.states.len()));
     record(&pool, &plan, made, started, took);
@@ -413,6 +454,40 @@ async fn reconcile_pool(
     Ok(Action::requeue(
         silences_due.map_or(requeue, |due| due.min(requeue)),
     ))
+}
+
+/// Step 3's writes, then the plan's status and events; every `look_every`
+/// of the writes, a look at the members whose writes are made or none (see
+/// [`look`]). Returns how many API writes were made.
+async fn act(
+    pool: &BootcNodePool,
+    ctx: &Ctx,
+    plan: &mut Plan,
+    (members, writes, phase_clock, planned): (
+        &mut Members,
+        &mut OwnWrites,
+        &Arc<rollout::reboot::stuck::Clock>,
+        &Option<Planned>,
+    ),
+) -> Result<usize, Error> {
+    let mut writing = ctx.actuator.writing(pool, std::mem::take(&mut plan.writes));
+    let made = loop {
+        let until = Instant::now() + ctx.tuning.pace.look_every;
+        if let Some(made) = writing.until(writes, Some(until)).await {
+            break made?;
+        }
+        let looking = Looking {
+            members,
+            writes,
+            phase_clock,
+            planned: planned.as_ref(),
+            busy: Some(&writing),
+        };
+        if let Some(freeing) = look(pool, ctx, looking) {
+            give_back(ctx, freeing, writes).await;
+        }
+    };
+    Ok(made + ctx.actuator.conclude(pool, plan, writes).await?)
 }
 
 /// The metrics and the log line of a reconcile that made `made` writes.

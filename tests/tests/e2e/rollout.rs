@@ -177,7 +177,7 @@ async fn a_node_back_gives_its_slot_back_between_plans_of_a_resting_pool() {
     let v2 = sim.push_version("2.0").await.unwrap();
     rolled_out_one_at_a_time(&sim, &recorder, &v2, 2).await;
     let log = std::fs::read_to_string(sim.log_dir().join("controller.log")).unwrap();
-    let looks = log.matches("slots given back between plans").count();
+    let looks = log.matches("slots given back at a look").count();
     assert!(
         looks >= 1,
         "no slot given back between plans:\n{}",

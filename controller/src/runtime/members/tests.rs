@@ -248,6 +248,12 @@ fn a_look_reads_the_names_changed_since_it_last_read_them_and_leaves_them_pendin
     changes.touched("n1");
     assert_eq!(changes.fresh("web"), set(&["n1", "n2"]), "in name order");
     assert_eq!(changes.fresh("web"), set(&[]), "read once");
+    changes.again("web", set(&["n2"]));
+    assert_eq!(
+        changes.fresh("web"),
+        set(&["n2"]),
+        "put back to be read again"
+    );
     changes.touched("n3");
     assert_eq!(
         changes.take("web"),
