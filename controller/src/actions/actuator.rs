@@ -5,6 +5,9 @@
 //! At most 16 nodes' writes are in flight at once (`WRITE_CONCURRENCY`); on
 //! a failure the first error is returned only once every write already
 //! started has finished, so that the cache catch-up knows what landed.
+//! A plan's writes are made a stretch at a time ([`Writing`]): between two
+//! stretches the reconcile looks for slots to give back, and the writes in
+//! flight wait for the next stretch to be read.
 //!
 //! BootcNodes and the pool status are written with server-side apply as
 //! `bootc-controller` (the controller owns those fields). Nodes belong to

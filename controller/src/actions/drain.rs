@@ -350,6 +350,24 @@ impl Drains {
             .collect()
     }
 
+    /// The drains of `pool` among `nodes`.
+    pub fn snapshot_of(
+        &self,
+        pool: &str,
+        nodes: &std::collections::BTreeSet<String>,
+    ) -> BTreeMap<String, DrainPhase> {
+        let drains = self.lock();
+        nodes
+            .iter()
+            .filter_map(|n| {
+                drains
+                    .get(n)
+                    .filter(|e| e.pool == pool)
+                    .map(|e| (n.clone(), e.phase.clone()))
+            })
+            .collect()
+    }
+
     /// Forgets (and stops) the drain of `node`, if any.
     pub fn cancel(&self, node: &str) {
         if let Some(entry) = self.lock().remove(node) {

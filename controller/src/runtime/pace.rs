@@ -27,11 +27,12 @@
 //! A 100-member pool rests 15 ms, a 5,000-member one 0.75 s. Safety does
 //! not depend on it: every plan reads the whole state afresh.
 //!
-//! A slot is not held for the length of a rest: every [`Pace::look_every`]
-//! of it, the pool looks at the members that changed meanwhile, and gives
-//! back the slots of those back on the target (`reconcile::look`, with
-//! `rollout::releases`). A look reads the changed members alone, so a
-//! large pool's rest stays long and its slots turn over within a look.
+//! A slot is not held for the length of a rest, nor of a plan's writes:
+//! every [`Pace::look_every`] of either, the pool looks at the members that
+//! changed meanwhile and gives back the slots of those back on the target
+//! (`reconcile::look`, with `rollout::releases`). A look reads the changed
+//! slot holders alone, so a large pool's rest stays long and its slots are
+//! given back within a look.
 
 use std::time::{Duration, Instant};
 

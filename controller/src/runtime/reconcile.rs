@@ -157,7 +157,8 @@ impl Caches {
 
 impl Ctx {
     /// The planner's input for `pool`: its chosen objects, the other pools,
-    /// what the caches and the pool's state say, and the time.
+    /// what the caches and the pool's state say, the gates' answers, the
+    /// drains in flight, and the time.
     fn input<'a>(
         &'a self,
         pool: &'a BootcNodePool,
@@ -165,7 +166,10 @@ impl Ctx {
         others: &'a [Arc<BootcNodePool>],
         target: Result<rollout::Target, rollout::TargetProblem>,
         state: (&OwnWrites, &Arc<rollout::reboot::stuck::Clock>),
-        gates: rollout::holds::gates::Gates,
+        (gates, drains): (
+            rollout::holds::gates::Gates,
+            std::collections::BTreeMap<String, rollout::DrainPhase>,
+        ),
     ) -> PlanInput<'a> {
         let pull_secret = self.caches.pull_secret(pool).map(|s| rollout::SecretSeen {
             version: secret_version(&s),
@@ -186,7 +190,7 @@ impl Ctx {
                 .filter(|p| p.name_any() != pool.name_any())
                 .collect(),
             pull_secret,
-            drains: self.drains.snapshot(&pool.name_any()),
+            drains,
             operator_namespace: &self.tuning.namespace,
             last_status_write: state.0.last_status_write(),
             now: jiff::Timestamp::now(),
@@ -310,7 +314,9 @@ fn look(pool: &BootcNodePool, ctx: &Ctx, looking: Looking<'_, '_>) -> Option<Fre
         let pools = ctx.caches.pools.state();
         let target = Ok(planned.target.clone());
         let state = (&*writes, looking.phase_clock);
-        let input = ctx.input(&pool, chosen, &pools, target, state, gates);
+        // The holders' drains alone (a large pool has thousands).
+        let drains = ctx.drains.snapshot_of(&name, &holders);
+        let input = ctx.input(&pool, chosen, &pools, target, state, (gates, drains));
         rollout::releases(&input)
     };
     drop((nodes, bns));
@@ -419,7 +425,9 @@ async fn reconcile_pool(
             generation: pool.metadata.generation,
             target: target.clone(),
         });
-        let input = ctx.input(&pool, chosen, &pools, target, (writes, phase_clock), gates);
+        let drains = ctx.drains.snapshot(&pool.name_any());
+        let state = (&*writes, &*phase_clock);
+        let input = ctx.input(&pool, chosen, &pools, target, state, (gates, drains));
         let mut plan = rollout::plan_incremental(&input, memo);
         let (reused, computed) = memo.reused_and_computed();
         tracing::debug!(pool = %pool.name_any(), reused, computed, "planned");
@@ -538,7 +546,10 @@ async fn cleanup(pool: Arc<BootcNodePool>, ctx: Arc<Ctx>) -> Result<Action, Erro
             message: "pool is being deleted".into(),
         }),
         (&state.writes, &state.phase_clock),
-        rollout::holds::gates::Gates::default(),
+        (
+            rollout::holds::gates::Gates::default(),
+            ctx.drains.snapshot(&name),
+        ),
     );
     let finishing = rollout::finishing(&input);
     if !finishing.is_empty() {

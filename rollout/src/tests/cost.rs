@@ -74,6 +74,37 @@ fn plan_cost_follows_what_changed() {
     }
 }
 
+/// A look at 20 slot holders of a large pool mid-rollout (`releases`),
+/// the pool's status as its plan reports it: what the runtime pays four
+/// times a second while a large pool rolls out.
+#[test]
+fn a_look_costs_its_holders_not_the_pool() {
+    let n = std::env::var("PLAN_COST_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let (mut world, nodes) = pool_of(n, false);
+    world.pool.status = plan(&world.input(&nodes)).status;
+    let input = world.input(&nodes);
+    let holders = |name: &str| {
+        let i: usize = name.trim_start_matches("sim-node-").parse().unwrap_or(0);
+        (4 * n / 10 + 1..=4 * n / 10 + 20).contains(&i)
+    };
+    let mut some = input.clone();
+    some.nodes.retain(|node| holders(&node.name_any()));
+    some.bootc_nodes.retain(|b| holders(&b.name_any()));
+    assert_eq!(some.nodes.len(), 20);
+    let rounds = 50;
+    let started = Instant::now();
+    for _ in 0..rounds {
+        releases(&some);
+    }
+    println!(
+        "{n} nodes, a look at 20 holders: {:?}",
+        started.elapsed() / rounds
+    );
+}
+
 /// The memo keeps a verdict for every member, each in an `Arc`: with the
 /// `Arc`'s two counts it fits 512 bytes, the allocator's class below 640
 /// (2.5 MiB less at 20,000 members). The texts few members carry are out
