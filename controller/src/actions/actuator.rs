@@ -580,6 +580,13 @@ impl Writing<'_> {
         until: Option<Instant>,
     ) -> Option<Result<usize, ActuatorError>> {
         loop {
+            // A node's writes are taken up only when a place frees up, and
+            // dropped once made: a pool of 20,000 new nodes held a made
+            // future (about 2.4 KiB) and the plan's writes (1.5 KiB) for
+            // each node while the BootcNode cache filled. Every started
+            // write is seen through (and recorded for the cache catch-up)
+            // before an error is returned: a write dropped in flight may
+            // have landed unrecorded.
             while self.in_flight.len() < WRITE_CONCURRENCY {
                 let Some(one_node) = self.nodes.next() else {
                     break;
