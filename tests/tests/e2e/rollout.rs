@@ -1,7 +1,7 @@
 //! Rollouts as they should go: the bound on disrupted nodes, rollback, soft
 //! reboots, mixed bootc versions, bounded staging, pause and resume, a tag
-//! that moves back, a member NotReady on its own, maintenance windows and
-//! holds.
+//! that moves back, a member NotReady on its own, maintenance windows,
+//! holds, and a slot given back between two plans of a resting pool.
 
 use super::*;
 
