@@ -339,7 +339,7 @@ impl Actuator {
             waves,
             nodes,
             in_flight: FuturesUnordered::new(),
-            busy: std::collections::BTreeSet::new(),
+            in_flight_nodes: std::collections::BTreeSet::new(),
             count: 0,
             first_error: None,
         }
@@ -557,7 +557,7 @@ pub struct Writing<'a> {
     nodes: std::vec::IntoIter<Vec<Write>>,
     in_flight: FuturesUnordered<NodeWrites<'a>>,
     /// The nodes whose writes are in flight.
-    busy: std::collections::BTreeSet<String>,
+    in_flight_nodes: std::collections::BTreeSet<String>,
     count: usize,
     first_error: Option<ActuatorError>,
 }
@@ -566,7 +566,7 @@ impl Writing<'_> {
     /// Are some of the node's writes in flight or still to be made?
     pub fn pending(&self, node: &str) -> bool {
         let of = |writes: &Vec<Write>| writes.first().is_some_and(|w| w.node() == node);
-        self.busy.contains(node)
+        self.in_flight_nodes.contains(node)
             || self.nodes.as_slice().iter().any(of)
             || self.waves.as_slice().iter().flatten().any(of)
     }
@@ -592,7 +592,7 @@ impl Writing<'_> {
                     break;
                 };
                 let name = one_node.first().map(|w| w.node().to_owned());
-                self.busy.extend(name.clone());
+                self.in_flight_nodes.extend(name.clone());
                 let actuator = self.actuator;
                 let pool = self.pool;
                 self.in_flight.push(Box::pin(async move {
@@ -609,7 +609,7 @@ impl Writing<'_> {
             };
             if let Some((name, records, m)) = next {
                 if let Some(name) = name {
-                    self.busy.remove(&name);
+                    self.in_flight_nodes.remove(&name);
                 }
                 records.into_iter().for_each(|r| own.record(r));
                 match m {

@@ -332,7 +332,7 @@ async fn give_back(ctx: &Ctx, (pool, freeing): Freeing, writes: &mut OwnWrites) 
     match ctx.actuator.write(&pool, freeing, writes).await {
         Ok(made) => tracing::info!(pool = %name, writes = made, "slots given back at a look"),
         Err(error) => {
-            tracing::warn!(pool = %name, %error, "giving slots back between plans failed; the next plan tries again");
+            tracing::warn!(pool = %name, %error, "giving slots back at a look failed; the next plan tries again");
         }
     }
 }

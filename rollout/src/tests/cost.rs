@@ -40,12 +40,17 @@ fn pool_of(n: usize, starting: bool) -> (World, Vec<Node>) {
     (world, nodes)
 }
 
-#[test]
-fn plan_cost_follows_what_changed() {
-    let n = std::env::var("PLAN_COST_NODES")
+/// The pool's size: `PLAN_COST_NODES`, else 300.
+fn size() -> usize {
+    std::env::var("PLAN_COST_NODES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(300)
+}
+
+#[test]
+fn plan_cost_follows_what_changed() {
+    let n = size();
     for (what, starting) in [("mid-rollout", false), ("starting", true)] {
         let (mut world, nodes) = pool_of(n, starting);
         let started = Instant::now();
@@ -79,10 +84,7 @@ fn plan_cost_follows_what_changed() {
 /// times a second while a large pool rolls out.
 #[test]
 fn a_look_costs_its_holders_not_the_pool() {
-    let n = std::env::var("PLAN_COST_NODES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+    let n = size();
     let (mut world, nodes) = pool_of(n, false);
     world.pool.status = plan(&world.input(&nodes)).status;
     let input = world.input(&nodes);
