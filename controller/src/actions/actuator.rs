@@ -7,7 +7,9 @@
 //! started has finished, so that the cache catch-up knows what landed.
 //! A plan's writes are made a stretch at a time ([`Writing`]): between two
 //! stretches the reconcile looks for slots to give back, and the writes in
-//! flight wait for the next stretch to be read.
+//! flight wait for the next stretch to be read; the writes not yet started
+//! can be dropped ([`Writing::cut`]): each node's are whole or none, and
+//! the second wave never starts before the first is made.
 //!
 //! BootcNodes and the pool status are written with server-side apply as
 //! `bootc-controller` (the controller owns those fields). Nodes belong to
@@ -569,6 +571,18 @@ impl Writing<'_> {
         self.in_flight_nodes.contains(node)
             || self.nodes.as_slice().iter().any(of)
             || self.waves.as_slice().iter().flatten().any(of)
+    }
+
+    /// How many API writes are made so far.
+    pub fn made(&self) -> usize {
+        self.count
+    }
+
+    /// Drops the writes not yet started (the next plan decides them
+    /// again); those in flight are seen through by [`Writing::until`].
+    /// Returns how many nodes' writes were dropped.
+    pub fn cut(&mut self) -> usize {
+        self.nodes.by_ref().count() + self.waves.by_ref().map(|wave| wave.len()).sum::<usize>()
     }
 
     /// Makes writes until all are made (Some: how many API writes, or the

@@ -33,6 +33,16 @@
 //! (`reconcile::look`, with `rollout::releases`). A look reads the changed
 //! slot holders alone, so a large pool's rest stays long and its slots are
 //! given back within a look.
+//!
+//! Nor does a plan's writes hold its reconcile: a wave of 2,000 slots is
+//! 2,000 cordons, several seconds of the API server's writes. A reconcile
+//! makes its writes for [`Pace::reconcile_writes`], writes the pool's status
+//! and ends; the rest of its writes are made while the pool rests (looks
+//! between them, as above), and the rest is timed from the last of them, so
+//! a large pool is planned no more often than before. They are cut short
+//! (those not started are dropped, the next plan decides them again) when
+//! the pool's spec changes or the fleet is stopped: a pause stops a wave's
+//! cordons within a look.
 
 use std::time::{Duration, Instant};
 
@@ -48,6 +58,9 @@ pub struct Pace {
     /// How often a resting pool looks at its changed members for slots to
     /// give back.
     pub look_every: Duration,
+    /// How long a reconcile makes its plan's writes before it ends (and its
+    /// status is written): the rest are made while the pool rests.
+    pub reconcile_writes: Duration,
 }
 
 impl Default for Pace {
@@ -57,6 +70,7 @@ impl Default for Pace {
             per_member: Duration::from_micros(150),
             longest: Duration::from_millis(500),
             look_every: Duration::from_millis(250),
+            reconcile_writes: Duration::from_millis(500),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! One reconcile of a pool, in four steps: gather the input from the caches,
 //! plan (the `rollout` crate; the pool's memo, phase clock and timing are in
-//! its [`PoolState`]), act (the actuator), record (metrics, pace, requeue).
+//! its [`PoolState`]), act (the actuator), record (metrics, pace, requeue);
+//! a plan's writes that outlast `Pace::reconcile_writes` are made after the
+//! record, while the pool rests (see `pace`).
 //! A deleted pool's cleanup runs through the finalizer and ends by
 //! forgetting everything kept about the pool, in one place.
 
@@ -393,7 +395,7 @@ async fn reconcile_pool(
     };
     // Steps 1 and 2 read the objects chosen; the writes of step 3 do not,
     // and the objects go before them (see `Members::chosen`).
-    let (mut plan, resolution, took) = {
+    let (mut plan, resolution, took, read) = {
         let chosen = objects.selection();
         let secret = usable_secret(&pool, ctx.caches.pull_secret(&pool));
         let resolution = ctx
@@ -417,6 +419,10 @@ async fn reconcile_pool(
         (gates.fleet_stop, gates.fleet_holds_approvals) =
             ctx.caches.fleet_switch(&ctx.tuning.namespace);
         gates.silences = ctx.silencer.check(&pool, silences).await;
+        let read = Read {
+            generation: pool.metadata.generation,
+            fleet_stopped: gates.fleet_stop.is_some(),
+        };
         // Step 2, plan.
         let planning = Instant::now();
         let pools = ctx.caches.pools.state();
@@ -438,24 +444,19 @@ async fn reconcile_pool(
             input.now,
         ));
         // What pacing counts: choosing the pool's objects and planning.
-        (plan, resolution, selected + planning.elapsed())
+        (plan, resolution, selected + planning.elapsed(), read)
     };
     drop(objects);
     // Step 3, act: the silences of the slots first, then the writes
-    // (a node is silenced before it is cordoned).
+    // (a node is silenced before it is cordoned) for `reconcile_writes`,
+    // then the status and events.
     let holders = plan.summary.standings.pool.holders.iter();
     let holders = holders.map(|(name, _)| name.clone()).collect();
     let silences_due = ctx.silencer.sync(&pool, holders, silences).await;
-    let made = act(
-        &pool,
-        ctx,
-        &mut plan,
-        (members, writes, phase_clock, planned),
-    )
-    .await?;
-    // Step 4, record.
+    let acting = (members, writes, &*phase_clock, &*planned, read);
+    let acted = act_and_record(&pool, ctx, &mut plan, acting, (started, took)).await;
     *pace = Some(pace::Last::ended_now(took, plan.summary.states.len()));
-    record(&pool, &plan, made, started, took);
+    acted?;
     let requeue = requeue_after(ctx, &plan, &resolution);
     // Read: the next plan refills its per-member maps.
     memo.recycle(plan.summary);
@@ -464,38 +465,116 @@ async fn reconcile_pool(
     ))
 }
 
-/// Step 3's writes, then the plan's status and events; every `look_every`
-/// of the writes, a look at the members whose writes are made or none (see
-/// [`look`]). Returns how many API writes were made.
-async fn act(
+/// What a plan read that, once changed, cuts its writes short.
+#[derive(Clone, Copy, Debug)]
+struct Read {
+    generation: Option<i64>,
+    fleet_stopped: bool,
+}
+
+/// Why a plan's writes not yet started are dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    /// Its next plan reads the new spec (a pause, a lower `maxUnavailable`).
+    SpecChanged,
+    Deleted,
+    /// The operator's Namespace says stop: no new slot.
+    FleetStopped,
+}
+
+impl Read {
+    /// Should the writes of a plan that read `self` be cut short, now
+    /// that the pool is `pool` (None: gone) and the fleet stopped or not?
+    fn cut(self, pool: Option<&BootcNodePool>, fleet_stopped: bool) -> Option<Cut> {
+        match pool {
+            None => Some(Cut::Deleted),
+            Some(p) if p.metadata.deletion_timestamp.is_some() => Some(Cut::Deleted),
+            Some(p) if p.metadata.generation != self.generation => Some(Cut::SpecChanged),
+            _ if fleet_stopped && !self.fleet_stopped => Some(Cut::FleetStopped),
+            _ => None,
+        }
+    }
+}
+
+/// What acting on a plan reads and writes of its pool's state.
+type Acting<'s> = (
+    &'s mut Members,
+    &'s mut OwnWrites,
+    &'s Arc<rollout::reboot::stuck::Clock>,
+    &'s Option<Planned>,
+    Read,
+);
+
+/// Steps 3 and 4: the plan's writes for `reconcile_writes`, its status
+/// and events, the record of the reconcile (`started`, with `took` for
+/// planning); then the writes left, while the pool rests.
+async fn act_and_record(
     pool: &BootcNodePool,
     ctx: &Ctx,
     plan: &mut Plan,
-    (members, writes, phase_clock, planned): (
-        &mut Members,
-        &mut OwnWrites,
-        &Arc<rollout::reboot::stuck::Clock>,
-        &Option<Planned>,
-    ),
-) -> Result<usize, Error> {
+    (members, writes, phase_clock, planned, read): Acting<'_>,
+    (started, took): (Instant, Duration),
+) -> Result<(), Error> {
     let mut writing = ctx.actuator.writing(pool, std::mem::take(&mut plan.writes));
-    let made = loop {
-        let until = Instant::now() + ctx.tuning.pace.look_every;
+    let within = Some(Instant::now() + ctx.tuning.pace.reconcile_writes);
+    let acting = (&mut *members, &mut *writes, phase_clock, planned, read);
+    let all_made = act(pool, ctx, &mut writing, within, acting).await?;
+    let made = all_made.unwrap_or(writing.made());
+    let made = made + ctx.actuator.conclude(pool, plan, writes).await?;
+    record(pool, plan, made, started, took);
+    if all_made.is_some() {
+        return Ok(());
+    }
+    let acting = (members, writes, phase_clock, planned, read);
+    let made = act(pool, ctx, &mut writing, None, acting)
+        .await?
+        .unwrap_or(0);
+    let elapsed_us = started.elapsed().as_micros();
+    tracing::info!(pool = %pool.name_any(), writes = made, elapsed_us, "a plan's writes made after its reconcile");
+    Ok(())
+}
+
+/// Makes `writing`'s writes until all are made (Some: how many API writes)
+/// or until `within` (None); every `look_every`, a look at the members
+/// whose writes are made or none (see [`look`]), and the writes not started
+/// dropped once the pool's spec changed or the fleet was stopped since the
+/// plan ([`Read::cut`]).
+async fn act(
+    pool: &BootcNodePool,
+    ctx: &Ctx,
+    writing: &mut Writing<'_>,
+    within: Option<Instant>,
+    (members, writes, phase_clock, planned, read): Acting<'_>,
+) -> Result<Option<usize>, Error> {
+    let name = pool.name_any();
+    loop {
+        let look_at = Instant::now() + ctx.tuning.pace.look_every;
+        let until = within.map_or(look_at, |w| w.min(look_at));
         if let Some(made) = writing.until(writes, Some(until)).await {
-            break made?;
+            return Ok(Some(made?));
+        }
+        if within.is_some_and(|w| Instant::now() >= w) {
+            return Ok(None);
+        }
+        let now = ctx.caches.pools.get(&ObjectRef::new(&name));
+        let fleet_stopped = ctx.caches.fleet_switch(&ctx.tuning.namespace).0.is_some();
+        if let Some(why) = read.cut(now.as_deref(), fleet_stopped) {
+            let dropped = writing.cut();
+            if dropped > 0 {
+                tracing::info!(pool = %name, ?why, nodes = dropped, "a plan's writes cut short; the next plan decides them again");
+            }
         }
         let looking = Looking {
-            members,
-            writes,
+            members: &mut *members,
+            writes: &mut *writes,
             phase_clock,
             planned: planned.as_ref(),
-            busy: Some(&writing),
+            busy: Some(&*writing),
         };
         if let Some(freeing) = look(pool, ctx, looking) {
             give_back(ctx, freeing, writes).await;
         }
-    };
-    Ok(made + ctx.actuator.conclude(pool, plan, writes).await?)
+    }
 }
 
 /// The metrics and the log line of a reconcile that made `made` writes.
@@ -611,4 +690,66 @@ pub(super) fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Ct
     tracing::warn!(pool = %pool.name_any(), %error, "reconcile failed; retrying");
     crate::metrics::global().reconcile_failed(error.kind());
     Action::requeue(Duration::from_secs(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::test_support::PoolBuilder;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    #[test]
+    fn a_plans_writes_are_cut_short_when_what_it_read_changes() {
+        let read = Read {
+            generation: Some(3),
+            fleet_stopped: false,
+        };
+        let at = |generation: i64| {
+            let mut pool = PoolBuilder::new("p").build();
+            pool.metadata.generation = Some(generation);
+            pool
+        };
+        let mut deleted = at(3);
+        deleted.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
+        let stopped_before = Read {
+            fleet_stopped: true,
+            ..read
+        };
+        // (what, read at the plan, the pool now, the fleet stopped now, cut)
+        let rows = [
+            ("nothing changed", read, Some(at(3)), false, None),
+            (
+                "a new spec",
+                read,
+                Some(at(4)),
+                false,
+                Some(Cut::SpecChanged),
+            ),
+            (
+                "the pool deleted",
+                read,
+                Some(deleted),
+                false,
+                Some(Cut::Deleted),
+            ),
+            ("the pool gone", read, None, false, Some(Cut::Deleted)),
+            (
+                "the fleet stopped",
+                read,
+                Some(at(3)),
+                true,
+                Some(Cut::FleetStopped),
+            ),
+            (
+                "stopped already at the plan",
+                stopped_before,
+                Some(at(3)),
+                true,
+                None,
+            ),
+        ];
+        for (what, read, pool, fleet_stopped, want) in rows {
+            assert_eq!(read.cut(pool.as_ref(), fleet_stopped), want, "{what}");
+        }
+    }
 }

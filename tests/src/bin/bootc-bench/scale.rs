@@ -149,6 +149,9 @@ struct ScaleResult {
     /// BootcNode of the pool in its caches, the pool on v1.
     synced_rss_kib: u64,
     reconciles: Vec<f64>,
+    /// The plans whose writes outlasted their reconcile: from the
+    /// reconcile's start to the last write (ms), sorted.
+    writes_out: Vec<f64>,
     /// Write requests served during the rollout, and their bodies.
     writes: write_probe::Served,
     probes: Vec<Probe>,
@@ -176,11 +179,16 @@ impl ScaleResult {
     }
 }
 
-/// Reconcile durations (ms) logged by the controller after `from` bytes.
+/// Reconcile durations (ms) logged by the controller.
 fn reconcile_durations(log: &str) -> Vec<f64> {
+    elapsed_ms(log, "reconciled")
+}
+
+/// The `elapsed_us` (as ms) of the controller's log lines that say `what`.
+fn elapsed_ms(log: &str, what: &str) -> Vec<f64> {
     let mut v = Vec::new();
     for line in log.lines() {
-        if !line.contains("reconciled") {
+        if !line.contains(what) {
             continue;
         }
         if let Some(us) = line
@@ -357,6 +365,8 @@ async fn measure_rollout(
     let seen = steps.seen(&log);
     let mut reconciles = reconcile_durations(&log);
     reconciles.sort_by(f64::total_cmp);
+    let mut writes_out = elapsed_ms(&log, "a plan's writes made after its reconcile");
+    writes_out.sort_by(f64::total_cmp);
     Ok(ScaleResult {
         nodes: n,
         slots: (n / 10).max(1),
@@ -368,6 +378,7 @@ async fn measure_rollout(
         hwm_kib,
         synced_rss_kib,
         reconciles,
+        writes_out,
         writes,
         probes: Vec::new(),
         waves: wave::waves(&seen),
@@ -750,6 +761,17 @@ fn report_costs(report: &mut Report, r: &ScaleResult) {
             ok,
         )
     });
+    let (out, count) = (&r.writes_out, r.writes_out.len());
+    report.push(row(
+        format!("  the plans whose writes outlasted their reconcile: the reconcile's start -> its last write, p50 / p99 (n={count})"),
+        if out.is_empty() {
+            "none".to_owned()
+        } else {
+            format!("{:.1} / {:.1} ms", percentile(out, 50.0), percentile(out, 99.0))
+        },
+        "",
+        None,
+    ));
     report_releases(report, r);
 }
 
