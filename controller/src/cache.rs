@@ -161,7 +161,7 @@ impl<K: Resource + Clone + Tallied> ByName<K> {
         let cache = ByName::default();
         cache.apply(&Event::Init);
         for o in objects {
-            cache.apply(&Event::InitApply(o));
+            cache.apply(&Event::InitApply(Arc::new(o)));
         }
         cache.apply(&Event::InitDone);
         cache
@@ -169,7 +169,7 @@ impl<K: Resource + Clone + Tallied> ByName<K> {
 
     /// Takes in one event of the kind's watch. Objects without a name
     /// (never sent by an API server) are ignored.
-    pub fn apply(&self, event: &Event<K>) {
+    pub fn apply(&self, event: &Event<Arc<K>>) {
         let mut inner = self.write();
         match event {
             Event::Apply(o) | Event::InitApply(o) => inner.put(o),
@@ -203,13 +203,13 @@ impl<K: Resource + Clone + Tallied> Inner<K> {
     /// Caches `object` in place of the one of its name. Outside a relist an
     /// object counts as listed by the last one, so that a relist's end keeps
     /// what a later event brought.
-    fn put(&mut self, object: &K) {
+    fn put(&mut self, object: &Arc<K>) {
         if object.meta().name.is_none() {
             return;
         }
         let listed = self.relist;
         let replaced = self.objects.replace(Entry {
-            object: Arc::new(object.clone()),
+            object: Arc::clone(object),
             listed,
         });
         if let Some(old) = replaced {
@@ -265,11 +265,11 @@ mod tests {
     #[test]
     fn applies_replace_and_deletes_remove_by_name() {
         let cache = ByName::default();
-        cache.apply(&Event::Apply(node("a", "1")));
-        cache.apply(&Event::Apply(node("b", "1")));
-        cache.apply(&Event::Apply(node("a", "2")));
+        cache.apply(&Event::Apply(Arc::new(node("a", "1"))));
+        cache.apply(&Event::Apply(Arc::new(node("b", "1"))));
+        cache.apply(&Event::Apply(Arc::new(node("a", "2"))));
         assert_eq!(version(&cache, "a").as_deref(), Some("2"));
-        cache.apply(&Event::Delete(node("b", "3")));
+        cache.apply(&Event::Delete(Arc::new(node("b", "3"))));
         assert_eq!(names(&cache), ["a"]);
         assert!(cache.get("b").is_none());
     }
@@ -280,16 +280,16 @@ mod tests {
     fn a_relist_updates_in_place_and_drops_what_it_did_not_list() {
         let cache = ByName::of([node("a", "1"), node("gone", "1"), node("b", "1")]);
         cache.apply(&Event::Init);
-        cache.apply(&Event::InitApply(node("a", "5")));
+        cache.apply(&Event::InitApply(Arc::new(node("a", "5"))));
         assert_eq!(names(&cache), ["a", "b", "gone"], "whole meanwhile");
         assert_eq!(version(&cache, "a").as_deref(), Some("5"));
-        cache.apply(&Event::InitApply(node("b", "5")));
-        cache.apply(&Event::InitApply(node("new", "5")));
+        cache.apply(&Event::InitApply(Arc::new(node("b", "5"))));
+        cache.apply(&Event::InitApply(Arc::new(node("new", "5"))));
         cache.apply(&Event::InitDone);
         assert_eq!(names(&cache), ["a", "b", "new"]);
-        cache.apply(&Event::Apply(node("later", "6")));
+        cache.apply(&Event::Apply(Arc::new(node("later", "6"))));
         cache.apply(&Event::Init);
-        cache.apply(&Event::InitApply(node("a", "7")));
+        cache.apply(&Event::InitApply(Arc::new(node("a", "7"))));
         cache.apply(&Event::InitDone);
         assert_eq!(names(&cache), ["a"], "a second relist drops the first's");
     }
@@ -311,11 +311,11 @@ mod tests {
             let mut c = ConfigMap::default();
             c.metadata.name = Some(name.to_owned());
             c.metadata.labels = key.map(|k| [("key".to_owned(), k.to_owned())].into());
-            c
+            Arc::new(c)
         };
         let cache = ByName::default();
         // (what, the event, the keys after it)
-        let steps: Vec<(&str, Event<ConfigMap>, Vec<&str>)> = vec![
+        let steps: Vec<(&str, Event<_>, Vec<&str>)> = vec![
             ("a first", Event::Apply(object("a", Some("k1"))), vec!["k1"]),
             (
                 "a second",
@@ -365,7 +365,7 @@ mod tests {
     #[test]
     fn objects_without_a_name_are_not_cached() {
         let cache = ByName::default();
-        cache.apply(&Event::Apply(Node::default()));
+        cache.apply(&Event::Apply(Arc::new(Node::default())));
         assert!(cache.state().is_empty());
     }
 }

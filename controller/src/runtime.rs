@@ -216,20 +216,22 @@ fn pool_fingerprint(pool: &BootcNodePool) -> u64 {
 }
 
 /// Passes on objects whose `fingerprint` changed, and every deletion.
-fn changed_only<K, S>(
+fn changed_only<O, K, S>(
     events: S,
     fingerprint: fn(&K) -> u64,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+) -> impl Stream<Item = Result<O, watcher::Error>> + Send + 'static
 where
-    K: Resource + Clone + Send + 'static,
-    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    O: std::borrow::Borrow<K> + Send + 'static,
+    K: Resource + 'static,
+    S: Stream<Item = Result<watcher::Event<O>, watcher::Error>> + Send + 'static,
 {
     let mut seen: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     events.filter_map(move |ev| {
         let out = match ev {
             Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
-                let key = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
-                let fp = fingerprint(&obj);
+                let o: &K = obj.borrow();
+                let key = format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any());
+                let fp = fingerprint(o);
                 if seen.insert(key, fp) == Some(fp) {
                     None
                 } else {
@@ -237,7 +239,8 @@ where
                 }
             }
             Ok(watcher::Event::Delete(obj)) => {
-                let key = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+                let o: &K = obj.borrow();
+                let key = format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any());
                 seen.remove(&key);
                 Some(Ok(obj))
             }
@@ -602,7 +605,7 @@ async fn run_controller(
         ))
         .reconcile_on(watches::triggers(
             node_stream,
-            move |n: &Node| pools_for_node(n, &p1, &bn_store),
+            move |n: &Arc<Node>| pools_for_node(n, &p1, &bn_store),
             changes.clone(),
         ))
         .watches_stream(secret_stream, move |s: Secret| pools_for_secret(&s, &p2))

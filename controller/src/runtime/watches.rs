@@ -44,7 +44,7 @@ where
 
 /// Records, once the cache has it, each name a watch applied or deleted,
 /// and a relist (see `members`).
-fn record<K: Resource>(changes: &Changes, event: &watcher::Event<K>) {
+fn record<K: Resource>(changes: &Changes, event: &watcher::Event<Arc<K>>) {
     match event {
         watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
             changes.touched(o.meta().name.as_deref().unwrap_or_default());
@@ -60,7 +60,7 @@ pub(super) fn bootc_nodes(
     client: &kube::Client,
     synced: &Arc<Synced>,
     changes: &Arc<Changes>,
-) -> (ByName<BootcNode>, impl Objects<BootcNode>) {
+) -> (ByName<BootcNode>, impl Objects<Arc<BootcNode>>) {
     let events = watch(Api::<BootcNodeWire>::all(client.clone())).map_ok(wire::real);
     let (cache, cached) = cached_by_name(events, changes.clone());
     let cached = synced.track(Cache::BootcNodes, cached);
@@ -70,11 +70,11 @@ pub(super) fn bootc_nodes(
 /// `events` stored in a cache keyed by name, then recorded in `changes`
 /// (once the cache has them).
 fn cached_by_name<K: Resource + Clone + crate::cache::Tallied>(
-    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    events: impl Stream<Item = Result<watcher::Event<Arc<K>>, watcher::Error>>,
     changes: Arc<Changes>,
 ) -> (
     ByName<K>,
-    impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    impl Stream<Item = Result<watcher::Event<Arc<K>>, watcher::Error>>,
 ) {
     let cache = ByName::default();
     let writer = cache.clone();
@@ -92,7 +92,7 @@ pub(super) fn nodes(
     client: &kube::Client,
     synced: &Arc<Synced>,
     changes: &Arc<Changes>,
-) -> (ByName<Node>, impl Objects<Node>) {
+) -> (ByName<Node>, impl Objects<Arc<Node>>) {
     let events = watch(Api::<NodeWire>::all(client.clone())).map_ok(wire::real);
     let (cache, cached) = cached_by_name(events, changes.clone());
     let cached = synced.track(Cache::Nodes, cached);
@@ -223,6 +223,6 @@ where
 }
 
 /// The pool a BootcNode belongs to.
-pub(super) fn pool_of(bn: &BootcNode) -> Option<ObjectRef<BootcNodePool>> {
+pub(super) fn pool_of(bn: &Arc<BootcNode>) -> Option<ObjectRef<BootcNodePool>> {
     rollout::owner_pool(bn).map(|(name, _)| ObjectRef::new(&name))
 }

@@ -347,9 +347,9 @@ fn whole(bn: BootcNode) -> (ObjectMeta, BootcNodeSpec, Option<BootcNodeStatus>) 
 }
 
 /// The object of an event that carries one.
-fn object<K>(event: Event<K>) -> K {
+fn object<K: Clone>(event: Event<std::sync::Arc<K>>) -> K {
     match event {
-        Event::Apply(obj) | Event::Delete(obj) | Event::InitApply(obj) => obj,
+        Event::Apply(obj) | Event::Delete(obj) | Event::InitApply(obj) => (*obj).clone(),
         Event::Init | Event::InitDone => panic!("no object"),
     }
 }
