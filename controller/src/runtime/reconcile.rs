@@ -519,23 +519,20 @@ async fn act_and_record(
     let within = Some(Instant::now() + ctx.tuning.pace.reconcile_writes);
     let acting = (&mut *members, &mut *writes, phase_clock, planned, read);
     let all_made = act(pool, ctx, &mut writing, within, acting).await?;
-    let made = all_made.unwrap_or(writing.made());
-    let made = made + ctx.actuator.conclude(pool, plan, writes).await?;
+    let made = writing.made() + ctx.actuator.conclude(pool, plan, writes).await?;
     record(pool, plan, made, started, took);
-    if all_made.is_some() {
+    if all_made {
         return Ok(());
     }
     let acting = (members, writes, phase_clock, planned, read);
-    let made = act(pool, ctx, &mut writing, None, acting)
-        .await?
-        .unwrap_or(0);
+    act(pool, ctx, &mut writing, None, acting).await?;
     let elapsed_us = started.elapsed().as_micros();
-    tracing::info!(pool = %pool.name_any(), writes = made, elapsed_us, "a plan's writes made after its reconcile");
+    tracing::info!(pool = %pool.name_any(), writes = writing.made(), elapsed_us, "a plan's writes made after its reconcile");
     Ok(())
 }
 
-/// Makes `writing`'s writes until all are made (Some: how many API writes)
-/// or until `within` (None); every `look_every`, a look at the members
+/// Makes `writing`'s writes until all are made (true; how many, in
+/// [`Writing::made`]) or until `within` (false); every `look_every`, a look at the members
 /// whose writes are made or none (see [`look`]), and the writes not started
 /// dropped once the pool's spec changed or the fleet was stopped since the
 /// plan ([`Read::cut`]).
@@ -545,16 +542,17 @@ async fn act(
     writing: &mut Writing<'_>,
     within: Option<Instant>,
     (members, writes, phase_clock, planned, read): Acting<'_>,
-) -> Result<Option<usize>, Error> {
+) -> Result<bool, Error> {
     let name = pool.name_any();
     loop {
         let look_at = Instant::now() + ctx.tuning.pace.look_every;
         let until = within.map_or(look_at, |w| w.min(look_at));
         if let Some(made) = writing.until(writes, Some(until)).await {
-            return Ok(Some(made?));
+            made?;
+            return Ok(true);
         }
         if within.is_some_and(|w| Instant::now() >= w) {
-            return Ok(None);
+            return Ok(false);
         }
         let now = ctx.caches.pools.get(&ObjectRef::new(&name));
         let fleet_stopped = ctx.caches.fleet_switch(&ctx.tuning.namespace).0.is_some();
