@@ -20,6 +20,9 @@
 //!   ends with `strip_node`, which stays the one rule of what a cached Node
 //!   keeps.
 //!
+//! Each conversion ends by giving back the spare room of the lists it
+//! keeps (`compact_metadata`): the decoded object is the one cached.
+//!
 //! The wire types are watched in place of the real ones, so they answer to
 //! kube as the real kinds do (same group, version, kind and plural).
 
@@ -66,6 +69,10 @@ impl From<NodeWire> for Node {
         // Drops nothing more: here for the rule's sake (and it makes the
         // annotations an empty map when there were none, as it always has).
         super::strip_node(&mut node);
+        compact_metadata(&mut node.metadata);
+        if let Some(conditions) = node.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            conditions.shrink_to_fit();
+        }
         node
     }
 }
@@ -78,7 +85,27 @@ impl From<BootcNodeWire> for BootcNode {
             status: wire.status,
         };
         super::strip_bootc_node(&mut bn);
+        compact_metadata(&mut bn.metadata);
+        if let Some(status) = bn.status.as_mut() {
+            status.conditions.shrink_to_fit();
+            status.host_updaters.shrink_to_fit();
+        }
         bn
+    }
+}
+
+/// Gives back the spare room of the metadata's lists. A list is decoded
+/// by growing it (serde_json tells no length ahead: room for 4, then 8), and
+/// the decoded object is the one the cache keeps (see `real`): a Node's five
+/// conditions in room for eight, a BootcNode's two in room for four, about
+/// 400 bytes a node each, 15 MiB of a 20,000-node controller's RSS.
+/// (A string is decoded at its length.)
+fn compact_metadata(meta: &mut ObjectMeta) {
+    if let Some(finalizers) = meta.finalizers.as_mut() {
+        finalizers.shrink_to_fit();
+    }
+    if let Some(owners) = meta.owner_references.as_mut() {
+        owners.shrink_to_fit();
     }
 }
 

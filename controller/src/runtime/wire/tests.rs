@@ -179,6 +179,7 @@ fn node_status() -> Value {
         "allocatable": resources,
         "capacity": resources,
         "conditions": [
+            condition("NetworkUnavailable", "False", "CalicoIsUp", "Calico is running on this node"),
             condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
             condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
@@ -243,6 +244,7 @@ fn bootc_node_json() -> Value {
             "rollback": boot_entry(OLD, "10.0.20260101", false),
             "bootId": "8d7b2c1e-5f4a-4e3b-9c2d-1a0b9c8d7e6f",
             "downloadOnlySupported": true,
+            "hostUpdaters": ["bootc-fetch-apply-updates.timer"],
             "history": [
                 {"image": TARGET, "staged": "2026-03-01T09:30:00Z"},
                 {"image": OLD, "digest": OLD.split_once('@').map(|(_, d)| d),
@@ -420,6 +422,42 @@ fn a_bootc_node_decodes_as_it_is_cached() {
         "nor its history"
     );
     assert_eq!(whole(bn), whole(bootc_node_full(&json)));
+}
+
+/// The room a list holds beyond its length.
+fn spare<T>(list: &[T], room: usize) -> usize {
+    room - list.len()
+}
+
+#[test]
+fn a_decoded_object_keeps_no_spare_room_in_its_lists() {
+    let node = node_wire(&node_json().to_string());
+    let conditions = node.status.as_ref().unwrap().conditions.as_ref().unwrap();
+    let finalizers = node.metadata.finalizers.as_ref().unwrap();
+    let owners = node.metadata.owner_references.as_ref().unwrap();
+    assert_eq!(
+        [
+            spare(conditions, conditions.capacity()),
+            spare(finalizers, finalizers.capacity()),
+            spare(owners, owners.capacity()),
+        ],
+        [0, 0, 0],
+        "a Node's conditions ({}), finalizers, owner references",
+        conditions.len()
+    );
+
+    let bn = bootc_node_wire(&bootc_node_json().to_string());
+    let status = bn.status.as_ref().unwrap();
+    let owners = bn.metadata.owner_references.as_ref().unwrap();
+    assert_eq!(
+        [
+            spare(&status.conditions, status.conditions.capacity()),
+            spare(&status.host_updaters, status.host_updaters.capacity()),
+            spare(owners, owners.capacity()),
+        ],
+        [0, 0, 0],
+        "a BootcNode's conditions, host updaters, owner references"
+    );
 }
 
 #[test]
