@@ -244,7 +244,7 @@ fn bootc_node_json() -> Value {
             "rollback": boot_entry(OLD, "10.0.20260101", false),
             "bootId": "8d7b2c1e-5f4a-4e3b-9c2d-1a0b9c8d7e6f",
             "downloadOnlySupported": true,
-            "hostUpdaters": ["bootc-fetch-apply-updates.timer"],
+            "hostUpdaters": [api::host_updaters::BOOTC_TIMER],
             "history": [
                 {"image": TARGET, "staged": "2026-03-01T09:30:00Z"},
                 {"image": OLD, "digest": OLD.split_once('@').map(|(_, d)| d),
