@@ -532,10 +532,10 @@ async fn act_and_record(
 }
 
 /// Makes `writing`'s writes until all are made (true; how many, in
-/// [`Writing::made`]) or until `within` (false); every `look_every`, a look at the members
-/// whose writes are made or none (see [`look`]), and the writes not started
-/// dropped once the pool's spec changed or the fleet was stopped since the
-/// plan ([`Read::cut`]).
+/// [`Writing::made`]) or until `within` (false); every `look_every`, a look
+/// at the members whose writes are made or none (see [`look`]), and the
+/// writes not started dropped once the pool's spec changed or the fleet was
+/// stopped since the plan ([`Read::cut`]).
 async fn act(
     pool: &BootcNodePool,
     ctx: &Ctx,
